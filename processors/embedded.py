@@ -1,0 +1,110 @@
+"""CONTRACT §11: the embedded runner — a journal file in, one JSON Lines file
+per output topic out, through the same core as the Kafka worker.
+
+Each output line is the record value as canonical JSON (CONTRACT §4), so two
+runs over the same input produce byte-identical files (CONTRACT §10).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+from processors.ledger.intake import Coordinates, ingest_journal_line
+from processors.ledger.normalize import canonical_json
+from processors.ledger.processor import DEAD_LETTER, OUTPUT_TOPICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
+
+#: Dead-letter coordinates topic for records read from a journal file: the
+#: file is a copy of the source-journal topic (CONTRACT §1).
+JOURNAL_TOPIC = "source-journal"
+
+
+@dataclass
+class RunSummary:
+    """What a run produced: records per output topic and each scope's last
+    statistics record (its current view, CONTRACT §11)."""
+
+    records: dict[str, int] = field(default_factory=lambda: {topic: 0 for topic in OUTPUT_TOPICS})
+    statistics: dict[str, dict] = field(default_factory=dict)
+    lines: int = 0
+
+    @property
+    def dead_letters(self) -> int:
+        """Records sent to dead-letter."""
+        return self.records[DEAD_LETTER]
+
+
+class JsonlSink:
+    """Writes emits to ``DIR/<topic>.jsonl`` (all five files always exist)."""
+
+    def __init__(self, out_dir: Path, stack: contextlib.ExitStack):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.files: dict[str, BinaryIO] = {
+            topic: stack.enter_context(open(out_dir / f"{topic}.jsonl", "wb")) for topic in OUTPUT_TOPICS
+        }
+
+    def write(self, emits: Iterable[Emit], summary: RunSummary) -> None:
+        """Append each emit's value as one canonical JSON line."""
+        for emit in emits:
+            self.files[emit.topic].write(canonical_json(emit.value) + b"\n")
+            summary.records[emit.topic] += 1
+            if emit.topic == STATISTICS:
+                summary.statistics[emit.value["scope_id"]] = emit.value
+
+
+def journal_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """``(0-based line number, line without its end-of-line)`` for every
+    non-blank line."""
+    for number, line in enumerate(handle):
+        stripped = line.rstrip(b"\r\n")
+        if stripped.strip():
+            yield number, stripped
+
+
+def run_journal(
+    journal: Path,
+    out_dir: Path,
+    config: LedgerConfig | None = None,
+    show_progress: bool = True,
+) -> RunSummary:
+    """Process ``journal`` (JSON Lines, ``../cases/README.md``) and write
+    ``out_dir/<topic>.jsonl`` for every output topic of CONTRACT §1.
+
+    The end of the file counts as the provenance horizon passing for every
+    outcome still pending (CONTRACT §5). Bad lines go to
+    ``dead-letter.jsonl`` with their line number as offset; processing goes
+    on. Raises OSError if the journal cannot be read or the output written.
+    """
+    processor = LedgerProcessor(config=config)
+    summary = RunSummary()
+    size = journal.stat().st_size
+    with contextlib.ExitStack() as stack:
+        sink = JsonlSink(out_dir, stack)
+        handle = stack.enter_context(open(journal, "rb"))
+        progress = stack.enter_context(
+            Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+                disable=not show_progress,
+            )
+        )
+        task = progress.add_task(journal.name, total=size)
+        for number, line in journal_lines(handle):
+            summary.lines += 1
+            sink.write(ingest_journal_line(processor, line, Coordinates(JOURNAL_TOPIC, None, number, None)), summary)
+            if number % 512 == 0:
+                progress.update(task, completed=handle.tell())
+        sink.write(processor.flush(), summary)
+        progress.update(task, completed=size)
+    return summary

@@ -1,0 +1,138 @@
+"""CONTRACT §5: the linked chain, pending outcomes, and Handoff citation
+coverage (§8 ``unlinked_handoff_citations``).
+
+TaskOutcome.handoff_receipt_ref → HandoffReceipt (resolves only when
+accepted + exact + available and ``selected_revision`` names a Handoff
+revision) → Handoff revision → its cited Experience revisions that carry a
+failure block (the *cited set*, distinct, in ArtifactRef order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from processors.ledger.state import LedgerState, experience_ref
+
+LINKED = "linked"
+UNLINKED = "unlinked"
+PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Outcome of resolving a Task Outcome's chain.
+
+    ``status`` is LINKED, UNLINKED or PENDING. For LINKED, ``receipt_ref``
+    (SourceRef dict), ``handoff_ref`` (ArtifactRef dict) and ``cited_set``
+    (Experience ArtifactRef dicts with a failure block, sorted) are set. For
+    PENDING, ``waiting_on`` names the missing entity as store key parts, e.g.
+    ``("receipt", "R12")`` or ``("experience", "E7", 1)``.
+    """
+
+    status: str
+    receipt_ref: dict | None = None
+    handoff_ref: dict | None = None
+    cited_set: tuple[dict, ...] = ()
+    waiting_on: tuple | None = None
+
+
+def receipt_target(receipt: dict) -> dict | None:
+    """The Handoff revision a receipt resolves to, or None (CONTRACT §3).
+
+    Resolution needs status = accepted, selection = exact, evidence_status =
+    available and a ``selected_revision`` of family handoff. Whether that
+    revision is known is checked at resolution time (§5: pending until then).
+    """
+    selected = receipt.get("selected_revision")
+    if (
+        receipt["status"] == "accepted"
+        and receipt["selection"] == "exact"
+        and receipt["evidence_status"] == "available"
+        and selected is not None
+        and selected["family"] == "handoff"
+    ):
+        return selected
+    return None
+
+
+def resolve(state: LedgerState, scope_id: str, outcome: dict) -> Resolution:
+    """Resolve ``outcome``'s chain against what the processor has seen.
+
+    Returns PENDING when the receipt, the Handoff revision or a cited
+    Experience revision has not arrived yet (CONTRACT §5), UNLINKED when there
+    is no receipt ref or the receipt does not resolve, LINKED otherwise.
+    """
+    receipt_ref = outcome.get("handoff_receipt_ref")
+    if receipt_ref is None:
+        return Resolution(UNLINKED)
+    receipt = state.get("receipt", scope_id, receipt_ref["source_id"])
+    if receipt is None:
+        return Resolution(PENDING, waiting_on=("receipt", receipt_ref["source_id"]))
+    target = receipt["resolves_to"]
+    if target is None:
+        return Resolution(UNLINKED)
+    handoff = state.get("handoff", scope_id, target["artifact_id"], target["revision"])
+    if handoff is None:
+        return Resolution(PENDING, waiting_on=("handoff", target["artifact_id"], target["revision"]))
+    cited_set = []
+    for artifact_id, revision in handoff["cites"]:
+        experience = state.get("experience", scope_id, artifact_id, revision)
+        if experience is None:
+            return Resolution(PENDING, waiting_on=("experience", artifact_id, revision))
+        if experience["failure"] is not None:
+            cited_set.append(experience_ref(artifact_id, revision))
+    return Resolution(LINKED, receipt_ref=receipt_ref, handoff_ref=target, cited_set=tuple(cited_set))
+
+
+def distinct_experience_citations(handoff: dict) -> list[list]:
+    """Distinct cited Experience revisions of a Handoff as ``[artifact_id,
+    revision]`` pairs in ArtifactRef order. A revision cited twice is one
+    candidate (CONTRACT §5); citations of other families are not candidates."""
+    pairs = {
+        (c["artifact_ref"]["artifact_id"], c["artifact_ref"]["revision"])
+        for c in handoff["artifact_citations"]
+        if c["artifact_ref"]["family"] == "experience"
+    }
+    return [list(pair) for pair in sorted(pairs)]
+
+
+# -- §8 unlinked_handoff_citations ------------------------------------------
+# A (Handoff revision, cited failure-bearing Experience revision) pair counts
+# until some Task Outcome links through that Handoff revision. A cited
+# revision that has not arrived yet is counted when it arrives (if it carries
+# a failure block and the Handoff is still unlinked).
+
+
+def count_new_handoff(state: LedgerState, scope: dict, scope_id: str, handoff_rec: dict, artifact_ref: dict) -> None:
+    """Count a new Handoff revision's failure-bearing citations as unlinked;
+    register the ones whose Experience revision is still unknown."""
+    for artifact_id, revision in handoff_rec["cites"]:
+        experience = state.get("experience", scope_id, artifact_id, revision)
+        if experience is None:
+            state.append([artifact_ref["artifact_id"], artifact_ref["revision"]], "citewait", scope_id, artifact_id, revision)
+        elif experience["failure"] is not None:
+            handoff_rec["failure_pairs"] += 1
+    scope["unlinked_handoff_citations"] += handoff_rec["failure_pairs"]
+
+
+def count_late_citation(state: LedgerState, scope: dict, scope_id: str, artifact_ref: dict, has_failure: bool) -> None:
+    """An Experience revision arrived that earlier Handoffs cite."""
+    for handoff_id, handoff_revision in state.pop_list("citewait", scope_id, artifact_ref["artifact_id"], artifact_ref["revision"]):
+        if not has_failure:
+            continue
+        handoff = state.get("handoff", scope_id, handoff_id, handoff_revision)
+        handoff["failure_pairs"] += 1
+        if not handoff["linked"]:
+            scope["unlinked_handoff_citations"] += 1
+        state.put(handoff, "handoff", scope_id, handoff_id, handoff_revision)
+
+
+def mark_linked(state: LedgerState, scope: dict, scope_id: str, handoff_ref: dict) -> None:
+    """The first outcome linked through this Handoff revision closes its
+    coverage gap."""
+    handoff = state.get("handoff", scope_id, handoff_ref["artifact_id"], handoff_ref["revision"])
+    if handoff["linked"]:
+        return
+    handoff["linked"] = True
+    scope["unlinked_handoff_citations"] -= handoff["failure_pairs"]
+    state.put(handoff, "handoff", scope_id, handoff_ref["artifact_id"], handoff_ref["revision"])

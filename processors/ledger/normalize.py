@@ -1,0 +1,63 @@
+"""CONTRACT §4: normalization, canonical JSON and digests.
+
+Pure functions of their arguments; the byte-level outputs are pinned by golden
+vectors in ``tests/ledger/golden_vectors.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from typing import Any
+
+_STRIP_CATEGORIES = ("P", "Z", "C")
+
+
+def _strippable(char: str) -> bool:
+    return unicodedata.category(char)[0] in _STRIP_CATEGORIES
+
+
+def normalize(text: str) -> str:
+    """Return the comparison key of ``text`` (CONTRACT §4, RFC Matching policy).
+
+    Steps, in order: Unicode NFKC; ``str.casefold``; every run of whitespace
+    becomes one space; leading and trailing characters whose Unicode category
+    is punctuation (P*), separator (Z*) or other (C*: control, format such as
+    U+200B or a BOM) are stripped. Inner punctuation is kept.
+
+    >>> normalize("  OpenAPI   Codegen Drift!! ")
+    'openapi codegen drift'
+
+    The result is a comparison key, never a stored identity; "" matches
+    nothing (callers must check).
+    """
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    collapsed = " ".join(folded.split())
+    start, end = 0, len(collapsed)
+    while start < end and _strippable(collapsed[start]):
+        start += 1
+    while end > start and _strippable(collapsed[end - 1]):
+        end -= 1
+    return collapsed[start:end]
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON bytes of a JSON-compatible value (CONTRACT §4).
+
+    UTF-8, keys sorted, no insignificant whitespace, no ASCII escaping.
+    Raises ``ValueError`` on NaN/Infinity, ``TypeError`` on non-JSON types.
+    """
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def digest_bytes(data: bytes) -> str:
+    """``"sha256:" + hex(sha256(data))``."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def digest(value: Any) -> str:
+    """digest(x) = ``"sha256:" + hex(sha256(canonical_json(x)))`` (CONTRACT §4)."""
+    return digest_bytes(canonical_json(value))

@@ -1,0 +1,402 @@
+"""The single entry point of the pure core: ``LedgerProcessor.apply``.
+
+``apply(kind, event)`` takes one validated source event (CONTRACT §3) and
+returns the output records it causes, in publication order, as ``Emit``
+tuples ``(topic, key, value)``; state changes go to the store it was built
+with. Same events in the same order → same emits, byte for byte, whatever
+the store (CONTRACT §10). A source identity seen again with identical content
+is a duplicate and emits nothing, so replaying any window is a no-op.
+
+Publication order within one event: RecurrenceMatches (failure item order),
+then RecurrenceObservations (cited / targeted revisions in ArtifactRef order;
+selected before the verdict), then ReviewCandidates, then the scope's
+ScopeStatistics when it changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from pydantic import BaseModel
+
+from processors.ledger import chain, matching, verdicts
+from processors.ledger.normalize import digest, normalize
+from processors.ledger.state import LedgerState, Store
+from processors.ledger.statistics import scope_statistics
+from processors.ledger.streaks import record_verdict
+from schemas import models
+
+# Logical output topic names (CONTRACT §1); a deployment prefix is the shell's.
+MATCHES = "recurrence-matches"
+OBSERVATIONS = "recurrence-observations"
+REVIEW_CANDIDATES = "review-candidates"
+STATISTICS = "recurrence-statistics"
+DEAD_LETTER = "dead-letter"
+OUTPUT_TOPICS = (MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS, DEAD_LETTER)
+
+EXPERIENCE_REVISIONS = "experience-revisions"
+HANDOFF_REVISIONS = "handoff-revisions"
+HANDOFF_RECEIPTS = "handoff-receipts"
+TASK_OUTCOMES = "task-outcomes"
+
+_OUTPUT_MODELS: dict[str, type[BaseModel]] = {
+    MATCHES: models.RecurrenceMatch,
+    OBSERVATIONS: models.RecurrenceObservation,
+    REVIEW_CANDIDATES: models.ReviewCandidate,
+    STATISTICS: models.ScopeStatistics,
+    DEAD_LETTER: models.DeadLetter,
+}
+
+
+class Emit(NamedTuple):
+    """One output record: logical topic, key (scope_id, or the original key
+    for dead-letter) and JSON-compatible value."""
+
+    topic: str
+    key: str | None
+    value: dict
+
+
+class Rejection(NamedTuple):
+    """Why a valid-looking event was not applied (CONTRACT §3 immutability):
+    ``reason`` is ``identity_conflict`` or ``position_conflict``."""
+
+    reason: str
+    message: str
+
+
+@dataclass
+class ApplyResult:
+    """Emits of one ``apply`` call, or the rejection that sends the record to
+    dead-letter (the shell adds its coordinates, CONTRACT §9)."""
+
+    emits: list[Emit] = field(default_factory=list)
+    rejection: Rejection | None = None
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    """Deployment policy (CONTRACT §5, §8).
+
+    - ``review_threshold``: streak at which a revision needs review (RFC
+      default 3).
+    - ``top_revisions_limit``: N of ``top_revisions`` (default 10).
+    - ``provenance_horizon``: how many journal positions a pending outcome
+      may wait, counted on its scope's ``as_of_position``, before it is
+      decided as unlinked (missing provenance). None waits until ``flush``
+      (end of a journal file in the embedded runner). Positions, not wall
+      time, so the decision is the same on every replay.
+    """
+
+    review_threshold: int = 3
+    top_revisions_limit: int = 10
+    provenance_horizon: int | None = 10_000
+
+    def __post_init__(self) -> None:
+        if self.review_threshold < 1:
+            raise ValueError("review_threshold must be ≥ 1")
+        if self.top_revisions_limit < 0:
+            raise ValueError("top_revisions_limit must be ≥ 0")
+        if self.provenance_horizon is not None and self.provenance_horizon < 1:
+            raise ValueError("provenance_horizon must be ≥ 1 or None")
+
+
+def _identity(kind: str, value: dict) -> tuple:
+    """Store key parts of a source event's identity (CONTRACT §3)."""
+    if kind == EXPERIENCE_REVISIONS:
+        return ("experience", value["artifact_ref"]["artifact_id"], value["artifact_ref"]["revision"])
+    if kind == HANDOFF_REVISIONS:
+        return ("handoff", value["artifact_ref"]["artifact_id"], value["artifact_ref"]["revision"])
+    if kind == HANDOFF_RECEIPTS:
+        return ("receipt", value["source_ref"]["source_id"])
+    if kind == TASK_OUTCOMES:
+        return ("outcome", value["source_ref"]["source_id"])
+    raise ValueError(f"unknown source event kind {kind!r}")
+
+
+class LedgerProcessor:
+    """The recurrence ledger (CONTRACT §3–§8) over a mapping store.
+
+    ``store``: MutableMapping for the state (a dict by default; a Faust table
+    in the worker). ``validate_outputs``: check every output against its
+    pydantic model (the RFC validation matrix) before returning it; a failure
+    raises ``pydantic.ValidationError`` — it means a bug, never bad input.
+    """
+
+    def __init__(self, store: Store | None = None, config: LedgerConfig | None = None, validate_outputs: bool = True):
+        self.state = LedgerState(store)
+        self.config = config or LedgerConfig()
+        self.validate_outputs = validate_outputs
+        self._scopes_touched: dict[str, None] = {}
+
+    # -- public ---------------------------------------------------------------
+    def apply(self, kind: str, event: BaseModel) -> ApplyResult:
+        """Apply one validated source event of ``kind`` (an input topic name
+        of CONTRACT §1, e.g. "task-outcomes").
+
+        Returns the emits, nothing for a duplicate, or a Rejection for an
+        identity or position conflict (the first version stands).
+        Raises ValueError for an unknown ``kind``.
+        """
+        value = event.model_dump(mode="json")
+        scope_id = value["scope_id"]
+        position = value["journal_position"]
+        identity = _identity(kind, value)
+        content_digest = digest(value)
+        state = self.state
+
+        existing = state.get(identity[0], scope_id, *identity[1:])
+        if existing is not None:
+            if existing["digest"] == content_digest:
+                return ApplyResult()
+            return ApplyResult(
+                rejection=Rejection(
+                    "identity_conflict",
+                    f"{' '.join(map(str, identity))} in scope {scope_id!r} already exists with different content",
+                )
+            )
+        holder = state.get("position", scope_id, position)
+        if holder is not None:
+            return ApplyResult(
+                rejection=Rejection(
+                    "position_conflict",
+                    f"journal position {position} in scope {scope_id!r} is already used by {holder}",
+                )
+            )
+        state.put(" ".join(map(str, identity)), "position", scope_id, position)
+
+        self._scopes_touched[scope_id] = None
+        scope = state.scope(scope_id)
+        if scope["as_of_position"] is None or position > scope["as_of_position"]:
+            scope["as_of_position"] = position
+        emits: list[Emit] = []
+        record = {"digest": content_digest, "position": position}
+        if kind == TASK_OUTCOMES:
+            state.put(record, *identity[:1], scope_id, *identity[1:])
+            self._try_decide(scope, scope_id, value, emits, was_pending=False)
+        elif kind == EXPERIENCE_REVISIONS:
+            self._on_experience(scope, scope_id, value, record, emits)
+        elif kind == HANDOFF_REVISIONS:
+            record.update(cites=chain.distinct_experience_citations(value), linked=False, failure_pairs=0)
+            chain.count_new_handoff(state, scope, scope_id, record, value["artifact_ref"])
+            state.put(record, *identity[:1], scope_id, *identity[1:])
+            self._wake(scope, scope_id, identity, emits)
+        else:
+            record["resolves_to"] = chain.receipt_target(value)
+            state.put(record, *identity[:1], scope_id, *identity[1:])
+            self._wake(scope, scope_id, identity, emits)
+        self._expire_pending(scope, scope_id, emits)
+        self._finish_scope(scope, scope_id, emits)
+        return ApplyResult(emits)
+
+    def flush(self) -> list[Emit]:
+        """The provenance horizon passes for everything still pending
+        (CONTRACT §5: end of a journal file). Pending outcomes are decided as
+        unlinked in (scope first seen, journal position) order."""
+        emits: list[Emit] = []
+        for scope_id in self._scopes_touched:
+            scope = self.state.scope(scope_id)
+            for _, outcome_id in list(self.state.get("pending_index", scope_id, default=[])):
+                self._decide_expired(scope, scope_id, outcome_id, emits)
+            self._finish_scope(scope, scope_id, emits)
+        return emits
+
+    def restore_match(self, match: dict) -> None:
+        """Record an already-published RecurrenceMatch (read back from the
+        ledger topic) so the replay rule (CONTRACT §6) reuses it as is."""
+        failure_ref = match["failure_ref"]
+        self.state.put(
+            matching.remembered_match(match),
+            "match",
+            match["scope_id"],
+            match["task_outcome_ref"]["source_id"],
+            failure_ref["item_kind"],
+            failure_ref["item_index"],
+        )
+
+    # -- events -------------------------------------------------------------------
+    def _on_experience(self, scope: dict, scope_id: str, value: dict, record: dict, emits: list[Emit]) -> None:
+        state = self.state
+        ref = value["artifact_ref"]
+        artifact_id, revision, position = ref["artifact_id"], ref["revision"], value["journal_position"]
+        failure = value["content"]["failure"]
+        record["failure"] = None
+        if failure is not None:
+            record["failure"] = {
+                "signature_key": normalize(failure["signature"]["recall_cue"]),
+                "repair_surface": failure["repair_surface"],
+                "condition_key": normalize(failure["verification"]["condition"]),
+                "check_subject_key": normalize(failure["verification"]["check_subject"]),
+            }
+            state.append([artifact_id, revision], "cue", scope_id, record["failure"]["signature_key"])
+        state.put(record, "experience", scope_id, artifact_id, revision)
+        state.append([revision, position], "history", scope_id, artifact_id)
+        heads = state.get("heads", scope_id, default={})
+        current = heads.get(artifact_id)
+        if current is None or revision > current[0]:
+            heads[artifact_id] = [revision, failure is not None]
+            state.put(heads, "heads", scope_id)
+        # Any revision may change the heads at some position: the cached
+        # snapshot is keyed by this version.
+        scope["heads_version"] += 1
+        scope["max_experience_position"] = max(scope["max_experience_position"], position)
+        if position < scope["max_unlinked_position"]:
+            # CONTRACT §1: it does not change frozen matches of unlinked
+            # outcomes decided after it in journal position; count it.
+            scope["late_revisions"] += 1
+        chain.count_late_citation(state, scope, scope_id, ref, failure is not None)
+        self._wake(scope, scope_id, ("experience", artifact_id, revision), emits)
+
+    def _wake(self, scope: dict, scope_id: str, entity: tuple, emits: list[Emit]) -> None:
+        """Re-resolve the outcomes that were waiting for ``entity``."""
+        for outcome_id in self.state.pop_list("wait", scope_id, *entity):
+            pending = self.state.get("pending", scope_id, outcome_id)
+            if pending is not None:
+                self._try_decide(scope, scope_id, pending["outcome"], emits, was_pending=True)
+
+    # -- §5 pending outcomes ----------------------------------------------------
+    def _try_decide(self, scope: dict, scope_id: str, outcome: dict, emits: list[Emit], was_pending: bool) -> None:
+        state = self.state
+        outcome_id = outcome["source_ref"]["source_id"]
+        resolution = chain.resolve(state, scope_id, outcome)
+        if resolution.status == chain.PENDING:
+            state.put({"outcome": outcome, "waiting_on": list(resolution.waiting_on)}, "pending", scope_id, outcome_id)
+            state.append(outcome_id, "wait", scope_id, *resolution.waiting_on)
+            if not was_pending:
+                scope["pending_outcomes"] += 1
+                index = state.get("pending_index", scope_id, default=[])
+                index.append([outcome["journal_position"], outcome_id])
+                index.sort()
+                state.put(index, "pending_index", scope_id)
+            return
+        if was_pending:
+            self._forget_pending(scope, scope_id, outcome_id)
+        self._decide(scope, scope_id, outcome, resolution, emits)
+
+    def _forget_pending(self, scope: dict, scope_id: str, outcome_id: str) -> dict:
+        state = self.state
+        pending = state.get("pending", scope_id, outcome_id)
+        state.delete("pending", scope_id, outcome_id)
+        scope["pending_outcomes"] -= 1
+        index = [entry for entry in state.get("pending_index", scope_id, default=[]) if entry[1] != outcome_id]
+        if index:
+            state.put(index, "pending_index", scope_id)
+        else:
+            state.delete("pending_index", scope_id)
+        return pending
+
+    def _decide_expired(self, scope: dict, scope_id: str, outcome_id: str, emits: list[Emit]) -> None:
+        """Decide a pending outcome as unlinked (missing provenance); frozen."""
+        pending = self._forget_pending(scope, scope_id, outcome_id)
+        waiting = self.state.get("wait", scope_id, *pending["waiting_on"], default=[])
+        remaining = [other for other in waiting if other != outcome_id]
+        if remaining:
+            self.state.put(remaining, "wait", scope_id, *pending["waiting_on"])
+        else:
+            self.state.delete("wait", scope_id, *pending["waiting_on"])
+        self._decide(scope, scope_id, pending["outcome"], chain.Resolution(chain.UNLINKED), emits)
+
+    def _expire_pending(self, scope: dict, scope_id: str, emits: list[Emit]) -> None:
+        horizon = self.config.provenance_horizon
+        if horizon is None or not scope["pending_outcomes"]:
+            return
+        for position, outcome_id in list(self.state.get("pending_index", scope_id, default=[])):
+            if position + horizon > scope["as_of_position"]:
+                break
+            self._decide_expired(scope, scope_id, outcome_id, emits)
+
+    # -- §6/§7/§8 decision --------------------------------------------------------
+    def _decide(self, scope: dict, scope_id: str, outcome: dict, resolution: chain.Resolution, emits: list[Emit]) -> None:
+        state = self.state
+        outcome_id = outcome["source_ref"]["source_id"]
+        position = outcome["journal_position"]
+        linked = resolution.status == chain.LINKED
+        items = matching.failure_items(outcome)
+
+        snapshot: tuple[list[dict], str] | None = None
+        decided: list[tuple[dict, dict]] = []
+        for item in items:
+            remembered = state.get("match", scope_id, outcome_id, item.item_kind, item.item_index)
+            if remembered is None:  # CONTRACT §6 replay rule: reuse, never re-decide
+                if snapshot is None:
+                    if linked:
+                        refs = list(resolution.cited_set)
+                        snapshot = (refs, matching.candidate_set_digest(refs))
+                    else:
+                        snapshot = matching.scope_heads(state, scope, scope_id, position)
+                if not item.match_input:
+                    eligible = []
+                elif linked:
+                    eligible = matching.eligible_cited(state, scope_id, resolution.cited_set, item.match_input)
+                else:
+                    eligible = matching.eligible_scope_heads(state, scope, scope_id, position, item.match_input)
+                mode = "handoff_citations" if linked else "scope_heads"
+                match = matching.build_match(scope_id, outcome, item, mode, snapshot[0], snapshot[1], eligible)
+                self._emit(emits, MATCHES, scope_id, match)
+                remembered = matching.remembered_match(match)
+                state.put(remembered, "match", scope_id, outcome_id, item.item_kind, item.item_index)
+            decided.append((item.ref, remembered))
+        by_target = verdicts.matched_items_by_target(decided)
+
+        candidates: list[dict] = []
+        if linked:
+            chain.mark_linked(state, scope, scope_id, resolution.handoff_ref)
+            link = {"receipt_ref": resolution.receipt_ref, "handoff_ref": resolution.handoff_ref}
+            for ref in resolution.cited_set:
+                failure = state.get("experience", scope_id, ref["artifact_id"], ref["revision"])["failure"]
+                signature_key = failure["signature_key"]
+                self._emit(emits, OBSERVATIONS, scope_id, verdicts.observation("selected", scope_id, outcome, ref, signature_key, **link))
+                scope["selected"] += 1
+                hits = by_target.get((ref["artifact_id"], ref["revision"]), [])
+                if len(hits) == 1:
+                    failure_ref, match = hits[0]
+                    record = verdicts.observation(
+                        "recurred", scope_id, outcome, ref, signature_key,
+                        failure_ref=failure_ref, match_digest=match["match_digest"], **link,
+                    )
+                elif not hits and (bound := verdicts.avoided_refs(outcome, failure)) is not None:
+                    record = verdicts.observation(
+                        "avoided", scope_id, outcome, ref, signature_key,
+                        condition_ref=bound[0], check_ref=bound[1], **link,
+                    )
+                else:  # two or more matched failure items (ambiguous verdict), or unknown
+                    continue
+                scope["linked_verdicts"] += 1
+                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits)
+        else:
+            scope["max_unlinked_position"] = max(scope["max_unlinked_position"], position)
+            for (artifact_id, revision), hits in sorted(by_target.items()):
+                if len(hits) != 1:
+                    continue  # RFC: multiple evidence items leave the verdict unknown
+                failure_ref, match = hits[0]
+                failure = state.get("experience", scope_id, artifact_id, revision)["failure"]
+                record = verdicts.observation(
+                    "recurred", scope_id, outcome, match["artifact_ref"], match["signature_key"],
+                    failure_ref=failure_ref, match_digest=match["match_digest"],
+                )
+                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits)
+        for candidate in candidates:
+            self._emit(emits, REVIEW_CANDIDATES, scope_id, candidate)
+
+    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit]) -> list[dict]:
+        self._emit(emits, OBSERVATIONS, scope_id, record)
+        scope[record["event"]] += 1
+        return record_verdict(
+            self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
+            record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold,
+        )
+
+    # -- output -------------------------------------------------------------------
+    def _finish_scope(self, scope: dict, scope_id: str, emits: list[Emit]) -> None:
+        """Write the scope record; publish statistics if they changed."""
+        self.state.put_scope(scope_id, scope)
+        statistics = scope_statistics(self.state, scope, scope_id, self.config.top_revisions_limit)
+        if self.state.get("published", scope_id) != statistics:
+            self.state.put(statistics, "published", scope_id)
+            self._emit(emits, STATISTICS, scope_id, statistics)
+
+    def _emit(self, emits: list[Emit], topic: str, key: str, value: dict) -> None:
+        if self.validate_outputs:
+            _OUTPUT_MODELS[topic].model_validate(value)
+        emits.append(Emit(topic, key, value))

@@ -1,0 +1,166 @@
+"""Ledger state behind a small mapping interface (CONTRACT §3, §5–§8).
+
+The source of truth is a ``MutableMapping[str, JSON value]`` — a plain dict in
+the embedded runner, a Faust table in the worker — so every write must be an
+explicit ``store[key] = value`` (a Faust table only writes its changelog on
+``__setitem__``). Values are JSON-compatible: dicts, lists, str, int, None.
+
+State is proportional to live entities: one small record per source event
+identity (for duplicate and conflict detection, CONTRACT §3), one per
+RecurrenceMatch decision (replay rule, §6), one per revision with verdicts
+(streak, §8), the held content of pending outcomes only while they are pending
+(§5), and per-scope indexes (current heads, recall cues). Raw events are never
+kept once decided.
+
+Derived in-memory caches (the scope_heads snapshot and the streak ranking) are
+rebuilt from the store on demand; the worker calls
+:meth:`LedgerState.invalidate_caches` on every rebalance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from typing import Any
+
+from sortedcontainers import SortedList
+
+Store = MutableMapping[str, Any]
+
+_SEP = "\x1f"  # ids are validated free of control characters (schemas.models.Id)
+
+
+def key(*parts: object) -> str:
+    """Store key from parts, e.g. ``key("outcome", scope_id, source_id)``."""
+    return _SEP.join(str(part) for part in parts)
+
+
+def ref_key(ref: dict) -> str:
+    """Compact key of an ArtifactRef dict: ``artifact_id<US>revision``."""
+    return f"{ref['artifact_id']}{_SEP}{ref['revision']}"
+
+
+def experience_ref(artifact_id: str, revision: int) -> dict:
+    """ArtifactRef dict of an Experience revision."""
+    return {"family": "experience", "artifact_id": artifact_id, "revision": revision}
+
+
+def ref_order(ref: dict) -> tuple[str, str, int]:
+    """ArtifactRef total order (CONTRACT §2)."""
+    return (ref["family"], ref["artifact_id"], ref["revision"])
+
+
+def new_scope_record() -> dict:
+    """Counters and watermarks of one scope (CONTRACT §8 statistics inputs)."""
+    return {
+        "as_of_position": None,
+        "selected": 0,
+        "recurred": 0,
+        "avoided": 0,
+        "linked_verdicts": 0,  # terminal verdicts on linked outcomes; unknown = selected - this
+        "unlinked_handoff_citations": 0,
+        "needing_review": 0,
+        "pending_outcomes": 0,
+        "late_revisions": 0,
+        "heads_version": 0,
+        "max_experience_position": -1,
+        "max_unlinked_position": -1,
+    }
+
+
+class LedgerState:
+    """Typed access to the store plus derived caches.
+
+    ``store`` may be any MutableMapping; the embedded runner passes a dict,
+    the Faust worker a Table. Nothing here performs I/O.
+    """
+
+    def __init__(self, store: Store | None = None) -> None:
+        self.store: Store = {} if store is None else store
+        self._heads_snapshot: dict[str, tuple[int, list[dict], str]] = {}
+        self._rankings: dict[str, SortedList] = {}
+
+    # -- caches ---------------------------------------------------------
+    def invalidate_caches(self) -> None:
+        """Drop derived caches (call after the store changed underneath,
+        e.g. a Faust rebalance recovered or revoked partitions)."""
+        self._heads_snapshot.clear()
+        self._rankings.clear()
+
+    def cached_heads_snapshot(self, scope_id: str, version: int) -> tuple[list[dict], str] | None:
+        """The cached sorted scope_heads candidate refs and digest, if still
+        valid for ``version`` (the scope's heads_version)."""
+        hit = self._heads_snapshot.get(scope_id)
+        if hit is not None and hit[0] == version:
+            return hit[1], hit[2]
+        return None
+
+    def cache_heads_snapshot(self, scope_id: str, version: int, refs: list[dict], set_digest: str) -> None:
+        """Remember the scope_heads snapshot for ``version``."""
+        self._heads_snapshot[scope_id] = (version, refs, set_digest)
+
+    def ranking(self, scope_id: str) -> SortedList:
+        """Revisions with streak ≥ 1 of a scope, in top_revisions order
+        (CONTRACT §8): entries ``(-streak, family, artifact_id, revision,
+        signature_key)``. Built from the ``ranked`` record on first use."""
+        ranking = self._rankings.get(scope_id)
+        if ranking is None:
+            ranked = self.store.get(key("ranked", scope_id), {})
+            ranking = SortedList(
+                (-entry[0], "experience", entry[1], entry[2], entry[3]) for entry in ranked.values()
+            )
+            self._rankings[scope_id] = ranking
+        return ranking
+
+    def set_streak_rank(self, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
+        """Move one revision in the ranking from streak ``old`` to ``new``."""
+        if old == new:
+            return
+        ranking = self.ranking(scope_id)
+        ranked_key = key("ranked", scope_id)
+        ranked = self.store.get(ranked_key, {})
+        rk = ref_key(ref)
+        if old > 0:
+            ranking.remove((-old, "experience", ref["artifact_id"], ref["revision"], signature_key))
+            ranked.pop(rk, None)
+        if new > 0:
+            ranking.add((-new, "experience", ref["artifact_id"], ref["revision"], signature_key))
+            ranked[rk] = [new, ref["artifact_id"], ref["revision"], signature_key]
+        self.store[ranked_key] = ranked
+
+    # -- records --------------------------------------------------------
+    def get(self, *parts: object, default: Any = None) -> Any:
+        """Record at ``key(*parts)`` or ``default``."""
+        return self.store.get(key(*parts), default)
+
+    def put(self, value: Any, *parts: object) -> None:
+        """Write a record (always explicit, see module docstring)."""
+        self.store[key(*parts)] = value
+
+    def delete(self, *parts: object) -> None:
+        """Delete a record if present."""
+        k = key(*parts)
+        if k in self.store:
+            del self.store[k]
+
+    def scope(self, scope_id: str) -> dict:
+        """The scope record (a fresh one for a new scope; not yet written)."""
+        return self.store.get(key("scope", scope_id)) or new_scope_record()
+
+    def put_scope(self, scope_id: str, record: dict) -> None:
+        """Write the scope record."""
+        self.store[key("scope", scope_id)] = record
+
+    def append(self, value: Any, *parts: object) -> None:
+        """Append ``value`` to the list record at ``key(*parts)``."""
+        k = key(*parts)
+        items = self.store.get(k) or []
+        items.append(value)
+        self.store[k] = items
+
+    def pop_list(self, *parts: object) -> list:
+        """Remove and return the list record at ``key(*parts)`` (or [])."""
+        k = key(*parts)
+        items = self.store.get(k) or []
+        if k in self.store:
+            del self.store[k]
+        return items

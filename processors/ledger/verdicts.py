@@ -1,0 +1,95 @@
+"""CONTRACT §7: selected, recurred and avoided RecurrenceObservations.
+
+"unknown" is never written: it is derived as selected minus the selected
+(E, O) pairs that acquired a terminal verdict (§7, RFC "unknown is a derived
+verdict").
+"""
+
+from __future__ import annotations
+
+from processors.ledger.matching import is_verified_exact, item_ref
+from processors.ledger.normalize import digest, normalize
+
+
+def observation(
+    event: str,
+    scope_id: str,
+    outcome: dict,
+    artifact_ref: dict,
+    signature_key: str,
+    *,
+    receipt_ref: dict | None = None,
+    handoff_ref: dict | None = None,
+    condition_ref: dict | None = None,
+    check_ref: dict | None = None,
+    failure_ref: dict | None = None,
+    match_digest: str | None = None,
+) -> dict:
+    """A RecurrenceObservation record.
+
+    ``observation_id`` = digest of the record without ``observation_id``:
+    the event type, scope, task_outcome_ref and task_outcome_position,
+    receipt and Handoff refs, artifact_ref, signature_key, match_basis, the
+    RecurrenceMatch digest when present, and every item ref with its
+    item_digest (CONTRACT §7). Two chains for one revision therefore stay two
+    observations, and a replay of one chain reproduces the same id.
+    """
+    record = {
+        "scope_id": scope_id,
+        "artifact_ref": artifact_ref,
+        "signature_key": signature_key,
+        "event": event,
+        "match_basis": "exact",
+        "task_outcome_ref": outcome["source_ref"],
+        "task_outcome_position": outcome["journal_position"],
+        "handoff_receipt_ref": receipt_ref,
+        "handoff_ref": handoff_ref,
+        "condition_ref": condition_ref,
+        "check_ref": check_ref,
+        "failure_ref": failure_ref,
+        "recurrence_match_digest": match_digest,
+    }
+    return {"observation_id": digest(record), **record}
+
+
+def matched_items_by_target(matches: list[tuple[dict, dict]]) -> dict[tuple[str, int], list[tuple[dict, dict]]]:
+    """Group (failure_ref, remembered match) pairs whose result is matched by
+    their target revision ``(artifact_id, revision)``."""
+    by_target: dict[tuple[str, int], list[tuple[dict, dict]]] = {}
+    for failure_ref, match in matches:
+        if match["result"] == "matched":
+            target = match["artifact_ref"]
+            by_target.setdefault((target["artifact_id"], target["revision"]), []).append((failure_ref, match))
+    return by_target
+
+
+def avoided_refs(outcome: dict, failure: dict) -> tuple[dict, dict] | None:
+    """``(condition_ref, check_ref)`` when avoided conditions 2–3 hold, else None.
+
+    2. exactly one observation with basis verified, non-empty exact evidence
+       and normalize(text) = normalize(verification.condition);
+    3. exactly one check with basis verified, non-empty exact evidence and
+       normalize(name) = normalize(verification.check_subject), and it passed.
+    Condition 1 (linked, in the cited set) and 4 (no matched failure item on
+    this revision) are the caller's. A binding that normalizes to "" matches
+    nothing.
+    """
+    condition_key = failure["condition_key"]
+    subject_key = failure["check_subject_key"]
+    if not condition_key or not subject_key:
+        return None
+    conditions = [
+        index
+        for index, item in enumerate(outcome["observations"])
+        if is_verified_exact(item) and normalize(item["text"]) == condition_key
+    ]
+    checks = [
+        index
+        for index, item in enumerate(outcome["checks"])
+        if is_verified_exact(item) and normalize(item["name"]) == subject_key
+    ]
+    if len(conditions) != 1 or len(checks) != 1:
+        return None
+    if outcome["checks"][checks[0]]["status"] != "passed":
+        return None
+    return item_ref(outcome, "observation", conditions[0]), item_ref(outcome, "check", checks[0])

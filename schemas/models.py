@@ -1,0 +1,449 @@
+"""Pydantic v2 models of every event in CONTRACT §2–§9.
+
+Inputs (§3) are validated strictly: no type coercion, no unknown fields, and
+the field rules of §3 (families, source types, 1–512 character cues that do not
+normalize to empty, at most MAX_HANDOFF_CITATIONS citations). A record that
+fails validation goes to dead-letter (§9); see ``processors.ledger.badinput``.
+
+Outputs (§6–§8) carry the RFC's validation matrix as model validators, so a
+record that breaks it can never be published ("Record validation rejects any
+event that violates this matrix before it reaches persistence" — RFC, Ledger
+write path).
+
+This module imports pydantic only: it is part of the pure core's closure.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from processors.ledger.normalize import normalize
+
+#: RFC: "MAX_FAILURE_CUE_LENGTH is a proposed new constant (512)".
+MAX_FAILURE_CUE_LENGTH = 512
+#: CONTRACT §3: at most 64 artifact citations per Handoff revision.
+MAX_HANDOFF_CITATIONS = 64
+#: Hostile-input bounds (CONTRACT §9). Not in the RFC; chosen so one record
+#: stays far below Kafka's default 1 MiB message size.
+MAX_ID_LENGTH = 512
+MAX_TEXT_LENGTH = 16_384
+MAX_ITEMS = 256
+MAX_EVIDENCE = 64
+MAX_MEMORY_CITATIONS = 1_024
+MAX_POSITION = 2**63 - 1  # Avro long
+
+#: Identifiers: 1–512 characters, no control characters (they would be
+#: invisible in dashboards, and the state store uses U+001F as a separator).
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[^\x00-\x1f\x7f]+$")]
+Text = Annotated[str, Field(max_length=MAX_TEXT_LENGTH)]
+CueText = Annotated[str, Field(min_length=1, max_length=MAX_FAILURE_CUE_LENGTH)]
+Position = Annotated[int, Field(ge=0, le=MAX_POSITION)]
+Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+RepairSurface = Literal["experience_content", "working_state", "recall_policy", "acceptance_check"]
+OutcomeStatus = Literal["completed", "failed", "blocked", "cancelled", "timed_out"]
+CheckStatus = Literal["passed", "failed", "timed_out", "unavailable", "skipped", "cancelled", "unknown"]
+Basis = Literal["verified", "declared"]
+
+
+class _Value(BaseModel):
+    """Immutable, strict value: no coercion, unknown fields rejected."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------- §2
+
+
+class ArtifactRef(_Value):
+    """CONTRACT §2: ``{family, artifact_id, revision}``; total order by the
+    tuple (family, artifact_id, revision) — see :meth:`sort_key`."""
+
+    family: Literal["experience", "handoff"]
+    artifact_id: Id
+    revision: Annotated[int, Field(ge=1, le=MAX_POSITION)]
+
+    def sort_key(self) -> tuple[str, str, int]:
+        """ArtifactRef order (CONTRACT §2)."""
+        return (self.family, self.artifact_id, self.revision)
+
+
+class SourceRef(_Value):
+    """CONTRACT §2: ``{source_type, source_id}``."""
+
+    source_type: Literal["task_outcome", "handoff_receipt"]
+    source_id: Id
+
+
+class EvidenceRef(_Value):
+    """CONTRACT §2: ``{kind, ref}``; kind "exact" makes evidence non-empty exact."""
+
+    kind: Literal["exact", "summary"]
+    ref: Text
+
+
+# --------------------------------------------------------------------- §3
+
+
+def _reject_blank(value: str, field: str) -> str:
+    if not normalize(value):
+        raise ValueError(f"{field} normalizes to the empty string")
+    return value
+
+
+class FailureSignature(_Value):
+    """RFC FailureSignature: the recall_cue is the match key."""
+
+    recall_cue: CueText
+    symptom: Text | None = None
+
+    @field_validator("recall_cue")
+    @classmethod
+    def _cue_not_blank(cls, value: str) -> str:
+        return _reject_blank(value, "recall_cue")
+
+
+class FailureVerification(_Value):
+    """RFC FailureVerification: exact normalized bindings for avoided (§7)."""
+
+    condition: Text
+    check_subject: CueText
+
+    @field_validator("check_subject")
+    @classmethod
+    def _subject_not_blank(cls, value: str) -> str:
+        return _reject_blank(value, "check_subject")
+
+
+class FailureRecord(_Value):
+    """RFC FailureRecord: signature, repair_surface, verification."""
+
+    signature: FailureSignature
+    repair_surface: RepairSurface
+    verification: FailureVerification
+
+
+class ExperienceContent(_Value):
+    """RFC ExperienceContent with the optional failure block."""
+
+    situation: Text
+    action: Text
+    outcome: Text
+    lesson: Text
+    failure: FailureRecord | None = None
+
+
+class ExperienceRevision(_Value):
+    """CONTRACT §3: a published, immutable Experience revision."""
+
+    scope_id: Id
+    journal_position: Position
+    artifact_ref: ArtifactRef
+    content: ExperienceContent
+
+    @field_validator("artifact_ref")
+    @classmethod
+    def _experience_family(cls, value: ArtifactRef) -> ArtifactRef:
+        if value.family != "experience":
+            raise ValueError("artifact_ref.family must be 'experience'")
+        return value
+
+
+class ArtifactCitation(_Value):
+    """HandoffArtifactCitation: one cited artifact revision."""
+
+    artifact_ref: ArtifactRef
+
+
+class MemoryCitation(_Value):
+    """HandoffMemoryCitation: carried through, not used by the ledger."""
+
+    entry_id: Id
+    version_id: Id
+
+
+class HandoffRevision(_Value):
+    """CONTRACT §3: a published Handoff revision with its citations."""
+
+    scope_id: Id
+    journal_position: Position
+    artifact_ref: ArtifactRef
+    artifact_citations: Annotated[list[ArtifactCitation], Field(max_length=MAX_HANDOFF_CITATIONS)]
+    memory_citations: Annotated[list[MemoryCitation], Field(max_length=MAX_MEMORY_CITATIONS)] = []
+
+    @field_validator("artifact_ref")
+    @classmethod
+    def _handoff_family(cls, value: ArtifactRef) -> ArtifactRef:
+        if value.family != "handoff":
+            raise ValueError("artifact_ref.family must be 'handoff'")
+        return value
+
+
+class HandoffReceipt(_Value):
+    """CONTRACT §3: which Handoff revision a successor agent received.
+
+    Any status / selection / evidence_status string is a valid event; only
+    accepted + exact + available with a known ``selected_revision`` resolves.
+    """
+
+    scope_id: Id
+    journal_position: Position
+    source_ref: SourceRef
+    status: Id
+    selection: Id
+    selected_revision: ArtifactRef | None = None
+    current_revision: ArtifactRef | None = None
+    evidence_status: Id
+
+    @field_validator("source_ref")
+    @classmethod
+    def _receipt_type(cls, value: SourceRef) -> SourceRef:
+        if value.source_type != "handoff_receipt":
+            raise ValueError("source_ref.source_type must be 'handoff_receipt'")
+        return value
+
+
+class WorkClaim(_Value):
+    """A Task Outcome observation (RFC WorkClaim)."""
+
+    text: Text
+    basis: Basis
+    evidence: Annotated[list[EvidenceRef], Field(max_length=MAX_EVIDENCE)] = []
+
+
+class TaskCheck(_Value):
+    """A Task Outcome check (RFC TaskCheck); ``details`` is never a match input."""
+
+    name: Text
+    status: CheckStatus
+    basis: Basis
+    evidence: Annotated[list[EvidenceRef], Field(max_length=MAX_EVIDENCE)] = []
+    details: Text | None = None
+
+
+class TaskOutcome(_Value):
+    """CONTRACT §3: how a task ended, with embedded claims and checks."""
+
+    scope_id: Id
+    journal_position: Position
+    source_ref: SourceRef
+    status: OutcomeStatus
+    handoff_receipt_ref: SourceRef | None = None
+    observations: Annotated[list[WorkClaim], Field(max_length=MAX_ITEMS)] = []
+    checks: Annotated[list[TaskCheck], Field(max_length=MAX_ITEMS)] = []
+
+    @field_validator("source_ref")
+    @classmethod
+    def _outcome_type(cls, value: SourceRef) -> SourceRef:
+        if value.source_type != "task_outcome":
+            raise ValueError("source_ref.source_type must be 'task_outcome'")
+        return value
+
+    @field_validator("handoff_receipt_ref")
+    @classmethod
+    def _receipt_ref_type(cls, value: SourceRef | None) -> SourceRef | None:
+        if value is not None and value.source_type != "handoff_receipt":
+            raise ValueError("handoff_receipt_ref.source_type must be 'handoff_receipt'")
+        return value
+
+
+SourceEventModel = ExperienceRevision | HandoffRevision | HandoffReceipt | TaskOutcome
+
+#: Input topic (CONTRACT §1) → the event kind it carries. The journal file's
+#: ``topic`` field and the source-journal envelope use the same names.
+SOURCE_KINDS: dict[str, type[BaseModel]] = {
+    "experience-revisions": ExperienceRevision,
+    "handoff-revisions": HandoffRevision,
+    "handoff-receipts": HandoffReceipt,
+    "task-outcomes": TaskOutcome,
+}
+
+
+# --------------------------------------------------------------------- §4/§6/§7 outputs
+
+
+class TaskOutcomeItemRef(_Value):
+    """CONTRACT §4: a ledger-local locator of one embedded item of a Task
+    Outcome; ``item_digest`` = digest of that item (see ``normalize.item_digest``)."""
+
+    task_outcome_ref: SourceRef
+    item_kind: Literal["observation", "check"]
+    item_index: Annotated[int, Field(ge=0)]
+    item_digest: Digest
+
+
+class RecurrenceMatch(_Value):
+    """CONTRACT §6 / RFC RecurrenceMatch, plus ``match_digest``.
+
+    Validation (RFC): failure_ref belongs to task_outcome_ref; candidate_refs
+    are sorted and distinct; matched requires artifact_ref and signature_key
+    with the target inside the frozen set, unmatched/ambiguous require both
+    absent.
+    """
+
+    scope_id: Id
+    task_outcome_ref: SourceRef
+    task_outcome_position: Position
+    failure_ref: TaskOutcomeItemRef
+    candidate_set_mode: Literal["handoff_citations", "scope_heads"]
+    candidate_refs: list[ArtifactRef]
+    candidate_set_digest: Digest
+    result: Literal["matched", "unmatched", "ambiguous"]
+    artifact_ref: ArtifactRef | None = None
+    signature_key: str | None = None
+    match_digest: Digest
+
+    @model_validator(mode="after")
+    def _matrix(self) -> RecurrenceMatch:
+        if self.failure_ref.task_outcome_ref != self.task_outcome_ref:
+            raise ValueError("failure_ref.task_outcome_ref must equal task_outcome_ref")
+        keys = [ref.sort_key() for ref in self.candidate_refs]
+        if keys != sorted(set(keys)):
+            raise ValueError("candidate_refs must be sorted by ArtifactRef order and distinct")
+        if self.result == "matched":
+            if self.artifact_ref is None or not self.signature_key:
+                raise ValueError("a matched result requires artifact_ref and signature_key")
+            if self.artifact_ref not in self.candidate_refs:
+                raise ValueError("matched target is absent from the frozen candidate set")
+        elif self.artifact_ref is not None or self.signature_key is not None:
+            raise ValueError(f"a {self.result} result must not carry a target")
+        return self
+
+
+class RecurrenceObservation(_Value):
+    """CONTRACT §7 / RFC RecurrenceObservation with its validation matrix:
+
+    ============  =========================  ==================================
+    event         required                   forbidden
+    ============  =========================  ==================================
+    selected      handoff_receipt_ref,       condition_ref, check_ref,
+                  handoff_ref                failure_ref, recurrence_match_digest
+    avoided       handoff_receipt_ref,       failure_ref, recurrence_match_digest
+                  handoff_ref, condition_ref
+                  (observation), check_ref
+                  (check)
+    recurred      failure_ref,               condition_ref, check_ref
+                  recurrence_match_digest
+    ============  =========================  ==================================
+
+    Every item ref must point into ``task_outcome_ref``; ``handoff_ref`` is a
+    Handoff revision and ``artifact_ref`` an Experience revision.
+    """
+
+    observation_id: Digest
+    scope_id: Id
+    artifact_ref: ArtifactRef
+    signature_key: Annotated[str, Field(min_length=1)]
+    event: Literal["selected", "recurred", "avoided"]
+    match_basis: Literal["exact"] = "exact"
+    task_outcome_ref: SourceRef
+    task_outcome_position: Position
+    handoff_receipt_ref: SourceRef | None = None
+    handoff_ref: ArtifactRef | None = None
+    condition_ref: TaskOutcomeItemRef | None = None
+    check_ref: TaskOutcomeItemRef | None = None
+    failure_ref: TaskOutcomeItemRef | None = None
+    recurrence_match_digest: Digest | None = None
+
+    @model_validator(mode="after")
+    def _matrix(self) -> RecurrenceObservation:
+        if self.artifact_ref.family != "experience":
+            raise ValueError("artifact_ref must be an Experience revision")
+        if self.handoff_ref is not None and self.handoff_ref.family != "handoff":
+            raise ValueError("handoff_ref must be a Handoff revision")
+        linked = self.handoff_receipt_ref is not None and self.handoff_ref is not None
+        present = {
+            "condition_ref": self.condition_ref is not None,
+            "check_ref": self.check_ref is not None,
+            "failure_ref": self.failure_ref is not None,
+            "recurrence_match_digest": self.recurrence_match_digest is not None,
+        }
+        required = {
+            "selected": set(),
+            "avoided": {"condition_ref", "check_ref"},
+            "recurred": {"failure_ref", "recurrence_match_digest"},
+        }[self.event]
+        wrong = {name for name, is_set in present.items() if is_set != (name in required)}
+        if wrong:
+            raise ValueError(f"{self.event} event: fields {sorted(wrong)} break the validation matrix")
+        if self.event in ("selected", "avoided") and not linked:
+            raise ValueError(f"{self.event} requires handoff_receipt_ref and handoff_ref")
+        if (self.handoff_receipt_ref is None) != (self.handoff_ref is None):
+            raise ValueError("handoff_receipt_ref and handoff_ref go together")
+        if self.condition_ref is not None and self.condition_ref.item_kind != "observation":
+            raise ValueError("condition_ref.item_kind must be 'observation'")
+        if self.check_ref is not None and self.check_ref.item_kind != "check":
+            raise ValueError("check_ref.item_kind must be 'check'")
+        for ref in (self.condition_ref, self.check_ref, self.failure_ref):
+            if ref is not None and ref.task_outcome_ref != self.task_outcome_ref:
+                raise ValueError("item refs must resolve inside task_outcome_ref")
+        return self
+
+
+# --------------------------------------------------------------------- §8
+
+
+class RecurrenceStreak(_Value):
+    """RFC RecurrenceStreak: one row of ``top_revisions``."""
+
+    artifact_ref: ArtifactRef
+    signature_key: str
+    terminal_recurred_streak: Annotated[int, Field(ge=0)]
+
+
+class ReviewCandidate(_Value):
+    """CONTRACT §8: an Experience revision candidate for human review.
+
+    ``run_start_position`` names the run: the position of the avoided verdict
+    that opened it, or None for the start of the revision's history.
+    """
+
+    candidate_id: Digest
+    scope_id: Id
+    artifact_ref: ArtifactRef
+    signature_key: str
+    repair_surface: Literal["experience_content"]
+    streak: Annotated[int, Field(ge=1)]
+    run_start_position: Position | None
+    reason: str
+    failure_refs: list[TaskOutcomeItemRef]
+
+
+class ScopeStatistics(_Value):
+    """CONTRACT §8: the RFC's RecurrenceStatistics block for one scope plus
+    ``as_of_position`` and the operational gauges ``pending_outcomes`` and
+    ``late_revisions``. Re-published whenever it changes (compacted topic)."""
+
+    scope_id: Id
+    as_of_position: Position
+    selected: Annotated[int, Field(ge=0)]
+    recurred: Annotated[int, Field(ge=0)]
+    avoided: Annotated[int, Field(ge=0)]
+    unknown: Annotated[int, Field(ge=0)]
+    unlinked_handoff_citations: Annotated[int, Field(ge=0)]
+    needing_review: Annotated[int, Field(ge=0)]
+    top_revisions: list[RecurrenceStreak]
+    pending_outcomes: Annotated[int, Field(ge=0)]
+    late_revisions: Annotated[int, Field(ge=0)]
+
+
+# --------------------------------------------------------------------- §9
+
+
+class DeadLetter(_Value):
+    """CONTRACT §9: a record that could not be applied.
+
+    ``partition``/``offset`` are the Kafka coordinates; the embedded runner
+    uses partition None and the 0-based line number as offset. ``raw`` is the
+    record's bytes in base64.
+    """
+
+    topic: str
+    partition: int | None
+    offset: int | None
+    key: str | None
+    raw: str
+    reason: str
+    message: str

@@ -1,0 +1,78 @@
+"""Shared test helpers: the shared example journals and fact extraction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_CASES = REPO.parent / "shared" / "cases"
+CASE_NAMES = ("minimum_case", "worked_example")
+
+
+def shared_case(name: str) -> tuple[Path, dict]:
+    """(journal path, expected facts) of a case in ../shared/cases; fails
+    (never skips) when it is missing."""
+    journal = SHARED_CASES / f"{name}.jsonl"
+    expected = SHARED_CASES / f"{name}.expected.json"
+    if not journal.is_file() or not expected.is_file():
+        pytest.fail(f"shared case {name} is missing under {SHARED_CASES}")
+    return journal, json.loads(expected.read_text())
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Records of a JSON Lines file."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def facts(records: dict[str, list[dict]]) -> dict:
+    """The facts of ``*.expected.json`` (../shared/cases/README.md) computed
+    from the project's own output records, keyed by output topic."""
+    scopes: dict[str, dict] = {}
+
+    def scope(scope_id: str) -> dict:
+        return scopes.setdefault(scope_id, {"statistics": None, "observations": [], "matches": [], "review_candidates": []})
+
+    for stats in records["recurrence-statistics"]:
+        scope(stats["scope_id"])["statistics"] = {
+            **{k: stats[k] for k in ("selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations", "needing_review")},
+            "top_revisions": [
+                {
+                    "artifact_id": row["artifact_ref"]["artifact_id"],
+                    "revision": row["artifact_ref"]["revision"],
+                    "signature_key": row["signature_key"],
+                    "terminal_recurred_streak": row["terminal_recurred_streak"],
+                }
+                for row in stats["top_revisions"]
+            ],
+        }
+    for obs in records["recurrence-observations"]:
+        ref = obs["artifact_ref"]
+        scope(obs["scope_id"])["observations"].append(
+            f"{obs['event']} {ref['artifact_id']}r{ref['revision']} {obs['task_outcome_ref']['source_id']}"
+        )
+    for match in records["recurrence-matches"]:
+        failure = match["failure_ref"]
+        text = (
+            f"{match['task_outcome_ref']['source_id']} {failure['item_kind']}[{failure['item_index']}] "
+            f"{match['candidate_set_mode']} {match['result']}"
+        )
+        if match["artifact_ref"]:
+            text += f" {match['artifact_ref']['artifact_id']}r{match['artifact_ref']['revision']}"
+        scope(match["scope_id"])["matches"].append(text)
+    for candidate in records["review-candidates"]:
+        ref = candidate["artifact_ref"]
+        scope(candidate["scope_id"])["review_candidates"].append(f"{ref['artifact_id']}r{ref['revision']}")
+    for entry in scopes.values():
+        for name in ("observations", "matches", "review_candidates"):
+            entry[name].sort()
+    return {"dead_letter": len(records["dead-letter"]), "scopes": scopes}
+
+
+def read_outputs(out_dir: Path) -> dict[str, list[dict]]:
+    """Every output topic file of an embedded run."""
+    from processors.ledger.processor import OUTPUT_TOPICS
+
+    return {topic: read_jsonl(out_dir / f"{topic}.jsonl") for topic in OUTPUT_TOPICS}

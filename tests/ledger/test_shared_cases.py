@@ -1,0 +1,18 @@
+"""Each journal in ../shared/cases produces exactly the facts in its
+.expected.json (CONTRACT §5–§8 end to end through the embedded runner)."""
+
+from __future__ import annotations
+
+import pytest
+
+from processors.embedded import run_journal
+from tests.conftest import CASE_NAMES, facts, read_outputs, shared_case
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_case_produces_expected_facts(name, tmp_path):
+    journal, expected = shared_case(name)
+    summary = run_journal(journal, tmp_path, show_progress=False)
+    got = facts(read_outputs(tmp_path))
+    assert got == expected
+    assert summary.dead_letters == expected["dead_letter"]
