@@ -1,0 +1,100 @@
+# shellcheck shell=bash
+# Helpers shared by the deploy/ scripts (sourced, never executed directly).
+# Every message goes to stderr so that callers may capture stdout safely
+# (see services.sh, whose stdout is meant for `eval`).
+
+# Prefix for messages; each script sets RL_LOG_TAG before sourcing this file.
+: "${RL_LOG_TAG:=deploy}"
+
+log() {
+    printf '[%s] %s\n' "$RL_LOG_TAG" "$*" >&2
+}
+
+die() {
+    printf '[%s] ERROR: %s\n' "$RL_LOG_TAG" "$*" >&2
+    exit 1
+}
+
+# pid_alive PID -> 0 if a process with that pid exists (and is not a zombie).
+pid_alive() {
+    local pid=$1 state
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    # A zombie still answers kill -0; treat it as dead.
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)
+    [[ $state != Z ]]
+}
+
+# pid_cmdline_has PID WORD -> 0 if the process command line contains WORD
+# (guards against a stale pid file whose pid was reused by another program).
+pid_cmdline_has() {
+    local pid=$1 word=$2
+    [[ -r /proc/$pid/cmdline ]] || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$word"
+}
+
+# read_pid FILE -> prints the pid stored in FILE (empty if none).
+read_pid() {
+    local file=$1
+    [[ -f $file ]] || return 0
+    tr -dc '0-9' <"$file"
+}
+
+# port_open HOST PORT -> 0 if a TCP connection to HOST:PORT succeeds.
+port_open() {
+    local host=$1 port=$2
+    # bash's /dev/tcp; timeout guards against a filtered port hanging.
+    timeout 2 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null
+}
+
+# stop_pid NAME PID TIMEOUT_S -> SIGTERM, wait up to TIMEOUT_S, then SIGKILL.
+stop_pid() {
+    local name=$1 pid=$2 timeout_s=$3 waited=0
+    pid_alive "$pid" || return 0
+    log "stopping $name (pid $pid, SIGTERM)"
+    kill -TERM "$pid" 2>/dev/null || true
+    while pid_alive "$pid"; do
+        if ((waited >= timeout_s * 10)); then
+            log "$name did not exit within ${timeout_s}s; sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            local k=0
+            while pid_alive "$pid" && ((k < 50)); do
+                sleep 0.1
+                k=$((k + 1))
+            done
+            break
+        fi
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    if pid_alive "$pid"; then
+        die "$name (pid $pid) is still alive after SIGKILL"
+    fi
+    log "$name stopped after ~$((waited / 10))s"
+}
+
+# apt_install PKG... -> non-interactive apt-get install (update first).
+# Debian's maintainer scripts would start a freshly installed daemon (e.g.
+# redis-server on port 6379) through invoke-rc.d; a temporary policy-rc.d
+# that answers 101 ("action forbidden") prevents that, so the only daemons
+# running are the ones these scripts start themselves.
+apt_install() {
+    ((EUID == 0)) || die "need root to apt-get install $* (or install it yourself)"
+    local policy=/usr/sbin/policy-rc.d created_policy=0
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy"
+        chmod 0755 "$policy"
+        created_policy=1
+    fi
+    local rc=0
+    log "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 || rc=$?
+    if ((rc == 0)); then
+        log "apt-get install -y $*"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2 || rc=$?
+    fi
+    if ((created_policy)); then
+        rm -f "$policy"
+    fi
+    ((rc == 0)) || die "apt-get failed (exit $rc) while installing: $*"
+}

@@ -1,0 +1,136 @@
+"""Given/when/then helpers: build journal records and run them through the
+same intake + core as the embedded runner, without files."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from processors.ledger.intake import Coordinates, ingest_journal_line
+from processors.ledger.processor import OUTPUT_TOPICS, LedgerConfig, LedgerProcessor
+
+
+def ev(ref: str = "ci:run") -> list[dict]:
+    """Non-empty exact evidence."""
+    return [{"kind": "exact", "ref": ref}]
+
+
+def experience(scope, position, artifact_id, revision=1, cue="port already bound", surface="experience_content",
+               condition="tests started in sandbox", subject="ports free before pytest", failure=True) -> dict:
+    """An experience-revisions journal record (failure block unless failure=False)."""
+    block = None
+    if failure:
+        block = {
+            "signature": {"recall_cue": cue, "symptom": None},
+            "repair_surface": surface,
+            "verification": {"condition": condition, "check_subject": subject},
+        }
+    return {"topic": "experience-revisions", "value": {
+        "scope_id": scope, "journal_position": position,
+        "artifact_ref": {"family": "experience", "artifact_id": artifact_id, "revision": revision},
+        "content": {"situation": "s", "action": "a", "outcome": "o", "lesson": f"lesson {artifact_id} r{revision}", "failure": block},
+    }}
+
+
+def handoff(scope, position, artifact_id, cites, revision=1) -> dict:
+    """A handoff-revisions record citing ``cites`` = [(artifact_id, revision), …]."""
+    return {"topic": "handoff-revisions", "value": {
+        "scope_id": scope, "journal_position": position,
+        "artifact_ref": {"family": "handoff", "artifact_id": artifact_id, "revision": revision},
+        "artifact_citations": [
+            {"artifact_ref": {"family": "experience", "artifact_id": a, "revision": r}} for a, r in cites
+        ],
+        "memory_citations": [],
+    }}
+
+
+def receipt(scope, position, source_id, handoff_id, handoff_revision=1, status="accepted", selection="exact",
+            evidence_status="available") -> dict:
+    """A handoff-receipts record selecting ``handoff_id``."""
+    ref = {"family": "handoff", "artifact_id": handoff_id, "revision": handoff_revision}
+    return {"topic": "handoff-receipts", "value": {
+        "scope_id": scope, "journal_position": position,
+        "source_ref": {"source_type": "handoff_receipt", "source_id": source_id},
+        "status": status, "selection": selection, "selected_revision": ref, "current_revision": ref,
+        "evidence_status": evidence_status,
+    }}
+
+
+def check(name, status="failed", basis="verified", evidence=None) -> dict:
+    """A TaskCheck."""
+    return {"name": name, "status": status, "basis": basis,
+            "evidence": ev() if evidence is None else evidence, "details": None}
+
+
+def claim(text, basis="verified", evidence=None) -> dict:
+    """A WorkClaim observation."""
+    return {"text": text, "basis": basis, "evidence": ev("trace:1") if evidence is None else evidence}
+
+
+def outcome(scope, position, source_id, status="failed", receipt_id=None, checks=(), observations=()) -> dict:
+    """A task-outcomes record."""
+    return {"topic": "task-outcomes", "value": {
+        "scope_id": scope, "journal_position": position,
+        "source_ref": {"source_type": "task_outcome", "source_id": source_id},
+        "status": status,
+        "handoff_receipt_ref": None if receipt_id is None else {"source_type": "handoff_receipt", "source_id": receipt_id},
+        "observations": list(observations), "checks": list(checks),
+    }}
+
+
+def line(record: dict) -> bytes:
+    """A journal line."""
+    return json.dumps(record).encode()
+
+
+class Ledger:
+    """A processor fed journal records; ``out`` collects values per topic."""
+
+    def __init__(self, config: LedgerConfig | None = None):
+        self.processor = LedgerProcessor(config=config)
+        self.out: dict[str, list[dict]] = defaultdict(list)
+        self.offset = 0
+
+    def feed(self, *records: dict | bytes) -> Ledger:
+        """Apply records (dicts or raw lines) in order."""
+        for record in records:
+            raw = record if isinstance(record, bytes) else line(record)
+            for emit in ingest_journal_line(self.processor, raw, Coordinates("source-journal", None, self.offset, None)):
+                self.out[emit.topic].append(emit.value)
+            self.offset += 1
+        return self
+
+    def flush(self) -> Ledger:
+        """End of journal."""
+        for emit in self.processor.flush():
+            self.out[emit.topic].append(emit.value)
+        return self
+
+    def stats(self, scope: str) -> dict:
+        """Last statistics record of ``scope``."""
+        return [s for s in self.out["recurrence-statistics"] if s["scope_id"] == scope][-1]
+
+    def observations(self) -> list[str]:
+        """``"<event> <artifact>r<rev> <outcome>"`` in publication order."""
+        return [
+            f"{o['event']} {o['artifact_ref']['artifact_id']}r{o['artifact_ref']['revision']} {o['task_outcome_ref']['source_id']}"
+            for o in self.out["recurrence-observations"]
+        ]
+
+    def matches(self) -> list[tuple]:
+        """``(outcome, kind, index, mode, result, target or None)`` per match."""
+        return [
+            (m["task_outcome_ref"]["source_id"], m["failure_ref"]["item_kind"], m["failure_ref"]["item_index"],
+             m["candidate_set_mode"], m["result"],
+             None if m["artifact_ref"] is None else f"{m['artifact_ref']['artifact_id']}r{m['artifact_ref']['revision']}")
+            for m in self.out["recurrence-matches"]
+        ]
+
+    def reasons(self) -> list[str]:
+        """Dead-letter reason codes in order."""
+        return [d["reason"] for d in self.out["dead-letter"]]
+
+
+def all_topics_empty(ledger: Ledger) -> bool:
+    """True when nothing at all was emitted."""
+    return all(not ledger.out[topic] for topic in OUTPUT_TOPICS)
