@@ -72,6 +72,7 @@ def run_journal(
     out_dir: Path,
     config: LedgerConfig | None = None,
     show_progress: bool = True,
+    validate_outputs: bool = False,
 ) -> RunSummary:
     """Process ``journal`` (JSON Lines, ``../cases/README.md``) and write
     ``out_dir/<topic>.jsonl`` for every output topic of CONTRACT §1.
@@ -79,9 +80,11 @@ def run_journal(
     The end of the file counts as the provenance horizon passing for every
     outcome still pending (CONTRACT §5). Bad lines go to
     ``dead-letter.jsonl`` with their line number as offset; processing goes
-    on. Raises OSError if the journal cannot be read or the output written.
+    on. ``validate_outputs`` validates every output against its pydantic
+    model (tests). Raises OSError if the journal cannot be read or the output
+    written.
     """
-    processor = LedgerProcessor(config=config)
+    processor = LedgerProcessor(config=config, validate_outputs=validate_outputs)
     summary = RunSummary()
     size = journal.stat().st_size
     with contextlib.ExitStack() as stack:

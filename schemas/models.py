@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from processors.ledger.normalize import normalize
+from processors.ledger.validation import match_violations, observation_violations
 
 #: RFC: "MAX_FAILURE_CUE_LENGTH is a proposed new constant (512)".
 MAX_FAILURE_CUE_LENGTH = 512
@@ -277,10 +278,8 @@ class TaskOutcomeItemRef(_Value):
 class RecurrenceMatch(_Value):
     """CONTRACT §6 / RFC RecurrenceMatch, plus ``match_digest``.
 
-    Validation (RFC): failure_ref belongs to task_outcome_ref; candidate_refs
-    are sorted and distinct; matched requires artifact_ref and signature_key
-    with the target inside the frozen set, unmatched/ambiguous require both
-    absent.
+    Validation (RFC): candidate_refs are sorted and distinct, plus
+    ``processors.ledger.validation.match_violations``.
     """
 
     scope_id: Id
@@ -297,40 +296,18 @@ class RecurrenceMatch(_Value):
 
     @model_validator(mode="after")
     def _matrix(self) -> RecurrenceMatch:
-        if self.failure_ref.task_outcome_ref != self.task_outcome_ref:
-            raise ValueError("failure_ref.task_outcome_ref must equal task_outcome_ref")
         keys = [ref.sort_key() for ref in self.candidate_refs]
         if keys != sorted(set(keys)):
             raise ValueError("candidate_refs must be sorted by ArtifactRef order and distinct")
-        if self.result == "matched":
-            if self.artifact_ref is None or not self.signature_key:
-                raise ValueError("a matched result requires artifact_ref and signature_key")
-            if self.artifact_ref not in self.candidate_refs:
-                raise ValueError("matched target is absent from the frozen candidate set")
-        elif self.artifact_ref is not None or self.signature_key is not None:
-            raise ValueError(f"a {self.result} result must not carry a target")
+        problems = match_violations(self.model_dump(mode="json"))
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
 
 class RecurrenceObservation(_Value):
-    """CONTRACT §7 / RFC RecurrenceObservation with its validation matrix:
-
-    ============  =========================  ==================================
-    event         required                   forbidden
-    ============  =========================  ==================================
-    selected      handoff_receipt_ref,       condition_ref, check_ref,
-                  handoff_ref                failure_ref, recurrence_match_digest
-    avoided       handoff_receipt_ref,       failure_ref, recurrence_match_digest
-                  handoff_ref, condition_ref
-                  (observation), check_ref
-                  (check)
-    recurred      failure_ref,               condition_ref, check_ref
-                  recurrence_match_digest
-    ============  =========================  ==================================
-
-    Every item ref must point into ``task_outcome_ref``; ``handoff_ref`` is a
-    Handoff revision and ``artifact_ref`` an Experience revision.
-    """
+    """CONTRACT §7 / RFC RecurrenceObservation; the validation matrix is
+    ``processors.ledger.validation.observation_violations``."""
 
     observation_id: Digest
     scope_id: Id
@@ -349,36 +326,9 @@ class RecurrenceObservation(_Value):
 
     @model_validator(mode="after")
     def _matrix(self) -> RecurrenceObservation:
-        if self.artifact_ref.family != "experience":
-            raise ValueError("artifact_ref must be an Experience revision")
-        if self.handoff_ref is not None and self.handoff_ref.family != "handoff":
-            raise ValueError("handoff_ref must be a Handoff revision")
-        linked = self.handoff_receipt_ref is not None and self.handoff_ref is not None
-        present = {
-            "condition_ref": self.condition_ref is not None,
-            "check_ref": self.check_ref is not None,
-            "failure_ref": self.failure_ref is not None,
-            "recurrence_match_digest": self.recurrence_match_digest is not None,
-        }
-        required = {
-            "selected": set(),
-            "avoided": {"condition_ref", "check_ref"},
-            "recurred": {"failure_ref", "recurrence_match_digest"},
-        }[self.event]
-        wrong = {name for name, is_set in present.items() if is_set != (name in required)}
-        if wrong:
-            raise ValueError(f"{self.event} event: fields {sorted(wrong)} break the validation matrix")
-        if self.event in ("selected", "avoided") and not linked:
-            raise ValueError(f"{self.event} requires handoff_receipt_ref and handoff_ref")
-        if (self.handoff_receipt_ref is None) != (self.handoff_ref is None):
-            raise ValueError("handoff_receipt_ref and handoff_ref go together")
-        if self.condition_ref is not None and self.condition_ref.item_kind != "observation":
-            raise ValueError("condition_ref.item_kind must be 'observation'")
-        if self.check_ref is not None and self.check_ref.item_kind != "check":
-            raise ValueError("check_ref.item_kind must be 'check'")
-        for ref in (self.condition_ref, self.check_ref, self.failure_ref):
-            if ref is not None and ref.task_outcome_ref != self.task_outcome_ref:
-                raise ValueError("item refs must resolve inside task_outcome_ref")
+        problems = observation_violations(self.model_dump(mode="json"))
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
 

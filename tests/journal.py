@@ -87,7 +87,7 @@ class Ledger:
     """A processor fed journal records; ``out`` collects values per topic."""
 
     def __init__(self, config: LedgerConfig | None = None):
-        self.processor = LedgerProcessor(config=config)
+        self.processor = LedgerProcessor(config=config, validate_outputs=True)
         self.out: dict[str, list[dict]] = defaultdict(list)
         self.offset = 0
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from processors.ledger.normalize import digest, normalize
+import hashlib
+
+from processors.ledger.normalize import canonical_json, digest, digest_bytes, normalize
 from processors.ledger.state import LedgerState, experience_ref, ref_order
 
 FAILED_CHECK_STATUSES = frozenset({"failed", "timed_out", "unavailable"})
@@ -58,34 +60,91 @@ class FailureItem:
     ref: dict
 
 
-def failure_items(outcome: dict) -> list[FailureItem]:
-    """Failure items in a fixed order: checks by index, then observations.
+class OutcomeItems:
+    """The evidence of one Task Outcome, normalized once: for each
+    observation and check, whether it is verified with non-empty exact
+    evidence and its normalized text/name. Shared by failure items (§6) and
+    the avoided bindings (§7)."""
 
-    - a check with basis verified, non-empty exact evidence and status in
-      {failed, timed_out, unavailable};
-    - an observation with basis verified and non-empty exact evidence when
-      the outcome's status is failed or blocked.
-    skipped / cancelled / unknown checks and declared items never are.
-    """
-    items = []
-    for index, check in enumerate(outcome["checks"]):
-        if check["status"] in FAILED_CHECK_STATUSES and is_verified_exact(check):
-            items.append(FailureItem("check", index, normalize(check["name"]), item_ref(outcome, "check", index)))
-    if outcome["status"] in FAILED_OUTCOME_STATUSES:
-        for index, observation in enumerate(outcome["observations"]):
-            if is_verified_exact(observation):
-                items.append(
-                    FailureItem("observation", index, normalize(observation["text"]), item_ref(outcome, "observation", index))
-                )
-    return items
+    __slots__ = ("outcome", "observations", "checks")
+
+    def __init__(self, outcome: dict):
+        self.outcome = outcome
+        self.observations = [(is_verified_exact(item), normalize(item["text"])) for item in outcome["observations"]]
+        self.checks = [(is_verified_exact(item), normalize(item["name"])) for item in outcome["checks"]]
+
+    def verified_observations(self, key: str) -> list[int]:
+        """Indexes of verified, exact-evidence observations normalizing to ``key``."""
+        return [index for index, (verified, text) in enumerate(self.observations) if verified and text == key]
+
+    def verified_checks(self, key: str) -> list[int]:
+        """Indexes of verified, exact-evidence checks normalizing to ``key``."""
+        return [index for index, (verified, name) in enumerate(self.checks) if verified and name == key]
+
+    def failure_items(self) -> list[FailureItem]:
+        """Failure items in a fixed order: checks by index, then observations.
+
+        - a check with basis verified, non-empty exact evidence and status in
+          {failed, timed_out, unavailable};
+        - an observation with basis verified and non-empty exact evidence when
+          the outcome's status is failed or blocked.
+        skipped / cancelled / unknown checks and declared items never are.
+        """
+        outcome = self.outcome
+        items = [
+            FailureItem("check", index, name, item_ref(outcome, "check", index))
+            for index, (verified, name) in enumerate(self.checks)
+            if verified and outcome["checks"][index]["status"] in FAILED_CHECK_STATUSES
+        ]
+        if outcome["status"] in FAILED_OUTCOME_STATUSES:
+            items += [
+                FailureItem("observation", index, text, item_ref(outcome, "observation", index))
+                for index, (verified, text) in enumerate(self.observations)
+                if verified
+            ]
+        return items
 
 
 # -- frozen candidate sets ----------------------------------------------------
 
 
-def candidate_set_digest(refs: list[dict]) -> str:
-    """digest of the sorted candidate ref list (CONTRACT §6)."""
-    return digest(refs)
+class CandidateSet:
+    """A frozen, sorted candidate set (CONTRACT §6) with what matching needs
+    from it at O(1) per outcome: the refs, their digest, a membership set,
+    and a cache of sha256 states for the match digest.
+
+    The match digest's preimage (canonical JSON of the RecurrenceMatch, keys
+    sorted) begins ``{"artifact_ref":…,"candidate_refs":[…],``. Those bytes
+    depend only on this set and the target, so the hash state after them is
+    computed once per (set, target) and copied for each match: a scope with
+    10,000 heads pays for hashing its snapshot once per Experience revision,
+    not once per outcome. The digest bytes are unchanged.
+    """
+
+    __slots__ = ("refs", "digest", "keys", "_refs_json", "_prefix_states")
+
+    def __init__(self, refs: list[dict]):
+        self.refs = refs
+        self._refs_json = canonical_json(refs)
+        self.digest = digest_bytes(self._refs_json)
+        self.keys = frozenset((ref["artifact_id"], ref["revision"]) for ref in refs)
+        self._prefix_states: dict[bytes, object] = {}
+
+    def __contains__(self, ref: dict | None) -> bool:
+        return ref is not None and ref["family"] == "experience" and (ref["artifact_id"], ref["revision"]) in self.keys
+
+    def match_digest(self, record: dict) -> str:
+        """digest(record) for a RecurrenceMatch ``record`` (without
+        match_digest) whose ``candidate_refs`` is this set's refs."""
+        target_json = canonical_json(record["artifact_ref"])
+        state = self._prefix_states.get(target_json)
+        if state is None:
+            state = hashlib.sha256(b'{"artifact_ref":' + target_json + b',"candidate_refs":' + self._refs_json + b",")
+            self._prefix_states[target_json] = state
+        rest = canonical_json({k: v for k, v in record.items() if k not in ("artifact_ref", "candidate_refs")})
+        hasher = state.copy()
+        hasher.update(rest[1:])  # drop the "{" of the rest: keys after candidate_refs follow
+        return "sha256:" + hasher.hexdigest()
 
 
 def head_at(state: LedgerState, scope_id: str, artifact_id: str, position: int) -> int | None:
@@ -98,10 +157,10 @@ def head_at(state: LedgerState, scope_id: str, artifact_id: str, position: int) 
     return best
 
 
-def scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int) -> tuple[list[dict], str]:
+def scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int) -> CandidateSet:
     """The frozen ``scope_heads`` candidate set at ``position``: the head
     revision of every Experience artifact in the scope whose head carries a
-    failure block, sorted by ArtifactRef order; and its digest.
+    failure block, sorted by ArtifactRef order.
 
     When every known revision precedes ``position`` (journal order) the head
     at ``position`` is the current head, and the snapshot is cached per
@@ -118,8 +177,8 @@ def scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int) -
             (experience_ref(aid, head[0]) for aid, head in heads.items() if head[1]),
             key=ref_order,
         )
-        snapshot = (refs, candidate_set_digest(refs))
-        state.cache_heads_snapshot(scope_id, scope["heads_version"], *snapshot)
+        snapshot = CandidateSet(refs)
+        state.cache_heads_snapshot(scope_id, scope["heads_version"], snapshot)
         return snapshot
     refs = []
     for artifact_id in heads:
@@ -130,7 +189,7 @@ def scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int) -
         if experience["failure"] is not None:
             refs.append(experience_ref(artifact_id, revision))
     refs.sort(key=ref_order)
-    return refs, candidate_set_digest(refs)
+    return CandidateSet(refs)
 
 
 def eligible_scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int, match_input: str) -> list[dict]:
@@ -163,8 +222,7 @@ def build_match(
     outcome: dict,
     item: FailureItem,
     mode: str,
-    candidate_refs: list[dict],
-    set_digest: str,
+    candidates: CandidateSet,
     eligible: list[dict],
 ) -> dict:
     """A RecurrenceMatch record (CONTRACT §6, RFC RecurrenceMatch) with
@@ -185,13 +243,13 @@ def build_match(
         "task_outcome_position": outcome["journal_position"],
         "failure_ref": item.ref,
         "candidate_set_mode": mode,
-        "candidate_refs": candidate_refs,
-        "candidate_set_digest": set_digest,
+        "candidate_refs": candidates.refs,
+        "candidate_set_digest": candidates.digest,
         "result": result,
         "artifact_ref": target,
         "signature_key": item.match_input if target is not None else None,
     }
-    record["match_digest"] = digest(record)
+    record["match_digest"] = candidates.match_digest(record)
     return record
 
 

@@ -7,9 +7,10 @@ vectors in ``tests/ledger/golden_vectors.json``.
 from __future__ import annotations
 
 import hashlib
-import json
 import unicodedata
 from typing import Any
+
+import orjson
 
 _STRIP_CATEGORIES = ("P", "Z", "C")
 
@@ -34,6 +35,8 @@ def normalize(text: str) -> str:
     """
     folded = unicodedata.normalize("NFKC", text).casefold()
     collapsed = " ".join(folded.split())
+    if collapsed.isascii() and collapsed[:1].isalnum() and collapsed[-1:].isalnum():
+        return collapsed  # fast path: nothing to strip
     start, end = 0, len(collapsed)
     while start < end and _strippable(collapsed[start]):
         start += 1
@@ -45,12 +48,18 @@ def normalize(text: str) -> str:
 def canonical_json(value: Any) -> bytes:
     """Canonical JSON bytes of a JSON-compatible value (CONTRACT §4).
 
-    UTF-8, keys sorted, no insignificant whitespace, no ASCII escaping.
-    Raises ``ValueError`` on NaN/Infinity, ``TypeError`` on non-JSON types.
+    UTF-8, keys sorted, no insignificant whitespace, no ASCII escaping —
+    byte for byte what ``json.dumps(value, sort_keys=True, separators=(",",
+    ":"), ensure_ascii=False)`` gives for our value types, produced by orjson
+    (about 10x faster; pinned by the golden vectors).
+    Values never hold floats: every model is strict and has no float field
+    (orjson would write NaN as null). Raises ``ValueError`` on a lone
+    surrogate, an integer outside 64 bits or a non-JSON type.
     """
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as error:
+        raise ValueError(f"not canonical-JSON encodable: {error}") from None
 
 
 def digest_bytes(data: bytes) -> str:

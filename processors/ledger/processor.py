@@ -25,6 +25,7 @@ from processors.ledger.normalize import digest, normalize
 from processors.ledger.state import LedgerState, Store
 from processors.ledger.statistics import scope_statistics
 from processors.ledger.streaks import record_verdict
+from processors.ledger.validation import check_record
 from schemas import models
 
 # Logical output topic names (CONTRACT §1); a deployment prefix is the shell's.
@@ -45,8 +46,8 @@ _OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     OBSERVATIONS: models.RecurrenceObservation,
     REVIEW_CANDIDATES: models.ReviewCandidate,
     STATISTICS: models.ScopeStatistics,
-    DEAD_LETTER: models.DeadLetter,
 }
+
 
 
 class Emit(NamedTuple):
@@ -118,13 +119,16 @@ def _identity(kind: str, value: dict) -> tuple:
 class LedgerProcessor:
     """The recurrence ledger (CONTRACT §3–§8) over a mapping store.
 
-    ``store``: MutableMapping for the state (a dict by default; a Faust table
-    in the worker). ``validate_outputs``: check every output against its
-    pydantic model (the RFC validation matrix) before returning it; a failure
-    raises ``pydantic.ValidationError`` — it means a bug, never bad input.
+    ``store``: MutableMapping for the state (a dict by default; the worker's
+    partition store). Every RecurrenceMatch and RecurrenceObservation is
+    checked against the RFC validation matrix before it is returned
+    (``validation.check_record``; LedgerInvariantError on a bug).
+    ``validate_outputs`` additionally validates every output against its full
+    pydantic model (field types and bounds) — the tests turn it on; it costs
+    about 40 % of throughput.
     """
 
-    def __init__(self, store: Store | None = None, config: LedgerConfig | None = None, validate_outputs: bool = True):
+    def __init__(self, store: Store | None = None, config: LedgerConfig | None = None, validate_outputs: bool = False):
         self.state = LedgerState(store)
         self.config = config or LedgerConfig()
         self.validate_outputs = validate_outputs
@@ -143,7 +147,10 @@ class LedgerProcessor:
         scope_id = value["scope_id"]
         position = value["journal_position"]
         identity = _identity(kind, value)
-        content_digest = digest(value)
+        try:
+            content_digest = digest(value)
+        except ValueError as error:  # e.g. a lone surrogate: no canonical form, no identity
+            return ApplyResult(rejection=Rejection("invalid_value", str(error)))
         state = self.state
 
         existing = state.get(identity[0], scope_id, *identity[1:])
@@ -312,17 +319,17 @@ class LedgerProcessor:
         outcome_id = outcome["source_ref"]["source_id"]
         position = outcome["journal_position"]
         linked = resolution.status == chain.LINKED
-        items = matching.failure_items(outcome)
+        evidence = matching.OutcomeItems(outcome)
+        items = evidence.failure_items()
 
-        snapshot: tuple[list[dict], str] | None = None
+        snapshot: matching.CandidateSet | None = None
         decided: list[tuple[dict, dict]] = []
         for item in items:
             remembered = state.get("match", scope_id, outcome_id, item.item_kind, item.item_index)
             if remembered is None:  # CONTRACT §6 replay rule: reuse, never re-decide
                 if snapshot is None:
                     if linked:
-                        refs = list(resolution.cited_set)
-                        snapshot = (refs, matching.candidate_set_digest(refs))
+                        snapshot = matching.CandidateSet(list(resolution.cited_set))
                     else:
                         snapshot = matching.scope_heads(state, scope, scope_id, position)
                 if not item.match_input:
@@ -332,7 +339,8 @@ class LedgerProcessor:
                 else:
                     eligible = matching.eligible_scope_heads(state, scope, scope_id, position, item.match_input)
                 mode = "handoff_citations" if linked else "scope_heads"
-                match = matching.build_match(scope_id, outcome, item, mode, snapshot[0], snapshot[1], eligible)
+                match = matching.build_match(scope_id, outcome, item, mode, snapshot, eligible)
+                check_record("match", match, snapshot)
                 self._emit(emits, MATCHES, scope_id, match)
                 remembered = matching.remembered_match(match)
                 state.put(remembered, "match", scope_id, outcome_id, item.item_kind, item.item_index)
@@ -355,7 +363,7 @@ class LedgerProcessor:
                         "recurred", scope_id, outcome, ref, signature_key,
                         failure_ref=failure_ref, match_digest=match["match_digest"], **link,
                     )
-                elif not hits and (bound := verdicts.avoided_refs(outcome, failure)) is not None:
+                elif not hits and (bound := verdicts.avoided_refs(evidence, failure)) is not None:
                     record = verdicts.observation(
                         "avoided", scope_id, outcome, ref, signature_key,
                         condition_ref=bound[0], check_ref=bound[1], **link,
@@ -397,6 +405,11 @@ class LedgerProcessor:
             self._emit(emits, STATISTICS, scope_id, statistics)
 
     def _emit(self, emits: list[Emit], topic: str, key: str, value: dict) -> None:
+        # RFC: "Record validation rejects any event that violates this matrix
+        # before it reaches persistence" — always on (plain dicts, cheap);
+        # matches are checked where their candidate set is at hand.
+        if topic == OBSERVATIONS:
+            check_record("observation", value)
         if self.validate_outputs:
             _OUTPUT_MODELS[topic].model_validate(value)
         emits.append(Emit(topic, key, value))

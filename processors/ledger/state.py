@@ -1,9 +1,11 @@
 """Ledger state behind a small mapping interface (CONTRACT §3, §5–§8).
 
-The source of truth is a ``MutableMapping[str, JSON value]`` — a plain dict in
-the embedded runner, a Faust table in the worker — so every write must be an
-explicit ``store[key] = value`` (a Faust table only writes its changelog on
-``__setitem__``). Values are JSON-compatible: dicts, lists, str, int, None.
+The source of truth is a ``MutableMapping[tuple, JSON value]`` — a plain dict
+in the embedded runner, a changelog-backed partition store in the worker — so
+every write must be an explicit ``store[key] = value`` (a changelog store only
+records a change on ``__setitem__``/``__delitem__``). Keys are tuples of str
+and int, e.g. ``("outcome", scope_id, source_id)``; values are JSON-compatible:
+dicts, lists, str, int, None.
 
 State is proportional to live entities: one small record per source event
 identity (for duplicate and conflict detection, CONTRACT §3), one per
@@ -24,14 +26,10 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-Store = MutableMapping[str, Any]
+Key = tuple
+Store = MutableMapping[Key, Any]
 
 _SEP = "\x1f"  # ids are validated free of control characters (schemas.models.Id)
-
-
-def key(*parts: object) -> str:
-    """Store key from parts, e.g. ``key("outcome", scope_id, source_id)``."""
-    return _SEP.join(str(part) for part in parts)
 
 
 def ref_key(ref: dict) -> str:
@@ -70,33 +68,35 @@ def new_scope_record() -> dict:
 class LedgerState:
     """Typed access to the store plus derived caches.
 
-    ``store`` may be any MutableMapping; the embedded runner passes a dict,
-    the Faust worker a Table. Nothing here performs I/O.
+    ``store`` may be any MutableMapping with tuple keys; the embedded runner
+    passes a dict, the worker its partition store. Nothing here performs I/O.
     """
 
     def __init__(self, store: Store | None = None) -> None:
         self.store: Store = {} if store is None else store
-        self._heads_snapshot: dict[str, tuple[int, list[dict], str]] = {}
+        self._heads_snapshot: dict[str, tuple[int, Any]] = {}
         self._rankings: dict[str, SortedList] = {}
+        self._top: dict[str, tuple[int, list[dict]]] = {}
 
     # -- caches ---------------------------------------------------------
     def invalidate_caches(self) -> None:
         """Drop derived caches (call after the store changed underneath,
-        e.g. a Faust rebalance recovered or revoked partitions)."""
+        e.g. a rebalance recovered or revoked partitions)."""
         self._heads_snapshot.clear()
         self._rankings.clear()
+        self._top.clear()
 
-    def cached_heads_snapshot(self, scope_id: str, version: int) -> tuple[list[dict], str] | None:
-        """The cached sorted scope_heads candidate refs and digest, if still
-        valid for ``version`` (the scope's heads_version)."""
+    def cached_heads_snapshot(self, scope_id: str, version: int) -> Any:
+        """The cached scope_heads CandidateSet, if still valid for
+        ``version`` (the scope's heads_version), else None."""
         hit = self._heads_snapshot.get(scope_id)
         if hit is not None and hit[0] == version:
-            return hit[1], hit[2]
+            return hit[1]
         return None
 
-    def cache_heads_snapshot(self, scope_id: str, version: int, refs: list[dict], set_digest: str) -> None:
-        """Remember the scope_heads snapshot for ``version``."""
-        self._heads_snapshot[scope_id] = (version, refs, set_digest)
+    def cache_heads_snapshot(self, scope_id: str, version: int, snapshot: Any) -> None:
+        """Remember the scope_heads CandidateSet for ``version``."""
+        self._heads_snapshot[scope_id] = (version, snapshot)
 
     def ranking(self, scope_id: str) -> SortedList:
         """Revisions with streak ≥ 1 of a scope, in top_revisions order
@@ -104,19 +104,37 @@ class LedgerState:
         signature_key)``. Built from the ``ranked`` record on first use."""
         ranking = self._rankings.get(scope_id)
         if ranking is None:
-            ranked = self.store.get(key("ranked", scope_id), {})
+            ranked = self.store.get(("ranked", scope_id), {})
             ranking = SortedList(
                 (-entry[0], "experience", entry[1], entry[2], entry[3]) for entry in ranked.values()
             )
             self._rankings[scope_id] = ranking
         return ranking
 
+    def top_revisions(self, scope_id: str, limit: int) -> list[dict]:
+        """The first ``limit`` rows of the ranking as RecurrenceStreak dicts
+        (CONTRACT §8 ``top_revisions``); cached until a streak changes."""
+        cached = self._top.get(scope_id)
+        if cached is not None and cached[0] == limit:
+            return cached[1]
+        rows = [
+            {
+                "artifact_ref": {"family": family, "artifact_id": artifact_id, "revision": revision},
+                "signature_key": signature_key,
+                "terminal_recurred_streak": -negative_streak,
+            }
+            for negative_streak, family, artifact_id, revision, signature_key in self.ranking(scope_id).islice(0, limit)
+        ]
+        self._top[scope_id] = (limit, rows)
+        return rows
+
     def set_streak_rank(self, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
         """Move one revision in the ranking from streak ``old`` to ``new``."""
         if old == new:
             return
+        self._top.pop(scope_id, None)
         ranking = self.ranking(scope_id)
-        ranked_key = key("ranked", scope_id)
+        ranked_key = ("ranked", scope_id)
         ranked = self.store.get(ranked_key, {})
         rk = ref_key(ref)
         if old > 0:
@@ -129,38 +147,32 @@ class LedgerState:
 
     # -- records --------------------------------------------------------
     def get(self, *parts: object, default: Any = None) -> Any:
-        """Record at ``key(*parts)`` or ``default``."""
-        return self.store.get(key(*parts), default)
+        """Record at key ``parts`` or ``default``."""
+        return self.store.get(parts, default)
 
     def put(self, value: Any, *parts: object) -> None:
         """Write a record (always explicit, see module docstring)."""
-        self.store[key(*parts)] = value
+        self.store[parts] = value
 
     def delete(self, *parts: object) -> None:
         """Delete a record if present."""
-        k = key(*parts)
-        if k in self.store:
-            del self.store[k]
+        if parts in self.store:
+            del self.store[parts]
 
     def scope(self, scope_id: str) -> dict:
         """The scope record (a fresh one for a new scope; not yet written)."""
-        return self.store.get(key("scope", scope_id)) or new_scope_record()
+        return self.store.get(("scope", scope_id)) or new_scope_record()
 
     def put_scope(self, scope_id: str, record: dict) -> None:
         """Write the scope record."""
-        self.store[key("scope", scope_id)] = record
+        self.store[("scope", scope_id)] = record
 
     def append(self, value: Any, *parts: object) -> None:
-        """Append ``value`` to the list record at ``key(*parts)``."""
-        k = key(*parts)
-        items = self.store.get(k) or []
+        """Append ``value`` to the list record at key ``parts``."""
+        items = self.store.get(parts) or []
         items.append(value)
-        self.store[k] = items
+        self.store[parts] = items
 
     def pop_list(self, *parts: object) -> list:
-        """Remove and return the list record at ``key(*parts)`` (or [])."""
-        k = key(*parts)
-        items = self.store.get(k) or []
-        if k in self.store:
-            del self.store[k]
-        return items
+        """Remove and return the list record at key ``parts`` (or [])."""
+        return self.store.pop(parts, None) or []

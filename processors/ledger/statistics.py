@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from itertools import islice
-
 from processors.ledger.state import LedgerState
 
 
@@ -15,16 +13,9 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     ``unknown`` = selected − terminal verdicts on linked outcomes (§7).
     ``top_revisions``: revisions with streak ≥ 1, by streak descending, then
     ArtifactRef order, then signature_key; the first ``top_limit``. Taken
-    from the sorted ranking, so the cost is O(top_limit), not O(revisions).
+    from the sorted ranking (cached between streak changes), so the cost is
+    O(top_limit), not O(revisions).
     """
-    top = [
-        {
-            "artifact_ref": {"family": family, "artifact_id": artifact_id, "revision": revision},
-            "signature_key": signature_key,
-            "terminal_recurred_streak": -negative_streak,
-        }
-        for negative_streak, family, artifact_id, revision, signature_key in islice(state.ranking(scope_id), top_limit)
-    ]
     return {
         "scope_id": scope_id,
         "as_of_position": scope["as_of_position"],
@@ -34,7 +25,7 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
         "unknown": scope["selected"] - scope["linked_verdicts"],
         "unlinked_handoff_citations": scope["unlinked_handoff_citations"],
         "needing_review": scope["needing_review"],
-        "top_revisions": top,
+        "top_revisions": state.top_revisions(scope_id, top_limit),
         "pending_outcomes": scope["pending_outcomes"],
         "late_revisions": scope["late_revisions"],
     }

@@ -7,8 +7,8 @@ verdict").
 
 from __future__ import annotations
 
-from processors.ledger.matching import is_verified_exact, item_ref
-from processors.ledger.normalize import digest, normalize
+from processors.ledger.matching import OutcomeItems, item_ref
+from processors.ledger.normalize import digest
 
 
 def observation(
@@ -63,7 +63,7 @@ def matched_items_by_target(matches: list[tuple[dict, dict]]) -> dict[tuple[str,
     return by_target
 
 
-def avoided_refs(outcome: dict, failure: dict) -> tuple[dict, dict] | None:
+def avoided_refs(items: OutcomeItems, failure: dict) -> tuple[dict, dict] | None:
     """``(condition_ref, check_ref)`` when avoided conditions 2–3 hold, else None.
 
     2. exactly one observation with basis verified, non-empty exact evidence
@@ -78,18 +78,11 @@ def avoided_refs(outcome: dict, failure: dict) -> tuple[dict, dict] | None:
     subject_key = failure["check_subject_key"]
     if not condition_key or not subject_key:
         return None
-    conditions = [
-        index
-        for index, item in enumerate(outcome["observations"])
-        if is_verified_exact(item) and normalize(item["text"]) == condition_key
-    ]
-    checks = [
-        index
-        for index, item in enumerate(outcome["checks"])
-        if is_verified_exact(item) and normalize(item["name"]) == subject_key
-    ]
+    conditions = items.verified_observations(condition_key)
+    checks = items.verified_checks(subject_key)
     if len(conditions) != 1 or len(checks) != 1:
         return None
+    outcome = items.outcome
     if outcome["checks"][checks[0]]["status"] != "passed":
         return None
     return item_ref(outcome, "observation", conditions[0]), item_ref(outcome, "check", checks[0])

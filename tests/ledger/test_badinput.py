@@ -80,6 +80,14 @@ def test_negative_position_bool_and_float_are_rejected():
     assert ledger.reasons() == ["invalid_value", "wrong_type", "wrong_type", "invalid_value"]
 
 
+def test_lone_surrogate_has_no_canonical_form_and_is_rejected():
+    raw = json.dumps(outcome(S, 2, "O1", checks=[check("port \ud800 bound")])).encode()
+    assert b"\\ud800" in raw
+    ledger = Ledger().feed(experience(S, 1, "E1"), raw, valid_outcome(3, "O2"))
+    assert ledger.reasons() == ["invalid_value"]
+    assert ledger.observations() == ["recurred E1r1 O2"]
+
+
 def test_control_characters_in_ids_are_rejected():
     assert Ledger().feed(mutated(valid_outcome(), ["value", "scope_id"], "a\x1fb")).reasons() == ["invalid_value"]
 

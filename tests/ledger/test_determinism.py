@@ -35,15 +35,15 @@ def generated(tmp_path_factory) -> tuple[list[str], dict[str, bytes]]:
     base = tmp_path_factory.mktemp("generated")
     records = list(generate_journal(SMALL))
     journal = write_journal(base / "journal.jsonl", records)
-    run_journal(journal, base / "out", show_progress=False)
+    run_journal(journal, base / "out", show_progress=False, validate_outputs=True)
     return journal.read_text().splitlines(keepends=True), output_bytes(base / "out")
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_same_journal_twice_gives_byte_identical_files(name, tmp_path):
     journal, _ = shared_case(name)
-    run_journal(journal, tmp_path / "a", show_progress=False)
-    run_journal(journal, tmp_path / "b", show_progress=False)
+    run_journal(journal, tmp_path / "a", show_progress=False, validate_outputs=True)
+    run_journal(journal, tmp_path / "b", show_progress=False, validate_outputs=True)
     assert output_bytes(tmp_path / "a") == output_bytes(tmp_path / "b")
 
 
@@ -65,7 +65,7 @@ def test_journal_followed_by_replay_of_any_slice_gives_identical_files(generated
     base = tmp_path_factory.mktemp("replay")
     journal = base / "journal.jsonl"
     journal.write_text("".join(lines + lines[start:end]))
-    run_journal(journal, base / "out", show_progress=False)
+    run_journal(journal, base / "out", show_progress=False, validate_outputs=True)
     assert output_bytes(base / "out") == reference
 
 

@@ -12,7 +12,7 @@ from tests.conftest import CASE_NAMES, facts, read_outputs, shared_case
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_case_produces_expected_facts(name, tmp_path):
     journal, expected = shared_case(name)
-    summary = run_journal(journal, tmp_path, show_progress=False)
+    summary = run_journal(journal, tmp_path, show_progress=False, validate_outputs=True)
     got = facts(read_outputs(tmp_path))
     assert got == expected
     assert summary.dead_letters == expected["dead_letter"]

@@ -1,0 +1,123 @@
+"""The .avsc files are the wire contract: fastavro parses them, every example
+event round-trips through Avro to an equal pydantic model, and the Avro
+records have exactly the pydantic models' fields."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import BaseModel
+
+from processors.embedded import run_journal
+from processors.workload import Workload, generate_journal
+from schemas import avro, models
+from tests.conftest import CASE_NAMES, read_outputs, shared_case
+
+OUTPUT_MODELS = {
+    "recurrence-matches": ("RecurrenceMatch", models.RecurrenceMatch),
+    "recurrence-observations": ("RecurrenceObservation", models.RecurrenceObservation),
+    "review-candidates": ("ReviewCandidate", models.ReviewCandidate),
+    "recurrence-statistics": ("ScopeStatistics", models.ScopeStatistics),
+}
+
+
+def example_records() -> list[dict]:
+    records = []
+    for name in CASE_NAMES:
+        journal, _ = shared_case(name)
+        records += [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    records += list(generate_journal(Workload(scopes=1, outcomes_per_scope=30, heads_per_scope=4, handoffs=2)))
+    return records
+
+
+@pytest.mark.parametrize("name", avro.TOPIC_RECORDS)
+def test_schema_parses(name):
+    assert avro.parsed_schema(name)["name"] == f"recurrence_ledger.{name}"
+
+
+def test_every_example_source_event_round_trips():
+    records = example_records()
+    kinds = set()
+    for record in records:
+        model = models.SOURCE_KINDS[record["topic"]]
+        event = model.model_validate(record["value"])
+        name = model.__name__
+        decoded = avro.decode(name, avro.encode(name, event.model_dump(mode="json")))
+        assert model.model_validate(decoded) == event
+        envelope = avro.decode("SourceEvent", avro.encode("SourceEvent", {"topic": record["topic"], "value": event.model_dump(mode="json")}))
+        assert envelope["topic"] == record["topic"]
+        assert model.model_validate(envelope["value"]) == event
+        kinds.add(record["topic"])
+    assert kinds == set(models.SOURCE_KINDS)
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_every_output_record_round_trips(name, tmp_path):
+    journal, _ = shared_case(name)
+    run_journal(journal, tmp_path, show_progress=False, validate_outputs=True)
+    outputs = read_outputs(tmp_path)
+    for topic, (schema, model) in OUTPUT_MODELS.items():
+        for value in outputs[topic]:
+            decoded = avro.decode(schema, avro.encode(schema, value))
+            assert decoded == value
+            assert model.model_validate(decoded) == model.model_validate(value)
+
+
+def test_dead_letter_round_trips():
+    value = {"topic": "source-journal", "partition": 3, "offset": 17, "key": "s1", "raw": "e30=", "reason": "malformed_json", "message": "m"}
+    assert avro.decode("DeadLetter", avro.encode("DeadLetter", value)) == value
+    models.DeadLetter.model_validate(value)
+
+
+def _avro_fields(schema) -> dict:
+    return {field["name"]: field["type"] for field in schema["fields"]}
+
+
+def _assert_same_fields(model: type[BaseModel], schema: dict, path: str) -> None:
+    fields = _avro_fields(schema)
+    assert set(fields) == set(model.model_fields), path
+    for name, info in model.model_fields.items():
+        nested = _nested_model(info.annotation)
+        if nested is None:
+            continue
+        avro_type = fields[name]
+        record = _nested_record(avro_type)
+        assert record is not None, f"{path}.{name}"
+        _assert_same_fields(nested, record, f"{path}.{name}")
+
+
+def _nested_model(annotation):
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _nested_record(avro_type):
+    if isinstance(avro_type, dict):
+        if avro_type.get("type") == "record":
+            return avro_type
+        if avro_type.get("type") == "array":
+            return _nested_record(avro_type["items"])
+    if isinstance(avro_type, list):
+        for branch in avro_type:
+            found = _nested_record(branch)
+            if found is not None:
+                return found
+    return None
+
+
+@pytest.mark.parametrize(
+    ("schema", "model"),
+    [(name, getattr(models, name)) for name in avro.TOPIC_RECORDS if name != "SourceEvent"],
+)
+def test_avro_fields_equal_model_fields(schema, model):
+    from fastavro.schema import expand_schema
+
+    _assert_same_fields(model, expand_schema(avro.parsed_schema(schema)), schema)
