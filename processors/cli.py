@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -40,27 +41,31 @@ def _config(review_threshold: int, top_revisions: int, provenance_horizon: int |
 
 
 def print_summary(summary: RunSummary, out_dir: Path) -> None:
-    """Per scope: selected / recurred / avoided / unknown / needing review."""
-    table = Table(title="recurrence statistics (last record per scope)")
-    for column in ("scope", "as of", "selected", "recurred", "avoided", "unknown", "needing review", "unlinked citations", "pending"):
-        table.add_column(column, justify="left" if column == "scope" else "right")
+    """Per scope: selected / recurred / avoided / unknown / needing review
+    (the last statistics record of each scope), then its top revisions."""
+    table = Table(title="recurrence statistics (last record per scope)", box=box.SIMPLE_HEAD)
+    table.add_column("scope", overflow="fold")
+    for column in ("selected", "recurred", "avoided", "unknown", "needing review"):
+        table.add_column(column, justify="right")
     for scope_id, stats in sorted(summary.statistics.items()):
-        table.add_row(
-            scope_id,
-            str(stats["as_of_position"]),
-            *(str(stats[name]) for name in ("selected", "recurred", "avoided", "unknown", "needing_review", "unlinked_handoff_citations", "pending_outcomes")),
-        )
+        table.add_row(scope_id, *(str(stats[name]) for name in ("selected", "recurred", "avoided", "unknown", "needing_review")))
     console.print(table)
     for scope_id, stats in sorted(summary.statistics.items()):
+        console.print(
+            f"[bold]{scope_id}[/bold]: as_of_position {stats['as_of_position']}, "
+            f"unlinked_handoff_citations {stats['unlinked_handoff_citations']}, "
+            f"pending_outcomes {stats['pending_outcomes']}, late_revisions {stats['late_revisions']}"
+        )
         for row in stats["top_revisions"]:
             ref = row["artifact_ref"]
             console.print(
-                f"  {scope_id}: {ref['artifact_id']} r{ref['revision']} "
-                f"'{row['signature_key']}' terminal_recurred_streak={row['terminal_recurred_streak']}"
+                f"  streak {row['terminal_recurred_streak']}: {ref['artifact_id']} r{ref['revision']} "
+                f"'{row['signature_key']}'",
+                highlight=False,
             )
-    counts = ", ".join(f"{topic}: {count}" for topic, count in summary.records.items())
-    console.print(f"{summary.lines} journal records → {counts}")
-    console.print(f"output files in {out_dir}")
+    counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
+    console.print(f"{summary.lines} journal records → {counts}", highlight=False)
+    console.print(f"output files: {out_dir}/<topic>.jsonl", highlight=False)
 
 
 @app.command("run-journal")
@@ -90,8 +95,11 @@ def run_command(
     else the embedded runner on JOURNAL (default: the RFC's minimum case)."""
     config = _config(review_threshold, top_revisions, provenance_horizon)
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        from processors.worker import run_worker
-
+        try:
+            from processors.worker import run_worker
+        except ImportError:
+            console.print("KAFKA_BOOTSTRAP_SERVERS is set, but this build has no Kafka worker yet; unset it to use the embedded runner.", style="red")
+            raise typer.Exit(2) from None
         run_worker(config)
         return
     out_dir = out or Path(tempfile.mkdtemp(prefix="recurrence-ledger-"))

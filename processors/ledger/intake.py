@@ -36,7 +36,7 @@ import base64
 import json
 from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from processors.ledger.processor import DEAD_LETTER, Emit, LedgerProcessor
 from schemas.models import SOURCE_KINDS
@@ -131,8 +131,10 @@ def _reason(error: dict) -> str:
     return "invalid_value"
 
 
-def validate(topic: str, value: Any) -> BaseModel:
-    """Validate a decoded value as the event kind of input ``topic``.
+def validate(topic: str, value: Any) -> dict:
+    """Validate a decoded value as the event kind of input ``topic`` and
+    return its canonical form (the model's JSON dump, every field present) —
+    what ``LedgerProcessor.apply`` takes.
 
     Raises BadRecord(unknown_topic | missing_field | unexpected_field |
     wrong_type | too_long | invalid_value) using the first pydantic error.
@@ -141,7 +143,7 @@ def validate(topic: str, value: Any) -> BaseModel:
     if model is None:
         raise BadRecord("unknown_topic", f"unknown input topic {topic[:100]!r}")
     try:
-        return model.model_validate(value)
+        return model.model_validate(value).model_dump(mode="json")
     except ValidationError as error:
         first = error.errors(include_url=False, include_input=False)[0]
         location = ".".join(str(part) for part in first["loc"]) or "(record)"
@@ -175,8 +177,8 @@ def ingest(processor: LedgerProcessor, topic: str, value: Any, raw: bytes, coord
     """
     try:
         event = validate(topic, value)
-        if coordinates.key is not None and coordinates.key != event.scope_id:
-            raise BadRecord("key_mismatch", f"record key {coordinates.key[:100]!r} is not its scope_id {event.scope_id[:100]!r}")
+        if coordinates.key is not None and coordinates.key != event["scope_id"]:
+            raise BadRecord("key_mismatch", f"record key {coordinates.key[:100]!r} is not its scope_id {event['scope_id'][:100]!r}")
         result = processor.apply(topic, event)
     except BadRecord as bad:
         return [dead_letter(coordinates, raw, bad.reason, bad.message)]

@@ -135,15 +135,18 @@ class LedgerProcessor:
         self._scopes_touched: dict[str, None] = {}
 
     # -- public ---------------------------------------------------------------
-    def apply(self, kind: str, event: BaseModel) -> ApplyResult:
+    def apply(self, kind: str, value: dict) -> ApplyResult:
         """Apply one validated source event of ``kind`` (an input topic name
         of CONTRACT §1, e.g. "task-outcomes").
+
+        ``value`` is the event in canonical form: the JSON dump of its
+        validated pydantic model (every field present), as
+        ``intake.validate`` returns it. The core never mutates it.
 
         Returns the emits, nothing for a duplicate, or a Rejection for an
         identity or position conflict (the first version stands).
         Raises ValueError for an unknown ``kind``.
         """
-        value = event.model_dump(mode="json")
         scope_id = value["scope_id"]
         position = value["journal_position"]
         identity = _identity(kind, value)

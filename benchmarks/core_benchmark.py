@@ -1,0 +1,192 @@
+"""Benchmark of the pure ledger core (not a test).
+
+Times ``LedgerProcessor.apply`` alone — events already decoded and validated,
+as the shell hands them over — on a generated journal (processors.workload),
+and records the numbers in BENCHMARKS.md between the ``core-benchmark``
+markers. Run:
+
+    python benchmarks/core_benchmark.py            # full size (~200k events)
+    python benchmarks/core_benchmark.py --quick    # smoke size, no file update
+
+Measured: events/s and task outcomes/s (CPU time of the process, best and
+median of the repeats — wall time on a shared VM is noisy), the intake cost
+(JSON decode + pydantic validation) separately, peak RSS, state size per
+1,000 outcomes, and per-outcome cost with 10 vs 10,000 Experience heads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import resource
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from processors.ledger.intake import decode_journal_line, validate  # noqa: E402
+from processors.ledger.processor import LedgerProcessor  # noqa: E402
+from processors.workload import Workload, generate_journal  # noqa: E402
+
+BENCHMARKS_MD = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
+BEGIN, END = "<!-- core-benchmark:begin -->", "<!-- core-benchmark:end -->"
+BATCH = 10_000
+
+
+def validated_batches(shape: Workload):
+    """Yield lists of (topic, model) of at most BATCH events, plus the CPU
+    seconds spent decoding and validating them."""
+    batch, spent = [], 0.0
+    for record in generate_journal(shape):
+        raw = orjson.dumps(record)
+        started = time.process_time()
+        topic, value = decode_journal_line(raw)
+        batch.append((topic, validate(topic, value)))  # canonical dict, as the shell hands it over
+        spent += time.process_time() - started
+        if len(batch) == BATCH:
+            yield batch, spent
+            batch, spent = [], 0.0
+    if batch:
+        yield batch, spent
+
+
+def run_core(shape: Workload) -> dict:
+    """One full run: CPU seconds in apply(), intake seconds, counts, state size."""
+    processor = LedgerProcessor()
+    core = intake = 0.0
+    events = outcomes = 0
+    for batch, spent in validated_batches(shape):
+        intake += spent
+        started = time.process_time()
+        for topic, event in batch:
+            processor.apply(topic, event)
+        core += time.process_time() - started
+        events += len(batch)
+        outcomes += sum(1 for topic, _ in batch if topic == "task-outcomes")
+    store = processor.state.store
+    state_bytes = sum(len(orjson.dumps(list(key))) + len(orjson.dumps(value)) for key, value in store.items())
+    return {
+        "events": events,
+        "outcomes": outcomes,
+        "core_s": core,
+        "intake_s": intake,
+        "state_keys": len(store),
+        "state_bytes": state_bytes,
+    }
+
+
+def per_outcome_cost(heads: int, outcomes: int) -> dict:
+    """µs of CPU per outcome in one scope with ``heads`` failure-bearing heads;
+    also for the unlinked failing outcomes alone (the scope_heads path)."""
+    shape = Workload(scopes=1, outcomes_per_scope=outcomes, heads_per_scope=heads, handoffs=5, seed=3)
+    processor = LedgerProcessor()
+    all_times, unlinked_failing = [], []
+    for record in generate_journal(shape):
+        topic, value = record["topic"], record["value"]
+        event = validate(topic, value)
+        started = time.process_time()
+        processor.apply(topic, event)
+        spent = time.process_time() - started
+        if topic == "task-outcomes":
+            all_times.append(spent)
+            if value["handoff_receipt_ref"] is None and value["status"] == "failed":
+                unlinked_failing.append(spent)
+    # Skip the first 10 % (cache warm-up after the heads were loaded).
+    skip = len(all_times) // 10
+    return {
+        "heads": heads,
+        "all_us": statistics.mean(all_times[skip:]) * 1e6,
+        "unlinked_failing_us": statistics.mean(unlinked_failing[len(unlinked_failing) // 10:]) * 1e6,
+        "unlinked_failing_n": len(unlinked_failing),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes; print only")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    shape = Workload(scopes=100, outcomes_per_scope=2_000, heads_per_scope=10, handoffs=5)
+    if args.quick:
+        shape = Workload(scopes=10, outcomes_per_scope=200, heads_per_scope=10, handoffs=5)
+        args.repeats = 1
+    # Allocation-heavy Python: the worker and embedded runner raise the
+    # gen-0 GC threshold the same way (processors.embedded / worker).
+    gc.set_threshold(50_000, 20, 100)
+
+    runs = [run_core(shape) for _ in range(args.repeats)]
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    first = runs[0]
+    events_per_s = [r["events"] / r["core_s"] for r in runs]
+    outcomes_per_s = [r["outcomes"] / r["core_s"] for r in runs]
+    intake_per_s = [r["events"] / r["intake_s"] for r in runs]
+    scaling = [per_outcome_cost(h, 300 if args.quick else 2_000) for h in (10, 10_000 if not args.quick else 1_000)]
+
+    result = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}, 1 process",
+        "events": first["events"],
+        "scopes": shape.scopes,
+        "outcomes": first["outcomes"],
+        "events_per_s_best": max(events_per_s),
+        "events_per_s_median": statistics.median(events_per_s),
+        "outcomes_per_s_best": max(outcomes_per_s),
+        "outcomes_per_s_median": statistics.median(outcomes_per_s),
+        "intake_events_per_s_median": statistics.median(intake_per_s),
+        "peak_rss_mb": rss_mb,
+        "state_keys_per_1000_outcomes": first["state_keys"] / first["outcomes"] * 1000,
+        "state_kib_per_1000_outcomes": first["state_bytes"] / first["outcomes"] * 1000 / 1024,
+        "scaling": scaling,
+    }
+    print(json.dumps(result, indent=2))
+    if not args.quick:
+        write_markdown(result)
+
+
+def write_markdown(r: dict) -> None:
+    """Replace the core-benchmark block of BENCHMARKS.md."""
+    lines = [
+        BEGIN,
+        f"Recorded {r['date']} by `python benchmarks/core_benchmark.py` ({r['machine']}; 2-core VM).",
+        "",
+        f"Workload: {r['events']:,} source events over {r['scopes']} scopes ({r['outcomes']:,} task outcomes,"
+        " 10 failure-bearing heads and 5 Handoffs per scope; mixed recurred / avoided / unknown / unlinked / ambiguous).",
+        "CPU time of `LedgerProcessor.apply` only (decode + validation measured separately).",
+        "",
+        "| measure | value |",
+        "| --- | --- |",
+        f"| core events/s (best / median of runs) | {r['events_per_s_best']:,.0f} / {r['events_per_s_median']:,.0f} |",
+        f"| core task outcomes/s (best / median) | {r['outcomes_per_s_best']:,.0f} / {r['outcomes_per_s_median']:,.0f} |",
+        f"| intake (JSON decode + pydantic validation) events/s, median | {r['intake_events_per_s_median']:,.0f} |",
+        f"| peak RSS of the benchmark process | {r['peak_rss_mb']:,.0f} MiB |",
+        f"| state keys per 1,000 outcomes | {r['state_keys_per_1000_outcomes']:,.0f} |",
+        f"| state size per 1,000 outcomes (canonical JSON of keys + values) | {r['state_kib_per_1000_outcomes']:,.0f} KiB |",
+        "",
+        "Per-outcome CPU cost by number of Experience heads in the scope (2,000 outcomes, first 10 % skipped):",
+        "",
+        "| heads | all outcomes, µs/outcome | unlinked failing outcomes (scope_heads matching), µs/outcome |",
+        "| --- | --- | --- |",
+    ]
+    for row in r["scaling"]:
+        lines.append(f"| {row['heads']:,} | {row['all_us']:.1f} | {row['unlinked_failing_us']:.1f} (n={row['unlinked_failing_n']}) |")
+    lines.append(END)
+    block = "\n".join(lines)
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n\n"
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n## Ledger core\n\n" + block + "\n"
+    BENCHMARKS_MD.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
