@@ -95,12 +95,10 @@ def run_command(
     else the embedded runner on JOURNAL (default: the RFC's minimum case)."""
     config = _config(review_threshold, top_revisions, provenance_horizon)
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
-        try:
-            from processors.worker import run_worker
-        except ImportError:
-            console.print("KAFKA_BOOTSTRAP_SERVERS is set, but this build has no Kafka worker yet; unset it to use the embedded runner.", style="red")
-            raise typer.Exit(2) from None
-        run_worker(config)
+        from processors.worker import run_worker, worker_config_from_env
+
+        console.print(f"Kafka worker on {os.environ['KAFKA_BOOTSTRAP_SERVERS']} (KAFKA_BOOTSTRAP_SERVERS is set)", style="bold")
+        _run_worker_or_exit(run_worker, worker_config_from_env(config, create_partitions=8))
         return
     out_dir = out or Path(tempfile.mkdtemp(prefix="recurrence-ledger-"))
     if journal is None:
@@ -110,6 +108,144 @@ def run_command(
     else:
         summary = run_journal(journal, out_dir, config)
     print_summary(summary, out_dir)
+
+
+# -- Kafka ------------------------------------------------------------------------
+
+BootstrapOption = Annotated[str, typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers.")]
+PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Deployment prefix of every topic (CONTRACT §1).")]
+FormatOption = Annotated[str, typer.Option("--format", help="Value format: avro (Confluent-framed) or json.")]
+
+
+def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
+    from processors.kafka_admin import CoPartitionError
+
+    try:
+        run_worker(config)
+    except CoPartitionError as error:
+        console.print(f"refusing to start: {error}", style="red")
+        raise typer.Exit(2) from None
+
+
+@app.command("worker")
+def worker_command(
+    bootstrap: BootstrapOption,
+    topic_prefix: PrefixOption = "",
+    app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID", help="Consumer group id and changelog prefix.")] = "recurrence-ledger",
+    instance_id: Annotated[Optional[str], typer.Option("--instance-id", envvar="RL_INSTANCE_ID", help="Stable id of this worker (transactional id suffix; default: host name).")] = None,
+    output_format: Annotated[str, typer.Option("--output-format", help="avro (Confluent-framed) or json.")] = "avro",
+    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", help="Redis for the statistics view (optional).")] = None,
+    commit_interval_ms: Annotated[int, typer.Option("--commit-interval-ms", min=10, help="Transaction commit interval.")] = 100,
+    exit_when_idle: Annotated[Optional[float], typer.Option("--exit-when-idle", help="Stop after this many seconds without input (batch jobs).")] = None,
+    create_topics: Annotated[Optional[int], typer.Option("--create-topics", min=1, help="Create missing catalogue topics with this many partitions first.")] = None,
+    review_threshold: ThresholdOption = 3,
+    top_revisions: TopOption = 10,
+    provenance_horizon: HorizonOption = 10_000,
+) -> None:
+    """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
+    from processors.worker import WorkerConfig, run_worker
+
+    config = WorkerConfig(
+        bootstrap=bootstrap,
+        app_id=app_id,
+        topic_prefix=topic_prefix,
+        output_format=output_format,
+        commit_interval_ms=commit_interval_ms,
+        exit_when_idle_s=exit_when_idle,
+        redis_url=redis_url,
+        create_partitions=create_topics,
+        ledger=_config(review_threshold, top_revisions, provenance_horizon),
+    )
+    if instance_id:
+        config.instance_id = instance_id
+    _run_worker_or_exit(run_worker, config)
+
+
+topics_app = typer.Typer(help="The topic catalogue (CONTRACT §1).", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+
+
+@topics_app.command("create")
+def topics_create_command(
+    bootstrap: BootstrapOption,
+    partitions: Annotated[int, typer.Option("--partitions", min=1, help="Partitions of every topic (inputs must be co-partitioned).")] = 8,
+    topic_prefix: PrefixOption = "",
+    replication: Annotated[int, typer.Option("--replication", min=1)] = 1,
+) -> None:
+    """Create every topic of the catalogue with its settings (idempotent)."""
+    from processors.kafka_admin import create_topics
+    from topics import catalogue
+
+    result = create_topics(bootstrap, partitions, topic_prefix, replication)
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("topic", "cleanup", "schema", "result"):
+        table.add_column(column)
+    for spec in catalogue.CATALOGUE:
+        name = catalogue.physical(spec.name, topic_prefix)
+        table.add_row(name, spec.cleanup_policy, spec.schema, result.get(name, "?"))
+    console.print(table)
+
+
+@topics_app.command("list")
+def topics_list_command() -> None:
+    """Print the catalogue: topic, direction, key, value schema, cleanup."""
+    from topics import catalogue
+
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("topic", "direction", "key", "value", "cleanup", "retention ms", "schema id"):
+        table.add_column(column)
+    for spec in catalogue.CATALOGUE:
+        table.add_row(spec.name, spec.direction, spec.key, spec.schema, spec.cleanup_policy, str(spec.retention_ms), str(spec.schema_id))
+    console.print(table)
+
+
+@app.command("publish")
+def publish_command(
+    journal: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Journal file (JSON Lines).")],
+    bootstrap: BootstrapOption,
+    topic_prefix: PrefixOption = "",
+    fmt: FormatOption = "avro",
+    per_kind: Annotated[bool, typer.Option("--per-kind", help="Publish to the four per-kind topics instead of source-journal.")] = False,
+) -> None:
+    """Load a journal file into the input topics (idempotent producer)."""
+    from processors.kafka_io import publish_journal
+
+    summary = publish_journal(bootstrap, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
+    console.print(summary)
+
+
+@app.command("export")
+def export_command(
+    topic: Annotated[str, typer.Argument(help="Logical output topic, e.g. recurrence-observations.")],
+    out: Annotated[Path, typer.Option("--out", dir_okay=False, help="JSON Lines file (CONTRACT §11 format).")],
+    bootstrap: BootstrapOption,
+    topic_prefix: PrefixOption = "",
+) -> None:
+    """Write a topic's committed records to JSON Lines, partition by partition."""
+    from processors.kafka_io import export_topic
+
+    count = export_topic(bootstrap, topic, out, topic_prefix=topic_prefix)
+    console.print(f"{count} records → {out}")
+
+
+view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True)
+app.add_typer(view_app, name="view")
+
+
+@view_app.command("rebuild")
+def view_rebuild_command(
+    bootstrap: BootstrapOption,
+    redis_url: Annotated[str, typer.Option("--redis-url", envvar="REDIS_URL")],
+    topic_prefix: PrefixOption = "",
+    review_threshold: ThresholdOption = 3,
+) -> None:
+    """Rebuild the Redis view from the recurrence-statistics topic."""
+    from processors.view import RedisView, rebuild_from_topic
+    from processors.view import default_namespace
+
+    view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
+    scopes = rebuild_from_topic(view, bootstrap, topic_prefix)
+    console.print(f"{scopes} scopes written to {redis_url}")
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -1,0 +1,545 @@
+"""CONTRACT §8 (ScopeStatistics) and §1 (the Redis projection that dashboards
+read): the `recurrence-statistics` records of every scope, projected into
+Redis.
+
+The projection is a materialized view of the compacted
+`recurrence-statistics` topic, never a source of truth: it can be dropped
+and rebuilt from the topic at any time (`rebuild_from_topic`, CLI
+`recurrence-ledger view rebuild`). The worker feeds it with `RedisView.submit`
+in publication order; Redis being down, unreachable or hung never stops or
+slows the worker (the latest record of each scope waits in memory).
+
+Redis key layout
+----------------
+
+Every key lives under a namespace `ns` (default `rl`; a deployment with the
+topic prefix `prod.` uses `rl:prod.`, see `default_namespace`). `{scope}` is the
+scope id with `%` written as `%25` and `:` as `%3A`, so that no scope id can
+reach another scope's keys (a scope named `a:top` would otherwise own the
+sorted set of scope `a`); scope ids without those two characters appear
+verbatim.
+
+| key | type | content |
+| --- | --- | --- |
+| `{ns}:scopes` | set | the scope ids (verbatim, not escaped) |
+| `{ns}:scope:{scope}` | hash | `as_of_position`, `selected`, `recurred`, `avoided`, `unknown`, `unlinked_handoff_citations`, `needing_review`, `pending_outcomes`, `late_revisions` as integer strings; `top_revisions` (canonical JSON list, CONTRACT §8 order); `record` (the whole ScopeStatistics record as canonical JSON, CONTRACT §4) |
+| `{ns}:scope:{scope}:top` | sorted set | member = canonical JSON `{"artifact_ref": {…}, "signature_key": "…"}`, score = `terminal_recurred_streak`; only the rows of `top_revisions` |
+| `{ns}:scope:{scope}:review` | set | the same member strings, for the rows of `top_revisions` whose streak ≥ the view's review threshold (default 3) |
+
+A dashboard reads one scope in one round trip: `HGETALL {ns}:scope:{scope}`.
+Each scope is written by one MULTI/EXEC transaction that replaces its hash,
+sorted set and set together and adds it to `{ns}:scopes`, so a reader never
+sees a half-written scope. Writes are last-writer-wins in submission order
+(the worker submits in publication order).
+
+Limits:
+
+- The sorted set and the review set only know the rows of `top_revisions`
+  (the first N revisions by streak, N = the worker's `--top-revisions`,
+  default 10). The review set is exact when `needing_review` ≤ N (and the
+  view's threshold equals the worker's `--review-threshold`); otherwise it
+  holds the N worst revisions needing review and `needing_review` in the hash
+  is the true count.
+- Redis ties in a sorted set are ordered by member bytes, which is not the
+  ArtifactRef order (`revision` 10 sorts before 2 as text); `RedisView.top`
+  re-sorts ties as CONTRACT §8 does. A dashboard reading the sorted set
+  directly should do the same.
+- A single Redis, not Redis Cluster: a scope's transaction spans four keys
+  that Cluster would hash to different slots.
+- A Redis restarted without persistence comes back empty. The view then
+  re-writes only the scopes it still holds pending; it notices that the
+  namespace vanished under it (`RedisView.needs_rebuild`, one warning) and the
+  remedy is `recurrence-ledger view rebuild`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import orjson
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from processors.ledger.intake import BadRecord
+from processors.ledger.normalize import canonical_json
+from schemas.models import ScopeStatistics
+
+log = logging.getLogger(__name__)
+
+#: The statistics topic (CONTRACT §1): compacted, the latest record per scope.
+STATISTICS_TOPIC = "recurrence-statistics"
+
+#: Hash fields holding the counters and gauges of a ScopeStatistics record
+#: (CONTRACT §8), as integer strings.
+COUNTER_FIELDS: tuple[str, ...] = (
+    "as_of_position",
+    "selected",
+    "recurred",
+    "avoided",
+    "unknown",
+    "unlinked_handoff_citations",
+    "needing_review",
+    "pending_outcomes",
+    "late_revisions",
+)
+
+#: Errors that mean "Redis is not available right now". Every RedisError is
+#: included, not only ConnectionError/TimeoutError: an OOM, READONLY (failover
+#: in progress) or MISCONF reply is as much an outage for a projection, and
+#: the worker must never stop for its dashboard view.
+REDIS_DOWN_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    OSError,
+    redis.exceptions.RedisError,
+)
+
+#: Upper bound of the retry back-off (seconds) as a multiple of retry_seconds.
+MAX_BACKOFF_FACTOR = 30
+
+
+def default_namespace(topic_prefix: str | None = None) -> str:
+    """The namespace of a deployment: "rl" without a topic prefix, else
+    ``"rl:" + topic_prefix`` ("rl:prod." for the prefix "prod."), as the
+    worker names it. ``clear`` of "rl" never touches "rl:prod.:…" keys (it
+    deletes this layout's keys only). With ``topic_prefix`` None the prefix
+    comes from env RL_TOPIC_PREFIX (topics.catalogue.prefix)."""
+    from topics.catalogue import prefix
+
+    active = prefix() if topic_prefix is None else topic_prefix
+    return f"rl:{active}" if active else "rl"
+
+
+def escape_scope(scope_id: str) -> str:
+    """The ``{scope}`` part of a key: ``%`` → ``%25``, ``:`` → ``%3A``; every
+    other character verbatim. Injective, and the result has no ``:``."""
+    return scope_id.replace("%", "%25").replace(":", "%3A")
+
+
+def member(row: dict) -> str:
+    """Sorted-set / review-set member of a ``top_revisions`` row: canonical
+    JSON of ``{"artifact_ref": …, "signature_key": …}`` (CONTRACT §4)."""
+    return canonical_json({"artifact_ref": row["artifact_ref"], "signature_key": row["signature_key"]}).decode()
+
+
+def _rank_key(row: dict) -> tuple:
+    """CONTRACT §8 top_revisions order: streak descending, then ArtifactRef
+    order (family, artifact_id, revision), then signature_key."""
+    ref = row["artifact_ref"]
+    return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
+
+
+def _latest_per_scope(records: Iterable[dict]) -> dict[str, dict]:
+    latest: dict[str, dict] = {}
+    for record in records:
+        try:
+            latest[record["scope_id"]] = record
+        except (KeyError, TypeError):
+            raise ValueError(f"not a ScopeStatistics record (no scope_id): {str(record)[:200]}") from None
+    return latest
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+@dataclass(frozen=True)
+class _ScopeWrite:
+    """Everything one scope's transaction writes, prepared at submit time so
+    that a record that cannot be written fails in ``submit``, never later."""
+
+    scope_id: str
+    fields: dict[str, bytes | str]
+    top: dict[str, int]
+    review: tuple[str, ...]
+
+
+class RedisView:
+    """The Redis projection of ``recurrence-statistics`` (CONTRACT §8; key
+    layout in this module's docstring).
+
+    ``url``: a redis-py URL (``redis://127.0.0.1:6379/0``). ``namespace``: the
+    key prefix (``default_namespace()`` gives the deployment's).
+    ``review_threshold``: streak (≥ 1) at which a ``top_revisions`` row goes
+    into the review set — use the worker's ``--review-threshold``.
+    ``retry_seconds``: after a failed write, no new attempt from ``submit``
+    before this many seconds; consecutive failures double the wait up to
+    ``MAX_BACKOFF_FACTOR`` × retry_seconds, so that even a hung Redis (each
+    attempt costs ``socket_timeout``) takes a negligible share of the caller's
+    time. ``socket_timeout``: seconds for connect and for each reply.
+
+    Never connects in the constructor. Not thread-safe: one owner (the worker
+    loop) calls it. Raises ValueError for a bad URL, an empty namespace or a
+    threshold < 1.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str = "rl",
+        review_threshold: int = 3,
+        retry_seconds: float = 1.0,
+        socket_timeout: float = 0.5,
+    ):
+        if not namespace:
+            raise ValueError("namespace must not be empty")
+        if review_threshold < 1:
+            raise ValueError("review_threshold must be ≥ 1")
+        self.namespace = namespace
+        self.review_threshold = review_threshold
+        self.retry_seconds = retry_seconds
+        # No client-side retries: the view has its own back-off, and redis-py's
+        # default (3 retries with exponential back-off) would multiply the time
+        # a dead Redis costs the caller.
+        self._client = redis.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_timeout,
+            retry=Retry(NoBackoff(), 0),
+            decode_responses=True,
+        )
+        self._pending: dict[str, _ScopeWrite] = {}
+        self._healthy = True
+        self._failures = 0  # consecutive failed attempts
+        self._retry_at = 0.0  # time.monotonic() before which submit does not try
+        self._wrote = False  # this view wrote a scope since its last clear()
+        self._needs_rebuild = False
+        self._scopes_key = f"{namespace}:scopes"
+        self._key_pattern = re.compile(rf"{re.escape(namespace)}:(scopes|scope:[^:]+(:top|:review)?)")
+
+    # ------------------------------------------------------------ state
+
+    @property
+    def pending(self) -> int:
+        """Scopes whose latest record is not yet in Redis."""
+        return len(self._pending)
+
+    @property
+    def healthy(self) -> bool:
+        """False from a failed Redis attempt until the next successful one
+        (True before the first attempt)."""
+        return self._healthy
+
+    @property
+    def needs_rebuild(self) -> bool:
+        """True once this view saw its namespace vanish after it had written
+        to it (a Redis restarted without persistence, or a ``clear`` from
+        another process): scopes that were not pending are missing until
+        ``rebuild_from_topic`` runs."""
+        return self._needs_rebuild
+
+    def scope_key(self, scope_id: str) -> str:
+        """``{ns}:scope:{scope}`` (the hash) of a scope id."""
+        return f"{self.namespace}:scope:{escape_scope(scope_id)}"
+
+    # ------------------------------------------------------------ writes
+
+    def submit(self, records: Iterable[dict]) -> None:
+        """Take ScopeStatistics records (CONTRACT §8 dicts, in publication
+        order), keep the latest per scope as pending, then try to flush.
+
+        Never raises because of Redis: on a Redis error the records stay
+        pending, ``healthy`` turns False and ``submit`` makes no new attempt
+        until the back-off has passed (``retry_seconds``, doubling per
+        consecutive failure), so with Redis down a call costs microseconds
+        after the first failure. Raises ValueError (pydantic ValidationError)
+        for a record that is not a valid ScopeStatistics — only the last
+        record of each scope in the batch is validated — before anything of
+        the batch is kept.
+        """
+        latest = _latest_per_scope(records)
+        if not latest:
+            return
+        prepared = [self._prepare(record) for record in latest.values()]
+        for write in prepared:
+            self._pending[write.scope_id] = write
+        self.flush(force=False)
+
+    def flush(self, force: bool = True) -> int:
+        """Write every pending scope, one MULTI/EXEC per scope; returns the
+        number of scopes written.
+
+        ``force`` False respects the back-off (what ``submit`` does; a worker
+        loop calls ``flush(force=False)`` when idle so pending scopes catch up
+        after an outage even without new records); True tries now. Never
+        raises because of Redis: what was not written stays pending.
+        """
+        if not self._pending:
+            return 0
+        if not force and not self._healthy and time.monotonic() < self._retry_at:
+            return 0
+        written = 0
+        try:
+            for scope_id in list(self._pending):
+                self._write(self._pending[scope_id], check_namespace=written == 0)
+                del self._pending[scope_id]
+                written += 1
+        except REDIS_DOWN_ERRORS as error:
+            self._failed(error)
+            return written
+        self._succeeded()
+        return written
+
+    def _prepare(self, record: dict) -> _ScopeWrite:
+        ScopeStatistics.model_validate(record)
+        fields: dict[str, bytes | str] = {name: str(record[name]) for name in COUNTER_FIELDS}
+        fields["top_revisions"] = canonical_json(record["top_revisions"])
+        fields["record"] = canonical_json(record)
+        top = {member(row): row["terminal_recurred_streak"] for row in record["top_revisions"]}
+        review = tuple(
+            member(row) for row in record["top_revisions"] if row["terminal_recurred_streak"] >= self.review_threshold
+        )
+        return _ScopeWrite(record["scope_id"], fields, top, review)
+
+    def _write(self, write: _ScopeWrite, check_namespace: bool = False) -> None:
+        """One scope's MULTI/EXEC. With ``check_namespace`` the transaction
+        first asks whether ``{ns}:scopes`` exists — atomically before the
+        write and in the same round trip — to notice a namespace that vanished
+        after this view wrote to it. Raises redis errors."""
+        key = self.scope_key(write.scope_id)
+        top_key, review_key = f"{key}:top", f"{key}:review"
+        pipe = self._client.pipeline(transaction=True)
+        if check_namespace:
+            pipe.exists(self._scopes_key)
+        pipe.delete(key, top_key, review_key)
+        pipe.hset(key, mapping=write.fields)
+        if write.top:
+            pipe.zadd(top_key, write.top)
+        if write.review:
+            pipe.sadd(review_key, *write.review)
+        pipe.sadd(self._scopes_key, write.scope_id)
+        results = pipe.execute()
+        if check_namespace and self._wrote and not results[0] and not self._needs_rebuild:
+            self._needs_rebuild = True
+            log.warning(
+                "Redis view %s: the namespace vanished since this view last wrote to it (Redis restarted "
+                "without persistence?); scopes not updated since are missing until `recurrence-ledger view rebuild`",
+                self.namespace,
+            )
+        self._wrote = True
+
+    def _failed(self, error: BaseException) -> None:
+        self._failures += 1
+        backoff = min(self.retry_seconds * 2 ** (self._failures - 1), self.retry_seconds * MAX_BACKOFF_FACTOR)
+        self._retry_at = time.monotonic() + backoff
+        if self._healthy:
+            self._healthy = False
+            log.warning(
+                "Redis view %s is down (%s: %s); keeping the latest record of %d scope(s) pending, retrying after %.1f s",
+                self.namespace,
+                type(error).__name__,
+                error,
+                len(self._pending),
+                backoff,
+            )
+        else:
+            log.debug("Redis view %s still down (%s); next attempt in %.1f s", self.namespace, error, backoff)
+
+    def _succeeded(self) -> None:
+        if not self._healthy:
+            log.info("Redis view %s is back after %d failed attempt(s); pending scopes written", self.namespace, self._failures)
+        self._healthy = True
+        self._failures = 0
+        self._retry_at = 0.0
+
+    # ------------------------------------------------------------ reads and admin
+
+    def read(self, scope_id: str) -> dict | None:
+        """The ScopeStatistics record (CONTRACT §8) of a scope from one HGETALL
+        (its ``record`` field), or None when the scope is not in Redis.
+        Raises redis errors (reads are for dashboards and tools, which should
+        see an outage)."""
+        fields = self._client.hgetall(self.scope_key(scope_id))
+        if not fields:
+            return None
+        return orjson.loads(fields["record"])
+
+    def scopes(self) -> list[str]:
+        """Every scope id in the view, sorted. Raises redis errors."""
+        return sorted(self._client.smembers(self._scopes_key))
+
+    def top(self, scope_id: str, limit: int = 10) -> list[dict]:
+        """The first ``limit`` rows of a scope's sorted set as RecurrenceStreak
+        dicts ``{artifact_ref, signature_key, terminal_recurred_streak}``, in
+        CONTRACT §8 order (streak descending, then ArtifactRef order, then
+        signature_key); [] for an unknown scope. Two round trips: the
+        ``limit``-th score, then every member at or above it, so that ties at
+        the cut are decided by the contract's order and not by Redis' byte
+        order. Raises redis errors."""
+        if limit <= 0:
+            return []
+        key = f"{self.scope_key(scope_id)}:top"
+        cut = self._client.zrevrange(key, limit - 1, limit - 1, withscores=True)
+        floor = cut[0][1] if cut else "-inf"
+        rows = []
+        for text, score in self._client.zrangebyscore(key, floor, "+inf", withscores=True):
+            row = orjson.loads(text)
+            row["terminal_recurred_streak"] = int(score)
+            rows.append(row)
+        rows.sort(key=_rank_key)
+        return rows[:limit]
+
+    def review(self, scope_id: str) -> set[str]:
+        """The review-set members of a scope (see the layout's limits).
+        Raises redis errors."""
+        return set(self._client.smembers(f"{self.scope_key(scope_id)}:review"))
+
+    def clear(self) -> int:
+        """Delete every key of the namespace (SCAN + UNLINK, never KEYS);
+        returns the number of keys deleted. Only keys of this layout are
+        touched, so namespace ``rl`` never deletes ``rl:other:…`` keys.
+        Pending records are kept. Raises redis errors."""
+        deleted = 0
+        batch: list[str] = []
+        for key in self._client.scan_iter(match=f"{_glob_escape(self.namespace)}:*", count=1000):
+            if self._key_pattern.fullmatch(key):
+                batch.append(key)
+            if len(batch) >= 500:
+                deleted += self._client.unlink(*batch)
+                batch.clear()
+        if batch:
+            deleted += self._client.unlink(*batch)
+        self._wrote = False
+        return deleted
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+
+def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> dict[str, dict]:
+    """The last ScopeStatistics record per scope in the physical
+    ``topic_prefix + "recurrence-statistics"`` topic (CONTRACT §1, §8).
+
+    confluent-kafka consumer with ``isolation.level=read_committed``, every
+    partition assigned manually from the beginning, no consumer group
+    membership and no offset commits. Reading stops when each partition's
+    position reaches the high watermark seen at the start (for a
+    read_committed consumer librdkafka reports the last stable offset, so an
+    open transaction does not keep it waiting). Values are decoded with
+    ``schemas.codec.decode_value(raw, ("ScopeStatistics",))``; a tombstone
+    removes its key's scope; an undecodable record is logged and skipped.
+
+    Raises LookupError when the topic does not exist, TimeoutError when the
+    end is not reached within ``timeout`` seconds, KafkaException on a
+    broker error.
+    """
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+    from schemas.codec import decode_value
+
+    topic = topic_prefix + STATISTICS_TOPIC
+    deadline = time.monotonic() + timeout
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            # Required by the client; never joined (assign, not subscribe) nor committed.
+            "group.id": f"recurrence-ledger-view-rebuild-{uuid.uuid4().hex[:12]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    latest: dict[str, dict] = {}
+    try:
+        metadata = consumer.list_topics(topic=topic, timeout=max(deadline - time.monotonic(), 1))
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None or not described.partitions:
+            raise LookupError(f"topic {topic} does not exist ({described.error if described else 'no metadata'})")
+        high: dict[int, int] = {}
+        for partition in sorted(described.partitions):
+            low, high[partition] = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=max(deadline - time.monotonic(), 1)
+            )
+            if high[partition] <= low:
+                del high[partition]  # empty: nothing to read
+        open_partitions = set(high)
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING) for partition in sorted(open_partitions)])
+        while open_partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: partitions {sorted(open_partitions)} not read to their end within {timeout} s")
+            for message in consumer.consume(num_messages=1000, timeout=0.2):
+                partition = message.partition()
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        open_partitions.discard(partition)
+                        continue
+                    raise KafkaException(message.error())
+                if partition not in open_partitions or message.offset() >= high[partition]:
+                    continue  # published after the start: not part of this rebuild
+                _keep(latest, message, decode_value, BadRecord)
+                if message.offset() + 1 >= high[partition]:
+                    open_partitions.discard(partition)
+            if open_partitions:
+                # Transaction markers occupy offsets no message is delivered for;
+                # the position moves past them.
+                for position in consumer.position([TopicPartition(topic, p) for p in open_partitions]):
+                    if position.offset >= 0 and position.offset >= high[position.partition]:
+                        open_partitions.discard(position.partition)
+    finally:
+        consumer.close()
+    return latest
+
+
+def _keep(latest: dict[str, dict], message, decode_value, bad_record) -> None:
+    raw = message.value()
+    if raw is None:
+        key = message.key()
+        if key is not None:
+            latest.pop(key.decode("utf-8", "replace"), None)
+        return
+    try:
+        record = decode_value(raw, ("ScopeStatistics",))
+    except bad_record as error:
+        log.warning(
+            "%s[%d]@%d skipped: %s (%s)", message.topic(), message.partition(), message.offset(), error.message, error.reason
+        )
+        return
+    latest[record["scope_id"]] = record
+
+
+def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> int:
+    """Rebuild ``view`` from the compacted ``recurrence-statistics`` topic
+    (CONTRACT §1, §8): read the whole physical topic
+    (``read_statistics_topic``), then clear the namespace and write the last
+    record of every scope, one MULTI/EXEC per scope; returns the number of
+    scopes written. Backs ``recurrence-ledger view rebuild``.
+
+    The namespace is cleared only once the topic has been read and every
+    record prepared, so dashboards see it empty only while the writes run. A
+    topic record that is not a valid ScopeStatistics is logged and skipped.
+    Records still pending in the view (submitted by its owner, so not older
+    than what was published) are flushed afterwards and win. Raises what
+    ``read_statistics_topic`` raises (nothing is cleared then) and redis
+    errors — unlike ``submit``, a rebuild must tell its caller it failed.
+    """
+    started = time.monotonic()
+    latest = read_statistics_topic(bootstrap, topic_prefix, timeout)
+    prepared = []
+    for scope_id, record in latest.items():
+        try:
+            prepared.append(view._prepare(record))
+        except ValueError as error:
+            log.warning("%s%s: record of scope %r skipped: %s", topic_prefix, STATISTICS_TOPIC, scope_id, str(error)[:500])
+    view.clear()
+    for write in prepared:
+        view._write(write)
+    view._needs_rebuild = False
+    view._succeeded()
+    view.flush()
+    log.info(
+        "Redis view %s rebuilt from %s%s: %d scope(s) in %.2f s",
+        view.namespace,
+        topic_prefix,
+        STATISTICS_TOPIC,
+        len(prepared),
+        time.monotonic() - started,
+    )
+    return len(prepared)

@@ -1,0 +1,432 @@
+"""The Kafka worker: decode → core → send, with exactly-once outputs.
+
+A read-process-write loop in the style of Kafka Streams with
+``processing.guarantee=exactly_once_v2``, on confluent-kafka:
+
+- one consumer in the application's consumer group subscribes to every input
+  topic of CONTRACT §1 with the *range* assignor, so partition p of every
+  input topic lands on the same worker (co-partitioning by scope_id);
+- each assigned partition p is a *task* with its own ``LedgerProcessor`` over
+  a ``ChangelogStore``: a dict restored, on assignment, from partition p of a
+  compacted changelog topic (``<app_id>-ledger-state-changelog``) read with
+  ``read_committed``;
+- every ``commit_interval_ms`` one Kafka transaction carries the batch's
+  output records (to partition p of each output topic), the state changes
+  (changelog records) and the consumed offsets
+  (``send_offsets_to_transaction`` with the consumer's group metadata, KIP-447).
+
+So a crash anywhere leaves either everything of a batch or nothing of it
+visible to ``read_committed`` consumers: no duplicate and no lost match,
+observation, review candidate or statistics record, and the state recovered
+from the changelog is exactly the state that produced the committed outputs.
+
+Why not Faust tables here: faust-streaming's ``exactly_once`` sends records to
+topics the app does not itself consume outside the transaction
+(faust-streaming/faust#177, #517, open), and in ``at_least_once`` a crash
+between a table's changelog write and the output send can lose outputs or
+half-apply an event. Owning the transaction, as FAUST_NOTES suggests, keeps
+state, outputs and offsets atomic.
+
+The statistics records of each committed transaction are then projected into
+Redis (``processors.view``); Redis being down never stops the ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from processors.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
+from processors.ledger.processor import STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from schemas import codec
+from topics import catalogue
+
+log = logging.getLogger("recurrence_ledger.worker")
+
+_DELETED = object()
+
+
+class ChangelogStore(MutableMapping):
+    """The core's state for one partition: a dict that remembers which keys
+    changed since the last commit, so they can be written to the changelog
+    inside the same transaction as the outputs they produced.
+
+    Keys are the core's tuples; on the changelog they are canonical JSON
+    arrays (``orjson.dumps(list(key))``), values JSON, deletions tombstones.
+    """
+
+    def __init__(self) -> None:
+        self.data: dict[tuple, Any] = {}
+        self.dirty: dict[tuple, Any] = {}
+
+    def __getitem__(self, key: tuple) -> Any:
+        return self.data[key]
+
+    def __setitem__(self, key: tuple, value: Any) -> None:
+        self.data[key] = value
+        self.dirty[key] = value
+
+    def __delitem__(self, key: tuple) -> None:
+        del self.data[key]
+        self.dirty[key] = _DELETED
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def get(self, key: tuple, default: Any = None) -> Any:  # hot path: skip the ABC's try/except
+        return self.data.get(key, default)
+
+    def take_changes(self) -> list[tuple[bytes, bytes | None]]:
+        """Changelog records for every key changed since the last call."""
+        changes = [
+            (orjson.dumps(list(key)), None if value is _DELETED else orjson.dumps(value))
+            for key, value in self.dirty.items()
+        ]
+        self.dirty.clear()
+        return changes
+
+    def restore(self, key: bytes, value: bytes | None) -> None:
+        """Apply one changelog record (recovery)."""
+        parts = tuple(orjson.loads(key))
+        if value is None:
+            self.data.pop(parts, None)
+        else:
+            self.data[parts] = orjson.loads(value)
+
+
+@dataclass
+class WorkerConfig:
+    """How one worker process runs.
+
+    - ``bootstrap``: Kafka bootstrap servers.
+    - ``app_id``: with the topic prefix, the consumer group id and the
+      changelog topic's name (``<prefix><app_id>-ledger-state-changelog``);
+      all workers of one deployment share it.
+    - ``instance_id``: stable per worker instance; the transactional id is
+      ``<group id>-<instance_id>``, so a restarted instance fences its
+      previous incarnation and aborts its open transaction at once.
+    - ``topic_prefix``: deployment prefix of every topic (CONTRACT §1).
+    - ``output_format``: "avro" (Confluent-framed) or "json".
+    - ``commit_interval_ms``: how often a transaction is committed.
+    - ``exit_when_idle_s``: stop after this many seconds without input (batch
+      jobs and tests); None runs forever.
+    - ``redis_url``: the Redis view (None: no projection).
+    - ``create_partitions``: create missing catalogue topics with this many
+      partitions before starting (None: they must exist).
+    """
+
+    bootstrap: str
+    app_id: str = "recurrence-ledger"
+    instance_id: str = field(default_factory=lambda: os.environ.get("RL_INSTANCE_ID") or socket.gethostname())
+    topic_prefix: str = ""
+    output_format: str = codec.AVRO
+    commit_interval_ms: int = 100
+    max_batch: int = 2_000
+    exit_when_idle_s: float | None = None
+    redis_url: str | None = None
+    create_partitions: int | None = None
+    ledger: LedgerConfig = field(default_factory=LedgerConfig)
+
+    @property
+    def group_id(self) -> str:
+        """Consumer group id: the prefixed app_id (Kafka Streams' application.id)."""
+        return catalogue.physical(self.app_id, self.topic_prefix)
+
+    @property
+    def changelog_name(self) -> str:
+        """Logical name of the state changelog topic."""
+        return f"{self.app_id}-ledger-state-changelog"
+
+    @property
+    def changelog_topic(self) -> str:
+        """Physical name of the state changelog topic (compacted)."""
+        return catalogue.physical(self.changelog_name, self.topic_prefix)
+
+
+class Task:
+    """One assigned partition: its store, processor and pending offsets."""
+
+    def __init__(self, partition: int, config: LedgerConfig):
+        self.partition = partition
+        self.store = ChangelogStore()
+        self.processor = LedgerProcessor(self.store, config)
+        self.offsets: dict[str, int] = {}  # physical input topic → next offset to commit
+
+
+class LedgerWorker:
+    """The read-process-write loop described in the module docstring."""
+
+    def __init__(self, config: WorkerConfig, view: Any = None):
+        self.config = config
+        self.view = view
+        prefix = config.topic_prefix
+        self.inputs = [catalogue.physical(name, prefix) for name in catalogue.INPUT_TOPICS]
+        self.outputs = {name: catalogue.physical(name, prefix) for name in catalogue.OUTPUT_TOPICS}
+        self.tasks: dict[int, Task] = {}
+        self.running = True
+        self.records_in = 0
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": config.bootstrap,
+                "group.id": config.group_id,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                # Range assigns partition p of every subscribed topic to the
+                # same member: co-partitioning (CONTRACT §1).
+                "partition.assignment.strategy": "range",
+                "enable.partition.eof": False,
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": 1_000,
+            }
+        )
+        self.producer = Producer(
+            {
+                "bootstrap.servers": config.bootstrap,
+                "transactional.id": f"{config.group_id}-{config.instance_id}",
+                "transaction.timeout.ms": 30_000,
+                "linger.ms": 5,
+                "compression.type": "lz4",
+            }
+        )
+        self._pending_stats: list[dict] = []
+        self._in_transaction = False
+        self._last_activity = time.monotonic()
+
+    # -- lifecycle ----------------------------------------------------------------
+    def run(self) -> None:
+        """Process until stopped (SIGTERM/SIGINT) or idle for
+        ``exit_when_idle_s``. Commits the open transaction on the way out."""
+        self.producer.init_transactions(30)
+        self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
+        last_commit = self._last_activity = time.monotonic()
+        interval = self.config.commit_interval_ms / 1000
+        try:
+            while self.running:
+                messages = self.consumer.consume(num_messages=self.config.max_batch, timeout=interval)
+                now = time.monotonic()
+                if messages:
+                    self._last_activity = now
+                    self._begin()
+                    for message in messages:
+                        self._handle(message)
+                if self._in_transaction and now - last_commit >= interval:
+                    self._commit()
+                    last_commit = time.monotonic()
+                elif not messages and self.view is not None and self.view.pending:
+                    self.view.flush(force=False)  # catch up after a Redis outage; respects its back-off
+                idle = self.config.exit_when_idle_s
+                if idle is not None and now - self._last_activity >= idle and not self._in_transaction and self.tasks:
+                    log.info("idle for %.1f s: stopping", idle)
+                    break
+        finally:
+            if self._in_transaction:
+                self._commit()
+            self.consumer.close()
+            self.producer.flush(10)
+            if self.view is not None:
+                self.view.flush()
+
+    def stop(self, *_: Any) -> None:
+        """Ask the loop to finish after the current batch."""
+        self.running = False
+
+    # -- records --------------------------------------------------------------------
+    def _handle(self, message: Message) -> None:
+        error = message.error()
+        if error is not None:
+            if error.code() != KafkaError._PARTITION_EOF:
+                log.warning("consume error: %s", error)
+            return
+        partition = message.partition()
+        task = self.tasks.get(partition)
+        if task is None:  # a record of a partition revoked in this batch
+            return
+        self.records_in += 1
+        physical_topic = message.topic()
+        raw = message.value()
+        raw_key = message.key()
+        key = raw_key.decode("utf-8", "replace") if raw_key is not None else None
+        coordinates = Coordinates(physical_topic, partition, message.offset(), key)
+        try:
+            if raw_key is None:
+                raise BadRecord("key_mismatch", "record has no key; the key must be its scope_id (CONTRACT §1)")
+            logical = catalogue.logical(physical_topic, self.config.topic_prefix)
+            kind, value = codec.decode_source(logical, raw)
+            emits = ingest(task.processor, kind, value, raw, coordinates)
+        except BadRecord as bad:
+            emits = [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
+        except Exception as error:  # a core bug must not stop the ledger: park the record
+            log.exception("internal error on %s[%d]@%d", physical_topic, partition, message.offset())
+            emits = [dead_letter(coordinates, raw or b"", "internal_error", f"{type(error).__name__}: {error}")]
+        for emit in emits:
+            self._send(emit, partition, raw_key)
+        task.offsets[physical_topic] = message.offset() + 1
+
+    def _send(self, emit: Emit, partition: int, raw_key: bytes | None) -> None:
+        spec = catalogue.BY_NAME[emit.topic]
+        key = emit.key.encode("utf-8") if emit.key is not None else raw_key
+        if emit.topic == "dead-letter":
+            key = raw_key
+        self.producer.produce(
+            self.outputs[emit.topic], value=codec.encode(spec.schema, emit.value, self.config.output_format), key=key, partition=partition
+        )
+        if emit.topic == STATISTICS:
+            self._pending_stats.append(emit.value)
+        self.producer.poll(0)
+
+    # -- transactions -------------------------------------------------------------------
+    def _begin(self) -> None:
+        if not self._in_transaction:
+            self.producer.begin_transaction()
+            self._in_transaction = True
+
+    def _commit(self) -> None:
+        """Changelog records + offsets + commit, atomically with the outputs
+        already produced in this transaction."""
+        offsets = []
+        for task in self.tasks.values():
+            for key, value in task.store.take_changes():
+                self.producer.produce(self.config.changelog_topic, key=key, value=value, partition=task.partition)
+            offsets += [TopicPartition(topic, task.partition, offset) for topic, offset in task.offsets.items()]
+            task.offsets.clear()
+        if offsets:
+            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
+        self.producer.commit_transaction(30)
+        self._in_transaction = False
+        if self.view is not None and self._pending_stats:
+            self.view.submit(self._pending_stats)
+        self._pending_stats = []
+
+    # -- rebalance ---------------------------------------------------------------------
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        numbers = sorted({tp.partition for tp in partitions})
+        started = self._last_activity = time.monotonic()
+        for number in numbers:
+            if number not in self.tasks:
+                task = Task(number, self.config.ledger)
+                restored = self._restore(task)
+                self.tasks[number] = task
+                log.info("partition %d assigned: %d state records restored", number, restored)
+        log.info("assigned partitions %s (restore %.2f s)", numbers, time.monotonic() - started)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._in_transaction:
+            self._commit()
+        for number in {tp.partition for tp in partitions}:
+            self.tasks.pop(number, None)
+        log.info("revoked partitions %s", sorted({tp.partition for tp in partitions}))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Lost (not revoked): another member may own them already; our open
+        # transaction must not commit their offsets.
+        if self._in_transaction:
+            self.producer.abort_transaction(30)
+            self._in_transaction = False
+            self._pending_stats = []
+        self.tasks.clear()
+        log.warning("partitions lost %s: state dropped, will restore on reassignment", sorted({tp.partition for tp in partitions}))
+
+    def _restore(self, task: Task) -> int:
+        """Read partition ``task.partition`` of the changelog to its end
+        (read_committed) into the task's store."""
+        restore = Consumer(
+            {
+                "bootstrap.servers": self.config.bootstrap,
+                "group.id": f"{self.config.group_id}-restore",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+            }
+        )
+        try:
+            tp = TopicPartition(self.config.changelog_topic, task.partition)
+            low, high = restore.get_watermark_offsets(tp, timeout=10)
+            if high <= low:
+                return 0
+            restore.assign([TopicPartition(self.config.changelog_topic, task.partition, OFFSET_BEGINNING)])
+            count = 0
+            while True:
+                message = restore.poll(1.0)
+                if message is None:
+                    continue
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        break
+                    raise KafkaException(message.error())
+                task.store.restore(message.key(), message.value())
+                count += 1
+            return count
+        finally:
+            restore.close()
+
+
+def prepare_topics(config: WorkerConfig) -> int:
+    """Refuse to start unless the input topics are co-partitioned; create
+    missing output topics and the changelog with the same partition count;
+    check they all agree. Returns the partition count. With
+    ``config.create_partitions`` set, missing catalogue topics are first
+    created with that many partitions (a fresh deployment).
+
+    Raises ``processors.kafka_admin.CoPartitionError`` with every topic's
+    count when they differ or an input topic is missing.
+    """
+    from processors.kafka_admin import check_copartitioned, create_topics
+
+    prefix = config.topic_prefix
+    if config.create_partitions:
+        create_topics(config.bootstrap, config.create_partitions, prefix)
+    inputs = [catalogue.physical(name, prefix) for name in catalogue.INPUT_TOPICS]
+    partitions = check_copartitioned(config.bootstrap, inputs)
+    changelog_config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"}
+    create_topics(config.bootstrap, partitions, prefix, extra=[(config.changelog_name, changelog_config)])
+    outputs = [catalogue.physical(name, prefix) for name in catalogue.OUTPUT_TOPICS]
+    return check_copartitioned(config.bootstrap, [*inputs, *outputs, config.changelog_topic])
+
+
+def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any) -> WorkerConfig:
+    """WorkerConfig from KAFKA_BOOTSTRAP_SERVERS, REDIS_URL, RL_TOPIC_PREFIX,
+    RL_APP_ID and RL_INSTANCE_ID, then ``overrides`` (None values ignored).
+    Raises KeyError when KAFKA_BOOTSTRAP_SERVERS is not set."""
+    config = WorkerConfig(
+        bootstrap=os.environ["KAFKA_BOOTSTRAP_SERVERS"],
+        app_id=os.environ.get("RL_APP_ID", "recurrence-ledger"),
+        topic_prefix=catalogue.prefix(),
+        redis_url=os.environ.get("REDIS_URL") or None,
+        ledger=ledger or LedgerConfig(),
+    )
+    for name, value in overrides.items():
+        if value is not None:
+            setattr(config, name, value)
+    return config
+
+
+def run_worker(config: WorkerConfig) -> None:
+    """Prepare the topics and run one worker until SIGTERM/SIGINT (or idle
+    timeout). Raises CoPartitionError before consuming anything when the
+    topics are not co-partitioned."""
+    logging.basicConfig(level=os.environ.get("RL_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    partitions = prepare_topics(config)
+    view = None
+    if config.redis_url:
+        from processors.view import RedisView, default_namespace
+
+        view = RedisView(config.redis_url, namespace=default_namespace(config.topic_prefix), review_threshold=config.ledger.review_threshold)
+    worker = LedgerWorker(config, view)
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, worker.stop)
+    log.info("worker %s of %s: %d partitions, inputs %s", config.instance_id, config.app_id, partitions, worker.inputs)
+    worker.run()
+

@@ -1,0 +1,152 @@
+"""Driving real worker processes in end-to-end tests: start, wait, kill,
+export, and compare with the embedded runner (CONTRACT §10)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from processors.embedded import run_journal
+from processors.kafka_admin import create_topics
+from processors.kafka_io import export_topic, publish_journal
+from processors.ledger.processor import OUTPUT_TOPICS
+from topics import catalogue
+
+REPO = Path(__file__).resolve().parents[2]
+LEDGER_TOPICS = ("recurrence-matches", "recurrence-observations", "review-candidates", "recurrence-statistics")
+IDENTITY = {
+    "recurrence-matches": "match_digest",
+    "recurrence-observations": "observation_id",
+    "review-candidates": "candidate_id",
+}
+
+
+def new_prefix() -> str:
+    """A topic prefix no other test uses."""
+    return f"t{uuid.uuid4().hex[:10]}."
+
+
+def prepare(bootstrap: str, prefix: str, partitions: int) -> None:
+    """Create the catalogue's topics under ``prefix``."""
+    create_topics(bootstrap, partitions, prefix)
+
+
+def start_worker(bootstrap: str, prefix: str, log_path: Path, *, instance: str = "w1", app_id: str | None = None,
+                 redis_url: str | None = None, idle_exit: float | None = 4.0, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+    """Start ``recurrence-ledger worker`` as a separate process (its own
+    session, so a SIGKILL hits only it)."""
+    args = [
+        sys.executable, "-m", "processors.cli", "worker",
+        "--bootstrap", bootstrap, "--topic-prefix", prefix,
+        "--app-id", app_id or "ledger", "--instance-id", instance,
+        "--commit-interval-ms", "50", *extra,
+    ]
+    if idle_exit is not None:
+        args += ["--exit-when-idle", str(idle_exit)]
+    if redis_url:
+        args += ["--redis-url", redis_url]
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
+    handle = open(log_path, "ab")
+    return subprocess.Popen(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def wait_exit(process: subprocess.Popen, timeout: float, log_path: Path) -> int:
+    """Wait for a worker to exit by itself; on timeout kill it and fail."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise AssertionError(f"worker did not finish in {timeout} s; log:\n{log_path.read_text()[-4000:]}") from None
+
+
+def kill(process: subprocess.Popen) -> None:
+    """SIGKILL a worker (no shutdown hooks run)."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def count_records(bootstrap: str, physical_topic: str) -> int:
+    """Committed records in a topic now (read_committed read to the end)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"count-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        metadata = consumer.list_topics(physical_topic, timeout=10).topics[physical_topic]
+        total = 0
+        for partition in metadata.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(physical_topic, partition), timeout=10)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def wait_until(predicate, timeout: float, what: str) -> None:
+    """Poll ``predicate`` every 0.2 s until true or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def embedded(journal: Path, out: Path) -> dict[str, bytes]:
+    """run-journal outputs, per output topic, as file bytes."""
+    run_journal(journal, out, show_progress=False, validate_outputs=True)
+    return {topic: (out / f"{topic}.jsonl").read_bytes() for topic in OUTPUT_TOPICS}
+
+
+def exported(bootstrap: str, prefix: str, out: Path) -> dict[str, bytes]:
+    """Every output topic exported to JSON Lines, as file bytes."""
+    out.mkdir(parents=True, exist_ok=True)
+    result = {}
+    for topic in OUTPUT_TOPICS:
+        path = out / f"{topic}.jsonl"
+        export_topic(bootstrap, topic, path, topic_prefix=prefix)
+        result[topic] = path.read_bytes()
+    return result
+
+
+def lines(data: bytes) -> list[dict]:
+    """Records of JSON Lines bytes."""
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def identity_report(kafka: dict[str, bytes], reference: dict[str, bytes]) -> dict[str, dict[str, int]]:
+    """Per ledger topic: missing identities, extra identities and records
+    re-sent with an identity that was already there."""
+    report = {}
+    for topic, field in IDENTITY.items():
+        got = Counter(record[field] for record in lines(kafka[topic]))
+        want = Counter(record[field] for record in lines(reference[topic]))
+        report[topic] = {
+            "missing": len(set(want) - set(got)),
+            "extra": len(set(got) - set(want)),
+            "resent": sum(count - 1 for count in got.values() if count > 1),
+        }
+    return report
+
+
+def last_statistics(data: bytes) -> dict[str, dict]:
+    """The last statistics record per scope."""
+    return {record["scope_id"]: record for record in lines(data)}
+
+
+def publish(bootstrap: str, journal: Path, prefix: str, **options) -> None:
+    """Publish a journal quietly."""
+    publish_journal(bootstrap, journal, topic_prefix=prefix, show_progress=False, **options)
+
+
+def physical(prefix: str, name: str) -> str:
+    """Physical topic name under ``prefix``."""
+    return catalogue.physical(name, prefix)

@@ -1,0 +1,525 @@
+"""The Redis projection of ScopeStatistics (CONTRACT §8, processors/view.py)
+against a real Redis (env REDIS_URL) and a real Kafka broker (env
+KAFKA_BOOTSTRAP_SERVERS). Missing or unreachable services fail the tests,
+never skip them.
+
+Records are the embedded runner's own statistics output for the shared cases
+(worked_example, minimum_case, and minimum_case again under a scope id with a
+colon), never hand-written; only the tie-order test derives a variant of a
+real record. Every test works in its own random namespace and removes its
+keys (and topics, and the second Redis it starts) when done.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from processors.embedded import run_journal
+from processors.ledger.normalize import canonical_json
+from processors.view import COUNTER_FIELDS, RedisView, default_namespace, escape_scope, member, rebuild_from_topic
+from schemas.codec import encode
+from tests.conftest import REPO, read_jsonl, shared_case
+
+pytestmark = pytest.mark.broker
+
+#: A scope id with a colon: its keys must not collide with another scope's.
+COPY_SCOPE = "openapi-demo:copy"
+#: Budget for one submit with Redis down, after the first failure (seconds).
+DOWN_SUBMIT_BUDGET = 0.010
+
+
+# ---------------------------------------------------------------- services
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> str:
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.fail("REDIS_URL is not set: start the services with `bash deploy/services.sh up` (see deploy/README.md)")
+    try:
+        redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2).ping()
+    except redis.exceptions.RedisError as error:
+        pytest.fail(f"Redis at REDIS_URL={url} is unreachable: {error}")
+    return url
+
+
+@pytest.fixture(scope="module")
+def kafka_bootstrap() -> str:
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        pytest.fail("KAFKA_BOOTSTRAP_SERVERS is not set: start the services with `bash deploy/services.sh up`")
+    return bootstrap
+
+
+def _namespace() -> str:
+    return f"rltest-{uuid.uuid4().hex[:12]}"
+
+
+def _keys(client: redis.Redis, namespace: str) -> list[str]:
+    return sorted(client.scan_iter(match=f"{namespace}:*", count=1000))
+
+
+@pytest.fixture
+def raw(redis_url) -> Iterator[redis.Redis]:
+    """A plain client on the shared Redis, for looking at keys directly."""
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def make_view(redis_url, raw) -> Iterator:
+    """``make_view(**kwargs)``: a RedisView on the shared Redis in a fresh
+    random namespace; every namespace is cleared and checked empty after the
+    test."""
+    views: list[RedisView] = []
+
+    def make(**kwargs) -> RedisView:
+        view = RedisView(redis_url, namespace=kwargs.pop("namespace", _namespace()), **kwargs)
+        views.append(view)
+        return view
+
+    yield make
+    for view in views:
+        view.clear()
+    for view in views:
+        assert _keys(raw, view.namespace) == []
+        view.close()
+
+
+# ---------------------------------------------------------------- records
+
+
+def _statistics_of(journal: Path, out_dir: Path) -> list[dict]:
+    run_journal(journal, out_dir, show_progress=False)
+    return read_jsonl(out_dir / "recurrence-statistics.jsonl")
+
+
+@pytest.fixture(scope="module")
+def histories(tmp_path_factory) -> dict[str, list[dict]]:
+    """Scope id → its statistics records in publication order, from the
+    embedded runner on the shared cases (3 scopes, 10–12 versions each)."""
+    base = tmp_path_factory.mktemp("view-cases")
+    worked, _ = shared_case("worked_example")
+    minimum, _ = shared_case("minimum_case")
+    copy = base / "minimum_copy.jsonl"
+    with open(copy, "w") as out:
+        for line in minimum.read_text().splitlines():
+            entry = json.loads(line)
+            entry["value"]["scope_id"] = COPY_SCOPE
+            out.write(json.dumps(entry) + "\n")
+    records = (
+        _statistics_of(worked, base / "worked")
+        + _statistics_of(minimum, base / "minimum")
+        + _statistics_of(copy, base / "copy")
+    )
+    result: dict[str, list[dict]] = {}
+    for record in records:
+        result.setdefault(record["scope_id"], []).append(record)
+    assert sorted(result) == sorted([COPY_SCOPE, "openapi-demo", "port-bound"])
+    assert all(len(history) >= 2 for history in result.values())
+    return result
+
+
+def _interleaved(histories: dict[str, list[dict]]) -> list[dict]:
+    """Every record of every scope, round-robin across scopes (each scope's
+    own order kept), like a worker publishing several scopes."""
+    out, index = [], 0
+    while any(index < len(h) for h in histories.values()):
+        out += [h[index] for h in histories.values() if index < len(h)]
+        index += 1
+    return out
+
+
+def _last(histories: dict[str, list[dict]]) -> dict[str, dict]:
+    return {scope_id: history[-1] for scope_id, history in histories.items()}
+
+
+# ---------------------------------------------------------------- layout and reads
+
+
+def test_submit_then_read_returns_the_exact_last_record(make_view, histories):
+    view = make_view()
+    view.submit(_interleaved(histories))
+    assert (view.pending, view.healthy) == (0, True)
+    assert view.scopes() == sorted(histories)
+    for scope_id, last in _last(histories).items():
+        assert view.read(scope_id) == last
+    assert view.read("no-such-scope") is None
+
+
+def test_one_submit_per_record_also_ends_on_the_last_record(make_view, histories):
+    view = make_view()
+    for record in _interleaved(histories):
+        view.submit([record])
+    for scope_id, last in _last(histories).items():
+        assert view.read(scope_id) == last
+
+
+def test_hgetall_is_one_call_with_every_counter(make_view, histories, raw):
+    view = make_view()
+    view.submit(_interleaved(histories))
+    sent: list[tuple] = []
+    original = view._client.execute_command
+
+    def counting(*args, **kwargs):
+        sent.append(args)
+        return original(*args, **kwargs)
+
+    view._client.execute_command = counting
+    for scope_id, last in _last(histories).items():
+        sent.clear()
+        assert view.read(scope_id) == last
+        assert [args[0] for args in sent] == ["HGETALL"]
+
+        fields = raw.hgetall(f"{view.namespace}:scope:{escape_scope(scope_id)}")
+        assert set(fields) == {*COUNTER_FIELDS, "top_revisions", "record"}
+        for name in COUNTER_FIELDS:
+            assert fields[name] == str(last[name])
+        assert fields["top_revisions"] == canonical_json(last["top_revisions"]).decode()
+        assert fields["record"] == canonical_json(last).decode()
+
+
+def test_key_layout_and_colon_in_a_scope_id(make_view, histories, raw):
+    view = make_view()
+    view.submit(_interleaved(histories))
+    ns = view.namespace
+    expected = {f"{ns}:scopes"}
+    for scope_id, last in _last(histories).items():
+        key = f"{ns}:scope:{escape_scope(scope_id)}"
+        expected.add(key)
+        if last["top_revisions"]:
+            expected.add(f"{key}:top")
+        if any(row["terminal_recurred_streak"] >= 3 for row in last["top_revisions"]):
+            expected.add(f"{key}:review")
+    assert set(_keys(raw, ns)) == expected
+    assert f"{ns}:scope:openapi-demo%3Acopy" in expected
+    assert raw.smembers(f"{ns}:scopes") == set(histories)
+    assert raw.type(f"{ns}:scope:port-bound") == "hash"
+    assert raw.type(f"{ns}:scope:port-bound:top") == "zset"
+    assert raw.type(f"{ns}:scope:port-bound:review") == "set"
+
+
+def test_top_follows_contract_order(make_view, histories):
+    view = make_view()
+    view.submit(_interleaved(histories))
+    for scope_id, last in _last(histories).items():
+        assert view.top(scope_id, 10) == last["top_revisions"]
+        assert view.top(scope_id, 1) == last["top_revisions"][:1]
+    # Tie on streak 1 in the minimum case: E7 r1 before E7 r2 (ArtifactRef order).
+    tied = view.top("openapi-demo", 10)
+    assert [(r["artifact_ref"]["revision"], r["terminal_recurred_streak"]) for r in tied] == [(1, 1), (2, 1)]
+    assert view.top("port-bound", 0) == []
+    assert view.top("no-such-scope", 5) == []
+
+
+def test_top_breaks_ties_by_artifact_ref_then_signature_key_not_by_redis_bytes(make_view, histories):
+    """A variant of the worked example's last record whose top_revisions has a
+    four-way tie where Redis' byte order of the members (artifact_id first,
+    revision as text: "10" < "9") differs from CONTRACT §8's order."""
+    last = histories["port-bound"][-1]
+    p1 = last["top_revisions"][0]
+    ties = [
+        {"artifact_ref": {"family": "experience", "artifact_id": "P1", "revision": 9}, "signature_key": "b", "terminal_recurred_streak": 2},
+        {"artifact_ref": {"family": "experience", "artifact_id": "P1", "revision": 10}, "signature_key": "a", "terminal_recurred_streak": 2},
+        {"artifact_ref": {"family": "experience", "artifact_id": "P1", "revision": 9}, "signature_key": "a", "terminal_recurred_streak": 2},
+        {"artifact_ref": {"family": "experience", "artifact_id": "A0", "revision": 99}, "signature_key": "z", "terminal_recurred_streak": 2},
+    ]
+    record = {**last, "scope_id": f"{last['scope_id']}-ties", "top_revisions": [p1, *ties]}
+    contract_order = [p1, ties[3], ties[2], ties[0], ties[1]]
+    redis_byte_order = [p1, *sorted(ties, key=member)]
+    assert contract_order != redis_byte_order  # the case is a real test
+
+    view = make_view()
+    view.submit([record])
+    assert view.top(record["scope_id"], 10) == contract_order
+    # The cut falls inside the tie: the contract decides who is in.
+    assert view.top(record["scope_id"], 3) == contract_order[:3]
+
+
+def test_review_set_holds_revisions_at_or_over_the_threshold(make_view, histories):
+    last = _last(histories)
+    port_bound = {row["artifact_ref"]["artifact_id"]: member(row) for row in last["port-bound"]["top_revisions"]}
+    assert {r["artifact_ref"]["artifact_id"]: r["terminal_recurred_streak"] for r in last["port-bound"]["top_revisions"]} == {"P1": 4, "Q1": 3}
+
+    default = make_view()
+    default.submit(_interleaved(histories))
+    assert default.review("port-bound") == {port_bound["P1"], port_bound["Q1"]}
+    assert len(default.review("port-bound")) == last["port-bound"]["needing_review"]  # exact: needing_review ≤ N
+    assert default.review("openapi-demo") == set()  # streaks of 1
+
+    strict = make_view(review_threshold=4)
+    strict.submit(_interleaved(histories))
+    assert strict.review("port-bound") == {port_bound["P1"]}
+
+    lenient = make_view(review_threshold=1)
+    lenient.submit(_interleaved(histories))
+    assert lenient.review("openapi-demo") == {member(row) for row in last["openapi-demo"]["top_revisions"]}
+
+    # A later record with a smaller top list replaces the sets, not adds to them.
+    earlier = histories["port-bound"][4]  # needing_review 1: P1 only at 3
+    default.submit([earlier])
+    assert default.review("port-bound") == {member(earlier["top_revisions"][0])}
+    assert default.top("port-bound") == earlier["top_revisions"]
+
+
+def test_invalid_record_raises_and_keeps_nothing(make_view, histories):
+    view = make_view()
+    good = histories["port-bound"][-1]
+    bad = {**histories["openapi-demo"][-1], "selected": -1}
+    with pytest.raises(ValueError):
+        view.submit([good, bad])
+    assert view.pending == 0 and view.scopes() == []
+
+
+def test_clear_deletes_only_this_namespace(make_view, histories, raw):
+    view = make_view()
+    ns = view.namespace
+    nested = make_view(namespace=f"{ns}:prod.")  # as default_namespace nests a prefixed deployment's
+    view.submit(_interleaved(histories))
+    nested.submit(_interleaved(histories))
+    nested_keys = _keys(raw, nested.namespace)
+    foreign = [f"{ns}:dashboard:settings", f"{ns}x:scopes", f"{ns}:scope:a:b:c"]
+    for key in foreign:
+        raw.set(key, "not mine")
+    try:
+        assert view.clear() == 1 + 3 + 3 + 1  # scopes, 3 hashes, 3 sorted sets, 1 review set
+        assert sorted(_keys(raw, ns) + _keys(raw, f"{ns}x")) == sorted(foreign + nested_keys)
+        assert view.read("port-bound") is None and view.scopes() == []
+        assert nested.read("port-bound") == histories["port-bound"][-1]
+    finally:
+        raw.delete(*foreign)
+
+
+def test_default_namespace_and_scope_escaping(monkeypatch):
+    monkeypatch.delenv("RL_TOPIC_PREFIX", raising=False)
+    assert default_namespace() == "rl"
+    assert default_namespace("prod.") == "rl:prod."
+    monkeypatch.setenv("RL_TOPIC_PREFIX", "staging.")
+    assert default_namespace() == "rl:staging."
+    assert default_namespace("") == "rl"
+    ids = ["a", "a:top", "a%3Atop", "a%", "%", ":", "%25", "x y/é"]
+    escaped = [escape_scope(scope_id) for scope_id in ids]
+    assert len(set(escaped)) == len(ids) and not any(":" in e for e in escaped)
+    assert escape_scope("port-bound") == "port-bound"
+
+
+# ---------------------------------------------------------------- Redis down
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class SecondRedis:
+    """A redis-server of the test's own, started with deploy/redis.sh on a
+    free port and its own run dir."""
+
+    def __init__(self, run_dir: Path):
+        self.port = _free_port()
+        self.run_dir = run_dir
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def _script(self, command: str) -> None:
+        env = {**os.environ, "REDIS_PORT": str(self.port), "RL_REDIS_RUN_DIR": str(self.run_dir)}
+        result = subprocess.run(["bash", str(REPO / "deploy" / "redis.sh"), command], env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, f"redis.sh {command}: {result.stderr}"
+
+    def start(self) -> None:
+        self._script("start")
+
+    def stop(self) -> None:
+        self._script("stop")
+
+    def pid(self) -> int:
+        return int((self.run_dir / "redis.pid").read_text().strip())
+
+
+@pytest.fixture
+def second_redis(tmp_path) -> Iterator[SecondRedis]:
+    server = SecondRedis(tmp_path / "redis-run")
+    server.start()
+    try:
+        yield server
+    finally:
+        try:
+            os.kill(server.pid(), signal.SIGCONT)  # in case a test left it stopped
+        except (OSError, ValueError):
+            pass
+        server.stop()
+
+
+def _timed_submits(view: RedisView, records: list[dict]) -> list[float]:
+    durations = []
+    for record in records:
+        started = time.perf_counter()
+        view.submit([record])
+        durations.append(time.perf_counter() - started)
+    return durations
+
+
+def test_redis_down_keeps_pending_fast_and_catches_up(second_redis, histories, caplog):
+    """Redis stopped: submit neither raises nor waits, keeps the latest record
+    per scope; Redis back: one flush writes them. A Redis without persistence
+    comes back empty, so a scope written before the outage and not submitted
+    since is missing — the view says so (needs_rebuild)."""
+    caplog.set_level(logging.INFO, logger="processors.view")
+    view = RedisView(second_redis.url, namespace=_namespace(), retry_seconds=0.5)
+    try:
+        updated = {scope_id: h for scope_id, h in histories.items() if scope_id != COPY_SCOPE}
+        before = {scope_id: h[: len(h) // 2] for scope_id, h in updated.items()}
+        during = {scope_id: h[len(h) // 2 :] for scope_id, h in updated.items()}
+        view.submit(_interleaved(before) + histories[COPY_SCOPE])
+        assert (view.healthy, view.pending) == (True, 0)
+
+        second_redis.stop()
+        records = _interleaved(during)
+        durations = _timed_submits(view, records)
+        assert (view.healthy, view.pending) == (False, len(updated))
+        first, rest = durations[0], durations[1:]
+        assert max(rest) < DOWN_SUBMIT_BUDGET, rest
+        print(
+            f"\nRedis stopped: first failing submit {first * 1e3:.2f} ms; next {len(rest)} submits "
+            f"median {statistics.median(rest) * 1e6:.1f} µs, max {max(rest) * 1e6:.1f} µs"
+        )
+        # Back-off: flush(force=False) does not try before retry_seconds.
+        assert view.flush(force=False) == 0
+        time.sleep(0.6)
+        started = time.perf_counter()
+        assert view.flush(force=False) == 0 and not view.healthy  # tried, still down
+        print(f"Redis stopped: retry after back-off {(time.perf_counter() - started) * 1e3:.2f} ms")
+        down_warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "is down" in r.getMessage()]
+        assert len(down_warnings) == 1
+
+        second_redis.start()
+        assert view.flush() == len(updated)
+        assert (view.healthy, view.pending) == (True, 0)
+        for scope_id, history in updated.items():
+            assert view.read(scope_id) == history[-1]
+            assert view.top(scope_id) == history[-1]["top_revisions"]
+        assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and "is back" in r.getMessage()]
+        # The restarted Redis has no persistence: the untouched scope is gone.
+        assert view.read(COPY_SCOPE) is None
+        assert view.needs_rebuild
+        # New records after the recovery go straight through.
+        view.submit([histories[COPY_SCOPE][-1]])
+        assert view.read(COPY_SCOPE) == histories[COPY_SCOPE][-1] and view.pending == 0
+    finally:
+        if view.healthy:
+            view.clear()
+        view.close()
+
+
+def test_hung_redis_costs_one_socket_timeout_then_nothing(second_redis, histories):
+    """Redis frozen (SIGSTOP): connections open but no reply comes. The first
+    submit waits one socket_timeout, the following ones return at once."""
+    view = RedisView(second_redis.url, namespace=_namespace(), retry_seconds=5.0, socket_timeout=0.3)
+    try:
+        history = histories["port-bound"]
+        view.submit(history[:3])
+        os.kill(second_redis.pid(), signal.SIGSTOP)
+        try:
+            durations = _timed_submits(view, history[3:])
+        finally:
+            os.kill(second_redis.pid(), signal.SIGCONT)
+        assert (view.healthy, view.pending) == (False, 1)
+        assert 0.25 < durations[0] < 2.0, durations[0]
+        assert max(durations[1:]) < DOWN_SUBMIT_BUDGET
+        print(
+            f"\nRedis hung: first submit {durations[0] * 1e3:.0f} ms (socket_timeout 300 ms); "
+            f"next {len(durations) - 1} max {max(durations[1:]) * 1e6:.1f} µs"
+        )
+        assert view.flush() == 1
+        assert view.read("port-bound") == history[-1] and view.healthy
+    finally:
+        view.clear()
+        view.close()
+
+
+# ---------------------------------------------------------------- rebuild from the topic
+
+
+def _create_statistics_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from topics.catalogue import BY_NAME
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    spec = BY_NAME["recurrence-statistics"]
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1, config=spec.config())])[topic].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        described = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        if described and described.error is None and len(described.partitions) == 4 and all(p.leader >= 0 for p in described.partitions.values()):
+            return
+        time.sleep(0.2)
+    pytest.fail(f"topic {topic} has no leader for every partition after 30 s")
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.delete_topics([topic])[topic].result(timeout=30)
+
+
+def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, kafka_bootstrap, histories):
+    from confluent_kafka import Producer
+
+    prefix = f"rltest-{uuid.uuid4().hex[:8]}."
+    topic = prefix + "recurrence-statistics"
+    _create_statistics_topic(kafka_bootstrap, topic)
+    try:
+        producer = Producer(
+            {"bootstrap.servers": kafka_bootstrap, "transactional.id": f"{prefix}view-test", "enable.idempotence": True}
+        )
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for record in _interleaved(histories):  # every version: 10–12 per scope
+            producer.produce(topic, key=record["scope_id"].encode(), value=encode("ScopeStatistics", record))
+        producer.commit_transaction(30)
+        # An aborted transaction must not count (read_committed): an old version of a scope.
+        producer.begin_transaction()
+        stale = histories["port-bound"][0]
+        producer.produce(topic, key=stale["scope_id"].encode(), value=encode("ScopeStatistics", stale))
+        producer.abort_transaction(30)
+
+        view = make_view()
+        leftover = {**histories["openapi-demo"][-1], "scope_id": "gone-scope"}
+        view.submit([leftover])  # a scope the topic does not know: the rebuild clears it
+        assert view.scopes() == ["gone-scope"]
+
+        started = time.perf_counter()
+        assert rebuild_from_topic(view, kafka_bootstrap, topic_prefix=prefix, timeout=30) == 3
+        elapsed = time.perf_counter() - started
+        print(f"\nrebuild_from_topic: {sum(map(len, histories.values())) + 1} records, 3 scopes, {elapsed * 1e3:.0f} ms")
+        assert view.scopes() == sorted(histories)
+        for scope_id, last in _last(histories).items():
+            assert view.read(scope_id) == last
+            assert view.top(scope_id) == last["top_revisions"]
+        assert view.review("port-bound") == {member(row) for row in histories["port-bound"][-1]["top_revisions"]}
+    finally:
+        _delete_topic(kafka_bootstrap, topic)
+
+
+def test_rebuild_of_a_missing_topic_raises_and_clears_nothing(make_view, kafka_bootstrap, histories):
+    view = make_view()
+    view.submit([histories["port-bound"][-1]])
+    with pytest.raises(LookupError):
+        rebuild_from_topic(view, kafka_bootstrap, topic_prefix=f"rltest-missing-{uuid.uuid4().hex[:8]}.", timeout=10)
+    assert view.read("port-bound") == histories["port-bound"][-1]

@@ -1,0 +1,158 @@
+"""The worker on the real broker and Redis: same outputs as the embedded
+runner (CONTRACT §10), scale-out, SIGKILL recovery, poison records (§9)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+import pytest
+import redis
+
+from processors.kafka_io import publish_raw
+from processors.view import RedisView, default_namespace
+from processors.workload import Workload, generate_journal
+from tests.conftest import CASE_NAMES, shared_case
+from tests.e2e import harness
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> str:
+    value = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not value:
+        pytest.fail("KAFKA_BOOTSTRAP_SERVERS is not set: start the broker with deploy/services.sh (bash deploy/test.sh does)")
+    return value
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> str:
+    value = os.environ.get("REDIS_URL")
+    if not value:
+        pytest.fail("REDIS_URL is not set: start Redis with deploy/services.sh (bash deploy/test.sh does)")
+    redis.Redis.from_url(value, socket_timeout=5).ping()
+    return value
+
+
+def write_journal(path, records):
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return path
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_worker_outputs_are_byte_identical_to_run_journal(name, bootstrap, redis_url, tmp_path):
+    journal, expected = shared_case(name)
+    prefix = harness.new_prefix()
+    harness.prepare(bootstrap, prefix, partitions=4)
+    harness.publish(bootstrap, journal, prefix)
+    log = tmp_path / "worker.log"
+    worker = harness.start_worker(bootstrap, prefix, log, redis_url=redis_url)
+    assert harness.wait_exit(worker, 120, log) == 0, log.read_text()[-3000:]
+
+    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
+    reference = harness.embedded(journal, tmp_path / "embedded")
+    for topic in harness.LEDGER_TOPICS:
+        assert kafka[topic] == reference[topic], topic
+    assert kafka["dead-letter"] == b""
+
+    view = RedisView(redis_url, namespace=default_namespace(prefix))
+    try:
+        for scope_id, record in harness.last_statistics(reference["recurrence-statistics"]).items():
+            assert view.read(scope_id) == record
+            assert record["recurred"] == expected["scopes"][scope_id]["statistics"]["recurred"]
+    finally:
+        view.clear()
+
+
+def test_two_workers_over_four_partitions_equal_one_process(bootstrap, tmp_path):
+    journal = write_journal(
+        tmp_path / "journal.jsonl",
+        generate_journal(Workload(scopes=60, outcomes_per_scope=12, heads_per_scope=4, handoffs=2, seed=21)),
+    )
+    prefix = harness.new_prefix()
+    harness.prepare(bootstrap, prefix, partitions=4)
+    harness.publish(bootstrap, journal, prefix)
+    logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
+    workers = [harness.start_worker(bootstrap, prefix, log, instance=f"w{i}", idle_exit=6) for i, log in enumerate(logs, 1)]
+    for worker, log in zip(workers, logs, strict=True):
+        assert harness.wait_exit(worker, 180, log) == 0
+
+    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
+    reference = harness.embedded(journal, tmp_path / "embedded")
+    for topic in harness.LEDGER_TOPICS:
+        # Scopes are spread over partitions: compare as multisets of records.
+        assert Counter(kafka[topic].splitlines()) == Counter(reference[topic].splitlines()), topic
+    assert len(harness.last_statistics(kafka["recurrence-statistics"])) == 60
+    assert all(count == 0 for report in harness.identity_report(kafka, reference).values() for count in report.values())
+    # Both workers did work.
+    assert all("assigned partitions" in log.read_text() for log in logs)
+
+
+def test_sigkill_mid_journal_loses_and_duplicates_nothing(bootstrap, redis_url, tmp_path, record_property):
+    journal = write_journal(
+        tmp_path / "journal.jsonl",
+        generate_journal(Workload(scopes=8, outcomes_per_scope=400, heads_per_scope=6, handoffs=3, seed=5)),
+    )
+    prefix = harness.new_prefix()
+    harness.prepare(bootstrap, prefix, partitions=4)
+    harness.publish(bootstrap, journal, prefix)
+    reference = harness.embedded(journal, tmp_path / "embedded")
+    total_stats = len(harness.lines(reference["recurrence-statistics"]))
+
+    log = tmp_path / "worker.log"
+    worker = harness.start_worker(bootstrap, prefix, log, redis_url=redis_url, idle_exit=None)
+    statistics_topic = harness.physical(prefix, "recurrence-statistics")
+    harness.wait_until(lambda: harness.count_records(bootstrap, statistics_topic) > total_stats // 4, 120, "a quarter of the outputs")
+    harness.kill(worker)
+    restarted = harness.start_worker(bootstrap, prefix, log, redis_url=redis_url)
+    assert harness.wait_exit(restarted, 180, log) == 0
+
+    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
+    report = harness.identity_report(kafka, reference)
+    record_property("resent_after_sigkill", json.dumps(report))
+    print("identity report after SIGKILL:", report)
+    for topic, counts in report.items():
+        assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
+    assert harness.last_statistics(kafka["recurrence-statistics"]) == harness.last_statistics(reference["recurrence-statistics"])
+    view = RedisView(redis_url, namespace=default_namespace(prefix))
+    try:
+        for scope_id, record in harness.last_statistics(reference["recurrence-statistics"]).items():
+            assert view.read(scope_id) == record
+    finally:
+        view.clear()
+
+
+def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(bootstrap, tmp_path):
+    journal, expected = shared_case("minimum_case")
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    prefix = harness.new_prefix()
+    harness.prepare(bootstrap, prefix, partitions=1)
+    first = write_journal(tmp_path / "first.jsonl", records[:5])
+    rest = write_journal(tmp_path / "rest.jsonl", records[5:])
+    harness.publish(bootstrap, first, prefix)
+    source = harness.physical(prefix, "source-journal")
+    outcomes = harness.physical(prefix, "task-outcomes")
+    publish_raw(bootstrap, source, b"openapi-demo", b"\x00\x00\x00\x00\x01\xff\xff\xff")  # truncated Avro
+    publish_raw(bootstrap, outcomes, b"openapi-demo", b"\x07not avro")  # wrong magic byte
+    publish_raw(bootstrap, source, b"openapi-demo", b'{"topic": "task-outcomes", "value": {"scope_id": "openapi-demo"}}')
+    publish_raw(bootstrap, source, None, json.dumps(records[0]).encode())  # no key
+    harness.publish(bootstrap, rest, prefix)
+
+    log = tmp_path / "worker.log"
+    worker = harness.start_worker(bootstrap, prefix, log)
+    assert harness.wait_exit(worker, 120, log) == 0
+
+    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
+    dead = harness.lines(kafka["dead-letter"])
+    # Across topics Kafka gives no order: compare as a set of coordinates.
+    assert sorted((d["topic"], d["partition"], d["offset"], d["reason"]) for d in dead) == sorted([
+        (source, 0, 5, "undecodable_avro"),
+        (source, 0, 6, "missing_field"),
+        (source, 0, 7, "key_mismatch"),
+        (outcomes, 0, 0, "bad_magic_byte"),
+    ])
+    assert all(d["message"] and d["raw"] for d in dead)
+    reference = harness.embedded(journal, tmp_path / "embedded")
+    for topic in harness.LEDGER_TOPICS:
+        assert kafka[topic] == reference[topic], topic
+    assert harness.last_statistics(kafka["recurrence-statistics"])["openapi-demo"]["avoided"] == expected["scopes"]["openapi-demo"]["statistics"]["avoided"]
