@@ -228,6 +228,44 @@ def export_command(
     console.print(f"{count} records → {out}")
 
 
+@app.command("replay")
+def replay_command(
+    bootstrap: BootstrapOption,
+    start: Annotated[str, typer.Option("--from", help="earliest | offsets:TOPIC/P=O,… | timestamp:ISO-8601 | position:N")] = "earliest",
+    topic_prefix: PrefixOption = "",
+    app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID")] = "recurrence-ledger",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be re-read.")] = False,
+    output_format: Annotated[str, typer.Option("--output-format")] = "avro",
+    review_threshold: ThresholdOption = 3,
+    top_revisions: TopOption = 10,
+    provenance_horizon: HorizonOption = 10_000,
+) -> None:
+    """Re-run the ledger over the input topics; adds only records whose
+    identity is not in the ledger yet (CONTRACT §6, §10)."""
+    from processors.replay import parse_start, run_replay
+
+    try:
+        replay_start = parse_start(start)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--from") from None
+    summary = run_replay(
+        bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
+        ledger=_config(review_threshold, top_revisions, provenance_horizon),
+    )
+    table = Table(title="replay plan" if dry_run else "replay", box=box.SIMPLE_HEAD)
+    for column in ("topic", "partition", "from", "outputs from", "to", "records to re-read"):
+        table.add_column(column, justify="left" if column == "topic" else "right")
+    for r in summary.ranges:
+        table.add_row(r.topic, str(r.partition), str(r.low), str(r.start), str(r.end), str(r.end - r.low))
+    console.print(table)
+    if not dry_run:
+        console.print(
+            f"read {summary.records_read} records in {summary.seconds:.1f} s; "
+            f"written {dict(summary.written) or 0}; already in the ledger {dict(summary.suppressed) or 0}",
+            highlight=False,
+        )
+
+
 view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True)
 app.add_typer(view_app, name="view")
 

@@ -165,6 +165,36 @@ class Task:
         self.offsets: dict[str, int] = {}  # physical input topic → next offset to commit
 
 
+def process_message(processor: LedgerProcessor, message: Message, topic_prefix: str) -> list[Emit]:
+    """Decode one input record and apply it: the whole shell of CONTRACT §9.
+
+    Returns the emits, or one dead-letter emit for a record without a key,
+    one that does not decode or validate, or one on which the core raised (a
+    bug must not stop the ledger: the record is parked as internal_error).
+    Never raises.
+    """
+    physical_topic = message.topic()
+    raw = message.value()
+    raw_key = message.key()
+    key = raw_key.decode("utf-8", "replace") if raw_key is not None else None
+    coordinates = Coordinates(physical_topic, message.partition(), message.offset(), key)
+    try:
+        if raw_key is None:
+            raise BadRecord("key_mismatch", "record has no key; the key must be its scope_id (CONTRACT §1)")
+        kind, value = codec.decode_source(catalogue.logical(physical_topic, topic_prefix), raw)
+        return ingest(processor, kind, value, raw, coordinates)
+    except BadRecord as bad:
+        return [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
+    except Exception as error:
+        log.exception("internal error on %s[%d]@%d", physical_topic, message.partition(), message.offset())
+        return [dead_letter(coordinates, raw or b"", "internal_error", f"{type(error).__name__}: {error}")]
+
+
+def encode_emit(emit: Emit, output_format: str) -> bytes:
+    """The wire value of an output record (Avro framed, or JSON)."""
+    return codec.encode(catalogue.BY_NAME[emit.topic].schema, emit.value, output_format)
+
+
 class LedgerWorker:
     """The read-process-write loop described in the module docstring."""
 
@@ -250,39 +280,19 @@ class LedgerWorker:
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume error: %s", error)
             return
-        partition = message.partition()
-        task = self.tasks.get(partition)
+        task = self.tasks.get(message.partition())
         if task is None:  # a record of a partition revoked in this batch
             return
         self.records_in += 1
-        physical_topic = message.topic()
-        raw = message.value()
-        raw_key = message.key()
-        key = raw_key.decode("utf-8", "replace") if raw_key is not None else None
-        coordinates = Coordinates(physical_topic, partition, message.offset(), key)
-        try:
-            if raw_key is None:
-                raise BadRecord("key_mismatch", "record has no key; the key must be its scope_id (CONTRACT §1)")
-            logical = catalogue.logical(physical_topic, self.config.topic_prefix)
-            kind, value = codec.decode_source(logical, raw)
-            emits = ingest(task.processor, kind, value, raw, coordinates)
-        except BadRecord as bad:
-            emits = [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
-        except Exception as error:  # a core bug must not stop the ledger: park the record
-            log.exception("internal error on %s[%d]@%d", physical_topic, partition, message.offset())
-            emits = [dead_letter(coordinates, raw or b"", "internal_error", f"{type(error).__name__}: {error}")]
-        for emit in emits:
-            self._send(emit, partition, raw_key)
-        task.offsets[physical_topic] = message.offset() + 1
+        for emit in process_message(task.processor, message, self.config.topic_prefix):
+            self._send(emit, task.partition, message.key())
+        task.offsets[message.topic()] = message.offset() + 1
 
     def _send(self, emit: Emit, partition: int, raw_key: bytes | None) -> None:
-        spec = catalogue.BY_NAME[emit.topic]
-        key = emit.key.encode("utf-8") if emit.key is not None else raw_key
-        if emit.topic == "dead-letter":
-            key = raw_key
-        self.producer.produce(
-            self.outputs[emit.topic], value=codec.encode(spec.schema, emit.value, self.config.output_format), key=key, partition=partition
-        )
+        # Outputs go to the input's partition: a scope's outputs stay
+        # co-partitioned with its inputs whatever partitioner producers use.
+        key = raw_key if emit.topic == "dead-letter" or emit.key is None else emit.key.encode("utf-8")
+        self.producer.produce(self.outputs[emit.topic], value=encode_emit(emit, self.config.output_format), key=key, partition=partition)
         if emit.topic == STATISTICS:
             self._pending_stats.append(emit.value)
         self.producer.poll(0)

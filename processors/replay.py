@@ -1,0 +1,287 @@
+"""Replay jobs: re-run the ledger over the input topics from a chosen start
+without double counting (CONTRACT §6 replay rule, §10).
+
+A replay reads every input partition from its beginning with its own
+consumer (group ``<group id>-replay``; it commits no offsets), into a fresh
+state per partition that is first seeded from the ledger itself:
+
+- every RecurrenceMatch already in ``recurrence-matches`` is restored, so a
+  recorded match decision is reused as is, never recomputed — even though
+  the replay's state was rebuilt from nothing;
+- the identities already in the ledger (``match_digest``, ``observation_id``,
+  ``candidate_id``, and the coordinates of dead-lettered records) are loaded,
+  and an output whose identity exists is not written again.
+
+Records before the chosen start only rebuild state (they are the context a
+window needs); records from the start on may write outputs. Statistics are
+written once per scope at the end, and only when the replayed view's ledger
+facts differ from the topic's latest record (the gauges pending_outcomes and
+late_revisions depend on arrival order and are not compared), so a replay
+never regresses the compacted view to an intermediate state. Replaying any window of a finished run
+therefore writes nothing.
+
+Start (``parse_start``): ``earliest``; ``offsets:TOPIC/P=O,…`` (logical input
+topic, partition, offset; unlisted partitions start at their beginning);
+``timestamp:ISO-8601`` (Kafka's offsets_for_times per input partition); or
+``position:N`` (events whose journal_position ≥ N).
+
+Run it while the scope's worker is stopped, or over windows the worker has
+already processed: the worker's own state does not learn what a replay
+wrote (see README, "Replay, rebuild and reset").
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from processors.kafka_io import read_topic
+from processors.ledger.normalize import canonical_json
+from processors.ledger.processor import DEAD_LETTER, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from processors.worker import encode_emit, process_message
+from schemas import codec
+from topics import catalogue
+
+IDENTITY_FIELDS = {MATCHES: "match_digest", OBSERVATIONS: "observation_id", REVIEW_CANDIDATES: "candidate_id"}
+
+
+@dataclass(frozen=True)
+class ReplayStart:
+    """Where outputs may start: see the module docstring."""
+
+    mode: str
+    offsets: tuple[tuple[str, int, int], ...] = ()
+    timestamp_ms: int | None = None
+    position: int | None = None
+
+
+def parse_start(text: str) -> ReplayStart:
+    """Parse ``earliest`` | ``offsets:TOPIC/P=O,…`` | ``timestamp:ISO`` |
+    ``position:N``. Raises ValueError with the accepted forms."""
+    if text == "earliest":
+        return ReplayStart("earliest")
+    kind, _, rest = text.partition(":")
+    try:
+        if kind == "offsets":
+            offsets = []
+            for item in rest.split(","):
+                where, _, offset = item.partition("=")
+                topic, _, partition = where.rpartition("/")
+                if topic not in catalogue.INPUT_TOPICS:
+                    raise ValueError(f"{topic!r} is not an input topic")
+                offsets.append((topic, int(partition), int(offset)))
+            return ReplayStart("offsets", offsets=tuple(offsets))
+        if kind == "timestamp":
+            return ReplayStart("timestamp", timestamp_ms=int(datetime.fromisoformat(rest).timestamp() * 1000))
+        if kind == "position":
+            return ReplayStart("position", position=int(rest))
+    except ValueError as error:
+        raise ValueError(f"bad replay start {text!r}: {error}") from None
+    raise ValueError(f"bad replay start {text!r}: use earliest, offsets:TOPIC/P=O,…, timestamp:ISO-8601 or position:N")
+
+
+@dataclass
+class PartitionRange:
+    """One input topic-partition of a replay: read [low, end); outputs may
+    start at ``start`` (for position mode: the whole range, filtered by
+    journal_position)."""
+
+    topic: str
+    partition: int
+    low: int
+    start: int
+    end: int
+
+
+@dataclass
+class ReplaySummary:
+    """What a replay read and wrote (or, for a dry run, would read)."""
+
+    ranges: list[PartitionRange]
+    records_read: int = 0
+    written: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    suppressed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    seconds: float = 0.0
+    dry_run: bool = False
+
+
+def _consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+
+
+def plan(bootstrap: str, topic_prefix: str, start: ReplayStart, group: str) -> list[PartitionRange]:
+    """The ranges a replay would read, per input topic-partition."""
+    consumer = _consumer(bootstrap, group)
+    try:
+        ranges = []
+        given = {(topic, partition): offset for topic, partition, offset in start.offsets}
+        for logical in catalogue.INPUT_TOPICS:
+            physical = catalogue.physical(logical, topic_prefix)
+            metadata = consumer.list_topics(physical, timeout=10).topics[physical]
+            for partition in sorted(metadata.partitions):
+                low, high = consumer.get_watermark_offsets(TopicPartition(physical, partition), timeout=10)
+                first = low
+                if start.mode == "offsets":
+                    first = max(low, min(high, given.get((logical, partition), low)))
+                elif start.mode == "timestamp":
+                    [found] = consumer.offsets_for_times([TopicPartition(physical, partition, start.timestamp_ms)], timeout=10)
+                    first = high if found.offset < 0 else found.offset
+                ranges.append(PartitionRange(logical, partition, low, first, high))
+        return ranges
+    finally:
+        consumer.close()
+
+
+class _Ledger:
+    """Identities already in the output topics, per partition."""
+
+    def __init__(self, bootstrap: str, topic_prefix: str):
+        self.identities: dict[str, set] = {topic: set() for topic in (*IDENTITY_FIELDS, DEAD_LETTER)}
+        self.matches: dict[int, list[dict]] = defaultdict(list)
+        self.latest_statistics: dict[str, dict] = {}
+        for partition, _, _, value in read_topic(bootstrap, MATCHES, topic_prefix=topic_prefix):
+            self.matches[partition].append(value)
+            self.identities[MATCHES].add(value["match_digest"])
+        for topic in (OBSERVATIONS, REVIEW_CANDIDATES):
+            self.identities[topic] = {value[IDENTITY_FIELDS[topic]] for _, _, _, value in read_topic(bootstrap, topic, topic_prefix=topic_prefix)}
+        self.identities[DEAD_LETTER] = {
+            (value["topic"], value["partition"], value["offset"]) for _, _, _, value in read_topic(bootstrap, DEAD_LETTER, topic_prefix=topic_prefix)
+        }
+        for _, _, _, value in read_topic(bootstrap, STATISTICS, topic_prefix=topic_prefix):
+            self.latest_statistics[value["scope_id"]] = value
+
+    def identity(self, topic: str, value: dict) -> Any:
+        if topic == DEAD_LETTER:
+            return (value["topic"], value["partition"], value["offset"])
+        return value[IDENTITY_FIELDS[topic]]
+
+
+def run_replay(
+    bootstrap: str,
+    topic_prefix: str,
+    start: ReplayStart,
+    *,
+    app_id: str = "recurrence-ledger",
+    ledger: LedgerConfig | None = None,
+    output_format: str = codec.AVRO,
+    dry_run: bool = False,
+    show_progress: bool = True,
+) -> ReplaySummary:
+    """Run (or, with ``dry_run``, only plan) a replay; see the module
+    docstring. Returns what was read and written. Raises KafkaException on
+    broker errors and BufferError/KafkaException if outputs cannot be
+    delivered (the replay can simply be run again: it is idempotent)."""
+    group = catalogue.physical(app_id, topic_prefix) + "-replay"
+    ranges = plan(bootstrap, topic_prefix, start, group)
+    summary = ReplaySummary(ranges, dry_run=dry_run)
+    if dry_run:
+        return summary
+    started = time.monotonic()
+    existing = _Ledger(bootstrap, topic_prefix)
+    config = ledger or LedgerConfig()
+    processors: dict[int, LedgerProcessor] = {}
+    for partition in sorted({r.partition for r in ranges}):
+        processor = LedgerProcessor(config=config)
+        for match in existing.matches.get(partition, []):
+            processor.restore_match(match)  # CONTRACT §6: reuse, never re-decide
+        processors[partition] = processor
+    window = {(catalogue.physical(r.topic, topic_prefix), r.partition): r.start for r in ranges}
+    ends = {(catalogue.physical(r.topic, topic_prefix), r.partition): r.end for r in ranges if r.end > r.low}
+    total = sum(r.end - r.low for r in ranges)
+
+    consumer = _consumer(bootstrap, group)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5})
+    final_statistics: dict[str, tuple[int, dict]] = {}
+    try:
+        consumer.assign(
+            [TopicPartition(catalogue.physical(r.topic, topic_prefix), r.partition, r.low) for r in ranges if r.end > r.low]
+        )
+        with Progress(
+            TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]:,.0f} events/s"),
+            TextColumn("lag {task.fields[lag]:,}"), TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+            disable=not show_progress,
+        ) as progress:
+            task = progress.add_task("replay", total=total, rate=0.0, lag=total)
+            while ends:
+                for message in consumer.consume(num_messages=1_000, timeout=1.0):
+                    key = (message.topic(), message.partition())
+                    if message.error():
+                        continue
+                    if key not in ends:
+                        continue
+                    summary.records_read += 1
+                    in_window = message.offset() >= window[key]
+                    if in_window and start.mode == "position":
+                        in_window = _position(message, topic_prefix) >= start.position
+                    for emit in process_message(processors[message.partition()], message, topic_prefix):
+                        if emit.topic == STATISTICS:
+                            final_statistics[emit.value["scope_id"]] = (message.partition(), emit.value)
+                            continue
+                        identity = existing.identity(emit.topic, emit.value)
+                        if not in_window or identity in existing.identities[emit.topic]:
+                            summary.suppressed[emit.topic] += 1
+                            continue
+                        existing.identities[emit.topic].add(identity)
+                        _produce(producer, topic_prefix, emit, message.partition(), message.key(), output_format)
+                        summary.written[emit.topic] += 1
+                    if message.offset() + 1 >= ends[key]:
+                        del ends[key]
+                elapsed = max(time.monotonic() - started, 1e-9)
+                progress.update(task, completed=summary.records_read, rate=summary.records_read / elapsed, lag=total - summary.records_read)
+        for scope_id, (partition, record) in sorted(final_statistics.items()):
+            if _facts(existing.latest_statistics.get(scope_id)) != _facts(record):
+                _produce(producer, topic_prefix, Emit(STATISTICS, scope_id, record), partition, None, output_format)
+                summary.written[STATISTICS] += 1
+            else:
+                summary.suppressed[STATISTICS] += 1
+        remaining = producer.flush(30)
+        if remaining:
+            raise BufferError(f"{remaining} replay outputs were not delivered")
+    finally:
+        consumer.close()
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+#: Operational gauges (CONTRACT §8): they depend on arrival order, not on the
+#: ledger, so a replay that reads per-kind topics in another interleaving may
+#: see other values; they never justify re-publishing a view.
+GAUGES = ("pending_outcomes", "late_revisions")
+
+
+def _facts(record: dict | None) -> bytes:
+    """Canonical JSON of a statistics record without its gauges."""
+    if record is None:
+        return b""
+    return canonical_json({k: v for k, v in record.items() if k not in GAUGES})
+
+
+def _produce(producer: Producer, topic_prefix: str, emit: Emit, partition: int, raw_key: bytes | None, output_format: str) -> None:
+    key = raw_key if emit.topic == DEAD_LETTER or emit.key is None else emit.key.encode("utf-8")
+    producer.produce(catalogue.physical(emit.topic, topic_prefix), value=encode_emit(emit, output_format), key=key, partition=partition)
+    producer.poll(0)
+
+
+def _position(message: Any, topic_prefix: str) -> int:
+    """journal_position of an input record, or -1 when it does not decode."""
+    try:
+        _, value = codec.decode_source(catalogue.logical(message.topic(), topic_prefix), message.value())
+        position = value.get("journal_position")
+        return position if isinstance(position, int) else -1
+    except Exception:
+        return -1
