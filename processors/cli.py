@@ -266,6 +266,47 @@ def replay_command(
         )
 
 
+@app.command("rebuild")
+def rebuild_command(
+    bootstrap: BootstrapOption,
+    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", help="Also rewrite the Redis view.")] = None,
+    topic_prefix: PrefixOption = "",
+    review_threshold: ThresholdOption = 3,
+    top_revisions: TopOption = 10,
+) -> None:
+    """Rebuild streaks and statistics from the ledger topics alone, check them
+    against the latest statistics records, and rewrite the Redis view.
+    Exit code 1 when the rebuilt views differ from the live ones."""
+    from processors.kafka_io import read_topic
+    from processors.ledger.rebuild import compare, rebuild_views
+    from processors.view import RedisView, default_namespace, read_statistics_topic
+
+    observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
+    latest = read_statistics_topic(bootstrap, topic_prefix)
+    rebuilt = rebuild_views(observations, review_threshold, top_revisions)
+    differences = compare(rebuilt, latest)
+    table = Table(title=f"rebuilt from {len(observations)} observations", box=box.SIMPLE_HEAD)
+    for column in ("scope", "selected", "recurred", "avoided", "unknown", "needing review", "top streak", "live view"):
+        table.add_column(column, justify="left" if column in ("scope", "live view") else "right")
+    for scope_id, fields in differences.items():
+        view = rebuilt.get(scope_id) or {}
+        top = view.get("top_revisions") or [{"terminal_recurred_streak": 0}]
+        table.add_row(
+            scope_id, *(str(view.get(name, 0)) for name in ("selected", "recurred", "avoided", "unknown", "needing_review")),
+            str(top[0]["terminal_recurred_streak"]), "equal" if not fields else "DIFFERS: " + ", ".join(fields),
+        )
+    console.print(table)
+    if redis_url:
+        records = [{**record, **rebuilt.get(scope_id, {})} for scope_id, record in latest.items()]
+        view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
+        view.clear()
+        view.submit(records)
+        written = view.flush()
+        console.print(f"Redis view rewritten: {written} scopes", highlight=False)
+    if any(differences.values()):
+        raise typer.Exit(1)
+
+
 view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True)
 app.add_typer(view_app, name="view")
 

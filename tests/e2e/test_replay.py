@@ -118,3 +118,38 @@ def test_replay_reuses_recorded_matches_instead_of_recomputing(bootstrap, tmp_pa
     assert summary.suppressed["recurrence-matches"] == 0  # reused, not even recomputed
     again = harness.exported(bootstrap, prefix, tmp_path / "again")
     assert Counter(again["recurrence-matches"].splitlines()) == Counter(kafka["recurrence-matches"].splitlines())
+
+
+def test_rebuild_from_the_ledger_topics_equals_the_live_state(bootstrap, tmp_path):
+    import subprocess
+    import sys
+
+    import redis as redis_client
+
+    from processors.view import RedisView, default_namespace
+
+    redis_url = os.environ.get("REDIS_URL")
+    if not redis_url:
+        pytest.fail("REDIS_URL is not set: start Redis with deploy/services.sh (bash deploy/test.sh does)")
+    journal = write_journal(
+        tmp_path / "journal.jsonl", generate_journal(Workload(scopes=5, outcomes_per_scope=40, heads_per_scope=3, handoffs=2, seed=2))
+    )
+    prefix = harness.new_prefix()
+    harness.prepare(bootstrap, prefix, partitions=2)
+    harness.publish(bootstrap, journal, prefix)
+    run_worker_to_idle(bootstrap, prefix, tmp_path)
+    view = RedisView(redis_url, namespace=default_namespace(prefix))
+    redis_client.Redis.from_url(redis_url).set(f"{default_namespace(prefix)}:scope:stale", "x")  # junk the rebuild must clear
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "processors.cli", "rebuild", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--redis-url", redis_url],
+            capture_output=True, text=True, timeout=120, cwd=harness.REPO,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count("equal") == 5
+        reference = harness.embedded(journal, tmp_path / "embedded")
+        for scope_id, record in harness.last_statistics(reference["recurrence-statistics"]).items():
+            assert view.read(scope_id) == record
+        assert sorted(view.scopes()) == sorted(harness.last_statistics(reference["recurrence-statistics"]))
+    finally:
+        view.clear()

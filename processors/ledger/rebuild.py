@@ -1,0 +1,70 @@
+"""Derived views from the ledger alone (CONTRACT §7–§8; "derived views are
+rebuildable from it").
+
+``rebuild_views`` replays RecurrenceObservation records — in any order —
+through the same streak code the processor uses, and returns per scope the
+ledger facts of ScopeStatistics: selected, recurred, avoided, unknown,
+needing_review and top_revisions. The remaining figures are not ledger facts
+(``unlinked_handoff_citations`` and ``as_of_position`` describe the inputs,
+``pending_outcomes`` and ``late_revisions`` are operational gauges); a
+rebuild takes them from the latest statistics record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from processors.ledger.state import LedgerState, new_scope_record
+from processors.ledger.streaks import record_verdict
+
+#: ScopeStatistics fields that rebuild_views derives from observations.
+DERIVED_FIELDS = ("selected", "recurred", "avoided", "unknown", "needing_review", "top_revisions")
+
+
+def rebuild_views(observations: Iterable[dict], review_threshold: int = 3, top_limit: int = 10) -> dict[str, dict]:
+    """Per scope, the DERIVED_FIELDS of ScopeStatistics from observation
+    records (dicts as published). Streaks are ordered by
+    task_outcome_position whatever the input order (CONTRACT §8), so a
+    topic read partition by partition gives the live values."""
+    state = LedgerState()
+    scopes: dict[str, dict] = {}
+    for record in observations:
+        scope_id = record["scope_id"]
+        scope = scopes.setdefault(scope_id, new_scope_record())
+        event = record["event"]
+        scope[event] += 1
+        if event == "selected":
+            continue
+        if record["handoff_ref"] is not None:
+            scope["linked_verdicts"] += 1
+        # repair_surface is not on the observation; "" publishes no review
+        # candidate (candidates are ledger records of their own topic).
+        record_verdict(state, scope, scope_id, record["artifact_ref"], record["signature_key"], "", event,
+                       record["task_outcome_position"], record["failure_ref"], review_threshold)
+    return {
+        scope_id: {
+            "selected": scope["selected"],
+            "recurred": scope["recurred"],
+            "avoided": scope["avoided"],
+            "unknown": scope["selected"] - scope["linked_verdicts"],
+            "needing_review": scope["needing_review"],
+            "top_revisions": state.top_revisions(scope_id, top_limit),
+        }
+        for scope_id, scope in scopes.items()
+    }
+
+
+def compare(rebuilt: dict[str, dict], latest: dict[str, dict]) -> dict[str, list[str]]:
+    """Per scope, the derived fields where the rebuilt view and the latest
+    statistics record disagree ([] when they agree). A scope with
+    statistics but no observations compares against zero counts."""
+    empty = {"selected": 0, "recurred": 0, "avoided": 0, "unknown": 0, "needing_review": 0, "top_revisions": []}
+    differences = {}
+    for scope_id in sorted(set(rebuilt) | set(latest)):
+        view = rebuilt.get(scope_id, empty)
+        record = latest.get(scope_id)
+        if record is None:
+            differences[scope_id] = ["no statistics record"]
+            continue
+        differences[scope_id] = [name for name in DERIVED_FIELDS if view[name] != record[name]]
+    return differences
