@@ -38,7 +38,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,29 @@ from topics import catalogue
 log = logging.getLogger("recurrence_ledger.worker")
 
 _DELETED = object()
+
+
+class FaultInjector:
+    """Test hook: ``RL_FAULT_INJECT="point:n,…"`` makes the process SIGKILL
+    itself the n-th time it reaches ``point`` — consumed (a batch polled,
+    nothing processed), produced (outputs produced, before the changelog and
+    offsets), offsets_sent (before commit_transaction), committed (after the
+    commit, before the Redis view), restoring (while restoring state). Unset
+    in production: ``hit`` is then a dict lookup."""
+
+    def __init__(self, spec: str | None):
+        self.remaining: dict[str, int] = {}
+        for item in filter(None, (spec or "").split(",")):
+            point, _, count = item.partition(":")
+            self.remaining[point] = int(count or 1)
+
+    def hit(self, point: str) -> None:
+        """Count one arrival at ``point``; SIGKILL this process on the n-th."""
+        if point in self.remaining:
+            self.remaining[point] -= 1
+            if self.remaining[point] == 0:
+                log.warning("fault injection: SIGKILL at %s", point)
+                os.kill(os.getpid(), signal.SIGKILL)
 
 
 class ChangelogStore(MutableMapping):
@@ -234,6 +257,7 @@ class LedgerWorker:
         self._pending_stats: list[dict] = []
         self._in_transaction = False
         self._last_activity = time.monotonic()
+        self.faults = FaultInjector(os.environ.get("RL_FAULT_INJECT"))
 
     # -- lifecycle ----------------------------------------------------------------
     def run(self) -> None:
@@ -243,6 +267,7 @@ class LedgerWorker:
         self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         last_commit = self._last_activity = time.monotonic()
         interval = self.config.commit_interval_ms / 1000
+        clean = False
         try:
             while self.running:
                 messages = self.consumer.consume(num_messages=self.config.max_batch, timeout=interval)
@@ -250,6 +275,7 @@ class LedgerWorker:
                 if messages:
                     self._last_activity = now
                     self._begin()
+                    self.faults.hit("consumed")
                     for message in messages:
                         self._handle(message)
                 if self._in_transaction and now - last_commit >= interval:
@@ -261,8 +287,9 @@ class LedgerWorker:
                 if idle is not None and now - self._last_activity >= idle and not self._in_transaction and self.tasks:
                     log.info("idle for %.1f s: stopping", idle)
                     break
+            clean = True
         finally:
-            if self._in_transaction:
+            if clean and self._in_transaction:
                 self._commit()
             self.consumer.close()
             self.producer.flush(10)
@@ -303,22 +330,78 @@ class LedgerWorker:
             self.producer.begin_transaction()
             self._in_transaction = True
 
+    def _produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int) -> None:
+        """produce(), waiting for room when the local queue is full."""
+        while True:
+            try:
+                self.producer.produce(topic, key=key, value=value, partition=partition)
+                return
+            except BufferError:
+                self.producer.poll(0.1)
+
     def _commit(self) -> None:
         """Changelog records + offsets + commit, atomically with the outputs
-        already produced in this transaction."""
+        already produced in this transaction.
+
+        Error handling follows the transactional producer's classes
+        (librdkafka/confluent-kafka): a retriable error (e.g. the broker is
+        restarting) retries the commit until it goes through; an abortable
+        one aborts the transaction and rewinds — state restored from the
+        changelog, consumer positions reset to the committed offsets — so
+        the aborted batch is processed again; a fatal one (fenced by a newer
+        instance) raises.
+        """
+        self.faults.hit("produced")
         offsets = []
         for task in self.tasks.values():
             for key, value in task.store.take_changes():
-                self.producer.produce(self.config.changelog_topic, key=key, value=value, partition=task.partition)
+                self._produce(self.config.changelog_topic, key, value, task.partition)
             offsets += [TopicPartition(topic, task.partition, offset) for topic, offset in task.offsets.items()]
             task.offsets.clear()
-        if offsets:
-            self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
-        self.producer.commit_transaction(30)
+        try:
+            if offsets:
+                self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30))
+            self.faults.hit("offsets_sent")
+            self._retrying(lambda: self.producer.commit_transaction(30))
+        except KafkaException as error:
+            if not error.args[0].txn_requires_abort():
+                raise
+            log.warning("transaction aborted (%s): rewinding to the last commit", error.args[0])
+            self.producer.abort_transaction(30)
+            self._in_transaction = False
+            self._rewind()
+            return
         self._in_transaction = False
+        self.faults.hit("committed")
         if self.view is not None and self._pending_stats:
             self.view.submit(self._pending_stats)
         self._pending_stats = []
+
+    @staticmethod
+    def _retrying(operation: Callable[[], Any], attempts: int = 20) -> None:
+        """Run a transactional operation, retrying retriable errors."""
+        for attempt in range(attempts):
+            try:
+                operation()
+                return
+            except KafkaException as error:
+                if not error.args[0].retriable() or attempt == attempts - 1:
+                    raise
+                log.warning("retriable transaction error (%s): retrying", error.args[0])
+                time.sleep(min(0.2 * (attempt + 1), 2.0))
+
+    def _rewind(self) -> None:
+        """Back to the last committed transaction: fresh state from the
+        changelog, consumer positions at the committed offsets."""
+        self._pending_stats = []
+        assignment = self.consumer.assignment()
+        for committed in self.consumer.committed(assignment, timeout=30):
+            offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
+            self.consumer.seek(TopicPartition(committed.topic, committed.partition, offset))
+        for number in list(self.tasks):
+            task = Task(number, self.config.ledger)
+            self._restore(task)
+            self.tasks[number] = task
 
     # -- rebalance ---------------------------------------------------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -378,6 +461,7 @@ class LedgerWorker:
                     raise KafkaException(message.error())
                 task.store.restore(message.key(), message.value())
                 count += 1
+                self.faults.hit("restoring")
             return count
         finally:
             restore.close()
