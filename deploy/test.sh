@@ -21,10 +21,16 @@ echo "test.sh: installing recurrence-ledger with test extras" >&2
 
 started_services=0
 if [[ -z ${KAFKA_BOOTSTRAP_SERVERS:-} || -z ${REDIS_URL:-} ]]; then
+    # Services that were already running (someone else's, same ports and run
+    # dirs) are used but left running; only what this script starts is stopped.
+    already_running=0
+    bash "$SCRIPT_DIR/services.sh" status >/dev/null 2>&1 && already_running=1
     env_lines="$(bash "$SCRIPT_DIR/services.sh" up)"
     eval "$env_lines"
-    started_services=1
-    trap 'bash "$SCRIPT_DIR/services.sh" down || true' EXIT
+    if ((already_running == 0)); then
+        started_services=1
+        trap 'bash "$SCRIPT_DIR/services.sh" down || true' EXIT
+    fi
 fi
 echo "test.sh: KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL (started here: $started_services)" >&2
 

@@ -8,6 +8,7 @@ CONTRACT §11 exactly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -90,15 +91,27 @@ def run_command(
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
+    topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Kafka only: deployment prefix of every topic.")] = "",
 ) -> None:
     """The main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is set,
     else the embedded runner on JOURNAL (default: the RFC's minimum case)."""
     config = _config(review_threshold, top_revisions, provenance_horizon)
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        if journal is not None or out is not None:
+            console.print(
+                "KAFKA_BOOTSTRAP_SERVERS is set, so `run` starts the Kafka worker, which reads topics, not files: "
+                "load a journal with `recurrence-ledger publish JOURNAL` and read results with `recurrence-ledger export`; "
+                "or unset KAFKA_BOOTSTRAP_SERVERS to run JOURNAL with the embedded runner.",
+                style="red",
+            )
+            raise typer.Exit(2)
         from processors.worker import run_worker, worker_config_from_env
 
-        console.print(f"Kafka worker on {os.environ['KAFKA_BOOTSTRAP_SERVERS']} (KAFKA_BOOTSTRAP_SERVERS is set)", style="bold")
-        _run_worker_or_exit(run_worker, worker_config_from_env(config, create_partitions=8))
+        console.print(
+            f"Kafka worker on {os.environ['KAFKA_BOOTSTRAP_SERVERS']} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}",
+            style="bold",
+        )
+        _run_worker_or_exit(run_worker, worker_config_from_env(config, create_partitions=8, topic_prefix=topic_prefix))
         return
     out_dir = out or Path(tempfile.mkdtemp(prefix="recurrence-ledger-"))
     if journal is None:
@@ -117,14 +130,37 @@ PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PR
 FormatOption = Annotated[str, typer.Option("--format", help="Value format: avro (Confluent-framed) or json.")]
 
 
+@contextlib.contextmanager
+def _kafka_errors():
+    """Turn the errors a user can cause (missing topics, no broker, a topic
+    outside the catalogue) into one red line and exit code 1."""
+    from confluent_kafka import KafkaException
+
+    try:
+        yield
+    except (LookupError, KafkaException, TimeoutError) as error:
+        message = error.args[0] if isinstance(error, KafkaException) and error.args else error
+        console.print(f"error: {message}", style="red", highlight=False)
+        raise typer.Exit(1) from None
+
+
 def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
     from processors.kafka_admin import CoPartitionError
 
     try:
-        run_worker(config)
+        with _kafka_errors():
+            run_worker(config)
     except CoPartitionError as error:
         console.print(f"refusing to start: {error}", style="red")
         raise typer.Exit(2) from None
+
+
+def _check_topic(topic: str) -> str:
+    from topics import catalogue
+
+    if topic not in catalogue.BY_NAME:
+        raise typer.BadParameter(f"{topic!r} is not a catalogue topic; one of: {', '.join(catalogue.BY_NAME)}", param_hint="TOPIC")
+    return topic
 
 
 @app.command("worker")
@@ -176,7 +212,8 @@ def topics_create_command(
     from processors.kafka_admin import create_topics
     from topics import catalogue
 
-    result = create_topics(bootstrap, partitions, topic_prefix, replication)
+    with _kafka_errors():
+        result = create_topics(bootstrap, partitions, topic_prefix, replication)
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("topic", "cleanup", "schema", "result"):
         table.add_column(column)
@@ -210,8 +247,14 @@ def publish_command(
     """Load a journal file into the input topics (idempotent producer)."""
     from processors.kafka_io import publish_journal
 
-    summary = publish_journal(bootstrap, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
-    console.print(summary)
+    with _kafka_errors():
+        summary = publish_journal(bootstrap, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
+    per_topic = ", ".join(f"{topic_prefix}{name} {count}" for name, count in summary.topics.items())
+    console.print(
+        f"published {summary.records} records in {summary.seconds:.2f} s ({per_topic}); "
+        f"{summary.raw} published as raw bytes (not valid events: the worker will dead-letter them)",
+        highlight=False,
+    )
 
 
 @app.command("export")
@@ -224,7 +267,9 @@ def export_command(
     """Write a topic's committed records to JSON Lines, partition by partition."""
     from processors.kafka_io import export_topic
 
-    count = export_topic(bootstrap, topic, out, topic_prefix=topic_prefix)
+    _check_topic(topic)
+    with _kafka_errors():
+        count = export_topic(bootstrap, topic, out, topic_prefix=topic_prefix)
     console.print(f"{count} records → {out}")
 
 
@@ -248,10 +293,11 @@ def replay_command(
         replay_start = parse_start(start)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from") from None
-    summary = run_replay(
-        bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
-        ledger=_config(review_threshold, top_revisions, provenance_horizon),
-    )
+    with _kafka_errors():
+        summary = run_replay(
+            bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
+            ledger=_config(review_threshold, top_revisions, provenance_horizon),
+        )
     table = Table(title="replay plan" if dry_run else "replay", box=box.SIMPLE_HEAD)
     for column in ("topic", "partition", "from", "outputs from", "to", "records to re-read"):
         table.add_column(column, justify="left" if column == "topic" else "right")
@@ -281,8 +327,9 @@ def rebuild_command(
     from processors.ledger.rebuild import compare, rebuild_views
     from processors.view import RedisView, default_namespace, read_statistics_topic
 
-    observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
-    latest = read_statistics_topic(bootstrap, topic_prefix)
+    with _kafka_errors():
+        observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
+        latest = read_statistics_topic(bootstrap, topic_prefix)
     rebuilt = rebuild_views(observations, review_threshold, top_revisions)
     differences = compare(rebuilt, latest)
     table = Table(title=f"rebuilt from {len(observations)} observations", box=box.SIMPLE_HEAD)
@@ -323,7 +370,8 @@ def view_rebuild_command(
     from processors.view import default_namespace
 
     view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
-    scopes = rebuild_from_topic(view, bootstrap, topic_prefix)
+    with _kafka_errors():
+        scopes = rebuild_from_topic(view, bootstrap, topic_prefix)
     console.print(f"{scopes} scopes written to {redis_url}")
 
 

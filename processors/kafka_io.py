@@ -179,7 +179,7 @@ def _require_topics(client: Producer | Consumer, physical_topics: Iterable[str])
         else:
             counts[name] = len(topic.partitions)
     if missing:
-        raise LookupError(f"topics do not exist (create them first, processors.kafka_admin.create_topics): {', '.join(missing)}")
+        raise LookupError(f"topics do not exist (create them first: recurrence-ledger topics create): {', '.join(missing)}")
     return counts
 
 

@@ -265,7 +265,8 @@ class LedgerWorker:
         ``exit_when_idle_s``. Commits the open transaction on the way out."""
         self.producer.init_transactions(30)
         self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
-        last_commit = self._last_activity = time.monotonic()
+        last_commit = last_report = self._last_activity = time.monotonic()
+        reported = 0
         interval = self.config.commit_interval_ms / 1000
         clean = False
         try:
@@ -278,6 +279,10 @@ class LedgerWorker:
                     self.faults.hit("consumed")
                     for message in messages:
                         self._handle(message)
+                if now - last_report >= 10:
+                    rate = (self.records_in - reported) / (now - last_report)
+                    log.info("processed %d records (%.0f/s); partitions %s", self.records_in, rate, sorted(self.tasks))
+                    last_report, reported = now, self.records_in
                 if self._in_transaction and now - last_commit >= interval:
                     self._commit()
                     last_commit = time.monotonic()
@@ -295,6 +300,7 @@ class LedgerWorker:
             self.producer.flush(10)
             if self.view is not None:
                 self.view.flush()
+            log.info("stopped after %d records", self.records_in)
 
     def stop(self, *_: Any) -> None:
         """Ask the loop to finish after the current batch."""
