@@ -1,0 +1,156 @@
+"""Faults on the real broker and Redis: crashes at five points of the
+transaction cycle, a broker restart mid-stream, scaling out and back, Redis
+down for part of the run. Every run must end with outputs identical, by
+identity and count, to run-journal's (CONTRACT §10) — exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from processors.view import RedisView, default_namespace
+from processors.workload import Workload, generate_journal
+from tests.e2e import harness
+
+WORKLOAD = Workload(scopes=8, outcomes_per_scope=60, heads_per_scope=4, handoffs=2, seed=13)
+SLOW = ("--max-batch", "40")  # many small transactions, so every fault point is reached
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> str:
+    value = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not value:
+        pytest.fail("KAFKA_BOOTSTRAP_SERVERS is not set: start the broker with deploy/services.sh (bash deploy/test.sh does)")
+    return value
+
+
+@pytest.fixture(scope="module")
+def journal(tmp_path_factory):
+    path = tmp_path_factory.mktemp("faults") / "journal.jsonl"
+    path.write_text("".join(json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(journal, tmp_path_factory):
+    return harness.embedded(journal, tmp_path_factory.mktemp("reference"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def assert_exactly_once(bootstrap, prefix, reference, out):
+    kafka = harness.exported(bootstrap, prefix, out)
+    report = harness.identity_report(kafka, reference)
+    print("identity report:", report)
+    for topic, counts in report.items():
+        assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
+    assert harness.last_statistics(kafka["recurrence-statistics"]) == harness.last_statistics(reference["recurrence-statistics"])
+    return kafka
+
+
+def start(bootstrap, prefix, log, *, fault=None, instance="w1", idle_exit=4.0, redis_url=None):
+    if fault:
+        os.environ["RL_FAULT_INJECT"] = fault
+    try:
+        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, redis_url=redis_url, extra=SLOW)
+    finally:
+        os.environ.pop("RL_FAULT_INJECT", None)
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        ["consumed:3"],  # polled a batch, processed nothing
+        ["produced:3"],  # outputs produced, changelog and offsets not yet
+        ["offsets_sent:3"],  # everything sent, commit_transaction not called
+        ["committed:3"],  # committed, Redis view not yet written
+        ["committed:4", "restoring:40"],  # then again while restoring state from the changelog
+    ],
+    ids=lambda faults: "+".join(f.split(":")[0] for f in faults),
+)
+def test_sigkill_at_each_point_of_the_cycle(faults, bootstrap, journal, reference, tmp_path):
+    prefix = harness.new_prefix()
+    harness.prepare(bootstrap, prefix, partitions=4)
+    harness.publish(bootstrap, journal, prefix)
+    log = tmp_path / "worker.log"
+    for fault in faults:
+        crashed = start(bootstrap, prefix, log, fault=fault, idle_exit=None)
+        assert crashed.wait(timeout=120) == -9, f"{fault} was not reached:\n{log.read_text()[-3000:]}"
+    restarted = start(bootstrap, prefix, log)
+    assert harness.wait_exit(restarted, 180, log) == 0
+    assert "fault injection: SIGKILL at" in log.read_text()
+    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+
+
+def test_scale_from_one_to_two_workers_and_back(bootstrap, journal, reference, tmp_path):
+    prefix = harness.new_prefix()
+    harness.prepare(bootstrap, prefix, partitions=4)
+    harness.publish(bootstrap, journal, prefix)
+    first_log, second_log = tmp_path / "w1.log", tmp_path / "w2.log"
+    first = start(bootstrap, prefix, first_log, instance="w1", idle_exit=8)
+    statistics = harness.physical(prefix, "recurrence-statistics")
+    harness.wait_until(lambda: harness.count_records(bootstrap, statistics) > 20, 60, "first outputs")
+    second = start(bootstrap, prefix, second_log, instance="w2", idle_exit=None)
+    harness.wait_until(lambda: "assigned partitions" in second_log.read_text(), 60, "the second worker's assignment")
+    time.sleep(1.0)
+    second.terminate()  # SIGTERM: commits its open transaction, leaves the group
+    assert second.wait(timeout=60) == 0, second_log.read_text()[-3000:]
+    assert harness.wait_exit(first, 180, first_log) == 0
+    assert first_log.read_text().count("assigned partitions") >= 2  # it got partitions back
+    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+
+
+def test_broker_restart_mid_stream(journal, reference, tmp_path):
+    port, controller = free_port(), free_port()
+    env = {**os.environ, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller), "RL_RUN_DIR": str(tmp_path / "broker")}
+    kafka_sh = str(harness.REPO / "deploy" / "kafka.sh")
+    subprocess.run(["bash", kafka_sh, "start"], env=env, check=True, timeout=120, capture_output=True)
+    try:
+        bootstrap = f"127.0.0.1:{port}"
+        prefix = harness.new_prefix()
+        harness.prepare(bootstrap, prefix, partitions=2)
+        harness.publish(bootstrap, journal, prefix)
+        log = tmp_path / "worker.log"
+        worker = start(bootstrap, prefix, log, idle_exit=10)
+        statistics = harness.physical(prefix, "recurrence-statistics")
+        harness.wait_until(lambda: harness.count_records(bootstrap, statistics) > 20, 60, "first outputs")
+        started = time.monotonic()
+        subprocess.run(["bash", kafka_sh, "restart-keep-data"], env=env, check=True, timeout=120, capture_output=True)
+        print(f"broker restarted in {time.monotonic() - started:.1f} s")
+        assert harness.wait_exit(worker, 240, log) == 0
+        assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    finally:
+        subprocess.run(["bash", kafka_sh, "stop"], env=env, timeout=60, capture_output=True)
+
+
+def test_redis_down_for_part_of_the_run(bootstrap, journal, reference, tmp_path):
+    port = free_port()
+    env = {**os.environ, "REDIS_PORT": str(port), "RL_REDIS_RUN_DIR": str(tmp_path / "redis")}
+    redis_sh = str(harness.REPO / "deploy" / "redis.sh")
+    redis_url = f"redis://127.0.0.1:{port}/0"
+    prefix = harness.new_prefix()
+    harness.prepare(bootstrap, prefix, partitions=4)
+    harness.publish(bootstrap, journal, prefix)
+    log = tmp_path / "worker.log"
+    # Redis is down when the worker starts and comes back half way.
+    worker = start(bootstrap, prefix, log, redis_url=redis_url, idle_exit=6)
+    statistics = harness.physical(prefix, "recurrence-statistics")
+    try:
+        harness.wait_until(lambda: harness.count_records(bootstrap, statistics) > 100, 60, "outputs while Redis is down")
+        subprocess.run(["bash", redis_sh, "start"], env=env, check=True, timeout=60, capture_output=True)
+        assert harness.wait_exit(worker, 180, log) == 0
+        assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+        view = RedisView(redis_url, namespace=default_namespace(prefix))
+        for scope_id, record in harness.last_statistics(reference["recurrence-statistics"]).items():
+            assert view.read(scope_id) == record
+    finally:
+        subprocess.run(["bash", redis_sh, "stop"], env=env, timeout=60, capture_output=True)
