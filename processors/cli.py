@@ -9,6 +9,7 @@ CONTRACT §11 exactly.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -354,6 +355,76 @@ def rebuild_command(
         console.print(f"Redis view rewritten: {written} scopes", highlight=False)
     if any(differences.values()):
         raise typer.Exit(1)
+
+
+@app.command("explain")
+def explain_command(
+    scope: Annotated[str, typer.Argument(help="scope_id")],
+    task_outcome_id: Annotated[str, typer.Argument(help="source_id of the Task Outcome")],
+    journal: Annotated[Optional[Path], typer.Option("--journal", exists=True, dir_okay=False, help="Explain from a journal file (embedded run) instead of Kafka.")] = None,
+    bootstrap: Annotated[Optional[str], typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers.")] = None,
+    topic_prefix: PrefixOption = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Why an outcome counted the way it did: receipt → Handoff → cited
+    revisions, each failure item and its RecurrenceMatch, and for every
+    revision the verdict or the exact reason there is none."""
+    from processors.ledger.explain import OutcomeNotFound, explain_outcome
+
+    if journal is not None:
+        from processors.embedded import journal_ledger
+
+        events, outputs = journal_ledger(journal)
+        matches, observations = outputs["recurrence-matches"], outputs["recurrence-observations"]
+    elif bootstrap:
+        from processors.kafka_io import read_topic
+        from topics import catalogue
+
+        with _kafka_errors():
+            events = []
+            for name in catalogue.INPUT_TOPICS:
+                for *_, value in read_topic(bootstrap, name, topic_prefix=topic_prefix):
+                    events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
+            matches = [value for *_, value in read_topic(bootstrap, "recurrence-matches", topic_prefix=topic_prefix)]
+            observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
+    else:
+        raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
+    try:
+        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations)
+    except OutcomeNotFound as error:
+        console.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(explanation, indent=2, ensure_ascii=False))
+        return
+    print_explanation(explanation)
+
+
+def print_explanation(explanation: dict) -> None:
+    """The explanation as a tree (user text escaped from rich markup)."""
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    outcome = explanation["task_outcome"]
+    chain = explanation["chain"]
+    tree = Tree(escape(f"{outcome['source_id']} in {explanation['scope_id']} (position {outcome['journal_position']}, {outcome['status']})"))
+    link = tree.add(escape(f"chain: {chain['status']} — {chain['reason']}"))
+    if chain["handoff"]:
+        link.add(escape(f"receipt {chain['receipt']} → Handoff {chain['handoff']} → cited failure-bearing revisions: {', '.join(chain['cited']) or 'none'}"))
+    items = tree.add(f"failure items: {len(explanation['failure_items'])}")
+    for item in explanation["failure_items"]:
+        match = item["match"]
+        text = f"{item['item_kind']}[{item['item_index']}] '{item['match_input']}'"
+        if match is None:
+            items.add(escape(f"{text}: no RecurrenceMatch recorded"))
+        else:
+            target = f" → {match['target']}" if match["target"] else ""
+            items.add(escape(f"{text}: {match['result']}{target} ({match['candidate_set_mode']}, candidates {', '.join(match['candidates']) or 'none'})"))
+    revisions = tree.add("revisions")
+    for row in explanation["revisions"]:
+        selected = "selected, " if row["selected"] else ""
+        revisions.add(escape(f"{row['artifact_ref']} ({row['repair_surface']}): {selected}{row['reason']}"))
+    console.print(tree, highlight=False)
 
 
 view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True)

@@ -111,3 +111,27 @@ def run_journal(
         sink.write(processor.flush(), summary)
         progress.update(task, completed=size)
     return summary
+
+
+def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> tuple[list[tuple[str, dict]], dict[str, list[dict]]]:
+    """Run a journal in memory: ``(valid source events as (kind, canonical
+    value), output records per topic)`` — what ``explain`` reads when it is
+    pointed at a journal file instead of Kafka. Bad lines are skipped (they
+    are in the dead-letter list of the outputs)."""
+    from processors.ledger.intake import BadRecord, decode_journal_line, validate
+
+    processor = LedgerProcessor(config=config)
+    events: list[tuple[str, dict]] = []
+    outputs: dict[str, list[dict]] = {topic: [] for topic in OUTPUT_TOPICS}
+    with open(journal, "rb") as handle:
+        for number, line in journal_lines(handle):
+            try:
+                kind, value = decode_journal_line(line)
+                events.append((kind, validate(kind, value)))
+            except BadRecord:
+                pass
+            for emit in ingest_journal_line(processor, line, Coordinates(JOURNAL_TOPIC, None, number, None)):
+                outputs[emit.topic].append(emit.value)
+    for emit in processor.flush():
+        outputs[emit.topic].append(emit.value)
+    return events, outputs

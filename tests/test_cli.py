@@ -55,3 +55,15 @@ def test_missing_journal_is_a_usage_error(tmp_path):
     result = run_cli("run-journal", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path))
     assert result.returncode == 2
     assert "does not exist" in result.stderr
+
+
+def test_explain_from_a_journal(tmp_path):
+    journal, _ = shared_case("minimum_case")
+    result = run_cli("explain", "openapi-demo", "O12-unknown", "--journal", str(journal), "--json")
+    assert result.returncode == 0, result.stderr
+    explanation = json.loads(result.stdout)
+    assert explanation["chain"]["status"] == "linked"
+    assert explanation["revisions"][0]["reason"] == "unknown: the bound check is only declared or has no exact evidence"
+    tree = run_cli("explain", "openapi-demo", "O12-recurred", "--journal", str(journal))
+    assert "matched → E7 r1 (handoff_citations" in tree.stdout
+    assert run_cli("explain", "openapi-demo", "nope", "--journal", str(journal)).returncode == 1

@@ -366,7 +366,7 @@ class LedgerProcessor:
                         "recurred", scope_id, outcome, ref, signature_key,
                         failure_ref=failure_ref, match_digest=match["match_digest"], **link,
                     )
-                elif not hits and (bound := verdicts.avoided_refs(evidence, failure)) is not None:
+                elif not hits and (bound := verdicts.avoided_binding(evidence, failure)[0]) is not None:
                     record = verdicts.observation(
                         "avoided", scope_id, outcome, ref, signature_key,
                         condition_ref=bound[0], check_ref=bound[1], **link,

@@ -63,8 +63,9 @@ def matched_items_by_target(matches: list[tuple[dict, dict]]) -> dict[tuple[str,
     return by_target
 
 
-def avoided_refs(items: OutcomeItems, failure: dict) -> tuple[dict, dict] | None:
-    """``(condition_ref, check_ref)`` when avoided conditions 2–3 hold, else None.
+def avoided_binding(items: OutcomeItems, failure: dict) -> tuple[tuple[dict, dict] | None, str | None]:
+    """Avoided conditions 2–3 (CONTRACT §7): ``((condition_ref, check_ref),
+    None)`` when they hold, else ``(None, reason)`` with the exact reason.
 
     2. exactly one observation with basis verified, non-empty exact evidence
        and normalize(text) = normalize(verification.condition);
@@ -76,13 +77,24 @@ def avoided_refs(items: OutcomeItems, failure: dict) -> tuple[dict, dict] | None
     """
     condition_key = failure["condition_key"]
     subject_key = failure["check_subject_key"]
-    if not condition_key or not subject_key:
-        return None
+    if not condition_key:
+        return None, "verification.condition normalizes to the empty string"
     conditions = items.verified_observations(condition_key)
+    if len(conditions) != 1:
+        if conditions:
+            return None, f"{len(conditions)} verified observations of the condition (exactly one needed)"
+        if any(text == condition_key for _, text in items.observations):
+            return None, "the condition is only declared or has no exact evidence"
+        return None, "no verified observation of the condition"
     checks = items.verified_checks(subject_key)
-    if len(conditions) != 1 or len(checks) != 1:
-        return None
+    if len(checks) != 1:
+        if checks:
+            return None, f"{len(checks)} verified bound checks (exactly one needed)"
+        if any(name == subject_key for _, name in items.checks):
+            return None, "the bound check is only declared or has no exact evidence"
+        return None, "the bound check did not run"
     outcome = items.outcome
-    if outcome["checks"][checks[0]]["status"] != "passed":
-        return None
-    return item_ref(outcome, "observation", conditions[0]), item_ref(outcome, "check", checks[0])
+    status = outcome["checks"][checks[0]]["status"]
+    if status != "passed":
+        return None, f"the bound check {status}"
+    return (item_ref(outcome, "observation", conditions[0]), item_ref(outcome, "check", checks[0])), None

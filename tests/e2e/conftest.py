@@ -3,6 +3,8 @@
 - ``bootstrap`` (session): ``KAFKA_BOOTSTRAP_SERVERS``. Fails — never skips —
   when it is unset or the broker does not answer within 10 s: a broker test
   that silently skips proves nothing.
+- ``redis_url`` (session): ``REDIS_URL``; fails the same way when Redis does
+  not answer.
 - ``admin`` (session): an AdminClient on that broker.
 - ``topic_prefix``: a fresh ``"t<8 hex>."`` per test, so tests (and other
   engineers' runs on the same broker) never share a topic; the test's topics
@@ -56,6 +58,21 @@ def bootstrap() -> str:
     except KafkaException as error:
         pytest.fail(f"Kafka broker at {servers} did not answer within {BROKER_TIMEOUT_S:.0f} s: {error}")
     return servers
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """``redis://…`` of the test Redis; fails the test when there is none."""
+    import redis
+
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.fail('REDIS_URL is not set: start Redis with env_lines="$(bash deploy/services.sh up)"; eval "$env_lines"')
+    try:
+        redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2).ping()
+    except redis.exceptions.RedisError as error:
+        pytest.fail(f"Redis at {url} did not answer: {error}")
+    return url
 
 
 @pytest.fixture(scope="session")

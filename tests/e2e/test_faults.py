@@ -21,13 +21,6 @@ WORKLOAD = Workload(scopes=8, outcomes_per_scope=60, heads_per_scope=4, handoffs
 SLOW = ("--max-batch", "40")  # many small transactions, so every fault point is reached
 
 
-@pytest.fixture(scope="module")
-def bootstrap() -> str:
-    value = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not value:
-        pytest.fail("KAFKA_BOOTSTRAP_SERVERS is not set: start the broker with deploy/services.sh (bash deploy/test.sh does)")
-    return value
-
 
 @pytest.fixture(scope="module")
 def journal(tmp_path_factory):
@@ -77,8 +70,8 @@ def start(bootstrap, prefix, log, *, fault=None, instance="w1", idle_exit=4.0, r
     ],
     ids=lambda faults: "+".join(f.split(":")[0] for f in faults),
 )
-def test_sigkill_at_each_point_of_the_cycle(faults, bootstrap, journal, reference, tmp_path):
-    prefix = harness.new_prefix()
+def test_sigkill_at_each_point_of_the_cycle(topic_prefix, faults, bootstrap, journal, reference, tmp_path):
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
     harness.publish(bootstrap, journal, prefix)
     log = tmp_path / "worker.log"
@@ -91,8 +84,8 @@ def test_sigkill_at_each_point_of_the_cycle(faults, bootstrap, journal, referenc
     assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
 
 
-def test_scale_from_one_to_two_workers_and_back(bootstrap, journal, reference, tmp_path):
-    prefix = harness.new_prefix()
+def test_scale_from_one_to_two_workers_and_back(topic_prefix, bootstrap, journal, reference, tmp_path):
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
     harness.publish(bootstrap, journal, prefix)
     first_log, second_log = tmp_path / "w1.log", tmp_path / "w2.log"
@@ -132,12 +125,12 @@ def test_broker_restart_mid_stream(journal, reference, tmp_path):
         subprocess.run(["bash", kafka_sh, "stop"], env=env, timeout=60, capture_output=True)
 
 
-def test_redis_down_for_part_of_the_run(bootstrap, journal, reference, tmp_path):
+def test_redis_down_for_part_of_the_run(topic_prefix, bootstrap, journal, reference, tmp_path):
     port = free_port()
     env = {**os.environ, "REDIS_PORT": str(port), "RL_REDIS_RUN_DIR": str(tmp_path / "redis")}
     redis_sh = str(harness.REPO / "deploy" / "redis.sh")
     redis_url = f"redis://127.0.0.1:{port}/0"
-    prefix = harness.new_prefix()
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
     harness.publish(bootstrap, journal, prefix)
     log = tmp_path / "worker.log"

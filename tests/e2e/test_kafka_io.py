@@ -298,7 +298,7 @@ def test_avro_values_are_confluent_framed_for_a_plain_consumer(bootstrap, topic_
     finally:
         consumer.close()
     assert len(values) == len(records)
-    for value, record in zip(values, records):
+    for value, record in zip(values, records, strict=True):
         magic, schema_id = struct.unpack(">bI", value[:5])
         assert (magic, schema_id) == (0, 1) == (0, SCHEMA_IDS["SourceEvent"])
         assert fastavro.schemaless_reader(io.BytesIO(value[5:]), schema) == validated(record)

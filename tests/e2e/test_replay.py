@@ -5,7 +5,6 @@ rebuilt from nothing, and completes a ledger that missed inputs."""
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 
 import pytest
@@ -16,13 +15,6 @@ from tests.conftest import shared_case
 from tests.e2e import harness
 from tests.journal import check, experience, outcome
 
-
-@pytest.fixture(scope="module")
-def bootstrap() -> str:
-    value = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not value:
-        pytest.fail("KAFKA_BOOTSTRAP_SERVERS is not set: start the broker with deploy/services.sh (bash deploy/test.sh does)")
-    return value
 
 
 def write_journal(path, records):
@@ -50,9 +42,9 @@ def test_parse_start_forms():
             parse_start(bad)
 
 
-def test_replaying_a_finished_run_twice_writes_nothing(bootstrap, tmp_path):
+def test_replaying_a_finished_run_twice_writes_nothing(topic_prefix, bootstrap, tmp_path):
     journal, _ = shared_case("worked_example")
-    prefix = harness.new_prefix()
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=2)
     harness.publish(bootstrap, journal, prefix)
     run_worker_to_idle(bootstrap, prefix, tmp_path)
@@ -70,11 +62,11 @@ def test_replaying_a_finished_run_twice_writes_nothing(bootstrap, tmp_path):
     assert output_counts(bootstrap, prefix) == before
 
 
-def test_replay_completes_a_ledger_that_missed_inputs_exactly_once(bootstrap, tmp_path):
+def test_replay_completes_a_ledger_that_missed_inputs_exactly_once(topic_prefix, bootstrap, tmp_path):
     records = list(generate_journal(Workload(scopes=6, outcomes_per_scope=30, heads_per_scope=4, handoffs=2, seed=9)))
     journal = write_journal(tmp_path / "journal.jsonl", records)
     half = len(records) // 2
-    prefix = harness.new_prefix()
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=2)
     harness.publish(bootstrap, write_journal(tmp_path / "first.jsonl", records[:half]), prefix)
     run_worker_to_idle(bootstrap, prefix, tmp_path, "first")
@@ -93,8 +85,8 @@ def test_replay_completes_a_ledger_that_missed_inputs_exactly_once(bootstrap, tm
     assert dict(again.written) == {}
 
 
-def test_replay_reuses_recorded_matches_instead_of_recomputing(bootstrap, tmp_path):
-    prefix = harness.new_prefix()
+def test_replay_reuses_recorded_matches_instead_of_recomputing(topic_prefix, bootstrap, tmp_path):
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=1)
     scope, cue = "late-head", "port already bound"
     harness.publish(bootstrap, write_journal(tmp_path / "a.jsonl", [
@@ -120,7 +112,7 @@ def test_replay_reuses_recorded_matches_instead_of_recomputing(bootstrap, tmp_pa
     assert Counter(again["recurrence-matches"].splitlines()) == Counter(kafka["recurrence-matches"].splitlines())
 
 
-def test_rebuild_from_the_ledger_topics_equals_the_live_state(bootstrap, tmp_path):
+def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, bootstrap, redis_url, tmp_path):
     import subprocess
     import sys
 
@@ -128,13 +120,10 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(bootstrap, tmp_pat
 
     from processors.view import RedisView, default_namespace
 
-    redis_url = os.environ.get("REDIS_URL")
-    if not redis_url:
-        pytest.fail("REDIS_URL is not set: start Redis with deploy/services.sh (bash deploy/test.sh does)")
     journal = write_journal(
         tmp_path / "journal.jsonl", generate_journal(Workload(scopes=5, outcomes_per_scope=40, heads_per_scope=3, handoffs=2, seed=2))
     )
-    prefix = harness.new_prefix()
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=2)
     harness.publish(bootstrap, journal, prefix)
     run_worker_to_idle(bootstrap, prefix, tmp_path)

@@ -44,24 +44,6 @@ DOWN_SUBMIT_BUDGET = 0.010
 # ---------------------------------------------------------------- services
 
 
-@pytest.fixture(scope="module")
-def redis_url() -> str:
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        pytest.fail("REDIS_URL is not set: start the services with `bash deploy/services.sh up` (see deploy/README.md)")
-    try:
-        redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2).ping()
-    except redis.exceptions.RedisError as error:
-        pytest.fail(f"Redis at REDIS_URL={url} is unreachable: {error}")
-    return url
-
-
-@pytest.fixture(scope="module")
-def kafka_bootstrap() -> str:
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        pytest.fail("KAFKA_BOOTSTRAP_SERVERS is not set: start the services with `bash deploy/services.sh up`")
-    return bootstrap
 
 
 def _namespace() -> str:
@@ -478,15 +460,15 @@ def _delete_topic(bootstrap: str, topic: str) -> None:
     admin.delete_topics([topic])[topic].result(timeout=30)
 
 
-def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, kafka_bootstrap, histories):
+def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, bootstrap, histories):
     from confluent_kafka import Producer
 
     prefix = f"rltest-{uuid.uuid4().hex[:8]}."
     topic = prefix + "recurrence-statistics"
-    _create_statistics_topic(kafka_bootstrap, topic)
+    _create_statistics_topic(bootstrap, topic)
     try:
         producer = Producer(
-            {"bootstrap.servers": kafka_bootstrap, "transactional.id": f"{prefix}view-test", "enable.idempotence": True}
+            {"bootstrap.servers": bootstrap, "transactional.id": f"{prefix}view-test", "enable.idempotence": True}
         )
         producer.init_transactions(30)
         producer.begin_transaction()
@@ -505,7 +487,7 @@ def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, kafk
         assert view.scopes() == ["gone-scope"]
 
         started = time.perf_counter()
-        assert rebuild_from_topic(view, kafka_bootstrap, topic_prefix=prefix, timeout=30) == 3
+        assert rebuild_from_topic(view, bootstrap, topic_prefix=prefix, timeout=30) == 3
         elapsed = time.perf_counter() - started
         print(f"\nrebuild_from_topic: {sum(map(len, histories.values())) + 1} records, 3 scopes, {elapsed * 1e3:.0f} ms")
         assert view.scopes() == sorted(histories)
@@ -514,12 +496,12 @@ def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, kafk
             assert view.top(scope_id) == last["top_revisions"]
         assert view.review("port-bound") == {member(row) for row in histories["port-bound"][-1]["top_revisions"]}
     finally:
-        _delete_topic(kafka_bootstrap, topic)
+        _delete_topic(bootstrap, topic)
 
 
-def test_rebuild_of_a_missing_topic_raises_and_clears_nothing(make_view, kafka_bootstrap, histories):
+def test_rebuild_of_a_missing_topic_raises_and_clears_nothing(make_view, bootstrap, histories):
     view = make_view()
     view.submit([histories["port-bound"][-1]])
     with pytest.raises(LookupError):
-        rebuild_from_topic(view, kafka_bootstrap, topic_prefix=f"rltest-missing-{uuid.uuid4().hex[:8]}.", timeout=10)
+        rebuild_from_topic(view, bootstrap, topic_prefix=f"rltest-missing-{uuid.uuid4().hex[:8]}.", timeout=10)
     assert view.read("port-bound") == histories["port-bound"][-1]

@@ -4,11 +4,9 @@ runner (CONTRACT §10), scale-out, SIGKILL recovery, poison records (§9)."""
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 
 import pytest
-import redis
 
 from processors.kafka_io import publish_raw
 from processors.view import RedisView, default_namespace
@@ -17,21 +15,6 @@ from tests.conftest import CASE_NAMES, shared_case
 from tests.e2e import harness
 
 
-@pytest.fixture(scope="module")
-def bootstrap() -> str:
-    value = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not value:
-        pytest.fail("KAFKA_BOOTSTRAP_SERVERS is not set: start the broker with deploy/services.sh (bash deploy/test.sh does)")
-    return value
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> str:
-    value = os.environ.get("REDIS_URL")
-    if not value:
-        pytest.fail("REDIS_URL is not set: start Redis with deploy/services.sh (bash deploy/test.sh does)")
-    redis.Redis.from_url(value, socket_timeout=5).ping()
-    return value
 
 
 def write_journal(path, records):
@@ -40,9 +23,9 @@ def write_journal(path, records):
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)
-def test_worker_outputs_are_byte_identical_to_run_journal(name, bootstrap, redis_url, tmp_path):
+def test_worker_outputs_are_byte_identical_to_run_journal(topic_prefix, name, bootstrap, redis_url, tmp_path):
     journal, expected = shared_case(name)
-    prefix = harness.new_prefix()
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
     harness.publish(bootstrap, journal, prefix)
     log = tmp_path / "worker.log"
@@ -64,12 +47,12 @@ def test_worker_outputs_are_byte_identical_to_run_journal(name, bootstrap, redis
         view.clear()
 
 
-def test_two_workers_over_four_partitions_equal_one_process(bootstrap, tmp_path):
+def test_two_workers_over_four_partitions_equal_one_process(topic_prefix, bootstrap, tmp_path):
     journal = write_journal(
         tmp_path / "journal.jsonl",
         generate_journal(Workload(scopes=60, outcomes_per_scope=12, heads_per_scope=4, handoffs=2, seed=21)),
     )
-    prefix = harness.new_prefix()
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
     harness.publish(bootstrap, journal, prefix)
     logs = [tmp_path / "w1.log", tmp_path / "w2.log"]
@@ -88,12 +71,12 @@ def test_two_workers_over_four_partitions_equal_one_process(bootstrap, tmp_path)
     assert all("assigned partitions" in log.read_text() for log in logs)
 
 
-def test_sigkill_mid_journal_loses_and_duplicates_nothing(bootstrap, redis_url, tmp_path, record_property):
+def test_sigkill_mid_journal_loses_and_duplicates_nothing(topic_prefix, bootstrap, redis_url, tmp_path, record_property):
     journal = write_journal(
         tmp_path / "journal.jsonl",
         generate_journal(Workload(scopes=8, outcomes_per_scope=400, heads_per_scope=6, handoffs=3, seed=5)),
     )
-    prefix = harness.new_prefix()
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
     harness.publish(bootstrap, journal, prefix)
     reference = harness.embedded(journal, tmp_path / "embedded")
@@ -122,10 +105,10 @@ def test_sigkill_mid_journal_loses_and_duplicates_nothing(bootstrap, redis_url, 
         view.clear()
 
 
-def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(bootstrap, tmp_path):
+def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(topic_prefix, bootstrap, tmp_path):
     journal, expected = shared_case("minimum_case")
     records = [json.loads(line) for line in journal.read_text().splitlines()]
-    prefix = harness.new_prefix()
+    prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=1)
     first = write_journal(tmp_path / "first.jsonl", records[:5])
     rest = write_journal(tmp_path / "rest.jsonl", records[5:])
