@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from processors.ledger.intake import BadRecord, decode_json
+from processors.ledger.intake import MAX_RECORD_BYTES, BadRecord, decode_json
 from processors.ledger.normalize import canonical_json
 from schemas import avro
 from topics.catalogue import BY_NAME, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
@@ -60,6 +60,8 @@ def decode_value(raw: bytes, expected: tuple[str, ...]) -> dict:
     Raises BadRecord(malformed_json | oversized_record | bad_magic_byte |
     unknown_schema_id | undecodable_avro | invalid_envelope).
     """
+    if len(raw) > MAX_RECORD_BYTES:
+        raise BadRecord("oversized_record", f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
     if raw[:1] == b"{":
         value = decode_json(raw)
         if not isinstance(value, dict):

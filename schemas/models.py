@@ -35,9 +35,9 @@ MAX_EVIDENCE = 64
 MAX_MEMORY_CITATIONS = 1_024
 MAX_POSITION = 2**63 - 1  # Avro long
 
-#: Identifiers: 1–512 characters, no control characters (they would be
-#: invisible in dashboards, and the state store uses U+001F as a separator).
-Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[^\x00-\x1f\x7f]+$")]
+#: Identifiers: 1–512 characters, no control characters (C0, DEL, C1: they
+#: would be invisible in dashboards and logs).
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")]
 Text = Annotated[str, Field(max_length=MAX_TEXT_LENGTH)]
 CueText = Annotated[str, Field(min_length=1, max_length=MAX_FAILURE_CUE_LENGTH)]
 Position = Annotated[int, Field(ge=0, le=MAX_POSITION)]

@@ -43,6 +43,9 @@ from schemas.models import SOURCE_KINDS
 
 #: Largest record accepted (bytes). Kafka's default message.max.bytes is ~1 MiB.
 MAX_RECORD_BYTES = 1_048_576
+#: Largest raw record kept whole in a dead letter: base64 grows it by 4/3, and
+#: the dead letter must itself fit in a Kafka message.
+MAX_DEAD_LETTER_RAW = 262_144
 
 
 class Coordinates(NamedTuple):
@@ -98,6 +101,8 @@ def decode_json(raw: bytes) -> Any:
         raise BadRecord("malformed_json", f"not JSON: {error}") from None
     except RecursionError:
         raise BadRecord("malformed_json", "JSON nested too deeply") from None
+    except ValueError as error:  # e.g. an integer literal over Python's digit limit
+        raise BadRecord("malformed_json", f"not decodable JSON: {error}"[:300]) from None
 
 
 def decode_journal_line(raw: bytes) -> tuple[str, Any]:
@@ -126,6 +131,8 @@ def _reason(error: dict) -> str:
     kind = error["type"]
     if kind in _TYPE_REASONS:
         return _TYPE_REASONS[kind]
+    if kind == "literal_error" and not isinstance(error.get("input"), str):
+        return "wrong_type"  # every enum of the contract is a string
     if kind.endswith("_type") or kind in ("is_instance_of", "int_from_float", "model_attributes_type", "union_tag_invalid"):
         return "wrong_type"
     return "invalid_value"
@@ -145,13 +152,21 @@ def validate(topic: str, value: Any) -> dict:
     try:
         return model.model_validate(value).model_dump(mode="json")
     except ValidationError as error:
-        first = error.errors(include_url=False, include_input=False)[0]
+        first = error.errors(include_url=False)[0]
         location = ".".join(str(part) for part in first["loc"]) or "(record)"
         raise BadRecord(_reason(first), f"{model.__name__}.{location}: {first['msg']}") from None
 
 
 def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str) -> Emit:
-    """The DeadLetter record (CONTRACT §9) for ``raw`` read at ``coordinates``."""
+    """The DeadLetter record (CONTRACT §9) for ``raw`` read at ``coordinates``.
+
+    A record over MAX_DEAD_LETTER_RAW bytes keeps only its first
+    MAX_DEAD_LETTER_RAW bytes in ``raw`` (the message says so): the original
+    stays in its input topic at the given coordinates.
+    """
+    if len(raw) > MAX_DEAD_LETTER_RAW:
+        message = f"{message} [raw truncated to the first {MAX_DEAD_LETTER_RAW} of {len(raw)} bytes]"
+        raw = raw[:MAX_DEAD_LETTER_RAW]
     return Emit(
         DEAD_LETTER,
         coordinates.key,
@@ -162,7 +177,7 @@ def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str)
             "key": coordinates.key,
             "raw": base64.b64encode(raw).decode("ascii"),
             "reason": reason,
-            "message": message[:1000],
+            "message": message[:1200],
         },
     )
 
