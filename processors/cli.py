@@ -176,6 +176,7 @@ def worker_command(
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Records consumed per poll.")] = 2_000,
     exit_when_idle: Annotated[Optional[float], typer.Option("--exit-when-idle", help="Stop after this many seconds without input (batch jobs).")] = None,
     create_topics: Annotated[Optional[int], typer.Option("--create-topics", min=1, help="Create missing catalogue topics with this many partitions first.")] = None,
+    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", envvar="RL_METRICS_PORT", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")] = None,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
@@ -193,6 +194,7 @@ def worker_command(
         exit_when_idle_s=exit_when_idle,
         redis_url=redis_url,
         create_partitions=create_topics,
+        metrics_port=metrics_port,
         ledger=_config(review_threshold, top_revisions, provenance_horizon),
     )
     if instance_id:

@@ -43,10 +43,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from processors.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
 from processors.ledger.processor import STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from processors.metrics import WorkerMetrics
 from schemas import codec
 from topics import catalogue
 
@@ -148,6 +149,7 @@ class WorkerConfig:
     - ``redis_url``: the Redis view (None: no projection).
     - ``create_partitions``: create missing catalogue topics with this many
       partitions before starting (None: they must exist).
+    - ``metrics_port``: serve Prometheus metrics on 127.0.0.1:<port>/metrics.
     """
 
     bootstrap: str
@@ -160,6 +162,7 @@ class WorkerConfig:
     exit_when_idle_s: float | None = None
     redis_url: str | None = None
     create_partitions: int | None = None
+    metrics_port: int | None = None
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
 
     @property
@@ -258,6 +261,9 @@ class LedgerWorker:
         self._in_transaction = False
         self._last_activity = time.monotonic()
         self.faults = FaultInjector(os.environ.get("RL_FAULT_INJECT"))
+        self.metrics = WorkerMetrics()
+        self._batch_timestamps: list[float] = []
+        self._batch_outputs: dict[str, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------
     def run(self) -> None:
@@ -265,7 +271,7 @@ class LedgerWorker:
         ``exit_when_idle_s``. Commits the open transaction on the way out."""
         self.producer.init_transactions(30)
         self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
-        last_commit = last_report = self._last_activity = time.monotonic()
+        last_commit = last_report = last_lag = self._last_activity = time.monotonic()
         reported = 0
         interval = self.config.commit_interval_ms / 1000
         clean = False
@@ -279,6 +285,9 @@ class LedgerWorker:
                     self.faults.hit("consumed")
                     for message in messages:
                         self._handle(message)
+                if now - last_lag >= 2:
+                    self._update_lag()
+                    last_lag = now
                 if now - last_report >= 10:
                     rate = (self.records_in - reported) / (now - last_report)
                     log.info("processed %d records (%.0f/s); partitions %s", self.records_in, rate, sorted(self.tasks))
@@ -302,6 +311,16 @@ class LedgerWorker:
                 self.view.flush()
             log.info("stopped after %d records", self.records_in)
 
+    def _update_lag(self) -> None:
+        """Consumer lag per assigned input partition (cached watermarks)."""
+        for tp in self.consumer.position(self.consumer.assignment()):
+            try:
+                _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            except KafkaException:
+                continue
+            if high >= 0 and tp.offset >= 0:
+                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - tp.offset))
+
     def stop(self, *_: Any) -> None:
         """Ask the loop to finish after the current batch."""
         self.running = False
@@ -317,8 +336,15 @@ class LedgerWorker:
         if task is None:  # a record of a partition revoked in this batch
             return
         self.records_in += 1
+        self.metrics.records.labels(message.topic()).inc()
+        kind, timestamp = message.timestamp()
+        if kind != TIMESTAMP_NOT_AVAILABLE:
+            self._batch_timestamps.append(timestamp / 1000)
         for emit in process_message(task.processor, message, self.config.topic_prefix):
             self._send(emit, task.partition, message.key())
+            self._batch_outputs[emit.topic] = self._batch_outputs.get(emit.topic, 0) + 1
+            if emit.topic == "dead-letter":
+                self.metrics.dead_letters.labels(emit.value["reason"]).inc()
         task.offsets[message.topic()] = message.offset() + 1
 
     def _send(self, emit: Emit, partition: int, raw_key: bytes | None) -> None:
@@ -379,6 +405,13 @@ class LedgerWorker:
             return
         self._in_transaction = False
         self.faults.hit("committed")
+        committed_at = time.time()
+        for timestamp in self._batch_timestamps:
+            self.metrics.latency.observe(max(0.0, committed_at - timestamp))
+        for topic, count in self._batch_outputs.items():
+            self.metrics.outputs.labels(topic).inc(count)
+        self.metrics.statistics(self._pending_stats)
+        self._batch_timestamps, self._batch_outputs = [], {}
         if self.view is not None and self._pending_stats:
             self.view.submit(self._pending_stats)
         self._pending_stats = []
@@ -400,6 +433,7 @@ class LedgerWorker:
         """Back to the last committed transaction: fresh state from the
         changelog, consumer positions at the committed offsets."""
         self._pending_stats = []
+        self._batch_timestamps, self._batch_outputs = [], {}
         assignment = self.consumer.assignment()
         for committed in self.consumer.committed(assignment, timeout=30):
             offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
@@ -525,6 +559,8 @@ def run_worker(config: WorkerConfig) -> None:
 
         view = RedisView(config.redis_url, namespace=default_namespace(config.topic_prefix), review_threshold=config.ledger.review_threshold)
     worker = LedgerWorker(config, view)
+    if config.metrics_port:
+        worker.metrics.serve(config.metrics_port)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
     log.info("worker %s of %s: %d partitions, inputs %s", config.instance_id, config.app_id, partitions, worker.inputs)

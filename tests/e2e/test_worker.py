@@ -4,6 +4,7 @@ runner (CONTRACT §10), scale-out, SIGKILL recovery, poison records (§9)."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 
 import pytest
@@ -139,3 +140,41 @@ def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(topic_pre
     for topic in harness.LEDGER_TOPICS:
         assert kafka[topic] == reference[topic], topic
     assert harness.last_statistics(kafka["recurrence-statistics"])["openapi-demo"]["avoided"] == expected["scopes"]["openapi-demo"]["statistics"]["avoided"]
+
+
+def test_prometheus_metrics(topic_prefix, bootstrap, tmp_path):
+    import socket
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    journal, _ = shared_case("minimum_case")
+    prefix = topic_prefix
+    harness.prepare(bootstrap, prefix, partitions=1)
+    harness.publish(bootstrap, journal, prefix)
+    source = harness.physical(prefix, "source-journal")
+    publish_raw(bootstrap, source, b"openapi-demo", b"\x00\x00\x00\x00\x01\xff")  # one poison record
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path / "worker.log"
+    worker = harness.start_worker(bootstrap, prefix, log, idle_exit=None, extra=("--metrics-port", str(port)))
+    try:
+        dead_letter = harness.physical(prefix, "dead-letter")
+        harness.wait_until(lambda: harness.count_records(bootstrap, dead_letter) == 1, 60, "the dead letter")
+        time.sleep(2.5)  # one lag refresh
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text) for sample in family.samples
+    }
+    assert samples[("recurrence_ledger_records_total", (("topic", source),))] == 11
+    assert samples[("recurrence_ledger_dead_letters_total", (("reason", "undecodable_avro"),))] == 1
+    assert samples[("recurrence_ledger_outputs_total", (("topic", "recurrence-observations"),))] == 6
+    assert samples[("recurrence_ledger_outputs_total", (("topic", "recurrence-matches"),))] == 2
+    assert samples[("recurrence_ledger_pending_outcomes", ())] == 0
+    assert samples[("recurrence_ledger_processing_latency_seconds_count", ())] == 11
+    assert samples[("recurrence_ledger_consumer_lag", (("partition", "0"), ("topic", source)))] == 0
