@@ -315,6 +315,12 @@ def replay_command(
             f"written {dict(summary.written) or 0}; already in the ledger {dict(summary.suppressed) or 0}",
             highlight=False,
         )
+        if summary.conflicted_scopes:
+            console.print(
+                f"scopes where the replay decided an outcome differently from the ledger (kept the ledger's decision): "
+                f"{', '.join(summary.conflicted_scopes)}",
+                style="yellow", highlight=False,
+            )
 
 
 @app.command("rebuild")
@@ -448,6 +454,11 @@ def view_rebuild_command(
     with _kafka_errors():
         scopes = rebuild_from_topic(view, bootstrap, topic_prefix)
     console.print(f"{scopes} scopes written to {redis_url}")
+
+
+from processors.cli_ops import register  # noqa: E402 - serve, rank, stats (issue 5)
+
+register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

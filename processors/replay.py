@@ -10,7 +10,13 @@ state per partition that is first seeded from the ledger itself:
   the replay's state was rebuilt from nothing;
 - the identities already in the ledger (``match_digest``, ``observation_id``,
   ``candidate_id``, and the coordinates of dead-lettered records) are loaded,
-  and an output whose identity exists is not written again.
+  and an output whose identity exists is not written again;
+- an outcome with any match or observation in the ledger is decided (CONTRACT
+  §5: frozen): no new match or observation is written for it, even when a
+  replay over per-kind topics (no total order across them) would decide it
+  differently; such a scope is reported in ``conflicted_scopes`` and its
+  statistics are not re-published (the replay's view of it is not the
+  ledger's).
 
 Records before the chosen start only rebuild state (they are the context a
 window needs); records from the start on may write outputs. Statistics are
@@ -45,7 +51,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from processors.kafka_io import read_topic
 from processors.ledger.normalize import canonical_json
 from processors.ledger.processor import DEAD_LETTER, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS, Emit, LedgerConfig, LedgerProcessor
-from processors.worker import encode_emit, process_message
+from processors.ledger.intake import dead_letter
+from processors.worker import CoreFailure, encode_emit, process_message
 from schemas import codec
 from topics import catalogue
 
@@ -110,6 +117,7 @@ class ReplaySummary:
     suppressed: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     seconds: float = 0.0
     dry_run: bool = False
+    conflicted_scopes: list[str] = field(default_factory=list)
 
 
 def _consumer(bootstrap: str, group: str) -> Consumer:
@@ -153,17 +161,30 @@ class _Ledger:
     def __init__(self, bootstrap: str, topic_prefix: str):
         self.identities: dict[str, set] = {topic: set() for topic in (*IDENTITY_FIELDS, DEAD_LETTER)}
         self.matches: dict[int, list[dict]] = defaultdict(list)
+        # Outcomes with any ledger record: their decision is frozen (§5), so a
+        # replay that reads per-kind topics in another interleaving and
+        # decides one differently (linked vs unlinked) writes nothing for it.
+        self.decided: set[tuple[str, str]] = set()
         self.latest_statistics: dict[str, dict] = {}
         for partition, _, _, value in read_topic(bootstrap, MATCHES, topic_prefix=topic_prefix):
             self.matches[partition].append(value)
             self.identities[MATCHES].add(value["match_digest"])
-        for topic in (OBSERVATIONS, REVIEW_CANDIDATES):
-            self.identities[topic] = {value[IDENTITY_FIELDS[topic]] for _, _, _, value in read_topic(bootstrap, topic, topic_prefix=topic_prefix)}
+            self.decided.add((value["scope_id"], value["task_outcome_ref"]["source_id"]))
+        for _, _, _, value in read_topic(bootstrap, OBSERVATIONS, topic_prefix=topic_prefix):
+            self.identities[OBSERVATIONS].add(value["observation_id"])
+            self.decided.add((value["scope_id"], value["task_outcome_ref"]["source_id"]))
+        self.identities[REVIEW_CANDIDATES] = {
+            value["candidate_id"] for _, _, _, value in read_topic(bootstrap, REVIEW_CANDIDATES, topic_prefix=topic_prefix)
+        }
         self.identities[DEAD_LETTER] = {
             (value["topic"], value["partition"], value["offset"]) for _, _, _, value in read_topic(bootstrap, DEAD_LETTER, topic_prefix=topic_prefix)
         }
         for _, _, _, value in read_topic(bootstrap, STATISTICS, topic_prefix=topic_prefix):
             self.latest_statistics[value["scope_id"]] = value
+
+    def frozen(self, topic: str, value: dict) -> bool:
+        """A match or observation of an outcome the ledger already decided."""
+        return topic in (MATCHES, OBSERVATIONS) and (value["scope_id"], value["task_outcome_ref"]["source_id"]) in self.decided
 
     def identity(self, topic: str, value: dict) -> Any:
         if topic == DEAD_LETTER:
@@ -207,6 +228,7 @@ def run_replay(
     consumer = _consumer(bootstrap, group)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5})
     final_statistics: dict[str, tuple[int, dict]] = {}
+    conflicted: set[str] = set()
     try:
         consumer.assign(
             [TopicPartition(catalogue.physical(r.topic, topic_prefix), r.partition, r.low) for r in ranges if r.end > r.low]
@@ -228,12 +250,18 @@ def run_replay(
                     in_window = message.offset() >= window[key]
                     if in_window and start.mode == "position":
                         in_window = _position(message, topic_prefix) >= start.position
-                    for emit in process_message(processors[message.partition()], message, topic_prefix):
+                    try:
+                        emits = process_message(processors[message.partition()], message, topic_prefix)
+                    except CoreFailure as failure:
+                        emits = [dead_letter(failure.coordinates, failure.raw, "internal_error", str(failure))]
+                    for emit in emits:
                         if emit.topic == STATISTICS:
                             final_statistics[emit.value["scope_id"]] = (message.partition(), emit.value)
                             continue
                         identity = existing.identity(emit.topic, emit.value)
-                        if not in_window or identity in existing.identities[emit.topic]:
+                        if identity not in existing.identities[emit.topic] and existing.frozen(emit.topic, emit.value):
+                            conflicted.add(emit.value["scope_id"])  # decided otherwise before: keep the ledger's decision
+                        if not in_window or identity in existing.identities[emit.topic] or existing.frozen(emit.topic, emit.value):
                             summary.suppressed[emit.topic] += 1
                             continue
                         existing.identities[emit.topic].add(identity)
@@ -243,8 +271,13 @@ def run_replay(
                         del ends[key]
                 elapsed = max(time.monotonic() - started, 1e-9)
                 progress.update(task, completed=summary.records_read, rate=summary.records_read / elapsed, lag=total - summary.records_read)
+        summary.conflicted_scopes = sorted(conflicted)
         for scope_id, (partition, record) in sorted(final_statistics.items()):
-            if _facts(existing.latest_statistics.get(scope_id)) != _facts(record):
+            if scope_id in conflicted:
+                # The replay decided a frozen outcome otherwise, so its view of
+                # this scope is not the ledger's: keep the published one.
+                summary.suppressed[STATISTICS] += 1
+            elif _facts(existing.latest_statistics.get(scope_id)) != _facts(record):
                 _produce(producer, topic_prefix, Emit(STATISTICS, scope_id, record), partition, None, output_format)
                 summary.written[STATISTICS] += 1
             else:

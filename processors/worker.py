@@ -54,6 +54,8 @@ from topics import catalogue
 log = logging.getLogger("recurrence_ledger.worker")
 
 _DELETED = object()
+#: Largest record the worker produces (bytes); topics get max.message.bytes to match.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
 class FaultInjector:
@@ -77,6 +79,21 @@ class FaultInjector:
             if self.remaining[point] == 0:
                 log.warning("fault injection: SIGKILL at %s", point)
                 os.kill(os.getpid(), signal.SIGKILL)
+
+    def break_core(self, processor: LedgerProcessor) -> None:
+        """``core_error:n``: the n-th applied event raises after the core
+        changed its state (a simulated core bug, to test the rewind)."""
+        if "core_error" not in self.remaining:
+            return
+        finish = processor._finish_scope
+
+        def failing(*args: Any) -> None:
+            finish(*args)
+            self.remaining["core_error"] -= 1
+            if self.remaining["core_error"] == 0:
+                raise RuntimeError("fault injection: core_error")
+
+        processor._finish_scope = failing  # type: ignore[method-assign]
 
 
 class ChangelogStore(MutableMapping):
@@ -112,14 +129,13 @@ class ChangelogStore(MutableMapping):
     def get(self, key: tuple, default: Any = None) -> Any:  # hot path: skip the ABC's try/except
         return self.data.get(key, default)
 
-    def take_changes(self) -> list[tuple[bytes, bytes | None]]:
-        """Changelog records for every key changed since the last call."""
-        changes = [
+    def changes(self) -> list[tuple[bytes, bytes | None]]:
+        """Changelog records for every key changed since ``dirty`` was last
+        cleared (the caller clears it once they are all produced)."""
+        return [
             (orjson.dumps(list(key)), None if value is _DELETED else orjson.dumps(value))
             for key, value in self.dirty.items()
         ]
-        self.dirty.clear()
-        return changes
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Apply one changelog record (recovery)."""
@@ -191,18 +207,33 @@ class Task:
         self.offsets: dict[str, int] = {}  # physical input topic → next offset to commit
 
 
+class CoreFailure(Exception):
+    """The core raised on a record: its state may be half-applied, so the
+    caller must not commit it (the worker rewinds and parks the record)."""
+
+    def __init__(self, coordinates: Coordinates, raw: bytes, error: Exception):
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.coordinates = coordinates
+        self.raw = raw
+
+
 def process_message(processor: LedgerProcessor, message: Message, topic_prefix: str) -> list[Emit]:
     """Decode one input record and apply it: the whole shell of CONTRACT §9.
 
-    Returns the emits, or one dead-letter emit for a record without a key,
-    one that does not decode or validate, or one on which the core raised (a
-    bug must not stop the ledger: the record is parked as internal_error).
-    Never raises.
+    Returns the emits, or one dead-letter emit for a record without a key
+    (or one that is not the UTF-8 bytes of the value's scope_id), one that
+    does not decode or validate. Raises CoreFailure when the core itself
+    raised — a bug, after which the processor's state cannot be trusted.
     """
     physical_topic = message.topic()
     raw = message.value()
     raw_key = message.key()
-    key = raw_key.decode("utf-8", "replace") if raw_key is not None else None
+    try:
+        key = raw_key.decode("utf-8") if raw_key is not None else None
+    except UnicodeDecodeError:
+        key = raw_key.decode("utf-8", "replace")
+        coordinates = Coordinates(physical_topic, message.partition(), message.offset(), key)
+        return [dead_letter(coordinates, raw or b"", "key_mismatch", "record key is not UTF-8, so it cannot be a scope_id (CONTRACT §1)")]
     coordinates = Coordinates(physical_topic, message.partition(), message.offset(), key)
     try:
         if raw_key is None:
@@ -213,12 +244,16 @@ def process_message(processor: LedgerProcessor, message: Message, topic_prefix: 
         return [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
     except Exception as error:
         log.exception("internal error on %s[%d]@%d", physical_topic, message.partition(), message.offset())
-        return [dead_letter(coordinates, raw or b"", "internal_error", f"{type(error).__name__}: {error}")]
+        raise CoreFailure(coordinates, raw or b"", error) from error
 
 
 def encode_emit(emit: Emit, output_format: str) -> bytes:
     """The wire value of an output record (Avro framed, or JSON)."""
     return codec.encode(catalogue.BY_NAME[emit.topic].schema, emit.value, output_format)
+
+
+class _Rewind(Exception):
+    """Internal: abort the open transaction and rewind."""
 
 
 class LedgerWorker:
@@ -254,6 +289,10 @@ class LedgerWorker:
                 "transactional.id": f"{config.group_id}-{config.instance_id}",
                 "transaction.timeout.ms": 30_000,
                 "linger.ms": 5,
+                # Large state records (a scope's heads, a long streak run) and
+                # RecurrenceMatches over thousands of heads: the changelog and
+                # ledger topics are created with max.message.bytes to match.
+                "message.max.bytes": MAX_MESSAGE_BYTES,
                 "compression.type": "lz4",
             }
         )
@@ -263,6 +302,7 @@ class LedgerWorker:
         self.faults = FaultInjector(os.environ.get("RL_FAULT_INJECT"))
         self.metrics = WorkerMetrics()
         self._batch_timestamps: list[float] = []
+        self._parked: dict[tuple[str, int, int], str] = {}
         self._batch_outputs: dict[str, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------
@@ -271,20 +311,31 @@ class LedgerWorker:
         ``exit_when_idle_s``. Commits the open transaction on the way out."""
         self.producer.init_transactions(30)
         self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
-        last_commit = last_report = last_lag = self._last_activity = time.monotonic()
+        last_report = last_lag = self._last_activity = time.monotonic()
+        transaction_started = 0.0
         reported = 0
         interval = self.config.commit_interval_ms / 1000
         clean = False
         try:
             while self.running:
-                messages = self.consumer.consume(num_messages=self.config.max_batch, timeout=interval)
+                # While a transaction is open, poll briefly and commit once it
+                # is `interval` old (latency ≈ interval, not interval plus a
+                # full poll wait); when idle, wait up to `interval` for input.
+                wait = max(0.0, min(0.005, interval - (time.monotonic() - transaction_started))) if self._in_transaction else interval
+                messages = self.consumer.consume(num_messages=self.config.max_batch, timeout=wait)
                 now = time.monotonic()
                 if messages:
                     self._last_activity = now
+                    if not self._in_transaction:
+                        transaction_started = now
                     self._begin()
                     self.faults.hit("consumed")
-                    for message in messages:
-                        self._handle(message)
+                    try:
+                        for message in messages:
+                            self._handle(message)
+                    except _Rewind:
+                        self._abort_and_rewind("the core failed on a record")
+                        continue
                 if now - last_lag >= 2:
                     self._update_lag()
                     last_lag = now
@@ -292,9 +343,8 @@ class LedgerWorker:
                     rate = (self.records_in - reported) / (now - last_report)
                     log.info("processed %d records (%.0f/s); partitions %s", self.records_in, rate, sorted(self.tasks))
                     last_report, reported = now, self.records_in
-                if self._in_transaction and now - last_commit >= interval:
+                if self._in_transaction and now - transaction_started >= interval:
                     self._commit()
-                    last_commit = time.monotonic()
                 elif not messages and self.view is not None and self.view.pending:
                     self.view.flush(force=False)  # catch up after a Redis outage; respects its back-off
                 idle = self.config.exit_when_idle_s
@@ -303,8 +353,16 @@ class LedgerWorker:
                     break
             clean = True
         finally:
-            if clean and self._in_transaction:
-                self._commit()
+            if self._in_transaction:
+                if clean:
+                    self._commit()
+                else:
+                    # Never let close() → on_revoke commit a half-done batch.
+                    self._in_transaction = False
+                    try:
+                        self.producer.abort_transaction(10)
+                    except KafkaException as error:  # the broker aborts it on its own at the timeout
+                        log.warning("could not abort the open transaction: %s", error)
             self.consumer.close()
             self.producer.flush(10)
             if self.view is not None:
@@ -335,12 +393,29 @@ class LedgerWorker:
         task = self.tasks.get(message.partition())
         if task is None:  # a record of a partition revoked in this batch
             return
+        where = (message.topic(), message.partition(), message.offset())
+        if where in self._parked:
+            # Parked after the core failed on it: dead-letter it without
+            # applying it again (the state was rewound to before it).
+            emits = [dead_letter(Coordinates(*where, (message.key() or b"").decode("utf-8", "replace")),
+                                 message.value() or b"", "internal_error", self._parked[where])]
+            for emit in emits:
+                self._send(emit, task.partition, message.key())
+            task.offsets[message.topic()] = message.offset() + 1
+            return
         self.records_in += 1
         self.metrics.records.labels(message.topic()).inc()
         kind, timestamp = message.timestamp()
         if kind != TIMESTAMP_NOT_AVAILABLE:
             self._batch_timestamps.append(timestamp / 1000)
-        for emit in process_message(task.processor, message, self.config.topic_prefix):
+        try:
+            emits = process_message(task.processor, message, self.config.topic_prefix)
+        except CoreFailure as failure:
+            # Never commit a half-applied record: abort, rewind to the last
+            # commit, and dead-letter this record when it comes round again.
+            self._parked[where] = str(failure)[:1000]
+            raise _Rewind() from failure
+        for emit in emits:
             self._send(emit, task.partition, message.key())
             self._batch_outputs[emit.topic] = self._batch_outputs.get(emit.topic, 0) + 1
             if emit.topic == "dead-letter":
@@ -377,31 +452,32 @@ class LedgerWorker:
 
         Error handling follows the transactional producer's classes
         (librdkafka/confluent-kafka): a retriable error (e.g. the broker is
-        restarting) retries the commit until it goes through; an abortable
-        one aborts the transaction and rewinds — state restored from the
-        changelog, consumer positions reset to the committed offsets — so
-        the aborted batch is processed again; a fatal one (fenced by a newer
-        instance) raises.
+        restarting) retries for up to a minute; an abortable one, or one
+        still failing after that, aborts the transaction and rewinds — state
+        restored from the changelog, consumer positions reset to the
+        committed offsets — so the batch is processed again; a fatal one
+        (fenced by a newer instance) raises, and so does a failing abort.
         """
         self.faults.hit("produced")
         offsets = []
         for task in self.tasks.values():
-            for key, value in task.store.take_changes():
+            for key, value in task.store.changes():
                 self._produce(self.config.changelog_topic, key, value, task.partition)
+            task.store.dirty.clear()
             offsets += [TopicPartition(topic, task.partition, offset) for topic, offset in task.offsets.items()]
             task.offsets.clear()
         try:
             if offsets:
-                self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30))
+                self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 10))
             self.faults.hit("offsets_sent")
-            self._retrying(lambda: self.producer.commit_transaction(30))
+            self._retrying(lambda: self.producer.commit_transaction(10))
         except KafkaException as error:
-            if not error.args[0].txn_requires_abort():
+            kafka_error = error.args[0]
+            if kafka_error.fatal():
                 raise
-            log.warning("transaction aborted (%s): rewinding to the last commit", error.args[0])
-            self.producer.abort_transaction(30)
-            self._in_transaction = False
-            self._rewind()
+            # Abortable, or still failing after the retry budget: give the
+            # batch up and process it again from the last commit.
+            self._abort_and_rewind(f"transaction not committed ({kafka_error})")
             return
         self._in_transaction = False
         self.faults.hit("committed")
@@ -417,17 +493,27 @@ class LedgerWorker:
         self._pending_stats = []
 
     @staticmethod
-    def _retrying(operation: Callable[[], Any], attempts: int = 20) -> None:
-        """Run a transactional operation, retrying retriable errors."""
-        for attempt in range(attempts):
+    def _retrying(operation: Callable[[], Any], budget_s: float = 60.0) -> None:
+        """Run a transactional operation, retrying retriable errors (e.g. a
+        broker restarting) for up to ``budget_s`` seconds; then re-raise."""
+        deadline = time.monotonic() + budget_s
+        attempt = 0
+        while True:
             try:
                 operation()
                 return
             except KafkaException as error:
-                if not error.args[0].retriable() or attempt == attempts - 1:
+                attempt += 1
+                if not error.args[0].retriable() or time.monotonic() >= deadline:
                     raise
                 log.warning("retriable transaction error (%s): retrying", error.args[0])
-                time.sleep(min(0.2 * (attempt + 1), 2.0))
+                time.sleep(min(0.2 * attempt, 2.0))
+
+    def _abort_and_rewind(self, why: str) -> None:
+        log.warning("%s: aborting and rewinding to the last commit", why)
+        self.producer.abort_transaction(30)
+        self._in_transaction = False
+        self._rewind()
 
     def _rewind(self) -> None:
         """Back to the last committed transaction: fresh state from the
@@ -450,6 +536,7 @@ class LedgerWorker:
         for number in numbers:
             if number not in self.tasks:
                 task = Task(number, self.config.ledger)
+                self.faults.break_core(task.processor)
                 restored = self._restore(task)
                 self.tasks[number] = task
                 log.info("partition %d assigned: %d state records restored", number, restored)
@@ -524,7 +611,7 @@ def prepare_topics(config: WorkerConfig) -> int:
         create_topics(config.bootstrap, config.create_partitions, prefix)
     inputs = [catalogue.physical(name, prefix) for name in catalogue.INPUT_TOPICS]
     partitions = check_copartitioned(config.bootstrap, inputs)
-    changelog_config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"}
+    changelog_config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "max.message.bytes": str(MAX_MESSAGE_BYTES)}
     create_topics(config.bootstrap, partitions, prefix, extra=[(config.changelog_name, changelog_config)])
     outputs = [catalogue.physical(name, prefix) for name in catalogue.OUTPUT_TOPICS]
     return check_copartitioned(config.bootstrap, [*inputs, *outputs, config.changelog_topic])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 #: Retention for "long retention" input topics and append-only ledgers: -1 = forever.
 FOREVER = -1
 SEVEN_DAYS_MS = 7 * 24 * 3600 * 1000
+MAX_OUTPUT_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ class TopicSpec:
     def config(self) -> dict[str, str]:
         """Topic configs for AdminClient.create_topics."""
         config = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
+        if self.direction == "out":
+            # A RecurrenceMatch carries its whole frozen candidate set (RFC),
+            # which passes 1 MiB at ~25k heads in a scope.
+            config["max.message.bytes"] = str(MAX_OUTPUT_MESSAGE_BYTES)
         if self.cleanup_policy == "compact":
             config.pop("retention.ms")
             config["min.cleanable.dirty.ratio"] = "0.1"

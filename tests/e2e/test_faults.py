@@ -147,3 +147,35 @@ def test_redis_down_for_part_of_the_run(topic_prefix, bootstrap, journal, refere
             assert view.read(scope_id) == record
     finally:
         subprocess.run(["bash", redis_sh, "stop"], env=env, timeout=60, capture_output=True)
+
+
+def test_a_core_failure_is_never_committed_half_applied(topic_prefix, bootstrap, tmp_path):
+    """The core raises on the 5th record after changing its state: the
+    transaction is aborted, state rewound from the changelog, and the record
+    parked in dead-letter when it comes round again; everything else is as if
+    the record had never been there."""
+    from tests.conftest import shared_case
+
+    journal, _ = shared_case("minimum_case")
+    lines = journal.read_text().splitlines(keepends=True)
+    prefix = topic_prefix
+    harness.prepare(bootstrap, prefix, partitions=1)
+    harness.publish(bootstrap, journal, prefix)
+    log = tmp_path / "worker.log"
+    os.environ["RL_FAULT_INJECT"] = "core_error:5"
+    try:
+        worker = harness.start_worker(bootstrap, prefix, log)
+    finally:
+        os.environ.pop("RL_FAULT_INJECT", None)
+    assert harness.wait_exit(worker, 120, log) == 0
+    assert "aborting and rewinding" in log.read_text()
+
+    without = tmp_path / "without.jsonl"
+    without.write_text("".join(lines[:4] + lines[5:]))
+    reference = harness.embedded(without, tmp_path / "reference")
+    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
+    for topic in harness.LEDGER_TOPICS:
+        assert kafka[topic] == reference[topic], topic
+    [parked] = harness.lines(kafka["dead-letter"])
+    assert (parked["reason"], parked["offset"]) == ("internal_error", 4)
+    assert "fault injection: core_error" in parked["message"]

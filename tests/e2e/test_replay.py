@@ -142,3 +142,33 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
         assert sorted(view.scopes()) == sorted(harness.last_statistics(reference["recurrence-statistics"]))
     finally:
         view.clear()
+
+
+def test_replay_over_per_kind_topics_keeps_frozen_decisions(topic_prefix, bootstrap, tmp_path):
+    """An outcome decided unlinked (its receipt came past the horizon) stays
+    decided: a replay reading the per-kind topics in another order, where the
+    receipt is known in time, writes nothing for it (CONTRACT §5, §10)."""
+    from tests.journal import handoff, receipt
+
+    prefix = topic_prefix
+    harness.prepare(bootstrap, prefix, partitions=1)
+    scope, cue = "frozen", "port already bound"
+    harness.publish(bootstrap, write_journal(tmp_path / "a.jsonl", [
+        experience(scope, 1, "E7", cue=cue),
+        handoff(scope, 2, "H12", [("E7", 1)]),
+        outcome(scope, 4, "O1", receipt_id="R12", checks=[check(cue)]),
+        experience(scope, 20_000, "FAR", cue="far away"),  # the horizon passes for O1
+    ]), prefix, per_kind=True)
+    run_worker_to_idle(bootstrap, prefix, tmp_path, "first")
+    harness.publish(bootstrap, write_journal(tmp_path / "b.jsonl", [receipt(scope, 3, "R12", "H12")]), prefix, per_kind=True)
+    run_worker_to_idle(bootstrap, prefix, tmp_path, "second")
+    before = harness.exported(bootstrap, prefix, tmp_path / "before")
+    assert [o["event"] for o in harness.lines(before["recurrence-observations"])] == ["recurred"]
+
+    summary = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
+    assert summary.written.get("recurrence-observations", 0) == 0
+    assert summary.written.get("recurrence-matches", 0) == 0
+    assert summary.written.get("recurrence-statistics", 0) == 0
+    after = harness.exported(bootstrap, prefix, tmp_path / "after")
+    assert after["recurrence-observations"] == before["recurrence-observations"]
+    assert after["recurrence-statistics"] == before["recurrence-statistics"]

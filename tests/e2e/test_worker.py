@@ -120,6 +120,7 @@ def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(topic_pre
     publish_raw(bootstrap, outcomes, b"openapi-demo", b"\x07not avro")  # wrong magic byte
     publish_raw(bootstrap, source, b"openapi-demo", b'{"topic": "task-outcomes", "value": {"scope_id": "openapi-demo"}}')
     publish_raw(bootstrap, source, None, json.dumps(records[0]).encode())  # no key
+    publish_raw(bootstrap, source, b"openapi-demo\xff", json.dumps(records[0]).encode())  # a key that is not UTF-8
     harness.publish(bootstrap, rest, prefix)
 
     log = tmp_path / "worker.log"
@@ -133,6 +134,7 @@ def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(topic_pre
         (source, 0, 5, "undecodable_avro"),
         (source, 0, 6, "missing_field"),
         (source, 0, 7, "key_mismatch"),
+        (source, 0, 8, "key_mismatch"),
         (outcomes, 0, 0, "bad_magic_byte"),
     ])
     assert all(d["message"] and d["raw"] for d in dead)
