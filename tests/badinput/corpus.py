@@ -18,11 +18,16 @@ Every :class:`Entry` is one record:
   duplicates and position collisions (§3 immutability) conflict with a valid
   record of that case, so they only make sense after it: each is a small
   sequence "valid record, then the bad one";
-- ``defects``: path → why this entry currently fails there, for the known
-  defects the corpus found (the tests mark those cases
-  ``xfail(strict=True)``). Paths: ``"embedded"`` (the journal path),
-  ``"decode"`` (the worker's decode path without a broker, including the
-  publishability of the dead letter), ``"worker"`` (the real worker).
+- ``defects``: path → why this entry fails there, for a known defect not
+  yet fixed (the tests mark those cases ``xfail(strict=True)``, so a fix
+  shows as an XPASS to clean up). Paths: ``"embedded"`` (the journal path),
+  ``"decode"`` (the worker's decode path without a broker, including that
+  the dead letter fits in a Kafka message), ``"worker"`` (the real worker).
+  Empty today: the defects the corpus found (a 5000-digit JSON integer
+  escaping as ValueError, enum fields of the wrong type reported as
+  invalid_value, C1 controls accepted in ids, Avro records over 1 MiB
+  accepted, dead letters of records over ~740 KB too big to produce, which
+  crashed the worker) were fixed in commit 8c2b7a1.
 
 A journal line read from Kafka is a ``source-journal`` record published as
 is (what ``processors.kafka_io.publish_journal`` does with a bad line), keyed
@@ -47,15 +52,17 @@ import copy
 import json
 import re
 import struct
-from pathlib import Path
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from processors.ledger.intake import BadRecord, Coordinates, dead_letter, ingest, validate
+from processors.ledger.intake import MAX_DEAD_LETTER_RAW, BadRecord, Coordinates, dead_letter, ingest, validate
 from processors.ledger.processor import Emit, LedgerProcessor
-from schemas import avro, codec
+from schemas import codec
+from tests.conftest import SHARED_CASES
 from topics import catalogue
 
-MINIMUM_CASE = Path(__file__).resolve().parents[3] / "shared" / "cases" / "minimum_case.jsonl"
+MINIMUM_CASE = SHARED_CASES / "minimum_case.jsonl"
 SCOPE = "openapi-demo"
 KEY = SCOPE.encode()
 JOURNAL = "journal"
@@ -63,36 +70,11 @@ SOURCE_JOURNAL = catalogue.SOURCE_JOURNAL
 
 #: librdkafka's default producer ``message.max.bytes``: a record the worker
 #: produces (a dead letter included) larger than this makes ``produce()``
-#: raise MSG_SIZE_TOO_LARGE, and the broker's default limit is ~1 MiB.
+#: raise MSG_SIZE_TOO_LARGE; the broker's default limit is ~1 MiB.
 MAX_PRODUCE_BYTES = 1_000_000
-#: Raw records larger than this are not published in the end-to-end test:
-#: they cannot reach a worker on a default broker, or their dead letter
-#: (base64 of the raw bytes) could not be produced (the defect below).
-MAX_E2E_RAW_BYTES = 600_000
-
-DEFECT_BIG_DEAD_LETTER = (
-    "defect: the dead letter carries the whole raw record in base64 (4/3 of its size), so a bad record above "
-    "~740 KB yields a dead letter over message.max.bytes; the worker's producer raises MSG_SIZE_TOO_LARGE in "
-    "_send and the worker crashes, and restarts into the same record (the partition stalls)"
-)
-DEFECT_HUGE_INT = (
-    "defect: json.loads raises a plain ValueError (not JSONDecodeError) for an integer literal over Python's "
-    "4300-digit limit; decode_json lets it escape: ingest_journal_line raises (the embedded runner crashes) "
-    "and the worker parks the record as the generic internal_error"
-)
-DEFECT_OVERSIZED_AVRO = (
-    "defect: MAX_RECORD_BYTES is only checked for JSON (decode_json); an Avro record over 1 MiB that fits "
-    "the models' bounds is accepted, while the same event as JSON is oversized_record (CONTRACT §10 parity)"
-)
-DEFECT_ENUM_TYPE = (
-    "defect: a value of the wrong JSON type in an enum (Literal) field, e.g. \"status\": 3, is reported as "
-    "invalid_value (pydantic literal_error) instead of wrong_type, unlike every other field"
-)
-DEFECT_C1_CONTROL = (
-    "defect: the Id pattern ^[^\\x00-\\x1f\\x7f]+$ lets the C1 control characters U+0080-U+009F (Unicode "
-    "category Cc, e.g. U+0085 NEXT LINE) into ids, although README and schemas.models say ids carry no "
-    "control characters"
-)
+#: Raw records larger than this (key included) are not published in the
+#: end-to-end test: a producer with default settings cannot send them.
+MAX_E2E_RAW_BYTES = 990_000
 
 
 class Entry(NamedTuple):
@@ -105,7 +87,7 @@ class Entry(NamedTuple):
     expected_reason: str
     note: str
     after: int = 0
-    defects: dict[str, str] = {}
+    defects: Mapping[str, str] = MappingProxyType({})
 
 
 # --------------------------------------------------------------------- helpers
@@ -236,15 +218,6 @@ def with_position(record: dict, literal: str) -> bytes:
     return text.replace(needle, f'"journal_position":{literal}').encode()
 
 
-def big_dead_letter(raw: bytes) -> bool:
-    """True when the dead letter of ``raw`` would not fit MAX_PRODUCE_BYTES."""
-    return 4 * ((len(raw) + 2) // 3) + 2_000 > MAX_PRODUCE_BYTES
-
-
-def _big_defects(raw: bytes, *paths: str) -> dict[str, str]:
-    return {path: DEFECT_BIG_DEAD_LETTER for path in paths} if big_dead_letter(raw) else {}
-
-
 # --------------------------------------------------------------------- journal lines (embedded runner)
 
 
@@ -258,8 +231,8 @@ def _journal_entries() -> list[Entry]:
     experience = experience_record(1001, "E-corpus")
     entries: list[Entry] = []
 
-    def add(id_: str, value: bytes, reason: str, note: str, after: int = 0, defects: dict | None = None) -> None:
-        entries.append(Entry(f"journal/{id_}", JOURNAL, None, value, reason, note, after, defects or {}))
+    def add(id_: str, value: bytes, reason: str, note: str, after: int = 0, defects: Mapping[str, str] | None = None) -> None:
+        entries.append(Entry(f"journal/{id_}", JOURNAL, None, value, reason, note, after, MappingProxyType(dict(defects or {}))))
 
     def field(id_: str, record: dict, path: tuple, value: Any, reason: str, note: str, delete: bool = False) -> None:
         add(id_, jline(mutated(record, ("value", *path), value, delete=delete)), reason, note)
@@ -284,8 +257,7 @@ def _journal_entries() -> list[Entry]:
         "malformed_json", "50,000 nested objects inside the envelope")
     add("deep-array", b"[" * 100_000 + b"]" * 100_000, "malformed_json", "100,000 nested arrays")
     add("huge-int-literal", with_position(probe, "9" * 5000), "malformed_json",
-        "a 5000-digit integer where the position goes: beyond the decoder's limit (like too-deep nesting)",
-        defects={"embedded": DEFECT_HUGE_INT, "decode": DEFECT_HUGE_INT, "worker": DEFECT_HUGE_INT})
+        "a 5000-digit integer where the position goes: beyond the decoder's limit (like too-deep nesting)")
 
     # -- envelope ---------------------------------------------------------------------
     add("envelope-array", jline(["task-outcomes", probe["value"]]), "invalid_envelope", "an array instead of the envelope object")
@@ -324,7 +296,6 @@ def _journal_entries() -> list[Entry]:
     add("value-array", jline({"topic": "task-outcomes", "value": []}), "wrong_type", "the value is a list")
     field("checks-object", probe, ("checks",), {"0": check()}, "wrong_type", "checks as an object keyed by index")
     field("status-number", probe, ("status",), 3, "wrong_type", "the outcome status as a number")
-    entries[-1] = entries[-1]._replace(defects={"embedded": DEFECT_ENUM_TYPE, "decode": DEFECT_ENUM_TYPE, "worker": DEFECT_ENUM_TYPE})
     field("cue-number", experience, ("content", "failure", "signature", "recall_cue"), 42, "wrong_type", "a numeric cue")
 
     # -- values and §3 field rules ---------------------------------------------------------
@@ -343,7 +314,6 @@ def _journal_entries() -> list[Entry]:
     field("scope-nul", probe, ("scope_id",), "openapi\x00demo", "invalid_value", "NUL in an id")
     field("scope-empty", probe, ("scope_id",), "", "invalid_value", "an empty scope_id")
     field("scope-c1-control", probe, ("scope_id",), "openapi\x85demo", "invalid_value", "U+0085 NEXT LINE (a C1 control) in an id")
-    entries[-1] = entries[-1]._replace(defects={"embedded": DEFECT_C1_CONTROL, "decode": DEFECT_C1_CONTROL, "worker": DEFECT_C1_CONTROL})
     field("scope-lone-surrogate", probe, ("scope_id",), "openapi\ud800demo", "invalid_value",
           "a lone surrogate (\\ud800 escape): no canonical form")
     field("unexpected-key-lone-surrogate", probe, ("\udfff",), 1, "invalid_value", "an object key that is a lone surrogate")
@@ -370,16 +340,14 @@ def _journal_entries() -> list[Entry]:
     field("observation-text-1mb-minus", probe, ("observations",),
           [{"text": "t" * 200_000, "basis": "verified", "evidence": []}], "too_long", "a 200,000-character observation")
     tenk = jline(handoff_record(citations=10_000))
-    add("citations-10000", tenk, "too_long", "10,000 artifact citations (MAX_HANDOFF_CITATIONS is 64)",
-        defects=_big_defects(tenk, "decode", "worker"))
+    add("citations-10000", tenk, "too_long", "10,000 artifact citations (MAX_HANDOFF_CITATIONS is 64), ~800 KB")
     add("citations-65", jline(handoff_record(citations=65)), "too_long", "65 artifact citations")
     field("checks-300", probe, ("checks",), [check()] * 300, "too_long", "300 checks (MAX_ITEMS is 256)")
     field("evidence-65", probe, ("checks", 0, "evidence"), [{"kind": "exact", "ref": "r"}] * 65, "too_long",
           "65 evidence refs on one check")
     add("memory-citations-2000", jline(handoff_record(memory=2_000)), "too_long", "2,000 memory citations (max 1,024)")
     oversized = jline(mutated(experience, ("value", "content", "lesson"), "x" * 1_100_000))
-    add("oversized-record", oversized, "oversized_record", "a 1.1 MB line (over MAX_RECORD_BYTES)",
-        defects=_big_defects(oversized, "decode", "worker"))
+    add("oversized-record", oversized, "oversized_record", "a 1.1 MB line (over MAX_RECORD_BYTES)")
 
     # -- §3 immutability: sequences after the record they conflict with ----------------------
     add("identity-conflict-experience", jline(mutated(E7, ("value", "content", "lesson"), "rewritten")), "identity_conflict",
@@ -429,8 +397,8 @@ def _kafka_entries() -> list[Entry]:
     entries: list[Entry] = []
 
     def add(id_: str, target: str, value: bytes | None, reason: str, note: str, *, key: bytes | None = KEY,
-            after: int = 0, defects: dict | None = None) -> None:
-        entries.append(Entry(f"{target}/{id_}", target, key, value, reason, note, after, defects or {}))
+            after: int = 0, defects: Mapping[str, str] | None = None) -> None:
+        entries.append(Entry(f"{target}/{id_}", target, key, value, reason, note, after, MappingProxyType(dict(defects or {}))))
 
     sj = SOURCE_JOURNAL
     # -- framing -------------------------------------------------------------------------
@@ -474,15 +442,13 @@ def _kafka_entries() -> list[Entry]:
     add("json-envelope-topic-number", sj, jline({"topic": 4, "value": probe["value"]}), "invalid_envelope", "a numeric topic")
     add("json-nan", sj, with_position(probe, "NaN"), "malformed_json", "JSON with NaN")
     add("json-not-utf8", sj, jline(probe).replace(b"O-corpus", b"O-\xffcorpus"), "malformed_json", "JSON with invalid UTF-8")
-    add("json-huge-int", sj, with_position(probe, "9" * 5000), "malformed_json", "JSON with a 5000-digit integer",
-        defects={"decode": DEFECT_HUGE_INT, "worker": DEFECT_HUGE_INT})
+    add("json-huge-int", sj, with_position(probe, "9" * 5000), "malformed_json", "JSON with a 5000-digit integer")
     oversized_json = jline(mutated(experience, ("value", "content", "lesson"), "x" * 1_100_000))
-    add("json-oversized", sj, oversized_json, "oversized_record", "a 1.1 MB JSON record",
-        defects=_big_defects(oversized_json, "decode"))
+    add("json-oversized", sj, oversized_json, "oversized_record", "a 1.1 MB JSON record")
     big_valid = mutated(probe, ("value", "observations"),
                         [{"text": "x" * 16_000, "basis": "declared", "evidence": []}] * 100)
     add("avro-oversized-valid", sj, source_event(big_valid), "oversized_record",
-        "a 1.6 MB Avro record within every field bound", defects={"decode": DEFECT_OVERSIZED_AVRO})
+        "a 1.6 MB Avro record within every field bound: over MAX_RECORD_BYTES like its JSON form")
 
     # -- schema-valid Avro that breaks §3 ----------------------------------------------------
     add("avro-negative-position", sj, source_event(mutated(probe, ("value", "journal_position"), -1)), "invalid_value",
@@ -532,12 +498,12 @@ def _kafka_entries() -> list[Entry]:
     add("json-unexpected-field", to, jline({**probe["value"], "retries": 3}), "unexpected_field", "JSON with an unknown field")
     add("json-wrong-type", to, jline({**probe["value"], "scope_id": 7}), "wrong_type", "JSON scope_id as a number")
     add("json-enum-wrong-type", to, jline({**probe["value"], "checks": [{**check(), "basis": None}]}), "wrong_type",
-        "JSON check basis (an enum) as null", defects={"decode": DEFECT_ENUM_TYPE, "worker": DEFECT_ENUM_TYPE})
+        "JSON check basis (an enum) as null")
     add("json-repeated-key", to, jline(probe["value"]).replace(b'"status":"failed"', b'"status":"failed","status":"completed"'),
         "malformed_json", "JSON with the status given twice")
     garbage = b"\x07" + b"A" * 900_000
-    add("big-garbage", to, garbage, "bad_magic_byte", "900 KB that is neither JSON nor a frame",
-        defects={"decode": DEFECT_BIG_DEAD_LETTER, "worker": DEFECT_BIG_DEAD_LETTER})
+    add("big-garbage", to, garbage, "bad_magic_byte",
+        "900 KB that is neither JSON nor a frame: its dead letter must still fit in a Kafka message")
     add("json-no-key", to, jline(probe["value"]), "key_mismatch", "a valid JSON outcome without key", key=None)
     add("cue-513", er, per_kind(mutated(experience, ("value", "content", "failure", "signature", "recall_cue"), "c" * 513)),
         "too_long", "an Avro cue of 513 characters")
@@ -563,6 +529,13 @@ KAFKA_ENTRIES: list[Entry] = _kafka_entries()
 CORPUS: list[Entry] = JOURNAL_ENTRIES + KAFKA_ENTRIES
 assert len({entry.id for entry in CORPUS}) == len(CORPUS), "corpus ids must be distinct"
 assert len({(entry.target, entry.key, entry.value) for entry in CORPUS}) == len(CORPUS), "corpus records must be distinct"
+
+
+def gap(entry: Entry, index: int) -> int:
+    """Where the ``index``-th entry of its list goes among the minimum case's
+    records: after ``gap`` of them. Entries spread over every gap, and a
+    conflict never comes before the record it conflicts with."""
+    return max(entry.after, index % (len(VALID_RECORDS) + 1))
 
 
 def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
@@ -624,6 +597,13 @@ def wire_size(emit: Emit) -> int:
 def raw_of(dead: dict) -> bytes:
     """The raw bytes a dead letter carries."""
     return base64.b64decode(dead["raw"])
+
+
+def kept_raw(value: bytes | None) -> bytes:
+    """The raw bytes the dead letter of ``value`` must carry: all of them, or
+    the first MAX_DEAD_LETTER_RAW of a bigger record, so that the dead letter
+    itself fits in a Kafka message (the original stays at its coordinates)."""
+    return (value or b"")[:MAX_DEAD_LETTER_RAW]
 
 
 # --------------------------------------------------------------------- hostile but valid
