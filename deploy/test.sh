@@ -34,4 +34,7 @@ if [[ -z ${KAFKA_BOOTSTRAP_SERVERS:-} || -z ${REDIS_URL:-} ]]; then
 fi
 echo "test.sh: KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL (started here: $started_services)" >&2
 
+# Debian's chromium and playwright-core for the dashboard's browser test.
+bash "$SCRIPT_DIR/ensure-browser.sh"
+
 "$PYTHON" -m pytest "$@"

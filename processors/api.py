@@ -1,0 +1,528 @@
+"""The operator API and dashboard: a small ASGI service that reads the Redis
+view of CONTRACT §8 (``processors.view``) and serves it as JSON and as a
+self-refreshing dashboard page.
+
+Why a separate service and not the worker's web server: it scales
+independently of the workers (as many replicas as readers need, none of them
+in a consumer group or a Kafka transaction, so a slow dashboard can never slow
+the ledger); it reads only Redis (never Kafka, never the ledger state), so it
+shows exactly what the workers projected and recomputes no rule; and FastAPI
+gives the OpenAPI document (``GET /openapi.json``) for free from the pydantic
+response models below, which are the documented shapes. Run it with
+``recurrence-ledger serve`` (uvicorn) or ``uvicorn --factory
+processors.api:create_app``.
+
+Endpoints (JSON unless noted; every scope endpoint answers 404 for a scope
+the view does not hold, 503 when Redis does not answer):
+
+| method and path | response |
+| --- | --- |
+| ``GET /scopes`` | ``ScopeList``: every scope with its counters |
+| ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the RFC RecurrenceStatistics block plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
+| ``GET /scopes/{scope}/revisions?sort=streak&limit=N`` | ``RevisionList``: rows of the view's sorted set, CONTRACT §8 order; ``sort`` ∈ {streak}, 1 ≤ ``limit`` ≤ 100, else 400 |
+| ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set |
+| ``GET /`` | the dashboard page (HTML; ``/static/…`` its script, style and the bundled Chart.js) |
+| ``GET /healthz`` | ``Health``: 200 when Redis answers, else 503 |
+| ``GET /openapi.json`` | FastAPI's OpenAPI 3.1 document |
+
+Polling: every scope response carries ``ETag`` (a digest of the scope's
+statistics record, which the view writes in the same MULTI/EXEC as its sorted
+set and review set) and ``X-As-Of-Position``; ``GET /scopes`` carries an
+``ETag`` over every scope's record. A request whose ``If-None-Match`` matches
+gets ``304 Not Modified`` with no body. Bad query parameters answer 400 (not
+FastAPI's default 422) with ``{"detail": [...]}``.
+
+What the view does not hold, and so this API does not show: the
+``repair_surface`` of a revision and its recurrence count (the statistics
+record's ``top_revisions`` rows carry artifact_ref, signature_key and
+terminal_recurred_streak only; ``repair_surface`` is in the ReviewCandidate
+records on the ``review-candidates`` topic, for experience_content revisions
+only), and rows beyond the worker's ``--top-revisions`` N.
+
+Configuration (environment, or ``ApiSettings``): ``REDIS_URL`` (default
+``redis://127.0.0.1:6379/0``), ``RL_TOPIC_PREFIX`` (the namespace is
+``processors.view.default_namespace(prefix)``, as the worker names it) and
+``RL_REVIEW_THRESHOLD`` (default 3; shown with the review lists — it must
+equal the workers' ``--review-threshold``, whose review set is what decides
+membership).
+
+The dashboard uses Chart.js 4.6.1 (MIT), the npm package's
+``dist/chart.umd.min.js`` committed unchanged as
+``processors/static/vendor/chart.umd.min.js``: no CDN, no build step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Literal
+
+import orjson
+import redis
+from fastapi import FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+
+from processors.view import COUNTER_FIELDS, default_namespace, escape_scope
+from schemas.models import ArtifactRef, ScopeStatistics
+
+#: Directory of the dashboard's static files (package data).
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+#: Bounds of ``limit`` on ``GET /scopes/{scope}/revisions``.
+MAX_LIMIT = 100
+
+#: Seconds for connect and for each Redis reply: a dashboard must see an
+#: outage quickly rather than hang.
+REDIS_TIMEOUT_S = 2.0
+
+#: What a row says about repair_surface while the view does not carry it.
+REPAIR_SURFACE_NOTE = (
+    "repair_surface is not in the Redis view (top_revisions rows carry artifact_ref, signature_key and "
+    "terminal_recurred_streak only); ReviewCandidate records on the review-candidates topic carry it for "
+    "experience_content revisions"
+)
+
+
+# ----------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Where the API reads from. ``namespace`` None means
+    ``default_namespace(topic_prefix)``."""
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    topic_prefix: str = ""
+    namespace: str | None = None
+    review_threshold: int = 3
+
+    @classmethod
+    def from_env(cls, **overrides) -> ApiSettings:
+        """Settings from REDIS_URL, RL_TOPIC_PREFIX and RL_REVIEW_THRESHOLD;
+        keyword arguments that are not None win. Raises ValueError for a
+        threshold that is not an integer ≥ 1."""
+        values = {
+            "redis_url": os.environ.get("REDIS_URL") or cls.redis_url,
+            "topic_prefix": os.environ.get("RL_TOPIC_PREFIX", ""),
+            "review_threshold": int(os.environ.get("RL_REVIEW_THRESHOLD", cls.review_threshold)),
+        }
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        settings = cls(**values)
+        if settings.review_threshold < 1:
+            raise ValueError("review threshold must be ≥ 1")
+        return settings
+
+    @property
+    def resolved_namespace(self) -> str:
+        """The Redis key namespace (``rl``, or ``rl:<prefix>``)."""
+        return self.namespace or default_namespace(self.topic_prefix)
+
+
+# ----------------------------------------------------------------- reading the view
+
+
+def rank_key(row: dict) -> tuple:
+    """CONTRACT §8 top_revisions order: streak descending, then ArtifactRef
+    order (family, artifact_id, revision), then signature_key. Redis orders
+    score ties by member bytes instead, so rows read from the sorted set are
+    re-sorted with this key (as ``RedisView.top`` does)."""
+    ref = row["artifact_ref"]
+    return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
+
+
+@dataclass(frozen=True)
+class ScopeSnapshot:
+    """One scope as the view holds it, read in one MULTI/EXEC (so the record,
+    the sorted set and the review set belong to the same write).
+
+    ``record``: the ScopeStatistics dict (CONTRACT §8). ``record_bytes``: the
+    canonical JSON the view stored. ``top``: the sorted set's rows
+    ``{artifact_ref, signature_key, terminal_recurred_streak}`` in CONTRACT §8
+    order. ``review``: the review set's members, as ``(artifact_ref tuple,
+    signature_key)`` keys.
+    """
+
+    record: dict
+    record_bytes: bytes
+    top: list[dict]
+    review: frozenset = field(default_factory=frozenset)
+
+    @property
+    def etag(self) -> str:
+        """Strong entity tag: sha256 of the stored record (quoted, 32 hex)."""
+        return '"' + hashlib.sha256(self.record_bytes).hexdigest()[:32] + '"'
+
+    def needs_review(self, row: dict) -> bool:
+        """Whether a ``top`` row is in the view's review set."""
+        return _row_key(row) in self.review
+
+
+def _row_key(row: dict) -> tuple:
+    ref = row["artifact_ref"]
+    return (ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
+
+
+class ViewReader:
+    """Read-only access to the Redis view of one namespace (key layout in
+    ``processors.view``). Thread-safe (redis-py's connection pool); never
+    writes. Every method raises ``redis.RedisError`` when Redis does not
+    answer."""
+
+    def __init__(self, url: str, namespace: str, socket_timeout: float = REDIS_TIMEOUT_S):
+        self.namespace = namespace
+        self._client = redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+
+    def _key(self, scope_id: str) -> str:
+        return f"{self.namespace}:scope:{escape_scope(scope_id)}"
+
+    def ping(self) -> bool:
+        """True when Redis answers PING."""
+        return bool(self._client.ping())
+
+    def scope_ids(self) -> list[str]:
+        """Every scope id of the namespace, sorted."""
+        return sorted(member.decode() for member in self._client.smembers(f"{self.namespace}:scopes"))
+
+    def records(self) -> dict[str, bytes]:
+        """``scope_id -> stored record bytes`` of every scope, sorted by scope
+        id, in one pipelined round trip after the scope set (a scope listed
+        but without a hash — cleared meanwhile — is left out)."""
+        scope_ids = self.scope_ids()
+        pipe = self._client.pipeline(transaction=False)
+        for scope_id in scope_ids:
+            pipe.hget(self._key(scope_id), "record")
+        return {scope_id: raw for scope_id, raw in zip(scope_ids, pipe.execute(), strict=True) if raw is not None}
+
+    def snapshot(self, scope_id: str) -> ScopeSnapshot | None:
+        """The scope's record, sorted set and review set from one MULTI/EXEC,
+        or None when the view does not hold the scope."""
+        key = self._key(scope_id)
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hget(key, "record")
+        pipe.zrange(f"{key}:top", 0, -1, withscores=True)
+        pipe.smembers(f"{key}:review")
+        raw, scored, review = pipe.execute()
+        if raw is None:
+            return None
+        top = []
+        for member, score in scored:
+            row = orjson.loads(member)
+            row["terminal_recurred_streak"] = int(score)
+            top.append(row)
+        top.sort(key=rank_key)
+        return ScopeSnapshot(
+            record=orjson.loads(raw),
+            record_bytes=raw,
+            top=top,
+            review=frozenset(_row_key(orjson.loads(member)) for member in review),
+        )
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+
+# ----------------------------------------------------------------- response shapes
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ScopeSummary(_Shape):
+    """One scope's counters (CONTRACT §8): ledger facts (selected, recurred,
+    avoided, needing_review), the evidence-coverage figures (unknown,
+    unlinked_handoff_citations) and the operational gauges
+    (pending_outcomes, late_revisions)."""
+
+    scope_id: str
+    as_of_position: int = Field(description="Highest journal position applied in the scope (pending outcomes included).")
+    selected: int
+    recurred: int
+    avoided: int
+    unknown: int = Field(description="Linked selections without a terminal verdict: an evidence gap, not a failure.")
+    unlinked_handoff_citations: int = Field(description="Handoff citations no Task Outcome was linked through: provenance coverage, not a failure.")
+    needing_review: int = Field(description="Revisions whose streak ≥ the review threshold (the true count, even beyond top_revisions).")
+    pending_outcomes: int = Field(description="Gauge: outcomes waiting for their receipt, Handoff or cited Experience.")
+    late_revisions: int = Field(description="Gauge: revisions that arrived after outcomes that could have cited them.")
+
+
+class ScopeList(_Shape):
+    """``GET /scopes``: every scope of the namespace, sorted by scope_id."""
+
+    scopes: list[ScopeSummary]
+
+
+class RevisionRow(_Shape):
+    """A revision ranked by streak (a row of the view's sorted set)."""
+
+    rank: int = Field(description="1-based position in CONTRACT §8 order (streak desc, ArtifactRef, signature_key).")
+    artifact_ref: ArtifactRef
+    signature_key: str
+    terminal_recurred_streak: int
+    needs_review: bool = Field(description="In the view's review set (streak ≥ the workers' review threshold).")
+    repair_surface: str | None = Field(None, description="Always null: " + REPAIR_SURFACE_NOTE + ".")
+
+
+class RevisionList(_Shape):
+    """``GET /scopes/{scope}/revisions``: the first ``limit`` rows of the
+    view's sorted set. ``available`` is the number of rows the view holds for
+    the scope — only the worker's top N (``--top-revisions``, default 10)
+    revisions with streak ≥ 1, so a larger ``limit`` returns fewer rows."""
+
+    scope_id: str
+    as_of_position: int
+    sort: Literal["streak"]
+    limit: int
+    available: int
+    revisions: list[RevisionRow]
+
+
+class ReviewRow(_Shape):
+    """A revision needing review (member of the view's review set)."""
+
+    artifact_ref: ArtifactRef
+    signature_key: str
+    terminal_recurred_streak: int
+    repair_surface: str | None = Field(None, description="Always null: " + REPAIR_SURFACE_NOTE + ".")
+
+
+class ReviewList(_Shape):
+    """``GET /scopes/{scope}/review-candidates``: the revisions needing review
+    (streak ≥ the threshold, CONTRACT §8) from the view's review set, in
+    CONTRACT §8 order. These are revisions, not ReviewCandidate records: the
+    ReviewCandidate records themselves (one per run, experience_content only,
+    with repair_surface, reason and failure_refs) live on the
+    ``review-candidates`` topic. ``complete`` is false when more revisions
+    need review (``needing_review``) than the view's top N holds."""
+
+    scope_id: str
+    as_of_position: int
+    review_threshold: int = Field(description="This API's configured threshold; membership comes from the workers' review set.")
+    needing_review: int
+    complete: bool
+    revisions: list[ReviewRow]
+
+
+class Health(_Shape):
+    """``GET /healthz``: ``status`` ok (Redis answers) or unavailable."""
+
+    status: Literal["ok", "unavailable"]
+    redis: Literal["up", "down"]
+    namespace: str
+    detail: str | None = None
+
+
+class ErrorBody(_Shape):
+    """Error responses: 400 (``detail`` is a list of parameter errors), 404,
+    503 (``detail`` is a message)."""
+
+    detail: str | list[dict]
+
+
+@dataclass(frozen=True)
+class RawJson:
+    """A response body that is already JSON bytes (the view's canonical record)."""
+
+    data: bytes
+
+
+# ----------------------------------------------------------------- conditional requests
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 §13.1.2: ``If-None-Match`` matches when it is ``*`` or lists
+    the tag under weak comparison (``W/`` ignored)."""
+    if not if_none_match:
+        return False
+    if if_none_match.strip() == "*":
+        return True
+    wanted = etag.removeprefix("W/")
+    return any(tag.strip().removeprefix("W/") == wanted for tag in if_none_match.split(","))
+
+
+def list_etag(records: dict[str, bytes]) -> str:
+    """Entity tag of ``GET /scopes``: sha256 over every (scope id, record)."""
+    digest = hashlib.sha256()
+    for scope_id, raw in records.items():
+        digest.update(scope_id.encode() + b"\x00" + raw + b"\x00")
+    return '"' + digest.hexdigest()[:32] + '"'
+
+
+# ----------------------------------------------------------------- the app
+
+IfNoneMatch = Annotated[str | None, Header(description="An ETag from an earlier response: 304 when unchanged.")]
+
+
+def create_app(settings: ApiSettings | None = None) -> FastAPI:
+    """The FastAPI application (``settings`` None: ``ApiSettings.from_env()``).
+    Never connects to Redis here: a request that finds it down answers 503."""
+    settings = settings or ApiSettings.from_env()
+    reader = ViewReader(settings.redis_url, settings.resolved_namespace)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        reader.close()
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="recurrence-ledger",
+        version="0.1.0",
+        summary="Recurrence statistics of every scope, read from the Redis view (CONTRACT §8).",
+        description=(__doc__ or "").split("\n\n")[0],
+    )
+    app.state.settings = settings
+    app.state.reader = reader
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    errors = {404: {"model": ErrorBody, "description": "Unknown scope"}, 503: {"model": ErrorBody, "description": "Redis unavailable"}}
+    conditional = {304: {"description": "Not Modified: If-None-Match matched the current ETag"}}
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_request: Request, error: RequestValidationError) -> JSONResponse:
+        # Bad parameters are the client's error in plain HTTP terms: 400, not 422.
+        detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in error.errors()]
+        return JSONResponse({"detail": detail}, status_code=400)
+
+    @app.exception_handler(redis.RedisError)
+    async def redis_down(_request: Request, error: redis.RedisError) -> JSONResponse:
+        return JSONResponse({"detail": f"Redis unavailable: {type(error).__name__}: {error}"}, status_code=503)
+
+    def not_found(scope: str) -> JSONResponse:
+        return JSONResponse({"detail": f"unknown scope {scope!r} (not in the view {settings.resolved_namespace})"}, status_code=404)
+
+    def answer(body: BaseModel | RawJson | None, etag: str, if_none_match: str | None, as_of: int | None) -> Response:
+        headers = {"ETag": etag, "Cache-Control": "no-cache"}
+        if as_of is not None:
+            headers["X-As-Of-Position"] = str(as_of)
+        if etag_matches(if_none_match, etag):
+            return Response(status_code=304, headers=headers)
+        content = body.data if isinstance(body, RawJson) else body.model_dump_json()
+        return Response(content, media_type="application/json", headers=headers)
+
+    def snapshot_or_404(scope: str) -> ScopeSnapshot | JSONResponse:
+        snap = reader.snapshot(scope)
+        return not_found(scope) if snap is None else snap
+
+    @app.get("/scopes", response_model=ScopeList, responses={**conditional, 503: errors[503]}, tags=["statistics"])
+    def list_scopes(if_none_match: IfNoneMatch = None) -> Response:
+        """Every scope in the view with its counters, sorted by scope id."""
+        records = reader.records()
+        etag = list_etag(records)
+        if etag_matches(if_none_match, etag):
+            return answer(None, etag, if_none_match, None)
+        scopes = []
+        for raw in records.values():
+            record = orjson.loads(raw)
+            scopes.append(ScopeSummary(scope_id=record["scope_id"], **{name: record[name] for name in COUNTER_FIELDS}))
+        return answer(ScopeList(scopes=scopes), etag, None, None)
+
+    @app.get("/scopes/{scope:path}/statistics", response_model=ScopeStatistics, responses={**conditional, **errors}, tags=["statistics"])
+    def scope_statistics(scope: str, if_none_match: IfNoneMatch = None) -> Response:
+        """The scope's ScopeStatistics record: the RFC RecurrenceStatistics
+        block (selected, recurred, avoided, unknown,
+        unlinked_handoff_citations, needing_review, top_revisions) plus
+        as_of_position and the gauges pending_outcomes and late_revisions —
+        the last record the workers published, as the view stores it."""
+        snap = snapshot_or_404(scope)
+        if isinstance(snap, JSONResponse):
+            return snap
+        if etag_matches(if_none_match, snap.etag):
+            return answer(None, snap.etag, if_none_match, snap.record["as_of_position"])
+        # The stored canonical JSON (CONTRACT §4) as is, once checked against its shape.
+        ScopeStatistics.model_validate(snap.record)
+        return answer(RawJson(snap.record_bytes), snap.etag, None, snap.record["as_of_position"])
+
+    @app.get(
+        "/scopes/{scope:path}/revisions",
+        response_model=RevisionList,
+        responses={**conditional, 400: {"model": ErrorBody, "description": "Bad sort or limit"}, **errors},
+        tags=["statistics"],
+    )
+    def scope_revisions(
+        scope: str,
+        sort: Annotated[Literal["streak"], Query(description="Order: streak (the only one the view holds).")] = "streak",
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Rows to return, 1–100.")] = 10,
+        if_none_match: IfNoneMatch = None,
+    ) -> Response:
+        """Revisions ranked by terminal_recurred_streak (CONTRACT §8 order),
+        from the view's sorted set, each flagged when it needs review."""
+        snap = snapshot_or_404(scope)
+        if isinstance(snap, JSONResponse):
+            return snap
+        as_of = snap.record["as_of_position"]
+        if etag_matches(if_none_match, snap.etag):
+            return answer(None, snap.etag, if_none_match, as_of)
+        rows = [
+            RevisionRow(rank=rank, needs_review=snap.needs_review(row), **row)
+            for rank, row in enumerate(snap.top[:limit], start=1)
+        ]
+        body = RevisionList(scope_id=scope, as_of_position=as_of, sort=sort, limit=limit, available=len(snap.top), revisions=rows)
+        return answer(body, snap.etag, None, as_of)
+
+    @app.get("/scopes/{scope:path}/review-candidates", response_model=ReviewList, responses={**conditional, **errors}, tags=["statistics"])
+    def scope_review(scope: str, if_none_match: IfNoneMatch = None) -> Response:
+        """Revisions needing review, from the view's review set. The
+        ReviewCandidate records themselves live on the review-candidates
+        topic."""
+        snap = snapshot_or_404(scope)
+        if isinstance(snap, JSONResponse):
+            return snap
+        as_of = snap.record["as_of_position"]
+        if etag_matches(if_none_match, snap.etag):
+            return answer(None, snap.etag, if_none_match, as_of)
+        rows = [ReviewRow(**row) for row in snap.top if snap.needs_review(row)]
+        body = ReviewList(
+            scope_id=scope,
+            as_of_position=as_of,
+            review_threshold=settings.review_threshold,
+            needing_review=snap.record["needing_review"],
+            complete=len(rows) >= snap.record["needing_review"],
+            revisions=rows,
+        )
+        return answer(body, snap.etag, None, as_of)
+
+    @app.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "Redis does not answer"}}, tags=["service"])
+    def healthz() -> JSONResponse:
+        """200 when Redis answers PING, else 503."""
+        try:
+            reader.ping()
+        except redis.RedisError as error:
+            body = Health(status="unavailable", redis="down", namespace=settings.resolved_namespace, detail=f"{type(error).__name__}: {error}")
+            return JSONResponse(body.model_dump(), status_code=503)
+        return JSONResponse(Health(status="ok", redis="up", namespace=settings.resolved_namespace).model_dump())
+
+    @app.get("/", include_in_schema=False)
+    def dashboard() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html", headers={"Cache-Control": "no-cache"})
+
+    def openapi() -> dict:
+        # FastAPI documents 422 for every route with parameters; this API
+        # answers 400 instead (see bad_request), so the document says so.
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, summary=app.summary, description=app.description, routes=app.routes)
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info") -> None:
+    """Run the API with uvicorn until SIGINT/SIGTERM."""
+    import uvicorn
+
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)

@@ -1,0 +1,198 @@
+"""Operator commands of the ``recurrence-ledger`` CLI: ``serve``, ``rank`` and
+``stats`` (issue 5). ``register(app)`` adds them to the main Typer app.
+
+``rank`` and ``stats`` read the Redis view that the workers project from the
+``recurrence-statistics`` topic (CONTRACT §8; key layout in
+``processors.view``), with the same reader as the HTTP API
+(``processors.api.ViewReader``); they never recompute a rule. Both take
+``--redis-url`` (env REDIS_URL) and ``--topic-prefix`` (env RL_TOPIC_PREFIX,
+which names the view's namespace as the worker does). Exit codes: 0, 1 when
+Redis does not answer or ``--scope`` names a scope the view does not hold,
+2 for a usage error.
+
+What the view holds limits ``rank``: its rows are the ``top_revisions`` of
+each scope's last statistics record — artifact_ref, signature_key and
+terminal_recurred_streak of the worker's top N (``--top-revisions``, default
+10) revisions with a streak ≥ 1. There is no recurrence count per revision
+and no repair_surface in it, so ``rank`` orders by streak, then ArtifactRef,
+then signature_key (then scope id), and ``--surface`` is refused with an
+explanation instead of silently ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import redis
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from processors.api import REPAIR_SURFACE_NOTE, ApiSettings, ViewReader, rank_key
+
+console = Console()
+errors = Console(stderr=True)
+
+#: RFC repair_surface values (schemas.models.RepairSurface).
+REPAIR_SURFACES = ("experience_content", "working_state", "recall_policy", "acceptance_check")
+
+RedisOption = Annotated[Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", help="Redis holding the view (default redis://127.0.0.1:6379/0).")]
+PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Deployment prefix; names the view's namespace.")]
+ScopeOption = Annotated[Optional[str], typer.Option("--scope", help="Only this scope (default: every scope in the view).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _reader(redis_url: str | None, topic_prefix: str) -> ViewReader:
+    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix)
+    return ViewReader(settings.redis_url, settings.resolved_namespace)
+
+
+def _fail(message: str) -> typer.Exit:
+    errors.print(f"error: {message}", style="red", highlight=False)
+    return typer.Exit(1)
+
+
+def _snapshots(reader: ViewReader, scope: str | None) -> dict:
+    """``scope_id -> ScopeSnapshot`` for ``scope`` or every scope, sorted.
+    Raises typer.Exit(1) for an unknown scope or when Redis is down."""
+    try:
+        scope_ids = [scope] if scope is not None else reader.scope_ids()
+        snapshots = {scope_id: reader.snapshot(scope_id) for scope_id in scope_ids}
+    except redis.RedisError as error:
+        raise _fail(f"cannot read the Redis view {reader.namespace}: {type(error).__name__}: {error}") from None
+    if scope is not None and snapshots[scope] is None:
+        raise _fail(f"unknown scope {scope!r}: not in the Redis view {reader.namespace}")
+    return {scope_id: snap for scope_id, snap in snapshots.items() if snap is not None}
+
+
+def ranked_rows(snapshots: dict, limit: int) -> list[dict]:
+    """The rows ``rank`` prints: every scope's sorted-set rows, ordered by
+    streak descending, then ArtifactRef, then signature_key, then scope id;
+    the first ``limit``. Each row: ``{rank, scope_id, artifact_ref,
+    signature_key, terminal_recurred_streak, needs_review}``."""
+    rows = [
+        {"scope_id": scope_id, **row, "needs_review": snap.needs_review(row)}
+        for scope_id, snap in snapshots.items()
+        for row in snap.top
+    ]
+    rows.sort(key=lambda row: (*rank_key(row), row["scope_id"]))
+    return [{"rank": rank, **row} for rank, row in enumerate(rows[:limit], start=1)]
+
+
+def rank_command(
+    scope: ScopeOption = None,
+    surface: Annotated[Optional[str], typer.Option("--surface", help="Only revisions with this repair_surface (not in the view yet: refused).")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to print.")] = 10,
+    as_json: JsonOption = False,
+    redis_url: RedisOption = None,
+    topic_prefix: PrefixOption = "",
+) -> None:
+    """Revisions ordered by terminal_recurred_streak, then ArtifactRef, from
+    the Redis view (the top_revisions of each scope's statistics record)."""
+    if surface is not None:
+        if surface not in REPAIR_SURFACES:
+            raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
+        errors.print(f"--surface cannot be applied: {REPAIR_SURFACE_NOTE}.", style="red", highlight=False)
+        raise typer.Exit(2)
+    reader = _reader(redis_url, topic_prefix)
+    try:
+        rows = ranked_rows(_snapshots(reader, scope), limit)
+    finally:
+        reader.close()
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    table = Table(title=f"revisions by streak ({reader.namespace})", box=box.SIMPLE_HEAD)
+    table.add_column("#", justify="right")
+    table.add_column("scope", overflow="fold")
+    table.add_column("revision", overflow="fold")
+    table.add_column("signature", overflow="fold")
+    table.add_column("streak", justify="right")
+    table.add_column("review")
+    for row in rows:
+        ref = row["artifact_ref"]
+        table.add_row(
+            str(row["rank"]), row["scope_id"], f"{ref['family']}/{ref['artifact_id']} r{ref['revision']}", row["signature_key"],
+            str(row["terminal_recurred_streak"]), "needs review" if row["needs_review"] else "",
+            style="red" if row["needs_review"] else None,
+        )
+    console.print(table)
+    console.print(
+        "Ordered by streak, then ArtifactRef: the view holds no recurrence count per revision and no repair_surface.",
+        style="dim", highlight=False,
+    )
+
+
+STAT_COLUMNS = ("as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "late_revisions")
+#: Short two-line headers, so that the table fits 80 columns.
+STAT_HEADERS = {
+    "as_of_position": "as of",
+    "selected": "selected",
+    "recurred": "recurred",
+    "avoided": "avoided",
+    "needing_review": "needing\nreview",
+    "unknown": "unknown",
+    "unlinked_handoff_citations": "unlinked\ncitations",
+    "pending_outcomes": "pending",
+    "late_revisions": "late",
+}
+
+
+def stats_command(
+    scope: ScopeOption = None,
+    as_json: JsonOption = False,
+    redis_url: RedisOption = None,
+    topic_prefix: PrefixOption = "",
+) -> None:
+    """The ScopeStatistics record of each scope (CONTRACT §8) from the Redis
+    view. ``--json`` prints a JSON array of the records, sorted by scope id,
+    exactly as the view stores them."""
+    reader = _reader(redis_url, topic_prefix)
+    try:
+        snapshots = _snapshots(reader, scope)
+    finally:
+        reader.close()
+    records = [snap.record for snap in snapshots.values()]
+    if as_json:
+        print(json.dumps(records, ensure_ascii=False))
+        return
+    table = Table(title=f"recurrence statistics ({reader.namespace})", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("scope", overflow="fold")
+    for name in STAT_COLUMNS:
+        table.add_column(STAT_HEADERS[name], justify="right")
+    for record in records:
+        table.add_row(record["scope_id"], *(str(record[name]) for name in STAT_COLUMNS))
+    console.print(table)
+    console.print(
+        "unknown, unlinked Handoff citations and pending outcomes are evidence gaps (coverage), not failures; "
+        "late = late revisions.",
+        style="dim", highlight=False,
+    )
+
+
+def serve_command(
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
+    redis_url: RedisOption = None,
+    topic_prefix: PrefixOption = "",
+    review_threshold: Annotated[Optional[int], typer.Option("--review-threshold", min=1, envvar="RL_REVIEW_THRESHOLD", help="The workers' --review-threshold (shown with review lists).")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the statistics API and the dashboard (uvicorn): GET / for the
+    page, /scopes…, /openapi.json, /healthz."""
+    from processors.api import serve
+
+    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix, review_threshold=review_threshold)
+    console.print(
+        f"serving http://{host}:{port}/ (view {settings.resolved_namespace} on {settings.redis_url})", style="bold", highlight=False
+    )
+    serve(settings, host=host, port=port, log_level=log_level)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve``, ``rank`` and ``stats`` to ``app``."""
+    app.command("serve")(serve_command)
+    app.command("rank")(rank_command)
+    app.command("stats")(stats_command)

@@ -1,0 +1,209 @@
+// recurrence-ledger dashboard: reads GET /scopes and, for the selected scope,
+// GET /scopes/{scope}/statistics, /revisions?sort=streak&limit=N and
+// /review-candidates; polls them every REFRESH_MS with If-None-Match, so an
+// unchanged view costs a 304 and no rendering. Every value shown comes from
+// the API (the Redis view): nothing is recomputed here.
+//
+// Query parameters: refresh=<ms> (default 3000, minimum 250), limit=<1–100>
+// (bars in the chart, default 10). The selected scope is in the URL fragment
+// (#scope=<id>). window.dashboardStats counts polls, 304s, renders and errors
+// (the browser test reads it).
+"use strict";
+
+(() => {
+  const params = new URLSearchParams(location.search);
+  const REFRESH_MS = Math.max(250, Number(params.get("refresh")) || 3000);
+  const LIMIT = Math.min(100, Math.max(1, Number(params.get("limit")) || 10));
+  const COLORS = { fact: "#2f5d9b", review: "#b3261e" };
+
+  const stats = (window.dashboardStats = { polls: 0, notModified: 0, renders: 0, errors: 0, lastError: null });
+  const cache = new Map(); // url -> {etag, body}
+  let selected = decodeURIComponent((location.hash.match(/^#scope=(.*)$/) || [])[1] || "");
+  let chart = null;
+
+  const $ = (selector) => document.querySelector(selector);
+
+  // GET url as JSON with If-None-Match. Returns {body, changed}; body is null
+  // for a 404 (the scope left the view). Throws on other errors.
+  async function getJSON(url) {
+    const previous = cache.get(url);
+    const headers = previous ? { "If-None-Match": previous.etag } : {};
+    stats.polls += 1;
+    const response = await fetch(url, { headers, cache: "no-store" });
+    if (response.status === 304 && previous) {
+      stats.notModified += 1;
+      return { body: previous.body, changed: false };
+    }
+    if (response.status === 404) {
+      cache.delete(url);
+      return { body: null, changed: true };
+    }
+    if (!response.ok) {
+      let detail = response.statusText;
+      try { detail = (await response.json()).detail; } catch (_) { /* not JSON */ }
+      throw new Error(`${response.status} ${typeof detail === "string" ? detail : JSON.stringify(detail)}`);
+    }
+    const body = await response.json();
+    cache.set(url, { etag: response.headers.get("ETag"), body });
+    return { body, changed: true };
+  }
+
+  function cell(row, text, className) {
+    const td = document.createElement("td");
+    td.textContent = text; // scope ids and signatures are data: never innerHTML
+    if (className) td.className = className;
+    row.appendChild(td);
+    return td;
+  }
+
+  const revisionLabel = (ref) => `${ref.artifact_id} r${ref.revision}`;
+
+  function renderScopes(list) {
+    const body = $("#scopes tbody");
+    body.replaceChildren();
+    $("#no-scopes").hidden = list.scopes.length > 0;
+    for (const scope of list.scopes) {
+      const row = document.createElement("tr");
+      row.dataset.scope = scope.scope_id;
+      if (scope.scope_id === selected) row.classList.add("selected");
+      cell(row, scope.scope_id);
+      for (const name of ["as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes"]) {
+        cell(row, String(scope[name]), "num").dataset.field = name;
+      }
+      row.addEventListener("click", () => select(scope.scope_id));
+      body.appendChild(row);
+    }
+  }
+
+  function renderStatistics(record) {
+    $("#scope-name").textContent = record.scope_id;
+    $("#scope-as-of").textContent = String(record.as_of_position);
+    for (const node of document.querySelectorAll("#detail [data-counter]")) {
+      node.textContent = String(record[node.dataset.counter]);
+    }
+  }
+
+  function renderRevisions(list) {
+    const body = $("#revisions tbody");
+    body.replaceChildren();
+    $("#no-revisions").hidden = list.revisions.length > 0;
+    for (const row of list.revisions) {
+      const tr = document.createElement("tr");
+      tr.dataset.revision = revisionLabel(row.artifact_ref);
+      if (row.needs_review) tr.classList.add("needs-review");
+      cell(tr, String(row.rank), "num");
+      cell(tr, revisionLabel(row.artifact_ref));
+      cell(tr, row.signature_key);
+      cell(tr, String(row.terminal_recurred_streak), "num").dataset.field = "streak";
+      cell(tr, row.needs_review ? "needs review" : "", "flag");
+      body.appendChild(tr);
+    }
+    const labels = list.revisions.map((row) => `${revisionLabel(row.artifact_ref)} · ${row.signature_key}`);
+    const data = list.revisions.map((row) => row.terminal_recurred_streak);
+    const colors = list.revisions.map((row) => (row.needs_review ? COLORS.review : COLORS.fact));
+    $(".chart-box").style.height = `${Math.max(120, 40 + 34 * list.revisions.length)}px`;
+    if (chart === null) {
+      chart = new Chart($("#streak-chart"), {
+        type: "bar",
+        data: { labels, datasets: [{ label: "terminal_recurred_streak", data, backgroundColor: colors, barPercentage: 0.7 }] },
+        options: {
+          indexAxis: "y",
+          animation: false,
+          maintainAspectRatio: false,
+          plugins: { legend: { display: false } },
+          scales: {
+            x: { beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: "streak" } },
+            y: { ticks: { autoSkip: false } },
+          },
+        },
+      });
+    } else {
+      chart.data.labels = labels;
+      chart.data.datasets[0].data = data;
+      chart.data.datasets[0].backgroundColor = colors;
+      chart.update("none");
+    }
+  }
+
+  function renderReview(list) {
+    $("#review-threshold").textContent = String(list.review_threshold);
+    $("#review-incomplete").hidden = list.complete;
+    const body = $("#review tbody");
+    body.replaceChildren();
+    for (const row of list.revisions) {
+      const tr = document.createElement("tr");
+      tr.className = "needs-review";
+      tr.dataset.revision = revisionLabel(row.artifact_ref);
+      cell(tr, revisionLabel(row.artifact_ref));
+      cell(tr, row.signature_key);
+      cell(tr, String(row.terminal_recurred_streak), "num");
+      cell(tr, row.repair_surface ?? "not in the view", "flag");
+      body.appendChild(tr);
+    }
+  }
+
+  function select(scopeId) {
+    selected = scopeId;
+    history.replaceState(null, "", `#scope=${encodeURIComponent(scopeId)}`);
+    for (const row of document.querySelectorAll("#scopes tbody tr")) {
+      row.classList.toggle("selected", row.dataset.scope === scopeId);
+    }
+    refresh();
+  }
+
+  function setStatus(text, isError) {
+    const status = $("#status");
+    status.textContent = text;
+    status.classList.toggle("error", Boolean(isError));
+  }
+
+  let running = false;
+  let again = false; // a refresh asked for while one runs (a click) runs right after it
+  async function refresh() {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    again = false;
+    try {
+      const scopes = await getJSON("/scopes");
+      if (scopes.changed) renderScopes(scopes.body);
+      const ids = scopes.body.scopes.map((s) => s.scope_id);
+      if (!ids.includes(selected)) {
+        selected = ids[0] || "";
+        if (selected) renderScopes(scopes.body);
+      }
+      $("#detail").hidden = !selected;
+      if (selected) {
+        const base = `/scopes/${encodeURIComponent(selected)}`;
+        const [record, revisions, review] = await Promise.all([
+          getJSON(`${base}/statistics`),
+          getJSON(`${base}/revisions?sort=streak&limit=${LIMIT}`),
+          getJSON(`${base}/review-candidates`),
+        ]);
+        if (record.body && revisions.body && review.body) {
+          const changed = record.changed || revisions.changed || review.changed || $("#scope-name").textContent !== selected;
+          if (changed) {
+            renderStatistics(record.body);
+            renderRevisions(revisions.body);
+            renderReview(review.body);
+            stats.renders += 1;
+          }
+        }
+      }
+      document.body.dataset.ready = "true";
+      setStatus(`live · refreshed ${new Date().toLocaleTimeString()} · every ${REFRESH_MS / 1000} s`, false);
+    } catch (error) {
+      stats.errors += 1;
+      stats.lastError = String(error);
+      setStatus(`cannot read the view: ${error.message} (retrying)`, true);
+    } finally {
+      running = false;
+      if (again) refresh();
+    }
+  }
+
+  refresh();
+  setInterval(refresh, REFRESH_MS);
+})();

@@ -1,0 +1,94 @@
+"""Helpers for the API and dashboard tests: feed a real worker with a journal
+into the Redis view, run the API on a real uvicorn server over loopback, and
+the reference statistics from the embedded runner (CONTRACT §10)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from processors.api import ApiSettings, create_app
+from processors.embedded import run_journal
+from processors.view import RedisView, default_namespace
+from tests.e2e import harness
+
+WORKED_EXAMPLE = harness.REPO.parent / "shared" / "cases" / "worked_example.jsonl"
+
+
+@dataclass(frozen=True)
+class FedView:
+    """A Redis view written by a real worker: its topic prefix, namespace and
+    the last statistics record per scope of the same journal computed by
+    ``processors.embedded.run_journal`` (the values the API must show)."""
+
+    prefix: str
+    namespace: str
+    redis_url: str
+    expected: dict[str, dict]
+
+
+@contextlib.contextmanager
+def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORKED_EXAMPLE) -> Iterator[FedView]:
+    """Publish ``journal`` under a fresh topic prefix, run one worker until it
+    is idle (it projects into Redis), and yield the view. At exit the view's
+    namespace is cleared and the prefix's topics deleted (best effort).
+    Raises AssertionError when the worker fails or times out."""
+    if not journal.is_file():
+        raise AssertionError(f"journal {journal} is missing")
+    prefix = f"t{uuid.uuid4().hex[:8]}."
+    namespace = default_namespace(prefix)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        harness.prepare(bootstrap, prefix, partitions=2)
+        harness.publish(bootstrap, journal, prefix)
+        log = workdir / "worker.log"
+        worker = harness.start_worker(bootstrap, prefix, log, redis_url=redis_url)
+        assert harness.wait_exit(worker, 120, log) == 0, log.read_text()[-3000:]
+        run_journal(journal, workdir / "embedded", show_progress=False)
+        expected = harness.last_statistics((workdir / "embedded" / "recurrence-statistics.jsonl").read_bytes())
+        yield FedView(prefix, namespace, redis_url, expected)
+    finally:
+        view = RedisView(redis_url, namespace=namespace)
+        try:
+            view.clear()
+        finally:
+            view.close()
+        mine = [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]
+        for future in (admin.delete_topics(mine, operation_timeout=30).values() if mine else ()):
+            with contextlib.suppress(KafkaException):
+                future.result(timeout=30)
+
+
+@contextlib.contextmanager
+def running_api(settings: ApiSettings, startup_timeout: float = 15.0) -> Iterator[str]:
+    """Run ``create_app(settings)`` on uvicorn in a thread, on a free loopback
+    port bound before the server starts; yields its base URL
+    (``http://127.0.0.1:<port>``) and stops the server at exit."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn-test", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise AssertionError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

@@ -1,0 +1,98 @@
+// Drives the dashboard in headless Debian Chromium with playwright-core (no
+// browser download: executablePath is the system's chromium) for
+// tests/e2e/test_dashboard_browser.py.
+//
+// Usage: node dashboard.mjs URL SCREENSHOT.png
+//
+// Protocol (one JSON object per line on stdout):
+//   1. loads URL, waits for the first render and for one poll answered 304,
+//      saves a full-page screenshot to SCREENSHOT.png, prints a snapshot of
+//      what the page shows;
+//   2. then, for every line "expect <counter> <value>" read on stdin, waits
+//      (10 s at most) until the page shows that value for that counter both
+//      in the scope's panel and in its scopes-table row, and prints a new
+//      snapshot. The browser closes when stdin ends.
+// Errors go to stderr and exit code 1.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { chromium } from "playwright-core";
+
+const [url, screenshot] = process.argv.slice(2);
+if (!url || !screenshot) {
+  console.error("usage: node dashboard.mjs URL SCREENSHOT.png");
+  process.exit(2);
+}
+
+// What the page shows, read from the DOM as a user sees it, plus the data the
+// Chart.js chart actually drew and the page's poll counters.
+function snapshot() {
+  const text = (node) => (node ? node.textContent.trim() : null);
+  const rows = (selector) =>
+    [...document.querySelectorAll(`${selector} tbody tr`)].map((tr) => [...tr.querySelectorAll("td")].map(text));
+  const counters = {};
+  for (const node of document.querySelectorAll("#detail [data-counter]")) counters[node.dataset.counter] = text(node);
+  const chart = Chart.getChart(document.querySelector("#streak-chart"));
+  return {
+    scope: text(document.querySelector("#scope-name")),
+    asOf: text(document.querySelector("#scope-as-of")),
+    counters,
+    scopes: rows("#scopes"),
+    revisions: rows("#revisions"),
+    review: rows("#review"),
+    reviewRowClasses: [...document.querySelectorAll("#revisions tbody tr")].map((tr) => tr.className),
+    chart: chart ? { labels: chart.data.labels, data: chart.data.datasets[0].data, colors: chart.data.datasets[0].backgroundColor } : null,
+    gapsHeading: text(document.querySelector(".gaps h3")),
+    status: text(document.querySelector("#status")),
+    stats: { ...window.dashboardStats },
+  };
+}
+
+const profile = mkdtempSync(join(tmpdir(), "rl-chromium-"));
+let context;
+try {
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+    viewport: { width: 1100, height: 860 },
+    deviceScaleFactor: 1,
+  });
+  const page = context.pages()[0] || (await context.newPage());
+  const consoleErrors = [];
+  page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
+  page.on("pageerror", (error) => consoleErrors.push(String(error)));
+
+  await page.goto(url, { waitUntil: "load", timeout: 20000 });
+  await page.waitForSelector("body[data-ready='true'] #detail:not([hidden])", { timeout: 15000 });
+  await page.waitForFunction(() => window.dashboardStats.notModified >= 1, null, { timeout: 15000 });
+  await page.screenshot({ path: screenshot, fullPage: true });
+  console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
+
+  const lines = createInterface({ input: process.stdin });
+  for await (const line of lines) {
+    const [verb, counter, value] = line.trim().split(/\s+/);
+    if (verb !== "expect") continue;
+    // Every place the counter is shown: the scope's panel and its row in the
+    // scopes table (two requests, so possibly one poll apart).
+    await page.waitForFunction(
+      ([name, wanted]) => {
+        const nodes = [...document.querySelectorAll(`#detail [data-counter="${name}"], #scopes tr.selected [data-field="${name}"]`)];
+        return nodes.length === 2 && nodes.every((node) => node.textContent === wanted);
+      },
+      [counter, value],
+      { timeout: 10000 },
+    );
+    console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
+  }
+} catch (error) {
+  console.error(String(error && error.stack ? error.stack : error));
+  process.exitCode = 1;
+} finally {
+  if (context) await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}

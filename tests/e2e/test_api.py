@@ -1,0 +1,277 @@
+"""The operator API (processors/api.py) and the `rank` / `stats` commands
+(processors/cli_ops.py) against a Redis view written by a real worker fed with
+../shared/cases/worked_example.jsonl: status codes, shapes, ETag round trips,
+and values equal to the last statistics record of the embedded runner on the
+same journal (CONTRACT §8, §10) — never hand-written numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import httpx
+import pytest
+
+from processors.api import ApiSettings
+from processors.ledger.normalize import canonical_json
+from processors.view import COUNTER_FIELDS, RedisView
+from tests.e2e.api_server import fed_view, running_api
+
+SCOPE = "port-bound"
+
+
+@pytest.fixture(scope="module")
+def view(bootstrap, redis_url, tmp_path_factory):
+    """The worked example projected into Redis by a real worker (once per module)."""
+    with fed_view(bootstrap, redis_url, tmp_path_factory.mktemp("api")) as fed:
+        yield fed
+
+
+@pytest.fixture(scope="module")
+def api(view):
+    """An httpx client on the API (uvicorn, loopback) reading that view."""
+    with running_api(ApiSettings(redis_url=view.redis_url, topic_prefix=view.prefix)) as base_url, httpx.Client(base_url=base_url, timeout=10) as client:
+        yield client
+
+
+@pytest.fixture
+def record(view):
+    """The scope's last statistics record from run_journal."""
+    return view.expected[SCOPE]
+
+
+def top_rows(record: dict) -> list[dict]:
+    return [
+        {"artifact_ref": row["artifact_ref"], "signature_key": row["signature_key"], "terminal_recurred_streak": row["terminal_recurred_streak"]}
+        for row in record["top_revisions"]
+    ]
+
+
+# ----------------------------------------------------------------- 200 and shapes
+
+
+def test_scopes_lists_each_scope_with_the_counters_of_its_last_record(api, view):
+    response = api.get("/scopes")
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {
+        "scopes": [{"scope_id": scope_id, **{name: rec[name] for name in COUNTER_FIELDS}} for scope_id, rec in sorted(view.expected.items())]
+    }
+    assert response.headers["etag"].startswith('"')
+
+
+def test_statistics_is_the_last_statistics_record_with_position_header(api, record):
+    response = api.get(f"/scopes/{SCOPE}/statistics")
+    assert response.status_code == 200
+    assert response.json() == record
+    assert response.content == canonical_json(record)  # the stored canonical JSON (CONTRACT §4), as is
+    assert response.headers["x-as-of-position"] == str(record["as_of_position"])
+    # The worked example: the two revisions the RFC's example puts on top.
+    assert [(r["artifact_ref"]["artifact_id"], r["terminal_recurred_streak"]) for r in response.json()["top_revisions"]] == [("P1", 4), ("Q1", 3)]
+
+
+def test_revisions_are_the_sorted_set_in_contract_order_flagged_for_review(api, record):
+    body = api.get(f"/scopes/{SCOPE}/revisions", params={"sort": "streak", "limit": 10}).json()
+    assert body["scope_id"] == SCOPE
+    assert body["as_of_position"] == record["as_of_position"]
+    assert (body["sort"], body["limit"], body["available"]) == ("streak", 10, len(record["top_revisions"]))
+    assert [{k: row[k] for k in ("artifact_ref", "signature_key", "terminal_recurred_streak")} for row in body["revisions"]] == top_rows(record)
+    assert [row["rank"] for row in body["revisions"]] == list(range(1, len(record["top_revisions"]) + 1))
+    assert [row["needs_review"] for row in body["revisions"]] == [row["terminal_recurred_streak"] >= 3 for row in record["top_revisions"]]
+    assert all(row["repair_surface"] is None for row in body["revisions"])  # not in the view
+
+    first = api.get(f"/scopes/{SCOPE}/revisions", params={"limit": 1}).json()
+    assert [row["artifact_ref"] for row in first["revisions"]] == [record["top_revisions"][0]["artifact_ref"]]
+    assert first["available"] == len(record["top_revisions"])
+
+
+def test_review_candidates_are_the_review_set(api, record):
+    response = api.get(f"/scopes/{SCOPE}/review-candidates")
+    assert response.status_code == 200
+    body = response.json()
+    needing = [row for row in top_rows(record) if row["terminal_recurred_streak"] >= 3]
+    assert [{k: row[k] for k in ("artifact_ref", "signature_key", "terminal_recurred_streak")} for row in body["revisions"]] == needing
+    assert body["needing_review"] == record["needing_review"] == len(needing)
+    assert body["complete"] is True
+    assert body["review_threshold"] == 3
+    assert response.headers["x-as-of-position"] == str(record["as_of_position"])
+
+
+# ----------------------------------------------------------------- conditional requests
+
+
+@pytest.mark.parametrize("path", ["/scopes", f"/scopes/{SCOPE}/statistics", f"/scopes/{SCOPE}/revisions?limit=5", f"/scopes/{SCOPE}/review-candidates"])
+def test_etag_round_trip_answers_304_without_a_body(api, record, path):
+    first = api.get(path)
+    etag = first.headers["etag"]
+    for tag in (etag, f"W/{etag}", f'"other", {etag}', "*"):
+        again = api.get(path, headers={"If-None-Match": tag})
+        assert again.status_code == 304, tag
+        assert again.content == b""
+        assert again.headers["etag"] == etag
+        if path != "/scopes":
+            assert again.headers["x-as-of-position"] == str(record["as_of_position"])
+    assert api.get(path, headers={"If-None-Match": '"stale"'}).status_code == 200
+
+
+def test_a_new_statistics_record_changes_the_etag_and_the_body(api, view, record):
+    before = api.get(f"/scopes/{SCOPE}/statistics")
+    before_list = api.get("/scopes")
+    writer = RedisView(view.redis_url, namespace=view.namespace)
+    newer = {**record, "as_of_position": record["as_of_position"] + 1, "pending_outcomes": record["pending_outcomes"] + 2}
+    try:
+        writer.submit([newer])
+        assert writer.pending == 0
+        after = api.get(f"/scopes/{SCOPE}/statistics", headers={"If-None-Match": before.headers["etag"]})
+        assert after.status_code == 200
+        assert after.json() == newer
+        assert after.headers["etag"] != before.headers["etag"]
+        assert after.headers["x-as-of-position"] == str(newer["as_of_position"])
+        assert api.get("/scopes", headers={"If-None-Match": before_list.headers["etag"]}).status_code == 200
+    finally:
+        writer.submit([record])  # the worker's record again, for the other tests
+        writer.close()
+    assert api.get(f"/scopes/{SCOPE}/statistics", headers={"If-None-Match": before.headers["etag"]}).status_code == 304
+
+
+# ----------------------------------------------------------------- 400 and 404
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=101", "limit=abc", "sort=recurrences", "sort="])
+def test_bad_parameters_answer_400_not_422(api, query):
+    response = api.get(f"/scopes/{SCOPE}/revisions?{query}")
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    assert isinstance(detail, list) and detail and detail[0]["loc"][0] == "query"
+
+
+@pytest.mark.parametrize("suffix", ["statistics", "revisions", "review-candidates"])
+def test_unknown_scope_answers_404(api, suffix):
+    response = api.get(f"/scopes/no-such-scope/{suffix}")
+    assert response.status_code == 404
+    assert "no-such-scope" in response.json()["detail"]
+
+
+def test_scope_ids_with_slash_colon_and_percent_reach_their_own_keys(redis_url, record):
+    # A scope id may hold any character but controls (CONTRACT §3); the view
+    # escapes ':' and '%' in keys, and the API takes '/' in the path.
+    namespace = f"rl:t{uuid.uuid4().hex[:8]}."
+    odd = {**record, "scope_id": "team/a:b %25"}
+    writer = RedisView(redis_url, namespace=namespace)
+    try:
+        writer.submit([odd, {**record, "scope_id": "team"}])
+        with running_api(ApiSettings(redis_url=redis_url, namespace=namespace)) as base_url:
+            scopes = httpx.get(f"{base_url}/scopes").json()["scopes"]
+            assert [s["scope_id"] for s in scopes] == ["team", "team/a:b %25"]
+            response = httpx.get(f"{base_url}/scopes/team%2Fa%3Ab%20%2525/statistics")
+            assert response.status_code == 200
+            assert response.json() == odd
+            revisions = httpx.get(f"{base_url}/scopes/team%2Fa%3Ab%20%2525/revisions").json()
+            assert revisions["scope_id"] == "team/a:b %25"
+    finally:
+        writer.clear()
+        writer.close()
+
+
+# ----------------------------------------------------------------- service
+
+
+def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
+    document = api.get("/openapi.json").json()
+    assert set(document["paths"]) == {
+        "/scopes", "/scopes/{scope}/statistics", "/scopes/{scope}/revisions", "/scopes/{scope}/review-candidates", "/healthz",
+    }
+    revisions = document["paths"]["/scopes/{scope}/revisions"]["get"]
+    assert {"200", "304", "400", "404", "503"} <= set(revisions["responses"])
+    assert all("422" not in op["responses"] for path in document["paths"].values() for op in path.values())
+    schemas = document["components"]["schemas"]
+    assert {"ScopeStatistics", "RevisionList", "ReviewList", "ScopeList", "RecurrenceStreak"} <= set(schemas)
+    assert set(schemas["ScopeStatistics"]["properties"]) == set(COUNTER_FIELDS) | {"scope_id", "top_revisions"}
+
+
+def test_health_and_dashboard_assets(api):
+    assert api.get("/healthz").json()["status"] == "ok"
+    page = api.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "/static/vendor/chart.umd.min.js" in page.text
+    vendor = api.get("/static/vendor/chart.umd.min.js")
+    assert vendor.status_code == 200 and vendor.text.startswith("/*!\n * Chart.js v4.6.1")
+    assert api.get("/static/dashboard.js").status_code == 200
+
+
+def test_redis_down_answers_503():
+    with running_api(ApiSettings(redis_url="redis://127.0.0.1:1/0", namespace="rl:unreachable.")) as base_url:
+        health = httpx.get(f"{base_url}/healthz")
+        assert health.status_code == 503 and health.json()["redis"] == "down"
+        for path in ("/scopes", f"/scopes/{SCOPE}/statistics"):
+            response = httpx.get(base_url + path)
+            assert response.status_code == 503
+            assert response.json()["detail"].startswith("Redis unavailable")
+
+
+# ----------------------------------------------------------------- CLI
+
+
+def cli(view, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
+    env["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "processors.cli", *args, "--redis-url", view.redis_url, "--topic-prefix", view.prefix],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )
+
+
+def test_stats_json_is_the_statistics_record(view):
+    result = cli(view, "stats", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [view.expected[scope_id] for scope_id in sorted(view.expected)]
+    one = cli(view, "stats", "--scope", SCOPE, "--json")
+    assert json.loads(one.stdout) == [view.expected[SCOPE]]
+
+
+def test_stats_table_shows_the_counters(view, record):
+    result = cli(view, "stats")
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.strip().startswith(SCOPE))
+    assert row.split()[1:] == [str(record[name]) for name in ("as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "late_revisions")]
+    assert "evidence gaps" in result.stdout
+
+
+def test_rank_json_is_top_revisions_in_contract_order(view, record):
+    result = cli(view, "rank", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [{k: row[k] for k in ("artifact_ref", "signature_key", "terminal_recurred_streak")} for row in rows] == top_rows(record)
+    assert [(row["rank"], row["scope_id"], row["needs_review"]) for row in rows] == [
+        (rank, SCOPE, row["terminal_recurred_streak"] >= 3) for rank, row in enumerate(record["top_revisions"], start=1)
+    ]
+    limited = json.loads(cli(view, "rank", "--scope", SCOPE, "--limit", "1", "--json").stdout)
+    assert [row["artifact_ref"] for row in limited] == [record["top_revisions"][0]["artifact_ref"]]
+
+
+def test_rank_table(view, record):
+    result = cli(view, "rank")
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in result.stdout.splitlines()]
+    for rank, row in enumerate(record["top_revisions"], start=1):
+        ref = row["artifact_ref"]
+        line = next(line for line in lines if line[:1] == [str(rank)])
+        assert f"{ref['family']}/{ref['artifact_id']}" in line
+        assert str(row["terminal_recurred_streak"]) in line
+
+
+def test_rank_and_stats_errors(view):
+    unknown = cli(view, "stats", "--scope", "no-such-scope")
+    assert unknown.returncode == 1 and "unknown scope" in unknown.stderr
+    surface = cli(view, "rank", "--surface", "experience_content")
+    assert surface.returncode == 2 and "repair_surface is not in the Redis view" in surface.stderr
+    assert cli(view, "rank", "--surface", "nonsense").returncode == 2
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
+    down = subprocess.run(
+        [sys.executable, "-m", "processors.cli", "stats", "--redis-url", "redis://127.0.0.1:1/0"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )
+    assert down.returncode == 1 and "cannot read the Redis view" in down.stderr

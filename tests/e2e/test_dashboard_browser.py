@@ -1,0 +1,131 @@
+"""The dashboard in headless Debian Chromium (playwright-core, driven by
+tests/e2e/browser/dashboard.mjs): a real worker fed with
+../shared/cases/worked_example.jsonl writes the Redis view, the API runs on
+uvicorn over loopback, and the page must show the numbers of the last
+statistics record of the same journal (embedded runner, CONTRACT §10), draw
+the top revisions (streaks 4 and 3) as Chart.js bars, and refresh itself when
+the view changes.
+
+Needs /usr/bin/chromium and tests/e2e/browser/node_modules: `bash
+deploy/ensure-browser.sh` installs both. The test fails — never skips — when
+they are missing. The screenshot is saved as ``<tmp_path>/dashboard.png``;
+with RL_DASHBOARD_SCREENSHOT=PATH it is also copied to PATH (that is how
+docs/dashboard.png is made).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from processors.api import ApiSettings
+from processors.view import RedisView
+from tests.e2e.api_server import fed_view, running_api
+
+BROWSER_DIR = Path(__file__).resolve().parent / "browser"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+SCOPE = "port-bound"
+
+
+def read_line(process: subprocess.Popen, timeout: float) -> dict:
+    """The next JSON line the driver prints; fails with its stderr when it
+    exits or says nothing within ``timeout`` seconds."""
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if selector.select(timeout=0.2):
+            line = process.stdout.readline()
+            if line:
+                return json.loads(line)
+            break
+    process.kill()
+    raise AssertionError(f"browser driver gave no snapshot within {timeout} s; stderr:\n{process.stderr.read()[-4000:]}")
+
+
+def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, tmp_path, record_property):
+    if not Path(CHROMIUM).is_file():
+        pytest.fail(f"{CHROMIUM} is missing: run `bash deploy/ensure-browser.sh`")
+    if not (BROWSER_DIR / "node_modules" / "playwright-core").is_dir():
+        pytest.fail("playwright-core is not installed in tests/e2e/browser: run `bash deploy/ensure-browser.sh`")
+    node = shutil.which("node")
+    assert node, "node is not on PATH"
+
+    screenshot = tmp_path / "dashboard.png"
+    with fed_view(bootstrap, redis_url, tmp_path) as view, running_api(ApiSettings(redis_url=redis_url, topic_prefix=view.prefix)) as base_url:
+        record = view.expected[SCOPE]
+        driver = subprocess.Popen(
+            [node, str(BROWSER_DIR / "dashboard.mjs"), f"{base_url}/?refresh=400", str(screenshot)],
+            cwd=BROWSER_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            shown = read_line(driver, 60)
+
+            # The counters of the last statistics record, as the page shows them.
+            assert shown["scope"] == SCOPE
+            assert shown["asOf"] == str(record["as_of_position"])
+            assert shown["counters"] == {
+                name: str(record[name])
+                for name in ("selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "late_revisions")
+            }
+            assert shown["scopes"] == [[SCOPE, *(str(record[name]) for name in (
+                "as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes",
+            ))]]
+            assert shown["gapsHeading"] == "Evidence gaps — not failures"
+
+            # The two top revisions of the worked example, streaks 4 and 3, in
+            # the table, in the chart, and both highlighted as needing review.
+            top = [(row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"], row["terminal_recurred_streak"]) for row in record["top_revisions"]]
+            assert top == [("P1", 1, 4), ("Q1", 1, 3)]
+            assert [row[:4] for row in shown["revisions"]] == [
+                [str(rank), f"{ident} r{revision}", row["signature_key"], str(streak)]
+                for rank, ((ident, revision, streak), row) in enumerate(zip(top, record["top_revisions"], strict=True), start=1)
+            ]
+            assert [row[4] for row in shown["revisions"]] == ["needs review", "needs review"]
+            assert shown["reviewRowClasses"] == ["needs-review", "needs-review"]
+            assert shown["chart"]["data"] == [4, 3]
+            assert shown["chart"]["labels"] == [f"{ident} r{revision} · {row['signature_key']}" for (ident, revision, _), row in zip(top, record["top_revisions"], strict=True)]
+            assert shown["review"] == [
+                [f"{ident} r{revision}", row["signature_key"], str(streak), "not in the view"]
+                for (ident, revision, streak), row in zip(top, record["top_revisions"], strict=True)
+            ]
+            # It polls with If-None-Match: an unchanged view answers 304.
+            assert shown["stats"]["notModified"] >= 1 and shown["stats"]["errors"] == 0
+            assert shown["consoleErrors"] == []
+
+            # A new statistics record in the view reaches the open page by itself.
+            newer = {**record, "as_of_position": record["as_of_position"] + 1, "pending_outcomes": record["pending_outcomes"] + 3}
+            writer = RedisView(redis_url, namespace=view.namespace)
+            try:
+                writer.submit([newer])
+                assert writer.pending == 0
+            finally:
+                writer.close()
+            driver.stdin.write(f"expect pending_outcomes {newer['pending_outcomes']}\n")
+            driver.stdin.flush()
+            refreshed = read_line(driver, 30)
+            assert refreshed["asOf"] == str(newer["as_of_position"])
+            assert refreshed["counters"]["pending_outcomes"] == str(newer["pending_outcomes"])
+            assert refreshed["scopes"][0][8] == str(newer["pending_outcomes"])
+            assert refreshed["stats"]["renders"] >= 2
+            assert refreshed["consoleErrors"] == []
+
+            driver.stdin.close()
+            assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    record_property("dashboard_screenshot", str(screenshot))
+    print(f"dashboard screenshot: {screenshot} ({screenshot.stat().st_size} bytes)")
+    if os.environ.get("RL_DASHBOARD_SCREENSHOT"):
+        shutil.copyfile(screenshot, os.environ["RL_DASHBOARD_SCREENSHOT"])
