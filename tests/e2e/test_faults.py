@@ -17,7 +17,7 @@ from processors.view import RedisView, default_namespace
 from processors.workload import Workload, generate_journal
 from tests.e2e import harness
 
-WORKLOAD = Workload(scopes=8, outcomes_per_scope=60, heads_per_scope=4, handoffs=2, seed=13)
+WORKLOAD = Workload(scopes=8, outcomes_per_scope=150, heads_per_scope=4, handoffs=2, seed=13)  # ~1,250 events: several transactions
 SLOW = ("--max-batch", "40")  # many small transactions, so every fault point is reached
 
 
@@ -66,7 +66,7 @@ def start(bootstrap, prefix, log, *, fault=None, instance="w1", idle_exit=4.0, r
         ["produced:3"],  # outputs produced, changelog and offsets not yet
         ["offsets_sent:3"],  # everything sent, commit_transaction not called
         ["committed:3"],  # committed, Redis view not yet written
-        ["committed:4", "restoring:40"],  # then again while restoring state from the changelog
+        ["committed:2", "restoring:10"],  # then again while restoring state from the changelog
     ],
     ids=lambda faults: "+".join(f.split(":")[0] for f in faults),
 )
