@@ -35,8 +35,8 @@ from processors.ledger.intake import decode_journal_line, validate  # noqa: E402
 from processors.ledger.processor import LedgerProcessor  # noqa: E402
 from processors.workload import Workload, generate_journal  # noqa: E402
 
-BENCHMARKS_MD = Path(__file__).resolve().parents[1] / "BENCHMARKS.md"
-BEGIN, END = "<!-- core-benchmark:begin -->", "<!-- core-benchmark:end -->"
+from benchmarks.record import write_block  # noqa: E402
+
 BATCH = 10_000
 
 
@@ -154,7 +154,6 @@ def main() -> None:
 def write_markdown(r: dict) -> None:
     """Replace the core-benchmark block of BENCHMARKS.md."""
     lines = [
-        BEGIN,
         f"Recorded {r['date']} by `python benchmarks/core_benchmark.py` ({r['machine']}; 2-core VM).",
         "",
         f"Workload: {r['events']:,} source events over {r['scopes']} scopes ({r['outcomes']:,} task outcomes,"
@@ -177,15 +176,7 @@ def write_markdown(r: dict) -> None:
     ]
     for row in r["scaling"]:
         lines.append(f"| {row['heads']:,} | {row['all_us']:.1f} | {row['unlinked_failing_us']:.1f} (n={row['unlinked_failing_n']}) |")
-    lines.append(END)
-    block = "\n".join(lines)
-    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n\n"
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n## Ledger core\n\n" + block + "\n"
-    BENCHMARKS_MD.write_text(text)
+    write_block("core-benchmark", "Ledger core", lines)
 
 
 if __name__ == "__main__":

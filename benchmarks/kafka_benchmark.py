@@ -122,8 +122,8 @@ from processors.workload import Workload, generate_journal  # noqa: E402
 from schemas.codec import decode_value  # noqa: E402
 from topics import catalogue  # noqa: E402
 
-BENCHMARKS_MD = REPO / "BENCHMARKS.md"
-BEGIN, END = "<!-- kafka-benchmark:begin -->", "<!-- kafka-benchmark:end -->"
+from benchmarks.record import BENCHMARKS_MD, write_block  # noqa: E402
+
 STATISTICS, OBSERVATIONS = "recurrence-statistics", "recurrence-observations"
 SAMPLE_S = 0.02
 #: A second of a latency run is "quiet" when processes other than the
@@ -823,7 +823,6 @@ def write_markdown(r: dict) -> None:
     ledger = runs["ledger"]
     per_event_ms = statistics.median(run["process_cpu_s"] / run["events"] * 1000 for run in ledger)
     lines = [
-        BEGIN,
         f"Recorded {r['date']} by `python benchmarks/kafka_benchmark.py` (code {r['code']}; {r['machine']}; one Kafka 3.9.1"
         f" KRaft broker on the same VM, `deploy/services.sh`). Script run time {r['script_seconds'] / 60:.1f} min."
         f" Load average at start / end: {r['load_start']} / {r['load_end']} — the VM was shared with other work while this"
@@ -882,15 +881,7 @@ def write_markdown(r: dict) -> None:
             f" | {_pct(cpu, 'process')}, {_pct(cpu, 'broker')}, {_pct(cpu, 'other')}"
             + (f" | {run['quiet_seconds']}, {run['quiet_p50_ms']:,.0f} / {run['quiet_p99_ms']:,.0f} ms |" if run["quiet_events"] else " | 0 |")
         )
-    lines.append(END)
-    block = "\n".join(lines)
-    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n\n"
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + block + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n## Kafka end to end\n\n" + block + "\n"
-    BENCHMARKS_MD.write_text(text)
+    write_block("kafka-benchmark", "Kafka end to end", lines)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,21 @@ class JsonlSink:
                 summary.statistics[emit.value["scope_id"]] = emit.value
 
 
+def file_progress(show: bool) -> Progress:
+    """A transient progress bar on stderr for reading a file by bytes (shared
+    by run-journal and publish)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=not show,
+    )
+
+
 def journal_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
     """``(0-based line number, line without its end-of-line)`` for every
     non-blank line."""
@@ -90,18 +105,7 @@ def run_journal(
     with contextlib.ExitStack() as stack:
         sink = JsonlSink(out_dir, stack)
         handle = stack.enter_context(open(journal, "rb"))
-        progress = stack.enter_context(
-            Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-                transient=True,
-                disable=not show_progress,
-            )
-        )
+        progress = stack.enter_context(file_progress(show_progress))
         task = progress.add_task(journal.name, total=size)
         for number, line in journal_lines(handle):
             summary.lines += 1

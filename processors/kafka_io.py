@@ -26,10 +26,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from processors.embedded import journal_lines
+from processors.embedded import file_progress, journal_lines
 from processors.kafka_admin import is_transient
 from processors.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
 from processors.ledger.normalize import canonical_json
@@ -235,16 +233,7 @@ def publish_journal(
             summary.topics[logical_topic] += 1
 
     size = journal.stat().st_size
-    with open(journal, "rb") as handle, Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        disable=not show_progress,
-    ) as progress:
+    with open(journal, "rb") as handle, file_progress(show_progress) as progress:
         task = progress.add_task(f"publish {journal.name}", total=size)
         for number, line in journal_lines(handle):
             record = prepare_line(line, fmt, per_kind)
