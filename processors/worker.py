@@ -569,6 +569,9 @@ class LedgerWorker:
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
+                # Do not let the broker hold the last fetch for 500 ms: the
+                # end of the partition is what recovery waits for.
+                "fetch.wait.max.ms": 10,
             }
         )
         try:
