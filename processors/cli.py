@@ -358,9 +358,12 @@ def rebuild_command(
         records = [{**record, **rebuilt.get(scope_id, {})} for scope_id, record in latest.items()]
         view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
         view.clear()
-        view.submit(records)
-        written = view.flush()
-        console.print(f"Redis view rewritten: {written} scopes", highlight=False)
+        view.submit(records)  # writes at once when Redis answers
+        view.flush()
+        if view.pending:
+            console.print(f"Redis at {redis_url} did not answer: the view was not rewritten", style="red")
+            raise typer.Exit(1)
+        console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes", highlight=False)
     if any(differences.values()):
         raise typer.Exit(1)
 
@@ -453,7 +456,7 @@ def view_rebuild_command(
     view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
     with _kafka_errors():
         scopes = rebuild_from_topic(view, bootstrap, topic_prefix)
-    console.print(f"{scopes} scopes written to {redis_url}")
+    console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 
 from processors.cli_ops import register  # noqa: E402 - serve, rank, stats (issue 5)

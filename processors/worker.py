@@ -653,6 +653,6 @@ def run_worker(config: WorkerConfig) -> None:
         worker.metrics.serve(config.metrics_port)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
-    log.info("worker %s of %s: %d partitions, inputs %s", config.instance_id, config.app_id, partitions, worker.inputs)
+    log.info("worker %s of group %s: %d partitions, inputs %s", config.instance_id, config.group_id, partitions, worker.inputs)
     worker.run()
 

@@ -136,6 +136,7 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
         )
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.count("equal") == 5
+        assert "rewritten: 5 scopes" in result.stdout
         reference = harness.embedded(journal, tmp_path / "embedded")
         for scope_id, record in harness.last_statistics(reference["recurrence-statistics"]).items():
             assert view.read(scope_id) == record
