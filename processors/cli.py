@@ -335,13 +335,13 @@ def rebuild_command(
     against the latest statistics records, and rewrite the Redis view.
     Exit code 1 when the rebuilt views differ from the live ones."""
     from processors.kafka_io import read_topic
-    from processors.ledger.rebuild import compare, rebuild_views
+    from processors.ledger.rebuild import compare, rebuild_views, surfaces_from
     from processors.view import RedisView, default_namespace, read_statistics_topic
 
     with _kafka_errors():
         observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
         latest = read_statistics_topic(bootstrap, topic_prefix)
-    rebuilt = rebuild_views(observations, review_threshold, top_revisions)
+    rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces_from(latest.values()))
     differences = compare(rebuilt, latest)
     table = Table(title=f"rebuilt from {len(observations)} observations", box=box.SIMPLE_HEAD)
     for column in ("scope", "selected", "recurred", "avoided", "unknown", "needing review", "top streak", "live view"):

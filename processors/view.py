@@ -366,7 +366,7 @@ class RedisView:
 
     def top(self, scope_id: str, limit: int = 10) -> list[dict]:
         """The first ``limit`` rows of a scope's sorted set as RecurrenceStreak
-        dicts ``{artifact_ref, signature_key, terminal_recurred_streak}``, in
+        dicts (with the revision's figures when the record carries them), in
         CONTRACT §8 order (streak descending, then ArtifactRef order, then
         signature_key); [] for an unknown scope. Two round trips: the
         ``limit``-th score, then every member at or above it, so that ties at
@@ -383,7 +383,12 @@ class RedisView:
             row["terminal_recurred_streak"] = int(score)
             rows.append(row)
         rows.sort(key=_rank_key)
-        return rows[:limit]
+        rows = rows[:limit]
+        # The record's rows carry each revision's figures (repair_surface,
+        # counts, yield): return those for the members they describe.
+        stored = self._client.hget(self.scope_key(scope_id), "top_revisions")
+        full = {member(row): row for row in orjson.loads(stored)} if stored else {}
+        return [full.get(member(row), row) for row in rows]
 
     def review(self, scope_id: str) -> set[str]:
         """The review-set members of a scope (see the layout's limits).

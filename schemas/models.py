@@ -336,11 +336,21 @@ class RecurrenceObservation(_Value):
 
 
 class RecurrenceStreak(_Value):
-    """RFC RecurrenceStreak: one row of ``top_revisions``."""
+    """RFC RecurrenceStreak — one row of ``top_revisions`` — plus the
+    revision's yield figures: repair_surface, selected / recurred / avoided
+    counts, ``yield`` = avoided / (avoided + recurred) (None without terminal
+    verdicts) and ``low_yield`` (selected ≥ 3 and yield < 0.3; surfaced only,
+    RFC "Degradation")."""
 
     artifact_ref: ArtifactRef
     signature_key: str
     terminal_recurred_streak: Annotated[int, Field(ge=0)]
+    repair_surface: RepairSurface | None = None
+    selected: Annotated[int, Field(ge=0)] = 0
+    recurred: Annotated[int, Field(ge=0)] = 0
+    avoided: Annotated[int, Field(ge=0)] = 0
+    yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
+    low_yield: bool = False
 
 
 class ReviewCandidate(_Value):

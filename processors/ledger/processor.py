@@ -24,7 +24,7 @@ from processors.ledger import chain, matching, verdicts
 from processors.ledger.normalize import digest, normalize
 from processors.ledger.state import LedgerState, Store
 from processors.ledger.statistics import scope_statistics
-from processors.ledger.streaks import record_verdict
+from processors.ledger.streaks import count_selected, record_verdict
 from processors.ledger.validation import check_record
 from schemas import models
 
@@ -359,6 +359,7 @@ class LedgerProcessor:
                 signature_key = failure["signature_key"]
                 self._emit(emits, OBSERVATIONS, scope_id, verdicts.observation("selected", scope_id, outcome, ref, signature_key, **link))
                 scope["selected"] += 1
+                count_selected(state, scope_id, ref, signature_key, failure["repair_surface"])
                 hits = by_target.get((ref["artifact_id"], ref["revision"]), [])
                 if len(hits) == 1:
                     failure_ref, match = hits[0]

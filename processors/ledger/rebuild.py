@@ -15,32 +15,60 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from processors.ledger.state import LedgerState, new_scope_record
-from processors.ledger.streaks import record_verdict
+from processors.ledger.statistics import top_revisions
+from processors.ledger.streaks import count_selected, record_verdict
 
 #: ScopeStatistics fields that rebuild_views derives from observations.
 DERIVED_FIELDS = ("selected", "recurred", "avoided", "unknown", "needing_review", "top_revisions")
 
 
-def rebuild_views(observations: Iterable[dict], review_threshold: int = 3, top_limit: int = 10) -> dict[str, dict]:
+def surfaces_from(statistics: Iterable[dict]) -> dict[tuple[str, str, int], str]:
+    """repair_surface per (scope, artifact_id, revision) as the statistics
+    records' top_revisions rows carry it (it is on the Experience revision,
+    not on the observations)."""
+    return {
+        (record["scope_id"], row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]): row["repair_surface"]
+        for record in statistics
+        for row in record["top_revisions"]
+        if row.get("repair_surface")
+    }
+
+
+def rebuild_views(
+    observations: Iterable[dict],
+    review_threshold: int = 3,
+    top_limit: int = 10,
+    surfaces: dict[tuple[str, str, int], str] | None = None,
+) -> dict[str, dict]:
     """Per scope, the DERIVED_FIELDS of ScopeStatistics from observation
     records (dicts as published). Streaks are ordered by
     task_outcome_position whatever the input order (CONTRACT §8), so a
-    topic read partition by partition gives the live values."""
+    topic read partition by partition gives the live values. ``surfaces``
+    (see :func:`surfaces_from`) fills the rows' repair_surface."""
     state = LedgerState()
     scopes: dict[str, dict] = {}
+    surfaces = surfaces or {}
     for record in observations:
         scope_id = record["scope_id"]
         scope = scopes.setdefault(scope_id, new_scope_record())
         event = record["event"]
+        ref = record["artifact_ref"]
+        surface = surfaces.get((scope_id, ref["artifact_id"], ref["revision"]), "")
         scope[event] += 1
         if event == "selected":
+            count_selected(state, scope_id, ref, record["signature_key"], surface)
             continue
         if record["handoff_ref"] is not None:
             scope["linked_verdicts"] += 1
-        # repair_surface is not on the observation; "" publishes no review
-        # candidate (candidates are ledger records of their own topic).
-        record_verdict(state, scope, scope_id, record["artifact_ref"], record["signature_key"], "", event,
+        # A rebuild publishes no review candidate (they are ledger records of
+        # their own topic): the streak is recomputed with surface "" there.
+        record_verdict(state, scope, scope_id, ref, record["signature_key"], "", event,
                        record["task_outcome_position"], record["failure_ref"], review_threshold)
+        if surface:
+            parts = ("streak", scope_id, ref["artifact_id"], ref["revision"])
+            revision = state.get(*parts)
+            revision["repair_surface"] = surface
+            state.put(revision, *parts)
     return {
         scope_id: {
             "selected": scope["selected"],
@@ -48,7 +76,7 @@ def rebuild_views(observations: Iterable[dict], review_threshold: int = 3, top_l
             "avoided": scope["avoided"],
             "unknown": scope["selected"] - scope["linked_verdicts"],
             "needing_review": scope["needing_review"],
-            "top_revisions": state.top_revisions(scope_id, top_limit),
+            "top_revisions": top_revisions(state, scope_id, top_limit),
         }
         for scope_id, scope in scopes.items()
     }

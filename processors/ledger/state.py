@@ -111,28 +111,24 @@ class LedgerState:
             self._rankings[scope_id] = ranking
         return ranking
 
-    def top_revisions(self, scope_id: str, limit: int) -> list[dict]:
-        """The first ``limit`` rows of the ranking as RecurrenceStreak dicts
-        (CONTRACT §8 ``top_revisions``); cached until a streak changes."""
+    def cached_top(self, scope_id: str, limit: int) -> list[dict] | None:
+        """The cached top_revisions rows of a scope for ``limit``, if any."""
         cached = self._top.get(scope_id)
-        if cached is not None and cached[0] == limit:
-            return cached[1]
-        rows = [
-            {
-                "artifact_ref": {"family": family, "artifact_id": artifact_id, "revision": revision},
-                "signature_key": signature_key,
-                "terminal_recurred_streak": -negative_streak,
-            }
-            for negative_streak, family, artifact_id, revision, signature_key in self.ranking(scope_id).islice(0, limit)
-        ]
+        return cached[1] if cached is not None and cached[0] == limit else None
+
+    def cache_top(self, scope_id: str, limit: int, rows: list[dict]) -> None:
+        """Remember a scope's top_revisions rows until :meth:`forget_top`."""
         self._top[scope_id] = (limit, rows)
-        return rows
+
+    def forget_top(self, scope_id: str) -> None:
+        """A streak or a per-revision count of the scope changed."""
+        self._top.pop(scope_id, None)
 
     def set_streak_rank(self, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
         """Move one revision in the ranking from streak ``old`` to ``new``."""
         if old == new:
             return
-        self._top.pop(scope_id, None)
+        self.forget_top(scope_id)
         ranking = self.ranking(scope_id)
         ranked_key = ("ranked", scope_id)
         ranked = self.store.get(ranked_key, {})

@@ -25,7 +25,50 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
         "unknown": scope["selected"] - scope["linked_verdicts"],
         "unlinked_handoff_citations": scope["unlinked_handoff_citations"],
         "needing_review": scope["needing_review"],
-        "top_revisions": state.top_revisions(scope_id, top_limit),
+        "top_revisions": top_revisions(state, scope_id, top_limit),
         "pending_outcomes": scope["pending_outcomes"],
         "late_revisions": scope["late_revisions"],
     }
+
+
+#: low_yield (issue "yield metrics"; surfaced only, RFC "Degradation"): at
+#: least this many selections and a yield below LOW_YIELD.
+LOW_YIELD_MIN_SELECTED = 3
+LOW_YIELD = 0.3
+
+
+def revision_figures(record: dict | None) -> dict:
+    """A revision's repair_surface, selected / recurred / avoided counts,
+    ``yield`` = avoided / (avoided + recurred) over terminal verdicts (None
+    when there are none; rounded to 4 decimals) and ``low_yield``."""
+    record = record or {}
+    recurred, avoided, selected = record.get("recurred", 0), record.get("avoided", 0), record.get("selected", 0)
+    revision_yield = round(avoided / (avoided + recurred), 4) if avoided + recurred else None
+    return {
+        "repair_surface": record.get("repair_surface") or None,
+        "selected": selected,
+        "recurred": recurred,
+        "avoided": avoided,
+        "yield": revision_yield,
+        "low_yield": revision_yield is not None and selected >= LOW_YIELD_MIN_SELECTED and revision_yield < LOW_YIELD,
+    }
+
+
+def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
+    """The first ``limit`` revisions of the streak ranking as RecurrenceStreak
+    rows (CONTRACT §8: artifact_ref, signature_key, terminal_recurred_streak)
+    with the revision's figures (:func:`revision_figures`); cached until a
+    streak or count of the scope changes."""
+    rows = state.cached_top(scope_id, limit)
+    if rows is None:
+        rows = [
+            {
+                "artifact_ref": {"family": family, "artifact_id": artifact_id, "revision": revision},
+                "signature_key": signature_key,
+                "terminal_recurred_streak": -negative_streak,
+                **revision_figures(state.get("streak", scope_id, artifact_id, revision)),
+            }
+            for negative_streak, family, artifact_id, revision, signature_key in state.ranking(scope_id).islice(0, limit)
+        ]
+        state.cache_top(scope_id, limit, rows)
+    return rows

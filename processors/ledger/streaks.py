@@ -35,6 +35,30 @@ def review_candidate_id(scope_id: str, artifact_ref: dict, signature_key: str, r
     )
 
 
+def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair_surface: str) -> dict:
+    """The per-revision record (streak run and counts), new if absent."""
+    return state.get(*parts) or {
+        "signature_key": signature_key,
+        "repair_surface": repair_surface,
+        "last_avoided": None,
+        "run": [],
+        "published": [],
+        "selected": 0,
+        "recurred": 0,
+        "avoided": 0,
+    }
+
+
+def count_selected(state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str) -> None:
+    """One more selected event for a revision (its yield figures, issue
+    "yield metrics"; the streak is unaffected)."""
+    parts = ("streak", scope_id, artifact_ref["artifact_id"], artifact_ref["revision"])
+    record = revision_record(state, parts, signature_key, repair_surface)
+    record["selected"] = record.get("selected", 0) + 1
+    state.put(record, *parts)
+    state.forget_top(scope_id)
+
+
 def record_verdict(
     state: LedgerState,
     scope: dict,
@@ -53,13 +77,9 @@ def record_verdict(
     (zero or one).
     """
     parts = ("streak", scope_id, artifact_ref["artifact_id"], artifact_ref["revision"])
-    streak = state.get(*parts) or {
-        "signature_key": signature_key,
-        "repair_surface": repair_surface,
-        "last_avoided": None,
-        "run": [],
-        "published": [],
-    }
+    streak = revision_record(state, parts, signature_key, repair_surface)
+    streak[event] = streak.get(event, 0) + 1
+    state.forget_top(scope_id)
     last_avoided = streak["last_avoided"]
     old = len(streak["run"])
     after_last_avoided = last_avoided is None or position > last_avoided

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from processors.ledger.rebuild import compare, rebuild_views
+from processors.ledger.rebuild import compare, rebuild_views, surfaces_from
 from processors.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, shared_case
 from tests.journal import Ledger
@@ -27,7 +27,7 @@ def test_shared_cases_rebuild_to_the_live_statistics():
     for name in CASE_NAMES:
         journal, expected = shared_case(name)
         ledger = live([json.loads(line) for line in journal.read_text().splitlines()])
-        rebuilt = rebuild_views(ledger.out["recurrence-observations"])
+        rebuilt = rebuild_views(ledger.out["recurrence-observations"], surfaces=surfaces_from(latest(ledger).values()))
         assert compare(rebuilt, latest(ledger)) == {scope: [] for scope in expected["scopes"]}
         for scope, facts in expected["scopes"].items():
             assert rebuilt[scope]["needing_review"] == facts["statistics"]["needing_review"]
@@ -37,7 +37,7 @@ def test_generated_workload_rebuilds_in_any_order():
     ledger = live(generate_journal(Workload(scopes=5, outcomes_per_scope=80, heads_per_scope=5, handoffs=2, seed=4)))
     observations = list(ledger.out["recurrence-observations"])
     random.Random(1).shuffle(observations)
-    rebuilt = rebuild_views(observations)
+    rebuilt = rebuild_views(observations, surfaces=surfaces_from(latest(ledger).values()))
     assert compare(rebuilt, latest(ledger)) == {scope: [] for scope in latest(ledger)}
     assert any(view["needing_review"] for view in rebuilt.values())
 
@@ -45,5 +45,5 @@ def test_generated_workload_rebuilds_in_any_order():
 def test_a_lost_observation_is_reported():
     ledger = live(generate_journal(Workload(scopes=2, outcomes_per_scope=40, heads_per_scope=3, handoffs=2, seed=8)))
     observations = [o for o in ledger.out["recurrence-observations"] if o["event"] != "avoided"][1:]
-    differences = compare(rebuild_views(observations), latest(ledger))
+    differences = compare(rebuild_views(observations, surfaces=surfaces_from(latest(ledger).values())), latest(ledger))
     assert any("avoided" in fields for fields in differences.values())

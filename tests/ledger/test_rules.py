@@ -432,3 +432,20 @@ def test_scopes_are_independent():
     )
     assert ledger.stats("a")["recurred"] == 1
     assert ledger.stats("b")["recurred"] == 0
+
+
+def test_top_revisions_carry_the_revision_yield_figures():
+    ledger = Ledger().feed(
+        experience(S, 1, "E1", surface="recall_policy"),
+        *linked_chain(("E1", 1)),
+        *[outcome(S, p, f"O{p}", receipt_id="R1", checks=[check(CUE)]) for p in (20, 22)],
+        avoided_outcome("A21", 21),
+    )
+    [row] = ledger.stats(S)["top_revisions"]
+    assert {k: row[k] for k in ("repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "terminal_recurred_streak")} == {
+        "repair_surface": "recall_policy", "selected": 3, "recurred": 2, "avoided": 1, "yield": 0.3333,
+        "low_yield": False, "terminal_recurred_streak": 1,
+    }
+    ledger.feed(*[outcome(S, p, f"O{p}", receipt_id="R1", checks=[check(CUE)]) for p in (23, 24, 25)])
+    [row] = ledger.stats(S)["top_revisions"]
+    assert (row["selected"], row["recurred"], row["yield"], row["low_yield"]) == (6, 5, 0.1667, True)

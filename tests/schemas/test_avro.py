@@ -76,12 +76,12 @@ def _avro_fields(schema) -> dict:
 
 def _assert_same_fields(model: type[BaseModel], schema: dict, path: str) -> None:
     fields = _avro_fields(schema)
-    assert set(fields) == set(model.model_fields), path
+    assert set(fields) == {info.alias or name for name, info in model.model_fields.items()}, path
     for name, info in model.model_fields.items():
         nested = _nested_model(info.annotation)
         if nested is None:
             continue
-        avro_type = fields[name]
+        avro_type = fields[info.alias or name]
         record = _nested_record(avro_type)
         assert record is not None, f"{path}.{name}"
         _assert_same_fields(nested, record, f"{path}.{name}")
