@@ -371,10 +371,20 @@ class ReviewCandidate(_Value):
     failure_refs: list[TaskOutcomeItemRef]
 
 
+class SurfaceCounts(_Value):
+    """Selected / recurred / avoided events of one repair_surface."""
+
+    selected: Annotated[int, Field(ge=0)]
+    recurred: Annotated[int, Field(ge=0)]
+    avoided: Annotated[int, Field(ge=0)]
+
+
 class ScopeStatistics(_Value):
     """CONTRACT §8: the RFC's RecurrenceStatistics block for one scope plus
     ``as_of_position`` and the operational gauges ``pending_outcomes`` and
-    ``late_revisions``. Re-published whenever it changes (compacted topic)."""
+    ``late_revisions``, plus the yield metrics ``repeat_failure_rate``,
+    ``stale_revision_selections`` and ``by_repair_surface``. Re-published
+    whenever it changes (compacted topic)."""
 
     scope_id: Id
     as_of_position: Position
@@ -387,6 +397,9 @@ class ScopeStatistics(_Value):
     top_revisions: list[RecurrenceStreak]
     pending_outcomes: Annotated[int, Field(ge=0)]
     late_revisions: Annotated[int, Field(ge=0)]
+    repeat_failure_rate: Annotated[float | None, Field(ge=0, le=1)] = None
+    stale_revision_selections: Annotated[int, Field(ge=0)] = 0
+    by_repair_surface: dict[RepairSurface, SurfaceCounts] = {}
 
 
 # --------------------------------------------------------------------- §9

@@ -116,6 +116,12 @@ def _identity(kind: str, value: dict) -> tuple:
     raise ValueError(f"unknown source event kind {kind!r}")
 
 
+def _surface_count(scope: dict, repair_surface: str, event: str) -> None:
+    """Per-scope selected / recurred / avoided counts by repair_surface."""
+    counts = scope.setdefault("by_repair_surface", {}).setdefault(repair_surface, {"selected": 0, "recurred": 0, "avoided": 0})
+    counts[event] += 1
+
+
 class LedgerProcessor:
     """The recurrence ledger (CONTRACT §3–§8) over a mapping store.
 
@@ -360,6 +366,9 @@ class LedgerProcessor:
                 self._emit(emits, OBSERVATIONS, scope_id, verdicts.observation("selected", scope_id, outcome, ref, signature_key, **link))
                 scope["selected"] += 1
                 count_selected(state, scope_id, ref, signature_key, failure["repair_surface"])
+                _surface_count(scope, failure["repair_surface"], "selected")
+                if matching.head_at(state, scope_id, ref["artifact_id"], position) != ref["revision"]:
+                    scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + 1
                 hits = by_target.get((ref["artifact_id"], ref["revision"]), [])
                 if len(hits) == 1:
                     failure_ref, match = hits[0]
@@ -394,6 +403,9 @@ class LedgerProcessor:
     def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit]) -> list[dict]:
         self._emit(emits, OBSERVATIONS, scope_id, record)
         scope[record["event"]] += 1
+        _surface_count(scope, repair_surface, record["event"])
+        if record["event"] == "recurred" and record["handoff_ref"] is not None:
+            scope["linked_recurred"] = scope.get("linked_recurred", 0) + 1
         return record_verdict(
             self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
             record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold,

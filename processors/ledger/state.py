@@ -59,6 +59,9 @@ def new_scope_record() -> dict:
         "needing_review": 0,
         "pending_outcomes": 0,
         "late_revisions": 0,
+        "linked_recurred": 0,  # recurred verdicts on linked outcomes (repeat_failure_rate)
+        "stale_revision_selections": 0,
+        "by_repair_surface": {},  # surface -> {selected, recurred, avoided}
         "heads_version": 0,
         "max_experience_position": -1,
         "max_unlinked_position": -1,

@@ -12,7 +12,13 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
 
     ``unknown`` = selected − terminal verdicts on linked outcomes (§7).
     ``top_revisions``: revisions with streak ≥ 1, by streak descending, then
-    ArtifactRef order, then signature_key; the first ``top_limit``. Taken
+    ArtifactRef order, then signature_key; the first ``top_limit``.
+    Yield metrics (issue "yield metrics", from the failure-journal pattern):
+    ``repeat_failure_rate`` = recurred / (recurred + avoided) on linked
+    outcomes (None without any), ``stale_revision_selections`` = selected
+    events whose cited revision was not its artifact's head at the outcome's
+    position, ``by_repair_surface`` = selected / recurred / avoided counts
+    per repair_surface. Taken
     from the sorted ranking (cached between streak changes), so the cost is
     O(top_limit), not O(revisions).
     """
@@ -28,7 +34,21 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
         "top_revisions": top_revisions(state, scope_id, top_limit),
         "pending_outcomes": scope["pending_outcomes"],
         "late_revisions": scope["late_revisions"],
+        "repeat_failure_rate": _rate(scope.get("linked_recurred", 0), scope["avoided"]),
+        "stale_revision_selections": scope.get("stale_revision_selections", 0),
+        "by_repair_surface": {
+            surface: dict(scope.get("by_repair_surface", {}).get(surface, {"selected": 0, "recurred": 0, "avoided": 0}))
+            for surface in REPAIR_SURFACES
+        },
     }
+
+
+REPAIR_SURFACES = ("experience_content", "working_state", "recall_policy", "acceptance_check")
+
+
+def _rate(recurred: int, avoided: int) -> float | None:
+    """recurred / (recurred + avoided), 4 decimals; None without verdicts."""
+    return round(recurred / (recurred + avoided), 4) if recurred + avoided else None
 
 
 #: low_yield (issue "yield metrics"; surfaced only, RFC "Degradation"): at

@@ -449,3 +449,20 @@ def test_top_revisions_carry_the_revision_yield_figures():
     ledger.feed(*[outcome(S, p, f"O{p}", receipt_id="R1", checks=[check(CUE)]) for p in (23, 24, 25)])
     [row] = ledger.stats(S)["top_revisions"]
     assert (row["selected"], row["recurred"], row["yield"], row["low_yield"]) == (6, 5, 0.1667, True)
+
+
+def test_scope_yield_metrics():
+    ledger = Ledger().feed(
+        experience(S, 1, "E1", surface="recall_policy"),
+        *linked_chain(("E1", 1)),
+        outcome(S, 20, "O20", receipt_id="R1", checks=[check(CUE)]),
+        avoided_outcome("A21", 21),
+        experience(S, 22, "E1", revision=2, surface="recall_policy"),  # r1 is superseded from here on
+        outcome(S, 23, "O23", receipt_id="R1", checks=[check(CUE)]),  # linked: selects the stale r1
+        outcome(S, 24, "O24", checks=[check(CUE)]),  # unlinked: recurs on r2, not in the rate
+    )
+    stats = ledger.stats(S)
+    assert stats["repeat_failure_rate"] == 0.6667  # 2 linked recurred / (2 + 1 avoided)
+    assert stats["stale_revision_selections"] == 1
+    assert stats["by_repair_surface"]["recall_policy"] == {"selected": 3, "recurred": 3, "avoided": 1}
+    assert stats["by_repair_surface"]["experience_content"] == {"selected": 0, "recurred": 0, "avoided": 0}

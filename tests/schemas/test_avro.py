@@ -105,6 +105,8 @@ def _nested_record(avro_type):
             return avro_type
         if avro_type.get("type") == "array":
             return _nested_record(avro_type["items"])
+        if avro_type.get("type") == "map":
+            return _nested_record(avro_type["values"])
     if isinstance(avro_type, list):
         for branch in avro_type:
             found = _nested_record(branch)
