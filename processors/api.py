@@ -32,12 +32,14 @@ set and review set) and ``X-As-Of-Position``; ``GET /scopes`` carries an
 gets ``304 Not Modified`` with no body. Bad query parameters answer 400 (not
 FastAPI's default 422) with ``{"detail": [...]}``.
 
-What the view does not hold, and so this API does not show: the
-``repair_surface`` of a revision and its recurrence count (the statistics
-record's ``top_revisions`` rows carry artifact_ref, signature_key and
-terminal_recurred_streak only; ``repair_surface`` is in the ReviewCandidate
-records on the ``review-candidates`` topic, for experience_content revisions
-only), and rows beyond the worker's ``--top-revisions`` N.
+Each revision row carries, besides its streak, the revision's figures from
+the statistics record's ``top_revisions`` rows: ``repair_surface`` (null when
+the revision's surface is unknown), ``selected`` / ``recurred`` / ``avoided``
+counts, ``yield`` = avoided / (avoided + recurred) (null without terminal
+verdicts) and ``low_yield`` (surfaced only). What the view does not hold, and
+so this API does not show: rows beyond the worker's ``--top-revisions`` N, and
+the ReviewCandidate records themselves (reason, failure_refs), which live on
+the ``review-candidates`` topic.
 
 Configuration (environment, or ``ApiSettings``): ``REDIS_URL`` (default
 ``redis://127.0.0.1:6379/0``), ``RL_TOPIC_PREFIX`` (the namespace is
@@ -71,7 +73,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from processors.view import COUNTER_FIELDS, default_namespace, escape_scope
-from schemas.models import ArtifactRef, ScopeStatistics
+from schemas.models import ArtifactRef, RepairSurface, ScopeStatistics
 
 #: Directory of the dashboard's static files (package data).
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -83,12 +85,9 @@ MAX_LIMIT = 100
 #: outage quickly rather than hang.
 REDIS_TIMEOUT_S = 2.0
 
-#: What a row says about repair_surface while the view does not carry it.
-REPAIR_SURFACE_NOTE = (
-    "repair_surface is not in the Redis view (top_revisions rows carry artifact_ref, signature_key and "
-    "terminal_recurred_streak only); ReviewCandidate records on the review-candidates topic carry it for "
-    "experience_content revisions"
-)
+#: The revision figures a ``top_revisions`` row carries besides its streak
+#: (``processors.ledger.statistics.revision_figures``).
+FIGURE_FIELDS: tuple[str, ...] = ("repair_surface", "selected", "recurred", "avoided", "yield", "low_yield")
 
 
 # ----------------------------------------------------------------- settings
@@ -146,7 +145,8 @@ class ScopeSnapshot:
     ``record``: the ScopeStatistics dict (CONTRACT §8). ``record_bytes``: the
     canonical JSON the view stored. ``top``: the sorted set's rows
     ``{artifact_ref, signature_key, terminal_recurred_streak}`` in CONTRACT §8
-    order. ``review``: the review set's members, as ``(artifact_ref tuple,
+    order, each with the revision's figures (``FIGURE_FIELDS``) from the
+    record's ``top_revisions`` row of the same revision. ``review``: the review set's members, as ``(artifact_ref tuple,
     signature_key)`` keys.
     """
 
@@ -212,14 +212,18 @@ class ViewReader:
         raw, scored, review = pipe.execute()
         if raw is None:
             return None
+        record = orjson.loads(raw)
+        figures = {_row_key(row): row for row in record.get("top_revisions", [])}
         top = []
         for member, score in scored:
             row = orjson.loads(member)
             row["terminal_recurred_streak"] = int(score)
+            full = figures.get(_row_key(row), {})
+            row.update({name: full[name] for name in FIGURE_FIELDS if name in full})
             top.append(row)
         top.sort(key=rank_key)
         return ScopeSnapshot(
-            record=orjson.loads(raw),
+            record=record,
             record_bytes=raw,
             top=top,
             review=frozenset(_row_key(orjson.loads(member)) for member in review),
@@ -261,15 +265,28 @@ class ScopeList(_Shape):
     scopes: list[ScopeSummary]
 
 
-class RevisionRow(_Shape):
-    """A revision ranked by streak (a row of the view's sorted set)."""
+class _Figures(_Shape):
+    """The revision's figures, from its ``top_revisions`` row."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
+
+    repair_surface: RepairSurface | None = Field(None, description="The revision's repair_surface (RFC); null when the ledger does not know it.")
+    selected: int = Field(0, description="Selections of the revision linked to a Task Outcome.")
+    recurred: int = Field(0, description="Terminal recurred verdicts of the revision.")
+    avoided: int = Field(0, description="Terminal avoided verdicts of the revision.")
+    yield_: float | None = Field(None, alias="yield", description="avoided / (avoided + recurred), rounded to 4 decimals; null without terminal verdicts.")
+    low_yield: bool = Field(False, description="selected ≥ 3 and yield < 0.3 (surfaced only, RFC \"Degradation\").")
+
+
+class RevisionRow(_Figures):
+    """A revision ranked by streak (a row of the view's sorted set) with its
+    figures."""
 
     rank: int = Field(description="1-based position in CONTRACT §8 order (streak desc, ArtifactRef, signature_key).")
     artifact_ref: ArtifactRef
     signature_key: str
     terminal_recurred_streak: int
     needs_review: bool = Field(description="In the view's review set (streak ≥ the workers' review threshold).")
-    repair_surface: str | None = Field(None, description="Always null: " + REPAIR_SURFACE_NOTE + ".")
 
 
 class RevisionList(_Shape):
@@ -286,21 +303,22 @@ class RevisionList(_Shape):
     revisions: list[RevisionRow]
 
 
-class ReviewRow(_Shape):
-    """A revision needing review (member of the view's review set)."""
+class ReviewRow(_Figures):
+    """A revision needing review (member of the view's review set) with its
+    figures; ``repair_surface`` says what to review."""
 
     artifact_ref: ArtifactRef
     signature_key: str
     terminal_recurred_streak: int
-    repair_surface: str | None = Field(None, description="Always null: " + REPAIR_SURFACE_NOTE + ".")
 
 
 class ReviewList(_Shape):
     """``GET /scopes/{scope}/review-candidates``: the revisions needing review
     (streak ≥ the threshold, CONTRACT §8) from the view's review set, in
-    CONTRACT §8 order. These are revisions, not ReviewCandidate records: the
-    ReviewCandidate records themselves (one per run, experience_content only,
-    with repair_surface, reason and failure_refs) live on the
+    CONTRACT §8 order, each with its repair_surface and figures. These are
+    revisions, not ReviewCandidate records: the ReviewCandidate records
+    themselves (one per run, experience_content only, with reason and
+    failure_refs) live on the
     ``review-candidates`` topic. ``complete`` is false when more revisions
     need review (``needing_review``) than the view's top N holds."""
 
@@ -454,7 +472,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         if_none_match: IfNoneMatch = None,
     ) -> Response:
         """Revisions ranked by terminal_recurred_streak (CONTRACT §8 order),
-        from the view's sorted set, each flagged when it needs review."""
+        from the view's sorted set, each flagged when it needs review and
+        with its repair_surface, selected / recurred / avoided counts, yield
+        and low_yield."""
         snap = snapshot_or_404(scope)
         if isinstance(snap, JSONResponse):
             return snap
@@ -470,9 +490,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     @app.get("/scopes/{scope:path}/review-candidates", response_model=ReviewList, responses={**conditional, **errors}, tags=["statistics"])
     def scope_review(scope: str, if_none_match: IfNoneMatch = None) -> Response:
-        """Revisions needing review, from the view's review set. The
-        ReviewCandidate records themselves live on the review-candidates
-        topic."""
+        """Revisions needing review, from the view's review set, with their
+        repair_surface and figures. The ReviewCandidate records themselves
+        live on the review-candidates topic."""
         snap = snapshot_or_404(scope)
         if isinstance(snap, JSONResponse):
             return snap

@@ -11,12 +11,13 @@ Redis does not answer or ``--scope`` names a scope the view does not hold,
 2 for a usage error.
 
 What the view holds limits ``rank``: its rows are the ``top_revisions`` of
-each scope's last statistics record — artifact_ref, signature_key and
-terminal_recurred_streak of the worker's top N (``--top-revisions``, default
-10) revisions with a streak ≥ 1. There is no recurrence count per revision
-and no repair_surface in it, so ``rank`` orders by streak, then ArtifactRef,
-then signature_key (then scope id), and ``--surface`` is refused with an
-explanation instead of silently ignored.
+each scope's last statistics record — the worker's top N (``--top-revisions``,
+default 10) revisions with a streak ≥ 1, each with artifact_ref,
+signature_key, terminal_recurred_streak and the revision's figures
+(repair_surface, selected / recurred / avoided counts, yield, low_yield).
+``rank`` orders them by streak, then recurrences (``recurred``), then
+ArtifactRef, then signature_key (then scope id); ``--surface`` keeps the rows
+of one repair_surface.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from processors.api import REPAIR_SURFACE_NOTE, ApiSettings, ViewReader, rank_key
+from processors.api import ApiSettings, ViewReader
 
 console = Console()
 errors = Console(stderr=True)
@@ -67,60 +68,90 @@ def _snapshots(reader: ViewReader, scope: str | None) -> dict:
     return {scope_id: snap for scope_id, snap in snapshots.items() if snap is not None}
 
 
-def ranked_rows(snapshots: dict, limit: int) -> list[dict]:
-    """The rows ``rank`` prints: every scope's sorted-set rows, ordered by
-    streak descending, then ArtifactRef, then signature_key, then scope id;
+#: A row's figures when its record predates them (the view of an older worker).
+FIGURE_DEFAULTS = {"repair_surface": None, "selected": 0, "recurred": 0, "avoided": 0, "yield": None, "low_yield": False}
+
+
+def rank_order(row: dict) -> tuple:
+    """``rank``'s order (issue 5): streak descending, then recurrences
+    (``recurred``) descending, then ArtifactRef (family, artifact_id,
+    revision), then signature_key, then scope id."""
+    ref = row["artifact_ref"]
+    return (
+        -row["terminal_recurred_streak"], -row.get("recurred", 0),
+        ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"], row["scope_id"],
+    )
+
+
+def ranked_rows(snapshots: dict, limit: int, surface: str | None = None) -> list[dict]:
+    """The rows ``rank`` prints: every scope's sorted-set rows (only those
+    whose repair_surface is ``surface`` when given), in :func:`rank_order`;
     the first ``limit``. Each row: ``{rank, scope_id, artifact_ref,
-    signature_key, terminal_recurred_streak, needs_review}``."""
+    signature_key, terminal_recurred_streak, repair_surface, selected,
+    recurred, avoided, yield, low_yield, needs_review}``."""
     rows = [
-        {"scope_id": scope_id, **row, "needs_review": snap.needs_review(row)}
+        {
+            "scope_id": scope_id,
+            **row,
+            **{name: row.get(name, default) for name, default in FIGURE_DEFAULTS.items()},
+            "needs_review": snap.needs_review(row),
+        }
         for scope_id, snap in snapshots.items()
         for row in snap.top
     ]
-    rows.sort(key=lambda row: (*rank_key(row), row["scope_id"]))
+    if surface is not None:
+        rows = [row for row in rows if row["repair_surface"] == surface]
+    rows.sort(key=rank_order)
     return [{"rank": rank, **row} for rank, row in enumerate(rows[:limit], start=1)]
+
 
 
 def rank_command(
     scope: ScopeOption = None,
-    surface: Annotated[Optional[str], typer.Option("--surface", help="Only revisions with this repair_surface (not in the view yet: refused).")] = None,
+    surface: Annotated[Optional[str], typer.Option("--surface", help="Only revisions with this repair_surface: " + ", ".join(REPAIR_SURFACES) + ".")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to print.")] = 10,
     as_json: JsonOption = False,
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
-    """Revisions ordered by terminal_recurred_streak, then ArtifactRef, from
-    the Redis view (the top_revisions of each scope's statistics record)."""
-    if surface is not None:
-        if surface not in REPAIR_SURFACES:
-            raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
-        errors.print(f"--surface cannot be applied: {REPAIR_SURFACE_NOTE}.", style="red", highlight=False)
-        raise typer.Exit(2)
+    """Revisions ordered by streak, then recurrences, then ArtifactRef, from
+    the Redis view (the top_revisions of each scope's statistics record),
+    with each revision's repair_surface, counts and yield."""
+    if surface is not None and surface not in REPAIR_SURFACES:
+        raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
     reader = _reader(redis_url, topic_prefix)
     try:
-        rows = ranked_rows(_snapshots(reader, scope), limit)
+        rows = ranked_rows(_snapshots(reader, scope), limit, surface)
     finally:
         reader.close()
     if as_json:
         print(json.dumps(rows, ensure_ascii=False))
         return
-    table = Table(title=f"revisions by streak ({reader.namespace})", box=box.SIMPLE_HEAD)
+    title = f"revisions by streak ({reader.namespace})" + (f", repair_surface {surface}" if surface else "")
+    table = Table(title=title, box=box.SIMPLE_HEAD)
     table.add_column("#", justify="right")
     table.add_column("scope", overflow="fold")
     table.add_column("revision", overflow="fold")
     table.add_column("signature", overflow="fold")
+    table.add_column("surface", overflow="fold")
     table.add_column("streak", justify="right")
+    table.add_column("recurred", justify="right")
+    table.add_column("avoided", justify="right")
+    table.add_column("yield", justify="right")
     table.add_column("review")
     for row in rows:
         ref = row["artifact_ref"]
+        revision_yield = "-" if row["yield"] is None else f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "")
         table.add_row(
             str(row["rank"]), row["scope_id"], f"{ref['family']}/{ref['artifact_id']} r{ref['revision']}", row["signature_key"],
-            str(row["terminal_recurred_streak"]), "needs review" if row["needs_review"] else "",
+            row["repair_surface"] or "-", str(row["terminal_recurred_streak"]), str(row["recurred"]), str(row["avoided"]),
+            revision_yield, "needs review" if row["needs_review"] else "",
             style="red" if row["needs_review"] else None,
         )
     console.print(table)
     console.print(
-        "Ordered by streak, then ArtifactRef: the view holds no recurrence count per revision and no repair_surface.",
+        "Ordered by streak, then recurrences, then ArtifactRef. yield = avoided / (avoided + recurred), "
+        "- without terminal verdicts; low = low yield (selected ≥ 3, yield < 0.3), surfaced only.",
         style="dim", highlight=False,
     )
 

@@ -57,6 +57,9 @@
   }
 
   const revisionLabel = (ref) => `${ref.artifact_id} r${ref.revision}`;
+  // yield with 2 decimals, "–" without terminal verdicts, " low" when low_yield.
+  const yieldLabel = (row) => (row.yield === null || row.yield === undefined ? "–" : row.yield.toFixed(2) + (row.low_yield ? " low" : ""));
+  const surfaceLabel = (row) => row.repair_surface ?? "–";
 
   function renderScopes(list) {
     const body = $("#scopes tbody");
@@ -96,6 +99,10 @@
       cell(tr, row.signature_key);
       cell(tr, String(row.terminal_recurred_streak), "num").dataset.field = "streak";
       cell(tr, row.needs_review ? "needs review" : "", "flag");
+      cell(tr, surfaceLabel(row), row.needs_review ? "flag" : null).dataset.field = "repair_surface";
+      cell(tr, String(row.recurred ?? 0), "num").dataset.field = "recurred";
+      cell(tr, String(row.avoided ?? 0), "num").dataset.field = "avoided";
+      cell(tr, yieldLabel(row), row.low_yield ? "num low-yield" : "num").dataset.field = "yield";
       body.appendChild(tr);
     }
     const labels = list.revisions.map((row) => `${revisionLabel(row.artifact_ref)} · ${row.signature_key}`);
@@ -137,7 +144,8 @@
       cell(tr, revisionLabel(row.artifact_ref));
       cell(tr, row.signature_key);
       cell(tr, String(row.terminal_recurred_streak), "num");
-      cell(tr, row.repair_surface ?? "not in the view", "flag");
+      cell(tr, surfaceLabel(row), "flag");
+      cell(tr, yieldLabel(row), row.low_yield ? "num low-yield" : "num");
       body.appendChild(tr);
     }
   }

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from processors.api import ApiSettings
+from processors.cli_ops import ranked_rows
 from processors.ledger.normalize import canonical_json
 from processors.view import COUNTER_FIELDS, RedisView
 from tests.e2e.api_server import fed_view, running_api
@@ -41,6 +42,13 @@ def api(view):
 def record(view):
     """The scope's last statistics record from run_journal."""
     return view.expected[SCOPE]
+
+
+FIGURES = ("repair_surface", "selected", "recurred", "avoided", "yield", "low_yield")
+
+
+def figures(row: dict) -> dict:
+    return {name: row[name] for name in FIGURES}
 
 
 def top_rows(record: dict) -> list[dict]:
@@ -81,7 +89,9 @@ def test_revisions_are_the_sorted_set_in_contract_order_flagged_for_review(api, 
     assert [{k: row[k] for k in ("artifact_ref", "signature_key", "terminal_recurred_streak")} for row in body["revisions"]] == top_rows(record)
     assert [row["rank"] for row in body["revisions"]] == list(range(1, len(record["top_revisions"]) + 1))
     assert [row["needs_review"] for row in body["revisions"]] == [row["terminal_recurred_streak"] >= 3 for row in record["top_revisions"]]
-    assert all(row["repair_surface"] is None for row in body["revisions"])  # not in the view
+    # Each row carries its revision's figures, as the record's top_revisions row does.
+    assert [figures(row) for row in body["revisions"]] == [figures(row) for row in record["top_revisions"]]
+    assert [row["repair_surface"] for row in body["revisions"]] == ["experience_content", "recall_policy"]  # worked example: P1 r1, Q1 r1
 
     first = api.get(f"/scopes/{SCOPE}/revisions", params={"limit": 1}).json()
     assert [row["artifact_ref"] for row in first["revisions"]] == [record["top_revisions"][0]["artifact_ref"]]
@@ -94,6 +104,7 @@ def test_review_candidates_are_the_review_set(api, record):
     body = response.json()
     needing = [row for row in top_rows(record) if row["terminal_recurred_streak"] >= 3]
     assert [{k: row[k] for k in ("artifact_ref", "signature_key", "terminal_recurred_streak")} for row in body["revisions"]] == needing
+    assert [figures(row) for row in body["revisions"]] == [figures(row) for row in record["top_revisions"] if row["terminal_recurred_streak"] >= 3]
     assert body["needing_review"] == record["needing_review"] == len(needing)
     assert body["complete"] is True
     assert body["review_threshold"] == 3
@@ -189,7 +200,11 @@ def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
     assert all("422" not in op["responses"] for path in document["paths"].values() for op in path.values())
     schemas = document["components"]["schemas"]
     assert {"ScopeStatistics", "RevisionList", "ReviewList", "ScopeList", "RecurrenceStreak"} <= set(schemas)
-    assert set(schemas["ScopeStatistics"]["properties"]) == set(COUNTER_FIELDS) | {"scope_id", "top_revisions"}
+    assert set(schemas["ScopeStatistics"]["properties"]) == set(COUNTER_FIELDS) | {
+        "scope_id", "top_revisions", "repeat_failure_rate", "stale_revision_selections", "by_repair_surface",
+    }
+    assert set(FIGURES) <= set(schemas["RecurrenceStreak"]["properties"])
+    assert set(FIGURES) <= set(schemas["RevisionRow"]["properties"]) and set(FIGURES) <= set(schemas["ReviewRow"]["properties"])
 
 
 def test_health_and_dashboard_assets(api):
@@ -245,6 +260,7 @@ def test_rank_json_is_top_revisions_in_contract_order(view, record):
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert [{k: row[k] for k in ("artifact_ref", "signature_key", "terminal_recurred_streak")} for row in rows] == top_rows(record)
+    assert [figures(row) for row in rows] == [figures(row) for row in record["top_revisions"]]
     assert [(row["rank"], row["scope_id"], row["needs_review"]) for row in rows] == [
         (rank, SCOPE, row["terminal_recurred_streak"] >= 3) for rank, row in enumerate(record["top_revisions"], start=1)
     ]
@@ -261,13 +277,44 @@ def test_rank_table(view, record):
         line = next(line for line in lines if line[:1] == [str(rank)])
         assert f"{ref['family']}/{ref['artifact_id']}" in line
         assert str(row["terminal_recurred_streak"]) in line
+        assert row["repair_surface"] in line
+        assert ("-" if row["yield"] is None else f"{row['yield']:.2f}") in line
+    assert "Ordered by streak, then recurrences, then ArtifactRef" in " ".join(result.stdout.split())
+
+
+def test_rank_surface_keeps_the_rows_of_that_repair_surface(view, record):
+    result = cli(view, "rank", "--surface", "recall_policy", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [(row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"], row["rank"]) for row in rows] == [("Q1", 1, 1)]
+    assert figures(rows[0]) == figures(next(row for row in record["top_revisions"] if row["repair_surface"] == "recall_policy"))
+    assert json.loads(cli(view, "rank", "--surface", "acceptance_check", "--json").stdout) == []
+    table = cli(view, "rank", "--surface", "recall_policy")
+    assert table.returncode == 0, table.stderr
+    assert "Q1" in table.stdout and "P1" not in table.stdout
+
+
+def test_rank_orders_by_streak_then_recurrences_then_artifact_ref():
+    def row(artifact_id, streak, recurred, signature="s"):
+        ref = {"family": "experience", "artifact_id": artifact_id, "revision": 1}
+        return {"artifact_ref": ref, "signature_key": signature, "terminal_recurred_streak": streak, "recurred": recurred}
+
+    class Snap:
+        def __init__(self, rows):
+            self.top = rows
+
+        def needs_review(self, _row):
+            return False
+
+    rows = [row("A", 2, 2), row("B", 3, 1), row("C", 2, 5), row("D", 2, 5), row("A", 2, 5, "r")]
+    ranked = ranked_rows({"x": Snap(rows)}, limit=10)
+    assert [(r["artifact_ref"]["artifact_id"], r["signature_key"]) for r in ranked] == [("B", "s"), ("A", "r"), ("C", "s"), ("D", "s"), ("A", "s")]
+    assert [r["rank"] for r in ranked] == [1, 2, 3, 4, 5]
 
 
 def test_rank_and_stats_errors(view):
     unknown = cli(view, "stats", "--scope", "no-such-scope")
     assert unknown.returncode == 1 and "unknown scope" in unknown.stderr
-    surface = cli(view, "rank", "--surface", "experience_content")
-    assert surface.returncode == 2 and "repair_surface is not in the Redis view" in surface.stderr
     assert cli(view, "rank", "--surface", "nonsense").returncode == 2
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
     down = subprocess.run(

@@ -50,6 +50,13 @@ def read_line(process: subprocess.Popen, timeout: float) -> dict:
     raise AssertionError(f"browser driver gave no snapshot within {timeout} s; stderr:\n{process.stderr.read()[-4000:]}")
 
 
+def yield_label(row: dict) -> str:
+    """The dashboard's yield cell: 2 decimals, "–" without terminal verdicts, " low" for low_yield."""
+    if row["yield"] is None:
+        return "–"
+    return f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "")
+
+
 def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, tmp_path, record_property):
     if not Path(CHROMIUM).is_file():
         pytest.fail(f"{CHROMIUM} is missing: run `bash deploy/ensure-browser.sh`")
@@ -89,11 +96,16 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
                 for rank, ((ident, revision, streak), row) in enumerate(zip(top, record["top_revisions"], strict=True), start=1)
             ]
             assert [row[4] for row in shown["revisions"]] == ["needs review", "needs review"]
+            # Each revision's repair_surface, counts and yield, from the record's rows.
+            assert [row["repair_surface"] for row in record["top_revisions"]] == ["experience_content", "recall_policy"]
+            assert [row[5:] for row in shown["revisions"]] == [
+                [row["repair_surface"], str(row["recurred"]), str(row["avoided"]), yield_label(row)] for row in record["top_revisions"]
+            ]
             assert shown["reviewRowClasses"] == ["needs-review", "needs-review"]
             assert shown["chart"]["data"] == [4, 3]
             assert shown["chart"]["labels"] == [f"{ident} r{revision} · {row['signature_key']}" for (ident, revision, _), row in zip(top, record["top_revisions"], strict=True)]
             assert shown["review"] == [
-                [f"{ident} r{revision}", row["signature_key"], str(streak), "not in the view"]
+                [f"{ident} r{revision}", row["signature_key"], str(streak), row["repair_surface"], yield_label(row)]
                 for (ident, revision, streak), row in zip(top, record["top_revisions"], strict=True)
             ]
             # It polls with If-None-Match: an unchanged view answers 304.
