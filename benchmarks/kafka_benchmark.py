@@ -118,6 +118,7 @@ sys.path.insert(0, str(REPO))
 
 from processors.kafka_admin import create_topics  # noqa: E402
 from processors.kafka_io import PRODUCER_CONFIG, prepare_line, publish_journal  # noqa: E402
+from processors.worker import input_consumer_config  # noqa: E402
 from processors.workload import Workload, generate_journal  # noqa: E402
 from schemas.codec import decode_value  # noqa: E402
 from topics import catalogue  # noqa: E402
@@ -151,17 +152,7 @@ def passthrough(bootstrap: str, topic_prefix: str, group: str, out_topic: str, m
     settings are the worker's (processors/worker.py).
     """
     inputs = [catalogue.physical(name, topic_prefix) for name in catalogue.INPUT_TOPICS]
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "isolation.level": "read_committed",
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "partition.assignment.strategy": "range",
-        "enable.partition.eof": False,
-        "session.timeout.ms": 10_000,
-        "heartbeat.interval.ms": 1_000,
-    })
+    consumer = Consumer(input_consumer_config(bootstrap, group))
     producer_config = {"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4"}
     if mode == "tx":
         producer_config |= {"transactional.id": f"{group}-p1", "transaction.timeout.ms": 30_000}

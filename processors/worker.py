@@ -255,6 +255,24 @@ def encode_emit(emit: Emit, output_format: str) -> bytes:
     return codec.encode(catalogue.BY_NAME[emit.topic].schema, emit.value, output_format)
 
 
+def input_consumer_config(bootstrap: str, group_id: str) -> dict:
+    """The worker's consumer settings for the input topics (also the
+    benchmark's passthrough baseline, so both read the same way)."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group_id,
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        # Range assigns partition p of every subscribed topic to the same
+        # member: co-partitioning (CONTRACT §1).
+        "partition.assignment.strategy": "range",
+        "enable.partition.eof": False,
+        "session.timeout.ms": 10_000,
+        "heartbeat.interval.ms": 1_000,
+    }
+
+
 class _Rewind(Exception):
     """Internal: abort the open transaction and rewind."""
 
@@ -271,21 +289,7 @@ class LedgerWorker:
         self.tasks: dict[int, Task] = {}
         self.running = True
         self.records_in = 0
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": config.bootstrap,
-                "group.id": config.group_id,
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                # Range assigns partition p of every subscribed topic to the
-                # same member: co-partitioning (CONTRACT §1).
-                "partition.assignment.strategy": "range",
-                "enable.partition.eof": False,
-                "session.timeout.ms": 10_000,
-                "heartbeat.interval.ms": 1_000,
-            }
-        )
+        self.consumer = Consumer(input_consumer_config(config.bootstrap, config.group_id))
         self.producer = Producer(
             {
                 "bootstrap.servers": config.bootstrap,
