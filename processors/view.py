@@ -57,7 +57,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -422,92 +421,33 @@ def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float
     """The last ScopeStatistics record per scope in the physical
     ``topic_prefix + "recurrence-statistics"`` topic (CONTRACT §1, §8).
 
-    confluent-kafka consumer with ``isolation.level=read_committed``, every
-    partition assigned manually from the beginning, no consumer group
-    membership and no offset commits. Reading stops when each partition's
-    position reaches the high watermark seen at the start (for a
-    read_committed consumer librdkafka reports the last stable offset, so an
-    open transaction does not keep it waiting). Values are decoded with
-    ``schemas.codec.decode_value(raw, ("ScopeStatistics",))``; a tombstone
-    removes its key's scope; an undecodable record is logged and skipped.
+    The topic is read to its end with ``processors.kafka_io.read_raw``
+    (read_committed, every partition from the beginning, no group offsets);
+    values are decoded with ``schemas.codec.decode_value(raw,
+    ("ScopeStatistics",))``; a tombstone removes its key's scope; an
+    undecodable record is logged and skipped.
 
-    Raises LookupError when the topic does not exist, TimeoutError when the
-    end is not reached within ``timeout`` seconds, KafkaException on a
-    broker error.
+    Raises what ``read_raw`` raises: LookupError when the topic does not
+    exist, TimeoutError when the end is not reached within ``timeout``
+    seconds, KafkaException on a broker error.
     """
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
-
+    from processors.kafka_io import read_raw
     from schemas.codec import decode_value
 
     topic = topic_prefix + STATISTICS_TOPIC
-    deadline = time.monotonic() + timeout
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            # Required by the client; never joined (assign, not subscribe) nor committed.
-            "group.id": f"recurrence-ledger-view-rebuild-{uuid.uuid4().hex[:12]}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
     latest: dict[str, dict] = {}
-    try:
-        metadata = consumer.list_topics(topic=topic, timeout=max(deadline - time.monotonic(), 1))
-        described = metadata.topics.get(topic)
-        if described is None or described.error is not None or not described.partitions:
-            raise LookupError(f"topic {topic} does not exist ({described.error if described else 'no metadata'})")
-        high: dict[int, int] = {}
-        for partition in sorted(described.partitions):
-            low, high[partition] = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=max(deadline - time.monotonic(), 1)
-            )
-            if high[partition] <= low:
-                del high[partition]  # empty: nothing to read
-        open_partitions = set(high)
-        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING) for partition in sorted(open_partitions)])
-        while open_partitions:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{topic}: partitions {sorted(open_partitions)} not read to their end within {timeout} s")
-            for message in consumer.consume(num_messages=1000, timeout=0.2):
-                partition = message.partition()
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        open_partitions.discard(partition)
-                        continue
-                    raise KafkaException(message.error())
-                if partition not in open_partitions or message.offset() >= high[partition]:
-                    continue  # published after the start: not part of this rebuild
-                _keep(latest, message, decode_value, BadRecord)
-                if message.offset() + 1 >= high[partition]:
-                    open_partitions.discard(partition)
-            if open_partitions:
-                # Transaction markers occupy offsets no message is delivered for;
-                # the position moves past them.
-                for position in consumer.position([TopicPartition(topic, p) for p in open_partitions]):
-                    if position.offset >= 0 and position.offset >= high[position.partition]:
-                        open_partitions.discard(position.partition)
-    finally:
-        consumer.close()
+    for record in read_raw(bootstrap, topic, timeout):
+        if record.value is None:
+            if record.key is not None:
+                latest.pop(record.key.decode("utf-8", "replace"), None)
+            continue
+        try:
+            value = decode_value(record.value, ("ScopeStatistics",))
+        except BadRecord as error:
+            log.warning("%s[%d]@%d skipped: %s (%s)", topic, record.partition, record.offset, error.message, error.reason)
+            continue
+        latest[value["scope_id"]] = value
     return latest
-
-
-def _keep(latest: dict[str, dict], message, decode_value, bad_record) -> None:
-    raw = message.value()
-    if raw is None:
-        key = message.key()
-        if key is not None:
-            latest.pop(key.decode("utf-8", "replace"), None)
-        return
-    try:
-        record = decode_value(raw, ("ScopeStatistics",))
-    except bad_record as error:
-        log.warning(
-            "%s[%d]@%d skipped: %s (%s)", message.topic(), message.partition(), message.offset(), error.message, error.reason
-        )
-        return
-    latest[record["scope_id"]] = record
 
 
 def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> int:
