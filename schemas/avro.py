@@ -34,6 +34,9 @@ TOPIC_RECORDS = (
     "ReviewCandidate",
     "ScopeStatistics",
     "DeadLetter",
+    "ExperienceCandidate",
+    "AdmissionDecision",
+    "RevisionStatistics",
 )
 
 

@@ -252,6 +252,70 @@ class TaskOutcome(_Value):
 
 SourceEventModel = ExperienceRevision | HandoffRevision | HandoffReceipt | TaskOutcome
 
+
+# --------------------------------------------------------------------- admission (issue 6)
+
+
+class CandidateSignature(_Value):
+    """The proposed FailureSignature. Unlike a published revision's, the cue
+    is not bounded to 512 characters or checked for blankness here: those are
+    admission rule 2's rejections (``processors.ledger.admission``), not bad
+    input."""
+
+    recall_cue: Text
+    symptom: Text | None = None
+
+
+class CandidateVerification(_Value):
+    """The proposed FailureVerification; blank bindings are admission rule
+    4's rejections, not bad input."""
+
+    condition: Text
+    check_subject: Text
+
+
+class CandidateFailure(_Value):
+    """The proposed FailureRecord; ``repair_surface`` and ``verification``
+    may be absent (admission rules 3 and 4 reject it then)."""
+
+    signature: CandidateSignature
+    repair_surface: RepairSurface | None = None
+    verification: CandidateVerification | None = None
+
+
+class CandidateContent(_Value):
+    """The proposed ExperienceContent; ``failure`` null is rejected by
+    admission (``missing_failure_record``)."""
+
+    situation: Text
+    action: Text
+    outcome: Text
+    lesson: Text
+    failure: CandidateFailure | None = None
+
+
+class ExperienceCandidate(_Value):
+    """A proposed failure record awaiting admission (RFC "Admission rules";
+    input topic ``experience-candidates``, keyed by scope_id).
+
+    ``candidate_id`` identifies it within the scope (decisions are
+    idempotent on it). ``journal_position`` is where it is proposed in the
+    scope's journal: the provenance horizon for its cited Task Outcomes
+    counts from it. It is not a source event and does not use up the
+    position (RFC: no new Source kind). ``artifact_id`` optionally names the
+    Experience artifact it would revise — that artifact's own head is then
+    not reported as a near-duplicate. ``cited_sources`` are the SourceRefs
+    of the Review evidence model (rule 6).
+    """
+
+    candidate_id: Id
+    scope_id: Id
+    journal_position: Position
+    artifact_id: Id | None = None
+    content: CandidateContent
+    cited_sources: Annotated[list[SourceRef], Field(max_length=MAX_ITEMS)] = []
+
+
 #: Input topic (CONTRACT §1) → the event kind it carries. The journal file's
 #: ``topic`` field and the source-journal envelope use the same names.
 SOURCE_KINDS: dict[str, type[BaseModel]] = {
@@ -259,6 +323,7 @@ SOURCE_KINDS: dict[str, type[BaseModel]] = {
     "handoff-revisions": HandoffRevision,
     "handoff-receipts": HandoffReceipt,
     "task-outcomes": TaskOutcome,
+    "experience-candidates": ExperienceCandidate,
 }
 
 
@@ -400,6 +465,90 @@ class ScopeStatistics(_Value):
     repeat_failure_rate: Annotated[float | None, Field(ge=0, le=1)] = None
     stale_revision_selections: Annotated[int, Field(ge=0)] = 0
     by_repair_surface: dict[RepairSurface, SurfaceCounts] = {}
+
+
+class RevisionStatistics(_Value):
+    """One row of the ``revisions`` view (issue 6: yield metrics for every
+    revision, not only the top N): the latest figures of one Experience
+    revision with verdicts or selections, re-published whenever they change
+    on the compacted ``revision-statistics`` topic (key: scope_id and
+    artifact_ref, see ``processors.ledger.statistics.revision_key``).
+
+    ``needs_review``: streak ≥ the deployment's review threshold (CONTRACT §8).
+    """
+
+    scope_id: Id
+    artifact_ref: ArtifactRef
+    signature_key: str
+    terminal_recurred_streak: Annotated[int, Field(ge=0)]
+    needs_review: bool
+    repair_surface: RepairSurface | None = None
+    selected: Annotated[int, Field(ge=0)] = 0
+    recurred: Annotated[int, Field(ge=0)] = 0
+    avoided: Annotated[int, Field(ge=0)] = 0
+    yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
+    low_yield: bool = False
+
+
+class NearDuplicate(_Value):
+    """Admission rule 5: a current head whose normalized cue is within
+    Sørensen–Dice ≥ 0.8 (token bigrams) of the candidate's; ``same_cue``
+    when the normalized cues are identical (future matches would be
+    ambiguous). A suggestion, never a rejection."""
+
+    artifact_ref: ArtifactRef
+    signature_key: str
+    score: Annotated[float, Field(ge=0, le=1)]
+    same_cue: bool
+
+
+AdmissionReason = Literal[
+    "no_failure_evidence",
+    "missing_source",
+    "missing_failure_record",
+    "empty_cue",
+    "cue_too_long",
+    "cue_restates_outcome",
+    "missing_repair_surface",
+    "missing_verification",
+    "empty_condition",
+    "empty_check_subject",
+]
+
+
+class AdmissionDecision(_Value):
+    """The immutable decision on one ExperienceCandidate (RFC "Admission
+    rules" 1–6; topic ``admission-decisions``), one per (scope_id,
+    candidate_id).
+
+    ``reasons``: every rule the candidate breaks, in rule order (empty when
+    accepted). ``failure_refs``: the failure items of its cited Task Outcomes
+    it relied on (rule 1). ``missing_sources``: cited Task Outcomes the
+    ledger had not seen when the provenance horizon passed. ``cited_sources``
+    as the candidate gave them (rule 6). ``decision_digest`` = digest of the
+    record without it.
+    """
+
+    candidate_id: Id
+    scope_id: Id
+    journal_position: Position
+    decision: Literal["accepted", "rejected"]
+    reasons: list[AdmissionReason]
+    signature_key: str | None = None
+    repair_surface: RepairSurface | None = None
+    failure_refs: list[TaskOutcomeItemRef]
+    missing_sources: list[SourceRef]
+    cited_sources: list[SourceRef]
+    near_duplicates: list[NearDuplicate]
+    decision_digest: Digest
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AdmissionDecision:
+        if (self.decision == "accepted") != (not self.reasons):
+            raise ValueError("an accepted decision has no reasons; a rejected one has at least one")
+        if self.decision == "accepted" and not self.failure_refs:
+            raise ValueError("an accepted decision relies on at least one failure item (rule 1)")
+        return self
 
 
 # --------------------------------------------------------------------- §9

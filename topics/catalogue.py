@@ -63,6 +63,9 @@ SCHEMA_IDS: dict[str, int] = {
     "ReviewCandidate": 8,
     "ScopeStatistics": 9,
     "DeadLetter": 10,
+    "ExperienceCandidate": 11,
+    "AdmissionDecision": 12,
+    "RevisionStatistics": 13,
 }
 
 
@@ -78,10 +81,13 @@ CATALOGUE: tuple[TopicSpec, ...] = (
     _spec("handoff-revisions", "in", "scope_id", "HandoffRevision"),
     _spec("handoff-receipts", "in", "scope_id", "HandoffReceipt"),
     _spec("task-outcomes", "in", "scope_id", "TaskOutcome"),
+    _spec("experience-candidates", "in", "scope_id", "ExperienceCandidate"),
     _spec("recurrence-matches", "out", "scope_id", "RecurrenceMatch"),
     _spec("recurrence-observations", "out", "scope_id", "RecurrenceObservation"),
     _spec("review-candidates", "out", "scope_id", "ReviewCandidate", retention=SEVEN_DAYS_MS * 52),
     _spec("recurrence-statistics", "out", "scope_id", "ScopeStatistics", cleanup="compact"),
+    _spec("revision-statistics", "out", "scope_id + artifact_ref (canonical JSON)", "RevisionStatistics", cleanup="compact"),
+    _spec("admission-decisions", "out", "scope_id", "AdmissionDecision"),
     _spec("dead-letter", "out", "original key", "DeadLetter", retention=SEVEN_DAYS_MS * 4),
 )
 

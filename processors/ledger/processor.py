@@ -20,10 +20,10 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
-from processors.ledger import chain, matching, verdicts
+from processors.ledger import admission, chain, matching, verdicts
 from processors.ledger.normalize import digest, normalize
 from processors.ledger.state import LedgerState, Store
-from processors.ledger.statistics import scope_statistics
+from processors.ledger.statistics import revision_key, revision_statistics, scope_statistics
 from processors.ledger.streaks import count_selected, record_verdict
 from processors.ledger.validation import check_record
 from schemas import models
@@ -33,19 +33,24 @@ MATCHES = "recurrence-matches"
 OBSERVATIONS = "recurrence-observations"
 REVIEW_CANDIDATES = "review-candidates"
 STATISTICS = "recurrence-statistics"
+REVISION_STATISTICS = "revision-statistics"
+ADMISSION_DECISIONS = "admission-decisions"
 DEAD_LETTER = "dead-letter"
-OUTPUT_TOPICS = (MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS, DEAD_LETTER)
+OUTPUT_TOPICS = (MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS, ADMISSION_DECISIONS, DEAD_LETTER)
 
 EXPERIENCE_REVISIONS = "experience-revisions"
 HANDOFF_REVISIONS = "handoff-revisions"
 HANDOFF_RECEIPTS = "handoff-receipts"
 TASK_OUTCOMES = "task-outcomes"
+EXPERIENCE_CANDIDATES = "experience-candidates"
 
 _OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     MATCHES: models.RecurrenceMatch,
     OBSERVATIONS: models.RecurrenceObservation,
     REVIEW_CANDIDATES: models.ReviewCandidate,
     STATISTICS: models.ScopeStatistics,
+    REVISION_STATISTICS: models.RevisionStatistics,
+    ADMISSION_DECISIONS: models.AdmissionDecision,
 }
 
 
@@ -113,6 +118,8 @@ def _identity(kind: str, value: dict) -> tuple:
         return ("receipt", value["source_ref"]["source_id"])
     if kind == TASK_OUTCOMES:
         return ("outcome", value["source_ref"]["source_id"])
+    if kind == EXPERIENCE_CANDIDATES:
+        return ("candidate", value["candidate_id"])
     raise ValueError(f"unknown source event kind {kind!r}")
 
 
@@ -139,6 +146,8 @@ class LedgerProcessor:
         self.config = config or LedgerConfig()
         self.validate_outputs = validate_outputs
         self._scopes_touched: dict[str, None] = {}
+        self._candidate_scopes: dict[str, None] = {}
+        self._revisions_touched: dict[tuple[str, int], None] = {}
 
     # -- public ---------------------------------------------------------------
     def apply(self, kind: str, value: dict) -> ApplyResult:
@@ -172,6 +181,8 @@ class LedgerProcessor:
                     f"{' '.join(map(str, identity))} in scope {scope_id!r} already exists with different content",
                 )
             )
+        if kind == EXPERIENCE_CANDIDATES:
+            return ApplyResult(self._on_candidate(scope_id, value, content_digest))
         holder = state.get("position", scope_id, position)
         if holder is not None:
             return ApplyResult(
@@ -189,8 +200,13 @@ class LedgerProcessor:
         emits: list[Emit] = []
         record = {"digest": content_digest, "position": position}
         if kind == TASK_OUTCOMES:
+            evidence = matching.OutcomeItems(value)
+            items = evidence.failure_items()
+            if items:  # admission rule 1 reads them after the outcome is decided
+                record["failure_refs"] = [item.ref for item in items]
             state.put(record, *identity[:1], scope_id, *identity[1:])
-            self._try_decide(scope, scope_id, value, emits, was_pending=False)
+            self._try_decide(scope, scope_id, value, emits, was_pending=False, known=(evidence, items))
+            self._wake_candidates(scope_id, identity[1], emits)
         elif kind == EXPERIENCE_REVISIONS:
             self._on_experience(scope, scope_id, value, record, emits)
         elif kind == HANDOFF_REVISIONS:
@@ -203,6 +219,7 @@ class LedgerProcessor:
             state.put(record, *identity[:1], scope_id, *identity[1:])
             self._wake(scope, scope_id, identity, emits)
         self._expire_pending(scope, scope_id, emits)
+        self._expire_candidates(scope_id, scope["as_of_position"], emits)
         self._finish_scope(scope, scope_id, emits)
         return ApplyResult(emits)
 
@@ -216,6 +233,8 @@ class LedgerProcessor:
             for _, outcome_id in list(self.state.get("pending_index", scope_id, default=[])):
                 self._decide_expired(scope, scope_id, outcome_id, emits)
             self._finish_scope(scope, scope_id, emits)
+        for scope_id in self._candidate_scopes:
+            self._expire_candidates(scope_id, None, emits, end_of_input=True)
         return emits
 
     def restore_match(self, match: dict) -> None:
@@ -253,6 +272,11 @@ class LedgerProcessor:
         if current is None or revision > current[0]:
             heads[artifact_id] = [revision, failure is not None]
             state.put(heads, "heads", scope_id)
+            old = None
+            if current is not None and current[1]:
+                old = (current[0], state.get("experience", scope_id, artifact_id, current[0])["failure"]["signature_key"])
+            new_key = record["failure"]["signature_key"] if failure is not None else None
+            admission.index_head(state, scope_id, artifact_id, old, (revision, new_key))
         # Any revision may change the heads at some position: the cached
         # snapshot is keyed by this version.
         scope["heads_version"] += 1
@@ -271,8 +295,95 @@ class LedgerProcessor:
             if pending is not None:
                 self._try_decide(scope, scope_id, pending["outcome"], emits, was_pending=True)
 
+    # -- admission (RFC "Admission rules"; processors.ledger.admission) ---------
+    def _on_candidate(self, scope_id: str, candidate: dict, content_digest: str) -> list[Emit]:
+        """Decide a new candidate now, or hold it until every Task Outcome it
+        cites is known (like a pending outcome, CONTRACT §5). A candidate is
+        not a source event: it uses no journal position and moves no
+        watermark."""
+        state = self.state
+        candidate_id = candidate["candidate_id"]
+        state.put({"digest": content_digest, "position": candidate["journal_position"]}, "candidate", scope_id, candidate_id)
+        self._candidate_scopes[scope_id] = None
+        emits: list[Emit] = []
+        waiting = [source_id for source_id in admission.cited_outcome_ids(candidate) if state.get("outcome", scope_id, source_id) is None]
+        if not waiting:
+            self._decide_candidate(scope_id, candidate, emits)
+            return emits
+        state.put({"candidate": candidate, "waiting_on": waiting}, "candidate_pending", scope_id, candidate_id)
+        for source_id in waiting:
+            state.append(candidate_id, "candidate_wait", scope_id, source_id)
+        index = state.get("candidate_index", scope_id, default=[])
+        index.append([candidate["journal_position"], candidate_id])
+        index.sort()
+        state.put(index, "candidate_index", scope_id)
+        self._expire_candidates(scope_id, state.scope(scope_id)["as_of_position"], emits)
+        return emits
+
+    def _wake_candidates(self, scope_id: str, outcome_id: str, emits: list[Emit]) -> None:
+        """The Task Outcome ``outcome_id`` is now known: decide the candidates
+        that were waiting for nothing else."""
+        state = self.state
+        for candidate_id in state.pop_list("candidate_wait", scope_id, outcome_id):
+            pending = state.get("candidate_pending", scope_id, candidate_id)
+            if pending is None:
+                continue
+            pending["waiting_on"] = [other for other in pending["waiting_on"] if other != outcome_id]
+            if pending["waiting_on"]:
+                state.put(pending, "candidate_pending", scope_id, candidate_id)
+            else:
+                self._decide_candidate(scope_id, self._forget_candidate(scope_id, candidate_id)["candidate"], emits)
+
+    def _forget_candidate(self, scope_id: str, candidate_id: str) -> dict:
+        state = self.state
+        pending = state.get("candidate_pending", scope_id, candidate_id)
+        state.delete("candidate_pending", scope_id, candidate_id)
+        index = [entry for entry in state.get("candidate_index", scope_id, default=[]) if entry[1] != candidate_id]
+        if index:
+            state.put(index, "candidate_index", scope_id)
+        else:
+            state.delete("candidate_index", scope_id)
+        for source_id in pending["waiting_on"]:
+            waiting = [other for other in state.get("candidate_wait", scope_id, source_id, default=[]) if other != candidate_id]
+            if waiting:
+                state.put(waiting, "candidate_wait", scope_id, source_id)
+            else:
+                state.delete("candidate_wait", scope_id, source_id)
+        return pending
+
+    def _expire_candidates(self, scope_id: str, as_of_position: int | None, emits: list[Emit], end_of_input: bool = False) -> None:
+        """Decide held candidates whose horizon has passed: the provenance
+        horizon counted from the candidate's journal_position on the scope's
+        ``as_of_position`` — or, at ``end_of_input`` (``flush``), every held
+        candidate."""
+        horizon = self.config.provenance_horizon
+        index = self.state.get("candidate_index", scope_id)
+        if not index or (not end_of_input and (horizon is None or as_of_position is None)):
+            return
+        for position, candidate_id in list(index):
+            if not end_of_input and position + horizon > as_of_position:
+                break
+            self._decide_candidate(scope_id, self._forget_candidate(scope_id, candidate_id)["candidate"], emits)
+
+    def _decide_candidate(self, scope_id: str, candidate: dict, emits: list[Emit]) -> None:
+        """Rules 1–6 on what the ledger knows now; the decision is final."""
+        state = self.state
+        failure_refs: list[dict] = []
+        missing: list[str] = []
+        for source_id in admission.cited_outcome_ids(candidate):
+            record = state.get("outcome", scope_id, source_id)
+            if record is None:
+                missing.append(source_id)
+            else:
+                failure_refs += record.get("failure_refs", [])
+        key = admission.signature_key(candidate["content"])
+        near = admission.near_duplicates(state, scope_id, key, candidate["artifact_id"]) if key else []
+        self._emit(emits, ADMISSION_DECISIONS, scope_id, admission.decision(candidate, failure_refs, missing, near))
+
     # -- §5 pending outcomes ----------------------------------------------------
-    def _try_decide(self, scope: dict, scope_id: str, outcome: dict, emits: list[Emit], was_pending: bool) -> None:
+    def _try_decide(
+        self, scope: dict, scope_id: str, outcome: dict, emits: list[Emit], was_pending: bool, known: tuple | None = None,
+    ) -> None:
         state = self.state
         outcome_id = outcome["source_ref"]["source_id"]
         resolution = chain.resolve(state, scope_id, outcome)
@@ -288,7 +399,7 @@ class LedgerProcessor:
             return
         if was_pending:
             self._forget_pending(scope, scope_id, outcome_id)
-        self._decide(scope, scope_id, outcome, resolution, emits)
+        self._decide(scope, scope_id, outcome, resolution, emits, known)
 
     def _forget_pending(self, scope: dict, scope_id: str, outcome_id: str) -> dict:
         state = self.state
@@ -323,13 +434,18 @@ class LedgerProcessor:
             self._decide_expired(scope, scope_id, outcome_id, emits)
 
     # -- §6/§7/§8 decision --------------------------------------------------------
-    def _decide(self, scope: dict, scope_id: str, outcome: dict, resolution: chain.Resolution, emits: list[Emit]) -> None:
+    def _decide(
+        self, scope: dict, scope_id: str, outcome: dict, resolution: chain.Resolution, emits: list[Emit], known: tuple | None = None,
+    ) -> None:
+        """``known``: the outcome's (OutcomeItems, failure items) when the
+        caller already computed them."""
         state = self.state
         outcome_id = outcome["source_ref"]["source_id"]
         position = outcome["journal_position"]
         linked = resolution.status == chain.LINKED
-        evidence = matching.OutcomeItems(outcome)
-        items = evidence.failure_items()
+        evidence, items = known if known is not None else (matching.OutcomeItems(outcome), None)
+        if items is None:
+            items = evidence.failure_items()
 
         snapshot: matching.CandidateSet | None = None
         decided: list[tuple[dict, dict]] = []
@@ -366,6 +482,7 @@ class LedgerProcessor:
                 self._emit(emits, OBSERVATIONS, scope_id, verdicts.observation("selected", scope_id, outcome, ref, signature_key, **link))
                 scope["selected"] += 1
                 count_selected(state, scope_id, ref, signature_key, failure["repair_surface"])
+                self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
                 _surface_count(scope, failure["repair_surface"], "selected")
                 if matching.head_at(state, scope_id, ref["artifact_id"], position) != ref["revision"]:
                     scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + 1
@@ -406,6 +523,7 @@ class LedgerProcessor:
         _surface_count(scope, repair_surface, record["event"])
         if record["event"] == "recurred" and record["handoff_ref"] is not None:
             scope["linked_recurred"] = scope.get("linked_recurred", 0) + 1
+        self._revisions_touched[(record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])] = None
         return record_verdict(
             self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
             record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold,
@@ -413,8 +531,14 @@ class LedgerProcessor:
 
     # -- output -------------------------------------------------------------------
     def _finish_scope(self, scope: dict, scope_id: str, emits: list[Emit]) -> None:
-        """Write the scope record; publish statistics if they changed."""
+        """Write the scope record; publish the figures of every revision
+        this event changed (ArtifactRef order), then the scope's statistics
+        if they changed."""
         self.state.put_scope(scope_id, scope)
+        for artifact_id, revision in sorted(self._revisions_touched):
+            record = revision_statistics(self.state, scope_id, artifact_id, revision, self.config.review_threshold)
+            self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
+        self._revisions_touched.clear()
         statistics = scope_statistics(self.state, scope, scope_id, self.config.top_revisions_limit)
         if self.state.get("published", scope_id) != statistics:
             self.state.put(statistics, "published", scope_id)

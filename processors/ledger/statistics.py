@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from processors.ledger.state import LedgerState
+from processors.ledger.normalize import canonical_json
+from processors.ledger.state import LedgerState, experience_ref
 
 
 def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int) -> dict:
@@ -92,3 +93,28 @@ def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
         ]
         state.cache_top(scope_id, limit, rows)
     return rows
+
+
+def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int) -> dict:
+    """The RevisionStatistics row of one revision (the ``revisions`` view,
+    issue 6): its streak (CONTRACT §8), ``needs_review`` (streak ≥
+    ``threshold``) and :func:`revision_figures`. The revision must have a
+    selection or a verdict (a ``streak`` record); KeyError/TypeError
+    otherwise."""
+    record = state.get("streak", scope_id, artifact_id, revision)
+    streak = len(record["run"])
+    return {
+        "scope_id": scope_id,
+        "artifact_ref": experience_ref(artifact_id, revision),
+        "signature_key": record["signature_key"],
+        "terminal_recurred_streak": streak,
+        "needs_review": streak >= threshold,
+        **revision_figures(record),
+    }
+
+
+def revision_key(scope_id: str, artifact_ref: dict) -> str:
+    """Record key of a ``revision-statistics`` row: the canonical JSON of
+    ``{"artifact_ref": …, "scope_id": …}`` — one key per revision, so the
+    compacted topic keeps each revision's latest row."""
+    return canonical_json({"scope_id": scope_id, "artifact_ref": artifact_ref}).decode("utf-8")

@@ -93,11 +93,36 @@ class Entry(NamedTuple):
 # --------------------------------------------------------------------- helpers
 
 
+#: An admission candidate (issue 6) citing the minimum case's recurred
+#: outcome, so the corpus covers the experience-candidates topic too.
+CANDIDATE_LINE = json.dumps(
+    {
+        "topic": "experience-candidates",
+        "value": {
+            "candidate_id": "C1",
+            "scope_id": "openapi-demo",
+            "journal_position": 11,
+            "artifact_id": None,
+            "content": {
+                "situation": "s", "action": "a", "outcome": "the build failed", "lesson": "l",
+                "failure": {
+                    "signature": {"recall_cue": "OpenAPI codegen drift after a contract edit", "symptom": None},
+                    "repair_surface": "experience_content",
+                    "verification": {"condition": "Edited openapi/powercontext.yaml", "check_subject": "generated sources in sync"},
+                },
+            },
+            "cited_sources": [{"source_type": "task_outcome", "source_id": "O12-recurred"}],
+        },
+    }
+).encode()
+
+
 def valid_lines() -> list[bytes]:
-    """The minimum case's journal lines, as bytes, without end of line.
-    Raises FileNotFoundError when the shared case is missing (a failure,
-    never a skip)."""
-    return [line for line in MINIMUM_CASE.read_bytes().splitlines() if line.strip()]
+    """The minimum case's journal lines, as bytes, without end of line, and
+    one admission candidate (:data:`CANDIDATE_LINE`). Raises
+    FileNotFoundError when the shared case is missing (a failure, never a
+    skip)."""
+    return [line for line in MINIMUM_CASE.read_bytes().splitlines() if line.strip()] + [CANDIDATE_LINE]
 
 
 VALID_RECORDS: list[dict] = [json.loads(line) for line in valid_lines()]

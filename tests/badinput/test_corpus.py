@@ -37,7 +37,10 @@ from tests.badinput.corpus import (
 )
 from tests.journal import Ledger, check, experience, outcome
 
-LEDGER_TOPICS = ("recurrence-matches", "recurrence-observations", "review-candidates", "recurrence-statistics")
+LEDGER_TOPICS = (
+    "recurrence-matches", "recurrence-observations", "review-candidates", "revision-statistics", "recurrence-statistics",
+    "admission-decisions",
+)
 VALID = corpus.valid_lines()
 
 

@@ -5,6 +5,7 @@ records have exactly the pydantic models' fields."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -19,7 +20,11 @@ OUTPUT_MODELS = {
     "recurrence-observations": ("RecurrenceObservation", models.RecurrenceObservation),
     "review-candidates": ("ReviewCandidate", models.ReviewCandidate),
     "recurrence-statistics": ("ScopeStatistics", models.ScopeStatistics),
+    "revision-statistics": ("RevisionStatistics", models.RevisionStatistics),
+    "admission-decisions": ("AdmissionDecision", models.AdmissionDecision),
 }
+#: The packaged example journal: it has admission candidates (issue 6).
+EXAMPLE = Path(__file__).resolve().parents[2] / "processors" / "examples" / "openapi_drift.jsonl"
 
 
 def example_records() -> list[dict]:
@@ -27,6 +32,7 @@ def example_records() -> list[dict]:
     for name in CASE_NAMES:
         journal, _ = shared_case(name)
         records += [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    records += [json.loads(line) for line in EXAMPLE.read_text().splitlines() if line.strip()]
     records += list(generate_journal(Workload(scopes=1, outcomes_per_scope=30, heads_per_scope=4, handoffs=2)))
     return records
 
@@ -52,11 +58,14 @@ def test_every_example_source_event_round_trips():
     assert kinds == set(models.SOURCE_KINDS)
 
 
-@pytest.mark.parametrize("name", CASE_NAMES)
+@pytest.mark.parametrize("name", [*CASE_NAMES, "example"])
 def test_every_output_record_round_trips(name, tmp_path):
-    journal, _ = shared_case(name)
+    journal = EXAMPLE if name == "example" else shared_case(name)[0]
     run_journal(journal, tmp_path, show_progress=False, validate_outputs=True)
     outputs = read_outputs(tmp_path)
+    assert outputs["revision-statistics"]
+    if name == "example":
+        assert [value["decision"] for value in outputs["admission-decisions"]] == ["accepted", "rejected"]
     for topic, (schema, model) in OUTPUT_MODELS.items():
         for value in outputs[topic]:
             decoded = avro.decode(schema, avro.encode(schema, value))

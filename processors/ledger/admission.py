@@ -1,0 +1,222 @@
+"""Admission of failure records (RFC "Admission rules" 1–6; issue 6).
+
+A candidate (``schemas.models.ExperienceCandidate``) proposes an Experience
+revision with a failure block and cites the Sources it rests on. The core
+decides it once, immutably, when every cited Task Outcome is known to the
+ledger or the provenance horizon passes (``LedgerProcessor``); this module
+holds the rules as pure functions of plain dicts.
+
+Rules, and the reason code a broken rule puts in ``reasons`` (all broken
+rules are listed, in rule order):
+
+1. at least one cited Task Outcome has a failure item (CONTRACT §6) —
+   ``no_failure_evidence``, or ``missing_source`` when a cited Task Outcome
+   was still unknown at the horizon; the decision lists the failure items it
+   relied on as TaskOutcomeItemRefs;
+2. the cue normalizes to non-empty (``empty_cue``), has at most 512
+   characters (``cue_too_long``; RFC MAX_FAILURE_CUE_LENGTH) and does not
+   normalize to the content's ``outcome`` (``cue_restates_outcome``);
+3. a repair_surface (``missing_repair_surface``);
+4. a verification (``missing_verification``) whose condition and
+   check_subject normalize to non-empty (``empty_condition``,
+   ``empty_check_subject``);
+5. near-duplicates are suggestions, never rejections: every current head
+   whose normalized cue has a Sørensen–Dice coefficient ≥ 0.8 over token
+   bigrams with the candidate's (:func:`dice`), found through a per-scope
+   bigram index (:func:`index_head`), never by scanning every head;
+6. provenance reuses the Review evidence model: the decision carries the
+   candidate's ``cited_sources`` unchanged, and no new Source kind.
+
+A candidate without a failure block breaks rules 2–4 at once and gets the
+single reason ``missing_failure_record``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from processors.ledger.normalize import digest, normalize
+from processors.ledger.state import LedgerState, experience_ref
+
+#: RFC: "MAX_FAILURE_CUE_LENGTH is a proposed new constant (512)" — counted
+#: in Unicode code points of the cue as written.
+MAX_FAILURE_CUE_LENGTH = 512
+#: Rule 5's threshold 0.8 as the exact fraction 4/5: a score is compared as
+#: ``5 * 2|A∩B| ≥ 4 * (|A| + |B|)``, never as a rounded float.
+NEAR_DUPLICATE = (4, 5)
+
+
+def cue_bigrams(key: str) -> Counter:
+    """The token bigrams of a normalized cue as a multiset.
+
+    Tokens are the cue's space-separated words (normalize has already folded
+    case and whitespace; inner punctuation stays part of its token). A bigram
+    is two adjacent tokens joined by one space; a one-token cue uses its
+    token. "" has no bigrams.
+
+    >>> sorted(cue_bigrams("openapi codegen drift"))
+    ['codegen drift', 'openapi codegen']
+    >>> cue_bigrams("drift")
+    Counter({'drift': 1})
+    """
+    tokens = key.split(" ") if key else []
+    if len(tokens) == 1:
+        return Counter(tokens)
+    return Counter(f"{first} {second}" for first, second in zip(tokens, tokens[1:]))
+
+
+def dice_parts(first: Counter, second: Counter) -> tuple[int, int]:
+    """``(2·|A∩B|, |A| + |B|)`` of two bigram multisets — the Sørensen–Dice
+    coefficient as an exact fraction (``(0, 0)`` for two empty sets)."""
+    overlap = sum(min(count, second[gram]) for gram, count in first.items() if gram in second)
+    return 2 * overlap, sum(first.values()) + sum(second.values())
+
+
+def dice(first_key: str, second_key: str) -> float:
+    """Sørensen–Dice coefficient of two normalized cues over token bigrams
+    (:func:`cue_bigrams`), rounded to 4 decimals; 0.0 when either is empty.
+
+    >>> dice("openapi codegen drift", "openapi codegen drift")
+    1.0
+    >>> dice("openapi codegen drift", "redis pool exhausted")
+    0.0
+    """
+    shared, total = dice_parts(cue_bigrams(first_key), cue_bigrams(second_key))
+    return round(shared / total, 4) if total and shared else 0.0
+
+
+def is_near_duplicate(shared: int, total: int) -> bool:
+    """Rule 5: score ``shared / total`` ≥ 0.8, compared exactly."""
+    numerator, denominator = NEAR_DUPLICATE
+    return total > 0 and shared * denominator >= numerator * total
+
+
+# -- the bigram index of current heads ---------------------------------------
+
+
+def index_head(state: LedgerState, scope_id: str, artifact_id: str, old: tuple[int, str | None] | None, new: tuple[int, str | None]) -> None:
+    """Move ``artifact_id`` in the scope's cue-bigram index from its old head
+    ``(revision, signature_key or None)`` to the new one.
+
+    Index records: ``("cue_bigram", scope_id, bigram) → {artifact_id:
+    revision}`` over current heads that carry a failure block; a head change
+    rewrites only the bigrams of the two cues involved.
+    """
+    if old is not None and old[1]:
+        for gram in cue_bigrams(old[1]):
+            postings = state.get("cue_bigram", scope_id, gram, default={})
+            postings.pop(artifact_id, None)
+            if postings:
+                state.put(postings, "cue_bigram", scope_id, gram)
+            else:
+                state.delete("cue_bigram", scope_id, gram)
+    if new[1]:
+        for gram in cue_bigrams(new[1]):
+            postings = state.get("cue_bigram", scope_id, gram, default={})
+            postings[artifact_id] = new[0]
+            state.put(postings, "cue_bigram", scope_id, gram)
+
+
+def near_duplicates(state: LedgerState, scope_id: str, key: str, own_artifact_id: str | None) -> list[dict]:
+    """Rule 5: the current heads of the scope whose cue is a near-duplicate
+    of normalized cue ``key``, as NearDuplicate dicts sorted by score
+    descending, then ArtifactRef order. Only heads sharing a bigram with
+    ``key`` are scored (a score ≥ 0.8 needs one); ``own_artifact_id``'s head
+    is skipped. [] for an empty key."""
+    bag = cue_bigrams(key)
+    heads: dict[str, int] = {}
+    for gram in bag:
+        heads.update(state.get("cue_bigram", scope_id, gram, default={}))
+    found = []
+    for artifact_id, revision in heads.items():
+        if artifact_id == own_artifact_id:
+            continue
+        head_key = state.get("experience", scope_id, artifact_id, revision)["failure"]["signature_key"]
+        shared, total = dice_parts(bag, cue_bigrams(head_key))
+        if is_near_duplicate(shared, total):
+            found.append(
+                {
+                    "artifact_ref": experience_ref(artifact_id, revision),
+                    "signature_key": head_key,
+                    "score": round(shared / total, 4),
+                    "same_cue": head_key == key,
+                }
+            )
+    found.sort(key=lambda row: (-row["score"], row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]))
+    return found
+
+
+# -- rules 2–4 -----------------------------------------------------------------
+
+
+def content_reasons(content: dict) -> list[str]:
+    """Reason codes of rules 2–4 broken by a candidate's content (canonical
+    CandidateContent dict), in rule order; [] when all hold."""
+    failure = content["failure"]
+    if failure is None:
+        return ["missing_failure_record"]
+    reasons = []
+    cue = failure["signature"]["recall_cue"]
+    key = normalize(cue)
+    if not key:
+        reasons.append("empty_cue")
+    if len(cue) > MAX_FAILURE_CUE_LENGTH:
+        reasons.append("cue_too_long")
+    if key and key == normalize(content["outcome"]):
+        reasons.append("cue_restates_outcome")
+    if failure["repair_surface"] is None:
+        reasons.append("missing_repair_surface")
+    verification = failure["verification"]
+    if verification is None:
+        reasons.append("missing_verification")
+    else:
+        if not normalize(verification["condition"]):
+            reasons.append("empty_condition")
+        if not normalize(verification["check_subject"]):
+            reasons.append("empty_check_subject")
+    return reasons
+
+
+def signature_key(content: dict) -> str | None:
+    """normalize(recall_cue) of a candidate, or None without a failure block
+    or when it normalizes to ""."""
+    failure = content["failure"]
+    return (normalize(failure["signature"]["recall_cue"]) or None) if failure is not None else None
+
+
+def cited_outcome_ids(candidate: dict) -> list[str]:
+    """source_ids of the distinct Task Outcomes a candidate cites, in citation
+    order (handoff_receipt citations are provenance only)."""
+    seen: dict[str, None] = {}
+    for ref in candidate["cited_sources"]:
+        if ref["source_type"] == "task_outcome":
+            seen[ref["source_id"]] = None
+    return list(seen)
+
+
+def decision(candidate: dict, failure_refs: list[dict], missing: list[str], near: list[dict]) -> dict:
+    """The AdmissionDecision dict of ``candidate`` given rule 1's inputs —
+    ``failure_refs`` of its known cited outcomes, the cited outcome ids
+    still ``missing`` at the horizon — and rule 5's ``near`` duplicates.
+    ``decision_digest`` = digest of the record without it."""
+    content = candidate["content"]
+    reasons = []
+    if not failure_refs:
+        reasons.append("missing_source" if missing else "no_failure_evidence")
+    reasons += content_reasons(content)
+    failure = content["failure"]
+    record = {
+        "candidate_id": candidate["candidate_id"],
+        "scope_id": candidate["scope_id"],
+        "journal_position": candidate["journal_position"],
+        "decision": "rejected" if reasons else "accepted",
+        "reasons": reasons,
+        "signature_key": signature_key(content),
+        "repair_surface": failure["repair_surface"] if failure is not None else None,
+        "failure_refs": failure_refs,
+        "missing_sources": [{"source_type": "task_outcome", "source_id": source_id} for source_id in missing],
+        "cited_sources": candidate["cited_sources"],
+        "near_duplicates": near,
+    }
+    record["decision_digest"] = digest(record)
+    return record
