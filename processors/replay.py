@@ -9,8 +9,11 @@ state per partition that is first seeded from the ledger itself:
   recorded match decision is reused as is, never recomputed — even though
   the replay's state was rebuilt from nothing;
 - the identities already in the ledger (``match_digest``, ``observation_id``,
-  ``candidate_id``, and the coordinates of dead-lettered records) are loaded,
-  and an output whose identity exists is not written again;
+  ``candidate_id``, an admission decision's (scope_id, candidate_id), and the
+  coordinates of dead-lettered records) are loaded, and an output whose
+  identity exists is not written again — an admission decision is frozen
+  even when the replay would decide its candidate otherwise (e.g. a window
+  that starts after the Task Outcome it cites);
 - an outcome with any match or observation in the ledger is decided (CONTRACT
   §5: frozen): no new match or observation is written for it, even when a
   replay over per-kind topics (no total order across them) would decide it
@@ -20,7 +23,7 @@ state per partition that is first seeded from the ledger itself:
 
 Records before the chosen start only rebuild state (they are the context a
 window needs); records from the start on may write outputs. Statistics are
-written once per scope at the end, and only when the replayed view's ledger
+written once per scope (revision statistics once per revision) at the end, and only when the replayed view's ledger
 facts differ from the topic's latest record (the gauges pending_outcomes and
 late_revisions depend on arrival order and are not compared), so a replay
 never regresses the compacted view to an intermediate state. Replaying any window of a finished run
@@ -50,13 +53,27 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from processors.kafka_io import read_topic
 from processors.ledger.normalize import canonical_json
-from processors.ledger.processor import DEAD_LETTER, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from processors.ledger.processor import (
+    ADMISSION_DECISIONS,
+    DEAD_LETTER,
+    MATCHES,
+    OBSERVATIONS,
+    REVIEW_CANDIDATES,
+    REVISION_STATISTICS,
+    STATISTICS,
+    Emit,
+    LedgerConfig,
+    LedgerProcessor,
+)
 from processors.ledger.intake import dead_letter
 from processors.worker import CoreFailure, encode_emit, process_message
 from schemas import codec
 from topics import catalogue
 
 IDENTITY_FIELDS = {MATCHES: "match_digest", OBSERVATIONS: "observation_id", REVIEW_CANDIDATES: "candidate_id"}
+#: Outputs written once per identity: the ledger's, plus admission decisions
+#: (idempotent on (scope_id, candidate_id), issue 6) and dead letters.
+IDENTITY_TOPICS = (*IDENTITY_FIELDS, ADMISSION_DECISIONS, DEAD_LETTER)
 
 
 @dataclass(frozen=True)
@@ -159,7 +176,7 @@ class _Ledger:
     """Identities already in the output topics, per partition."""
 
     def __init__(self, bootstrap: str, topic_prefix: str):
-        self.identities: dict[str, set] = {topic: set() for topic in (*IDENTITY_FIELDS, DEAD_LETTER)}
+        self.identities: dict[str, set] = {topic: set() for topic in IDENTITY_TOPICS}
         self.matches: dict[int, list[dict]] = defaultdict(list)
         # Outcomes with any ledger record: their decision is frozen (§5), so a
         # replay that reads per-kind topics in another interleaving and
@@ -179,8 +196,14 @@ class _Ledger:
         self.identities[DEAD_LETTER] = {
             (value["topic"], value["partition"], value["offset"]) for _, _, _, value in read_topic(bootstrap, DEAD_LETTER, topic_prefix=topic_prefix)
         }
+        self.identities[ADMISSION_DECISIONS] = {
+            (value["scope_id"], value["candidate_id"]) for _, _, _, value in read_topic(bootstrap, ADMISSION_DECISIONS, topic_prefix=topic_prefix)
+        }
         for _, _, _, value in read_topic(bootstrap, STATISTICS, topic_prefix=topic_prefix):
             self.latest_statistics[value["scope_id"]] = value
+        self.latest_revisions: dict[tuple, dict] = {}
+        for _, _, _, value in read_topic(bootstrap, REVISION_STATISTICS, topic_prefix=topic_prefix):
+            self.latest_revisions[_revision_id(value)] = value
 
     def frozen(self, topic: str, value: dict) -> bool:
         """A match or observation of an outcome the ledger already decided."""
@@ -189,6 +212,8 @@ class _Ledger:
     def identity(self, topic: str, value: dict) -> Any:
         if topic == DEAD_LETTER:
             return (value["topic"], value["partition"], value["offset"])
+        if topic == ADMISSION_DECISIONS:
+            return (value["scope_id"], value["candidate_id"])
         return value[IDENTITY_FIELDS[topic]]
 
 
@@ -228,6 +253,7 @@ def run_replay(
     consumer = _consumer(bootstrap, group)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5})
     final_statistics: dict[str, tuple[int, dict]] = {}
+    final_revisions: dict[tuple, tuple[int, Emit]] = {}
     conflicted: set[str] = set()
     try:
         consumer.assign(
@@ -258,6 +284,9 @@ def run_replay(
                         if emit.topic == STATISTICS:
                             final_statistics[emit.value["scope_id"]] = (message.partition(), emit.value)
                             continue
+                        if emit.topic == REVISION_STATISTICS:
+                            final_revisions[_revision_id(emit.value)] = (message.partition(), emit)
+                            continue
                         identity = existing.identity(emit.topic, emit.value)
                         if identity not in existing.identities[emit.topic] and existing.frozen(emit.topic, emit.value):
                             conflicted.add(emit.value["scope_id"])  # decided otherwise before: keep the ledger's decision
@@ -282,6 +311,12 @@ def run_replay(
                 summary.written[STATISTICS] += 1
             else:
                 summary.suppressed[STATISTICS] += 1
+        for revision_id, (partition, emit) in sorted(final_revisions.items()):
+            if revision_id[0] in conflicted or existing.latest_revisions.get(revision_id) == emit.value:
+                summary.suppressed[REVISION_STATISTICS] += 1
+            else:
+                _produce(producer, topic_prefix, emit, partition, None, output_format)
+                summary.written[REVISION_STATISTICS] += 1
         remaining = producer.flush(30)
         if remaining:
             raise BufferError(f"{remaining} replay outputs were not delivered")
@@ -295,6 +330,11 @@ def run_replay(
 #: ledger, so a replay that reads per-kind topics in another interleaving may
 #: see other values; they never justify re-publishing a view.
 GAUGES = ("pending_outcomes", "late_revisions")
+
+
+def _revision_id(record: dict) -> tuple:
+    """(scope_id, artifact_id, revision) of a RevisionStatistics record."""
+    return (record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])
 
 
 def _facts(record: dict | None) -> bytes:

@@ -466,3 +466,47 @@ def test_scope_yield_metrics():
     assert stats["stale_revision_selections"] == 1
     assert stats["by_repair_surface"]["recall_policy"] == {"selected": 3, "recurred": 3, "avoided": 1}
     assert stats["by_repair_surface"]["experience_content"] == {"selected": 0, "recurred": 0, "avoided": 0}
+
+
+def revision_rows(ledger: Ledger) -> dict[tuple[str, int], dict]:
+    """The last revision-statistics row per revision (the revisions view)."""
+    return {(r["artifact_ref"]["artifact_id"], r["artifact_ref"]["revision"]): r for r in ledger.out["revision-statistics"]}
+
+
+def test_the_revisions_view_covers_every_revision_beyond_top_revisions():
+    ledger = Ledger(LedgerConfig(top_revisions_limit=1)).feed(
+        experience(S, 1, "E1", surface="recall_policy"),
+        experience(S, 2, "E2", cue="other cue", surface="working_state", subject="another check"),
+        *linked_chain(("E1", 1), ("E2", 1)),
+        outcome(S, 20, "O20", receipt_id="R1", checks=[check(CUE)]),
+        outcome(S, 21, "O21", receipt_id="R1", checks=[check(CUE)]),
+        avoided_outcome("A22", 22),
+        experience(S, 23, "E1", revision=2, surface="recall_policy"),
+        outcome(S, 24, "O24", checks=[check(CUE)]),  # unlinked: recurs on the head r2
+    )
+    rows = revision_rows(ledger)
+    assert len(ledger.stats(S)["top_revisions"]) == 1
+    assert set(rows) == {("E1", 1), ("E2", 1), ("E1", 2)}
+    pick = ("selected", "recurred", "avoided", "yield", "low_yield", "terminal_recurred_streak", "needs_review", "repair_surface")
+    assert {key: {k: row[k] for k in pick} for key, row in rows.items()} == {
+        # A22 avoids E1 (its condition and check) but is only "unknown" for E2 (no bound check)
+        ("E1", 1): {"selected": 3, "recurred": 2, "avoided": 1, "yield": 0.3333, "low_yield": False,
+                    "terminal_recurred_streak": 0, "needs_review": False, "repair_surface": "recall_policy"},
+        ("E2", 1): {"selected": 3, "recurred": 0, "avoided": 0, "yield": None, "low_yield": False,
+                    "terminal_recurred_streak": 0, "needs_review": False, "repair_surface": "working_state"},
+        ("E1", 2): {"selected": 0, "recurred": 1, "avoided": 0, "yield": 0.0, "low_yield": False,
+                    "terminal_recurred_streak": 1, "needs_review": False, "repair_surface": "recall_policy"},
+    }
+    # top_revisions rows and the view agree on the figures they share
+    [top] = ledger.stats(S)["top_revisions"]
+    view = rows[(top["artifact_ref"]["artifact_id"], top["artifact_ref"]["revision"])]
+    assert {k: top[k] for k in top} == {k: view[k] for k in top}
+
+
+def test_revision_rows_are_published_only_for_revisions_the_event_changed():
+    ledger = Ledger().feed(experience(S, 1, "E1"), experience(S, 2, "E2", cue="other cue"))
+    assert ledger.out["revision-statistics"] == []
+    ledger.feed(outcome(S, 3, "O3", checks=[check(CUE)]))
+    assert [(r["artifact_ref"]["artifact_id"], r["recurred"]) for r in ledger.out["revision-statistics"]] == [("E1", 1)]
+    ledger.feed(outcome(S, 3, "O3", checks=[check(CUE)]))  # duplicate
+    assert len(ledger.out["revision-statistics"]) == 1
