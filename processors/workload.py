@@ -23,6 +23,11 @@ class Workload:
     scope. ``heads_per_scope``: failure-bearing Experience artifacts per scope
     (each gets revision 1; every 10th also a revision 2 later). ``handoffs``:
     Handoff revisions (and receipts) per scope. ``seed``: RNG seed.
+    ``candidates``: probability that an admission candidate (issue 6) follows
+    a Task Outcome — citing it, or the next one (so it waits), with the cue
+    of a head, a near-duplicate of one or a new one, and now and then no
+    repair_surface. 0 (the default) draws nothing, so journals of the other
+    fields are unchanged.
     """
 
     scopes: int = 100
@@ -30,6 +35,7 @@ class Workload:
     heads_per_scope: int = 10
     handoffs: int = 5
     seed: int = 7
+    candidates: float = 0.0
 
 
 def _ref(family: str, artifact_id: str, revision: int) -> dict:
@@ -122,6 +128,27 @@ class _Scope:
             "observations": observations, "checks": checks,
         }}
 
+    def candidate(self, n: int) -> dict:
+        rng = self.rng
+        k = rng.randrange(self.shape.heads_per_scope)
+        style = rng.random()
+        cue = self.cue(k) if style < 0.3 else f"{self.cue(k)} once more" if style < 0.6 else f"novel failure {n} in {self.id}"
+        # The next outcome, when there is one: a journal's end decides a
+        # waiting candidate in the embedded runner but not on Kafka.
+        cited = n if rng.random() < 0.7 or n + 1 == self.shape.outcomes_per_scope else n + 1
+        return {"topic": "experience-candidates", "value": {
+            "candidate_id": f"C{n}", "scope_id": self.id, "journal_position": self.next_position(), "artifact_id": None,
+            "content": {
+                "situation": f"situation {n}", "action": f"action {n}", "outcome": f"outcome {n}", "lesson": f"lesson {n}",
+                "failure": {
+                    "signature": {"recall_cue": cue, "symptom": None},
+                    "repair_surface": None if rng.random() < 0.1 else self.surfaces[k % 4],
+                    "verification": {"condition": f"condition {k} occurred", "check_subject": f"check {k} ran"},
+                },
+            },
+            "cited_sources": [{"source_type": "task_outcome", "source_id": f"O{cited}"}],
+        }}
+
     def records(self) -> Iterator[dict]:
         rng, shape = self.rng, self.shape
         for k in range(shape.heads_per_scope):
@@ -141,6 +168,8 @@ class _Scope:
                 yield self.outcome(n, cited_by[h], h)
             else:
                 yield self.outcome(n, None, None)
+            if shape.candidates and rng.random() < shape.candidates:
+                yield self.candidate(n)
 
 
 def generate_journal(shape: Workload) -> Iterator[dict]:

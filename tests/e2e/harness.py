@@ -20,11 +20,15 @@ from processors.ledger.processor import OUTPUT_TOPICS
 from topics import catalogue
 
 REPO = Path(__file__).resolve().parents[2]
-LEDGER_TOPICS = ("recurrence-matches", "recurrence-observations", "review-candidates", "recurrence-statistics")
+LEDGER_TOPICS = (
+    "recurrence-matches", "recurrence-observations", "review-candidates", "revision-statistics", "recurrence-statistics",
+    "admission-decisions",
+)
 IDENTITY = {
-    "recurrence-matches": "match_digest",
-    "recurrence-observations": "observation_id",
-    "review-candidates": "candidate_id",
+    "recurrence-matches": ("match_digest",),
+    "recurrence-observations": ("observation_id",),
+    "review-candidates": ("candidate_id",),
+    "admission-decisions": ("scope_id", "candidate_id"),
 }
 
 
@@ -115,9 +119,9 @@ def identity_report(kafka: dict[str, bytes], reference: dict[str, bytes]) -> dic
     """Per ledger topic: missing identities, extra identities and records
     re-sent with an identity that was already there."""
     report = {}
-    for topic, field in IDENTITY.items():
-        got = Counter(record[field] for record in lines(kafka[topic]))
-        want = Counter(record[field] for record in lines(reference[topic]))
+    for topic, fields in IDENTITY.items():
+        got = Counter(tuple(record[f] for f in fields) for record in lines(kafka[topic]))
+        want = Counter(tuple(record[f] for f in fields) for record in lines(reference[topic]))
         report[topic] = {
             "missing": len(set(want) - set(got)),
             "extra": len(set(got) - set(want)),

@@ -133,9 +133,16 @@ def test_corpus_on_the_worker(bootstrap, new_prefix, tmp_path):
     assert code == 0, log.read_text()[-3000:]
 
     check_dead_letters(harness.lines(kafka["dead-letter"]), where)
-    reference = harness.embedded(corpus.MINIMUM_CASE, tmp_path / "embedded")
+    reference = harness.embedded(valid_journal(tmp_path / "valid.jsonl"), tmp_path / "embedded")
     for topic in harness.LEDGER_TOPICS:
         assert kafka[topic] == reference[topic], topic
+
+
+def valid_journal(path):
+    """The corpus's valid lines (the minimum case and a candidate) as a
+    journal file: what every bad record is interleaved with."""
+    path.write_bytes(b"".join(line + b"\n" for line in corpus.valid_lines()))
+    return path
 
 
 def defect_cases() -> list:
@@ -160,6 +167,6 @@ if defect_cases():
         code, kafka, where, log = run_worker_on(bootstrap, new_prefix(), [planned(entry, index)], tmp_path)
         assert code == 0, log.read_text()[-3000:]
         check_dead_letters(harness.lines(kafka["dead-letter"]), where)
-        reference = harness.embedded(corpus.MINIMUM_CASE, tmp_path / "embedded")
+        reference = harness.embedded(valid_journal(tmp_path / "valid.jsonl"), tmp_path / "embedded")
         for topic in harness.LEDGER_TOPICS:
             assert kafka[topic] == reference[topic], topic

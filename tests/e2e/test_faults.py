@@ -17,7 +17,7 @@ from processors.view import RedisView, default_namespace
 from processors.workload import Workload, generate_journal
 from tests.e2e import harness
 
-WORKLOAD = Workload(scopes=8, outcomes_per_scope=150, heads_per_scope=4, handoffs=2, seed=13)  # ~1,250 events: several transactions
+WORKLOAD = Workload(scopes=8, outcomes_per_scope=150, heads_per_scope=4, handoffs=2, seed=13, candidates=0.2)  # ~1,250 events: several transactions
 SLOW = ("--max-batch", "40")  # many small transactions, so every fault point is reached
 
 

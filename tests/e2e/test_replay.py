@@ -63,7 +63,7 @@ def test_replaying_a_finished_run_twice_writes_nothing(topic_prefix, bootstrap, 
 
 
 def test_replay_completes_a_ledger_that_missed_inputs_exactly_once(topic_prefix, bootstrap, tmp_path):
-    records = list(generate_journal(Workload(scopes=6, outcomes_per_scope=30, heads_per_scope=4, handoffs=2, seed=9)))
+    records = list(generate_journal(Workload(scopes=6, outcomes_per_scope=30, heads_per_scope=4, handoffs=2, seed=9, candidates=0.3)))
     journal = write_journal(tmp_path / "journal.jsonl", records)
     half = len(records) // 2
     prefix = topic_prefix
@@ -121,7 +121,7 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
     from processors.view import RedisView, default_namespace
 
     journal = write_journal(
-        tmp_path / "journal.jsonl", generate_journal(Workload(scopes=5, outcomes_per_scope=40, heads_per_scope=3, handoffs=2, seed=2))
+        tmp_path / "journal.jsonl", generate_journal(Workload(scopes=5, outcomes_per_scope=40, heads_per_scope=3, handoffs=2, seed=2, candidates=0.3))
     )
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=2)

@@ -51,7 +51,7 @@ def test_worker_outputs_are_byte_identical_to_run_journal(topic_prefix, name, bo
 def test_two_workers_over_four_partitions_equal_one_process(topic_prefix, bootstrap, tmp_path):
     journal = write_journal(
         tmp_path / "journal.jsonl",
-        generate_journal(Workload(scopes=60, outcomes_per_scope=12, heads_per_scope=4, handoffs=2, seed=21)),
+        generate_journal(Workload(scopes=60, outcomes_per_scope=12, heads_per_scope=4, handoffs=2, seed=21, candidates=0.3)),
     )
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
@@ -75,7 +75,7 @@ def test_two_workers_over_four_partitions_equal_one_process(topic_prefix, bootst
 def test_sigkill_mid_journal_loses_and_duplicates_nothing(topic_prefix, bootstrap, redis_url, tmp_path, record_property):
     journal = write_journal(
         tmp_path / "journal.jsonl",
-        generate_journal(Workload(scopes=8, outcomes_per_scope=400, heads_per_scope=6, handoffs=3, seed=5)),
+        generate_journal(Workload(scopes=8, outcomes_per_scope=400, heads_per_scope=6, handoffs=3, seed=5, candidates=0.1)),
     )
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
