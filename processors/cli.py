@@ -65,6 +65,15 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
                 f"'{row['signature_key']}'",
                 highlight=False,
             )
+    if summary.admission:
+        admission = dict(summary.admission)
+        accepted, rejected, near = (admission.pop(name, 0) for name in ("accepted", "rejected", "near_duplicates"))
+        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(admission.items()))
+        console.print(
+            f"admission: {accepted} accepted, {rejected} rejected{f' ({reasons})' if reasons else ''}, "
+            f"{near} with near-duplicate suggestions",
+            highlight=False,
+        )
     counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
     console.print(f"{summary.lines} journal records → {counts}", highlight=False)
     console.print(f"output files: {out_dir}/<topic>.jsonl", highlight=False)

@@ -8,6 +8,7 @@ runs over the same input produce byte-identical files (CONTRACT §10).
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from processors.ledger.intake import Coordinates, ingest_journal_line
 from processors.ledger.normalize import canonical_json
-from processors.ledger.processor import DEAD_LETTER, OUTPUT_TOPICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from processors.ledger.processor import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
 
 #: Dead-letter coordinates topic for records read from a journal file: the
 #: file is a copy of the source-journal topic (CONTRACT §1).
@@ -27,11 +28,14 @@ JOURNAL_TOPIC = "source-journal"
 
 @dataclass
 class RunSummary:
-    """What a run produced: records per output topic and each scope's last
-    statistics record (its current view, CONTRACT §11)."""
+    """What a run produced: records per output topic, each scope's last
+    statistics record (its current view, CONTRACT §11) and admission
+    counts: ``admission`` maps "accepted", "rejected", "near_duplicates"
+    (decisions listing any) and each rejection reason code to a count."""
 
     records: dict[str, int] = field(default_factory=lambda: {topic: 0 for topic in OUTPUT_TOPICS})
     statistics: dict[str, dict] = field(default_factory=dict)
+    admission: Counter = field(default_factory=Counter)
     lines: int = 0
 
     @property
@@ -56,6 +60,9 @@ class JsonlSink:
             summary.records[emit.topic] += 1
             if emit.topic == STATISTICS:
                 summary.statistics[emit.value["scope_id"]] = emit.value
+            elif emit.topic == ADMISSION_DECISIONS:
+                summary.admission.update([emit.value["decision"], *emit.value["reasons"]])
+                summary.admission["near_duplicates"] += bool(emit.value["near_duplicates"])
 
 
 def file_progress(show: bool) -> Progress:

@@ -41,6 +41,11 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     }
     assert [(r["artifact_ref"]["revision"], r["terminal_recurred_streak"]) for r in last["top_revisions"]] == [(1, 1), (2, 1)]
     assert "billing-api" in result.stdout
+    # Its two admission candidates (issue 6): one accepted with a near-duplicate, one rejected.
+    decisions = [json.loads(line) for line in (tmp_path / "admission-decisions.jsonl").read_text().splitlines()]
+    assert [(d["decision"], d["reasons"], len(d["near_duplicates"])) for d in decisions] == [
+        ("accepted", [], 1), ("rejected", ["no_failure_evidence", "cue_restates_outcome", "missing_repair_surface"], 0)]
+    assert "admission: 1 accepted, 1 rejected" in " ".join(result.stdout.split())
 
 
 def test_options_change_policy(tmp_path):
