@@ -256,7 +256,7 @@ def publish_command(
     bootstrap: BootstrapOption,
     topic_prefix: PrefixOption = "",
     fmt: FormatOption = "avro",
-    per_kind: Annotated[bool, typer.Option("--per-kind", help="Publish to the four per-kind topics instead of source-journal.")] = False,
+    per_kind: Annotated[bool, typer.Option("--per-kind", help="Publish to the per-kind topics (one per event kind, candidates included) instead of source-journal.")] = False,
 ) -> None:
     """Load a journal file into the input topics (idempotent producer)."""
     from processors.kafka_io import publish_journal

@@ -45,7 +45,7 @@ class RunSummary:
 
 
 class JsonlSink:
-    """Writes emits to ``DIR/<topic>.jsonl`` (all five files always exist)."""
+    """Writes emits to ``DIR/<topic>.jsonl`` (one file per output topic, always created)."""
 
     def __init__(self, out_dir: Path, stack: contextlib.ExitStack):
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,14 @@ is a duplicate and emits nothing, so replaying any window is a no-op.
 
 Publication order within one event: RecurrenceMatches (failure item order),
 then RecurrenceObservations (cited / targeted revisions in ArtifactRef order;
-selected before the verdict), then ReviewCandidates, then the scope's
+selected before the verdict), then ReviewCandidates, then AdmissionDecisions
+of candidates the event completed (issue 6), then the RevisionStatistics of
+every revision it changed (ArtifactRef order), then the scope's
 ScopeStatistics when it changed.
+
+Admission candidates (``experience-candidates``) go through the same
+``apply``: they read the ledger's state (known outcomes and their failure
+items, the bigram index of current heads) and never change a ledger fact.
 """
 
 from __future__ import annotations
