@@ -117,15 +117,39 @@ def index_head(state: LedgerState, scope_id: str, artifact_id: str, old: tuple[i
             state.put(postings, "cue_bigram", scope_id, gram)
 
 
+def min_shared(size: int) -> int:
+    """The fewest bigrams (multiset elements) a cue of ``size`` bigrams must
+    share with another to reach 0.8: from 10·s ≥ 4·(a + b) and b ≥ s,
+    s ≥ ⌈2a/3⌉."""
+    numerator, denominator = NEAR_DUPLICATE
+    # s·(2·denominator − numerator) ≥ numerator·a, i.e. 6s ≥ 4a for 4/5
+    step = 2 * denominator - numerator
+    return -(-numerator * size // step)
+
+
+def probe_grams(state: LedgerState, scope_id: str, bag: Counter) -> list[str]:
+    """The bigrams whose postings can hold every near-duplicate of ``bag``
+    (prefix filtering, as in set-similarity joins): a head sharing at least
+    :func:`min_shared` of the ``a`` multiset elements shares one of any
+    ``a − min_shared + 1`` of them, so only the rarest that many are probed
+    (rarity = postings size, ties by bigram). A common bigram such as
+    "of the" then costs nothing unless the cue has nothing rarer."""
+    elements = [(gram, occurrence) for gram, count in bag.items() for occurrence in range(count)]
+    probes = len(elements) - min_shared(len(elements)) + 1
+    sizes = {gram: len(state.get("cue_bigram", scope_id, gram, default={})) for gram in bag}
+    elements.sort(key=lambda element: (sizes[element[0]], element))
+    return list(dict.fromkeys(gram for gram, _ in elements[:probes]))
+
+
 def near_duplicates(state: LedgerState, scope_id: str, key: str, own_artifact_id: str | None) -> list[dict]:
     """Rule 5: the current heads of the scope whose cue is a near-duplicate
     of normalized cue ``key``, as NearDuplicate dicts sorted by score
-    descending, then ArtifactRef order. Only heads sharing a bigram with
-    ``key`` are scored (a score ≥ 0.8 needs one); ``own_artifact_id``'s head
-    is skipped. [] for an empty key."""
+    descending, then ArtifactRef order. Only heads found in the postings of
+    :func:`probe_grams` are scored, exactly; ``own_artifact_id``'s head is
+    skipped. [] for an empty key."""
     bag = cue_bigrams(key)
     heads: dict[str, int] = {}
-    for gram in bag:
+    for gram in probe_grams(state, scope_id, bag):
         heads.update(state.get("cue_bigram", scope_id, gram, default={}))
     found = []
     for artifact_id, revision in heads.items():

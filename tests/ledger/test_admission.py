@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from processors.ledger import admission
 from processors.ledger.normalize import digest
@@ -312,3 +314,22 @@ def test_decisions_are_byte_identical_across_runs():
     records = [FAILED, *heads_journal(), candidate("C1", cue="Port already bound"), candidate("C2", cites=("O-x",))]
     runs = [json.dumps(Ledger().feed(*records).flush().out["admission-decisions"], sort_keys=True) for _ in range(2)]
     assert runs[0] == runs[1]
+
+
+# A small vocabulary makes shared and repeated bigrams common.
+WORDS = st.sampled_from(["port", "already", "bound", "of", "the", "sandbox", "drift"])
+CUES = st.lists(WORDS, min_size=1, max_size=7).map(" ".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(heads=st.lists(CUES, min_size=1, max_size=25), probes=st.lists(CUES, min_size=1, max_size=5))
+def test_the_index_finds_exactly_what_scoring_every_head_finds(heads, probes):
+    ledger = Ledger().feed(FAILED, *[experience(S, 10 + i, f"E{i}", cue=cue) for i, cue in enumerate(heads)])
+    ledger.feed(*[candidate(f"C{i}", cue=cue) for i, cue in enumerate(probes)])
+    got = decisions(ledger)
+    for i, cue in enumerate(probes):
+        brute = sorted(
+            ((-admission.dice(cue, head), f"E{j}") for j, head in enumerate(heads)
+             if admission.is_near_duplicate(*admission.dice_parts(admission.cue_bigrams(cue), admission.cue_bigrams(head)))),
+        )
+        assert [(-n["score"], n["artifact_ref"]["artifact_id"]) for n in got[f"C{i}"]["near_duplicates"]] == brute
