@@ -108,6 +108,37 @@ def per_outcome_cost(heads: int, outcomes: int) -> dict:
     }
 
 
+def admission_cost(heads: int, candidates: int) -> dict:
+    """µs of CPU per admission candidate (issue 6) in one scope with
+    ``heads`` failure-bearing heads whose cues all share two bigrams ("of
+    scope-00000", "scope-00000 recurred"): half the candidates near-duplicate
+    a head, half are new. Also the mean number of near-duplicates found."""
+    shape = Workload(scopes=1, outcomes_per_scope=1, heads_per_scope=heads, handoffs=0, seed=3)
+    processor = LedgerProcessor()
+    for record in generate_journal(shape):
+        processor.apply(record["topic"], validate(record["topic"], record["value"]))
+    processor.apply("task-outcomes", validate("task-outcomes", {
+        "scope_id": "scope-00000", "journal_position": 10**9, "source_ref": {"source_type": "task_outcome", "source_id": "O-fail"},
+        "status": "failed", "observations": [],
+        "checks": [{"name": "x", "status": "failed", "basis": "verified", "evidence": [{"kind": "exact", "ref": "ci"}], "details": None}],
+    }))
+    spent, found = [], 0
+    for n in range(candidates):
+        cue = f"Failure {n % heads} of scope-00000 recurred" if n % 2 else f"novel failure {n} of scope-00000 recurred"
+        event = validate("experience-candidates", {
+            "candidate_id": f"C{n}", "scope_id": "scope-00000", "journal_position": 10**9 + n + 1,
+            "content": {"situation": "s", "action": "a", "outcome": "o", "lesson": "l", "failure": {
+                "signature": {"recall_cue": cue, "symptom": None}, "repair_surface": "experience_content",
+                "verification": {"condition": "c", "check_subject": "s"}}},
+            "cited_sources": [{"source_type": "task_outcome", "source_id": "O-fail"}],
+        })
+        started = time.process_time()
+        [emit] = processor.apply("experience-candidates", event).emits
+        spent.append(time.process_time() - started)
+        found += len(emit.value["near_duplicates"])
+    return {"heads": heads, "us": statistics.mean(spent) * 1e6, "near_duplicates": found / candidates}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes; print only")
@@ -129,6 +160,7 @@ def main() -> None:
     outcomes_per_s = [r["outcomes"] / r["core_s"] for r in runs]
     intake_per_s = [r["events"] / r["intake_s"] for r in runs]
     scaling = [per_outcome_cost(h, 300 if args.quick else 2_000) for h in (10, 10_000 if not args.quick else 1_000)]
+    admission = [admission_cost(h, 200 if args.quick else 2_000) for h in (10, 10_000 if not args.quick else 1_000)]
 
     result = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -145,6 +177,7 @@ def main() -> None:
         "state_keys_per_1000_outcomes": first["state_keys"] / first["outcomes"] * 1000,
         "state_kib_per_1000_outcomes": first["state_bytes"] / first["outcomes"] * 1000 / 1024,
         "scaling": scaling,
+        "admission": admission,
     }
     print(json.dumps(result, indent=2))
     if not args.quick:
@@ -176,6 +209,16 @@ def write_markdown(r: dict) -> None:
     ]
     for row in r["scaling"]:
         lines.append(f"| {row['heads']:,} | {row['all_us']:.1f} | {row['unlinked_failing_us']:.1f} (n={row['unlinked_failing_n']}) |")
+    lines += [
+        "",
+        "Admission (issue 6): CPU per candidate by number of heads in the scope (2,000 candidates, every head cue sharing",
+        "two bigrams with every other; half the candidates near-duplicate a head):",
+        "",
+        "| heads | µs/candidate | near-duplicates found per candidate |",
+        "| --- | --- | --- |",
+    ]
+    for row in r["admission"]:
+        lines.append(f"| {row['heads']:,} | {row['us']:.1f} | {row['near_duplicates']:.2f} |")
     write_block("core-benchmark", "Ledger core", lines)
 
 
