@@ -1,13 +1,15 @@
 """CONTRACT §8 (ScopeStatistics) and §1 (the Redis projection that dashboards
-read): the `recurrence-statistics` records of every scope, projected into
-Redis.
+read): the `recurrence-statistics` records of every scope and the
+`revision-statistics` records of every revision (the ``revisions`` view,
+issue 6), projected into Redis.
 
 The projection is a materialized view of the compacted
-`recurrence-statistics` topic, never a source of truth: it can be dropped
-and rebuilt from the topic at any time (`rebuild_from_topic`, CLI
-`recurrence-ledger view rebuild`). The worker feeds it with `RedisView.submit`
-in publication order; Redis being down, unreachable or hung never stops or
-slows the worker (the latest record of each scope waits in memory).
+`recurrence-statistics` and `revision-statistics` topics, never a source of
+truth: it can be dropped and rebuilt from the topics at any time
+(`rebuild_from_topic`, CLI `recurrence-ledger view rebuild`). The worker feeds
+it with `RedisView.submit` in publication order, after each committed
+transaction; Redis being down, unreachable or hung never stops or slows the
+worker (the latest record of each scope and of each revision waits in memory).
 
 Redis key layout
 ----------------
@@ -25,12 +27,17 @@ verbatim.
 | `{ns}:scope:{scope}` | hash | `as_of_position`, `selected`, `recurred`, `avoided`, `unknown`, `unlinked_handoff_citations`, `needing_review`, `pending_outcomes`, `late_revisions` as integer strings; `top_revisions` (canonical JSON list, CONTRACT §8 order); `record` (the whole ScopeStatistics record as canonical JSON, CONTRACT §4) |
 | `{ns}:scope:{scope}:top` | sorted set | member = canonical JSON `{"artifact_ref": {…}, "signature_key": "…"}`, score = `terminal_recurred_streak`; only the rows of `top_revisions` |
 | `{ns}:scope:{scope}:review` | set | the same member strings, for the rows of `top_revisions` whose streak ≥ the view's review threshold (default 3) |
+| `{ns}:scope:{scope}:revisions` | hash | one field per Experience revision of the scope with a selection or a verdict (issue 6), every revision and not only the top N: field = `revision_member(artifact_ref)`, the canonical JSON of the ArtifactRef (`{"artifact_id":"P1","family":"experience","revision":1}`); value = that revision's last RevisionStatistics record as canonical JSON (CONTRACT §4: scope_id, artifact_ref, signature_key, terminal_recurred_streak, needs_review, repair_surface, selected, recurred, avoided, yield, low_yield) |
 
 A dashboard reads one scope in one round trip: `HGETALL {ns}:scope:{scope}`.
 Each scope is written by one MULTI/EXEC transaction that replaces its hash,
-sorted set and set together and adds it to `{ns}:scopes`, so a reader never
-sees a half-written scope. Writes are last-writer-wins in submission order
-(the worker submits in publication order).
+sorted set and set together, adds it to `{ns}:scopes` and sets the fields of
+the revisions it carries (fields of other revisions are kept: a revision's
+row changes only when a new record for it comes), so a reader never sees a
+half-written scope, nor a scope record without the revision rows the worker
+submitted with it. Writes are last-writer-wins in submission order
+(the worker submits in publication order), per scope for the scope keys and
+per revision for the revisions hash.
 
 Limits:
 
@@ -44,7 +51,11 @@ Limits:
   ArtifactRef order (`revision` 10 sorts before 2 as text); `RedisView.top`
   re-sorts ties as CONTRACT §8 does. A dashboard reading the sorted set
   directly should do the same.
-- A single Redis, not Redis Cluster: a scope's transaction spans four keys
+- The revisions hash is complete (one field per revision the ledger
+  published a RevisionStatistics record for) but unordered: readers
+  (`RedisView.revisions`, the API, `rank`) read the whole hash of a scope
+  and sort it, O(revisions of the scope) per read.
+- A single Redis, not Redis Cluster: a scope's transaction spans five keys
   that Cluster would hash to different slots.
 - A Redis restarted without persistence comes back empty. The view then
   re-writes only the scopes it still holds pending; it notices that the
@@ -58,7 +69,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 import redis
@@ -67,12 +78,20 @@ from redis.retry import Retry
 
 from processors.ledger.intake import BadRecord
 from processors.ledger.normalize import canonical_json
-from schemas.models import ScopeStatistics
+from schemas.models import RevisionStatistics, ScopeStatistics
 
 log = logging.getLogger(__name__)
 
 #: The statistics topic (CONTRACT §1): compacted, the latest record per scope.
 STATISTICS_TOPIC = "recurrence-statistics"
+
+#: The revisions topic (issue 6): compacted, the latest RevisionStatistics
+#: record per revision (key ``processors.ledger.statistics.revision_key``).
+REVISION_STATISTICS_TOPIC = "revision-statistics"
+
+#: Fields per HSET command when a scope's revisions are written (a rebuild
+#: of a scope with many revisions sends several HSETs in its MULTI/EXEC).
+HSET_CHUNK = 1000
 
 #: Hash fields holding the counters and gauges of a ScopeStatistics record
 #: (CONTRACT §8), as integer strings.
@@ -127,6 +146,18 @@ def member(row: dict) -> str:
     return canonical_json({"artifact_ref": row["artifact_ref"], "signature_key": row["signature_key"]}).decode()
 
 
+def revision_member(artifact_ref: dict) -> str:
+    """Field of a revision in ``{ns}:scope:{scope}:revisions`` (issue 6):
+    the canonical JSON of its ArtifactRef (CONTRACT §4), e.g.
+    ``{"artifact_id":"P1","family":"experience","revision":1}``. One field
+    per revision, like the topic's record key
+    (``processors.ledger.statistics.revision_key``) within a scope. Raises
+    KeyError for an ArtifactRef without family, artifact_id or revision."""
+    return canonical_json(
+        {"family": artifact_ref["family"], "artifact_id": artifact_ref["artifact_id"], "revision": artifact_ref["revision"]}
+    ).decode()
+
+
 def _rank_key(row: dict) -> tuple:
     """CONTRACT §8 top_revisions order: streak descending, then ArtifactRef
     order (family, artifact_id, revision), then signature_key."""
@@ -144,14 +175,24 @@ def _latest_per_scope(records: Iterable[dict]) -> dict[str, dict]:
     return latest
 
 
+def _latest_per_revision(records: Iterable[dict]) -> dict[tuple[str, str], dict]:
+    latest: dict[tuple[str, str], dict] = {}
+    for record in records:
+        try:
+            latest[(record["scope_id"], revision_member(record["artifact_ref"]))] = record
+        except (KeyError, TypeError):
+            raise ValueError(f"not a RevisionStatistics record (no scope_id or artifact_ref): {str(record)[:200]}") from None
+    return latest
+
+
 def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 @dataclass(frozen=True)
 class _ScopeWrite:
-    """Everything one scope's transaction writes, prepared at submit time so
-    that a record that cannot be written fails in ``submit``, never later."""
+    """The scope keys one scope's transaction writes, prepared at submit time
+    so that a record that cannot be written fails in ``submit``, never later."""
 
     scope_id: str
     fields: dict[str, bytes | str]
@@ -159,9 +200,19 @@ class _ScopeWrite:
     review: tuple[str, ...]
 
 
+@dataclass
+class _Pending:
+    """What waits to be written for one scope: its latest statistics record
+    (None when only revision rows changed) and the latest row of each of its
+    revisions (``revision_member`` → canonical JSON)."""
+
+    scope: _ScopeWrite | None = None
+    revisions: dict[str, bytes] = field(default_factory=dict)
+
+
 class RedisView:
-    """The Redis projection of ``recurrence-statistics`` (CONTRACT §8; key
-    layout in this module's docstring).
+    """The Redis projection of ``recurrence-statistics`` (CONTRACT §8) and
+    ``revision-statistics`` (issue 6); key layout in this module's docstring.
 
     ``url``: a redis-py URL (``redis://127.0.0.1:6379/0``). ``namespace``: the
     key prefix (``default_namespace()`` gives the deployment's).
@@ -203,21 +254,27 @@ class RedisView:
             retry=Retry(NoBackoff(), 0),
             decode_responses=True,
         )
-        self._pending: dict[str, _ScopeWrite] = {}
+        self._pending: dict[str, _Pending] = {}
         self._healthy = True
         self._failures = 0  # consecutive failed attempts
         self._retry_at = 0.0  # time.monotonic() before which submit does not try
         self._wrote = False  # this view wrote a scope since its last clear()
         self._needs_rebuild = False
         self._scopes_key = f"{namespace}:scopes"
-        self._key_pattern = re.compile(rf"{re.escape(namespace)}:(scopes|scope:[^:]+(:top|:review)?)")
+        self._key_pattern = re.compile(rf"{re.escape(namespace)}:(scopes|scope:[^:]+(:top|:review|:revisions)?)")
 
     # ------------------------------------------------------------ state
 
     @property
     def pending(self) -> int:
-        """Scopes whose latest record is not yet in Redis."""
+        """Scopes whose latest statistics record or revision rows are not yet
+        in Redis."""
         return len(self._pending)
+
+    @property
+    def pending_revisions(self) -> int:
+        """Revision rows (issue 6) not yet in Redis, over every scope."""
+        return sum(len(pending.revisions) for pending in self._pending.values())
 
     @property
     def healthy(self) -> bool:
@@ -237,32 +294,45 @@ class RedisView:
         """``{ns}:scope:{scope}`` (the hash) of a scope id."""
         return f"{self.namespace}:scope:{escape_scope(scope_id)}"
 
+    def revisions_key(self, scope_id: str) -> str:
+        """``{ns}:scope:{scope}:revisions`` (the revisions hash, issue 6) of a
+        scope id."""
+        return f"{self.scope_key(scope_id)}:revisions"
+
     # ------------------------------------------------------------ writes
 
-    def submit(self, records: Iterable[dict]) -> None:
-        """Take ScopeStatistics records (CONTRACT §8 dicts, in publication
-        order), keep the latest per scope as pending, then try to flush.
+    def submit(self, records: Iterable[dict], revisions: Iterable[dict] = ()) -> None:
+        """Take ScopeStatistics records (CONTRACT §8 dicts) and
+        RevisionStatistics records (issue 6 dicts), each in publication
+        order; keep the latest record per scope and the latest row per
+        revision (scope_id + artifact_ref) as pending, then try to flush. A
+        scope's statistics record and the rows of its revisions from the same
+        call go into the same MULTI/EXEC.
 
         Never raises because of Redis: on a Redis error the records stay
         pending, ``healthy`` turns False and ``submit`` makes no new attempt
         until the back-off has passed (``retry_seconds``, doubling per
         consecutive failure), so with Redis down a call costs microseconds
         after the first failure. Raises ValueError (pydantic ValidationError)
-        for a record that is not a valid ScopeStatistics — only the last
-        record of each scope in the batch is validated — before anything of
-        the batch is kept.
+        for a record that is not a valid ScopeStatistics / RevisionStatistics
+        — only the last record of each scope and of each revision in the
+        batch is validated — before anything of the batch is kept.
         """
         latest = _latest_per_scope(records)
-        if not latest:
+        latest_revisions = _latest_per_revision(revisions)
+        if not latest and not latest_revisions:
             return
         prepared = [self._prepare(record) for record in latest.values()]
+        rows = [(scope_id, member_, self._prepare_revision(record)) for (scope_id, member_), record in latest_revisions.items()]
         for write in prepared:
-            self._pending[write.scope_id] = write
+            self._pending.setdefault(write.scope_id, _Pending()).scope = write
+        for scope_id, member_, value in rows:
+            self._pending.setdefault(scope_id, _Pending()).revisions[member_] = value
         self.flush(force=False)
 
     def flush(self, force: bool = True) -> int:
-        """Write every pending scope, one MULTI/EXEC per scope; returns the
-        number of scopes written.
+        """Write every pending scope (its statistics record and/or revision
+        rows), one MULTI/EXEC per scope; returns the number of scopes written.
 
         ``force`` False respects the back-off (what ``submit`` does; a worker
         loop calls ``flush(force=False)`` when idle so pending scopes catch up
@@ -276,7 +346,7 @@ class RedisView:
         written = 0
         try:
             for scope_id in list(self._pending):
-                self._write(self._pending[scope_id], check_namespace=written == 0)
+                self._write(scope_id, self._pending[scope_id], check_namespace=written == 0)
                 del self._pending[scope_id]
                 written += 1
         except REDIS_DOWN_ERRORS as error:
@@ -284,6 +354,13 @@ class RedisView:
             return written
         self._succeeded()
         return written
+
+    @staticmethod
+    def _prepare_revision(record: dict) -> bytes:
+        """The revisions-hash value of a RevisionStatistics record: its
+        canonical JSON, once validated. Raises ValueError."""
+        RevisionStatistics.model_validate(record)
+        return canonical_json(record)
 
     def _prepare(self, record: dict) -> _ScopeWrite:
         ScopeStatistics.model_validate(record)
@@ -296,23 +373,30 @@ class RedisView:
         )
         return _ScopeWrite(record["scope_id"], fields, top, review)
 
-    def _write(self, write: _ScopeWrite, check_namespace: bool = False) -> None:
-        """One scope's MULTI/EXEC. With ``check_namespace`` the transaction
-        first asks whether ``{ns}:scopes`` exists — atomically before the
-        write and in the same round trip — to notice a namespace that vanished
-        after this view wrote to it. Raises redis errors."""
-        key = self.scope_key(write.scope_id)
+    def _write(self, scope_id: str, pending: _Pending, check_namespace: bool = False) -> None:
+        """One scope's MULTI/EXEC: its scope keys (replaced) when a statistics
+        record is pending, and the fields of its pending revision rows. With
+        ``check_namespace`` the transaction first asks whether ``{ns}:scopes``
+        exists — atomically before the write and in the same round trip — to
+        notice a namespace that vanished after this view wrote to it. Raises
+        redis errors."""
+        key = self.scope_key(scope_id)
         top_key, review_key = f"{key}:top", f"{key}:review"
         pipe = self._client.pipeline(transaction=True)
         if check_namespace:
             pipe.exists(self._scopes_key)
-        pipe.delete(key, top_key, review_key)
-        pipe.hset(key, mapping=write.fields)
-        if write.top:
-            pipe.zadd(top_key, write.top)
-        if write.review:
-            pipe.sadd(review_key, *write.review)
-        pipe.sadd(self._scopes_key, write.scope_id)
+        write = pending.scope
+        if write is not None:
+            pipe.delete(key, top_key, review_key)
+            pipe.hset(key, mapping=write.fields)
+            if write.top:
+                pipe.zadd(top_key, write.top)
+            if write.review:
+                pipe.sadd(review_key, *write.review)
+            pipe.sadd(self._scopes_key, scope_id)
+        rows = list(pending.revisions.items())
+        for start in range(0, len(rows), HSET_CHUNK):
+            pipe.hset(f"{key}:revisions", mapping=dict(rows[start : start + HSET_CHUNK]))
         results = pipe.execute()
         if check_namespace and self._wrote and not results[0] and not self._needs_rebuild:
             self._needs_rebuild = True
@@ -321,7 +405,8 @@ class RedisView:
                 "without persistence?); scopes not updated since are missing until `recurrence-ledger view rebuild`",
                 self.namespace,
             )
-        self._wrote = True
+        if write is not None:  # {ns}:scopes exists from now on (revision rows alone do not create it)
+            self._wrote = True
 
     def _failed(self, error: BaseException) -> None:
         self._failures += 1
@@ -389,6 +474,15 @@ class RedisView:
         full = {member(row): row for row in orjson.loads(stored)} if stored else {}
         return [full.get(member(row), row) for row in rows]
 
+    def revisions(self, scope_id: str) -> list[dict]:
+        """Every row of the scope's revisions hash (issue 6) as
+        RevisionStatistics dicts, in CONTRACT §8 order (streak descending,
+        then ArtifactRef order, then signature_key); [] for a scope the view
+        holds no revision of. One HVALS. Raises redis errors."""
+        rows = [orjson.loads(value) for value in self._client.hvals(self.revisions_key(scope_id))]
+        rows.sort(key=_rank_key)
+        return rows
+
     def review(self, scope_id: str) -> set[str]:
         """The review-set members of a scope (see the layout's limits).
         Raises redis errors."""
@@ -450,41 +544,109 @@ def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float
     return latest
 
 
+def read_revision_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> dict[str, dict[str, dict]]:
+    """The last RevisionStatistics record per revision in the physical
+    ``topic_prefix + "revision-statistics"`` topic (issue 6), as
+    ``scope_id -> {revision_member(artifact_ref) -> record}``.
+
+    Read like :func:`read_statistics_topic` (``read_raw``: read_committed,
+    every partition to its end, no group offsets; a revision's records all
+    share a key, hence a partition, so the last one read is its current
+    row); values decoded with ``schemas.codec.decode_value(raw,
+    ("RevisionStatistics",))``. A tombstone removes the revision its key
+    names (``processors.ledger.statistics.revision_key``: canonical JSON of
+    ``{"artifact_ref", "scope_id"}``); an undecodable record or key is
+    logged and skipped.
+
+    Raises what ``read_raw`` raises: LookupError when the topic does not
+    exist, TimeoutError when the end is not reached within ``timeout``
+    seconds, KafkaException on a broker error.
+    """
+    from processors.kafka_io import read_raw
+    from schemas.codec import decode_value
+
+    topic = topic_prefix + REVISION_STATISTICS_TOPIC
+    latest: dict[tuple[str, str], dict] = {}
+    for record in read_raw(bootstrap, topic, timeout):
+        if record.value is None:
+            try:
+                key = orjson.loads(record.key or b"")
+                latest.pop((key["scope_id"], revision_member(key["artifact_ref"])), None)
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                log.warning("%s[%d]@%d: tombstone with an unreadable key skipped", topic, record.partition, record.offset)
+            continue
+        try:
+            value = decode_value(record.value, ("RevisionStatistics",))
+            where = (value["scope_id"], revision_member(value["artifact_ref"]))
+        except BadRecord as error:
+            log.warning("%s[%d]@%d skipped: %s (%s)", topic, record.partition, record.offset, error.message, error.reason)
+            continue
+        except (KeyError, TypeError):
+            log.warning("%s[%d]@%d skipped: no scope_id or artifact_ref", topic, record.partition, record.offset)
+            continue
+        latest[where] = value
+    by_scope: dict[str, dict[str, dict]] = {}
+    for (scope_id, member_), value in latest.items():
+        by_scope.setdefault(scope_id, {})[member_] = value
+    return by_scope
+
+
 def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> int:
     """Rebuild ``view`` from the compacted ``recurrence-statistics`` topic
-    (CONTRACT §1, §8): read the whole physical topic
-    (``read_statistics_topic``), then clear the namespace and write the last
-    record of every scope, one MULTI/EXEC per scope; returns the number of
-    scopes written. Backs ``recurrence-ledger view rebuild``.
+    (CONTRACT §1, §8) and ``revision-statistics`` topic (issue 6): read both
+    physical topics whole (``read_statistics_topic``,
+    ``read_revision_statistics_topic``), then clear the namespace and write
+    the last record of every scope together with the last row of each of its
+    revisions, one MULTI/EXEC per scope; returns the number of scopes with a
+    statistics record written. Backs ``recurrence-ledger view rebuild``.
 
-    The namespace is cleared only once the topic has been read and every
+    The namespace is cleared only once both topics have been read and every
     record prepared, so dashboards see it empty only while the writes run. A
-    topic record that is not a valid ScopeStatistics is logged and skipped.
-    Records still pending in the view (submitted by its owner, so not older
-    than what was published) are flushed afterwards and win. Raises what
-    ``read_statistics_topic`` raises (nothing is cleared then) and redis
-    errors — unlike ``submit``, a rebuild must tell its caller it failed.
+    topic record that is not a valid ScopeStatistics / RevisionStatistics is
+    logged and skipped. Records still pending in the view (submitted by its
+    owner, so not older than what was published) are flushed afterwards and
+    win. Raises what ``read_statistics_topic`` raises — LookupError also
+    when the ``revision-statistics`` topic is missing (workers create it on
+    start) — with nothing cleared then, and redis errors: unlike ``submit``,
+    a rebuild must tell its caller it failed.
     """
     started = time.monotonic()
     latest = read_statistics_topic(bootstrap, topic_prefix, timeout)
-    prepared = []
+    revisions = read_revision_statistics_topic(bootstrap, topic_prefix, timeout)
+    prepared: dict[str, _Pending] = {}
     for scope_id, record in latest.items():
         try:
-            prepared.append(view._prepare(record))
+            prepared[scope_id] = _Pending(scope=view._prepare(record))
         except ValueError as error:
             log.warning("%s%s: record of scope %r skipped: %s", topic_prefix, STATISTICS_TOPIC, scope_id, str(error)[:500])
+    rows = 0
+    for scope_id, by_member in revisions.items():
+        for member_, record in by_member.items():
+            try:
+                value = view._prepare_revision(record)
+            except ValueError as error:
+                log.warning(
+                    "%s%s: row of %r %s skipped: %s", topic_prefix, REVISION_STATISTICS_TOPIC, scope_id, member_, str(error)[:500]
+                )
+                continue
+            prepared.setdefault(scope_id, _Pending()).revisions[member_] = value
+            rows += 1
     view.clear()
-    for write in prepared:
-        view._write(write)
+    for scope_id, pending in prepared.items():
+        view._write(scope_id, pending)
     view._needs_rebuild = False
     view._succeeded()
     view.flush()
+    scopes = sum(1 for pending in prepared.values() if pending.scope is not None)
     log.info(
-        "Redis view %s rebuilt from %s%s: %d scope(s) in %.2f s",
+        "Redis view %s rebuilt from %s%s and %s%s: %d scope(s), %d revision row(s) in %.2f s",
         view.namespace,
         topic_prefix,
         STATISTICS_TOPIC,
-        len(prepared),
+        topic_prefix,
+        REVISION_STATISTICS_TOPIC,
+        scopes,
+        rows,
         time.monotonic() - started,
     )
-    return len(prepared)
+    return scopes

@@ -27,8 +27,9 @@ between a table's changelog write and the output send can lose outputs or
 half-apply an event. Owning the transaction, as FAUST_NOTES suggests, keeps
 state, outputs and offsets atomic.
 
-The statistics records of each committed transaction are then projected into
-Redis (``processors.view``); Redis being down never stops the ledger.
+The statistics and revision-statistics records of each committed
+transaction are then projected into Redis (``processors.view``); Redis being
+down never stops the ledger.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from processors.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
-from processors.ledger.processor import STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from processors.ledger.processor import REVISION_STATISTICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
 from processors.metrics import WorkerMetrics
 from schemas import codec
 from topics import catalogue
@@ -303,7 +304,11 @@ class LedgerWorker:
                 "compression.type": "lz4",
             }
         )
+        # Records for the Redis view, held until their transaction commits
+        # (the view never shows uncommitted data): ScopeStatistics and
+        # RevisionStatistics (issue 6), each in publication order.
         self._pending_stats: list[dict] = []
+        self._pending_revisions: list[dict] = []
         self._in_transaction = False
         self._last_activity = time.monotonic()
         self.faults = FaultInjector(os.environ.get("RL_FAULT_INJECT"))
@@ -438,6 +443,8 @@ class LedgerWorker:
         self.producer.produce(self.outputs[emit.topic], value=encode_emit(emit, self.config.output_format), key=key, partition=partition)
         if emit.topic == STATISTICS:
             self._pending_stats.append(emit.value)
+        elif emit.topic == REVISION_STATISTICS:
+            self._pending_revisions.append(emit.value)
         self.producer.poll(0)
 
     # -- transactions -------------------------------------------------------------------
@@ -504,9 +511,9 @@ class LedgerWorker:
             self.metrics.outputs.labels(topic).inc(count)
         self.metrics.statistics(self._pending_stats)
         self._batch_timestamps, self._batch_outputs = [], {}
-        if self.view is not None and self._pending_stats:
-            self.view.submit(self._pending_stats)
-        self._pending_stats = []
+        if self.view is not None and (self._pending_stats or self._pending_revisions):
+            self.view.submit(self._pending_stats, revisions=self._pending_revisions)
+        self._pending_stats, self._pending_revisions = [], []
 
     @staticmethod
     def _retrying(operation: Callable[[], Any], budget_s: float = 60.0) -> None:
@@ -547,7 +554,7 @@ class LedgerWorker:
     def _rewind(self) -> None:
         """Back to the last committed transaction: fresh state from the
         changelog, consumer positions at the committed offsets."""
-        self._pending_stats = []
+        self._pending_stats, self._pending_revisions = [], []
         self._batch_timestamps, self._batch_outputs = [], {}
         assignment = self.consumer.assignment()
         for committed in self.consumer.committed(assignment, timeout=30):
@@ -584,7 +591,7 @@ class LedgerWorker:
         if self._in_transaction:
             self.producer.abort_transaction(30)
             self._in_transaction = False
-            self._pending_stats = []
+            self._pending_stats, self._pending_revisions = [], []
         self.tasks.clear()
         log.warning("partitions lost %s: state dropped, will restore on reassignment", sorted({tp.partition for tp in partitions}))
 
