@@ -19,7 +19,7 @@ the view does not hold, 503 when Redis does not answer):
 | --- | --- |
 | ``GET /scopes`` | ``ScopeList``: every scope with its counters |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the RFC RecurrenceStatistics block plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
-| ``GET /scopes/{scope}/revisions?sort=streak&limit=N`` | ``RevisionList``: rows of the view's sorted set, CONTRACT §8 order; ``sort`` ∈ {streak}, 1 ≤ ``limit`` ≤ 100, else 400 |
+| ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash, issue 6), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), ``offset`` ≥ 0; anything else 400 |
 | ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set |
 | ``GET /`` | the dashboard page (HTML; ``/static/…`` its script, style and the bundled Chart.js) |
 | ``GET /healthz`` | ``Health``: 200 when Redis answers, else 503 |
@@ -27,19 +27,26 @@ the view does not hold, 503 when Redis does not answer):
 
 Polling: every scope response carries ``ETag`` (a digest of the scope's
 statistics record, which the view writes in the same MULTI/EXEC as its sorted
-set and review set) and ``X-As-Of-Position``; ``GET /scopes`` carries an
-``ETag`` over every scope's record. A request whose ``If-None-Match`` matches
+set and review set; for ``/revisions`` a digest of that record and of every
+row of the scope's revisions hash, read in one MULTI/EXEC) and
+``X-As-Of-Position``; ``GET /scopes`` carries an ``ETag`` over every scope's
+record. A request whose ``If-None-Match`` matches
 gets ``304 Not Modified`` with no body. Bad query parameters answer 400 (not
 FastAPI's default 422) with ``{"detail": [...]}``.
 
-Each revision row carries, besides its streak, the revision's figures from
-the statistics record's ``top_revisions`` rows: ``repair_surface`` (null when
-the revision's surface is unknown), ``selected`` / ``recurred`` / ``avoided``
-counts, ``yield`` = avoided / (avoided + recurred) (null without terminal
-verdicts) and ``low_yield`` (surfaced only). What the view does not hold, and
-so this API does not show: rows beyond the worker's ``--top-revisions`` N, and
-the ReviewCandidate records themselves (reason, failure_refs), which live on
-the ``review-candidates`` topic.
+Each revision row carries, besides its streak, the revision's figures:
+``repair_surface`` (null when the revision's surface is unknown),
+``selected`` / ``recurred`` / ``avoided`` counts, ``yield`` = avoided /
+(avoided + recurred) (null without terminal verdicts) and ``low_yield``
+(surfaced only). ``/revisions`` reads them from the revision's last
+RevisionStatistics record (every revision with a selection or a verdict,
+issue 6); ``/review-candidates`` from the statistics record's
+``top_revisions`` rows, so it only knows the worker's top N
+(``--top-revisions``) and says ``complete: false`` when more revisions need
+review — ``/revisions?needs_review=true`` lists them all. What the view does
+not hold, and so this API does not show: the ReviewCandidate records
+themselves (reason, failure_refs), which live on the ``review-candidates``
+topic.
 
 Configuration (environment, or ``ApiSettings``): ``REDIS_URL`` (default
 ``redis://127.0.0.1:6379/0``), ``RL_TOPIC_PREFIX`` (the namespace is
@@ -58,7 +65,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
@@ -137,6 +144,46 @@ def rank_key(row: dict) -> tuple:
     return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
 
 
+#: ``sort`` of ``GET /scopes/{scope}/revisions`` (issue 6).
+RevisionSort = Literal["streak", "recurred", "yield", "selected"]
+
+#: Order of each ``sort`` (issue 6), every one ending in CONTRACT §8 order
+#: (:func:`rank_key`) so that ties are decided the same way everywhere:
+#: ``streak`` is CONTRACT §8 order itself; ``recurred`` and ``selected`` put
+#: the largest count first; ``yield`` puts the lowest yield first (the
+#: revisions that help least) and revisions without a yield (no terminal
+#: verdict) last.
+REVISION_SORTS: dict[str, Callable[[dict], tuple]] = {
+    "streak": rank_key,
+    "recurred": lambda row: (-row["recurred"], *rank_key(row)),
+    "selected": lambda row: (-row["selected"], *rank_key(row)),
+    "yield": lambda row: (row["yield"] is None, row["yield"] or 0.0, *rank_key(row)),
+}
+
+
+def select_revisions(
+    rows: Iterable[dict],
+    sort: str = "streak",
+    surface: str | None = None,
+    low_yield: bool | None = None,
+    needs_review: bool | None = None,
+) -> list[dict]:
+    """The RevisionStatistics rows (issue 6) that pass every given filter —
+    ``repair_surface == surface``, ``low_yield == low_yield``,
+    ``needs_review == needs_review``; None means no filter — in the order of
+    ``sort`` (:data:`REVISION_SORTS`). Raises KeyError for an unknown sort."""
+    order = REVISION_SORTS[sort]
+    kept = [
+        row
+        for row in rows
+        if (surface is None or row["repair_surface"] == surface)
+        and (low_yield is None or row["low_yield"] == low_yield)
+        and (needs_review is None or row["needs_review"] == needs_review)
+    ]
+    kept.sort(key=order)
+    return kept
+
+
 @dataclass(frozen=True)
 class ScopeSnapshot:
     """One scope as the view holds it, read in one MULTI/EXEC (so the record,
@@ -168,6 +215,22 @@ class ScopeSnapshot:
 def _row_key(row: dict) -> tuple:
     ref = row["artifact_ref"]
     return (ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
+
+
+@dataclass(frozen=True)
+class RevisionsSnapshot:
+    """One scope's statistics record and every row of its revisions hash
+    (issue 6), read in one MULTI/EXEC.
+
+    ``record``: the ScopeStatistics dict (CONTRACT §8). ``rows``: the
+    RevisionStatistics dicts, in CONTRACT §8 order (:func:`rank_key`).
+    ``etag``: a strong entity tag over the stored record and every stored
+    row, so it changes whenever any revision's row or the record does.
+    """
+
+    record: dict
+    rows: list[dict]
+    etag: str
 
 
 class ViewReader:
@@ -229,6 +292,24 @@ class ViewReader:
             review=frozenset(_row_key(orjson.loads(member)) for member in review),
         )
 
+    def revisions(self, scope_id: str) -> RevisionsSnapshot | None:
+        """The scope's record and every row of its revisions hash
+        (``{ns}:scope:{scope}:revisions``, issue 6) from one MULTI/EXEC, or
+        None when the view does not hold the scope (no statistics record). A
+        scope without a revisions hash has no rows."""
+        key = self._key(scope_id)
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hget(key, "record")
+        pipe.hgetall(f"{key}:revisions")
+        raw, stored = pipe.execute()
+        if raw is None:
+            return None
+        digest = hashlib.sha256(raw)
+        for field_name in sorted(stored):
+            digest.update(b"\x00" + field_name + b"\x00" + stored[field_name])
+        rows = sorted((orjson.loads(value) for value in stored.values()), key=rank_key)
+        return RevisionsSnapshot(record=orjson.loads(raw), rows=rows, etag='"' + digest.hexdigest()[:32] + '"')
+
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
@@ -266,7 +347,8 @@ class ScopeList(_Shape):
 
 
 class _Figures(_Shape):
-    """The revision's figures, from its ``top_revisions`` row."""
+    """The revision's figures: from its RevisionStatistics row
+    (``/revisions``) or its ``top_revisions`` row (``/review-candidates``)."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
 
@@ -279,27 +361,38 @@ class _Figures(_Shape):
 
 
 class RevisionRow(_Figures):
-    """A revision ranked by streak (a row of the view's sorted set) with its
-    figures."""
+    """One revision of the scope (its last RevisionStatistics record, issue
+    6) with its streak, review flag and figures."""
 
-    rank: int = Field(description="1-based position in CONTRACT §8 order (streak desc, ArtifactRef, signature_key).")
+    rank: int = Field(description="1-based position in the requested order, after the filters (offset included).")
     artifact_ref: ArtifactRef
     signature_key: str
-    terminal_recurred_streak: int
-    needs_review: bool = Field(description="In the view's review set (streak ≥ the workers' review threshold).")
+    terminal_recurred_streak: int = Field(description="Terminal recurred verdicts since the last avoided one (CONTRACT §8).")
+    needs_review: bool = Field(description="Streak ≥ the workers' --review-threshold (CONTRACT §8), as the worker published it.")
 
 
 class RevisionList(_Shape):
-    """``GET /scopes/{scope}/revisions``: the first ``limit`` rows of the
-    view's sorted set. ``available`` is the number of rows the view holds for
-    the scope — only the worker's top N (``--top-revisions``, default 10)
-    revisions with streak ≥ 1, so a larger ``limit`` returns fewer rows."""
+    """``GET /scopes/{scope}/revisions`` (issue 6): the rows of every revision
+    of the scope with a selection or a verdict — not only the top N — that
+    pass the filters, in the order of ``sort``, rows ``offset`` to
+    ``offset + limit``. ``total``: revisions the view holds for the scope;
+    ``available``: those passing the filters; ``complete``: the rows come
+    from every revision of the scope (always true since issue 6)."""
 
     scope_id: str
     as_of_position: int
-    sort: Literal["streak"]
+    sort: RevisionSort = Field(
+        description="streak: CONTRACT §8 order (streak desc, ArtifactRef, signature_key); recurred / selected: that count desc; "
+        "yield: lowest first, null last; ties in CONTRACT §8 order."
+    )
+    surface: RepairSurface | None = Field(None, description="The repair_surface filter, null when none.")
+    low_yield: bool | None = Field(None, description="The low_yield filter, null when none.")
+    needs_review: bool | None = Field(None, description="The needs_review filter, null when none.")
     limit: int
-    available: int
+    offset: int
+    total: int = Field(description="Revisions of the scope in the view.")
+    available: int = Field(description="Revisions passing the filters (before offset and limit).")
+    complete: bool = Field(description="True: every revision of the scope is covered, not only the top N (issue 6).")
     revisions: list[RevisionRow]
 
 
@@ -462,30 +555,41 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @app.get(
         "/scopes/{scope:path}/revisions",
         response_model=RevisionList,
-        responses={**conditional, 400: {"model": ErrorBody, "description": "Bad sort or limit"}, **errors},
+        responses={**conditional, 400: {"model": ErrorBody, "description": "Bad sort, filter, limit or offset"}, **errors},
         tags=["statistics"],
     )
     def scope_revisions(
         scope: str,
-        sort: Annotated[Literal["streak"], Query(description="Order: streak (the only one the view holds).")] = "streak",
+        sort: Annotated[
+            RevisionSort,
+            Query(description="streak (CONTRACT §8 order), recurred or selected (count desc), yield (lowest first, null last); ties in CONTRACT §8 order."),
+        ] = "streak",
+        surface: Annotated[RepairSurface | None, Query(description="Only revisions with this repair_surface.")] = None,
+        low_yield: Annotated[bool | None, Query(description="true: only low-yield revisions; false: only the others.")] = None,
+        needs_review: Annotated[bool | None, Query(description="true: only revisions needing review; false: only the others.")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Rows to return, 1–100.")] = 10,
+        offset: Annotated[int, Query(ge=0, description="Rows to skip first (paging).")] = 0,
         if_none_match: IfNoneMatch = None,
     ) -> Response:
-        """Revisions ranked by terminal_recurred_streak (CONTRACT §8 order),
-        from the view's sorted set, each flagged when it needs review and
-        with its repair_surface, selected / recurred / avoided counts, yield
-        and low_yield."""
-        snap = snapshot_or_404(scope)
-        if isinstance(snap, JSONResponse):
-            return snap
+        """Every revision of the scope with a selection or a verdict (the
+        view's revisions hash, issue 6) — each with its streak, review flag,
+        repair_surface, selected / recurred / avoided counts, yield and
+        low_yield — filtered, sorted and paged."""
+        snap = reader.revisions(scope)
+        if snap is None:
+            return not_found(scope)
         as_of = snap.record["as_of_position"]
         if etag_matches(if_none_match, snap.etag):
             return answer(None, snap.etag, if_none_match, as_of)
+        selected = select_revisions(snap.rows, sort, surface, low_yield, needs_review)
         rows = [
-            RevisionRow(rank=rank, needs_review=snap.needs_review(row), **row)
-            for rank, row in enumerate(snap.top[:limit], start=1)
+            RevisionRow(rank=rank, **{name: value for name, value in row.items() if name != "scope_id"})
+            for rank, row in enumerate(selected[offset : offset + limit], start=offset + 1)
         ]
-        body = RevisionList(scope_id=scope, as_of_position=as_of, sort=sort, limit=limit, available=len(snap.top), revisions=rows)
+        body = RevisionList(
+            scope_id=scope, as_of_position=as_of, sort=sort, surface=surface, low_yield=low_yield, needs_review=needs_review,
+            limit=limit, offset=offset, total=len(snap.rows), available=len(selected), complete=True, revisions=rows,
+        )
         return answer(body, snap.etag, None, as_of)
 
     @app.get("/scopes/{scope:path}/review-candidates", response_model=ReviewList, responses={**conditional, **errors}, tags=["statistics"])

@@ -2,22 +2,23 @@
 ``stats`` (issue 5). ``register(app)`` adds them to the main Typer app.
 
 ``rank`` and ``stats`` read the Redis view that the workers project from the
-``recurrence-statistics`` topic (CONTRACT §8; key layout in
-``processors.view``), with the same reader as the HTTP API
-(``processors.api.ViewReader``); they never recompute a rule. Both take
+``recurrence-statistics`` and ``revision-statistics`` topics (CONTRACT §8,
+issue 6; key layout in ``processors.view``), with the same reader as the HTTP
+API (``processors.api.ViewReader``); they never recompute a rule. Both take
 ``--redis-url`` (env REDIS_URL) and ``--topic-prefix`` (env RL_TOPIC_PREFIX,
 which names the view's namespace as the worker does). Exit codes: 0, 1 when
 Redis does not answer or ``--scope`` names a scope the view does not hold,
 2 for a usage error.
 
-What the view holds limits ``rank``: its rows are the ``top_revisions`` of
-each scope's last statistics record — the worker's top N (``--top-revisions``,
-default 10) revisions with a streak ≥ 1, each with artifact_ref,
-signature_key, terminal_recurred_streak and the revision's figures
-(repair_surface, selected / recurred / avoided counts, yield, low_yield).
-``rank`` orders them by streak, then recurrences (``recurred``), then
-ArtifactRef, then signature_key (then scope id); ``--surface`` keeps the rows
-of one repair_surface.
+``rank`` lists every revision of every scope (or of ``--scope``) that has a
+selection or a verdict — the view's revisions hash, one last
+RevisionStatistics record per revision (issue 6), not only each scope's top N
+— each with artifact_ref, signature_key, terminal_recurred_streak,
+needs_review and the revision's figures (repair_surface, selected / recurred /
+avoided counts, yield, low_yield). It orders them by streak, then
+recurrences (``recurred``), then ArtifactRef, then signature_key (then scope
+id); ``--surface`` keeps the rows of one repair_surface, ``--low-yield`` the
+low-yield ones, ``--limit`` the first N.
 """
 
 from __future__ import annotations
@@ -83,51 +84,77 @@ def rank_order(row: dict) -> tuple:
     )
 
 
-def ranked_rows(snapshots: dict, limit: int, surface: str | None = None) -> list[dict]:
-    """The rows ``rank`` prints: every scope's sorted-set rows (only those
-    whose repair_surface is ``surface`` when given), in :func:`rank_order`;
-    the first ``limit``. Each row: ``{rank, scope_id, artifact_ref,
-    signature_key, terminal_recurred_streak, repair_surface, selected,
-    recurred, avoided, yield, low_yield, needs_review}``."""
+def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | None = None, low_yield: bool = False) -> list[dict]:
+    """The rows ``rank`` prints (issue 6): ``revisions`` maps a scope id to
+    its RevisionStatistics rows (every revision of the scope, as
+    ``processors.api.ViewReader.revisions`` reads them); keeps those whose
+    repair_surface is ``surface`` when given and only low-yield ones with
+    ``low_yield``; sorts them in :func:`rank_order` and returns the first
+    ``limit``. Each row: ``{rank, scope_id, artifact_ref, signature_key,
+    terminal_recurred_streak, repair_surface, selected, recurred, avoided,
+    yield, low_yield, needs_review}``."""
     rows = [
         {
             "scope_id": scope_id,
-            **row,
+            "artifact_ref": row["artifact_ref"],
+            "signature_key": row["signature_key"],
+            "terminal_recurred_streak": row["terminal_recurred_streak"],
             **{name: row.get(name, default) for name, default in FIGURE_DEFAULTS.items()},
-            "needs_review": snap.needs_review(row),
+            "needs_review": row.get("needs_review", False),
         }
-        for scope_id, snap in snapshots.items()
-        for row in snap.top
+        for scope_id, scope_rows in revisions.items()
+        for row in scope_rows
     ]
     if surface is not None:
         rows = [row for row in rows if row["repair_surface"] == surface]
+    if low_yield:
+        rows = [row for row in rows if row["low_yield"]]
     rows.sort(key=rank_order)
     return [{"rank": rank, **row} for rank, row in enumerate(rows[:limit], start=1)]
+
+
+def _revisions(reader: ViewReader, scope: str | None) -> dict[str, list[dict]]:
+    """``scope_id -> RevisionStatistics rows`` (the view's revisions hash,
+    issue 6) for ``scope`` or every scope, sorted by scope id. Raises
+    typer.Exit(1) for an unknown scope or when Redis is down."""
+    try:
+        scope_ids = [scope] if scope is not None else reader.scope_ids()
+        snapshots = {scope_id: reader.revisions(scope_id) for scope_id in scope_ids}
+    except redis.RedisError as error:
+        raise _fail(f"cannot read the Redis view {reader.namespace}: {type(error).__name__}: {error}") from None
+    if scope is not None and snapshots[scope] is None:
+        raise _fail(f"unknown scope {scope!r}: not in the Redis view {reader.namespace}")
+    return {scope_id: snap.rows for scope_id, snap in snapshots.items() if snap is not None}
 
 
 
 def rank_command(
     scope: ScopeOption = None,
     surface: Annotated[Optional[str], typer.Option("--surface", help="Only revisions with this repair_surface: " + ", ".join(REPAIR_SURFACES) + ".")] = None,
+    low_yield: Annotated[bool, typer.Option("--low-yield", help="Only low-yield revisions (selected ≥ 3, yield < 0.3).")] = False,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to print.")] = 10,
     as_json: JsonOption = False,
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
-    """Revisions ordered by streak, then recurrences, then ArtifactRef, from
-    the Redis view (the top_revisions of each scope's statistics record),
-    with each revision's repair_surface, counts and yield."""
+    """Every revision ordered by streak, then recurrences, then ArtifactRef,
+    from the Redis view's revisions hash (issue 6), with each revision's
+    repair_surface, counts and yield."""
     if surface is not None and surface not in REPAIR_SURFACES:
         raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
     reader = _reader(redis_url, topic_prefix)
     try:
-        rows = ranked_rows(_snapshots(reader, scope), limit, surface)
+        rows = ranked_rows(_revisions(reader, scope), limit, surface, low_yield)
     finally:
         reader.close()
     if as_json:
         print(json.dumps(rows, ensure_ascii=False))
         return
-    title = f"revisions by streak ({reader.namespace})" + (f", repair_surface {surface}" if surface else "")
+    title = (
+        f"revisions by streak ({reader.namespace})"
+        + (f", repair_surface {surface}" if surface else "")
+        + (", low yield" if low_yield else "")
+    )
     table = Table(title=title, box=box.SIMPLE_HEAD)
     table.add_column("#", justify="right")
     table.add_column("scope", overflow="fold")

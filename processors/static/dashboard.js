@@ -1,6 +1,7 @@
 // recurrence-ledger dashboard: reads GET /scopes and, for the selected scope,
-// GET /scopes/{scope}/statistics, /revisions?sort=streak&limit=N and
-// /review-candidates; polls them every REFRESH_MS with If-None-Match, so an
+// GET /scopes/{scope}/statistics, /revisions?sort=streak&limit=N (every
+// revision of the scope, issue 6: the table shows the first N with their
+// yield, the chart those with a streak) and /review-candidates; polls them every REFRESH_MS with If-None-Match, so an
 // unchanged view costs a 304 and no rendering. Every value shown comes from
 // the API (the Redis view): nothing is recomputed here.
 //
@@ -89,7 +90,11 @@
   function renderRevisions(list) {
     const body = $("#revisions tbody");
     body.replaceChildren();
-    $("#no-revisions").hidden = list.revisions.length > 0;
+    // The table lists the first LIMIT revisions (streak 0 included: their yield
+    // matters too); the chart only those with a streak.
+    const streaks = list.revisions.filter((row) => row.terminal_recurred_streak > 0);
+    $("#no-revisions").hidden = streaks.length > 0;
+    $("#revisions-shown").textContent = `${list.revisions.length} of ${list.total ?? list.revisions.length} revisions`;
     for (const row of list.revisions) {
       const tr = document.createElement("tr");
       tr.dataset.revision = revisionLabel(row.artifact_ref);
@@ -105,10 +110,10 @@
       cell(tr, yieldLabel(row), row.low_yield ? "num low-yield" : "num").dataset.field = "yield";
       body.appendChild(tr);
     }
-    const labels = list.revisions.map((row) => `${revisionLabel(row.artifact_ref)} · ${row.signature_key}`);
-    const data = list.revisions.map((row) => row.terminal_recurred_streak);
-    const colors = list.revisions.map((row) => (row.needs_review ? COLORS.review : COLORS.fact));
-    $(".chart-box").style.height = `${Math.max(120, 40 + 34 * list.revisions.length)}px`;
+    const labels = streaks.map((row) => `${revisionLabel(row.artifact_ref)} · ${row.signature_key}`);
+    const data = streaks.map((row) => row.terminal_recurred_streak);
+    const colors = streaks.map((row) => (row.needs_review ? COLORS.review : COLORS.fact));
+    $(".chart-box").style.height = `${Math.max(120, 40 + 34 * streaks.length)}px`;
     if (chart === null) {
       chart = new Chart($("#streak-chart"), {
         type: "bar",
