@@ -72,3 +72,13 @@ def test_explain_from_a_journal(tmp_path):
     tree = run_cli("explain", "openapi-demo", "O12-recurred", "--journal", str(journal))
     assert "matched → E7 r1 (handoff_citations" in tree.stdout
     assert run_cli("explain", "openapi-demo", "nope", "--journal", str(journal)).returncode == 1
+
+
+def test_rank_takes_low_yield_and_rejects_an_unknown_surface_before_reading_redis():
+    help_text = run_cli("rank", "--help", env={"COLUMNS": "200"})
+    assert help_text.returncode == 0, help_text.stderr
+    assert "--low-yield" in help_text.stdout and "--surface" in help_text.stdout
+    # A usage error (exit 2) comes before any Redis access: this Redis URL answers nothing.
+    bad = run_cli("rank", "--low-yield", "--surface", "nonsense", "--redis-url", "redis://127.0.0.1:1/0")
+    assert bad.returncode == 2
+    assert "is not a repair_surface" in bad.stderr

@@ -81,11 +81,13 @@ def test_statistics_is_the_last_statistics_record_with_position_header(api, reco
     assert [(r["artifact_ref"]["artifact_id"], r["terminal_recurred_streak"]) for r in response.json()["top_revisions"]] == [("P1", 4), ("Q1", 3)]
 
 
-def test_revisions_are_the_sorted_set_in_contract_order_flagged_for_review(api, record):
+def test_revisions_are_every_revision_in_contract_order_flagged_for_review(api, record):
     body = api.get(f"/scopes/{SCOPE}/revisions", params={"sort": "streak", "limit": 10}).json()
     assert body["scope_id"] == SCOPE
     assert body["as_of_position"] == record["as_of_position"]
-    assert (body["sort"], body["limit"], body["available"]) == ("streak", 10, len(record["top_revisions"]))
+    # The worked example's two revisions both have a streak, so every revision is also in top_revisions.
+    assert (body["sort"], body["limit"], body["available"], body["total"], body["complete"]) == ("streak", 10, 2, 2, True)
+    assert len(record["top_revisions"]) == 2
     assert [{k: row[k] for k in ("artifact_ref", "signature_key", "terminal_recurred_streak")} for row in body["revisions"]] == top_rows(record)
     assert [row["rank"] for row in body["revisions"]] == list(range(1, len(record["top_revisions"]) + 1))
     assert [row["needs_review"] for row in body["revisions"]] == [row["terminal_recurred_streak"] >= 3 for row in record["top_revisions"]]
@@ -151,7 +153,9 @@ def test_a_new_statistics_record_changes_the_etag_and_the_body(api, view, record
 # ----------------------------------------------------------------- 400 and 404
 
 
-@pytest.mark.parametrize("query", ["limit=0", "limit=101", "limit=abc", "sort=recurrences", "sort="])
+@pytest.mark.parametrize(
+    "query", ["limit=0", "limit=101", "limit=abc", "sort=recurrences", "sort=", "surface=nonsense", "low_yield=maybe", "needs_review=2", "offset=-1"],
+)
 def test_bad_parameters_answer_400_not_422(api, query):
     response = api.get(f"/scopes/{SCOPE}/revisions?{query}")
     assert response.status_code == 400
@@ -299,15 +303,8 @@ def test_rank_orders_by_streak_then_recurrences_then_artifact_ref():
         ref = {"family": "experience", "artifact_id": artifact_id, "revision": 1}
         return {"artifact_ref": ref, "signature_key": signature, "terminal_recurred_streak": streak, "recurred": recurred}
 
-    class Snap:
-        def __init__(self, rows):
-            self.top = rows
-
-        def needs_review(self, _row):
-            return False
-
     rows = [row("A", 2, 2), row("B", 3, 1), row("C", 2, 5), row("D", 2, 5), row("A", 2, 5, "r")]
-    ranked = ranked_rows({"x": Snap(rows)}, limit=10)
+    ranked = ranked_rows({"x": rows}, limit=10)
     assert [(r["artifact_ref"]["artifact_id"], r["signature_key"]) for r in ranked] == [("B", "s"), ("A", "r"), ("C", "s"), ("D", "s"), ("A", "s")]
     assert [r["rank"] for r in ranked] == [1, 2, 3, 4, 5]
 

@@ -3,10 +3,10 @@ against a real Redis (env REDIS_URL) and a real Kafka broker (env
 KAFKA_BOOTSTRAP_SERVERS). Missing or unreachable services fail the tests,
 never skip them.
 
-Records are the embedded runner's own statistics output for the shared cases
-(worked_example, minimum_case, and minimum_case again under a scope id with a
-colon), never hand-written; only the tie-order test derives a variant of a
-real record. Every test works in its own random namespace and removes its
+Records are the embedded runner's own statistics and revision-statistics
+output for the shared cases (worked_example, minimum_case, and minimum_case
+again under a scope id with a colon), never hand-written; only the tie-order
+test derives a variant of a real record. Every test works in its own random namespace and removes its
 keys (and topics, and the second Redis it starts) when done.
 """
 
@@ -29,7 +29,17 @@ import redis
 
 from processors.embedded import run_journal
 from processors.ledger.normalize import canonical_json
-from processors.view import COUNTER_FIELDS, RedisView, default_namespace, escape_scope, member, rebuild_from_topic
+from processors.api import rank_key
+from processors.ledger.statistics import revision_key
+from processors.view import (
+    COUNTER_FIELDS,
+    RedisView,
+    default_namespace,
+    escape_scope,
+    member,
+    rebuild_from_topic,
+    revision_member,
+)
 from schemas.codec import encode
 from tests.conftest import REPO, read_jsonl, shared_case
 
@@ -85,15 +95,10 @@ def make_view(redis_url, raw) -> Iterator:
 # ---------------------------------------------------------------- records
 
 
-def _statistics_of(journal: Path, out_dir: Path) -> list[dict]:
-    run_journal(journal, out_dir, show_progress=False)
-    return read_jsonl(out_dir / "recurrence-statistics.jsonl")
-
-
 @pytest.fixture(scope="module")
-def histories(tmp_path_factory) -> dict[str, list[dict]]:
-    """Scope id → its statistics records in publication order, from the
-    embedded runner on the shared cases (3 scopes, 10–12 versions each)."""
+def case_runs(tmp_path_factory) -> Path:
+    """The embedded runner's output directories (worked, minimum, copy) for
+    the shared cases, the copy being minimum_case under COPY_SCOPE."""
     base = tmp_path_factory.mktemp("view-cases")
     worked, _ = shared_case("worked_example")
     minimum, _ = shared_case("minimum_case")
@@ -103,17 +108,44 @@ def histories(tmp_path_factory) -> dict[str, list[dict]]:
             entry = json.loads(line)
             entry["value"]["scope_id"] = COPY_SCOPE
             out.write(json.dumps(entry) + "\n")
-    records = (
-        _statistics_of(worked, base / "worked")
-        + _statistics_of(minimum, base / "minimum")
-        + _statistics_of(copy, base / "copy")
-    )
+    for journal, name in ((worked, "worked"), (minimum, "minimum"), (copy, "copy")):
+        run_journal(journal, base / name, show_progress=False)
+    return base
+
+
+def _outputs(base: Path, topic: str) -> list[dict]:
+    return [record for name in ("worked", "minimum", "copy") for record in read_jsonl(base / name / f"{topic}.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def histories(case_runs) -> dict[str, list[dict]]:
+    """Scope id → its statistics records in publication order, from the
+    embedded runner on the shared cases (3 scopes, 10–12 versions each)."""
+    records = _outputs(case_runs, "recurrence-statistics")
     result: dict[str, list[dict]] = {}
     for record in records:
         result.setdefault(record["scope_id"], []).append(record)
     assert sorted(result) == sorted([COPY_SCOPE, "openapi-demo", "port-bound"])
     assert all(len(history) >= 2 for history in result.values())
     return result
+
+
+@pytest.fixture(scope="module")
+def revision_records(case_runs) -> list[dict]:
+    """Every RevisionStatistics record of the shared cases in publication
+    order (several per revision: each time its figures changed)."""
+    records = _outputs(case_runs, "revision-statistics")
+    per_revision = {(r["scope_id"], revision_member(r["artifact_ref"])) for r in records}
+    assert len(records) > len(per_revision) >= 6  # the case is a real test: rows are replaced
+    return records
+
+
+def _last_rows(records: list[dict]) -> dict[str, dict[str, dict]]:
+    """scope_id → {revision_member → last record}."""
+    last: dict[str, dict[str, dict]] = {}
+    for record in records:
+        last.setdefault(record["scope_id"], {})[revision_member(record["artifact_ref"])] = record
+    return last
 
 
 def _interleaved(histories: dict[str, list[dict]]) -> list[dict]:
@@ -286,6 +318,85 @@ def test_clear_deletes_only_this_namespace(make_view, histories, raw):
         raw.delete(*foreign)
 
 
+# ---------------------------------------------------------------- the revisions view (issue 6)
+
+
+def test_revisions_hash_holds_the_last_row_of_every_revision(make_view, histories, revision_records, raw):
+    view = make_view()
+    view.submit(_interleaved(histories), revisions=revision_records)
+    assert (view.pending, view.pending_revisions, view.healthy) == (0, 0, True)
+    last = _last_rows(revision_records)
+    assert sorted(last) == sorted(histories)
+    for scope_id, rows in last.items():
+        key = f"{view.namespace}:scope:{escape_scope(scope_id)}:revisions"
+        assert view.revisions_key(scope_id) == key
+        assert raw.type(key) == "hash"
+        # One field per revision: the ArtifactRef's canonical JSON; the value the last record, canonical JSON.
+        assert raw.hgetall(key) == {field: canonical_json(record).decode() for field, record in rows.items()}
+        assert view.revisions(scope_id) == sorted(rows.values(), key=rank_key)
+        # The scope's statistics record is untouched by the revision rows beside it.
+        assert view.read(scope_id) == histories[scope_id][-1]
+    ref = {"family": "experience", "artifact_id": "P1", "revision": 1}
+    assert revision_member(ref) == '{"artifact_id":"P1","family":"experience","revision":1}'
+    assert view.revisions("no-such-scope") == []
+
+
+def test_revision_rows_one_submit_per_record_end_on_the_last_row(make_view, histories, revision_records):
+    """The worker submits after every commit: rows of a revision replace each
+    other, rows of other revisions stay."""
+    view = make_view()
+    for record in revision_records:
+        view.submit([], revisions=[record])
+    for scope_id, rows in _last_rows(revision_records).items():
+        assert view.revisions(scope_id) == sorted(rows.values(), key=rank_key)
+    # Revision rows alone do not make a scope: the scope set lists scopes with a statistics record.
+    assert view.scopes() == []
+    view.submit(_interleaved(histories))
+    assert view.scopes() == sorted(histories)
+    assert not view.needs_rebuild  # the scope set appearing after rows alone is no vanished namespace
+    for scope_id, rows in _last_rows(revision_records).items():
+        assert view.revisions(scope_id) == sorted(rows.values(), key=rank_key)
+
+
+def test_revision_rows_are_last_writer_wins_in_submission_order(make_view, revision_records):
+    """An older row submitted after a newer one wins: the view trusts the
+    submission order (the worker's publication order), not the content."""
+    scope_id, field = "port-bound", revision_member({"family": "experience", "artifact_id": "P1", "revision": 1})
+    rows = [r for r in revision_records if r["scope_id"] == scope_id and revision_member(r["artifact_ref"]) == field]
+    assert [r["terminal_recurred_streak"] for r in rows] == [1, 2, 3, 4]
+    view = make_view()
+    view.submit([], revisions=[rows[-1]])
+    view.submit([], revisions=[rows[0]])
+    assert [r for r in view.revisions(scope_id) if revision_member(r["artifact_ref"]) == field] == [rows[0]]
+    # Within one batch the later record of a revision wins.
+    view.submit([], revisions=[rows[0], rows[-1], rows[2]])
+    assert [r for r in view.revisions(scope_id) if revision_member(r["artifact_ref"]) == field] == [rows[2]]
+
+
+def test_invalid_revision_record_raises_and_keeps_nothing(make_view, histories, revision_records):
+    view = make_view()
+    bad = {**revision_records[-1], "selected": -1}
+    with pytest.raises(ValueError):
+        view.submit([histories["port-bound"][-1]], revisions=[revision_records[0], bad])
+    unknown_field = {**revision_records[0], "streak": 1}
+    with pytest.raises(ValueError):
+        view.submit([], revisions=[unknown_field])
+    assert (view.pending, view.pending_revisions) == (0, 0)
+    assert view.scopes() == [] and view.revisions("port-bound") == [] and view.revisions(revision_records[-1]["scope_id"]) == []
+
+
+def test_clear_deletes_the_revisions_hashes(make_view, histories, revision_records, raw):
+    view = make_view()
+    view.submit(_interleaved(histories), revisions=revision_records)
+    ns = view.namespace
+    revision_keys = {f"{ns}:scope:{escape_scope(scope_id)}:revisions" for scope_id in histories}
+    keys = set(_keys(raw, ns))
+    assert revision_keys <= keys
+    assert f"{ns}:scope:openapi-demo%3Acopy:revisions" in keys
+    assert view.clear() == len(keys) == 1 + 3 + 3 + 1 + 3  # scopes, 3 hashes, 3 sorted sets, 1 review set, 3 revisions hashes
+    assert _keys(raw, ns) == []
+
+
 def test_default_namespace_and_scope_escaping(monkeypatch):
     monkeypatch.delenv("RL_TOPIC_PREFIX", raising=False)
     assert default_namespace() == "rl"
@@ -433,16 +544,43 @@ def test_hung_redis_costs_one_socket_timeout_then_nothing(second_redis, historie
         view.close()
 
 
+def test_redis_down_keeps_the_latest_revision_rows_pending_then_writes_them(second_redis, histories, revision_records):
+    """Redis stopped: revision rows wait in memory, the latest per revision,
+    with their scope's record; Redis back: one flush writes them all."""
+    view = RedisView(second_redis.url, namespace=_namespace(), retry_seconds=0.5)
+    try:
+        second_redis.stop()
+        for record in _interleaved(histories):
+            view.submit([record])  # never raises
+        view.submit([], revisions=revision_records)
+        last = _last_rows(revision_records)
+        assert not view.healthy
+        assert view.pending == len(histories)
+        assert view.pending_revisions == sum(len(rows) for rows in last.values())
+        second_redis.start()
+        assert view.flush() == len(histories)
+        assert (view.healthy, view.pending, view.pending_revisions) == (True, 0, 0)
+        for scope_id, rows in last.items():
+            assert view.revisions(scope_id) == sorted(rows.values(), key=rank_key)
+            assert view.read(scope_id) == histories[scope_id][-1]
+    finally:
+        if view.healthy:
+            view.clear()
+        view.close()
+
+
 # ---------------------------------------------------------------- rebuild from the topic
 
 
-def _create_statistics_topic(bootstrap: str, topic: str) -> None:
+def _create_statistics_topic(bootstrap: str, topic: str, name: str = "recurrence-statistics") -> None:
+    """Create ``topic`` (4 partitions) with the catalogue configuration of
+    ``name`` and wait until every partition has a leader."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from topics.catalogue import BY_NAME
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    spec = BY_NAME["recurrence-statistics"]
+    spec = BY_NAME[name]
     admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1, config=spec.config())])[topic].result(timeout=30)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -460,12 +598,14 @@ def _delete_topic(bootstrap: str, topic: str) -> None:
     admin.delete_topics([topic])[topic].result(timeout=30)
 
 
-def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, bootstrap, histories):
+def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, bootstrap, histories, revision_records, raw):
     from confluent_kafka import Producer
 
     prefix = f"rltest-{uuid.uuid4().hex[:8]}."
     topic = prefix + "recurrence-statistics"
+    revisions_topic = prefix + "revision-statistics"
     _create_statistics_topic(bootstrap, topic)
+    _create_statistics_topic(bootstrap, revisions_topic, "revision-statistics")
     try:
         producer = Producer(
             {"bootstrap.servers": bootstrap, "transactional.id": f"{prefix}view-test", "enable.idempotence": True}
@@ -474,27 +614,61 @@ def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, boot
         producer.begin_transaction()
         for record in _interleaved(histories):  # every version: 10–12 per scope
             producer.produce(topic, key=record["scope_id"].encode(), value=encode("ScopeStatistics", record))
+        for record in revision_records:  # every row of every revision, keyed as the worker keys them
+            key = revision_key(record["scope_id"], record["artifact_ref"]).encode()
+            producer.produce(revisions_topic, key=key, value=encode("RevisionStatistics", record))
+        # A tombstone removes its revision from the rebuilt view.
+        gone = next(r for r in reversed(revision_records) if r["scope_id"] == "openapi-demo")
+        producer.produce(revisions_topic, key=revision_key(gone["scope_id"], gone["artifact_ref"]).encode(), value=None)
         producer.commit_transaction(30)
-        # An aborted transaction must not count (read_committed): an old version of a scope.
+        # An aborted transaction must not count (read_committed): an old version of a scope and of a revision.
         producer.begin_transaction()
         stale = histories["port-bound"][0]
         producer.produce(topic, key=stale["scope_id"].encode(), value=encode("ScopeStatistics", stale))
+        stale_row = next(r for r in revision_records if r["scope_id"] == "port-bound")
+        producer.produce(
+            revisions_topic, key=revision_key(stale_row["scope_id"], stale_row["artifact_ref"]).encode(),
+            value=encode("RevisionStatistics", stale_row),
+        )
         producer.abort_transaction(30)
 
         view = make_view()
         leftover = {**histories["openapi-demo"][-1], "scope_id": "gone-scope"}
-        view.submit([leftover])  # a scope the topic does not know: the rebuild clears it
-        assert view.scopes() == ["gone-scope"]
+        leftover_row = {**revision_records[0], "scope_id": "gone-scope"}
+        view.submit([leftover], revisions=[leftover_row])  # a scope the topics do not know: the rebuild clears it
+        assert view.scopes() == ["gone-scope"] and view.revisions("gone-scope") == [leftover_row]
 
         started = time.perf_counter()
         assert rebuild_from_topic(view, bootstrap, topic_prefix=prefix, timeout=30) == 3
         elapsed = time.perf_counter() - started
-        print(f"\nrebuild_from_topic: {sum(map(len, histories.values())) + 1} records, 3 scopes, {elapsed * 1e3:.0f} ms")
+        print(f"\nrebuild_from_topic: {sum(map(len, histories.values())) + len(revision_records) + 3} records, 3 scopes, {elapsed * 1e3:.0f} ms")
         assert view.scopes() == sorted(histories)
         for scope_id, last in _last(histories).items():
             assert view.read(scope_id) == last
             assert view.top(scope_id) == last["top_revisions"]
         assert view.review("port-bound") == {member(row) for row in histories["port-bound"][-1]["top_revisions"]}
+        expected = _last_rows(revision_records)
+        del expected["openapi-demo"][revision_member(gone["artifact_ref"])]
+        assert expected["openapi-demo"]  # the scope keeps its other revision
+        for scope_id, rows in expected.items():
+            assert raw.hgetall(view.revisions_key(scope_id)) == {field: canonical_json(r).decode() for field, r in rows.items()}
+        assert view.revisions("gone-scope") == []
+    finally:
+        _delete_topic(bootstrap, topic)
+        _delete_topic(bootstrap, revisions_topic)
+
+
+def test_rebuild_without_the_revision_statistics_topic_raises_and_clears_nothing(make_view, bootstrap, histories, revision_records):
+    prefix = f"rltest-{uuid.uuid4().hex[:8]}."
+    topic = prefix + "recurrence-statistics"
+    _create_statistics_topic(bootstrap, topic)
+    try:
+        view = make_view()
+        view.submit([histories["port-bound"][-1]], revisions=revision_records)
+        with pytest.raises(LookupError):
+            rebuild_from_topic(view, bootstrap, topic_prefix=prefix, timeout=10)
+        assert view.read("port-bound") == histories["port-bound"][-1]
+        assert view.revisions("port-bound") == sorted(_last_rows(revision_records)["port-bound"].values(), key=rank_key)
     finally:
         _delete_topic(bootstrap, topic)
 
