@@ -15,21 +15,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from processors.ledger.state import LedgerState, new_scope_record
-from processors.ledger.statistics import top_revisions
+from processors.ledger.statistics import revision_statistics, top_revisions
 from processors.ledger.streaks import count_selected, record_verdict
 
 #: ScopeStatistics fields that rebuild_views derives from observations.
 DERIVED_FIELDS = ("selected", "recurred", "avoided", "unknown", "needing_review", "top_revisions")
 
 
-def surfaces_from(statistics: Iterable[dict]) -> dict[tuple[str, str, int], str]:
+def surfaces_from(statistics: Iterable[dict], revision_rows: Iterable[dict] = ()) -> dict[tuple[str, str, int], str]:
     """repair_surface per (scope, artifact_id, revision) as the statistics
-    records' top_revisions rows carry it (it is on the Experience revision,
-    not on the observations)."""
+    records' top_revisions rows and the revision-statistics rows carry it
+    (it is on the Experience revision, not on the observations)."""
+    rows = [(record["scope_id"], row) for record in statistics for row in record["top_revisions"]]
+    rows += [(row["scope_id"], row) for row in revision_rows]
     return {
-        (record["scope_id"], row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]): row["repair_surface"]
-        for record in statistics
-        for row in record["top_revisions"]
+        (scope_id, row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]): row["repair_surface"]
+        for scope_id, row in rows
         if row.get("repair_surface")
     }
 
@@ -45,9 +46,41 @@ def rebuild_views(
     task_outcome_position whatever the input order (CONTRACT §8), so a
     topic read partition by partition gives the live values. ``surfaces``
     (see :func:`surfaces_from`) fills the rows' repair_surface."""
+    state, scopes = _replay(observations, review_threshold, surfaces or {})
+    return {
+        scope_id: {
+            "selected": scope["selected"],
+            "recurred": scope["recurred"],
+            "avoided": scope["avoided"],
+            "unknown": scope["selected"] - scope["linked_verdicts"],
+            "needing_review": scope["needing_review"],
+            "top_revisions": top_revisions(state, scope_id, top_limit),
+        }
+        for scope_id, scope in scopes.items()
+    }
+
+
+def rebuild_revisions(
+    observations: Iterable[dict],
+    review_threshold: int = 3,
+    surfaces: dict[tuple[str, str, int], str] | None = None,
+) -> dict[tuple[str, str, int], dict]:
+    """The ``revisions`` view (issue 6) from observation records alone: the
+    RevisionStatistics row of every revision with an observation, by
+    (scope_id, artifact_id, revision) — what the last revision-statistics
+    record of each revision must be."""
+    state, _ = _replay(observations, review_threshold, surfaces or {})
+    return {
+        (key[1], key[2], key[3]): revision_statistics(state, key[1], key[2], key[3], review_threshold)
+        for key in list(state.store)
+        if key[0] == "streak"
+    }
+
+
+def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict) -> tuple[LedgerState, dict[str, dict]]:
+    """Observations through the processor's streak code: (state, scope records)."""
     state = LedgerState()
     scopes: dict[str, dict] = {}
-    surfaces = surfaces or {}
     for record in observations:
         scope_id = record["scope_id"]
         scope = scopes.setdefault(scope_id, new_scope_record())
@@ -69,17 +102,7 @@ def rebuild_views(
             revision = state.get(*parts)
             revision["repair_surface"] = surface
             state.put(revision, *parts)
-    return {
-        scope_id: {
-            "selected": scope["selected"],
-            "recurred": scope["recurred"],
-            "avoided": scope["avoided"],
-            "unknown": scope["selected"] - scope["linked_verdicts"],
-            "needing_review": scope["needing_review"],
-            "top_revisions": top_revisions(state, scope_id, top_limit),
-        }
-        for scope_id, scope in scopes.items()
-    }
+    return state, scopes
 
 
 def compare(rebuilt: dict[str, dict], latest: dict[str, dict]) -> dict[str, list[str]]:
@@ -96,3 +119,10 @@ def compare(rebuilt: dict[str, dict], latest: dict[str, dict]) -> dict[str, list
             continue
         differences[scope_id] = [name for name in DERIVED_FIELDS if view[name] != record[name]]
     return differences
+
+
+def compare_revisions(rebuilt: dict[tuple[str, str, int], dict], latest: Iterable[dict]) -> list[tuple[str, str, int]]:
+    """Revisions whose rebuilt row differs from the latest revision-statistics
+    record (or exists on one side only), sorted."""
+    live = {(row["scope_id"], row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]): row for row in latest}
+    return sorted(key for key in set(rebuilt) | set(live) if rebuilt.get(key) != live.get(key))

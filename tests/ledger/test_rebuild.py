@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from processors.ledger.rebuild import compare, rebuild_views, surfaces_from
+from processors.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
 from processors.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, shared_case
 from tests.journal import Ledger
@@ -47,3 +47,24 @@ def test_a_lost_observation_is_reported():
     observations = [o for o in ledger.out["recurrence-observations"] if o["event"] != "avoided"][1:]
     differences = compare(rebuild_views(observations, surfaces=surfaces_from(latest(ledger).values())), latest(ledger))
     assert any("avoided" in fields for fields in differences.values())
+
+
+def test_the_revisions_view_rebuilds_from_observations_in_any_order():
+    ledger = live(generate_journal(Workload(scopes=4, outcomes_per_scope=80, heads_per_scope=12, handoffs=2, seed=6)))
+    rows = ledger.out["revision-statistics"]
+    observations = list(ledger.out["recurrence-observations"])
+    random.Random(2).shuffle(observations)
+    rebuilt = rebuild_revisions(observations, surfaces=surfaces_from(latest(ledger).values(), rows))
+    last = {(r["scope_id"], r["artifact_ref"]["artifact_id"], r["artifact_ref"]["revision"]): r for r in rows}
+    assert len(rebuilt) == len(last) > 4 * 10  # more revisions than top_revisions holds per scope
+    assert compare_revisions(rebuilt, rows) == []
+    assert rebuilt == last
+
+
+def test_a_lost_observation_changes_the_rebuilt_revision_row():
+    ledger = live(generate_journal(Workload(scopes=1, outcomes_per_scope=40, heads_per_scope=3, handoffs=2, seed=8)))
+    rows = ledger.out["revision-statistics"]
+    observations = ledger.out["recurrence-observations"]
+    lost = next(o for o in observations if o["event"] == "recurred")
+    rebuilt = rebuild_revisions([o for o in observations if o is not lost], surfaces=surfaces_from([], rows))
+    assert compare_revisions(rebuilt, rows) == [(lost["scope_id"], lost["artifact_ref"]["artifact_id"], lost["artifact_ref"]["revision"])]
