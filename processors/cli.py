@@ -340,18 +340,23 @@ def rebuild_command(
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
 ) -> None:
-    """Rebuild streaks and statistics from the ledger topics alone, check them
-    against the latest statistics records, and rewrite the Redis view.
-    Exit code 1 when the rebuilt views differ from the live ones."""
+    """Rebuild streaks, statistics and the revisions view from the ledger
+    topics alone, check them against the latest statistics and
+    revision-statistics records, and rewrite the Redis view. Exit code 1
+    when the rebuilt views differ from the live ones."""
     from processors.kafka_io import read_topic
-    from processors.ledger.rebuild import compare, rebuild_views, surfaces_from
-    from processors.view import RedisView, default_namespace, read_statistics_topic
+    from processors.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
+    from processors.view import RedisView, default_namespace, read_revision_statistics_topic, read_statistics_topic
 
     with _kafka_errors():
         observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
         latest = read_statistics_topic(bootstrap, topic_prefix)
-    rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces_from(latest.values()))
+        live_rows = [row for rows in read_revision_statistics_topic(bootstrap, topic_prefix).values() for row in rows.values()]
+    surfaces = surfaces_from(latest.values(), live_rows)
+    rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces)
     differences = compare(rebuilt, latest)
+    rebuilt_rows = rebuild_revisions(observations, review_threshold, surfaces)
+    revision_differences = compare_revisions(rebuilt_rows, live_rows)
     table = Table(title=f"rebuilt from {len(observations)} observations", box=box.SIMPLE_HEAD)
     for column in ("scope", "selected", "recurred", "avoided", "unknown", "needing review", "top streak", "live view"):
         table.add_column(column, justify="left" if column in ("scope", "live view") else "right")
@@ -363,17 +368,23 @@ def rebuild_command(
             str(top[0]["terminal_recurred_streak"]), "equal" if not fields else "DIFFERS: " + ", ".join(fields),
         )
     console.print(table)
+    console.print(
+        f"revisions view: {len(rebuilt_rows)} revisions rebuilt, "
+        + ("equal to the revision-statistics topic" if not revision_differences else
+           f"{len(revision_differences)} DIFFER, e.g. " + ", ".join(f"{s} {a} r{r}" for s, a, r in revision_differences[:5])),
+        highlight=False,
+    )
     if redis_url:
         records = [{**record, **rebuilt.get(scope_id, {})} for scope_id, record in latest.items()]
         view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
         view.clear()
-        view.submit(records)  # writes at once when Redis answers
+        view.submit(records, revisions=[rebuilt_rows[key] for key in sorted(rebuilt_rows)])  # writes at once when Redis answers
         view.flush()
         if view.pending:
             console.print(f"Redis at {redis_url} did not answer: the view was not rewritten", style="red")
             raise typer.Exit(1)
         console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes", highlight=False)
-    if any(differences.values()):
+    if any(differences.values()) or revision_differences:
         raise typer.Exit(1)
 
 

@@ -135,11 +135,18 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
             capture_output=True, text=True, timeout=120, cwd=harness.REPO,
         )
         assert result.returncode == 0, result.stdout + result.stderr
-        assert result.stdout.count("equal") == 5
-        assert "rewritten: 5 scopes" in result.stdout
+        output = " ".join(result.stdout.split())
+        assert output.count("equal") == 6  # 5 scopes and the revisions view
+        assert "revisions rebuilt, equal to the revision-statistics topic" in output
+        assert "rewritten: 5 scopes" in output
         reference = harness.embedded(journal, tmp_path / "embedded")
+        rows = {}
+        for row in harness.lines(reference["revision-statistics"]):
+            rows.setdefault(row["scope_id"], {})[(row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"])] = row
         for scope_id, record in harness.last_statistics(reference["recurrence-statistics"]).items():
             assert view.read(scope_id) == record
+            assert sorted(view.revisions(scope_id), key=lambda r: (r["artifact_ref"]["artifact_id"], r["artifact_ref"]["revision"])) == [
+                rows[scope_id][key] for key in sorted(rows[scope_id])]
         assert sorted(view.scopes()) == sorted(harness.last_statistics(reference["recurrence-statistics"]))
     finally:
         view.clear()
