@@ -19,14 +19,13 @@ from typing import Annotated, Optional
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
-from processors.embedded import RunSummary, run_journal
+from processors.embedded import RunSummary, run_journal, stdout_console
 from processors.ledger.processor import LedgerConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="recurrence-ledger: did what the agents learned from a failure help?")
-console = Console()
+console = stdout_console()
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
 
@@ -235,6 +234,33 @@ def topics_create_command(
         name = catalogue.physical(spec.name, topic_prefix)
         table.add_row(name, spec.cleanup_policy, spec.schema, result.get(name, "?"))
     console.print(table)
+
+
+@topics_app.command("delete")
+def topics_delete_command(
+    bootstrap: BootstrapOption,
+    topic_prefix: PrefixOption = "",
+    app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID", help="The deployment's app id (group and changelog).")] = "recurrence-ledger",
+    yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
+) -> None:
+    """Delete a deployment's topics (the catalogue under the prefix and the
+    state changelog) and consumer groups. Without --yes, lists them only.
+    Stop its workers first; the Redis keys go with `view clear`."""
+    from processors.kafka_admin import delete_deployment
+    from topics import catalogue
+
+    group = topic_prefix + app_id
+    names = [catalogue.physical(spec.name, topic_prefix) for spec in catalogue.CATALOGUE]
+    names += [f"{group}-ledger-state-changelog", group, f"{group}-replay"]
+    if not yes:
+        console.print("would delete (run again with --yes):\n  " + "\n  ".join(names), highlight=False)
+        return
+    with _kafka_errors():
+        result = delete_deployment(bootstrap, topic_prefix, app_id)
+    for name, outcome in result.items():
+        console.print(f"{name}: {outcome}", highlight=False)
+    if any(outcome not in ("deleted", "absent") for outcome in result.values()):
+        raise typer.Exit(1)
 
 
 @topics_app.command("list")
@@ -477,6 +503,22 @@ def view_rebuild_command(
     with _kafka_errors():
         scopes = rebuild_from_topic(view, bootstrap, topic_prefix)
     console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
+
+
+@view_app.command("clear")
+def view_clear_command(
+    redis_url: Annotated[str, typer.Option("--redis-url", envvar="REDIS_URL")],
+    topic_prefix: PrefixOption = "",
+) -> None:
+    """Delete every key of the Redis view's namespace (the prefix's)."""
+    from processors.view import RedisView, default_namespace
+
+    view = RedisView(redis_url, namespace=default_namespace(topic_prefix))
+    try:
+        deleted = view.clear()
+    finally:
+        view.close()
+    console.print(f"{deleted} keys deleted from {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 
 from processors.cli_ops import register  # noqa: E402 - serve, rank, stats (issue 5)

@@ -33,8 +33,9 @@ from rich.console import Console
 from rich.table import Table
 
 from processors.api import ApiSettings, ViewReader
+from processors.embedded import stdout_console
 
-console = Console()
+console = stdout_console()
 errors = Console(stderr=True)
 
 #: RFC repair_surface values (schemas.models.RepairSurface).

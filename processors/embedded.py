@@ -65,6 +65,21 @@ class JsonlSink:
                 summary.admission["near_duplicates"] += bool(emit.value["near_duplicates"])
 
 
+#: Width of tables written to a pipe or file (rich's default there is 80
+#: columns, which folds scope ids and signatures mid-word).
+PIPE_WIDTH = 200
+
+
+def stdout_console() -> Console:
+    """The console of the CLI's reports: the terminal's width on a TTY,
+    PIPE_WIDTH columns otherwise (``COLUMNS`` still wins)."""
+    import os
+    import sys
+
+    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(width=PIPE_WIDTH if wide else None)
+
+
 def file_progress(show: bool) -> Progress:
     """A transient progress bar on stderr for reading a file by bytes (shared
     by run-journal and publish)."""

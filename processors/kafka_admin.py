@@ -216,3 +216,39 @@ def check_copartitioned(bootstrap: str, topics: Sequence[str], timeout: float = 
         problem = "missing topics" if None in distinct else "different partition counts"
         raise CoPartitionError(f"input topics are not co-partitioned ({problem}): {listing}", counts)
     return distinct.pop()
+
+
+def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: float = 30.0) -> dict[str, str]:
+    """Delete what one deployment (``topic_prefix`` + ``app_id``) left on a
+    broker: every catalogue topic under the prefix, the worker's state
+    changelog ``<prefix><app_id>-ledger-state-changelog``, and the consumer
+    groups ``<prefix><app_id>`` and ``<prefix><app_id>-replay`` — the
+    teardown of the Kafka Streams reset tool, for a prefix used for a trial.
+    Stop the deployment's workers first (a group with members cannot be
+    deleted).
+
+    Returns name → ``"deleted"`` | ``"absent"`` | the broker's error text,
+    topics first, then groups. Raises KafkaException when the broker cannot
+    be reached.
+    """
+    admin = admin_client(bootstrap)
+    group = topic_prefix + app_id
+    names = [topic_prefix + spec.name for spec in CATALOGUE] + [f"{group}-ledger-state-changelog"]
+    present = set(_metadata(admin, timeout).topics)
+    result: dict[str, str] = {name: "absent" for name in names if name not in present}
+    wanted = [name for name in names if name in present]
+    if wanted:
+        for name, future in admin.delete_topics(wanted, operation_timeout=timeout, request_timeout=timeout + 5).items():
+            try:
+                future.result(timeout=timeout + 10)
+                result[name] = "deleted"
+            except KafkaException as error:
+                result[name] = str(error.args[0].str())
+    for name, future in admin.delete_consumer_groups([group, f"{group}-replay"], request_timeout=timeout).items():
+        try:
+            future.result(timeout=timeout + 10)
+            result[name] = "deleted"
+        except KafkaException as error:
+            code = error.args[0].code()
+            result[name] = "absent" if code in (KafkaError.GROUP_ID_NOT_FOUND,) else str(error.args[0].str())
+    return {name: result[name] for name in [*names, group, f"{group}-replay"]}

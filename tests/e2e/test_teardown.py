@@ -1,0 +1,74 @@
+"""Tearing a trial deployment down on the real broker and Redis: `topics
+delete` removes the prefix's topics, its state changelog and consumer
+groups and nothing else; `view clear` removes the prefix's Redis keys."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import redis
+from confluent_kafka.admin import AdminClient
+
+from processors.view import RedisView, default_namespace
+from tests.e2e import harness
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True, timeout=120,
+                          cwd=harness.REPO, env=dict(os.environ))
+
+
+def groups(admin: AdminClient) -> set[str]:
+    return {group.group_id for group in admin.list_consumer_groups(request_timeout=10).result().valid}
+
+
+def test_topics_delete_removes_one_deployment_only(topic_prefix, bootstrap, admin, tmp_path):
+    other = harness.new_prefix()
+    harness.prepare(bootstrap, topic_prefix, partitions=1)
+    harness.prepare(bootstrap, other, partitions=1)
+    try:
+        harness.publish(bootstrap, harness.REPO / "processors" / "examples" / "openapi_drift.jsonl", topic_prefix)
+        log = tmp_path / "worker.log"
+        worker = harness.start_worker(bootstrap, topic_prefix, log)  # creates the changelog and the group
+        assert harness.wait_exit(worker, 120, log) == 0
+        assert f"{topic_prefix}ledger" in groups(admin)
+
+        dry = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger")
+        assert dry.returncode == 0 and "would delete" in dry.stdout
+        assert sum(name.startswith(topic_prefix) for name in admin.list_topics(timeout=10).topics) == 14  # 13 catalogue topics + the changelog
+
+        result = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger", "--yes")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"{topic_prefix}ledger-ledger-state-changelog: deleted" in result.stdout
+        assert f"{topic_prefix}ledger: deleted" in result.stdout
+        assert f"{topic_prefix}ledger-replay: absent" in result.stdout
+        harness.wait_until(lambda: not any(name.startswith(topic_prefix) for name in admin.list_topics(timeout=10).topics),
+                           30, "the prefix's topics to go")
+        assert f"{topic_prefix}ledger" not in groups(admin)
+        assert sum(name.startswith(other) for name in admin.list_topics(timeout=10).topics) == 13  # untouched
+
+        again = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger", "--yes")
+        assert again.returncode == 0 and "deleted" not in again.stdout
+    finally:
+        run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", other, "--yes")
+
+
+def test_view_clear_removes_the_prefix_keys_only(redis_url):
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    mine, theirs = harness.new_prefix(), harness.new_prefix()
+    record = {"scope_id": "s1", "as_of_position": 1, "selected": 0, "recurred": 0, "avoided": 0, "unknown": 0,
+              "unlinked_handoff_citations": 0, "needing_review": 0, "top_revisions": [], "pending_outcomes": 0, "late_revisions": 0}
+    for prefix in (mine, theirs):
+        view = RedisView(redis_url, namespace=default_namespace(prefix))
+        view.submit([record])
+        view.flush()
+        view.close()
+    try:
+        result = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine)
+        assert result.returncode == 0, result.stderr
+        assert client.keys(f"{default_namespace(mine)}:*") == []
+        assert client.exists(f"{default_namespace(theirs)}:scope:s1") == 1
+    finally:
+        run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", theirs)
