@@ -513,6 +513,7 @@ AdmissionReason = Literal[
     "missing_verification",
     "empty_condition",
     "empty_check_subject",
+    "check_subject_too_long",
 ]
 
 
@@ -523,7 +524,8 @@ class AdmissionDecision(_Value):
 
     ``reasons``: every rule the candidate breaks, in rule order (empty when
     accepted). ``failure_refs``: the failure items of its cited Task Outcomes
-    it relied on (rule 1). ``missing_sources``: cited Task Outcomes the
+    it relied on (rule 1), the first 256 of ``failure_refs_total``;
+    ``near_duplicates`` the best 16 of ``near_duplicates_total``. ``missing_sources``: cited Task Outcomes the
     ledger had not seen when the provenance horizon passed. ``cited_sources``
     as the candidate gave them (rule 6). ``decision_digest`` = digest of the
     record without it.
@@ -537,9 +539,11 @@ class AdmissionDecision(_Value):
     signature_key: str | None = None
     repair_surface: RepairSurface | None = None
     failure_refs: list[TaskOutcomeItemRef]
+    failure_refs_total: Annotated[int, Field(ge=0)]
     missing_sources: list[SourceRef]
     cited_sources: list[SourceRef]
     near_duplicates: list[NearDuplicate]
+    near_duplicates_total: Annotated[int, Field(ge=0)]
     decision_digest: Digest
 
     @model_validator(mode="after")

@@ -19,7 +19,8 @@ rules are listed, in rule order):
 3. a repair_surface (``missing_repair_surface``);
 4. a verification (``missing_verification``) whose condition and
    check_subject normalize to non-empty (``empty_condition``,
-   ``empty_check_subject``);
+   ``empty_check_subject``) and whose check_subject has at most 512
+   characters like a published one (``check_subject_too_long``);
 5. near-duplicates are suggestions, never rejections: every current head
    whose normalized cue has a Sørensen–Dice coefficient ≥ 0.8 over token
    bigrams with the candidate's (:func:`dice`), found through a per-scope
@@ -41,6 +42,14 @@ from processors.ledger.state import LedgerState, experience_ref
 #: RFC: "MAX_FAILURE_CUE_LENGTH is a proposed new constant (512)" — counted
 #: in Unicode code points of the cue as written.
 MAX_FAILURE_CUE_LENGTH = 512
+#: Longest check_subject of a published FailureVerification (CONTRACT §3:
+#: 1–512 characters): an accepted record must be publishable as it is.
+MAX_CHECK_SUBJECT_LENGTH = 512
+#: A decision lists at most this many failure refs and near-duplicates (it
+#: must fit in one Kafka message however many items its cited outcomes
+#: have); ``failure_refs_total`` / ``near_duplicates_total`` give the counts.
+MAX_DECISION_FAILURE_REFS = 256
+MAX_NEAR_DUPLICATES = 16
 #: Rule 5's threshold 0.8 as the exact fraction 4/5: a score is compared as
 #: ``5 * 2|A∩B| ≥ 4 * (|A| + |B|)``, never as a rounded float.
 NEAR_DUPLICATE = (4, 5)
@@ -151,11 +160,15 @@ def near_duplicates(state: LedgerState, scope_id: str, key: str, own_artifact_id
     heads: dict[str, int] = {}
     for gram in probe_grams(state, scope_id, bag):
         heads.update(state.get("cue_bigram", scope_id, gram, default={}))
+    size = sum(bag.values())
     found = []
     for artifact_id, revision in heads.items():
         if artifact_id == own_artifact_id:
             continue
         head_key = state.get("experience", scope_id, artifact_id, revision)["failure"]["signature_key"]
+        head_size = max(1, head_key.count(" "))  # its bigram count
+        if 3 * head_size < 2 * size or 2 * head_size > 3 * size:
+            continue  # length filter: 0.8 needs 2a/3 ≤ b ≤ 3a/2
         shared, total = dice_parts(bag, cue_bigrams(head_key))
         if is_near_duplicate(shared, total):
             found.append(
@@ -198,6 +211,8 @@ def content_reasons(content: dict) -> list[str]:
             reasons.append("empty_condition")
         if not normalize(verification["check_subject"]):
             reasons.append("empty_check_subject")
+        if len(verification["check_subject"]) > MAX_CHECK_SUBJECT_LENGTH:
+            reasons.append("check_subject_too_long")
     return reasons
 
 
@@ -221,8 +236,11 @@ def cited_outcome_ids(candidate: dict) -> list[str]:
 def decision(candidate: dict, failure_refs: list[dict], missing: list[str], near: list[dict]) -> dict:
     """The AdmissionDecision dict of ``candidate`` given rule 1's inputs —
     ``failure_refs`` of its known cited outcomes, the cited outcome ids
-    still ``missing`` at the horizon — and rule 5's ``near`` duplicates.
-    ``decision_digest`` = digest of the record without it."""
+    still ``missing`` at the horizon — and rule 5's ``near`` duplicates
+    (best first). The lists are cut to MAX_DECISION_FAILURE_REFS and
+    MAX_NEAR_DUPLICATES, their full lengths kept in ``failure_refs_total``
+    and ``near_duplicates_total``. ``decision_digest`` = digest of the
+    record without it."""
     content = candidate["content"]
     reasons = []
     if not failure_refs:
@@ -237,10 +255,12 @@ def decision(candidate: dict, failure_refs: list[dict], missing: list[str], near
         "reasons": reasons,
         "signature_key": signature_key(content),
         "repair_surface": failure["repair_surface"] if failure is not None else None,
-        "failure_refs": failure_refs,
+        "failure_refs": failure_refs[:MAX_DECISION_FAILURE_REFS],
+        "failure_refs_total": len(failure_refs),
         "missing_sources": [{"source_type": "task_outcome", "source_id": source_id} for source_id in missing],
         "cited_sources": candidate["cited_sources"],
-        "near_duplicates": near,
+        "near_duplicates": near[:MAX_NEAR_DUPLICATES],
+        "near_duplicates_total": len(near),
     }
     record["decision_digest"] = digest(record)
     return record

@@ -21,6 +21,8 @@ too_long               a string or list over its bound (schemas.models MAX_*)
 invalid_value          a value outside its enum/range/pattern or a §3 field rule
 identity_conflict      same identity, different content (§3; first version stands)
 position_conflict      journal position already used in the scope (§3)
+too_many_pending       an admission candidate that would wait in a scope already
+                       holding ``max_pending_candidates`` waiting ones (issue 6)
 key_mismatch           Kafka key differs from the value's scope_id (§1)
 bad_magic_byte         Avro frame does not start with the Confluent magic byte 0
 unknown_schema_id      Avro frame names a schema id this deployment does not know

@@ -21,6 +21,7 @@ items, the bigram index of current heads) and never change a ledger fact.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -71,8 +72,10 @@ class Emit(NamedTuple):
 
 
 class Rejection(NamedTuple):
-    """Why a valid-looking event was not applied (CONTRACT §3 immutability):
-    ``reason`` is ``identity_conflict`` or ``position_conflict``."""
+    """Why a valid-looking event was not applied: ``reason`` is
+    ``identity_conflict`` or ``position_conflict`` (CONTRACT §3
+    immutability), ``invalid_value`` (no canonical form) or
+    ``too_many_pending`` (admission, see LedgerConfig)."""
 
     reason: str
     message: str
@@ -99,11 +102,18 @@ class LedgerConfig:
       decided as unlinked (missing provenance). None waits until ``flush``
       (end of a journal file in the embedded runner). Positions, not wall
       time, so the decision is the same on every replay.
+    - ``max_pending_candidates``: how many admission candidates one scope
+      may hold while they wait for cited Task Outcomes; one more that would
+      wait goes to dead-letter (``too_many_pending``) and may be published
+      again later. It bounds the per-scope waiting index: 5,000 entries of
+      the longest ids (512 four-byte characters) are ~10 MB, below a 16 MiB
+      changelog record.
     """
 
     review_threshold: int = 3
     top_revisions_limit: int = 10
     provenance_horizon: int | None = 10_000
+    max_pending_candidates: int = 5_000
 
     def __post_init__(self) -> None:
         if self.review_threshold < 1:
@@ -112,6 +122,8 @@ class LedgerConfig:
             raise ValueError("top_revisions_limit must be ≥ 0")
         if self.provenance_horizon is not None and self.provenance_horizon < 1:
             raise ValueError("provenance_horizon must be ≥ 1 or None")
+        if self.max_pending_candidates < 1:
+            raise ValueError("max_pending_candidates must be ≥ 1")
 
 
 def _identity(kind: str, value: dict) -> tuple:
@@ -188,7 +200,7 @@ class LedgerProcessor:
                 )
             )
         if kind == EXPERIENCE_CANDIDATES:
-            return ApplyResult(self._on_candidate(scope_id, value, content_digest))
+            return self._on_candidate(scope_id, value, content_digest)
         holder = state.get("position", scope_id, position)
         if holder is not None:
             return ApplyResult(
@@ -302,29 +314,35 @@ class LedgerProcessor:
                 self._try_decide(scope, scope_id, pending["outcome"], emits, was_pending=True)
 
     # -- admission (RFC "Admission rules"; processors.ledger.admission) ---------
-    def _on_candidate(self, scope_id: str, candidate: dict, content_digest: str) -> list[Emit]:
+    def _on_candidate(self, scope_id: str, candidate: dict, content_digest: str) -> ApplyResult:
         """Decide a new candidate now, or hold it until every Task Outcome it
         cites is known (like a pending outcome, CONTRACT §5). A candidate is
         not a source event: it uses no journal position and moves no
-        watermark."""
+        watermark. Rejected (``too_many_pending``, nothing recorded) when it
+        would wait in a scope already holding ``max_pending_candidates``."""
         state = self.state
         candidate_id = candidate["candidate_id"]
+        waiting = [source_id for source_id in admission.cited_outcome_ids(candidate) if state.get("outcome", scope_id, source_id) is None]
+        index = state.get("candidate_index", scope_id, default=[])
+        if waiting and len(index) >= self.config.max_pending_candidates:
+            return ApplyResult(rejection=Rejection(
+                "too_many_pending",
+                f"scope {scope_id!r} already holds {len(index)} candidates waiting for Task Outcomes "
+                f"(max_pending_candidates); publish it again once its cited outcomes are in",
+            ))
         state.put({"digest": content_digest, "position": candidate["journal_position"]}, "candidate", scope_id, candidate_id)
         self._candidate_scopes[scope_id] = None
         emits: list[Emit] = []
-        waiting = [source_id for source_id in admission.cited_outcome_ids(candidate) if state.get("outcome", scope_id, source_id) is None]
         if not waiting:
             self._decide_candidate(scope_id, candidate, emits)
-            return emits
+            return ApplyResult(emits)
         state.put({"candidate": candidate, "waiting_on": waiting}, "candidate_pending", scope_id, candidate_id)
         for source_id in waiting:
             state.append(candidate_id, "candidate_wait", scope_id, source_id)
-        index = state.get("candidate_index", scope_id, default=[])
-        index.append([candidate["journal_position"], candidate_id])
-        index.sort()
+        bisect.insort(index, [candidate["journal_position"], candidate_id])
         state.put(index, "candidate_index", scope_id)
         self._expire_candidates(scope_id, state.scope(scope_id)["as_of_position"], emits)
-        return emits
+        return ApplyResult(emits)
 
     def _wake_candidates(self, scope_id: str, outcome_id: str, emits: list[Emit]) -> None:
         """The Task Outcome ``outcome_id`` is now known: decide the candidates
