@@ -102,6 +102,7 @@ def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict)
             revision = state.get(*parts)
             revision["repair_surface"] = surface
             state.put(revision, *parts)
+            state.forget_top(scope_id, ref)
     return state, scopes
 
 

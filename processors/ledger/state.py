@@ -79,7 +79,8 @@ class LedgerState:
         self.store: Store = {} if store is None else store
         self._heads_snapshot: dict[str, tuple[int, Any]] = {}
         self._rankings: dict[str, SortedList] = {}
-        self._top: dict[str, tuple[int, list[dict]]] = {}
+        self._top: dict[str, tuple[int, list[dict], set[tuple[str, int]]]] = {}
+        self._figures: dict[tuple[str, str, int], dict] = {}
 
     # -- caches ---------------------------------------------------------
     def invalidate_caches(self) -> None:
@@ -88,6 +89,7 @@ class LedgerState:
         self._heads_snapshot.clear()
         self._rankings.clear()
         self._top.clear()
+        self._figures.clear()
 
     def cached_heads_snapshot(self, scope_id: str, version: int) -> Any:
         """The cached scope_heads CandidateSet, if still valid for
@@ -121,11 +123,29 @@ class LedgerState:
 
     def cache_top(self, scope_id: str, limit: int, rows: list[dict]) -> None:
         """Remember a scope's top_revisions rows until :meth:`forget_top`."""
-        self._top[scope_id] = (limit, rows)
+        keys = {(row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]) for row in rows}
+        self._top[scope_id] = (limit, rows, keys)
 
-    def forget_top(self, scope_id: str) -> None:
-        """A streak or a per-revision count of the scope changed."""
-        self._top.pop(scope_id, None)
+    def forget_top(self, scope_id: str, ref: dict | None = None) -> None:
+        """The ranking of a scope changed (``ref`` None), or the counts of
+        revision ``ref``: drop its cached figures, and the cached top rows
+        only when it is one of them."""
+        if ref is None:
+            self._top.pop(scope_id, None)
+            return
+        key = (ref["artifact_id"], ref["revision"])
+        self._figures.pop((scope_id, *key), None)
+        cached = self._top.get(scope_id)
+        if cached is not None and key in cached[2]:
+            del self._top[scope_id]
+
+    def cached_figures(self, scope_id: str, artifact_id: str, revision: int) -> dict | None:
+        """A revision's cached yield figures (statistics.revision_figures)."""
+        return self._figures.get((scope_id, artifact_id, revision))
+
+    def cache_figures(self, scope_id: str, artifact_id: str, revision: int, figures: dict) -> None:
+        """Remember a revision's figures until :meth:`forget_top` names it."""
+        self._figures[(scope_id, artifact_id, revision)] = figures
 
     def set_streak_rank(self, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
         """Move one revision in the ranking from streak ``old`` to ``new``."""

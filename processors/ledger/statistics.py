@@ -75,6 +75,16 @@ def revision_figures(record: dict | None) -> dict:
     }
 
 
+def figures(state: LedgerState, scope_id: str, artifact_id: str, revision: int) -> dict:
+    """:func:`revision_figures` of a revision's streak record, cached until
+    its counts change (``LedgerState.forget_top``). Do not mutate."""
+    cached = state.cached_figures(scope_id, artifact_id, revision)
+    if cached is None:
+        cached = revision_figures(state.get("streak", scope_id, artifact_id, revision))
+        state.cache_figures(scope_id, artifact_id, revision, cached)
+    return cached
+
+
 def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
     """The first ``limit`` revisions of the streak ranking as RecurrenceStreak
     rows (CONTRACT §8: artifact_ref, signature_key, terminal_recurred_streak)
@@ -87,7 +97,7 @@ def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
                 "artifact_ref": {"family": family, "artifact_id": artifact_id, "revision": revision},
                 "signature_key": signature_key,
                 "terminal_recurred_streak": -negative_streak,
-                **revision_figures(state.get("streak", scope_id, artifact_id, revision)),
+                **figures(state, scope_id, artifact_id, revision),
             }
             for negative_streak, family, artifact_id, revision, signature_key in state.ranking(scope_id).islice(0, limit)
         ]
@@ -109,7 +119,7 @@ def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, rev
         "signature_key": record["signature_key"],
         "terminal_recurred_streak": streak,
         "needs_review": streak >= threshold,
-        **revision_figures(record),
+        **figures(state, scope_id, artifact_id, revision),
     }
 
 

@@ -56,7 +56,7 @@ def count_selected(state: LedgerState, scope_id: str, artifact_ref: dict, signat
     record = revision_record(state, parts, signature_key, repair_surface)
     record["selected"] = record.get("selected", 0) + 1
     state.put(record, *parts)
-    state.forget_top(scope_id)
+    state.forget_top(scope_id, artifact_ref)
 
 
 def record_verdict(
@@ -79,7 +79,7 @@ def record_verdict(
     parts = ("streak", scope_id, artifact_ref["artifact_id"], artifact_ref["revision"])
     streak = revision_record(state, parts, signature_key, repair_surface)
     streak[event] = streak.get(event, 0) + 1
-    state.forget_top(scope_id)
+    state.forget_top(scope_id, artifact_ref)
     last_avoided = streak["last_avoided"]
     old = len(streak["run"])
     after_last_avoided = last_avoided is None or position > last_avoided
