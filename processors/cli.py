@@ -185,6 +185,7 @@ def worker_command(
     exit_when_idle: Annotated[Optional[float], typer.Option("--exit-when-idle", help="Stop after this many seconds without input (batch jobs).")] = None,
     create_topics: Annotated[Optional[int], typer.Option("--create-topics", min=1, help="Create missing catalogue topics with this many partitions first.")] = None,
     metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", envvar="RL_METRICS_PORT", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")] = None,
+    max_output_bytes: Annotated[int, typer.Option("--max-output-bytes", min=256, help="Largest output value; a record with a larger output is dead-lettered (oversized_output). Dead letters themselves are not held to it.")] = 16 * 1024 * 1024 - 65_536,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
@@ -203,6 +204,7 @@ def worker_command(
         redis_url=redis_url,
         create_partitions=create_topics,
         metrics_port=metrics_port,
+        max_output_bytes=max_output_bytes,
         ledger=_config(review_threshold, top_revisions, provenance_horizon),
     )
     if instance_id:

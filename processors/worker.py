@@ -170,6 +170,12 @@ class WorkerConfig:
     - ``create_partitions``: create missing catalogue topics with this many
       partitions before starting (None: they must exist).
     - ``metrics_port``: serve Prometheus metrics on 127.0.0.1:<port>/metrics.
+    - ``max_output_bytes``: largest output value (bytes, as encoded) the
+      worker produces. An input record whose outputs include a larger one is
+      not applied: the transaction is rewound and the record goes to
+      dead-letter as ``oversized_output`` (Kafka would refuse the output,
+      and every restart would fail on it again). Default: the producer's
+      message.max.bytes (16 MiB) less 64 KiB for the key and record overhead.
     """
 
     bootstrap: str
@@ -183,6 +189,7 @@ class WorkerConfig:
     redis_url: str | None = None
     create_partitions: int | None = None
     metrics_port: int | None = None
+    max_output_bytes: int = MAX_MESSAGE_BYTES - 65_536
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
 
     @property
@@ -314,7 +321,7 @@ class LedgerWorker:
         self.faults = FaultInjector(os.environ.get("RL_FAULT_INJECT"))
         self.metrics = WorkerMetrics()
         self._batch_timestamps: list[float] = []
-        self._parked: dict[tuple[str, int, int], str] = {}
+        self._parked: dict[tuple[str, int, int], tuple[str, str]] = {}  # where -> (reason, message)
         self._committing_since: float | None = None
         threading.Thread(target=self._watchdog, name="commit-watchdog", daemon=True).start()
         self._batch_outputs: dict[str, int] = {}
@@ -409,12 +416,13 @@ class LedgerWorker:
             return
         where = (message.topic(), message.partition(), message.offset())
         if where in self._parked:
-            # Parked after the core failed on it: dead-letter it without
-            # applying it again (the state was rewound to before it).
-            emits = [dead_letter(Coordinates(*where, (message.key() or b"").decode("utf-8", "replace")),
-                                 message.value() or b"", "internal_error", self._parked[where])]
-            for emit in emits:
-                self._send(emit, task.partition, message.key())
+            # Parked after the core failed on it, or after its outputs did not
+            # fit in Kafka: dead-letter it without applying it again (the
+            # state was rewound to before it).
+            reason, text = self._parked[where]
+            emit = dead_letter(Coordinates(*where, (message.key() or b"").decode("utf-8", "replace")), message.value() or b"", reason, text)
+            self._send(emit, task.partition, message.key(), encode_emit(emit, self.config.output_format))
+            self.metrics.dead_letters.labels(reason).inc()
             task.offsets[message.topic()] = message.offset() + 1
             return
         self.records_in += 1
@@ -427,20 +435,28 @@ class LedgerWorker:
         except CoreFailure as failure:
             # Never commit a half-applied record: abort, rewind to the last
             # commit, and dead-letter this record when it comes round again.
-            self._parked[where] = str(failure)[:1000]
+            self._parked[where] = ("internal_error", str(failure)[:1000])
             raise _Rewind() from failure
-        for emit in emits:
-            self._send(emit, task.partition, message.key())
+        values = [encode_emit(emit, self.config.output_format) for emit in emits]
+        for emit, value in zip(emits, values):
+            if len(value) > self.config.max_output_bytes:
+                # Its state change is already applied: rewind, then park it.
+                self._parked[where] = ("oversized_output", (
+                    f"its {emit.topic} output is {len(value)} bytes; the worker's limit is "
+                    f"{self.config.max_output_bytes} (max_output_bytes)"))
+                raise _Rewind()
+        for emit, value in zip(emits, values):
+            self._send(emit, task.partition, message.key(), value)
             self._batch_outputs[emit.topic] = self._batch_outputs.get(emit.topic, 0) + 1
             if emit.topic == "dead-letter":
                 self.metrics.dead_letters.labels(emit.value["reason"]).inc()
         task.offsets[message.topic()] = message.offset() + 1
 
-    def _send(self, emit: Emit, partition: int, raw_key: bytes | None) -> None:
+    def _send(self, emit: Emit, partition: int, raw_key: bytes | None, value: bytes) -> None:
         # Outputs go to the input's partition: a scope's outputs stay
         # co-partitioned with its inputs whatever partitioner producers use.
         key = raw_key if emit.topic == "dead-letter" or emit.key is None else emit.key.encode("utf-8")
-        self.producer.produce(self.outputs[emit.topic], value=encode_emit(emit, self.config.output_format), key=key, partition=partition)
+        self.producer.produce(self.outputs[emit.topic], value=value, key=key, partition=partition)
         if emit.topic == STATISTICS:
             self._pending_stats.append(emit.value)
         elif emit.topic == REVISION_STATISTICS:

@@ -29,6 +29,8 @@ unknown_schema_id      Avro frame names a schema id this deployment does not kno
 undecodable_avro       Avro body does not decode with the named schema
 oversized_record       the raw record exceeds the accepted record size
 internal_error         the core raised; the record is parked, the worker goes on
+oversized_output       (worker) an output of the record would exceed the worker's
+                       max_output_bytes; the record is parked, not applied
 =====================  ==========================================================
 """
 

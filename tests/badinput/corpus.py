@@ -721,9 +721,11 @@ HOSTILE_VALID_REPLAYS: list[Replay] = _replays()
 def reason_codes_from_input() -> set[str]:
     """Reason codes of the table in ``processors/ledger/intake.py``'s
     docstring, except internal_error (the core raised: never caused by input
-    alone, by definition) and too_many_pending (a policy limit reached only
+    alone, by definition), too_many_pending (a policy limit reached only
     after thousands of valid waiting candidates; tested with a small limit in
-    tests/ledger/test_admission_adversarial.py)."""
+    tests/ledger/test_admission_adversarial.py) and oversized_output (the
+    worker's output limit; tested with a small limit in
+    tests/e2e/test_faults.py)."""
     from processors.ledger import intake
 
     table = intake.__doc__[intake.__doc__.index("\nreason ") + 1:]
@@ -734,4 +736,4 @@ def reason_codes_from_input() -> set[str]:
         if line[:1].strip():  # a continuation line of the meaning column starts with spaces
             codes.add(line.split()[0])
     assert codes, "the reason-code table of processors/ledger/intake.py moved"
-    return codes - {"internal_error", "too_many_pending"}
+    return codes - {"internal_error", "too_many_pending", "oversized_output"}

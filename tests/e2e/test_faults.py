@@ -185,3 +185,34 @@ def test_a_core_failure_is_never_committed_half_applied(topic_prefix, bootstrap,
     [parked] = harness.lines(kafka["dead-letter"])
     assert (parked["reason"], parked["offset"]) == ("internal_error", 4)
     assert "fault injection: core_error" in parked["message"]
+
+
+def test_a_record_with_an_output_too_large_for_kafka_is_parked_not_applied(topic_prefix, bootstrap, tmp_path):
+    """With --max-output-bytes 370, records 3 and 4 of the example journal
+    (their avoided / recurred observations are 381 and 376 bytes in Avro)
+    cannot be produced: each is rewound and dead-lettered as
+    oversized_output, the worker goes on, and every other output equals
+    run-journal's on the journal without those two records."""
+    journal = harness.REPO / "processors" / "examples" / "openapi_drift.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    harness.prepare(bootstrap, topic_prefix, partitions=1)
+    harness.publish(bootstrap, journal, topic_prefix)
+    log = tmp_path / "worker.log"
+    worker = harness.start_worker(bootstrap, topic_prefix, log, extra=("--max-output-bytes", "370"))
+    assert harness.wait_exit(worker, 120, log) == 0, log.read_text()[-3000:]
+
+    without = tmp_path / "without.jsonl"
+    without.write_text("".join(lines[:3] + lines[5:]))
+    reference = harness.embedded(without, tmp_path / "reference")
+    kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
+    for topic in harness.LEDGER_TOPICS:
+        if topic != "admission-decisions":
+            assert kafka[topic] == reference[topic], topic
+    # Both candidates cite a parked outcome: they wait on Kafka, while the end
+    # of the journal file decides them (missing_source) in the embedded run.
+    assert kafka["admission-decisions"] == b""
+    assert [d["reasons"] for d in harness.lines(reference["admission-decisions"])] == [
+        ["missing_source"], ["missing_source", "cue_restates_outcome", "missing_repair_surface"]]
+    parked = harness.lines(kafka["dead-letter"])
+    assert [(d["reason"], d["offset"]) for d in parked] == [("oversized_output", 3), ("oversized_output", 4)]
+    assert "recurrence-observations output is 381 bytes" in parked[0]["message"]
