@@ -37,8 +37,18 @@ HorizonOption = Annotated[
 ]
 
 
-def _config(review_threshold: int, top_revisions: int, provenance_horizon: int | None) -> LedgerConfig:
-    return LedgerConfig(review_threshold=review_threshold, top_revisions_limit=top_revisions, provenance_horizon=provenance_horizon)
+PendingCandidatesOption = Annotated[
+    int,
+    typer.Option("--max-pending-candidates", min=1, envvar="RL_MAX_PENDING_CANDIDATES",
+                 help="Admission candidates one scope may hold waiting for Task Outcomes; one more is dead-lettered (too_many_pending)."),
+]
+
+
+def _config(review_threshold: int, top_revisions: int, provenance_horizon: int | None, max_pending_candidates: int) -> LedgerConfig:
+    return LedgerConfig(
+        review_threshold=review_threshold, top_revisions_limit=top_revisions, provenance_horizon=provenance_horizon,
+        max_pending_candidates=max_pending_candidates,
+    )
 
 
 def print_summary(summary: RunSummary, out_dir: Path) -> None:
@@ -85,10 +95,11 @@ def run_journal_command(
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
+    max_pending_candidates: PendingCandidatesOption = 5_000,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
 ) -> None:
     """Process a journal file with the embedded runner (CONTRACT §11)."""
-    summary = run_journal(journal, out, _config(review_threshold, top_revisions, provenance_horizon), show_progress=not quiet)
+    summary = run_journal(journal, out, _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates), show_progress=not quiet)
     if not quiet:
         print_summary(summary, out)
 
@@ -100,11 +111,12 @@ def run_command(
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
+    max_pending_candidates: PendingCandidatesOption = 5_000,
     topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Kafka only: deployment prefix of every topic.")] = "",
 ) -> None:
     """The main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is set,
     else the embedded runner on JOURNAL (default: the RFC's minimum case)."""
-    config = _config(review_threshold, top_revisions, provenance_horizon)
+    config = _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates)
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         if journal is not None or out is not None:
             console.print(
@@ -189,6 +201,7 @@ def worker_command(
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
+    max_pending_candidates: PendingCandidatesOption = 5_000,
 ) -> None:
     """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
     from processors.worker import WorkerConfig, run_worker
@@ -205,7 +218,7 @@ def worker_command(
         create_partitions=create_topics,
         metrics_port=metrics_port,
         max_output_bytes=max_output_bytes,
-        ledger=_config(review_threshold, top_revisions, provenance_horizon),
+        ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
     )
     if instance_id:
         config.instance_id = instance_id
@@ -326,6 +339,7 @@ def replay_command(
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
+    max_pending_candidates: PendingCandidatesOption = 5_000,
 ) -> None:
     """Re-run the ledger over the input topics; adds only records whose
     identity is not in the ledger yet (CONTRACT §6, §10)."""
@@ -338,7 +352,7 @@ def replay_command(
     with _kafka_errors():
         summary = run_replay(
             bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
-            ledger=_config(review_threshold, top_revisions, provenance_horizon),
+            ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
         )
     table = Table(title="replay plan" if dry_run else "replay", box=box.SIMPLE_HEAD)
     for column in ("topic", "partition", "from", "outputs from", "to", "records to re-read"):

@@ -82,3 +82,20 @@ def test_rank_takes_low_yield_and_rejects_an_unknown_surface_before_reading_redi
     bad = run_cli("rank", "--low-yield", "--surface", "nonsense", "--redis-url", "redis://127.0.0.1:1/0")
     assert bad.returncode == 2
     assert "is not a repair_surface" in bad.stderr
+
+
+def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(tmp_path):
+    def waiting(candidate_id, position):
+        return {"topic": "experience-candidates", "value": {
+            "candidate_id": candidate_id, "scope_id": "s", "journal_position": position,
+            "content": {"situation": "s", "action": "a", "outcome": "o", "lesson": "l", "failure": None},
+            "cited_sources": [{"source_type": "task_outcome", "source_id": "X"}]}}
+
+    journal = tmp_path / "j.jsonl"
+    journal.write_text("".join(json.dumps(record) + "\n" for record in (waiting("A", 1), waiting("B", 2))))
+    result = run_cli("run-journal", str(journal), "--out", str(tmp_path / "out"), "--max-pending-candidates", "1", "--quiet")
+    assert result.returncode == 0, result.stderr
+    [dead] = [json.loads(line) for line in (tmp_path / "out" / "dead-letter.jsonl").read_text().splitlines()]
+    assert (dead["reason"], dead["offset"]) == ("too_many_pending", 1)
+    [decision] = [json.loads(line) for line in (tmp_path / "out" / "admission-decisions.jsonl").read_text().splitlines()]
+    assert (decision["candidate_id"], decision["reasons"]) == ("A", ["missing_source"])  # the end of the file decides it
