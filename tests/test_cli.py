@@ -98,4 +98,4 @@ def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(t
     [dead] = [json.loads(line) for line in (tmp_path / "out" / "dead-letter.jsonl").read_text().splitlines()]
     assert (dead["reason"], dead["offset"]) == ("too_many_pending", 1)
     [decision] = [json.loads(line) for line in (tmp_path / "out" / "admission-decisions.jsonl").read_text().splitlines()]
-    assert (decision["candidate_id"], decision["reasons"]) == ("A", ["missing_source"])  # the end of the file decides it
+    assert (decision["candidate_id"], decision["reasons"]) == ("A", ["missing_source", "missing_failure_record"])  # decided at the end
