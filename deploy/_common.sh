@@ -73,6 +73,52 @@ stop_pid() {
     log "$name stopped after ~$((waited / 10))s"
 }
 
+# The service commands below expect the sourcing script to define RUN_DIR,
+# PID_FILE and running_pid (prints the pid of its running service, or
+# nothing).
+
+# lock_lifecycle -> serialise start/stop of this run dir across processes.
+# A started daemon must not inherit the descriptor: launch it with
+# {LIFECYCLE_LOCK_FD}>&- .
+LIFECYCLE_LOCK_FD=""
+lock_lifecycle() {
+    mkdir -p "$RUN_DIR"
+    exec {LIFECYCLE_LOCK_FD}>"$RUN_DIR/.lifecycle.lock"
+    flock "$LIFECYCLE_LOCK_FD"
+}
+
+# stop_service NAME TIMEOUT_S -> stop the running service (stop_pid) and
+# remove its pid file; 0 when it was not running.
+stop_service() {
+    local name=$1 timeout_s=$2 pid
+    pid="$(running_pid)"
+    if [[ -z $pid ]]; then
+        rm -f "$PID_FILE"
+        log "not running"
+        return 0
+    fi
+    stop_pid "$name" "$pid" "$timeout_s"
+    rm -f "$PID_FILE"
+}
+
+# report_status WHERE FAILURE PROBE... -> log whether the service runs and
+# answers PROBE (a command) at WHERE; 0 only when both hold. FAILURE ends
+# the message when the process lives but PROBE fails.
+report_status() {
+    local where=$1 failure=$2 pid
+    shift 2
+    pid="$(running_pid)"
+    if [[ -z $pid ]]; then
+        log "not running"
+        return 1
+    fi
+    if ! "$@"; then
+        log "process $pid alive but $where $failure"
+        return 1
+    fi
+    log "running (pid $pid) on $where"
+}
+
 # apt_install PKG... -> non-interactive apt-get install (update first).
 # Debian's maintainer scripts would start a freshly installed daemon (e.g.
 # redis-server on port 6379) through invoke-rc.d; a temporary policy-rc.d

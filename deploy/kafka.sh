@@ -375,38 +375,11 @@ cmd_start() {
 }
 
 cmd_stop() {
-    local pid
-    pid="$(running_pid)"
-    if [[ -z $pid ]]; then
-        rm -f "$PID_FILE"
-        log "not running"
-        return 0
-    fi
-    stop_pid "Kafka broker" "$pid" "$KAFKA_STOP_TIMEOUT"
-    rm -f "$PID_FILE"
+    stop_service "Kafka broker" "$KAFKA_STOP_TIMEOUT"
 }
 
 cmd_status() {
-    local pid
-    pid="$(running_pid)"
-    if [[ -z $pid ]]; then
-        log "not running"
-        return 1
-    fi
-    if ! port_open "$HOST" "$KAFKA_PORT"; then
-        log "process $pid alive but $HOST:$KAFKA_PORT does not answer"
-        return 1
-    fi
-    log "running (pid $pid) on $HOST:$KAFKA_PORT"
-}
-
-# lock_lifecycle -> serialise start/stop of this run dir across processes.
-# The broker itself must not inherit the descriptor (see cmd_start).
-LIFECYCLE_LOCK_FD=""
-lock_lifecycle() {
-    mkdir -p "$RUN_DIR"
-    exec {LIFECYCLE_LOCK_FD}>"$RUN_DIR/.lifecycle.lock"
-    flock "$LIFECYCLE_LOCK_FD"
+    report_status "$HOST:$KAFKA_PORT" "does not answer" port_open "$HOST" "$KAFKA_PORT"
 }
 
 main() {

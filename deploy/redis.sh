@@ -125,37 +125,12 @@ cmd_start() {
 }
 
 cmd_stop() {
-    local pid
-    pid="$(running_pid)"
-    if [[ -z $pid ]]; then
-        rm -f "$PID_FILE"
-        log "not running"
-        return 0
-    fi
     # save "" is configured, so SIGTERM does not write a dump.
-    stop_pid "redis-server" "$pid" "$REDIS_STOP_TIMEOUT"
-    rm -f "$PID_FILE"
+    stop_service "redis-server" "$REDIS_STOP_TIMEOUT"
 }
 
 cmd_status() {
-    local pid
-    pid="$(running_pid)"
-    if [[ -z $pid ]]; then
-        log "not running"
-        return 1
-    fi
-    if ! pong; then
-        log "process $pid alive but $HOST:$REDIS_PORT does not answer PING"
-        return 1
-    fi
-    log "running (pid $pid) on $HOST:$REDIS_PORT"
-}
-
-LIFECYCLE_LOCK_FD=""
-lock_lifecycle() {
-    mkdir -p "$RUN_DIR"
-    exec {LIFECYCLE_LOCK_FD}>"$RUN_DIR/.lifecycle.lock"
-    flock "$LIFECYCLE_LOCK_FD"
+    report_status "$HOST:$REDIS_PORT" "does not answer PING" pong
 }
 
 main() {
