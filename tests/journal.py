@@ -3,8 +3,12 @@ same intake + core as the embedded runner, without files."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 from processors.ledger.intake import Coordinates, ingest_journal_line
 from processors.ledger.processor import OUTPUT_TOPICS, LedgerConfig, LedgerProcessor
@@ -81,6 +85,25 @@ def outcome(scope, position, source_id, status="failed", receipt_id=None, checks
 def line(record: dict) -> bytes:
     """A journal line."""
     return json.dumps(record).encode()
+
+
+def write_journal(path: Path, lines: Iterable[dict | bytes]) -> Path:
+    """A journal file, one record (dict) or literal line (bytes) per line."""
+    path.write_bytes(b"".join((item if isinstance(item, bytes) else line(item)) + b"\n" for item in lines))
+    return path
+
+
+def mutated(record: dict, path: Sequence, value: Any = None, *, delete: bool = False) -> dict:
+    """A deep copy of ``record`` with ``path`` set to ``value`` (or deleted)."""
+    record = copy.deepcopy(record)
+    target = record
+    for part in path[:-1]:
+        target = target[part]
+    if delete:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return record
 
 
 class Ledger:

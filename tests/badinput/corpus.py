@@ -48,7 +48,6 @@ after validation, which §3 says change nothing).
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import re
 import struct
@@ -60,6 +59,7 @@ from processors.ledger.intake import MAX_DEAD_LETTER_RAW, BadRecord, Coordinates
 from processors.ledger.processor import Emit, LedgerProcessor
 from schemas import codec
 from tests.conftest import SHARED_CASES
+from tests.journal import mutated
 from topics import catalogue
 
 MINIMUM_CASE = SHARED_CASES / "minimum_case.jsonl"
@@ -134,19 +134,6 @@ def jline(record: Any) -> bytes:
     carry (their UTF-8 form is not UTF-8)."""
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
     return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text).encode()
-
-
-def mutated(record: dict, path: tuple, value: Any = None, *, delete: bool = False) -> dict:
-    """A deep copy of ``record`` with ``path`` set to ``value`` (or deleted)."""
-    record = copy.deepcopy(record)
-    target = record
-    for part in path[:-1]:
-        target = target[part]
-    if delete:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return record
 
 
 def zigzag(number: int) -> bytes:

@@ -5,18 +5,14 @@ topic, and a replay writes no decision twice."""
 
 from __future__ import annotations
 
-import json
 
 from processors.replay import parse_start, run_replay
 from tests.e2e import harness
-from tests.journal import check, experience, outcome
+from tests.journal import check, experience, outcome, write_journal
 
 EXAMPLE = harness.REPO / "processors" / "examples" / "openapi_drift.jsonl"
 
 
-def write_journal(path, records):
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))
-    return path
 
 
 def run_worker_to_idle(bootstrap, prefix, tmp_path, name):

@@ -12,7 +12,6 @@ import io
 import json
 import struct
 import time
-from pathlib import Path
 from uuid import uuid4
 
 import fastavro
@@ -40,7 +39,7 @@ from schemas.avro import SCHEMA_DIR
 from schemas.codec import decode_source
 from tests.conftest import read_jsonl, shared_case
 from tests.e2e.conftest import topic_configs, topic_names
-from tests.journal import check, experience, handoff, outcome, receipt
+from tests.journal import check, experience, handoff, outcome, receipt, write_journal
 from topics.catalogue import CATALOGUE, INPUT_TOPICS, SCHEMA_IDS, SOURCE_JOURNAL
 
 pytestmark = pytest.mark.broker
@@ -53,10 +52,6 @@ def validated(record: dict) -> dict:
     return {"topic": record["topic"], "value": validate(record["topic"], record["value"])}
 
 
-def write_journal(path: Path, lines: list[dict | bytes]) -> Path:
-    """A journal file, one record (dict) or literal line (bytes) per line."""
-    path.write_bytes(b"".join((line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n" for line in lines))
-    return path
 
 
 def java_partition(key: bytes, partitions: int) -> int:

@@ -4,7 +4,6 @@ rebuilt from nothing, and completes a ledger that missed inputs."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import pytest
@@ -13,13 +12,10 @@ from processors.replay import parse_start, run_replay
 from processors.workload import Workload, generate_journal
 from tests.conftest import shared_case
 from tests.e2e import harness
-from tests.journal import check, experience, outcome
+from tests.journal import check, experience, outcome, write_journal
 
 
 
-def write_journal(path, records):
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))
-    return path
 
 
 def output_counts(bootstrap, prefix):

@@ -14,13 +14,11 @@ from processors.view import RedisView, default_namespace
 from processors.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, shared_case
 from tests.e2e import harness
+from tests.journal import write_journal
 
 
 
 
-def write_journal(path, records):
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))
-    return path
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)

@@ -20,9 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from processors.ledger import admission
-from processors.ledger.intake import validate
 from processors.ledger.normalize import digest, normalize
-from processors.ledger.processor import LedgerConfig, LedgerProcessor
+from processors.ledger.processor import LedgerConfig
 from processors.ledger.rebuild import (
     compare_revisions,
     rebuild_revisions,
@@ -34,7 +33,6 @@ from schemas import avro, codec
 from schemas.models import AdmissionDecision, ExperienceContent, RevisionStatistics
 from tests.journal import Ledger, check, claim, experience, handoff, outcome, receipt
 from tests.ledger.test_admission import FAILED, S, candidate, decisions
-from topics.catalogue import MAX_OUTPUT_MESSAGE_BYTES
 
 
 def encoded_sizes(ledger: Ledger, topic: str, schema: str) -> list[int]:

@@ -4,12 +4,11 @@ distinct reason code, and the valid records around them are unaffected."""
 from __future__ import annotations
 
 import base64
-import copy
 import json
 
 import pytest
 
-from tests.journal import Ledger, check, experience, outcome
+from tests.journal import Ledger, check, experience, mutated, outcome
 
 S = "scope"
 CUE = "port already bound"
@@ -17,18 +16,6 @@ CUE = "port already bound"
 
 def valid_outcome(position=2, source_id="O1"):
     return outcome(S, position, source_id, checks=[check(CUE)])
-
-
-def mutated(record: dict, path: list, value=None, delete=False) -> dict:
-    record = copy.deepcopy(record)
-    target = record
-    for part in path[:-1]:
-        target = target[part]
-    if delete:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-    return record
 
 
 BAD_LINES = {

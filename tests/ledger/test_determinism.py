@@ -15,14 +15,11 @@ from processors.embedded import run_journal
 from processors.ledger.processor import OUTPUT_TOPICS
 from processors.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, shared_case
-from tests.journal import Ledger
+from tests.journal import Ledger, write_journal
 
 SMALL = Workload(scopes=4, outcomes_per_scope=40, heads_per_scope=6, handoffs=3, seed=11)
 
 
-def write_journal(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
 
 
 def output_bytes(out_dir: Path) -> dict[str, bytes]:
