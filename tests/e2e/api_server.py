@@ -8,18 +8,15 @@ import contextlib
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from processors.api import ApiSettings, create_app
 from processors.embedded import run_journal
-from processors.view import RedisView, default_namespace
+from processors.view import default_namespace
 from tests.e2e import harness
 
 WORKED_EXAMPLE = harness.REPO.parent / "shared" / "cases" / "worked_example.jsonl"
@@ -45,9 +42,8 @@ def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORK
     Raises AssertionError when the worker fails or times out."""
     if not journal.is_file():
         raise AssertionError(f"journal {journal} is missing")
-    prefix = f"t{uuid.uuid4().hex[:8]}."
+    prefix = harness.new_prefix()
     namespace = default_namespace(prefix)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         harness.prepare(bootstrap, prefix, partitions=2)
         harness.publish(bootstrap, journal, prefix)
@@ -58,15 +54,7 @@ def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORK
         expected = harness.last_statistics((workdir / "embedded" / "recurrence-statistics.jsonl").read_bytes())
         yield FedView(prefix, namespace, redis_url, expected)
     finally:
-        view = RedisView(redis_url, namespace=namespace)
-        try:
-            view.clear()
-        finally:
-            view.close()
-        mine = [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]
-        for future in (admin.delete_topics(mine, operation_timeout=30).values() if mine else ()):
-            with contextlib.suppress(KafkaException):
-                future.result(timeout=30)
+        harness.remove_prefix(bootstrap, prefix, redis_url)
 
 
 @contextlib.contextmanager

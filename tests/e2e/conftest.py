@@ -28,6 +28,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from processors.kafka_admin import create_topics
+from tests.e2e import harness
 
 #: Seconds the broker has to answer before the session fails.
 BROKER_TIMEOUT_S = 10.0
@@ -82,17 +83,11 @@ def admin(bootstrap: str) -> AdminClient:
 
 
 @pytest.fixture
-def topic_prefix(admin: AdminClient) -> Iterable[str]:
+def topic_prefix(bootstrap: str) -> Iterable[str]:
     """A topic prefix unique to this test; its topics are deleted afterwards."""
     prefix = f"t{uuid4().hex[:8]}."
     yield prefix
-    mine = [name for name in topic_names(admin) if name.startswith(prefix)]
-    if mine:
-        for future in admin.delete_topics(mine, operation_timeout=30).values():
-            try:
-                future.result(timeout=30)
-            except KafkaException:
-                pass  # best effort: a leftover uniquely-prefixed topic harms no one
+    harness.remove_prefix(bootstrap, prefix)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ export, and compare with the embedded runner (CONTRACT §10)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,10 +14,14 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
 from processors.embedded import run_journal
 from processors.kafka_admin import create_topics
 from processors.kafka_io import export_topic, publish_journal, read_raw
 from processors.ledger.processor import OUTPUT_TOPICS
+from processors.view import RedisView, default_namespace
 from topics import catalogue
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,6 +40,23 @@ IDENTITY = {
 def new_prefix() -> str:
     """A topic prefix no other test uses."""
     return f"t{uuid.uuid4().hex[:10]}."
+
+
+def remove_prefix(bootstrap: str, prefix: str, redis_url: str | None = None) -> None:
+    """Best-effort teardown of a test prefix: the Redis view's namespace of
+    ``prefix`` (when ``redis_url`` is given) and every topic whose name starts
+    with ``prefix`` (a leftover uniquely-prefixed topic harms no one)."""
+    if redis_url is not None:
+        view = RedisView(redis_url, namespace=default_namespace(prefix))
+        try:
+            view.clear()
+        finally:
+            view.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    mine = [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]
+    for future in (admin.delete_topics(mine, operation_timeout=30).values() if mine else ()):
+        with contextlib.suppress(KafkaException):
+            future.result(timeout=30)
 
 
 def prepare(bootstrap: str, prefix: str, partitions: int) -> None:

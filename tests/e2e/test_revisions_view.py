@@ -20,15 +20,12 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
 import redis
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from processors.api import ApiSettings
 from processors.embedded import run_journal
@@ -100,9 +97,8 @@ def fed(bootstrap, redis_url, tmp_path_factory) -> Iterator[Fed]:
     workdir = tmp_path_factory.mktemp("revisions-view")
     journal = workdir / "journal.jsonl"
     journal.write_text("".join(json.dumps(record) + "\n" for record in generate_journal(SHAPE)))
-    prefix = f"t{uuid.uuid4().hex[:8]}."
+    prefix = harness.new_prefix()
     namespace = default_namespace(prefix)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
         harness.prepare(bootstrap, prefix, partitions=2)
         harness.publish(bootstrap, journal, prefix)
@@ -131,17 +127,7 @@ def fed(bootstrap, redis_url, tmp_path_factory) -> Iterator[Fed]:
         assert any(row["low_yield"] and row["needs_review"] for row in rows)
         yield Fed(prefix, namespace, redis_url, bootstrap, statistics, revisions, history)
     finally:
-        view = RedisView(redis_url, namespace=namespace)
-        try:
-            view.clear()
-        finally:
-            view.close()
-        mine = [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]
-        for future in (admin.delete_topics(mine, operation_timeout=30).values() if mine else ()):
-            try:
-                future.result(timeout=30)
-            except KafkaException:
-                pass  # best effort: a leftover uniquely-prefixed topic harms no one
+        harness.remove_prefix(bootstrap, prefix, redis_url)
 
 
 @pytest.fixture(scope="module")
