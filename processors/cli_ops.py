@@ -24,7 +24,8 @@ low-yield ones, ``--limit`` the first N.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
 
 import redis
 import typer
@@ -57,21 +58,28 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+def _read_scopes(reader: ViewReader, scope: str | None, read: Callable[[str], Any]) -> dict[str, Any]:
+    """``scope_id -> read(scope_id)`` for ``scope`` or every scope of the
+    view, sorted, leaving out scopes ``read`` finds nothing for. Raises
+    typer.Exit(1) for an unknown scope or when Redis is down."""
+    try:
+        scope_ids = [scope] if scope is not None else reader.scope_ids()
+        found = {scope_id: read(scope_id) for scope_id in scope_ids}
+    except redis.RedisError as error:
+        raise _fail(f"cannot read the Redis view {reader.namespace}: {type(error).__name__}: {error}") from None
+    if scope is not None and found[scope] is None:
+        raise _fail(f"unknown scope {scope!r}: not in the Redis view {reader.namespace}")
+    return {scope_id: value for scope_id, value in found.items() if value is not None}
+
+
 def _snapshots(reader: ViewReader, scope: str | None) -> dict:
     """``scope_id -> ScopeSnapshot`` for ``scope`` or every scope, sorted.
     Raises typer.Exit(1) for an unknown scope or when Redis is down."""
-    try:
-        scope_ids = [scope] if scope is not None else reader.scope_ids()
-        snapshots = {scope_id: reader.snapshot(scope_id) for scope_id in scope_ids}
-    except redis.RedisError as error:
-        raise _fail(f"cannot read the Redis view {reader.namespace}: {type(error).__name__}: {error}") from None
-    if scope is not None and snapshots[scope] is None:
-        raise _fail(f"unknown scope {scope!r}: not in the Redis view {reader.namespace}")
-    return {scope_id: snap for scope_id, snap in snapshots.items() if snap is not None}
+    return _read_scopes(reader, scope, reader.snapshot)
 
 
-#: A row's figures when its record predates them (the view of an older worker).
-FIGURE_DEFAULTS = {"repair_surface": None, "selected": 0, "recurred": 0, "avoided": 0, "yield": None, "low_yield": False}
+#: The RevisionStatistics fields ``rank`` prints besides the ArtifactRef and signature.
+ROW_FIELDS = ("terminal_recurred_streak", "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "needs_review")
 
 
 def rank_order(row: dict) -> tuple:
@@ -80,7 +88,7 @@ def rank_order(row: dict) -> tuple:
     revision), then signature_key, then scope id."""
     ref = row["artifact_ref"]
     return (
-        -row["terminal_recurred_streak"], -row.get("recurred", 0),
+        -row["terminal_recurred_streak"], -row["recurred"],
         ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"], row["scope_id"],
     )
 
@@ -99,9 +107,7 @@ def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | Non
             "scope_id": scope_id,
             "artifact_ref": row["artifact_ref"],
             "signature_key": row["signature_key"],
-            "terminal_recurred_streak": row["terminal_recurred_streak"],
-            **{name: row.get(name, default) for name, default in FIGURE_DEFAULTS.items()},
-            "needs_review": row.get("needs_review", False),
+            **{name: row[name] for name in ROW_FIELDS},
         }
         for scope_id, scope_rows in revisions.items()
         for row in scope_rows
@@ -118,15 +124,7 @@ def _revisions(reader: ViewReader, scope: str | None) -> dict[str, list[dict]]:
     """``scope_id -> RevisionStatistics rows`` (the view's revisions hash,
     issue 6) for ``scope`` or every scope, sorted by scope id. Raises
     typer.Exit(1) for an unknown scope or when Redis is down."""
-    try:
-        scope_ids = [scope] if scope is not None else reader.scope_ids()
-        snapshots = {scope_id: reader.revisions(scope_id) for scope_id in scope_ids}
-    except redis.RedisError as error:
-        raise _fail(f"cannot read the Redis view {reader.namespace}: {type(error).__name__}: {error}") from None
-    if scope is not None and snapshots[scope] is None:
-        raise _fail(f"unknown scope {scope!r}: not in the Redis view {reader.namespace}")
-    return {scope_id: snap.rows for scope_id, snap in snapshots.items() if snap is not None}
-
+    return {scope_id: snap.rows for scope_id, snap in _read_scopes(reader, scope, reader.revisions).items()}
 
 
 def rank_command(

@@ -301,7 +301,8 @@ def test_rank_surface_keeps_the_rows_of_that_repair_surface(view, record):
 def test_rank_orders_by_streak_then_recurrences_then_artifact_ref():
     def row(artifact_id, streak, recurred, signature="s"):
         ref = {"family": "experience", "artifact_id": artifact_id, "revision": 1}
-        return {"artifact_ref": ref, "signature_key": signature, "terminal_recurred_streak": streak, "recurred": recurred}
+        return {"artifact_ref": ref, "signature_key": signature, "terminal_recurred_streak": streak, "repair_surface": None,
+                "selected": recurred, "recurred": recurred, "avoided": 0, "yield": 0.0, "low_yield": False, "needs_review": False}
 
     rows = [row("A", 2, 2), row("B", 3, 1), row("C", 2, 5), row("D", 2, 5), row("A", 2, 5, "r")]
     ranked = ranked_rows({"x": rows}, limit=10)
