@@ -48,8 +48,7 @@ def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORK
         harness.prepare(bootstrap, prefix, partitions=2)
         harness.publish(bootstrap, journal, prefix)
         log = workdir / "worker.log"
-        worker = harness.start_worker(bootstrap, prefix, log, redis_url=redis_url)
-        assert harness.wait_exit(worker, 120, log) == 0, log.read_text()[-3000:]
+        harness.run_to_idle(bootstrap, prefix, log, redis_url=redis_url)
         run_journal(journal, workdir / "embedded", show_progress=False)
         expected = harness.last_statistics((workdir / "embedded" / "recurrence-statistics.jsonl").read_bytes())
         yield FedView(prefix, namespace, redis_url, expected)

@@ -83,6 +83,13 @@ def start_worker(bootstrap: str, prefix: str, log_path: Path, *, instance: str =
     return subprocess.Popen(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
+def run_to_idle(bootstrap: str, prefix: str, log_path: Path, **options) -> None:
+    """Run one worker (:func:`start_worker` with ``options``) until it exits
+    idle; AssertionError with the log's tail unless it exits with code 0."""
+    worker = start_worker(bootstrap, prefix, log_path, **options)
+    assert wait_exit(worker, 120, log_path) == 0, log_path.read_text()[-3000:]
+
+
 def wait_exit(process: subprocess.Popen, timeout: float, log_path: Path) -> int:
     """Wait for a worker to exit by itself; on timeout kill it and fail."""
     try:

@@ -15,16 +15,11 @@ EXAMPLE = harness.REPO / "processors" / "examples" / "openapi_drift.jsonl"
 
 
 
-def run_worker_to_idle(bootstrap, prefix, tmp_path, name):
-    log = tmp_path / f"{name}.log"
-    worker = harness.start_worker(bootstrap, prefix, log)
-    assert harness.wait_exit(worker, 120, log) == 0, log.read_text()[-3000:]
-
 
 def test_the_example_journal_decides_candidates_like_run_journal(topic_prefix, bootstrap, tmp_path):
     harness.prepare(bootstrap, topic_prefix, partitions=2)
     harness.publish(bootstrap, EXAMPLE, topic_prefix)
-    run_worker_to_idle(bootstrap, topic_prefix, tmp_path, "worker")
+    harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "worker.log")
     kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
     reference = harness.embedded(EXAMPLE, tmp_path / "embedded")
     for topic in harness.LEDGER_TOPICS:
@@ -60,13 +55,13 @@ def test_a_candidate_waits_across_a_restart_for_an_outcome_on_another_topic(topi
         experience(scope, 1, "E1", cue="port already bound"),
         candidate_record(scope, "O-late"),
     ]), topic_prefix, per_kind=True)
-    run_worker_to_idle(bootstrap, topic_prefix, tmp_path, "first")
+    harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "first.log")
     assert harness.count_records(bootstrap, harness.physical(topic_prefix, "admission-decisions")) == 0
 
     harness.publish(bootstrap, write_journal(tmp_path / "b.jsonl", [
         outcome(scope, 19, "O-late", checks=[check("Port already bound")]),
     ]), topic_prefix, per_kind=True)
-    run_worker_to_idle(bootstrap, topic_prefix, tmp_path, "second")  # restores the held candidate from the changelog
+    harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "second.log")  # restores the held candidate from the changelog
     kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
     [decision] = harness.lines(kafka["admission-decisions"])
     assert (decision["candidate_id"], decision["decision"]) == ("C-late", "accepted")
@@ -76,5 +71,5 @@ def test_a_candidate_waits_across_a_restart_for_an_outcome_on_another_topic(topi
         ("E1", 0.8, False)]  # "port already bound" vs "… again": 2·2 / (2 + 3)
     # The same candidate published again is a duplicate: no second decision.
     harness.publish(bootstrap, write_journal(tmp_path / "c.jsonl", [candidate_record(scope, "O-late")]), topic_prefix, per_kind=True)
-    run_worker_to_idle(bootstrap, topic_prefix, tmp_path, "third")
+    harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "third.log")
     assert harness.count_records(bootstrap, harness.physical(topic_prefix, "admission-decisions")) == 1

@@ -22,11 +22,6 @@ def output_counts(bootstrap, prefix):
     return {topic: harness.count_records(bootstrap, harness.physical(prefix, topic)) for topic in harness.LEDGER_TOPICS}
 
 
-def run_worker_to_idle(bootstrap, prefix, tmp_path, name="worker"):
-    log = tmp_path / f"{name}.log"
-    worker = harness.start_worker(bootstrap, prefix, log)
-    assert harness.wait_exit(worker, 120, log) == 0
-
 
 def test_parse_start_forms():
     assert parse_start("earliest").mode == "earliest"
@@ -43,7 +38,7 @@ def test_replaying_a_finished_run_twice_writes_nothing(topic_prefix, bootstrap, 
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=2)
     harness.publish(bootstrap, journal, prefix)
-    run_worker_to_idle(bootstrap, prefix, tmp_path)
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
     before = output_counts(bootstrap, prefix)
     assert before["recurrence-observations"] == 7
 
@@ -65,7 +60,7 @@ def test_replay_completes_a_ledger_that_missed_inputs_exactly_once(topic_prefix,
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=2)
     harness.publish(bootstrap, write_journal(tmp_path / "first.jsonl", records[:half]), prefix)
-    run_worker_to_idle(bootstrap, prefix, tmp_path, "first")
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "first.log")
     # The rest arrives while the worker is stopped; a replay job fills the ledger in.
     harness.publish(bootstrap, write_journal(tmp_path / "rest.jsonl", records[half:]), prefix)
     summary = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
@@ -89,11 +84,11 @@ def test_replay_reuses_recorded_matches_instead_of_recomputing(topic_prefix, boo
         experience(scope, 1, "E1", cue=cue),
         outcome(scope, 10, "O1", checks=[check(cue)]),
     ]), prefix)
-    run_worker_to_idle(bootstrap, prefix, tmp_path, "first")
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "first.log")
     # A revision published at an earlier journal position arrives late on its
     # per-kind topic: the worker keeps O1's frozen match (late_revisions 1).
     harness.publish(bootstrap, write_journal(tmp_path / "b.jsonl", [experience(scope, 5, "E1", revision=2, cue=cue)]), prefix, per_kind=True)
-    run_worker_to_idle(bootstrap, prefix, tmp_path, "second")
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "second.log")
     kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
     [match] = harness.lines(kafka["recurrence-matches"])
     assert match["artifact_ref"]["revision"] == 1
@@ -122,7 +117,7 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=2)
     harness.publish(bootstrap, journal, prefix)
-    run_worker_to_idle(bootstrap, prefix, tmp_path)
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
     view = RedisView(redis_url, namespace=default_namespace(prefix))
     redis_client.Redis.from_url(redis_url).set(f"{default_namespace(prefix)}:scope:stale", "x")  # junk the rebuild must clear
     try:
@@ -163,9 +158,9 @@ def test_replay_over_per_kind_topics_keeps_frozen_decisions(topic_prefix, bootst
         outcome(scope, 4, "O1", receipt_id="R12", checks=[check(cue)]),
         experience(scope, 20_000, "FAR", cue="far away"),  # the horizon passes for O1
     ]), prefix, per_kind=True)
-    run_worker_to_idle(bootstrap, prefix, tmp_path, "first")
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "first.log")
     harness.publish(bootstrap, write_journal(tmp_path / "b.jsonl", [receipt(scope, 3, "R12", "H12")]), prefix, per_kind=True)
-    run_worker_to_idle(bootstrap, prefix, tmp_path, "second")
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "second.log")
     before = harness.exported(bootstrap, prefix, tmp_path / "before")
     assert [o["event"] for o in harness.lines(before["recurrence-observations"])] == ["recurred"]
 

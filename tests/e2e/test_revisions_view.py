@@ -103,8 +103,7 @@ def fed(bootstrap, redis_url, tmp_path_factory) -> Iterator[Fed]:
         harness.prepare(bootstrap, prefix, partitions=2)
         harness.publish(bootstrap, journal, prefix)
         log = workdir / "worker.log"
-        worker = harness.start_worker(bootstrap, prefix, log, redis_url=redis_url, extra=("--top-revisions", str(TOP_N)))
-        assert harness.wait_exit(worker, 120, log) == 0, log.read_text()[-3000:]
+        harness.run_to_idle(bootstrap, prefix, log, redis_url=redis_url, extra=("--top-revisions", str(TOP_N)))
 
         out = workdir / "embedded"
         run_journal(journal, out, LedgerConfig(top_revisions_limit=TOP_N), show_progress=False)

@@ -31,8 +31,7 @@ def test_topics_delete_removes_one_deployment_only(topic_prefix, bootstrap, admi
     try:
         harness.publish(bootstrap, harness.REPO / "processors" / "examples" / "openapi_drift.jsonl", topic_prefix)
         log = tmp_path / "worker.log"
-        worker = harness.start_worker(bootstrap, topic_prefix, log)  # creates the changelog and the group
-        assert harness.wait_exit(worker, 120, log) == 0
+        harness.run_to_idle(bootstrap, topic_prefix, log)  # creates the changelog and the group
         assert f"{topic_prefix}ledger" in groups(admin)
 
         dry = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger")

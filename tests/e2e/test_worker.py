@@ -28,8 +28,7 @@ def test_worker_outputs_are_byte_identical_to_run_journal(topic_prefix, name, bo
     harness.prepare(bootstrap, prefix, partitions=4)
     harness.publish(bootstrap, journal, prefix)
     log = tmp_path / "worker.log"
-    worker = harness.start_worker(bootstrap, prefix, log, redis_url=redis_url)
-    assert harness.wait_exit(worker, 120, log) == 0, log.read_text()[-3000:]
+    harness.run_to_idle(bootstrap, prefix, log, redis_url=redis_url)
 
     kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
     reference = harness.embedded(journal, tmp_path / "embedded")
@@ -122,8 +121,7 @@ def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(topic_pre
     harness.publish(bootstrap, rest, prefix)
 
     log = tmp_path / "worker.log"
-    worker = harness.start_worker(bootstrap, prefix, log)
-    assert harness.wait_exit(worker, 120, log) == 0
+    harness.run_to_idle(bootstrap, prefix, log)
 
     kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
     dead = harness.lines(kafka["dead-letter"])
