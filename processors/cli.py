@@ -261,13 +261,10 @@ def topics_delete_command(
     """Delete a deployment's topics (the catalogue under the prefix and the
     state changelog) and consumer groups. Without --yes, lists them only.
     Stop its workers first; the Redis keys go with `view clear`."""
-    from processors.kafka_admin import delete_deployment
-    from topics import catalogue
+    from processors.kafka_admin import delete_deployment, deployment_resources
 
-    group = topic_prefix + app_id
-    names = [catalogue.physical(spec.name, topic_prefix) for spec in catalogue.CATALOGUE]
-    names += [f"{group}-ledger-state-changelog", group, f"{group}-replay"]
     if not yes:
+        names = [name for resources in deployment_resources(topic_prefix, app_id) for name in resources]
         console.print("would delete (run again with --yes):\n  " + "\n  ".join(names), highlight=False)
         return
     with _kafka_errors():

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
-from topics.catalogue import CATALOGUE
+from topics.catalogue import CATALOGUE, changelog_name, physical, replay_group
 
 #: Seconds create_topics may take in all: the controller creating the
 #: topics, then every partition being served by its leader.
@@ -218,6 +218,15 @@ def check_copartitioned(bootstrap: str, topics: Sequence[str], timeout: float = 
     return distinct.pop()
 
 
+def deployment_resources(topic_prefix: str, app_id: str) -> tuple[list[str], list[str]]:
+    """``(topics, consumer groups)`` of one deployment: every catalogue topic
+    under ``topic_prefix`` and the state changelog; the worker's group
+    ``<prefix><app_id>`` and its replay group."""
+    group = physical(app_id, topic_prefix)
+    topics = [physical(spec.name, topic_prefix) for spec in CATALOGUE] + [physical(changelog_name(app_id), topic_prefix)]
+    return topics, [group, replay_group(group)]
+
+
 def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: float = 30.0) -> dict[str, str]:
     """Delete what one deployment (``topic_prefix`` + ``app_id``) left on a
     broker: every catalogue topic under the prefix, the worker's state
@@ -232,8 +241,7 @@ def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: f
     be reached.
     """
     admin = admin_client(bootstrap)
-    group = topic_prefix + app_id
-    names = [topic_prefix + spec.name for spec in CATALOGUE] + [f"{group}-ledger-state-changelog"]
+    names, groups = deployment_resources(topic_prefix, app_id)
     present = set(_metadata(admin, timeout).topics)
     result: dict[str, str] = {name: "absent" for name in names if name not in present}
     wanted = [name for name in names if name in present]
@@ -244,11 +252,11 @@ def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: f
                 result[name] = "deleted"
             except KafkaException as error:
                 result[name] = str(error.args[0].str())
-    for name, future in admin.delete_consumer_groups([group, f"{group}-replay"], request_timeout=timeout).items():
+    for name, future in admin.delete_consumer_groups(groups, request_timeout=timeout).items():
         try:
             future.result(timeout=timeout + 10)
             result[name] = "deleted"
         except KafkaException as error:
             code = error.args[0].code()
             result[name] = "absent" if code in (KafkaError.GROUP_ID_NOT_FOUND,) else str(error.args[0].str())
-    return {name: result[name] for name in [*names, group, f"{group}-replay"]}
+    return {name: result[name] for name in [*names, *groups]}

@@ -53,6 +53,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from processors.kafka_io import read_topic
 from processors.ledger.normalize import canonical_json
+from processors.ledger.statistics import revision_id
 from processors.ledger.processor import (
     ADMISSION_DECISIONS,
     DEAD_LETTER,
@@ -203,7 +204,7 @@ class _Ledger:
             self.latest_statistics[value["scope_id"]] = value
         self.latest_revisions: dict[tuple, dict] = {}
         for _, _, _, value in read_topic(bootstrap, REVISION_STATISTICS, topic_prefix=topic_prefix):
-            self.latest_revisions[_revision_id(value)] = value
+            self.latest_revisions[revision_id(value)] = value
 
     def frozen(self, topic: str, value: dict) -> bool:
         """A match or observation of an outcome the ledger already decided."""
@@ -232,7 +233,7 @@ def run_replay(
     docstring. Returns what was read and written. Raises KafkaException on
     broker errors and BufferError/KafkaException if outputs cannot be
     delivered (the replay can simply be run again: it is idempotent)."""
-    group = catalogue.physical(app_id, topic_prefix) + "-replay"
+    group = catalogue.replay_group(catalogue.physical(app_id, topic_prefix))
     ranges = plan(bootstrap, topic_prefix, start, group)
     summary = ReplaySummary(ranges, dry_run=dry_run)
     if dry_run:
@@ -285,7 +286,7 @@ def run_replay(
                             final_statistics[emit.value["scope_id"]] = (message.partition(), emit.value)
                             continue
                         if emit.topic == REVISION_STATISTICS:
-                            final_revisions[_revision_id(emit.value)] = (message.partition(), emit)
+                            final_revisions[revision_id(emit.value)] = (message.partition(), emit)
                             continue
                         identity = existing.identity(emit.topic, emit.value)
                         if identity not in existing.identities[emit.topic] and existing.frozen(emit.topic, emit.value):
@@ -311,8 +312,8 @@ def run_replay(
                 summary.written[STATISTICS] += 1
             else:
                 summary.suppressed[STATISTICS] += 1
-        for revision_id, (partition, emit) in sorted(final_revisions.items()):
-            if revision_id[0] in conflicted or existing.latest_revisions.get(revision_id) == emit.value:
+        for key, (partition, emit) in sorted(final_revisions.items()):
+            if key[0] in conflicted or existing.latest_revisions.get(key) == emit.value:
                 summary.suppressed[REVISION_STATISTICS] += 1
             else:
                 _produce(producer, topic_prefix, emit, partition, None, output_format)
@@ -332,9 +333,6 @@ def run_replay(
 GAUGES = ("pending_outcomes", "late_revisions")
 
 
-def _revision_id(record: dict) -> tuple:
-    """(scope_id, artifact_id, revision) of a RevisionStatistics record."""
-    return (record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])
 
 
 def _facts(record: dict | None) -> bytes:

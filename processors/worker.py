@@ -200,7 +200,7 @@ class WorkerConfig:
     @property
     def changelog_name(self) -> str:
         """Logical name of the state changelog topic."""
-        return f"{self.app_id}-ledger-state-changelog"
+        return catalogue.changelog_name(self.app_id)
 
     @property
     def changelog_topic(self) -> str:

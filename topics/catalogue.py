@@ -97,6 +97,18 @@ OUTPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.d
 SCHEMA_BY_ID: dict[int, str] = {schema_id: name for name, schema_id in SCHEMA_IDS.items()}
 
 
+def changelog_name(app_id: str) -> str:
+    """Logical name of a deployment's compacted state changelog (the worker's
+    store; Kafka Streams' ``<application.id>-<store>-changelog``)."""
+    return f"{app_id}-ledger-state-changelog"
+
+
+def replay_group(group_id: str) -> str:
+    """Consumer group of the replay jobs of the deployment whose group is
+    ``group_id`` (it commits no offsets)."""
+    return f"{group_id}-replay"
+
+
 def prefix() -> str:
     """The deployment prefix (env RL_TOPIC_PREFIX, default none)."""
     return os.environ.get("RL_TOPIC_PREFIX", "")

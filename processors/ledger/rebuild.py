@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from processors.ledger.state import LedgerState, new_scope_record
-from processors.ledger.statistics import revision_statistics, top_revisions
+from processors.ledger.statistics import revision_id, revision_statistics, top_revisions
 from processors.ledger.streaks import count_selected, record_verdict
 
 #: ScopeStatistics fields that rebuild_views derives from observations.
@@ -125,5 +125,5 @@ def compare(rebuilt: dict[str, dict], latest: dict[str, dict]) -> dict[str, list
 def compare_revisions(rebuilt: dict[tuple[str, str, int], dict], latest: Iterable[dict]) -> list[tuple[str, str, int]]:
     """Revisions whose rebuilt row differs from the latest revision-statistics
     record (or exists on one side only), sorted."""
-    live = {(row["scope_id"], row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]): row for row in latest}
+    live = {revision_id(row): row for row in latest}
     return sorted(key for key in set(rebuilt) | set(live) if rebuilt.get(key) != live.get(key))

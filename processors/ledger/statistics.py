@@ -123,6 +123,13 @@ def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, rev
     }
 
 
+def revision_id(record: dict) -> tuple[str, str, int]:
+    """``(scope_id, artifact_id, revision)`` of a RevisionStatistics record:
+    which revision's row it is."""
+    ref = record["artifact_ref"]
+    return (record["scope_id"], ref["artifact_id"], ref["revision"])
+
+
 def revision_key(scope_id: str, artifact_ref: dict) -> str:
     """Record key of a ``revision-statistics`` row: the canonical JSON of
     ``{"artifact_ref": …, "scope_id": …}`` — one key per revision, so the
