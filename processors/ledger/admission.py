@@ -115,10 +115,7 @@ def index_head(state: LedgerState, scope_id: str, artifact_id: str, old: tuple[i
         for gram in cue_bigrams(old[1]):
             postings = state.get("cue_bigram", scope_id, gram, default={})
             postings.pop(artifact_id, None)
-            if postings:
-                state.put(postings, "cue_bigram", scope_id, gram)
-            else:
-                state.delete("cue_bigram", scope_id, gram)
+            state.put_nonempty(postings, "cue_bigram", scope_id, gram)
     if new[1]:
         for gram in cue_bigrams(new[1]):
             postings = state.get("cue_bigram", scope_id, gram, default={})

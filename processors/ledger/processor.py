@@ -363,16 +363,10 @@ class LedgerProcessor:
         pending = state.get("candidate_pending", scope_id, candidate_id)
         state.delete("candidate_pending", scope_id, candidate_id)
         index = [entry for entry in state.get("candidate_index", scope_id, default=[]) if entry[1] != candidate_id]
-        if index:
-            state.put(index, "candidate_index", scope_id)
-        else:
-            state.delete("candidate_index", scope_id)
+        state.put_nonempty(index, "candidate_index", scope_id)
         for source_id in pending["waiting_on"]:
             waiting = [other for other in state.get("candidate_wait", scope_id, source_id, default=[]) if other != candidate_id]
-            if waiting:
-                state.put(waiting, "candidate_wait", scope_id, source_id)
-            else:
-                state.delete("candidate_wait", scope_id, source_id)
+            state.put_nonempty(waiting, "candidate_wait", scope_id, source_id)
         return pending
 
     def _expire_candidates(self, scope_id: str, as_of_position: int | None, emits: list[Emit], end_of_input: bool = False) -> None:
@@ -417,8 +411,7 @@ class LedgerProcessor:
             if not was_pending:
                 scope["pending_outcomes"] += 1
                 index = state.get("pending_index", scope_id, default=[])
-                index.append([outcome["journal_position"], outcome_id])
-                index.sort()
+                bisect.insort(index, [outcome["journal_position"], outcome_id])
                 state.put(index, "pending_index", scope_id)
             return
         if was_pending:
@@ -431,21 +424,14 @@ class LedgerProcessor:
         state.delete("pending", scope_id, outcome_id)
         scope["pending_outcomes"] -= 1
         index = [entry for entry in state.get("pending_index", scope_id, default=[]) if entry[1] != outcome_id]
-        if index:
-            state.put(index, "pending_index", scope_id)
-        else:
-            state.delete("pending_index", scope_id)
+        state.put_nonempty(index, "pending_index", scope_id)
         return pending
 
     def _decide_expired(self, scope: dict, scope_id: str, outcome_id: str, emits: list[Emit]) -> None:
         """Decide a pending outcome as unlinked (missing provenance); frozen."""
         pending = self._forget_pending(scope, scope_id, outcome_id)
         waiting = self.state.get("wait", scope_id, *pending["waiting_on"], default=[])
-        remaining = [other for other in waiting if other != outcome_id]
-        if remaining:
-            self.state.put(remaining, "wait", scope_id, *pending["waiting_on"])
-        else:
-            self.state.delete("wait", scope_id, *pending["waiting_on"])
+        self.state.put_nonempty([other for other in waiting if other != outcome_id], "wait", scope_id, *pending["waiting_on"])
         self._decide(scope, scope_id, pending["outcome"], chain.Resolution(chain.UNLINKED), emits)
 
     def _expire_pending(self, scope: dict, scope_id: str, emits: list[Emit]) -> None:

@@ -192,6 +192,14 @@ class LedgerState:
         items.append(value)
         self.store[parts] = items
 
+    def put_nonempty(self, items: list | dict, *parts: object) -> None:
+        """Write the list or dict record at key ``parts``, or delete it when
+        ``items`` is empty (an empty one is never stored)."""
+        if items:
+            self.store[parts] = items
+        else:
+            self.delete(*parts)
+
     def pop_list(self, *parts: object) -> list:
         """Remove and return the list record at key ``parts`` (or [])."""
         return self.store.pop(parts, None) or []
