@@ -8,6 +8,8 @@ runs over the same input produce byte-identical files (CONTRACT §10).
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -73,9 +75,6 @@ PIPE_WIDTH = 200
 def stdout_console() -> Console:
     """The console of the CLI's reports: the terminal's width on a TTY,
     PIPE_WIDTH columns otherwise (``COLUMNS`` still wins)."""
-    import os
-    import sys
-
     wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
     return Console(width=PIPE_WIDTH if wide else None)
 
