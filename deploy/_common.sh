@@ -77,6 +77,16 @@ stop_pid() {
 # PID_FILE and running_pid (prints the pid of its running service, or
 # nothing).
 
+# service_pid WORD -> prints the pid in PID_FILE if that process is alive
+# and its command line contains WORD (a reused pid is not the service).
+service_pid() {
+    local pid
+    pid="$(read_pid "$PID_FILE")"
+    if [[ -n $pid ]] && pid_alive "$pid" && pid_cmdline_has "$pid" "$1"; then
+        echo "$pid"
+    fi
+}
+
 # lock_lifecycle -> serialise start/stop of this run dir across processes.
 # A started daemon must not inherit the descriptor: launch it with
 # {LIFECYCLE_LOCK_FD}>&- .

@@ -177,11 +177,7 @@ cmd_fetch() {
 
 # running_pid -> prints the broker pid if the pid file names a live broker.
 running_pid() {
-    local pid
-    pid="$(read_pid "$PID_FILE")"
-    if [[ -n $pid ]] && pid_alive "$pid" && pid_cmdline_has "$pid" "$MAIN_CLASS"; then
-        echo "$pid"
-    fi
+    service_pid "$MAIN_CLASS"
 }
 
 new_cluster_id() {

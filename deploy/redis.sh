@@ -51,11 +51,7 @@ ensure_installed() {
 }
 
 running_pid() {
-    local pid
-    pid="$(read_pid "$PID_FILE")"
-    if [[ -n $pid ]] && pid_alive "$pid" && pid_cmdline_has "$pid" "redis-server"; then
-        echo "$pid"
-    fi
+    service_pid "redis-server"
 }
 
 pong() {

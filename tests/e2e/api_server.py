@@ -16,6 +16,7 @@ import uvicorn
 
 from processors.api import ApiSettings, create_app
 from processors.embedded import run_journal
+from processors.ledger.processor import LedgerConfig
 from processors.view import default_namespace
 from tests.e2e import harness
 
@@ -35,9 +36,12 @@ class FedView:
 
 
 @contextlib.contextmanager
-def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORKED_EXAMPLE) -> Iterator[FedView]:
-    """Publish ``journal`` under a fresh topic prefix, run one worker until it
-    is idle (it projects into Redis), and yield the view. At exit the view's
+def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORKED_EXAMPLE, *,
+             worker_args: tuple[str, ...] = (), config: LedgerConfig | None = None) -> Iterator[FedView]:
+    """Publish ``journal`` under a fresh topic prefix, run one worker (with
+    ``worker_args``) until it is idle (it projects into Redis), run the same
+    journal through ``run_journal`` (with ``config``, the same policy) into
+    ``workdir / "embedded"``, and yield the view. At exit the view's
     namespace is cleared and the prefix's topics deleted (best effort).
     Raises AssertionError when the worker fails or times out."""
     if not journal.is_file():
@@ -48,8 +52,8 @@ def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORK
         harness.prepare(bootstrap, prefix, partitions=2)
         harness.publish(bootstrap, journal, prefix)
         log = workdir / "worker.log"
-        harness.run_to_idle(bootstrap, prefix, log, redis_url=redis_url)
-        run_journal(journal, workdir / "embedded", show_progress=False)
+        harness.run_to_idle(bootstrap, prefix, log, redis_url=redis_url, extra=worker_args)
+        run_journal(journal, workdir / "embedded", config, show_progress=False)
         expected = harness.last_statistics((workdir / "embedded" / "recurrence-statistics.jsonl").read_bytes())
         yield FedView(prefix, namespace, redis_url, expected)
     finally:

@@ -28,14 +28,13 @@ import pytest
 import redis
 
 from processors.api import ApiSettings
-from processors.embedded import run_journal
 from processors.ledger.normalize import canonical_json
 from processors.ledger.processor import LedgerConfig
-from processors.view import RedisView, default_namespace, revision_member
+from processors.view import RedisView, revision_member
 from processors.workload import Workload, generate_journal
 from tests.conftest import read_jsonl
-from tests.e2e import harness
-from tests.e2e.api_server import running_api
+from tests.e2e.api_server import fed_view, running_api
+from tests.journal import write_journal
 
 pytestmark = pytest.mark.broker
 
@@ -95,24 +94,15 @@ def fed(bootstrap, redis_url, tmp_path_factory) -> Iterator[Fed]:
     with --top-revisions 1 and Redis until idle, and compute the reference
     with run_journal. Clears the namespace and deletes the topics after."""
     workdir = tmp_path_factory.mktemp("revisions-view")
-    journal = workdir / "journal.jsonl"
-    journal.write_text("".join(json.dumps(record) + "\n" for record in generate_journal(SHAPE)))
-    prefix = harness.new_prefix()
-    namespace = default_namespace(prefix)
-    try:
-        harness.prepare(bootstrap, prefix, partitions=2)
-        harness.publish(bootstrap, journal, prefix)
-        log = workdir / "worker.log"
-        harness.run_to_idle(bootstrap, prefix, log, redis_url=redis_url, extra=("--top-revisions", str(TOP_N)))
-
-        out = workdir / "embedded"
-        run_journal(journal, out, LedgerConfig(top_revisions_limit=TOP_N), show_progress=False)
-        statistics = {record["scope_id"]: record for record in read_jsonl(out / "recurrence-statistics.jsonl")}
+    journal = write_journal(workdir / "journal.jsonl", generate_journal(SHAPE))
+    with fed_view(bootstrap, redis_url, workdir, journal, worker_args=("--top-revisions", str(TOP_N)),
+                  config=LedgerConfig(top_revisions_limit=TOP_N)) as view:
         revisions: dict[str, dict[str, dict]] = {}
         history: dict[tuple[str, str], list[dict]] = {}
-        for record in read_jsonl(out / "revision-statistics.jsonl"):
+        for record in read_jsonl(workdir / "embedded" / "revision-statistics.jsonl"):
             revisions.setdefault(record["scope_id"], {})[revision_member(record["artifact_ref"])] = record
             history.setdefault((record["scope_id"], revision_member(record["artifact_ref"])), []).append(record)
+        statistics = view.expected
 
         # The journal is a real test of every feature below.
         rows = [row for scope_rows in revisions.values() for row in scope_rows.values()]
@@ -124,9 +114,7 @@ def fed(bootstrap, redis_url, tmp_path_factory) -> Iterator[Fed]:
         assert any(row["yield"] is None for row in rows) and any(row["artifact_ref"]["revision"] == 2 for row in rows)
         assert any(row["low_yield"] for row in rows) and any(row["needs_review"] for row in rows)
         assert any(row["low_yield"] and row["needs_review"] for row in rows)
-        yield Fed(prefix, namespace, redis_url, bootstrap, statistics, revisions, history)
-    finally:
-        harness.remove_prefix(bootstrap, prefix, redis_url)
+        yield Fed(view.prefix, view.namespace, redis_url, bootstrap, statistics, revisions, history)
 
 
 @pytest.fixture(scope="module")
