@@ -1,7 +1,7 @@
 """Benchmark of the pure ledger core (not a test).
 
 Times ``LedgerProcessor.apply`` alone — events already decoded and validated,
-as the shell hands them over — on a generated journal (processors.workload),
+as the shell hands them over — on a generated journal (recurrence_ledger.workload),
 and records the numbers in BENCHMARKS.md between the ``core-benchmark``
 markers. Run:
 
@@ -31,9 +31,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from processors.ledger.intake import decode_journal_line, validate  # noqa: E402
-from processors.ledger.processor import LedgerProcessor  # noqa: E402
-from processors.workload import Workload, generate_journal  # noqa: E402
+from recurrence_ledger.ledger.intake import decode_journal_line, validate  # noqa: E402
+from recurrence_ledger.ledger.processor import LedgerProcessor  # noqa: E402
+from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
 
 from benchmarks.record import write_block  # noqa: E402
 
@@ -109,7 +109,7 @@ def per_outcome_cost(heads: int, outcomes: int) -> dict:
 
 
 def admission_cost(heads: int, candidates: int) -> dict:
-    """µs of CPU per admission candidate (issue 6) in one scope with
+    """µs of CPU per admission candidate in one scope with
     ``heads`` failure-bearing heads whose cues all share two bigrams ("of
     scope-00000", "scope-00000 recurred"): half the candidates near-duplicate
     a head, half are new. Also the mean number of near-duplicates found."""
@@ -150,7 +150,7 @@ def main() -> None:
         shape = Workload(scopes=10, outcomes_per_scope=200, heads_per_scope=10, handoffs=5)
         args.repeats = 1
     # Allocation-heavy Python: the worker and embedded runner raise the
-    # gen-0 GC threshold the same way (processors.embedded / worker).
+    # gen-0 GC threshold the same way (recurrence_ledger.embedded / worker).
     gc.set_threshold(50_000, 20, 100)
 
     runs = [run_core(shape) for _ in range(args.repeats)]
@@ -211,7 +211,7 @@ def write_markdown(r: dict) -> None:
         lines.append(f"| {row['heads']:,} | {row['all_us']:.1f} | {row['unlinked_failing_us']:.1f} (n={row['unlinked_failing_n']}) |")
     lines += [
         "",
-        "Admission (issue 6): CPU per candidate by number of heads in the scope (2,000 candidates, every head cue sharing",
+        "Admission: CPU per candidate by number of heads in the scope (2,000 candidates, every head cue sharing",
         "two bigrams with every other; half the candidates near-duplicate a head):",
         "",
         "| heads | µs/candidate | near-duplicates found per candidate |",

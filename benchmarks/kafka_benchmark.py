@@ -1,6 +1,6 @@
 """End-to-end benchmark of the Kafka worker on the real broker (not a test).
 
-Measures the ledger worker (``python -m processors.cli worker``, a separate
+Measures the ledger worker (``python -m recurrence_ledger.cli worker``, a separate
 process, as deployed) against a plain consume → produce passthrough written
 with the same client library (confluent-kafka), over the same pre-published
 input topic, in the same run, and records the numbers in BENCHMARKS.md
@@ -19,7 +19,7 @@ Sizes (defaults): the core benchmark's workload, 100 scopes × 2,000 outcomes
 = 202,100 events, 4 partitions, 2 throughput repeats, latency runs of 20 s
 of publishing, 2 per commit interval.
 
-Throughput (events/s). The workload (``processors.workload``) is published
+Throughput (events/s). The workload (``recurrence_ledger.workload``) is published
 once, as Avro SourceEvents on ``source-journal`` (``kafka_io.
 publish_journal``), before anything consumes it. Then, one at a time, each
 in its own consumer group, a process drains that backlog and exits after 3 s
@@ -116,12 +116,12 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from processors.kafka_admin import create_topics  # noqa: E402
-from processors.kafka_io import PRODUCER_CONFIG, prepare_line, publish_journal  # noqa: E402
-from processors.worker import input_consumer_config  # noqa: E402
-from processors.workload import Workload, generate_journal  # noqa: E402
-from schemas.codec import decode_value  # noqa: E402
-from topics import catalogue  # noqa: E402
+from recurrence_ledger.runtime.kafka_admin import create_topics  # noqa: E402
+from recurrence_ledger.runtime.kafka_io import PRODUCER_CONFIG, prepare_line, publish_journal  # noqa: E402
+from recurrence_ledger.runtime.worker import input_consumer_config  # noqa: E402
+from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
+from recurrence_ledger.schemas.codec import decode_value  # noqa: E402
+from recurrence_ledger.topics import catalogue  # noqa: E402
 
 from benchmarks.record import BENCHMARKS_MD, write_block  # noqa: E402
 
@@ -502,7 +502,7 @@ def latency_run(bootstrap: str, partitions: int, lines: list[bytes], rate: float
         value = orjson.loads(line)["value"]
         identities.append((value["scope_id"], value["journal_position"], value.get("source_ref", {}).get("source_id")))
     log_path = workdir / f"latency-{tag}.log"
-    command = [sys.executable, "-m", "processors.cli", "worker", "--bootstrap", bootstrap, "--topic-prefix", prefix,
+    command = [sys.executable, "-m", "recurrence_ledger.cli", "worker", "--bootstrap", bootstrap, "--topic-prefix", prefix,
                "--app-id", "kbench-latency", "--instance-id", "w1", "--commit-interval-ms", str(commit_interval_ms),
                "--exit-when-idle", "120"]
     log = open(log_path, "w+b")
@@ -710,7 +710,7 @@ def main() -> None:
         for rep in range(args.repeats):
             app_id = f"kbench-ledger-{rep}"
             groups.append(prefix + app_id)
-            command = [sys.executable, "-m", "processors.cli", "worker", "--bootstrap", bootstrap, "--topic-prefix", prefix,
+            command = [sys.executable, "-m", "recurrence_ledger.cli", "worker", "--bootstrap", bootstrap, "--topic-prefix", prefix,
                        "--app-id", app_id, "--instance-id", "w1", "--exit-when-idle", "3"]
             changelog = f"{prefix}{app_id}-ledger-state-changelog"
             # The worker creates its changelog; create it first (same settings) so its records are counted.
@@ -820,7 +820,7 @@ def write_markdown(r: dict) -> None:
         " ran; \"other\" below is the share of the machine's CPU (2 cores = 100 %) used by processes other than the one"
         " measured, the broker and the benchmark script.",
         "",
-        f"Workload: {r['events']:,} source events (`processors.workload`, {r['scopes']} scopes × {r['outcomes_per_scope']:,}"
+        f"Workload: {r['events']:,} source events (`recurrence_ledger.workload`, {r['scopes']} scopes × {r['outcomes_per_scope']:,}"
         " outcomes, 10 heads and 5 Handoffs per scope — the core benchmark's workload), published beforehand as Avro"
         f" SourceEvents on `source-journal`, {r['partitions']} partitions per topic. Each process drains that backlog in its"
         " own consumer group: events/s = input events / (first output's CreateTime → last output visible to a"
@@ -828,7 +828,7 @@ def write_markdown(r: dict) -> None:
         "",
         f"| process | events/s ({r['repeats']} runs, interleaved) | median | active time | process CPU | CPU share: process, broker, other |",
         "| --- | --- | --- | --- | --- | --- |",
-        row("ledger", "ledger worker (`processors.cli worker`, Avro out, transactions every 100 ms, no Redis)"),
+        row("ledger", "ledger worker (`recurrence_ledger.cli worker`, Avro out, transactions every 100 ms, no Redis)"),
         row("passthrough-alo", "passthrough, at-least-once (produce; flush + commit offsets every 100 ms)"),
         row("passthrough-tx", "passthrough, transactional (begin / produce / send_offsets / commit every 100 ms)"),
         "",

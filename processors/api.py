@@ -1,5 +1,5 @@
 """The operator API and dashboard: a small ASGI service that reads the Redis
-view of CONTRACT §8 (``processors.view``) and serves it as JSON and as a
+view of contract §8 (``recurrence_ledger.view``) and serves it as JSON and as a
 self-refreshing dashboard page.
 
 Why a separate service and not the worker's web server: it scales
@@ -10,7 +10,7 @@ shows exactly what the workers projected and recomputes no rule; and FastAPI
 gives the OpenAPI document (``GET /openapi.json``) for free from the pydantic
 response models below, which are the documented shapes. Run it with
 ``recurrence-ledger serve`` (uvicorn) or ``uvicorn --factory
-processors.api:create_app``.
+recurrence_ledger.api:create_app``.
 
 Endpoints (JSON unless noted; every scope endpoint answers 404 for a scope
 the view does not hold, 503 when Redis does not answer):
@@ -19,7 +19,7 @@ the view does not hold, 503 when Redis does not answer):
 | --- | --- |
 | ``GET /scopes`` | ``ScopeList``: every scope with its counters |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the RFC RecurrenceStatistics block plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
-| ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash, issue 6), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), ``offset`` ≥ 0; anything else 400 |
+| ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), ``offset`` ≥ 0; anything else 400 |
 | ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set |
 | ``GET /`` | the dashboard page (HTML; ``/static/…`` its script, style and the bundled Chart.js) |
 | ``GET /healthz`` | ``Health``: 200 when Redis answers, else 503 |
@@ -39,8 +39,7 @@ Each revision row carries, besides its streak, the revision's figures:
 ``selected`` / ``recurred`` / ``avoided`` counts, ``yield`` = avoided /
 (avoided + recurred) (null without terminal verdicts) and ``low_yield``
 (surfaced only). ``/revisions`` reads them from the revision's last
-RevisionStatistics record (every revision with a selection or a verdict,
-issue 6); ``/review-candidates`` from the statistics record's
+RevisionStatistics record (every revision with a selection or a verdict); ``/review-candidates`` from the statistics record's
 ``top_revisions`` rows, so it only knows the worker's top N
 (``--top-revisions``) and says ``complete: false`` when more revisions need
 review — ``/revisions?needs_review=true`` lists them all. What the view does
@@ -50,7 +49,7 @@ topic.
 
 Configuration (environment, or ``ApiSettings``): ``REDIS_URL`` (default
 ``redis://127.0.0.1:6379/0``), ``RL_TOPIC_PREFIX`` (the namespace is
-``processors.view.default_namespace(prefix)``, as the worker names it) and
+``recurrence_ledger.view.default_namespace(prefix)``, as the worker names it) and
 ``RL_REVIEW_THRESHOLD`` (default 3; shown with the review lists — it must
 equal the workers' ``--review-threshold``, whose review set is what decides
 membership).
@@ -79,8 +78,8 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
-from processors.view import COUNTER_FIELDS, default_namespace, escape_scope
-from schemas.models import ArtifactRef, RepairSurface, ScopeStatistics
+from recurrence_ledger.view import COUNTER_FIELDS, default_namespace, escape_scope
+from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface, ScopeStatistics
 
 #: Directory of the dashboard's static files (package data).
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -93,7 +92,7 @@ MAX_LIMIT = 100
 REDIS_TIMEOUT_S = 2.0
 
 #: The revision figures a ``top_revisions`` row carries besides its streak
-#: (``processors.ledger.statistics.revision_figures``).
+#: (``recurrence_ledger.ledger.statistics.revision_figures``).
 FIGURE_FIELDS: tuple[str, ...] = ("repair_surface", "selected", "recurred", "avoided", "yield", "low_yield")
 
 
@@ -136,7 +135,7 @@ class ApiSettings:
 
 
 def rank_key(row: dict) -> tuple:
-    """CONTRACT §8 top_revisions order: streak descending, then ArtifactRef
+    """contract §8 top_revisions order: streak descending, then ArtifactRef
     order (family, artifact_id, revision), then signature_key. Redis orders
     score ties by member bytes instead, so rows read from the sorted set are
     re-sorted with this key (as ``RedisView.top`` does)."""
@@ -144,12 +143,12 @@ def rank_key(row: dict) -> tuple:
     return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
 
 
-#: ``sort`` of ``GET /scopes/{scope}/revisions`` (issue 6).
+#: ``sort`` of ``GET /scopes/{scope}/revisions``.
 RevisionSort = Literal["streak", "recurred", "yield", "selected"]
 
-#: Order of each ``sort`` (issue 6), every one ending in CONTRACT §8 order
+#: Order of each ``sort``, every one ending in contract §8 order
 #: (:func:`rank_key`) so that ties are decided the same way everywhere:
-#: ``streak`` is CONTRACT §8 order itself; ``recurred`` and ``selected`` put
+#: ``streak`` is contract §8 order itself; ``recurred`` and ``selected`` put
 #: the largest count first; ``yield`` puts the lowest yield first (the
 #: revisions that help least) and revisions without a yield (no terminal
 #: verdict) last.
@@ -168,7 +167,7 @@ def select_revisions(
     low_yield: bool | None = None,
     needs_review: bool | None = None,
 ) -> list[dict]:
-    """The RevisionStatistics rows (issue 6) that pass every given filter —
+    """The RevisionStatistics rows that pass every given filter —
     ``repair_surface == surface``, ``low_yield == low_yield``,
     ``needs_review == needs_review``; None means no filter — in the order of
     ``sort`` (:data:`REVISION_SORTS`). Raises KeyError for an unknown sort."""
@@ -189,9 +188,9 @@ class ScopeSnapshot:
     """One scope as the view holds it, read in one MULTI/EXEC (so the record,
     the sorted set and the review set belong to the same write).
 
-    ``record``: the ScopeStatistics dict (CONTRACT §8). ``record_bytes``: the
+    ``record``: the ScopeStatistics dict (contract §8). ``record_bytes``: the
     canonical JSON the view stored. ``top``: the sorted set's rows
-    ``{artifact_ref, signature_key, terminal_recurred_streak}`` in CONTRACT §8
+    ``{artifact_ref, signature_key, terminal_recurred_streak}`` in contract §8
     order, each with the revision's figures (``FIGURE_FIELDS``) from the
     record's ``top_revisions`` row of the same revision. ``review``: the review set's members, as ``(artifact_ref tuple,
     signature_key)`` keys.
@@ -220,10 +219,10 @@ def _row_key(row: dict) -> tuple:
 @dataclass(frozen=True)
 class RevisionsSnapshot:
     """One scope's statistics record and every row of its revisions hash
-    (issue 6), read in one MULTI/EXEC.
+   , read in one MULTI/EXEC.
 
-    ``record``: the ScopeStatistics dict (CONTRACT §8). ``rows``: the
-    RevisionStatistics dicts, in CONTRACT §8 order (:func:`rank_key`).
+    ``record``: the ScopeStatistics dict (contract §8). ``rows``: the
+    RevisionStatistics dicts, in contract §8 order (:func:`rank_key`).
     ``etag``: a strong entity tag over the stored record and every stored
     row, so it changes whenever any revision's row or the record does.
     """
@@ -235,7 +234,7 @@ class RevisionsSnapshot:
 
 class ViewReader:
     """Read-only access to the Redis view of one namespace (key layout in
-    ``processors.view``). Thread-safe (redis-py's connection pool); never
+    ``recurrence_ledger.view``). Thread-safe (redis-py's connection pool); never
     writes. Every method raises ``redis.RedisError`` when Redis does not
     answer."""
 
@@ -294,7 +293,7 @@ class ViewReader:
 
     def revisions(self, scope_id: str) -> RevisionsSnapshot | None:
         """The scope's record and every row of its revisions hash
-        (``{ns}:scope:{scope}:revisions``, issue 6) from one MULTI/EXEC, or
+        (``{ns}:scope:{scope}:revisions``) from one MULTI/EXEC, or
         None when the view does not hold the scope (no statistics record). A
         scope without a revisions hash has no rows."""
         key = self._key(scope_id)
@@ -323,7 +322,7 @@ class _Shape(BaseModel):
 
 
 class ScopeSummary(_Shape):
-    """One scope's counters (CONTRACT §8): ledger facts (selected, recurred,
+    """One scope's counters (contract §8): ledger facts (selected, recurred,
     avoided, needing_review), the evidence-coverage figures (unknown,
     unlinked_handoff_citations) and the operational gauges
     (pending_outcomes, late_revisions)."""
@@ -367,12 +366,12 @@ class RevisionRow(_Figures):
     rank: int = Field(description="1-based position in the requested order, after the filters (offset included).")
     artifact_ref: ArtifactRef
     signature_key: str
-    terminal_recurred_streak: int = Field(description="Terminal recurred verdicts since the last avoided one (CONTRACT §8).")
-    needs_review: bool = Field(description="Streak ≥ the workers' --review-threshold (CONTRACT §8), as the worker published it.")
+    terminal_recurred_streak: int = Field(description="Terminal recurred verdicts since the last avoided one (contract §8).")
+    needs_review: bool = Field(description="Streak ≥ the workers' --review-threshold (contract §8), as the worker published it.")
 
 
 class RevisionList(_Shape):
-    """``GET /scopes/{scope}/revisions`` (issue 6): the rows of every revision
+    """``GET /scopes/{scope}/revisions``: the rows of every revision
     of the scope with a selection or a verdict — not only the top N — that
     pass the filters, in the order of ``sort``, rows ``offset`` to
     ``offset + limit``. ``total``: revisions the view holds for the scope;
@@ -382,8 +381,8 @@ class RevisionList(_Shape):
     scope_id: str
     as_of_position: int
     sort: RevisionSort = Field(
-        description="streak: CONTRACT §8 order (streak desc, ArtifactRef, signature_key); recurred / selected: that count desc; "
-        "yield: lowest first, null last; ties in CONTRACT §8 order."
+        description="streak: contract §8 order (streak desc, ArtifactRef, signature_key); recurred / selected: that count desc; "
+        "yield: lowest first, null last; ties in contract §8 order."
     )
     surface: RepairSurface | None = Field(None, description="The repair_surface filter, null when none.")
     low_yield: bool | None = Field(None, description="The low_yield filter, null when none.")
@@ -392,7 +391,7 @@ class RevisionList(_Shape):
     offset: int
     total: int = Field(description="Revisions of the scope in the view.")
     available: int = Field(description="Revisions passing the filters (before offset and limit).")
-    complete: bool = Field(description="True: every revision of the scope is covered, not only the top N (issue 6).")
+    complete: bool = Field(description="True: every revision of the scope is covered, not only the top N.")
     revisions: list[RevisionRow]
 
 
@@ -407,8 +406,8 @@ class ReviewRow(_Figures):
 
 class ReviewList(_Shape):
     """``GET /scopes/{scope}/review-candidates``: the revisions needing review
-    (streak ≥ the threshold, CONTRACT §8) from the view's review set, in
-    CONTRACT §8 order, each with its repair_surface and figures. These are
+    (streak ≥ the threshold, contract §8) from the view's review set, in
+    contract §8 order, each with its repair_surface and figures. These are
     revisions, not ReviewCandidate records: the ReviewCandidate records
     themselves (one per run, experience_content only, with reason and
     failure_refs) live on the
@@ -488,7 +487,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         lifespan=lifespan,
         title="recurrence-ledger",
         version="0.1.0",
-        summary="Recurrence statistics of every scope, read from the Redis view (CONTRACT §8).",
+        summary="Recurrence statistics of every scope, read from the Redis view (contract §8).",
         description=(__doc__ or "").split("\n\n")[0],
     )
     app.state.settings = settings
@@ -548,7 +547,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             return snap
         if etag_matches(if_none_match, snap.etag):
             return answer(None, snap.etag, if_none_match, snap.record["as_of_position"])
-        # The stored canonical JSON (CONTRACT §4) as is, once checked against its shape.
+        # The stored canonical JSON (contract §4) as is, once checked against its shape.
         ScopeStatistics.model_validate(snap.record)
         return answer(RawJson(snap.record_bytes), snap.etag, None, snap.record["as_of_position"])
 
@@ -562,7 +561,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         scope: str,
         sort: Annotated[
             RevisionSort,
-            Query(description="streak (CONTRACT §8 order), recurred or selected (count desc), yield (lowest first, null last); ties in CONTRACT §8 order."),
+            Query(description="streak (contract §8 order), recurred or selected (count desc), yield (lowest first, null last); ties in contract §8 order."),
         ] = "streak",
         surface: Annotated[RepairSurface | None, Query(description="Only revisions with this repair_surface.")] = None,
         low_yield: Annotated[bool | None, Query(description="true: only low-yield revisions; false: only the others.")] = None,
@@ -572,7 +571,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         if_none_match: IfNoneMatch = None,
     ) -> Response:
         """Every revision of the scope with a selection or a verdict (the
-        view's revisions hash, issue 6) — each with its streak, review flag,
+        view's revisions hash) — each with its streak, review flag,
         repair_surface, selected / recurred / avoided counts, yield and
         low_yield — filtered, sorted and paged."""
         snap = reader.revisions(scope)

@@ -3,7 +3,7 @@
 ``run`` is the main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is
 set, otherwise the embedded runner on a journal (by default the RFC's minimum
 checkable evidence case shipped with the package). ``run-journal`` is
-CONTRACT §11 exactly.
+contract §11 exactly.
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ import typer
 from rich import box
 from rich.table import Table
 
-from processors.embedded import RunSummary, run_journal, stdout_console
-from processors.ledger.processor import LedgerConfig
+from recurrence_ledger.embedded import RunSummary, run_journal, stdout_console
+from recurrence_ledger.ledger.processor import LedgerConfig
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="recurrence-ledger: did what the agents learned from a failure help?")
 console = stdout_console()
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
 
-ThresholdOption = Annotated[int, typer.Option("--review-threshold", min=1, help="Streak at which a revision needs review (CONTRACT §8).")]
-TopOption = Annotated[int, typer.Option("--top-revisions", min=0, help="N of top_revisions (CONTRACT §8).")]
+ThresholdOption = Annotated[int, typer.Option("--review-threshold", min=1, help="Streak at which a revision needs review (contract §8).")]
+TopOption = Annotated[int, typer.Option("--top-revisions", min=0, help="N of top_revisions (contract §8).")]
 HorizonOption = Annotated[
     Optional[int],
-    typer.Option("--provenance-horizon", min=1, help="Journal positions a pending outcome may wait (CONTRACT §5); end of file always decides."),
+    typer.Option("--provenance-horizon", min=1, help="Journal positions a pending outcome may wait (contract §5); end of file always decides."),
 ]
 
 
@@ -98,7 +98,7 @@ def run_journal_command(
     max_pending_candidates: PendingCandidatesOption = 5_000,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
 ) -> None:
-    """Process a journal file with the embedded runner (CONTRACT §11)."""
+    """Process a journal file with the embedded runner (contract §11)."""
     summary = run_journal(journal, out, _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates), show_progress=not quiet)
     if not quiet:
         print_summary(summary, out)
@@ -126,7 +126,7 @@ def run_command(
                 style="red",
             )
             raise typer.Exit(2)
-        from processors.worker import run_worker, worker_config_from_env
+        from recurrence_ledger.runtime.worker import run_worker, worker_config_from_env
 
         console.print(
             f"Kafka worker on {os.environ['KAFKA_BOOTSTRAP_SERVERS']} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}",
@@ -136,7 +136,7 @@ def run_command(
         return
     out_dir = out or Path(tempfile.mkdtemp(prefix="recurrence-ledger-"))
     if journal is None:
-        with resources.as_file(resources.files("processors.examples") / EXAMPLE_JOURNAL) as packaged:
+        with resources.as_file(resources.files("recurrence_ledger.examples") / EXAMPLE_JOURNAL) as packaged:
             console.print(f"embedded runner (no KAFKA_BOOTSTRAP_SERVERS): packaged journal {EXAMPLE_JOURNAL}", style="bold")
             summary = run_journal(packaged, out_dir, config)
     else:
@@ -147,7 +147,7 @@ def run_command(
 # -- Kafka ------------------------------------------------------------------------
 
 BootstrapOption = Annotated[str, typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers.")]
-PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Deployment prefix of every topic (CONTRACT §1).")]
+PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Deployment prefix of every topic (contract §1).")]
 FormatOption = Annotated[str, typer.Option("--format", help="Value format: avro (Confluent-framed) or json.")]
 
 
@@ -166,7 +166,7 @@ def _kafka_errors():
 
 
 def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
-    from processors.kafka_admin import CoPartitionError
+    from recurrence_ledger.runtime.kafka_admin import CoPartitionError
 
     try:
         with _kafka_errors():
@@ -177,7 +177,7 @@ def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy impo
 
 
 def _check_topic(topic: str) -> str:
-    from topics import catalogue
+    from recurrence_ledger.topics import catalogue
 
     if topic not in catalogue.BY_NAME:
         raise typer.BadParameter(f"{topic!r} is not a catalogue topic; one of: {', '.join(catalogue.BY_NAME)}", param_hint="TOPIC")
@@ -204,7 +204,7 @@ def worker_command(
     max_pending_candidates: PendingCandidatesOption = 5_000,
 ) -> None:
     """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
-    from processors.worker import WorkerConfig, run_worker
+    from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
 
     config = WorkerConfig(
         bootstrap=bootstrap,
@@ -225,7 +225,7 @@ def worker_command(
     _run_worker_or_exit(run_worker, config)
 
 
-topics_app = typer.Typer(help="The topic catalogue (CONTRACT §1).", no_args_is_help=True)
+topics_app = typer.Typer(help="The topic catalogue (contract §1).", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 
 
@@ -237,8 +237,8 @@ def topics_create_command(
     replication: Annotated[int, typer.Option("--replication", min=1)] = 1,
 ) -> None:
     """Create every topic of the catalogue with its settings (idempotent)."""
-    from processors.kafka_admin import create_topics
-    from topics import catalogue
+    from recurrence_ledger.runtime.kafka_admin import create_topics
+    from recurrence_ledger.topics import catalogue
 
     with _kafka_errors():
         result = create_topics(bootstrap, partitions, topic_prefix, replication)
@@ -261,7 +261,7 @@ def topics_delete_command(
     """Delete a deployment's topics (the catalogue under the prefix and the
     state changelog) and consumer groups. Without --yes, lists them only.
     Stop its workers first; the Redis keys go with `view clear`."""
-    from processors.kafka_admin import delete_deployment, deployment_resources
+    from recurrence_ledger.runtime.kafka_admin import delete_deployment, deployment_resources
 
     if not yes:
         names = [name for resources in deployment_resources(topic_prefix, app_id) for name in resources]
@@ -278,7 +278,7 @@ def topics_delete_command(
 @topics_app.command("list")
 def topics_list_command() -> None:
     """Print the catalogue: topic, direction, key, value schema, cleanup."""
-    from topics import catalogue
+    from recurrence_ledger.topics import catalogue
 
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("topic", "direction", "key", "value", "cleanup", "retention ms", "schema id"):
@@ -297,7 +297,7 @@ def publish_command(
     per_kind: Annotated[bool, typer.Option("--per-kind", help="Publish to the per-kind topics (one per event kind, candidates included) instead of source-journal.")] = False,
 ) -> None:
     """Load a journal file into the input topics (idempotent producer)."""
-    from processors.kafka_io import publish_journal
+    from recurrence_ledger.runtime.kafka_io import publish_journal
 
     with _kafka_errors():
         summary = publish_journal(bootstrap, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
@@ -312,12 +312,12 @@ def publish_command(
 @app.command("export")
 def export_command(
     topic: Annotated[str, typer.Argument(help="Logical output topic, e.g. recurrence-observations.")],
-    out: Annotated[Path, typer.Option("--out", dir_okay=False, help="JSON Lines file (CONTRACT §11 format).")],
+    out: Annotated[Path, typer.Option("--out", dir_okay=False, help="JSON Lines file (contract §11 format).")],
     bootstrap: BootstrapOption,
     topic_prefix: PrefixOption = "",
 ) -> None:
     """Write a topic's committed records to JSON Lines, partition by partition."""
-    from processors.kafka_io import export_topic
+    from recurrence_ledger.runtime.kafka_io import export_topic
 
     _check_topic(topic)
     with _kafka_errors():
@@ -339,8 +339,8 @@ def replay_command(
     max_pending_candidates: PendingCandidatesOption = 5_000,
 ) -> None:
     """Re-run the ledger over the input topics; adds only records whose
-    identity is not in the ledger yet (CONTRACT §6, §10)."""
-    from processors.replay import parse_start, run_replay
+    identity is not in the ledger yet (contract §6, §10)."""
+    from recurrence_ledger.runtime.replay import parse_start, run_replay
 
     try:
         replay_start = parse_start(start)
@@ -383,9 +383,9 @@ def rebuild_command(
     topics alone, check them against the latest statistics and
     revision-statistics records, and rewrite the Redis view. Exit code 1
     when the rebuilt views differ from the live ones."""
-    from processors.kafka_io import read_topic
-    from processors.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
-    from processors.view import RedisView, default_namespace, read_revision_statistics_topic, read_statistics_topic
+    from recurrence_ledger.runtime.kafka_io import read_topic
+    from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
+    from recurrence_ledger.view import RedisView, default_namespace, read_revision_statistics_topic, read_statistics_topic
 
     with _kafka_errors():
         observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
@@ -439,16 +439,16 @@ def explain_command(
     """Why an outcome counted the way it did: receipt → Handoff → cited
     revisions, each failure item and its RecurrenceMatch, and for every
     revision the verdict or the exact reason there is none."""
-    from processors.ledger.explain import OutcomeNotFound, explain_outcome
+    from recurrence_ledger.ledger.explain import OutcomeNotFound, explain_outcome
 
     if journal is not None:
-        from processors.embedded import journal_ledger
+        from recurrence_ledger.embedded import journal_ledger
 
         events, outputs = journal_ledger(journal)
         matches, observations = outputs["recurrence-matches"], outputs["recurrence-observations"]
     elif bootstrap:
-        from processors.kafka_io import read_topic
-        from topics import catalogue
+        from recurrence_ledger.runtime.kafka_io import read_topic
+        from recurrence_ledger.topics import catalogue
 
         with _kafka_errors():
             events = []
@@ -509,8 +509,8 @@ def view_rebuild_command(
     review_threshold: ThresholdOption = 3,
 ) -> None:
     """Rebuild the Redis view from the recurrence-statistics topic."""
-    from processors.view import RedisView, rebuild_from_topic
-    from processors.view import default_namespace
+    from recurrence_ledger.view import RedisView, rebuild_from_topic
+    from recurrence_ledger.view import default_namespace
 
     view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
     with _kafka_errors():
@@ -524,7 +524,7 @@ def view_clear_command(
     topic_prefix: PrefixOption = "",
 ) -> None:
     """Delete every key of the Redis view's namespace (the prefix's)."""
-    from processors.view import RedisView, default_namespace
+    from recurrence_ledger.view import RedisView, default_namespace
 
     view = RedisView(redis_url, namespace=default_namespace(topic_prefix))
     try:
@@ -534,7 +534,7 @@ def view_clear_command(
     console.print(f"{deleted} keys deleted from {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 
-from processors.cli_ops import register  # noqa: E402 - serve, rank, stats (issue 5)
+from recurrence_ledger.cli_ops import register  # noqa: E402 - serve, rank, stats
 
 register(app)
 

@@ -1,10 +1,10 @@
 """Operator commands of the ``recurrence-ledger`` CLI: ``serve``, ``rank`` and
-``stats`` (issue 5). ``register(app)`` adds them to the main Typer app.
+``stats``. ``register(app)`` adds them to the main Typer app.
 
 ``rank`` and ``stats`` read the Redis view that the workers project from the
-``recurrence-statistics`` and ``revision-statistics`` topics (CONTRACT §8,
-issue 6; key layout in ``processors.view``), with the same reader as the HTTP
-API (``processors.api.ViewReader``); they never recompute a rule. Both take
+``recurrence-statistics`` and ``revision-statistics`` topics (contract §8,
+issue 6; key layout in ``recurrence_ledger.view``), with the same reader as the HTTP
+API (``recurrence_ledger.api.ViewReader``); they never recompute a rule. Both take
 ``--redis-url`` (env REDIS_URL) and ``--topic-prefix`` (env RL_TOPIC_PREFIX,
 which names the view's namespace as the worker does). Exit codes: 0, 1 when
 Redis does not answer or ``--scope`` names a scope the view does not hold,
@@ -12,7 +12,7 @@ Redis does not answer or ``--scope`` names a scope the view does not hold,
 
 ``rank`` lists every revision of every scope (or of ``--scope``) that has a
 selection or a verdict — the view's revisions hash, one last
-RevisionStatistics record per revision (issue 6), not only each scope's top N
+RevisionStatistics record per revision, not only each scope's top N
 — each with artifact_ref, signature_key, terminal_recurred_streak,
 needs_review and the revision's figures (repair_surface, selected / recurred /
 avoided counts, yield, low_yield). It orders them by streak, then
@@ -33,13 +33,13 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from processors.api import ApiSettings, ViewReader
-from processors.embedded import stdout_console
+from recurrence_ledger.api import ApiSettings, ViewReader
+from recurrence_ledger.embedded import stdout_console
 
 console = stdout_console()
 errors = Console(stderr=True)
 
-#: RFC repair_surface values (schemas.models.RepairSurface).
+#: RFC repair_surface values (recurrence_ledger.ledger.models.RepairSurface).
 REPAIR_SURFACES = ("experience_content", "working_state", "recall_policy", "acceptance_check")
 
 RedisOption = Annotated[Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", help="Redis holding the view (default redis://127.0.0.1:6379/0).")]
@@ -83,7 +83,7 @@ ROW_FIELDS = ("terminal_recurred_streak", "repair_surface", "selected", "recurre
 
 
 def rank_order(row: dict) -> tuple:
-    """``rank``'s order (issue 5): streak descending, then recurrences
+    """``rank``'s order: streak descending, then recurrences
     (``recurred``) descending, then ArtifactRef (family, artifact_id,
     revision), then signature_key, then scope id."""
     ref = row["artifact_ref"]
@@ -94,9 +94,9 @@ def rank_order(row: dict) -> tuple:
 
 
 def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | None = None, low_yield: bool = False) -> list[dict]:
-    """The rows ``rank`` prints (issue 6): ``revisions`` maps a scope id to
+    """The rows ``rank`` prints: ``revisions`` maps a scope id to
     its RevisionStatistics rows (every revision of the scope, as
-    ``processors.api.ViewReader.revisions`` reads them); keeps those whose
+    ``recurrence_ledger.api.ViewReader.revisions`` reads them); keeps those whose
     repair_surface is ``surface`` when given and only low-yield ones with
     ``low_yield``; sorts them in :func:`rank_order` and returns the first
     ``limit``. Each row: ``{rank, scope_id, artifact_ref, signature_key,
@@ -121,8 +121,7 @@ def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | Non
 
 
 def _revisions(reader: ViewReader, scope: str | None) -> dict[str, list[dict]]:
-    """``scope_id -> RevisionStatistics rows`` (the view's revisions hash,
-    issue 6) for ``scope`` or every scope, sorted by scope id. Raises
+    """``scope_id -> RevisionStatistics rows`` (the view's revisions hash) for ``scope`` or every scope, sorted by scope id. Raises
     typer.Exit(1) for an unknown scope or when Redis is down."""
     return {scope_id: snap.rows for scope_id, snap in _read_scopes(reader, scope, reader.revisions).items()}
 
@@ -137,7 +136,7 @@ def rank_command(
     topic_prefix: PrefixOption = "",
 ) -> None:
     """Every revision ordered by streak, then recurrences, then ArtifactRef,
-    from the Redis view's revisions hash (issue 6), with each revision's
+    from the Redis view's revisions hash, with each revision's
     repair_surface, counts and yield."""
     if surface is not None and surface not in REPAIR_SURFACES:
         raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
@@ -203,7 +202,7 @@ def stats_command(
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
-    """The ScopeStatistics record of each scope (CONTRACT §8) from the Redis
+    """The ScopeStatistics record of each scope (contract §8) from the Redis
     view. ``--json`` prints a JSON array of the records, sorted by scope id,
     exactly as the view stores them."""
     reader = _reader(redis_url, topic_prefix)
@@ -239,7 +238,7 @@ def serve_command(
 ) -> None:
     """Serve the statistics API and the dashboard (uvicorn): GET / for the
     page, /scopes…, /openapi.json, /healthz."""
-    from processors.api import serve
+    from recurrence_ledger.api import serve
 
     settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix, review_threshold=review_threshold)
     console.print(

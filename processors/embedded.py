@@ -1,8 +1,8 @@
-"""CONTRACT §11: the embedded runner — a journal file in, one JSON Lines file
+"""contract §11: the embedded runner — a journal file in, one JSON Lines file
 per output topic out, through the same core as the Kafka worker.
 
-Each output line is the record value as canonical JSON (CONTRACT §4), so two
-runs over the same input produce byte-identical files (CONTRACT §10).
+Each output line is the record value as canonical JSON (contract §4), so two
+runs over the same input produce byte-identical files (contract §10).
 """
 
 from __future__ import annotations
@@ -19,19 +19,19 @@ from typing import BinaryIO
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from processors.ledger.intake import Coordinates, ingest_journal_line
-from processors.ledger.normalize import canonical_json
-from processors.ledger.processor import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.processor import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
 
 #: Dead-letter coordinates topic for records read from a journal file: the
-#: file is a copy of the source-journal topic (CONTRACT §1).
+#: file is a copy of the source-journal topic (contract §1).
 JOURNAL_TOPIC = "source-journal"
 
 
 @dataclass
 class RunSummary:
     """What a run produced: records per output topic, each scope's last
-    statistics record (its current view, CONTRACT §11) and admission
+    statistics record (its current view, contract §11) and admission
     counts: ``admission`` maps "accepted", "rejected", "near_duplicates"
     (decisions listing any) and each rejection reason code to a count."""
 
@@ -111,10 +111,10 @@ def run_journal(
     validate_outputs: bool = False,
 ) -> RunSummary:
     """Process ``journal`` (JSON Lines, ``../cases/README.md``) and write
-    ``out_dir/<topic>.jsonl`` for every output topic of CONTRACT §1.
+    ``out_dir/<topic>.jsonl`` for every output topic of contract §1.
 
     The end of the file counts as the provenance horizon passing for every
-    outcome still pending (CONTRACT §5). Bad lines go to
+    outcome still pending (contract §5). Bad lines go to
     ``dead-letter.jsonl`` with their line number as offset; processing goes
     on. ``validate_outputs`` validates every output against its pydantic
     model (tests). Raises OSError if the journal cannot be read or the output
@@ -143,7 +143,7 @@ def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> tuple[l
     value), output records per topic)`` — what ``explain`` reads when it is
     pointed at a journal file instead of Kafka. Bad lines are skipped (they
     are in the dead-letter list of the outputs)."""
-    from processors.ledger.intake import BadRecord, decode_journal_line, validate
+    from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, validate
 
     processor = LedgerProcessor(config=config)
     events: list[tuple[str, dict]] = []

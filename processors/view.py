@@ -1,7 +1,6 @@
-"""CONTRACT §8 (ScopeStatistics) and §1 (the Redis projection that dashboards
+"""contract §8 (ScopeStatistics) and §1 (the Redis projection that dashboards
 read): the `recurrence-statistics` records of every scope and the
-`revision-statistics` records of every revision (the ``revisions`` view,
-issue 6), projected into Redis.
+`revision-statistics` records of every revision (the ``revisions`` view), projected into Redis.
 
 The projection is a materialized view of the compacted
 `recurrence-statistics` and `revision-statistics` topics, never a source of
@@ -24,10 +23,10 @@ verbatim.
 | key | type | content |
 | --- | --- | --- |
 | `{ns}:scopes` | set | the scope ids (verbatim, not escaped) |
-| `{ns}:scope:{scope}` | hash | `as_of_position`, `selected`, `recurred`, `avoided`, `unknown`, `unlinked_handoff_citations`, `needing_review`, `pending_outcomes`, `late_revisions` as integer strings; `top_revisions` (canonical JSON list, CONTRACT §8 order); `record` (the whole ScopeStatistics record as canonical JSON, CONTRACT §4) |
+| `{ns}:scope:{scope}` | hash | `as_of_position`, `selected`, `recurred`, `avoided`, `unknown`, `unlinked_handoff_citations`, `needing_review`, `pending_outcomes`, `late_revisions` as integer strings; `top_revisions` (canonical JSON list, contract §8 order); `record` (the whole ScopeStatistics record as canonical JSON, contract §4) |
 | `{ns}:scope:{scope}:top` | sorted set | member = canonical JSON `{"artifact_ref": {…}, "signature_key": "…"}`, score = `terminal_recurred_streak`; only the rows of `top_revisions` |
 | `{ns}:scope:{scope}:review` | set | the same member strings, for the rows of `top_revisions` whose streak ≥ the view's review threshold (default 3) |
-| `{ns}:scope:{scope}:revisions` | hash | one field per Experience revision of the scope with a selection or a verdict (issue 6), every revision and not only the top N: field = `revision_member(artifact_ref)`, the canonical JSON of the ArtifactRef (`{"artifact_id":"P1","family":"experience","revision":1}`); value = that revision's last RevisionStatistics record as canonical JSON (CONTRACT §4: scope_id, artifact_ref, signature_key, terminal_recurred_streak, needs_review, repair_surface, selected, recurred, avoided, yield, low_yield) |
+| `{ns}:scope:{scope}:revisions` | hash | one field per Experience revision of the scope with a selection or a verdict, every revision and not only the top N: field = `revision_member(artifact_ref)`, the canonical JSON of the ArtifactRef (`{"artifact_id":"P1","family":"experience","revision":1}`); value = that revision's last RevisionStatistics record as canonical JSON (contract §4: scope_id, artifact_ref, signature_key, terminal_recurred_streak, needs_review, repair_surface, selected, recurred, avoided, yield, low_yield) |
 
 A dashboard reads one scope in one round trip: `HGETALL {ns}:scope:{scope}`.
 Each scope is written by one MULTI/EXEC transaction that replaces its hash,
@@ -49,7 +48,7 @@ Limits:
   is the true count.
 - Redis ties in a sorted set are ordered by member bytes, which is not the
   ArtifactRef order (`revision` 10 sorts before 2 as text); `RedisView.top`
-  re-sorts ties as CONTRACT §8 does. A dashboard reading the sorted set
+  re-sorts ties as contract §8 does. A dashboard reading the sorted set
   directly should do the same.
 - The revisions hash is complete (one field per revision the ledger
   published a RevisionStatistics record for) but unordered: readers
@@ -76,17 +75,17 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from processors.ledger.intake import BadRecord
-from processors.ledger.normalize import canonical_json
-from schemas.models import RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.intake import BadRecord
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.models import RevisionStatistics, ScopeStatistics
 
 log = logging.getLogger(__name__)
 
-#: The statistics topic (CONTRACT §1): compacted, the latest record per scope.
+#: The statistics topic (contract §1): compacted, the latest record per scope.
 STATISTICS_TOPIC = "recurrence-statistics"
 
-#: The revisions topic (issue 6): compacted, the latest RevisionStatistics
-#: record per revision (key ``processors.ledger.statistics.revision_key``).
+#: The revisions topic: compacted, the latest RevisionStatistics
+#: record per revision (key ``recurrence_ledger.ledger.statistics.revision_key``).
 REVISION_STATISTICS_TOPIC = "revision-statistics"
 
 #: Fields per HSET command when a scope's revisions are written (a rebuild
@@ -94,7 +93,7 @@ REVISION_STATISTICS_TOPIC = "revision-statistics"
 HSET_CHUNK = 1000
 
 #: Hash fields holding the counters and gauges of a ScopeStatistics record
-#: (CONTRACT §8), as integer strings.
+#: (contract §8), as integer strings.
 COUNTER_FIELDS: tuple[str, ...] = (
     "as_of_position",
     "selected",
@@ -127,8 +126,8 @@ def default_namespace(topic_prefix: str | None = None) -> str:
     ``"rl:" + topic_prefix`` ("rl:prod." for the prefix "prod."), as the
     worker names it. ``clear`` of "rl" never touches "rl:prod.:…" keys (it
     deletes this layout's keys only). With ``topic_prefix`` None the prefix
-    comes from env RL_TOPIC_PREFIX (topics.catalogue.prefix)."""
-    from topics.catalogue import prefix
+    comes from env RL_TOPIC_PREFIX (recurrence_ledger.topics.catalogue.prefix)."""
+    from recurrence_ledger.topics.catalogue import prefix
 
     active = prefix() if topic_prefix is None else topic_prefix
     return f"rl:{active}" if active else "rl"
@@ -142,16 +141,16 @@ def escape_scope(scope_id: str) -> str:
 
 def member(row: dict) -> str:
     """Sorted-set / review-set member of a ``top_revisions`` row: canonical
-    JSON of ``{"artifact_ref": …, "signature_key": …}`` (CONTRACT §4)."""
+    JSON of ``{"artifact_ref": …, "signature_key": …}`` (contract §4)."""
     return canonical_json({"artifact_ref": row["artifact_ref"], "signature_key": row["signature_key"]}).decode()
 
 
 def revision_member(artifact_ref: dict) -> str:
-    """Field of a revision in ``{ns}:scope:{scope}:revisions`` (issue 6):
-    the canonical JSON of its ArtifactRef (CONTRACT §4), e.g.
+    """Field of a revision in ``{ns}:scope:{scope}:revisions``:
+    the canonical JSON of its ArtifactRef (contract §4), e.g.
     ``{"artifact_id":"P1","family":"experience","revision":1}``. One field
     per revision, like the topic's record key
-    (``processors.ledger.statistics.revision_key``) within a scope. Raises
+    (``recurrence_ledger.ledger.statistics.revision_key``) within a scope. Raises
     KeyError for an ArtifactRef without family, artifact_id or revision."""
     return canonical_json(
         {"family": artifact_ref["family"], "artifact_id": artifact_ref["artifact_id"], "revision": artifact_ref["revision"]}
@@ -159,7 +158,7 @@ def revision_member(artifact_ref: dict) -> str:
 
 
 def _rank_key(row: dict) -> tuple:
-    """CONTRACT §8 top_revisions order: streak descending, then ArtifactRef
+    """contract §8 top_revisions order: streak descending, then ArtifactRef
     order (family, artifact_id, revision), then signature_key."""
     ref = row["artifact_ref"]
     return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
@@ -211,8 +210,8 @@ class _Pending:
 
 
 class RedisView:
-    """The Redis projection of ``recurrence-statistics`` (CONTRACT §8) and
-    ``revision-statistics`` (issue 6); key layout in this module's docstring.
+    """The Redis projection of ``recurrence-statistics`` (contract §8) and
+    ``revision-statistics``; key layout in this module's docstring.
 
     ``url``: a redis-py URL (``redis://127.0.0.1:6379/0``). ``namespace``: the
     key prefix (``default_namespace()`` gives the deployment's).
@@ -273,7 +272,7 @@ class RedisView:
 
     @property
     def pending_revisions(self) -> int:
-        """Revision rows (issue 6) not yet in Redis, over every scope."""
+        """Revision rows not yet in Redis, over every scope."""
         return sum(len(pending.revisions) for pending in self._pending.values())
 
     @property
@@ -295,14 +294,14 @@ class RedisView:
         return f"{self.namespace}:scope:{escape_scope(scope_id)}"
 
     def revisions_key(self, scope_id: str) -> str:
-        """``{ns}:scope:{scope}:revisions`` (the revisions hash, issue 6) of a
+        """``{ns}:scope:{scope}:revisions`` (the revisions hash) of a
         scope id."""
         return f"{self.scope_key(scope_id)}:revisions"
 
     # ------------------------------------------------------------ writes
 
     def submit(self, records: Iterable[dict], revisions: Iterable[dict] = ()) -> None:
-        """Take ScopeStatistics records (CONTRACT §8 dicts) and
+        """Take ScopeStatistics records (contract §8 dicts) and
         RevisionStatistics records (issue 6 dicts), each in publication
         order; keep the latest record per scope and the latest row per
         revision (scope_id + artifact_ref) as pending, then try to flush. A
@@ -435,7 +434,7 @@ class RedisView:
     # ------------------------------------------------------------ reads and admin
 
     def read(self, scope_id: str) -> dict | None:
-        """The ScopeStatistics record (CONTRACT §8) of a scope from one HGETALL
+        """The ScopeStatistics record (contract §8) of a scope from one HGETALL
         (its ``record`` field), or None when the scope is not in Redis.
         Raises redis errors (reads are for dashboards and tools, which should
         see an outage)."""
@@ -451,7 +450,7 @@ class RedisView:
     def top(self, scope_id: str, limit: int = 10) -> list[dict]:
         """The first ``limit`` rows of a scope's sorted set as RecurrenceStreak
         dicts (with the revision's figures when the record carries them), in
-        CONTRACT §8 order (streak descending, then ArtifactRef order, then
+        contract §8 order (streak descending, then ArtifactRef order, then
         signature_key); [] for an unknown scope. Two round trips: the
         ``limit``-th score, then every member at or above it, so that ties at
         the cut are decided by the contract's order and not by Redis' byte
@@ -475,8 +474,8 @@ class RedisView:
         return [full.get(member(row), row) for row in rows]
 
     def revisions(self, scope_id: str) -> list[dict]:
-        """Every row of the scope's revisions hash (issue 6) as
-        RevisionStatistics dicts, in CONTRACT §8 order (streak descending,
+        """Every row of the scope's revisions hash as
+        RevisionStatistics dicts, in contract §8 order (streak descending,
         then ArtifactRef order, then signature_key); [] for a scope the view
         holds no revision of. One HVALS. Raises redis errors."""
         rows = [orjson.loads(value) for value in self._client.hvals(self.revisions_key(scope_id))]
@@ -513,11 +512,11 @@ class RedisView:
 
 def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> dict[str, dict]:
     """The last ScopeStatistics record per scope in the physical
-    ``topic_prefix + "recurrence-statistics"`` topic (CONTRACT §1, §8).
+    ``topic_prefix + "recurrence-statistics"`` topic (contract §1, §8).
 
-    The topic is read to its end with ``processors.kafka_io.read_raw``
+    The topic is read to its end with ``recurrence_ledger.runtime.kafka_io.read_raw``
     (read_committed, every partition from the beginning, no group offsets);
-    values are decoded with ``schemas.codec.decode_value(raw,
+    values are decoded with ``recurrence_ledger.schemas.codec.decode_value(raw,
     ("ScopeStatistics",))``; a tombstone removes its key's scope; an
     undecodable record is logged and skipped.
 
@@ -525,8 +524,8 @@ def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float
     exist, TimeoutError when the end is not reached within ``timeout``
     seconds, KafkaException on a broker error.
     """
-    from processors.kafka_io import read_raw
-    from schemas.codec import decode_value
+    from recurrence_ledger.runtime.kafka_io import read_raw
+    from recurrence_ledger.schemas.codec import decode_value
 
     topic = topic_prefix + STATISTICS_TOPIC
     latest: dict[str, dict] = {}
@@ -546,15 +545,15 @@ def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float
 
 def read_revision_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> dict[str, dict[str, dict]]:
     """The last RevisionStatistics record per revision in the physical
-    ``topic_prefix + "revision-statistics"`` topic (issue 6), as
+    ``topic_prefix + "revision-statistics"`` topic, as
     ``scope_id -> {revision_member(artifact_ref) -> record}``.
 
     Read like :func:`read_statistics_topic` (``read_raw``: read_committed,
     every partition to its end, no group offsets; a revision's records all
     share a key, hence a partition, so the last one read is its current
-    row); values decoded with ``schemas.codec.decode_value(raw,
+    row); values decoded with ``recurrence_ledger.schemas.codec.decode_value(raw,
     ("RevisionStatistics",))``. A tombstone removes the revision its key
-    names (``processors.ledger.statistics.revision_key``: canonical JSON of
+    names (``recurrence_ledger.ledger.statistics.revision_key``: canonical JSON of
     ``{"artifact_ref", "scope_id"}``); an undecodable record or key is
     logged and skipped.
 
@@ -562,8 +561,8 @@ def read_revision_statistics_topic(bootstrap: str, topic_prefix: str = "", timeo
     exist, TimeoutError when the end is not reached within ``timeout``
     seconds, KafkaException on a broker error.
     """
-    from processors.kafka_io import read_raw
-    from schemas.codec import decode_value
+    from recurrence_ledger.runtime.kafka_io import read_raw
+    from recurrence_ledger.schemas.codec import decode_value
 
     topic = topic_prefix + REVISION_STATISTICS_TOPIC
     latest: dict[tuple[str, str], dict] = {}
@@ -593,7 +592,7 @@ def read_revision_statistics_topic(bootstrap: str, topic_prefix: str = "", timeo
 
 def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> int:
     """Rebuild ``view`` from the compacted ``recurrence-statistics`` topic
-    (CONTRACT §1, §8) and ``revision-statistics`` topic (issue 6): read both
+    (contract §1, §8) and ``revision-statistics`` topic: read both
     physical topics whole (``read_statistics_topic``,
     ``read_revision_statistics_topic``), then clear the namespace and write
     the last record of every scope together with the last row of each of its

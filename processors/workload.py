@@ -23,7 +23,7 @@ class Workload:
     scope. ``heads_per_scope``: failure-bearing Experience artifacts per scope
     (each gets revision 1; every 10th also a revision 2 later). ``handoffs``:
     Handoff revisions (and receipts) per scope. ``seed``: RNG seed.
-    ``candidates``: probability that an admission candidate (issue 6) follows
+    ``candidates``: probability that an admission candidate follows
     a Task Outcome — citing it, or the next one (so it waits), with the cue
     of a head, a near-duplicate of one or a new one, and now and then no
     repair_surface. 0 (the default) draws nothing, so journals of the other

@@ -6,7 +6,7 @@ the same JSON-compatible dicts the core emits (pydantic ``model_dump(mode=
 "json")`` shape); optional fields are Avro unions with null.
 
 Framing (the Confluent Schema Registry wire format) lives in
-``schemas.codec``; this module only encodes/decodes the Avro body.
+``recurrence_ledger.schemas.codec``; this module only encodes/decodes the Avro body.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fastavro.schema import load_schema
 SCHEMA_DIR = Path(__file__).resolve().parent
 NAMESPACE = "recurrence_ledger"
 
-#: Top-level record schemas that travel on topics (CONTRACT §1).
+#: Top-level record schemas that travel on topics (contract §1).
 TOPIC_RECORDS = (
     "SourceEvent",
     "ExperienceRevision",
@@ -133,7 +133,7 @@ def decode(name: str, body: bytes) -> dict:
     """Decode a schemaless Avro body under schema ``name``.
 
     Raises EOFError, ValueError, UnicodeDecodeError or similar on bad bytes;
-    the caller maps any exception to ``undecodable_avro`` (CONTRACT §9).
+    the caller maps any exception to ``undecodable_avro`` (contract §9).
     """
     stream = io.BytesIO(body)
     value = fastavro.schemaless_reader(stream, parsed_schema(name))

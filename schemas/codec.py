@@ -1,9 +1,9 @@
-"""Record values on the wire (CONTRACT §1, §9).
+"""Record values on the wire (contract §1, §9).
 
 Avro values are framed in the Confluent Schema Registry wire format so that
 standard consumers can read them: byte 0 is the magic byte 0, bytes 1–4 the
 schema id (big-endian), then the schemaless Avro body. Schema ids are the
-fixed table ``topics.catalogue.SCHEMA_IDS``.
+fixed table ``recurrence_ledger.topics.catalogue.SCHEMA_IDS``.
 
 JSON is accepted on input as an option for simple producers: a value whose
 first byte is ``{`` is JSON (the same shapes as the Avro records). Output
@@ -15,10 +15,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from processors.ledger.intake import MAX_RECORD_BYTES, BadRecord, decode_json
-from processors.ledger.normalize import canonical_json
-from schemas import avro
-from topics.catalogue import BY_NAME, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
+from recurrence_ledger.ledger.intake import MAX_RECORD_BYTES, BadRecord, decode_json
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.schemas import avro
+from recurrence_ledger.topics.catalogue import BY_NAME, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
 
 MAGIC = 0
 _HEADER = struct.Struct(">bI")
@@ -77,7 +77,7 @@ def decode_value(raw: bytes, expected: tuple[str, ...]) -> dict:
 
 
 def decode_source(logical_topic: str, raw: bytes | None) -> tuple[str, Any]:
-    """``(event kind topic, value)`` of one input record (CONTRACT §1).
+    """``(event kind topic, value)`` of one input record (contract §1).
 
     On ``source-journal`` the value is a SourceEvent envelope
     ``{"topic": kind, "value": event}`` (Avro or JSON); on a per-kind topic it

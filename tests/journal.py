@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from processors.ledger.intake import Coordinates, ingest_journal_line
-from processors.ledger.processor import OUTPUT_TOPICS, LedgerConfig, LedgerProcessor
+from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
+from recurrence_ledger.ledger.processor import OUTPUT_TOPICS, LedgerConfig, LedgerProcessor
 
 
 def ev(ref: str = "ci:run") -> list[dict]:

@@ -14,7 +14,7 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True, env=environment, timeout=120
+        [sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True, env=environment, timeout=120
     )
 
 
@@ -41,7 +41,7 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     }
     assert [(r["artifact_ref"]["revision"], r["terminal_recurred_streak"]) for r in last["top_revisions"]] == [(1, 1), (2, 1)]
     assert "billing-api" in result.stdout
-    # Its two admission candidates (issue 6): one accepted with a near-duplicate, one rejected.
+    # Its two admission candidates: one accepted with a near-duplicate, one rejected.
     decisions = [json.loads(line) for line in (tmp_path / "admission-decisions.jsonl").read_text().splitlines()]
     assert [(d["decision"], d["reasons"], len(d["near_duplicates"])) for d in decisions] == [
         ("accepted", [], 1), ("rejected", ["no_failure_evidence", "cue_restates_outcome", "missing_repair_surface"], 0)]

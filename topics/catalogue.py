@@ -1,4 +1,4 @@
-"""The topic catalogue (CONTRACT §1): every topic the ledger reads or writes,
+"""The topic catalogue (contract §1): every topic the ledger reads or writes,
 with its key, value schema, cleanup policy and retention.
 
 Logical names are the contract's; a deployment may prefix every name
@@ -20,7 +20,7 @@ MAX_OUTPUT_MESSAGE_BYTES = 16 * 1024 * 1024
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """One topic of CONTRACT §1.
+    """One topic of contract §1.
 
     ``name``: logical name. ``direction``: "in" or "out". ``key``: what the
     record key is. ``schema``: Avro record name under schemas/ (the value).
@@ -50,7 +50,7 @@ class TopicSpec:
 
 
 #: Schema ids of the Confluent wire-format frame. Without a Schema Registry
-#: these fixed ids are the registry (``schemas.codec``); a deployment with a
+#: these fixed ids are the registry (``recurrence_ledger.schemas.codec``); a deployment with a
 #: registry registers schemas/*.avsc under these ids' subjects.
 SCHEMA_IDS: dict[str, int] = {
     "SourceEvent": 1,

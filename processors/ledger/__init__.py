@@ -1,6 +1,6 @@
-"""The pure ledger core (CONTRACT §3–§8).
+"""The pure ledger core (contract §3–§8).
 
 Nothing under this package imports Kafka, Faust, Redis, fastavro or does file
 I/O; ``tests/ledger/test_purity.py`` enforces it. Entry point:
-``processors.ledger.processor.LedgerProcessor``.
+``recurrence_ledger.ledger.processor.LedgerProcessor``.
 """

@@ -1,6 +1,6 @@
-"""Admission of failure records (RFC "Admission rules" 1–6; issue 6).
+"""Admission of failure records (contract §12, rules 1–6).
 
-A candidate (``schemas.models.ExperienceCandidate``) proposes an Experience
+A candidate (``recurrence_ledger.ledger.models.ExperienceCandidate``) proposes an Experience
 revision with a failure block and cites the Sources it rests on. The core
 decides it once, immutably, when every cited Task Outcome is known to the
 ledger or the provenance horizon passes (``LedgerProcessor``); this module
@@ -9,7 +9,7 @@ holds the rules as pure functions of plain dicts.
 Rules, and the reason code a broken rule puts in ``reasons`` (all broken
 rules are listed, in rule order):
 
-1. at least one cited Task Outcome has a failure item (CONTRACT §6) —
+1. at least one cited Task Outcome has a failure item (contract §6) —
    ``no_failure_evidence``, or ``missing_source`` when a cited Task Outcome
    was still unknown at the horizon; the decision lists the failure items it
    relied on as TaskOutcomeItemRefs;
@@ -36,13 +36,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from processors.ledger.normalize import digest, normalize
-from processors.ledger.state import LedgerState, experience_ref
+from recurrence_ledger.ledger.normalize import digest, normalize
+from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
 #: RFC: "MAX_FAILURE_CUE_LENGTH is a proposed new constant (512)" — counted
 #: in Unicode code points of the cue as written.
 MAX_FAILURE_CUE_LENGTH = 512
-#: Longest check_subject of a published FailureVerification (CONTRACT §3:
+#: Longest check_subject of a published FailureVerification (contract §3:
 #: 1–512 characters): an accepted record must be publishable as it is.
 MAX_CHECK_SUBJECT_LENGTH = 512
 #: A decision lists at most this many failure refs and near-duplicates (it

@@ -1,4 +1,4 @@
-"""CONTRACT §5: the linked chain, pending outcomes, and Handoff citation
+"""contract §5: the linked chain, pending outcomes, and Handoff citation
 coverage (§8 ``unlinked_handoff_citations``).
 
 TaskOutcome.handoff_receipt_ref → HandoffReceipt (resolves only when
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from processors.ledger.state import LedgerState, experience_ref
+from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
 LINKED = "linked"
 UNLINKED = "unlinked"
@@ -37,7 +37,7 @@ class Resolution:
 
 
 def receipt_target(receipt: dict) -> dict | None:
-    """The Handoff revision a receipt resolves to, or None (CONTRACT §3).
+    """The Handoff revision a receipt resolves to, or None (contract §3).
 
     Resolution needs status = accepted, selection = exact, evidence_status =
     available and a ``selected_revision`` of family handoff. Whether that
@@ -59,7 +59,7 @@ def resolve(state: LedgerState, scope_id: str, outcome: dict) -> Resolution:
     """Resolve ``outcome``'s chain against what the processor has seen.
 
     Returns PENDING when the receipt, the Handoff revision or a cited
-    Experience revision has not arrived yet (CONTRACT §5), UNLINKED when there
+    Experience revision has not arrived yet (contract §5), UNLINKED when there
     is no receipt ref or the receipt does not resolve, LINKED otherwise.
     """
     receipt_ref = outcome.get("handoff_receipt_ref")
@@ -87,7 +87,7 @@ def resolve(state: LedgerState, scope_id: str, outcome: dict) -> Resolution:
 def distinct_experience_citations(handoff: dict) -> list[list]:
     """Distinct cited Experience revisions of a Handoff as ``[artifact_id,
     revision]`` pairs in ArtifactRef order. A revision cited twice is one
-    candidate (CONTRACT §5); citations of other families are not candidates."""
+    candidate (contract §5); citations of other families are not candidates."""
     pairs = {
         (c["artifact_ref"]["artifact_id"], c["artifact_ref"]["revision"])
         for c in handoff["artifact_citations"]

@@ -1,5 +1,5 @@
 """Why an outcome counted the way it did: the evidence chain of one Task
-Outcome, from the ledger's own records (CONTRACT §5–§7).
+Outcome, from the ledger's own records (contract §5–§7).
 
 ``explain_outcome`` takes the scope's source events and the RecurrenceMatch
 and RecurrenceObservation records already written for the outcome. Matches
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from processors.ledger.chain import distinct_experience_citations, receipt_target
-from processors.ledger.matching import OutcomeItems
-from processors.ledger.normalize import normalize
-from processors.ledger.state import experience_ref, ref_order
-from processors.ledger.verdicts import avoided_binding
+from recurrence_ledger.ledger.chain import distinct_experience_citations, receipt_target
+from recurrence_ledger.ledger.matching import OutcomeItems
+from recurrence_ledger.ledger.normalize import normalize
+from recurrence_ledger.ledger.state import experience_ref, ref_order
+from recurrence_ledger.ledger.verdicts import avoided_binding
 
 
 class OutcomeNotFound(LookupError):
@@ -50,7 +50,7 @@ def explain_outcome(
 ) -> dict:
     """The evidence chain of task outcome ``outcome_id`` in ``scope_id``.
 
-    ``events``: ``(kind, value)`` source events (CONTRACT §3) of the scope;
+    ``events``: ``(kind, value)`` source events (contract §3) of the scope;
     ``matches`` / ``observations``: ledger records (any scope; filtered
     here). Returns a JSON-compatible dict: ``task_outcome``, ``chain``
     (status linked / unlinked / pending-or-missing-provenance and its
@@ -108,7 +108,7 @@ def explain_outcome(
 
 
 def _chain(outcome: dict, receipts: dict, handoffs: dict, experiences: dict, decided: bool) -> tuple[dict, list[tuple[str, int]]]:
-    """CONTRACT §5 for one outcome, with the reason it is (not) linked, and
+    """contract §5 for one outcome, with the reason it is (not) linked, and
     the cited failure-bearing revisions as (artifact_id, revision)."""
     cited: list[tuple[str, int]] = []
     receipt_ref = outcome["handoff_receipt_ref"]
@@ -157,7 +157,7 @@ def _chain(outcome: dict, receipts: dict, handoffs: dict, experiences: dict, dec
 
 def _revisions(linked: bool, cited: list[tuple[str, int]], items: OutcomeItems, matches: list[dict], observations: list[dict], experiences: dict) -> list[dict]:
     """Per cited (linked) or matched (unlinked) revision: the verdict or why
-    there is none (CONTRACT §7)."""
+    there is none (contract §7)."""
     matched: dict[tuple[str, int], int] = {}
     for match in matches:
         if match["result"] == "matched":

@@ -1,8 +1,8 @@
-"""CONTRACT §9: from a decoded record to the core, and bad input to dead-letter.
+"""contract §9: from a decoded record to the core, and bad input to dead-letter.
 
 Shared by the embedded runner and the Kafka worker so that both reject the
 same records with the same reason codes. Byte decoding of Avro lives in the
-shell (``schemas.codec``); JSON text is decoded here because it is a pure
+shell (``recurrence_ledger.schemas.codec``); JSON text is decoded here because it is a pure
 function of the bytes.
 
 Reason codes (machine-readable, stable):
@@ -13,16 +13,16 @@ reason                 meaning
 malformed_json         not UTF-8, not JSON, NaN/Infinity, too deeply nested, or
                        an object with a repeated key
 invalid_envelope       a journal line that is not ``{"topic": str, "value": {…}}``
-unknown_topic          the record names no input topic of CONTRACT §1
+unknown_topic          the record names no input topic of contract §1
 missing_field          a required field is absent
 unexpected_field       a field the schema does not know
 wrong_type             a field of the wrong JSON/Avro type
-too_long               a string or list over its bound (schemas.models MAX_*)
+too_long               a string or list over its bound (recurrence_ledger.ledger.models MAX_*)
 invalid_value          a value outside its enum/range/pattern or a §3 field rule
 identity_conflict      same identity, different content (§3; first version stands)
 position_conflict      journal position already used in the scope (§3)
 too_many_pending       an admission candidate that would wait in a scope already
-                       holding ``max_pending_candidates`` waiting ones (issue 6)
+                       holding ``max_pending_candidates`` waiting ones
 key_mismatch           Kafka key differs from the value's scope_id (§1)
 bad_magic_byte         Avro frame does not start with the Confluent magic byte 0
 unknown_schema_id      Avro frame names a schema id this deployment does not know
@@ -42,8 +42,8 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from processors.ledger.processor import DEAD_LETTER, Emit, LedgerProcessor
-from schemas.models import SOURCE_KINDS
+from recurrence_ledger.ledger.processor import DEAD_LETTER, Emit, LedgerProcessor
+from recurrence_ledger.ledger.models import SOURCE_KINDS
 
 #: Largest record accepted (bytes). Kafka's default message.max.bytes is ~1 MiB.
 MAX_RECORD_BYTES = 1_048_576
@@ -162,7 +162,7 @@ def validate(topic: str, value: Any) -> dict:
 
 
 def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str) -> Emit:
-    """The DeadLetter record (CONTRACT §9) for ``raw`` read at ``coordinates``.
+    """The DeadLetter record (contract §9) for ``raw`` read at ``coordinates``.
 
     A record over MAX_DEAD_LETTER_RAW bytes keeps only its first
     MAX_DEAD_LETTER_RAW bytes in ``raw`` (the message says so): the original
@@ -189,10 +189,10 @@ def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str)
 def ingest(processor: LedgerProcessor, topic: str, value: Any, raw: bytes, coordinates: Coordinates) -> list[Emit]:
     """Validate a decoded record, apply it, and turn every failure into one
     dead-letter emit. Never raises for bad input: the caller goes on with
-    the next record (CONTRACT §9).
+    the next record (contract §9).
 
     ``coordinates.key``, when set (Kafka), must equal the value's scope_id so
-    that one scope stays on one partition (CONTRACT §1).
+    that one scope stays on one partition (contract §1).
     """
     try:
         event = validate(topic, value)

@@ -1,4 +1,4 @@
-"""CONTRACT §6: failure items, frozen candidate sets and RecurrenceMatch.
+"""contract §6: failure items, frozen candidate sets and RecurrenceMatch.
 
 Matching is exact on normalized text and deterministic: eligible = frozen
 candidates whose normalized recall_cue equals the failure item's normalized
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import hashlib
 
-from processors.ledger.normalize import canonical_json, digest, digest_bytes, normalize
-from processors.ledger.state import LedgerState, experience_ref, ref_order
+from recurrence_ledger.ledger.normalize import canonical_json, digest, digest_bytes, normalize
+from recurrence_ledger.ledger.state import LedgerState, experience_ref, ref_order
 
 FAILED_CHECK_STATUSES = frozenset({"failed", "timed_out", "unavailable"})
 FAILED_OUTCOME_STATUSES = frozenset({"failed", "blocked"})
@@ -30,7 +30,7 @@ def is_verified_exact(item: dict) -> bool:
 
 
 def item_ref(outcome: dict, item_kind: str, item_index: int) -> dict:
-    """TaskOutcomeItemRef dict (CONTRACT §4).
+    """TaskOutcomeItemRef dict (contract §4).
 
     ``item_digest`` = digest of the item exactly as it appears in the
     validated Task Outcome, i.e. the pydantic dump with every field present
@@ -48,7 +48,7 @@ def item_ref(outcome: dict, item_kind: str, item_index: int) -> dict:
 
 @dataclass(frozen=True)
 class FailureItem:
-    """One failure item of a Task Outcome (CONTRACT §6).
+    """One failure item of a Task Outcome (contract §6).
 
     ``match_input`` is normalize(check.name) or normalize(observation.text);
     it may be "" (then the item matches nothing).
@@ -109,7 +109,7 @@ class OutcomeItems:
 
 
 class CandidateSet:
-    """A frozen, sorted candidate set (CONTRACT §6) with what matching needs
+    """A frozen, sorted candidate set (contract §6) with what matching needs
     from it at O(1) per outcome: the refs, their digest, a membership set,
     and a cache of sha256 states for the match digest.
 
@@ -149,7 +149,7 @@ class CandidateSet:
 
 def head_at(state: LedgerState, scope_id: str, artifact_id: str, position: int) -> int | None:
     """Head revision of an Experience artifact at ``position``: its highest
-    revision published at a journal position < ``position`` (CONTRACT §3)."""
+    revision published at a journal position < ``position`` (contract §3)."""
     best = None
     for revision, published_at in state.get("history", scope_id, artifact_id, default=[]):
         if published_at < position and (best is None or revision > best):
@@ -225,7 +225,7 @@ def build_match(
     candidates: CandidateSet,
     eligible: list[dict],
 ) -> dict:
-    """A RecurrenceMatch record (CONTRACT §6, RFC RecurrenceMatch) with
+    """A RecurrenceMatch record (contract §6, RFC RecurrenceMatch) with
     ``match_digest`` = digest of the record without ``match_digest``.
 
     A match input that normalized to "" never has eligible candidates.
@@ -255,7 +255,7 @@ def build_match(
 
 def remembered_match(match: dict) -> dict:
     """The part of a RecurrenceMatch the state keeps for the replay rule
-    (CONTRACT §6) and for verdicts."""
+    (contract §6) and for verdicts."""
     return {
         "match_digest": match["match_digest"],
         "result": match["result"],

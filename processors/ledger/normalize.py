@@ -1,4 +1,4 @@
-"""CONTRACT §4: normalization, canonical JSON and digests.
+"""contract §4: normalization, canonical JSON and digests.
 
 Pure functions of their arguments; the byte-level outputs are pinned by golden
 vectors in ``tests/ledger/golden_vectors.json``.
@@ -20,7 +20,7 @@ def _strippable(char: str) -> bool:
 
 
 def normalize(text: str) -> str:
-    """Return the comparison key of ``text`` (CONTRACT §4, RFC Matching policy).
+    """Return the comparison key of ``text`` (contract §4, RFC Matching policy).
 
     Steps, in order: Unicode NFKC; ``str.casefold``; every run of whitespace
     becomes one space; leading and trailing characters whose Unicode category
@@ -46,7 +46,7 @@ def normalize(text: str) -> str:
 
 
 def canonical_json(value: Any) -> bytes:
-    """Canonical JSON bytes of a JSON-compatible value (CONTRACT §4).
+    """Canonical JSON bytes of a JSON-compatible value (contract §4).
 
     UTF-8, keys sorted, no insignificant whitespace, no ASCII escaping —
     byte for byte what ``json.dumps(value, sort_keys=True, separators=(",",
@@ -69,5 +69,5 @@ def digest_bytes(data: bytes) -> str:
 
 
 def digest(value: Any) -> str:
-    """digest(x) = ``"sha256:" + hex(sha256(canonical_json(x)))`` (CONTRACT §4)."""
+    """digest(x) = ``"sha256:" + hex(sha256(canonical_json(x)))`` (contract §4)."""
     return digest_bytes(canonical_json(value))

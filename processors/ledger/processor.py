@@ -1,16 +1,16 @@
 """The single entry point of the pure core: ``LedgerProcessor.apply``.
 
-``apply(kind, event)`` takes one validated source event (CONTRACT §3) and
+``apply(kind, event)`` takes one validated source event (contract §3) and
 returns the output records it causes, in publication order, as ``Emit``
 tuples ``(topic, key, value)``; state changes go to the store it was built
 with. Same events in the same order → same emits, byte for byte, whatever
-the store (CONTRACT §10). A source identity seen again with identical content
+the store (contract §10). A source identity seen again with identical content
 is a duplicate and emits nothing, so replaying any window is a no-op.
 
 Publication order within one event: RecurrenceMatches (failure item order),
 then RecurrenceObservations (cited / targeted revisions in ArtifactRef order;
 selected before the verdict), then ReviewCandidates, then AdmissionDecisions
-of candidates the event completed (issue 6), then the RevisionStatistics of
+of candidates the event completed, then the RevisionStatistics of
 every revision it changed (ArtifactRef order), then the scope's
 ScopeStatistics when it changed.
 
@@ -27,15 +27,15 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
-from processors.ledger import admission, chain, matching, verdicts
-from processors.ledger.normalize import digest, normalize
-from processors.ledger.state import LedgerState, Store
-from processors.ledger.statistics import revision_key, revision_statistics, scope_statistics
-from processors.ledger.streaks import count_selected, record_verdict
-from processors.ledger.validation import check_record
-from schemas import models
+from recurrence_ledger.ledger import admission, chain, matching, verdicts
+from recurrence_ledger.ledger.normalize import digest, normalize
+from recurrence_ledger.ledger.state import LedgerState, Store
+from recurrence_ledger.ledger.statistics import revision_key, revision_statistics, scope_statistics
+from recurrence_ledger.ledger.streaks import count_selected, record_verdict
+from recurrence_ledger.ledger.validation import check_record
+from recurrence_ledger.ledger import models
 
-# Logical output topic names (CONTRACT §1); a deployment prefix is the shell's.
+# Logical output topic names (contract §1); a deployment prefix is the shell's.
 MATCHES = "recurrence-matches"
 OBSERVATIONS = "recurrence-observations"
 REVIEW_CANDIDATES = "review-candidates"
@@ -73,7 +73,7 @@ class Emit(NamedTuple):
 
 class Rejection(NamedTuple):
     """Why a valid-looking event was not applied: ``reason`` is
-    ``identity_conflict`` or ``position_conflict`` (CONTRACT §3
+    ``identity_conflict`` or ``position_conflict`` (contract §3
     immutability), ``invalid_value`` (no canonical form) or
     ``too_many_pending`` (admission, see LedgerConfig)."""
 
@@ -84,7 +84,7 @@ class Rejection(NamedTuple):
 @dataclass
 class ApplyResult:
     """Emits of one ``apply`` call, or the rejection that sends the record to
-    dead-letter (the shell adds its coordinates, CONTRACT §9)."""
+    dead-letter (the shell adds its coordinates, contract §9)."""
 
     emits: list[Emit] = field(default_factory=list)
     rejection: Rejection | None = None
@@ -92,7 +92,7 @@ class ApplyResult:
 
 @dataclass(frozen=True)
 class LedgerConfig:
-    """Deployment policy (CONTRACT §5, §8).
+    """Deployment policy (contract §5, §8).
 
     - ``review_threshold``: streak at which a revision needs review (RFC
       default 3).
@@ -127,7 +127,7 @@ class LedgerConfig:
 
 
 def _identity(kind: str, value: dict) -> tuple:
-    """Store key parts of a source event's identity (CONTRACT §3)."""
+    """Store key parts of a source event's identity (contract §3)."""
     if kind == EXPERIENCE_REVISIONS:
         return ("experience", value["artifact_ref"]["artifact_id"], value["artifact_ref"]["revision"])
     if kind == HANDOFF_REVISIONS:
@@ -148,7 +148,7 @@ def _surface_count(scope: dict, repair_surface: str, event: str) -> None:
 
 
 class LedgerProcessor:
-    """The recurrence ledger (CONTRACT §3–§8) over a mapping store.
+    """The recurrence ledger (contract §3–§8) over a mapping store.
 
     ``store``: MutableMapping for the state (a dict by default; the worker's
     partition store). Every RecurrenceMatch and RecurrenceObservation is
@@ -170,7 +170,7 @@ class LedgerProcessor:
     # -- public ---------------------------------------------------------------
     def apply(self, kind: str, value: dict) -> ApplyResult:
         """Apply one validated source event of ``kind`` (an input topic name
-        of CONTRACT §1, e.g. "task-outcomes").
+        of contract §1, e.g. "task-outcomes").
 
         ``value`` is the event in canonical form: the JSON dump of its
         validated pydantic model (every field present), as
@@ -243,7 +243,7 @@ class LedgerProcessor:
 
     def flush(self) -> list[Emit]:
         """The provenance horizon passes for everything still pending
-        (CONTRACT §5: end of a journal file). Pending outcomes are decided as
+        (contract §5: end of a journal file). Pending outcomes are decided as
         unlinked in (scope first seen, journal position) order."""
         emits: list[Emit] = []
         for scope_id in self._scopes_touched:
@@ -257,7 +257,7 @@ class LedgerProcessor:
 
     def restore_match(self, match: dict) -> None:
         """Record an already-published RecurrenceMatch (read back from the
-        ledger topic) so the replay rule (CONTRACT §6) reuses it as is."""
+        ledger topic) so the replay rule (contract §6) reuses it as is."""
         failure_ref = match["failure_ref"]
         self.state.put(
             matching.remembered_match(match),
@@ -300,7 +300,7 @@ class LedgerProcessor:
         scope["heads_version"] += 1
         scope["max_experience_position"] = max(scope["max_experience_position"], position)
         if position < scope["max_unlinked_position"]:
-            # CONTRACT §1: it does not change frozen matches of unlinked
+            # contract §1: it does not change frozen matches of unlinked
             # outcomes decided after it in journal position; count it.
             scope["late_revisions"] += 1
         chain.count_late_citation(state, scope, scope_id, ref, failure is not None)
@@ -313,10 +313,10 @@ class LedgerProcessor:
             if pending is not None:
                 self._try_decide(scope, scope_id, pending["outcome"], emits, was_pending=True)
 
-    # -- admission (RFC "Admission rules"; processors.ledger.admission) ---------
+    # -- admission (contract §12; recurrence_ledger.ledger.admission) ---------
     def _on_candidate(self, scope_id: str, candidate: dict, content_digest: str) -> ApplyResult:
         """Decide a new candidate now, or hold it until every Task Outcome it
-        cites is known (like a pending outcome, CONTRACT §5). A candidate is
+        cites is known (like a pending outcome, contract §5). A candidate is
         not a source event: it uses no journal position and moves no
         watermark. Rejected (``too_many_pending``, nothing recorded) when it
         would wait in a scope already holding ``max_pending_candidates``."""
@@ -461,7 +461,7 @@ class LedgerProcessor:
         decided: list[tuple[dict, dict]] = []
         for item in items:
             remembered = state.get("match", scope_id, outcome_id, item.item_kind, item.item_index)
-            if remembered is None:  # CONTRACT §6 replay rule: reuse, never re-decide
+            if remembered is None:  # contract §6 replay rule: reuse, never re-decide
                 if snapshot is None:
                     if linked:
                         snapshot = matching.CandidateSet(list(resolution.cited_set))

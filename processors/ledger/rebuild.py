@@ -1,4 +1,4 @@
-"""Derived views from the ledger alone (CONTRACT §7–§8; "derived views are
+"""Derived views from the ledger alone (contract §7–§8; "derived views are
 rebuildable from it").
 
 ``rebuild_views`` replays RecurrenceObservation records — in any order —
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from processors.ledger.state import LedgerState, new_scope_record
-from processors.ledger.statistics import revision_id, revision_statistics, top_revisions
-from processors.ledger.streaks import count_selected, record_verdict
+from recurrence_ledger.ledger.state import LedgerState, new_scope_record
+from recurrence_ledger.ledger.statistics import revision_id, revision_statistics, top_revisions
+from recurrence_ledger.ledger.streaks import count_selected, record_verdict
 
 #: ScopeStatistics fields that rebuild_views derives from observations.
 DERIVED_FIELDS = ("selected", "recurred", "avoided", "unknown", "needing_review", "top_revisions")
@@ -43,7 +43,7 @@ def rebuild_views(
 ) -> dict[str, dict]:
     """Per scope, the DERIVED_FIELDS of ScopeStatistics from observation
     records (dicts as published). Streaks are ordered by
-    task_outcome_position whatever the input order (CONTRACT §8), so a
+    task_outcome_position whatever the input order (contract §8), so a
     topic read partition by partition gives the live values. ``surfaces``
     (see :func:`surfaces_from`) fills the rows' repair_surface."""
     state, scopes = _replay(observations, review_threshold, surfaces or {})
@@ -65,7 +65,7 @@ def rebuild_revisions(
     review_threshold: int = 3,
     surfaces: dict[tuple[str, str, int], str] | None = None,
 ) -> dict[tuple[str, str, int], dict]:
-    """The ``revisions`` view (issue 6) from observation records alone: the
+    """The ``revisions`` view from observation records alone: the
     RevisionStatistics row of every revision with an observation, by
     (scope_id, artifact_id, revision) — what the last revision-statistics
     record of each revision must be."""

@@ -1,4 +1,4 @@
-"""Ledger state behind a small mapping interface (CONTRACT §3, §5–§8).
+"""Ledger state behind a small mapping interface (contract §3, §5–§8).
 
 The source of truth is a ``MutableMapping[tuple, JSON value]`` — a plain dict
 in the embedded runner, a changelog-backed partition store in the worker — so
@@ -8,7 +8,7 @@ and int, e.g. ``("outcome", scope_id, source_id)``; values are JSON-compatible:
 dicts, lists, str, int, None.
 
 State is proportional to live entities: one small record per source event
-identity (for duplicate and conflict detection, CONTRACT §3), one per
+identity (for duplicate and conflict detection, contract §3), one per
 RecurrenceMatch decision (replay rule, §6), one per revision with verdicts
 (streak, §8), the held content of pending outcomes only while they are pending
 (§5), and per-scope indexes (current heads, recall cues). Raw events are never
@@ -29,7 +29,7 @@ from sortedcontainers import SortedList
 Key = tuple
 Store = MutableMapping[Key, Any]
 
-_SEP = "\x1f"  # ids are validated free of control characters (schemas.models.Id)
+_SEP = "\x1f"  # ids are validated free of control characters (recurrence_ledger.ledger.models.Id)
 
 
 def ref_key(ref: dict) -> str:
@@ -43,12 +43,12 @@ def experience_ref(artifact_id: str, revision: int) -> dict:
 
 
 def ref_order(ref: dict) -> tuple[str, str, int]:
-    """ArtifactRef total order (CONTRACT §2)."""
+    """ArtifactRef total order (contract §2)."""
     return (ref["family"], ref["artifact_id"], ref["revision"])
 
 
 def new_scope_record() -> dict:
-    """Counters and watermarks of one scope (CONTRACT §8 statistics inputs)."""
+    """Counters and watermarks of one scope (contract §8 statistics inputs)."""
     return {
         "as_of_position": None,
         "selected": 0,
@@ -105,7 +105,7 @@ class LedgerState:
 
     def ranking(self, scope_id: str) -> SortedList:
         """Revisions with streak ≥ 1 of a scope, in top_revisions order
-        (CONTRACT §8): entries ``(-streak, family, artifact_id, revision,
+        (contract §8): entries ``(-streak, family, artifact_id, revision,
         signature_key)``. Built from the ``ranked`` record on first use."""
         ranking = self._rankings.get(scope_id)
         if ranking is None:

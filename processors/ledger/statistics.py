@@ -1,11 +1,11 @@
-"""CONTRACT §8: the ScopeStatistics record (RFC RecurrenceStatistics plus
+"""contract §8: the ScopeStatistics record (RFC RecurrenceStatistics plus
 ``as_of_position`` and the gauges ``pending_outcomes`` and ``late_revisions``).
 """
 
 from __future__ import annotations
 
-from processors.ledger.normalize import canonical_json
-from processors.ledger.state import LedgerState, experience_ref
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
 
 def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int) -> dict:
@@ -52,7 +52,7 @@ def _rate(recurred: int, avoided: int) -> float | None:
     return round(recurred / (recurred + avoided), 4) if recurred + avoided else None
 
 
-#: low_yield (issue "yield metrics"; surfaced only, RFC "Degradation"): at
+#: low_yield (issue "yield metrics"; surfaced only, contract §14): at
 #: least this many selections and a yield below LOW_YIELD.
 LOW_YIELD_MIN_SELECTED = 3
 LOW_YIELD = 0.3
@@ -87,7 +87,7 @@ def figures(state: LedgerState, scope_id: str, artifact_id: str, revision: int) 
 
 def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
     """The first ``limit`` revisions of the streak ranking as RecurrenceStreak
-    rows (CONTRACT §8: artifact_ref, signature_key, terminal_recurred_streak)
+    rows (contract §8: artifact_ref, signature_key, terminal_recurred_streak)
     with the revision's figures (:func:`revision_figures`); cached until a
     streak or count of the scope changes."""
     rows = state.cached_top(scope_id, limit)
@@ -106,8 +106,7 @@ def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
 
 
 def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int) -> dict:
-    """The RevisionStatistics row of one revision (the ``revisions`` view,
-    issue 6): its streak (CONTRACT §8), ``needs_review`` (streak ≥
+    """The RevisionStatistics row of one revision (the ``revisions`` view): its streak (contract §8), ``needs_review`` (streak ≥
     ``threshold``) and :func:`revision_figures`. The revision must have a
     selection or a verdict (a ``streak`` record); KeyError/TypeError
     otherwise."""

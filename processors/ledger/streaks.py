@@ -1,4 +1,4 @@
-"""CONTRACT §8: streaks by journal position, needing review, ReviewCandidates.
+"""contract §8: streaks by journal position, needing review, ReviewCandidates.
 
 For each (scope_id, artifact_ref, signature_key) the terminal verdicts are
 ordered by task_outcome_position; ``terminal_recurred_streak`` is the number
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import bisect
 
-from processors.ledger.normalize import digest
-from processors.ledger.state import LedgerState
+from recurrence_ledger.ledger.normalize import digest
+from recurrence_ledger.ledger.state import LedgerState
 
 
 def review_candidate_id(scope_id: str, artifact_ref: dict, signature_key: str, run_start_position: int | None) -> str:
     """candidate_id = digest of ``{scope_id, artifact_ref, signature_key,
-    run_start_position}`` (CONTRACT §8: deterministic from scope, revision,
+    run_start_position}`` (contract §8: deterministic from scope, revision,
     signature key and run)."""
     return digest(
         {

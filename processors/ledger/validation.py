@@ -3,7 +3,7 @@ on plain dicts (RFC, Ledger write path: "Record validation rejects any event
 that violates this matrix before it reaches persistence").
 
 One rule, one place: the core checks every record it emits with these
-functions, and the pydantic models in ``schemas.models`` call the same
+functions, and the pydantic models in ``recurrence_ledger.ledger.models`` call the same
 functions from their validators.
 """
 

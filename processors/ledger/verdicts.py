@@ -1,4 +1,4 @@
-"""CONTRACT §7: selected, recurred and avoided RecurrenceObservations.
+"""contract §7: selected, recurred and avoided RecurrenceObservations.
 
 "unknown" is never written: it is derived as selected minus the selected
 (E, O) pairs that acquired a terminal verdict (§7, RFC "unknown is a derived
@@ -7,8 +7,8 @@ verdict").
 
 from __future__ import annotations
 
-from processors.ledger.matching import OutcomeItems, item_ref
-from processors.ledger.normalize import digest
+from recurrence_ledger.ledger.matching import OutcomeItems, item_ref
+from recurrence_ledger.ledger.normalize import digest
 
 
 def observation(
@@ -31,7 +31,7 @@ def observation(
     the event type, scope, task_outcome_ref and task_outcome_position,
     receipt and Handoff refs, artifact_ref, signature_key, match_basis, the
     RecurrenceMatch digest when present, and every item ref with its
-    item_digest (CONTRACT §7). Two chains for one revision therefore stay two
+    item_digest (contract §7). Two chains for one revision therefore stay two
     observations, and a replay of one chain reproduces the same id.
     """
     record = {
@@ -64,7 +64,7 @@ def matched_items_by_target(matches: list[tuple[dict, dict]]) -> dict[tuple[str,
 
 
 def avoided_binding(items: OutcomeItems, failure: dict) -> tuple[tuple[dict, dict] | None, str | None]:
-    """Avoided conditions 2–3 (CONTRACT §7): ``((condition_ref, check_ref),
+    """Avoided conditions 2–3 (contract §7): ``((condition_ref, check_ref),
     None)`` when they hold, else ``(None, reason)`` with the exact reason.
 
     2. exactly one observation with basis verified, non-empty exact evidence

@@ -1,14 +1,14 @@
-"""The bad-input corpus (CONTRACT §3, §9): malformed and hostile records, each
+"""The bad-input corpus (contract §3, §9): malformed and hostile records, each
 with the dead-letter reason code it must get, and the hostile records that are
 valid and must not be dead-lettered.
 
 Every :class:`Entry` is one record:
 
 - ``target``: ``"journal"`` — a line of a journal file for the embedded
-  runner (``processors.ledger.intake.ingest_journal_line``) — or the logical
+  runner (``recurrence_ledger.ledger.intake.ingest_journal_line``) — or the logical
   Kafka input topic it is published on (``"source-journal"`` or a per-kind
   topic such as ``"task-outcomes"``), read by the worker through
-  ``schemas.codec.decode_source`` then ``intake.ingest``;
+  ``recurrence_ledger.schemas.codec.decode_source`` then ``intake.ingest``;
 - ``key`` / ``value``: the record's key and value bytes exactly as they are
   written (``None``: a null key or a tombstone); journal lines have no key;
 - ``expected_reason``: the reason code of the one dead letter it must cause
@@ -30,17 +30,17 @@ Every :class:`Entry` is one record:
   crashed the worker) were fixed in commit 8c2b7a1.
 
 A journal line read from Kafka is a ``source-journal`` record published as
-is (what ``processors.kafka_io.publish_journal`` does with a bad line), keyed
+is (what ``recurrence_ledger.runtime.kafka_io.publish_journal`` does with a bad line), keyed
 by its scope_id: :func:`as_source_journal` gives its key and the reason it
 must get there — the same code for a line starting with ``{`` (JSON), and
 ``bad_magic_byte`` for any other (neither JSON nor an Avro frame,
-``schemas.codec``).
+``recurrence_ledger.schemas.codec``).
 
 The conflicts are built against the minimum case's own records, so running
 the corpus between its records must leave its outputs unchanged.
 
 Hostile records that are *valid* live in :data:`HOSTILE_VALID_CUES` (Unicode
-tricks in recall cues, with the match behaviour CONTRACT §4's normalize
+tricks in recall cues, with the match behaviour contract §4's normalize
 requires) and :data:`HOSTILE_VALID_REPLAYS` (duplicates that are identical
 after validation, which §3 says change nothing).
 """
@@ -55,12 +55,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from processors.ledger.intake import MAX_DEAD_LETTER_RAW, BadRecord, Coordinates, dead_letter, ingest, validate
-from processors.ledger.processor import Emit, LedgerProcessor
-from schemas import codec
+from recurrence_ledger.ledger.intake import MAX_DEAD_LETTER_RAW, BadRecord, Coordinates, dead_letter, ingest, validate
+from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
+from recurrence_ledger.schemas import codec
 from tests.conftest import SHARED_CASES
 from tests.journal import mutated
-from topics import catalogue
+from recurrence_ledger.topics import catalogue
 
 MINIMUM_CASE = SHARED_CASES / "minimum_case.jsonl"
 SCOPE = "openapi-demo"
@@ -93,7 +93,7 @@ class Entry(NamedTuple):
 # --------------------------------------------------------------------- helpers
 
 
-#: An admission candidate (issue 6) citing the minimum case's recurred
+#: An admission candidate citing the minimum case's recurred
 #: outcome, so the corpus covers the experience-candidates topic too.
 CANDIDATE_LINE = json.dumps(
     {
@@ -479,7 +479,7 @@ def _kafka_entries() -> list[Entry]:
     add("avro-control-in-id", sj, source_event(mutated(probe, ("value", "source_ref", "source_id"), "O\x1b[31m")),
         "invalid_value", "an ANSI escape sequence in a source_id")
 
-    # -- keys (CONTRACT §1) -----------------------------------------------------------------
+    # -- keys (contract §1) -----------------------------------------------------------------
     add("no-key", sj, frame, "key_mismatch", "a valid record without key", key=None)
     add("wrong-key", sj, frame, "key_mismatch", "a valid record keyed by another scope", key=b"other-scope")
     add("non-utf8-key", sj, frame, "key_mismatch", "a key with invalid UTF-8", key=KEY + b"\xff")
@@ -576,8 +576,8 @@ def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
 def kafka_ingest(processor: LedgerProcessor, logical_topic: str, key: bytes | None, value: bytes | None,
                  partition: int = 0, offset: int = 0) -> list[Emit]:
     """One Kafka record through the worker's path without a broker (see
-    ``processors.worker``): a record without key is a key_mismatch, then
-    ``schemas.codec.decode_source`` and ``intake.ingest``; a BadRecord from
+    ``recurrence_ledger.runtime.worker``): a record without key is a key_mismatch, then
+    ``recurrence_ledger.schemas.codec.decode_source`` and ``intake.ingest``; a BadRecord from
     decoding becomes one dead letter. Anything else raised is a defect and
     propagates (the worker would park it as internal_error)."""
     text_key = key.decode("utf-8", "replace") if key is not None else None
@@ -623,7 +623,7 @@ def kept_raw(value: bytes | None) -> bytes:
 
 class HostileCue(NamedTuple):
     """A valid Experience revision cue and a failed check name: ``matches``
-    says whether CONTRACT §4's normalize makes them equal (a RecurrenceMatch
+    says whether contract §4's normalize makes them equal (a RecurrenceMatch
     ``matched`` in scope_heads mode) or not (``unmatched``)."""
 
     id: str
@@ -670,7 +670,7 @@ HOSTILE_VALID_CUES: list[HostileCue] = [
 
 class Replay(NamedTuple):
     """A record that repeats a minimum-case record (``after`` records in):
-    after validation it is identical, so it is a duplicate (CONTRACT §3)
+    after validation it is identical, so it is a duplicate (contract §3)
     and must emit nothing at all — no dead letter either."""
 
     id: str
@@ -713,7 +713,7 @@ def reason_codes_from_input() -> set[str]:
     tests/ledger/test_admission_adversarial.py) and oversized_output (the
     worker's output limit; tested with a small limit in
     tests/e2e/test_faults.py)."""
-    from processors.ledger import intake
+    from recurrence_ledger.ledger import intake
 
     table = intake.__doc__[intake.__doc__.index("\nreason ") + 1:]
     codes = set()

@@ -1,13 +1,13 @@
-"""CONTRACT §9 on the bad-input corpus, without a broker: every bad record,
+"""contract §9 on the bad-input corpus, without a broker: every bad record,
 set between the valid records of the minimum case, yields exactly one dead
 letter with its specific reason code, and the valid records' outputs are
 those of the valid records alone. Hostile records that are valid are not
-dead-lettered and match as CONTRACT §4 says.
+dead-lettered and match as contract §4 says.
 
 Journal entries go through the embedded path (``ingest_journal_line``, and
 ``run_journal`` on one file holding the whole corpus); Kafka entries and
 journal lines read from ``source-journal`` go through the worker's decode
-path (``schemas.codec.decode_source`` then ``intake.ingest``). Known defects
+path (``recurrence_ledger.schemas.codec.decode_source`` then ``intake.ingest``). Known defects
 are ``xfail(strict=True)`` with the defect in the reason (see corpus.py).
 """
 
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from processors.embedded import run_journal
-from processors.ledger.intake import Coordinates, ingest_journal_line
-from processors.ledger.normalize import canonical_json, normalize
-from processors.ledger.processor import OUTPUT_TOPICS, LedgerProcessor
-from schemas import models
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
+from recurrence_ledger.ledger.normalize import canonical_json, normalize
+from recurrence_ledger.ledger.processor import OUTPUT_TOPICS, LedgerProcessor
+from recurrence_ledger.ledger import models
 from tests.badinput import corpus
 from tests.badinput.corpus import (
     CORPUS,
@@ -195,7 +195,7 @@ def test_kafka_entry_between_valid_records(entry: Entry):
 @pytest.mark.parametrize("entry", params(JOURNAL_ENTRIES, "decode"))
 def test_journal_line_published_raw_on_source_journal(entry: Entry):
     """A bad journal line published as is (publish_journal's raw path) gets
-    the embedded runner's reason when it is JSON (CONTRACT §10 parity)."""
+    the embedded runner's reason when it is JSON (contract §10 parity)."""
     key, reason = corpus.as_source_journal(entry)
     at = GAPS[entry.id]
     valid = valid_kafka_records()
@@ -237,7 +237,7 @@ def test_hostile_valid_cue_is_accepted_and_matches_as_normalize_says(case: corpu
 
 @pytest.mark.parametrize("case", HOSTILE_VALID_REPLAYS, ids=[case.id for case in HOSTILE_VALID_REPLAYS])
 def test_replay_identical_after_validation_is_a_duplicate(case: corpus.Replay):
-    """CONTRACT §3: the same identity with identical content changes nothing
+    """contract §3: the same identity with identical content changes nothing
     — whatever its JSON spelling, omitted defaults or wire format."""
     if case.target == JOURNAL:
         processor = LedgerProcessor(validate_outputs=True)

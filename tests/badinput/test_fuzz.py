@@ -1,4 +1,4 @@
-"""CONTRACT §9 under fuzzing (hypothesis, bounded for CI: a few seconds).
+"""contract §9 under fuzzing (hypothesis, bounded for CI: a few seconds).
 
 Arbitrary bytes, byte-mutated valid records (bit flips, truncations,
 insertions of hostile tokens, deletions, repeated slices) and structurally
@@ -18,13 +18,14 @@ from collections import defaultdict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processors.ledger.intake import BadRecord, Coordinates, decode_journal_line, ingest_journal_line
-from processors.ledger.normalize import canonical_json
-from processors.ledger.processor import DEAD_LETTER, Emit, LedgerProcessor
-from schemas import codec, models
+from recurrence_ledger.ledger.intake import BadRecord, Coordinates, decode_journal_line, ingest_journal_line
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.processor import DEAD_LETTER, Emit, LedgerProcessor
+from recurrence_ledger.ledger import models
+from recurrence_ledger.schemas import codec
 from tests.badinput import corpus
 from tests.badinput.corpus import KEY, SOURCE_JOURNAL
-from topics.catalogue import INPUT_TOPICS
+from recurrence_ledger.topics.catalogue import INPUT_TOPICS
 
 VALID = corpus.valid_lines()
 RECORDS = [json.loads(line) for line in VALID]

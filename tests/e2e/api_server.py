@@ -1,6 +1,6 @@
 """Helpers for the API and dashboard tests: feed a real worker with a journal
 into the Redis view, run the API on a real uvicorn server over loopback, and
-the reference statistics from the embedded runner (CONTRACT §10)."""
+the reference statistics from the embedded runner (contract §10)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import uvicorn
 
-from processors.api import ApiSettings, create_app
-from processors.embedded import run_journal
-from processors.ledger.processor import LedgerConfig
-from processors.view import default_namespace
+from recurrence_ledger.api import ApiSettings, create_app
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.view import default_namespace
 from tests.e2e import harness
 
 WORKED_EXAMPLE = harness.REPO.parent / "shared" / "cases" / "worked_example.jsonl"
@@ -27,7 +27,7 @@ WORKED_EXAMPLE = harness.REPO.parent / "shared" / "cases" / "worked_example.json
 class FedView:
     """A Redis view written by a real worker: its topic prefix, namespace and
     the last statistics record per scope of the same journal computed by
-    ``processors.embedded.run_journal`` (the values the API must show)."""
+    ``recurrence_ledger.embedded.run_journal`` (the values the API must show)."""
 
     prefix: str
     namespace: str

@@ -10,8 +10,8 @@
   engineers' runs on the same broker) never share a topic; the test's topics
   are deleted at teardown (best effort).
 - ``catalogue_topics``: ``catalogue_topics(partitions=3, extra=())`` creates
-  every CONTRACT §1 topic under ``topic_prefix`` and returns the status map
-  of ``processors.kafka_admin.create_topics``.
+  every contract §1 topic under ``topic_prefix`` and returns the status map
+  of ``recurrence_ledger.runtime.kafka_admin.create_topics``.
 
 Helpers: :func:`topic_configs` (a topic's configs as the broker reports
 them) and :func:`topic_names` (the broker's topic names).
@@ -27,7 +27,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from processors.kafka_admin import create_topics
+from recurrence_ledger.runtime.kafka_admin import create_topics
 from tests.e2e import harness
 
 #: Seconds the broker has to answer before the session fails.
@@ -93,7 +93,7 @@ def topic_prefix(bootstrap: str) -> Iterable[str]:
 @pytest.fixture
 def catalogue_topics(bootstrap: str, topic_prefix: str) -> Callable[..., dict[str, str]]:
     """``create(partitions=3, extra=())``: create the catalogue's topics
-    under ``topic_prefix`` (see processors.kafka_admin.create_topics)."""
+    under ``topic_prefix`` (see recurrence_ledger.runtime.kafka_admin.create_topics)."""
 
     def create(partitions: int = 3, extra: Iterable[tuple[str, dict]] = ()) -> dict[str, str]:
         return create_topics(bootstrap, partitions, topic_prefix, extra=extra)

@@ -1,5 +1,5 @@
 """Driving real worker processes in end-to-end tests: start, wait, kill,
-export, and compare with the embedded runner (CONTRACT §10)."""
+export, and compare with the embedded runner (contract §10)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from processors.embedded import run_journal
-from processors.kafka_admin import create_topics
-from processors.kafka_io import export_topic, publish_journal, read_raw
-from processors.ledger.processor import OUTPUT_TOPICS
-from processors.view import RedisView, default_namespace
-from topics import catalogue
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.runtime.kafka_admin import create_topics
+from recurrence_ledger.runtime.kafka_io import export_topic, publish_journal, read_raw
+from recurrence_ledger.ledger.processor import OUTPUT_TOPICS
+from recurrence_ledger.view import RedisView, default_namespace
+from recurrence_ledger.topics import catalogue
 
 REPO = Path(__file__).resolve().parents[2]
 LEDGER_TOPICS = (
@@ -69,7 +69,7 @@ def start_worker(bootstrap: str, prefix: str, log_path: Path, *, instance: str =
     """Start ``recurrence-ledger worker`` as a separate process (its own
     session, so a SIGKILL hits only it)."""
     args = [
-        sys.executable, "-m", "processors.cli", "worker",
+        sys.executable, "-m", "recurrence_ledger.cli", "worker",
         "--bootstrap", bootstrap, "--topic-prefix", prefix,
         "--app-id", app_id or "ledger", "--instance-id", instance,
         "--commit-interval-ms", "50", *extra,

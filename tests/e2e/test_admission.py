@@ -1,4 +1,4 @@
-"""Admission on the real broker (issue 6): the worker decides candidates
+"""Admission on the real broker: the worker decides candidates
 exactly as the embedded runner does, a candidate on its own topic waits —
 across a worker restart — for a Task Outcome that arrives later on another
 topic, and a replay writes no decision twice."""
@@ -6,7 +6,7 @@ topic, and a replay writes no decision twice."""
 from __future__ import annotations
 
 
-from processors.replay import parse_start, run_replay
+from recurrence_ledger.runtime.replay import parse_start, run_replay
 from tests.e2e import harness
 from tests.journal import check, experience, outcome, write_journal
 

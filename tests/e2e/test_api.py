@@ -2,7 +2,7 @@
 (processors/cli_ops.py) against a Redis view written by a real worker fed with
 ../shared/cases/worked_example.jsonl: status codes, shapes, ETag round trips,
 and values equal to the last statistics record of the embedded runner on the
-same journal (CONTRACT §8, §10) — never hand-written numbers."""
+same journal (contract §8, §10) — never hand-written numbers."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import uuid
 import httpx
 import pytest
 
-from processors.api import ApiSettings
-from processors.cli_ops import ranked_rows
-from processors.ledger.normalize import canonical_json
-from processors.view import COUNTER_FIELDS, RedisView
+from recurrence_ledger.api import ApiSettings
+from recurrence_ledger.cli_ops import ranked_rows
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.view import COUNTER_FIELDS, RedisView
 from tests.e2e.api_server import fed_view, running_api
 
 SCOPE = "port-bound"
@@ -75,7 +75,7 @@ def test_statistics_is_the_last_statistics_record_with_position_header(api, reco
     response = api.get(f"/scopes/{SCOPE}/statistics")
     assert response.status_code == 200
     assert response.json() == record
-    assert response.content == canonical_json(record)  # the stored canonical JSON (CONTRACT §4), as is
+    assert response.content == canonical_json(record)  # the stored canonical JSON (contract §4), as is
     assert response.headers["x-as-of-position"] == str(record["as_of_position"])
     # The worked example: the two revisions the RFC's example puts on top.
     assert [(r["artifact_ref"]["artifact_id"], r["terminal_recurred_streak"]) for r in response.json()["top_revisions"]] == [("P1", 4), ("Q1", 3)]
@@ -171,7 +171,7 @@ def test_unknown_scope_answers_404(api, suffix):
 
 
 def test_scope_ids_with_slash_colon_and_percent_reach_their_own_keys(redis_url, record):
-    # A scope id may hold any character but controls (CONTRACT §3); the view
+    # A scope id may hold any character but controls (contract §3); the view
     # escapes ':' and '%' in keys, and the API takes '/' in the path.
     namespace = f"rl:t{uuid.uuid4().hex[:8]}."
     odd = {**record, "scope_id": "team/a:b %25"}
@@ -238,7 +238,7 @@ def cli(view, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
     env["COLUMNS"] = "200"
     return subprocess.run(
-        [sys.executable, "-m", "processors.cli", *args, "--redis-url", view.redis_url, "--topic-prefix", view.prefix],
+        [sys.executable, "-m", "recurrence_ledger.cli", *args, "--redis-url", view.redis_url, "--topic-prefix", view.prefix],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )
 
@@ -316,7 +316,7 @@ def test_rank_and_stats_errors(view):
     assert cli(view, "rank", "--surface", "nonsense").returncode == 2
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
     down = subprocess.run(
-        [sys.executable, "-m", "processors.cli", "stats", "--redis-url", "redis://127.0.0.1:1/0"],
+        [sys.executable, "-m", "recurrence_ledger.cli", "stats", "--redis-url", "redis://127.0.0.1:1/0"],
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )
     assert down.returncode == 1 and "cannot read the Redis view" in down.stderr

@@ -1,10 +1,10 @@
-"""CONTRACT §9 on the real broker: the bad-input corpus published between the
+"""contract §9 on the real broker: the bad-input corpus published between the
 minimum case's records, one worker, one partition.
 
 The worker must exit by itself (never crash, never stall), write exactly one
 dead letter per bad record — its reason, topic, partition, offset, key and
 raw bytes — and publish the ledger outputs of the valid records alone, byte
-for byte as ``run-journal`` (CONTRACT §10).
+for byte as ``run-journal`` (contract §10).
 
 Published: every Kafka entry of ``tests/badinput/corpus.py`` on its topic,
 every journal entry as is on ``source-journal`` (publish_journal's raw
@@ -24,7 +24,7 @@ from typing import NamedTuple
 import pytest
 from confluent_kafka import KafkaException
 
-from processors.kafka_io import publish_raw
+from recurrence_ledger.runtime.kafka_io import publish_raw
 from tests.badinput import corpus
 from tests.badinput.corpus import HOSTILE_VALID_REPLAYS, JOURNAL, JOURNAL_ENTRIES, KAFKA_ENTRIES, SOURCE_JOURNAL, Entry
 from tests.e2e import harness

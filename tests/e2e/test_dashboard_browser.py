@@ -2,7 +2,7 @@
 tests/e2e/browser/dashboard.mjs): a real worker fed with
 ../shared/cases/worked_example.jsonl writes the Redis view, the API runs on
 uvicorn over loopback, and the page must show the numbers of the last
-statistics record of the same journal (embedded runner, CONTRACT §10), draw
+statistics record of the same journal (embedded runner, contract §10), draw
 the top revisions (streaks 4 and 3) as Chart.js bars, and refresh itself when
 the view changes.
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from processors.api import ApiSettings
-from processors.view import RedisView
+from recurrence_ledger.api import ApiSettings
+from recurrence_ledger.view import RedisView
 from tests.e2e.api_server import fed_view, running_api
 
 BROWSER_DIR = Path(__file__).resolve().parent / "browser"

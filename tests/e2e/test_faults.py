@@ -1,7 +1,7 @@
 """Faults on the real broker and Redis: crashes at five points of the
 transaction cycle, a broker restart mid-stream, scaling out and back, Redis
 down for part of the run. Every run must end with outputs identical, by
-identity and count, to run-journal's (CONTRACT §10) — exactly once."""
+identity and count, to run-journal's (contract §10) — exactly once."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from processors.view import RedisView, default_namespace
-from processors.workload import Workload, generate_journal
+from recurrence_ledger.view import RedisView, default_namespace
+from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
 
 WORKLOAD = Workload(scopes=8, outcomes_per_scope=150, heads_per_scope=4, handoffs=2, seed=13, candidates=0.2)  # ~1,250 events: several transactions

@@ -1,5 +1,5 @@
-"""processors.kafka_admin and processors.kafka_io against the real broker
-(CONTRACT §1 topics, §9 dead letters, §11 file format).
+"""recurrence_ledger.runtime.kafka_admin and recurrence_ledger.runtime.kafka_io against the real broker
+(contract §1 topics, §9 dead letters, §11 file format).
 
 Every test works under its own topic prefix (``topic_prefix`` fixture), so
 tests and concurrent runs on the same broker never share a topic.
@@ -16,13 +16,12 @@ from uuid import uuid4
 
 import fastavro
 import pytest
-from aiokafka.partitioner import DefaultPartitioner
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 
-from processors.embedded import run_journal
-from processors.kafka_admin import CoPartitionError, check_copartitioned, create_topics, wait_for_topics
-from processors.kafka_io import (
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.runtime.kafka_admin import CoPartitionError, check_copartitioned, create_topics, wait_for_topics
+from recurrence_ledger.runtime.kafka_io import (
     READER_GROUP_ID,
     PublishSummary,
     UndecodableRecord,
@@ -32,15 +31,16 @@ from processors.kafka_io import (
     read_raw,
     read_topic,
 )
-from processors.ledger.intake import BadRecord, Coordinates, ingest, validate
-from processors.ledger.normalize import canonical_json
-from processors.ledger.processor import LedgerProcessor
-from schemas.avro import SCHEMA_DIR
-from schemas.codec import decode_source
+from recurrence_ledger.ledger.intake import BadRecord, Coordinates, ingest, validate
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.processor import LedgerProcessor
+from recurrence_ledger.schemas.avro import SCHEMA_DIR
+from recurrence_ledger.schemas.codec import decode_source
 from tests.conftest import read_jsonl, shared_case
 from tests.e2e.conftest import topic_configs, topic_names
+from tests.partitioner import java_partition
 from tests.journal import check, experience, handoff, outcome, receipt, write_journal
-from topics.catalogue import CATALOGUE, INPUT_TOPICS, SCHEMA_IDS, SOURCE_JOURNAL
+from recurrence_ledger.topics.catalogue import CATALOGUE, INPUT_TOPICS, SCHEMA_IDS, SOURCE_JOURNAL
 
 pytestmark = pytest.mark.broker
 
@@ -53,10 +53,6 @@ def validated(record: dict) -> dict:
 
 
 
-
-def java_partition(key: bytes, partitions: int) -> int:
-    """The partition the Java client / aiokafka / Faust choose for ``key``."""
-    return DefaultPartitioner()(key, list(range(partitions)), list(range(partitions)))
 
 
 # --------------------------------------------------------------------- kafka_admin
@@ -245,7 +241,7 @@ def test_raw_poison_lines_are_published_as_is_and_dead_letter_like_the_embedded_
         assert kafka_reason(line) == embedded[line], line
     assert embedded[POISON_LINES[0]] == "malformed_json"
     # A raw value whose first byte is not "{" is read as an Avro frame by
-    # schemas.codec (see the report: bad_magic_byte, not malformed_json).
+    # recurrence_ledger.schemas.codec (see the report: bad_magic_byte, not malformed_json).
     assert kafka_reason(POISON_LINES[0]) == "bad_magic_byte"
 
     with pytest.raises(UndecodableRecord) as raised:
@@ -279,7 +275,7 @@ def test_avro_values_are_confluent_framed_for_a_plain_consumer(bootstrap, topic_
     records = read_jsonl(journal)
     publish_journal(bootstrap, journal, topic_prefix=topic_prefix, show_progress=False)
 
-    # A consumer that knows nothing of schemas.codec: magic byte, schema id,
+    # A consumer that knows nothing of recurrence_ledger.schemas.codec: magic byte, schema id,
     # then a schemaless Avro body readable with the .avsc file.
     schema = fastavro.schema.load_schema(str(SCHEMA_DIR / "recurrence_ledger.SourceEvent.avsc"))
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"plain-{uuid4().hex[:8]}", "auto.offset.reset": "earliest", "enable.auto.commit": False})

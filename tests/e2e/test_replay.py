@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from processors.replay import parse_start, run_replay
-from processors.workload import Workload, generate_journal
+from recurrence_ledger.runtime.replay import parse_start, run_replay
+from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import shared_case
 from tests.e2e import harness
 from tests.journal import check, experience, outcome, write_journal
@@ -109,7 +109,7 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
 
     import redis as redis_client
 
-    from processors.view import RedisView, default_namespace
+    from recurrence_ledger.view import RedisView, default_namespace
 
     journal = write_journal(
         tmp_path / "journal.jsonl", generate_journal(Workload(scopes=5, outcomes_per_scope=40, heads_per_scope=3, handoffs=2, seed=2, candidates=0.3))
@@ -122,7 +122,7 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
     redis_client.Redis.from_url(redis_url).set(f"{default_namespace(prefix)}:scope:stale", "x")  # junk the rebuild must clear
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "processors.cli", "rebuild", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--redis-url", redis_url],
+            [sys.executable, "-m", "recurrence_ledger.cli", "rebuild", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--redis-url", redis_url],
             capture_output=True, text=True, timeout=120, cwd=harness.REPO,
         )
         assert result.returncode == 0, result.stdout + result.stderr
@@ -146,7 +146,7 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
 def test_replay_over_per_kind_topics_keeps_frozen_decisions(topic_prefix, bootstrap, tmp_path):
     """An outcome decided unlinked (its receipt came past the horizon) stays
     decided: a replay reading the per-kind topics in another order, where the
-    receipt is known in time, writes nothing for it (CONTRACT §5, §10)."""
+    receipt is known in time, writes nothing for it (contract §5, §10)."""
     from tests.journal import handoff, receipt
 
     prefix = topic_prefix

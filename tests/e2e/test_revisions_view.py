@@ -1,4 +1,4 @@
-"""The ``revisions`` view (issue 6) end to end, on the real Kafka broker and
+"""The ``revisions`` view end to end, on the real Kafka broker and
 the real Redis: a real worker run with ``--top-revisions 1`` over a generated
 journal whose scopes have many more revisions than that projects EVERY
 revision into ``{ns}:scope:{scope}:revisions``; the API's
@@ -9,9 +9,9 @@ after the namespace was cleared.
 Expected values are never hand-written: they are the last
 ``revision-statistics`` record per revision (and the last
 ``recurrence-statistics`` record per scope) of ``run_journal`` on the same
-journal with the same policy (CONTRACT §10). Orders and filters are
+journal with the same policy (contract §10). Orders and filters are
 re-derived here from those records with keys written independently of
-``processors.api``.
+``recurrence_ledger.api``.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ import httpx
 import pytest
 import redis
 
-from processors.api import ApiSettings
-from processors.ledger.normalize import canonical_json
-from processors.ledger.processor import LedgerConfig
-from processors.view import RedisView, revision_member
-from processors.workload import Workload, generate_journal
+from recurrence_ledger.api import ApiSettings
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.view import RedisView, revision_member
+from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import read_jsonl
 from tests.e2e.api_server import fed_view, running_api
 from tests.journal import write_journal
@@ -65,12 +65,12 @@ class Fed:
 
 
 def contract_order(row: dict) -> tuple:
-    """CONTRACT §8: streak desc, then family, artifact_id, revision, then signature_key."""
+    """contract §8: streak desc, then family, artifact_id, revision, then signature_key."""
     ref = row["artifact_ref"]
     return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
 
 
-#: Each sort's order as the issue states it, ties in CONTRACT §8 order.
+#: Each sort's order as the issue states it, ties in contract §8 order.
 EXPECTED_ORDERS = {
     "streak": contract_order,
     "recurred": lambda row: (-row["recurred"], contract_order(row)),
@@ -287,13 +287,13 @@ def cli(fed: Fed, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
     env["COLUMNS"] = "220"
     return subprocess.run(
-        [sys.executable, "-m", "processors.cli", *args, "--redis-url", fed.redis_url, "--topic-prefix", fed.prefix],
+        [sys.executable, "-m", "recurrence_ledger.cli", *args, "--redis-url", fed.redis_url, "--topic-prefix", fed.prefix],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )
 
 
 def rank_expected(fed: Fed, keep=lambda row: True) -> list[dict]:
-    """rank's order (issue 5): streak desc, recurred desc, ArtifactRef, signature_key, scope id."""
+    """rank's order: streak desc, recurred desc, ArtifactRef, signature_key, scope id."""
     rows = [row for scope_rows in fed.revisions.values() for row in scope_rows.values() if keep(row)]
 
     def order(row: dict) -> tuple:
@@ -367,7 +367,7 @@ def test_view_rebuild_restores_the_revisions_hash_after_redis_lost_it(fed, raw):
         view.close()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
     result = subprocess.run(
-        [sys.executable, "-m", "processors.cli", "view", "rebuild", "--bootstrap", fed.bootstrap,
+        [sys.executable, "-m", "recurrence_ledger.cli", "view", "rebuild", "--bootstrap", fed.bootstrap,
          "--topic-prefix", fed.prefix, "--redis-url", fed.redis_url],
         capture_output=True, text=True, env=env, timeout=120, check=False,
     )

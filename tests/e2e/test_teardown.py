@@ -11,12 +11,12 @@ import sys
 import redis
 from confluent_kafka.admin import AdminClient
 
-from processors.view import RedisView, default_namespace
+from recurrence_ledger.view import RedisView, default_namespace
 from tests.e2e import harness
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "processors.cli", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True, timeout=120,
                           cwd=harness.REPO, env=dict(os.environ))
 
 

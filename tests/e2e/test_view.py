@@ -1,4 +1,4 @@
-"""The Redis projection of ScopeStatistics (CONTRACT §8, processors/view.py)
+"""The Redis projection of ScopeStatistics (contract §8, processors/view.py)
 against a real Redis (env REDIS_URL) and a real Kafka broker (env
 KAFKA_BOOTSTRAP_SERVERS). Missing or unreachable services fail the tests,
 never skip them.
@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from processors.embedded import run_journal
-from processors.ledger.normalize import canonical_json
-from processors.api import rank_key
-from processors.ledger.statistics import revision_key
-from processors.view import (
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.api import rank_key
+from recurrence_ledger.ledger.statistics import revision_key
+from recurrence_ledger.view import (
     COUNTER_FIELDS,
     RedisView,
     default_namespace,
@@ -40,7 +40,7 @@ from processors.view import (
     rebuild_from_topic,
     revision_member,
 )
-from schemas.codec import encode
+from recurrence_ledger.schemas.codec import encode
 from tests.conftest import REPO, read_jsonl, shared_case
 
 pytestmark = pytest.mark.broker
@@ -243,7 +243,7 @@ def test_top_follows_contract_order(make_view, histories):
 def test_top_breaks_ties_by_artifact_ref_then_signature_key_not_by_redis_bytes(make_view, histories):
     """A variant of the worked example's last record whose top_revisions has a
     four-way tie where Redis' byte order of the members (artifact_id first,
-    revision as text: "10" < "9") differs from CONTRACT §8's order."""
+    revision as text: "10" < "9") differs from contract §8's order."""
     last = histories["port-bound"][-1]
     p1 = last["top_revisions"][0]
     ties = [
@@ -318,7 +318,7 @@ def test_clear_deletes_only_this_namespace(make_view, histories, raw):
         raw.delete(*foreign)
 
 
-# ---------------------------------------------------------------- the revisions view (issue 6)
+# ---------------------------------------------------------------- the revisions view
 
 
 def test_revisions_hash_holds_the_last_row_of_every_revision(make_view, histories, revision_records, raw):
@@ -471,7 +471,7 @@ def test_redis_down_keeps_pending_fast_and_catches_up(second_redis, histories, c
     per scope; Redis back: one flush writes them. A Redis without persistence
     comes back empty, so a scope written before the outage and not submitted
     since is missing — the view says so (needs_rebuild)."""
-    caplog.set_level(logging.INFO, logger="processors.view")
+    caplog.set_level(logging.INFO, logger="recurrence_ledger.view")
     view = RedisView(second_redis.url, namespace=_namespace(), retry_seconds=0.5)
     try:
         updated = {scope_id: h for scope_id, h in histories.items() if scope_id != COPY_SCOPE}
@@ -577,7 +577,7 @@ def _create_statistics_topic(bootstrap: str, topic: str, name: str = "recurrence
     ``name`` and wait until every partition has a leader."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from topics.catalogue import BY_NAME
+    from recurrence_ledger.topics.catalogue import BY_NAME
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     spec = BY_NAME[name]

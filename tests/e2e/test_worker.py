@@ -1,5 +1,5 @@
 """The worker on the real broker and Redis: same outputs as the embedded
-runner (CONTRACT §10), scale-out, SIGKILL recovery, poison records (§9)."""
+runner (contract §10), scale-out, SIGKILL recovery, poison records (§9)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from processors.kafka_io import publish_raw
-from processors.view import RedisView, default_namespace
-from processors.workload import Workload, generate_journal
+from recurrence_ledger.runtime.kafka_io import publish_raw
+from recurrence_ledger.view import RedisView, default_namespace
+from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, shared_case
 from tests.e2e import harness
 from tests.journal import write_journal

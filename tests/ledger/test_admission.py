@@ -1,4 +1,4 @@
-"""Issue 6 / RFC "Admission rules" 1–6: every rule accepted and rejected,
+"""Issue 6 / contract §12, rules 1–6: every rule accepted and rejected,
 waiting for a cited outcome, the provenance horizon, near-duplicate scores
 pinned by golden values, the bigram index kept to current heads, and replay
 idempotency."""
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from processors.ledger import admission
-from processors.ledger.normalize import digest
-from processors.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger import admission
+from recurrence_ledger.ledger.normalize import digest
+from recurrence_ledger.ledger.processor import LedgerConfig
 from tests.journal import Ledger, check, claim, experience, outcome
 
 S = "svc"

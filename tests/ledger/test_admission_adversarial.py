@@ -1,4 +1,4 @@
-"""Adversarial tests of admission (issue 6) and the revision-statistics
+"""Adversarial tests of admission and the revision-statistics
 view: hostile candidate values, candidate/outcome interleavings, horizons,
 replays, output sizes, and the revisions view against top_revisions.
 
@@ -19,18 +19,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processors.ledger import admission
-from processors.ledger.normalize import digest, normalize
-from processors.ledger.processor import LedgerConfig
-from processors.ledger.rebuild import (
+from recurrence_ledger.ledger import admission
+from recurrence_ledger.ledger.normalize import digest, normalize
+from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.rebuild import (
     compare_revisions,
     rebuild_revisions,
     surfaces_from,
 )
-from processors.worker import MAX_MESSAGE_BYTES
-from processors.workload import Workload, generate_journal
-from schemas import avro, codec
-from schemas.models import AdmissionDecision, ExperienceContent, RevisionStatistics
+from recurrence_ledger.runtime.worker import MAX_MESSAGE_BYTES
+from recurrence_ledger.workload import Workload, generate_journal
+from recurrence_ledger.schemas import avro, codec
+from recurrence_ledger.ledger.models import AdmissionDecision, ExperienceContent, RevisionStatistics
 from tests.journal import Ledger, check, claim, experience, handoff, outcome, receipt
 from tests.ledger.test_admission import FAILED, S, candidate, decisions
 

@@ -1,4 +1,4 @@
-"""CONTRACT §9 and §3 immutability: bad records go to dead-letter with a
+"""contract §9 and §3 immutability: bad records go to dead-letter with a
 distinct reason code, and the valid records around them are unaffected."""
 
 from __future__ import annotations

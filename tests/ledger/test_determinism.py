@@ -1,4 +1,4 @@
-"""CONTRACT §10/§11: same input → byte-identical output files; replaying any
+"""contract §10/§11: same input → byte-identical output files; replaying any
 slice adds nothing; verdict order is journal position, not arrival order."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processors.embedded import run_journal
-from processors.ledger.processor import OUTPUT_TOPICS
-from processors.workload import Workload, generate_journal
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.ledger.processor import OUTPUT_TOPICS
+from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, shared_case
 from tests.journal import Ledger, write_journal
 

@@ -1,13 +1,13 @@
-"""explain: every no-verdict reason of CONTRACT §7 (and the §5 chain
+"""explain: every no-verdict reason of contract §7 (and the §5 chain
 states) on small journals, through the same rule functions as the core."""
 
 from __future__ import annotations
 
 import pytest
 
-from processors.ledger.explain import OutcomeNotFound, explain_outcome
-from processors.ledger.intake import validate
-from processors.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.explain import OutcomeNotFound, explain_outcome
+from recurrence_ledger.ledger.intake import validate
+from recurrence_ledger.ledger.processor import LedgerConfig
 from tests.journal import Ledger, check, claim, experience, handoff, outcome, receipt
 
 S = "scope"

@@ -1,5 +1,5 @@
 """Golden vectors pinning the bytes of normalize(), canonical JSON,
-item_digest, match_digest and observation_id (CONTRACT §4, §6, §7).
+item_digest, match_digest and observation_id (contract §4, §6, §7).
 
 Preimages (documented in tests/ledger/golden_vectors.json):
 - item_digest: canonical JSON of the TaskCheck / WorkClaim with every field
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from processors.embedded import run_journal
-from processors.ledger.normalize import canonical_json, digest, normalize
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.ledger.normalize import canonical_json, digest, normalize
 from tests.conftest import read_outputs, shared_case
 
 VECTORS = json.loads((Path(__file__).parent / "golden_vectors.json").read_text(encoding="utf-8"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[2] / "processors" / "ledger"
 FORBIDDEN = ("faust", "aiokafka", "confluent_kafka", "kafka", "redis", "fastavro", "rocksdict", "mode", "aiohttp")
-CORE_MODULES = sorted(f"processors.ledger.{p.stem}" for p in CORE.glob("*.py") if p.stem != "__init__")
+CORE_MODULES = sorted(f"recurrence_ledger.ledger.{p.stem}" for p in CORE.glob("*.py") if p.stem != "__init__")
 
 
 def test_core_modules_do_not_load_forbidden_packages():

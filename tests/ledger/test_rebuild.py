@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from processors.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
-from processors.workload import Workload, generate_journal
+from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
+from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, shared_case
 from tests.journal import Ledger
 

@@ -1,9 +1,9 @@
-"""One test per rule of CONTRACT §5–§8, written as given journal / when
+"""One test per rule of contract §5–§8, written as given journal / when
 applied / then outputs."""
 
 from __future__ import annotations
 
-from processors.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.processor import LedgerConfig
 from tests.journal import Ledger, check, claim, experience, handoff, outcome, receipt
 
 S = "scope"

@@ -1,11 +1,11 @@
 """Each journal in ../shared/cases produces exactly the facts in its
-.expected.json (CONTRACT §5–§8 end to end through the embedded runner)."""
+.expected.json (contract §5–§8 end to end through the embedded runner)."""
 
 from __future__ import annotations
 
 import pytest
 
-from processors.embedded import run_journal
+from recurrence_ledger.embedded import run_journal
 from tests.conftest import CASE_NAMES, facts, read_outputs, shared_case
 
 

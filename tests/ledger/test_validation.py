@@ -8,8 +8,8 @@ import copy
 import pytest
 from pydantic import ValidationError
 
-from processors.ledger.validation import LedgerInvariantError, check_record
-from schemas.models import RecurrenceMatch, RecurrenceObservation
+from recurrence_ledger.ledger.validation import LedgerInvariantError, check_record
+from recurrence_ledger.ledger.models import RecurrenceMatch, RecurrenceObservation
 from tests.journal import Ledger, check, claim, experience, handoff, outcome, receipt
 
 S = "scope"

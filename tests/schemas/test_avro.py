@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from processors.embedded import run_journal
-from processors.workload import Workload, generate_journal
-from schemas import avro, models
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.workload import Workload, generate_journal
+from recurrence_ledger.ledger import models
+from recurrence_ledger.schemas import avro
 from tests.conftest import CASE_NAMES, read_outputs, shared_case
 
 OUTPUT_MODELS = {
@@ -23,7 +24,7 @@ OUTPUT_MODELS = {
     "revision-statistics": ("RevisionStatistics", models.RevisionStatistics),
     "admission-decisions": ("AdmissionDecision", models.AdmissionDecision),
 }
-#: The packaged example journal: it has admission candidates (issue 6).
+#: The packaged example journal: it has admission candidates.
 EXAMPLE = Path(__file__).resolve().parents[2] / "processors" / "examples" / "openapi_drift.jsonl"
 
 

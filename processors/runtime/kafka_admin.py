@@ -1,7 +1,7 @@
-"""CONTRACT §1 on a real broker: create the catalogue's topics and check
+"""contract §1 on a real broker: create the catalogue's topics and check
 that input topics are co-partitioned.
 
-Every topic of ``topics.catalogue.CATALOGUE`` is created with the same
+Every topic of ``recurrence_ledger.topics.catalogue.CATALOGUE`` is created with the same
 partition count and its catalogue configs (cleanup policy, retention), so
 that one scope's inputs and outputs live on the same partition number. The
 worker refuses to start when its input topics' partition counts differ
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
-from topics.catalogue import CATALOGUE, changelog_name, physical, replay_group
+from recurrence_ledger.topics.catalogue import CATALOGUE, changelog_name, physical, replay_group
 
 #: Seconds create_topics may take in all: the controller creating the
 #: topics, then every partition being served by its leader.
@@ -31,7 +31,7 @@ CREATE_TIMEOUT_S = 30.0
 
 
 class CoPartitionError(ValueError):
-    """Topics that must share a partition count (CONTRACT §1,
+    """Topics that must share a partition count (contract §1,
     co-partitioning by scope_id) do not, or one of them does not exist.
     ``counts`` maps each physical topic name to its partition count, or None
     when the topic is missing."""
@@ -141,7 +141,7 @@ def create_topics(
     replication: int = 1,
     extra: Iterable[tuple[str, dict]] = (),
 ) -> dict[str, str]:
-    """Create every topic of CONTRACT §1 (``topics.catalogue.CATALOGUE``) as
+    """Create every topic of contract §1 (``recurrence_ledger.topics.catalogue.CATALOGUE``) as
     ``topic_prefix + name`` with ``partitions`` partitions, ``replication``
     replicas and the catalogue's ``spec.config()``.
 
@@ -197,7 +197,7 @@ def create_topics(
 
 
 def check_copartitioned(bootstrap: str, topics: Sequence[str], timeout: float = 10) -> int:
-    """The common partition count of the physical ``topics`` (CONTRACT §1:
+    """The common partition count of the physical ``topics`` (contract §1:
     all input topics have the same partition count, so one scope's whole
     history is processed by one partition owner).
 

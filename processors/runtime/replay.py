@@ -1,5 +1,5 @@
 """Replay jobs: re-run the ledger over the input topics from a chosen start
-without double counting (CONTRACT §6 replay rule, §10).
+without double counting (contract §6 replay rule, §10).
 
 A replay reads every input partition from its beginning with its own
 consumer (group ``<group id>-replay``; it commits no offsets), into a fresh
@@ -51,10 +51,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from processors.kafka_io import read_topic
-from processors.ledger.normalize import canonical_json
-from processors.ledger.statistics import revision_id
-from processors.ledger.processor import (
+from recurrence_ledger.runtime.kafka_io import read_topic
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.statistics import revision_id
+from recurrence_ledger.ledger.processor import (
     ADMISSION_DECISIONS,
     DEAD_LETTER,
     MATCHES,
@@ -66,14 +66,14 @@ from processors.ledger.processor import (
     LedgerConfig,
     LedgerProcessor,
 )
-from processors.ledger.intake import dead_letter
-from processors.worker import CoreFailure, encode_emit, process_message
-from schemas import codec
-from topics import catalogue
+from recurrence_ledger.ledger.intake import dead_letter
+from recurrence_ledger.runtime.worker import CoreFailure, encode_emit, process_message
+from recurrence_ledger.schemas import codec
+from recurrence_ledger.topics import catalogue
 
 IDENTITY_FIELDS = {MATCHES: "match_digest", OBSERVATIONS: "observation_id", REVIEW_CANDIDATES: "candidate_id"}
 #: Outputs written once per identity: the ledger's, plus admission decisions
-#: (idempotent on (scope_id, candidate_id), issue 6) and dead letters.
+#: (idempotent on (scope_id, candidate_id)) and dead letters.
 IDENTITY_TOPICS = (*IDENTITY_FIELDS, ADMISSION_DECISIONS, DEAD_LETTER)
 
 
@@ -245,7 +245,7 @@ def run_replay(
     for partition in sorted({r.partition for r in ranges}):
         processor = LedgerProcessor(config=config)
         for match in existing.matches.get(partition, []):
-            processor.restore_match(match)  # CONTRACT §6: reuse, never re-decide
+            processor.restore_match(match)  # contract §6: reuse, never re-decide
         processors[partition] = processor
     window = {(catalogue.physical(r.topic, topic_prefix), r.partition): r.start for r in ranges}
     ends = {(catalogue.physical(r.topic, topic_prefix), r.partition): r.end for r in ranges if r.end > r.low}
@@ -327,7 +327,7 @@ def run_replay(
     return summary
 
 
-#: Operational gauges (CONTRACT §8): they depend on arrival order, not on the
+#: Operational gauges (contract §8): they depend on arrival order, not on the
 #: ledger, so a replay that reads per-kind topics in another interleaving may
 #: see other values; they never justify re-publishing a view.
 GAUGES = ("pending_outcomes", "late_revisions")

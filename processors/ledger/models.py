@@ -1,9 +1,9 @@
-"""Pydantic v2 models of every event in CONTRACT §2–§9.
+"""Pydantic v2 models of every event in contract §2–§9.
 
 Inputs (§3) are validated strictly: no type coercion, no unknown fields, and
 the field rules of §3 (families, source types, 1–512 character cues that do not
 normalize to empty, at most MAX_HANDOFF_CITATIONS citations). A record that
-fails validation goes to dead-letter (§9); see ``processors.ledger.badinput``.
+fails validation goes to dead-letter (§9); see ``recurrence_ledger.ledger.badinput``.
 
 Outputs (§6–§8) carry the RFC's validation matrix as model validators, so a
 record that breaks it can never be published ("Record validation rejects any
@@ -19,14 +19,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from processors.ledger.normalize import normalize
-from processors.ledger.validation import match_violations, observation_violations
+from recurrence_ledger.ledger.normalize import normalize
+from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
 #: RFC: "MAX_FAILURE_CUE_LENGTH is a proposed new constant (512)".
 MAX_FAILURE_CUE_LENGTH = 512
-#: CONTRACT §3: at most 64 artifact citations per Handoff revision.
+#: contract §3: at most 64 artifact citations per Handoff revision.
 MAX_HANDOFF_CITATIONS = 64
-#: Hostile-input bounds (CONTRACT §9). Not in the RFC; chosen so one record
+#: Hostile-input bounds (contract §9). Not in the RFC; chosen so one record
 #: stays far below Kafka's default 1 MiB message size.
 MAX_ID_LENGTH = 512
 MAX_TEXT_LENGTH = 16_384
@@ -59,7 +59,7 @@ class _Value(BaseModel):
 
 
 class ArtifactRef(_Value):
-    """CONTRACT §2: ``{family, artifact_id, revision}``; total order by the
+    """contract §2: ``{family, artifact_id, revision}``; total order by the
     tuple (family, artifact_id, revision) — see :meth:`sort_key`."""
 
     family: Literal["experience", "handoff"]
@@ -67,19 +67,19 @@ class ArtifactRef(_Value):
     revision: Annotated[int, Field(ge=1, le=MAX_POSITION)]
 
     def sort_key(self) -> tuple[str, str, int]:
-        """ArtifactRef order (CONTRACT §2)."""
+        """ArtifactRef order (contract §2)."""
         return (self.family, self.artifact_id, self.revision)
 
 
 class SourceRef(_Value):
-    """CONTRACT §2: ``{source_type, source_id}``."""
+    """contract §2: ``{source_type, source_id}``."""
 
     source_type: Literal["task_outcome", "handoff_receipt"]
     source_id: Id
 
 
 class EvidenceRef(_Value):
-    """CONTRACT §2: ``{kind, ref}``; kind "exact" makes evidence non-empty exact."""
+    """contract §2: ``{kind, ref}``; kind "exact" makes evidence non-empty exact."""
 
     kind: Literal["exact", "summary"]
     ref: Text
@@ -137,7 +137,7 @@ class ExperienceContent(_Value):
 
 
 class ExperienceRevision(_Value):
-    """CONTRACT §3: a published, immutable Experience revision."""
+    """contract §3: a published, immutable Experience revision."""
 
     scope_id: Id
     journal_position: Position
@@ -166,7 +166,7 @@ class MemoryCitation(_Value):
 
 
 class HandoffRevision(_Value):
-    """CONTRACT §3: a published Handoff revision with its citations."""
+    """contract §3: a published Handoff revision with its citations."""
 
     scope_id: Id
     journal_position: Position
@@ -183,7 +183,7 @@ class HandoffRevision(_Value):
 
 
 class HandoffReceipt(_Value):
-    """CONTRACT §3: which Handoff revision a successor agent received.
+    """contract §3: which Handoff revision a successor agent received.
 
     Any status / selection / evidence_status string is a valid event; only
     accepted + exact + available with a known ``selected_revision`` resolves.
@@ -225,7 +225,7 @@ class TaskCheck(_Value):
 
 
 class TaskOutcome(_Value):
-    """CONTRACT §3: how a task ended, with embedded claims and checks."""
+    """contract §3: how a task ended, with embedded claims and checks."""
 
     scope_id: Id
     journal_position: Position
@@ -253,13 +253,13 @@ class TaskOutcome(_Value):
 SourceEventModel = ExperienceRevision | HandoffRevision | HandoffReceipt | TaskOutcome
 
 
-# --------------------------------------------------------------------- admission (issue 6)
+# --------------------------------------------------------------------- admission
 
 
 class CandidateSignature(_Value):
     """The proposed FailureSignature. Unlike a published revision's, the cue
     is not bounded to 512 characters or checked for blankness here: those are
-    admission rule 2's rejections (``processors.ledger.admission``), not bad
+    admission rule 2's rejections (``recurrence_ledger.ledger.admission``), not bad
     input."""
 
     recall_cue: Text
@@ -295,7 +295,7 @@ class CandidateContent(_Value):
 
 
 class ExperienceCandidate(_Value):
-    """A proposed failure record awaiting admission (RFC "Admission rules";
+    """A proposed failure record awaiting admission (contract §12;
     input topic ``experience-candidates``, keyed by scope_id).
 
     ``candidate_id`` identifies it within the scope (decisions are
@@ -316,7 +316,7 @@ class ExperienceCandidate(_Value):
     cited_sources: Annotated[list[SourceRef], Field(max_length=MAX_ITEMS)] = []
 
 
-#: Input topic (CONTRACT §1) → the event kind it carries. The journal file's
+#: Input topic (contract §1) → the event kind it carries. The journal file's
 #: ``topic`` field and the source-journal envelope use the same names.
 SOURCE_KINDS: dict[str, type[BaseModel]] = {
     "experience-revisions": ExperienceRevision,
@@ -331,7 +331,7 @@ SOURCE_KINDS: dict[str, type[BaseModel]] = {
 
 
 class TaskOutcomeItemRef(_Value):
-    """CONTRACT §4: a ledger-local locator of one embedded item of a Task
+    """contract §4: a ledger-local locator of one embedded item of a Task
     Outcome; ``item_digest`` = digest of that item (see ``normalize.item_digest``)."""
 
     task_outcome_ref: SourceRef
@@ -341,10 +341,10 @@ class TaskOutcomeItemRef(_Value):
 
 
 class RecurrenceMatch(_Value):
-    """CONTRACT §6 / RFC RecurrenceMatch, plus ``match_digest``.
+    """contract §6 / RFC RecurrenceMatch, plus ``match_digest``.
 
     Validation (RFC): candidate_refs are sorted and distinct, plus
-    ``processors.ledger.validation.match_violations``.
+    ``recurrence_ledger.ledger.validation.match_violations``.
     """
 
     scope_id: Id
@@ -371,8 +371,8 @@ class RecurrenceMatch(_Value):
 
 
 class RecurrenceObservation(_Value):
-    """CONTRACT §7 / RFC RecurrenceObservation; the validation matrix is
-    ``processors.ledger.validation.observation_violations``."""
+    """contract §7 / RFC RecurrenceObservation; the validation matrix is
+    ``recurrence_ledger.ledger.validation.observation_violations``."""
 
     observation_id: Digest
     scope_id: Id
@@ -405,7 +405,7 @@ class RecurrenceStreak(_Value):
     revision's yield figures: repair_surface, selected / recurred / avoided
     counts, ``yield`` = avoided / (avoided + recurred) (None without terminal
     verdicts) and ``low_yield`` (selected ≥ 3 and yield < 0.3; surfaced only,
-    RFC "Degradation")."""
+    contract §14)."""
 
     artifact_ref: ArtifactRef
     signature_key: str
@@ -419,7 +419,7 @@ class RecurrenceStreak(_Value):
 
 
 class ReviewCandidate(_Value):
-    """CONTRACT §8: an Experience revision candidate for human review.
+    """contract §8: an Experience revision candidate for human review.
 
     ``run_start_position`` names the run: the position of the avoided verdict
     that opened it, or None for the start of the revision's history.
@@ -445,7 +445,7 @@ class SurfaceCounts(_Value):
 
 
 class ScopeStatistics(_Value):
-    """CONTRACT §8: the RFC's RecurrenceStatistics block for one scope plus
+    """contract §8: the RFC's RecurrenceStatistics block for one scope plus
     ``as_of_position`` and the operational gauges ``pending_outcomes`` and
     ``late_revisions``, plus the yield metrics ``repeat_failure_rate``,
     ``stale_revision_selections`` and ``by_repair_surface``. Re-published
@@ -468,13 +468,13 @@ class ScopeStatistics(_Value):
 
 
 class RevisionStatistics(_Value):
-    """One row of the ``revisions`` view (issue 6: yield metrics for every
+    """One row of the ``revisions`` view (yield metrics for every
     revision, not only the top N): the latest figures of one Experience
     revision with verdicts or selections, re-published whenever they change
     on the compacted ``revision-statistics`` topic (key: scope_id and
-    artifact_ref, see ``processors.ledger.statistics.revision_key``).
+    artifact_ref, see ``recurrence_ledger.ledger.statistics.revision_key``).
 
-    ``needs_review``: streak ≥ the deployment's review threshold (CONTRACT §8).
+    ``needs_review``: streak ≥ the deployment's review threshold (contract §8).
     """
 
     scope_id: Id
@@ -559,7 +559,7 @@ class AdmissionDecision(_Value):
 
 
 class DeadLetter(_Value):
-    """CONTRACT §9: a record that could not be applied.
+    """contract §9: a record that could not be applied.
 
     ``partition``/``offset`` are the Kafka coordinates; the embedded runner
     uses partition None and the 0-based line number as offset. ``raw`` is the

@@ -6,7 +6,7 @@
 | ``recurrence_ledger_records_total`` | counter | topic | input records processed (committed or not yet) |
 | ``recurrence_ledger_dead_letters_total`` | counter | reason | records sent to dead-letter, by reason code |
 | ``recurrence_ledger_outputs_total`` | counter | topic | output records committed |
-| ``recurrence_ledger_pending_outcomes`` | gauge | | outcomes held for missing provenance (sum over this worker's scopes, CONTRACT §5) |
+| ``recurrence_ledger_pending_outcomes`` | gauge | | outcomes held for missing provenance (sum over this worker's scopes, contract §5) |
 | ``recurrence_ledger_consumer_lag`` | gauge | topic, partition | high watermark − position, per assigned input partition |
 | ``recurrence_ledger_processing_latency_seconds`` | histogram | | record timestamp → its transaction committed |
 """

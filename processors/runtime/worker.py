@@ -4,7 +4,7 @@ A read-process-write loop in the style of Kafka Streams with
 ``processing.guarantee=exactly_once_v2``, on confluent-kafka:
 
 - one consumer in the application's consumer group subscribes to every input
-  topic of CONTRACT §1 with the *range* assignor, so partition p of every
+  topic of contract §1 with the *range* assignor, so partition p of every
   input topic lands on the same worker (co-partitioning by scope_id);
 - each assigned partition p is a *task* with its own ``LedgerProcessor`` over
   a ``ChangelogStore``: a dict restored, on assignment, from partition p of a
@@ -28,7 +28,7 @@ half-apply an event. Owning the transaction, as FAUST_NOTES suggests, keeps
 state, outputs and offsets atomic.
 
 The statistics and revision-statistics records of each committed
-transaction are then projected into Redis (``processors.view``); Redis being
+transaction are then projected into Redis (``recurrence_ledger.view``); Redis being
 down never stops the ledger.
 """
 
@@ -47,11 +47,11 @@ from typing import Any
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from processors.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
-from processors.ledger.processor import REVISION_STATISTICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
-from processors.metrics import WorkerMetrics
-from schemas import codec
-from topics import catalogue
+from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
+from recurrence_ledger.ledger.processor import REVISION_STATISTICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from recurrence_ledger.runtime.metrics import WorkerMetrics
+from recurrence_ledger.schemas import codec
+from recurrence_ledger.topics import catalogue
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -161,7 +161,7 @@ class WorkerConfig:
     - ``instance_id``: stable per worker instance; the transactional id is
       ``<group id>-<instance_id>``, so a restarted instance fences its
       previous incarnation and aborts its open transaction at once.
-    - ``topic_prefix``: deployment prefix of every topic (CONTRACT §1).
+    - ``topic_prefix``: deployment prefix of every topic (contract §1).
     - ``output_format``: "avro" (Confluent-framed) or "json".
     - ``commit_interval_ms``: how often a transaction is committed.
     - ``exit_when_idle_s``: stop after this many seconds without input (batch
@@ -229,7 +229,7 @@ class CoreFailure(Exception):
 
 
 def process_message(processor: LedgerProcessor, message: Message, topic_prefix: str) -> list[Emit]:
-    """Decode one input record and apply it: the whole shell of CONTRACT §9.
+    """Decode one input record and apply it: the whole shell of contract §9.
 
     Returns the emits, or one dead-letter emit for a record without a key
     (or one that is not the UTF-8 bytes of the value's scope_id), one that
@@ -244,11 +244,11 @@ def process_message(processor: LedgerProcessor, message: Message, topic_prefix: 
     except UnicodeDecodeError:
         key = raw_key.decode("utf-8", "replace")
         coordinates = Coordinates(physical_topic, message.partition(), message.offset(), key)
-        return [dead_letter(coordinates, raw or b"", "key_mismatch", "record key is not UTF-8, so it cannot be a scope_id (CONTRACT §1)")]
+        return [dead_letter(coordinates, raw or b"", "key_mismatch", "record key is not UTF-8, so it cannot be a scope_id (contract §1)")]
     coordinates = Coordinates(physical_topic, message.partition(), message.offset(), key)
     try:
         if raw_key is None:
-            raise BadRecord("key_mismatch", "record has no key; the key must be its scope_id (CONTRACT §1)")
+            raise BadRecord("key_mismatch", "record has no key; the key must be its scope_id (contract §1)")
         kind, value = codec.decode_source(catalogue.logical(physical_topic, topic_prefix), raw)
         return ingest(processor, kind, value, raw, coordinates)
     except BadRecord as bad:
@@ -273,7 +273,7 @@ def input_consumer_config(bootstrap: str, group_id: str) -> dict:
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         # Range assigns partition p of every subscribed topic to the same
-        # member: co-partitioning (CONTRACT §1).
+        # member: co-partitioning (contract §1).
         "partition.assignment.strategy": "range",
         "enable.partition.eof": False,
         "session.timeout.ms": 10_000,
@@ -313,7 +313,7 @@ class LedgerWorker:
         )
         # Records for the Redis view, held until their transaction commits
         # (the view never shows uncommitted data): ScopeStatistics and
-        # RevisionStatistics (issue 6), each in publication order.
+        # RevisionStatistics, each in publication order.
         self._pending_stats: list[dict] = []
         self._pending_revisions: list[dict] = []
         self._in_transaction = False
@@ -656,10 +656,10 @@ def prepare_topics(config: WorkerConfig) -> int:
     ``config.create_partitions`` set, missing catalogue topics are first
     created with that many partitions (a fresh deployment).
 
-    Raises ``processors.kafka_admin.CoPartitionError`` with every topic's
+    Raises ``recurrence_ledger.runtime.kafka_admin.CoPartitionError`` with every topic's
     count when they differ or an input topic is missing.
     """
-    from processors.kafka_admin import check_copartitioned, create_topics
+    from recurrence_ledger.runtime.kafka_admin import check_copartitioned, create_topics
 
     prefix = config.topic_prefix
     if config.create_partitions:
@@ -697,7 +697,7 @@ def run_worker(config: WorkerConfig) -> None:
     partitions = prepare_topics(config)
     view = None
     if config.redis_url:
-        from processors.view import RedisView, default_namespace
+        from recurrence_ledger.view import RedisView, default_namespace
 
         view = RedisView(config.redis_url, namespace=default_namespace(config.topic_prefix), review_threshold=config.ledger.review_threshold)
     worker = LedgerWorker(config, view)

@@ -1,10 +1,10 @@
-"""Journal files to Kafka and topics back to files (CONTRACT §1, §9, §11).
+"""Journal files to Kafka and topics back to files (contract §1, §9, §11).
 
 :func:`publish_journal` is the producer side of a journal file
 (``../cases/README.md``): each line becomes one record keyed by its scope_id,
 on ``source-journal`` (a SourceEvent envelope) or on the per-kind input
 topics. :func:`export_topic` reads a whole topic back into the embedded
-runner's file format (CONTRACT §11: one canonical JSON value per line), so
+runner's file format (contract §11: one canonical JSON value per line), so
 a Kafka run can be compared byte for byte with an embedded run.
 
 Partitioning: records are partitioned with librdkafka's ``murmur2_random``
@@ -12,7 +12,7 @@ partitioner, the Java client's (and aiokafka's / Faust's) default. The
 librdkafka default (``consistent_random``, CRC32) puts the same key on a
 different partition, which would split a scope's inputs and outputs across
 partitions when the worker produces with a Java-compatible client
-(CONTRACT §1, co-partitioning).
+(contract §1, co-partitioning).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from processors.embedded import file_progress, journal_lines
-from processors.kafka_admin import is_transient
-from processors.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
-from processors.ledger.normalize import canonical_json
-from schemas.codec import AVRO, JSON, decode_value, encode
-from topics.catalogue import BY_NAME, INPUT_TOPICS, SOURCE_JOURNAL
+from recurrence_ledger.embedded import file_progress, journal_lines
+from recurrence_ledger.runtime.kafka_admin import is_transient
+from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
+from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.schemas.codec import AVRO, JSON, decode_value, encode
+from recurrence_ledger.topics.catalogue import BY_NAME, INPUT_TOPICS, SOURCE_JOURNAL
 
 #: Producer settings for publishing source events: idempotent (no duplicate
 #: and no reordering on retries), acknowledged by every in-sync replica.
@@ -69,8 +69,8 @@ class PublishError(RuntimeError):
 
 
 class UndecodableRecord(ValueError):
-    """A record read back from a topic that ``schemas.codec.decode_value``
-    rejects (or a tombstone). ``reason`` is the CONTRACT §9 reason code."""
+    """A record read back from a topic that ``recurrence_ledger.schemas.codec.decode_value``
+    rejects (or a tombstone). ``reason`` is the contract §9 reason code."""
 
     def __init__(self, topic: str, partition: int, offset: int, reason: str, message: str):
         super().__init__(f"{topic}[{partition}]@{offset}: {reason}: {message}")
@@ -132,11 +132,11 @@ def prepare_line(line: bytes, fmt: str = AVRO, per_kind: bool = False) -> Prepar
     """Turn one journal line (without its end of line) into a record.
 
     A line that decodes and validates as its event kind (the same
-    ``processors.ledger.intake`` checks the worker applies) is published as
+    ``recurrence_ledger.ledger.intake`` checks the worker applies) is published as
     its validated value, keyed by scope_id: on ``source-journal`` as the
     SourceEvent ``{"topic": kind, "value": value}``, or with ``per_kind`` on
     the kind's own topic as that kind's record; ``fmt`` is "avro" (framed,
-    ``schemas.codec``) or "json" (canonical JSON).
+    ``recurrence_ledger.schemas.codec``) or "json" (canonical JSON).
 
     Any other line — not JSON, not an envelope, an unknown kind, a value
     that fails validation or does not encode — is published unchanged on
@@ -144,8 +144,8 @@ def prepare_line(line: bytes, fmt: str = AVRO, per_kind: bool = False) -> Prepar
     ``per_kind``: on a per-kind topic the envelope itself would be read as
     the event), keyed by its scope_id when one can be read, so that the
     worker dead-letters it with the raw bytes of the embedded runner's
-    dead letter (CONTRACT §9, §11) and, for a line starting with ``{``, the
-    same reason code. (``schemas.codec`` reads any other value as an Avro
+    dead letter (contract §9, §11) and, for a line starting with ``{``, the
+    same reason code. (``recurrence_ledger.schemas.codec`` reads any other value as an Avro
     frame, so e.g. a line ``oops`` is ``bad_magic_byte`` on Kafka but
     ``malformed_json`` in the embedded runner.)
     """
@@ -200,7 +200,7 @@ def publish_journal(
     show_progress: bool = True,
 ) -> PublishSummary:
     """Publish every non-blank line of ``journal`` (JSON Lines,
-    ``{"topic": kind, "value": {...}}``, CONTRACT §1/§11) in file order, one
+    ``{"topic": kind, "value": {...}}``, contract §1/§11) in file order, one
     record per line, keyed by the value's scope_id (UTF-8), to
     ``topic_prefix + "source-journal"`` — or with ``per_kind`` to each
     kind's topic (see :func:`prepare_line` for the value and for lines that
@@ -374,7 +374,7 @@ def read_topic(
     """``(partition, offset, key, value)`` of every committed record of the
     catalogue topic ``logical_topic`` (physical name ``topic_prefix +
     logical_topic``), in :func:`read_raw` order, each value decoded with
-    ``schemas.codec.decode_value`` (framed Avro of the topic's schema, or
+    ``recurrence_ledger.schemas.codec.decode_value`` (framed Avro of the topic's schema, or
     JSON).
 
     Raises KeyError for a topic outside the catalogue, UndecodableRecord (a
@@ -397,7 +397,7 @@ def read_topic(
 
 def export_topic(bootstrap: str, logical_topic: str, out: Path, *, topic_prefix: str = "", timeout: float = 30.0) -> int:
     """Write every committed record value of ``logical_topic`` to ``out`` in
-    the embedded runner's format (CONTRACT §11): one
+    the embedded runner's format (contract §11): one
     ``canonical_json(value)`` line per record, partitions ascending, each in
     offset order (so for a one-partition topic, publication order). Creates
     ``out``'s directory if needed. Returns the number of records.

@@ -1,0 +1,1 @@
+"""The Kafka runtime: the worker's read-process-write loop, topic administration, replay and metrics."""
