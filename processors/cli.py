@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 import tempfile
 from importlib import resources
@@ -23,6 +22,19 @@ from rich.table import Table
 
 from recurrence_ledger.embedded import RunSummary, run_journal, stdout_console
 from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.settings import (
+    DEFAULT_APP_ID,
+    ENV_APP_ID,
+    ENV_BOOTSTRAP_SERVERS,
+    ENV_INSTANCE_ID,
+    ENV_MAX_PENDING_CANDIDATES,
+    ENV_METRICS_PORT,
+    ENV_REDIS_URL,
+    ENV_TOPIC_PREFIX,
+    settings,
+)
+from recurrence_ledger.topics import catalogue
+from recurrence_ledger.topics.catalogue import DEFAULT_MAX_OUTPUT_BYTES
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="recurrence-ledger: did what the agents learned from a failure help?")
 console = stdout_console()
@@ -39,7 +51,7 @@ HorizonOption = Annotated[
 
 PendingCandidatesOption = Annotated[
     int,
-    typer.Option("--max-pending-candidates", min=1, envvar="RL_MAX_PENDING_CANDIDATES",
+    typer.Option("--max-pending-candidates", min=1, envvar=ENV_MAX_PENDING_CANDIDATES,
                  help="Admission candidates one scope may hold waiting for Task Outcomes; one more is dead-lettered (too_many_pending)."),
 ]
 
@@ -112,12 +124,12 @@ def run_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
-    topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Kafka only: deployment prefix of every topic.")] = "",
+    topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Kafka only: deployment prefix of every topic.")] = "",
 ) -> None:
     """The main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is set,
     else the embedded runner on JOURNAL (default: the RFC's minimum case)."""
     config = _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates)
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+    if settings().bootstrap_servers:
         if journal is not None or out is not None:
             console.print(
                 "KAFKA_BOOTSTRAP_SERVERS is set, so `run` starts the Kafka worker, which reads topics, not files: "
@@ -129,7 +141,7 @@ def run_command(
         from recurrence_ledger.runtime.worker import run_worker, worker_config_from_env
 
         console.print(
-            f"Kafka worker on {os.environ['KAFKA_BOOTSTRAP_SERVERS']} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}",
+            f"Kafka worker on {settings().bootstrap_servers} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}",
             style="bold",
         )
         _run_worker_or_exit(run_worker, worker_config_from_env(config, create_partitions=8, topic_prefix=topic_prefix))
@@ -146,8 +158,8 @@ def run_command(
 
 # -- Kafka ------------------------------------------------------------------------
 
-BootstrapOption = Annotated[str, typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers.")]
-PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Deployment prefix of every topic (contract §1).")]
+BootstrapOption = Annotated[str, typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers.")]
+PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix of every topic (contract §1).")]
 FormatOption = Annotated[str, typer.Option("--format", help="Value format: avro (Confluent-framed) or json.")]
 
 
@@ -177,7 +189,6 @@ def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy impo
 
 
 def _check_topic(topic: str) -> str:
-    from recurrence_ledger.topics import catalogue
 
     if topic not in catalogue.BY_NAME:
         raise typer.BadParameter(f"{topic!r} is not a catalogue topic; one of: {', '.join(catalogue.BY_NAME)}", param_hint="TOPIC")
@@ -188,16 +199,16 @@ def _check_topic(topic: str) -> str:
 def worker_command(
     bootstrap: BootstrapOption,
     topic_prefix: PrefixOption = "",
-    app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID", help="Consumer group id and changelog prefix.")] = "recurrence-ledger",
-    instance_id: Annotated[Optional[str], typer.Option("--instance-id", envvar="RL_INSTANCE_ID", help="Stable id of this worker (transactional id suffix; default: host name).")] = None,
+    app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="Consumer group id and changelog prefix.")] = DEFAULT_APP_ID,
+    instance_id: Annotated[Optional[str], typer.Option("--instance-id", envvar=ENV_INSTANCE_ID, help="Stable id of this worker (transactional id suffix; default: host name).")] = None,
     output_format: Annotated[str, typer.Option("--output-format", help="avro (Confluent-framed) or json.")] = "avro",
-    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", help="Redis for the statistics view (optional).")] = None,
+    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Redis for the statistics view (optional).")] = None,
     commit_interval_ms: Annotated[int, typer.Option("--commit-interval-ms", min=10, help="Transaction commit interval.")] = 100,
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Records consumed per poll.")] = 2_000,
     exit_when_idle: Annotated[Optional[float], typer.Option("--exit-when-idle", help="Stop after this many seconds without input (batch jobs).")] = None,
     create_topics: Annotated[Optional[int], typer.Option("--create-topics", min=1, help="Create missing catalogue topics with this many partitions first.")] = None,
-    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", envvar="RL_METRICS_PORT", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")] = None,
-    max_output_bytes: Annotated[int, typer.Option("--max-output-bytes", min=256, help="Largest output value; a record with a larger output is dead-lettered (oversized_output). Dead letters themselves are not held to it.")] = 16 * 1024 * 1024 - 65_536,
+    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", envvar=ENV_METRICS_PORT, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")] = None,
+    max_output_bytes: Annotated[int, typer.Option("--max-output-bytes", min=256, help="Largest output value; a record with a larger output is dead-lettered (oversized_output). Dead letters themselves are not held to it.")] = DEFAULT_MAX_OUTPUT_BYTES,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
@@ -219,9 +230,8 @@ def worker_command(
         metrics_port=metrics_port,
         max_output_bytes=max_output_bytes,
         ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
+        **({"instance_id": instance_id} if instance_id else {}),
     )
-    if instance_id:
-        config.instance_id = instance_id
     _run_worker_or_exit(run_worker, config)
 
 
@@ -238,7 +248,6 @@ def topics_create_command(
 ) -> None:
     """Create every topic of the catalogue with its settings (idempotent)."""
     from recurrence_ledger.runtime.kafka_admin import create_topics
-    from recurrence_ledger.topics import catalogue
 
     with _kafka_errors():
         result = create_topics(bootstrap, partitions, topic_prefix, replication)
@@ -255,7 +264,7 @@ def topics_create_command(
 def topics_delete_command(
     bootstrap: BootstrapOption,
     topic_prefix: PrefixOption = "",
-    app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID", help="The deployment's app id (group and changelog).")] = "recurrence-ledger",
+    app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group and changelog).")] = DEFAULT_APP_ID,
     yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
 ) -> None:
     """Delete a deployment's topics (the catalogue under the prefix and the
@@ -278,7 +287,6 @@ def topics_delete_command(
 @topics_app.command("list")
 def topics_list_command() -> None:
     """Print the catalogue: topic, direction, key, value schema, cleanup."""
-    from recurrence_ledger.topics import catalogue
 
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("topic", "direction", "key", "value", "cleanup", "retention ms", "schema id"):
@@ -330,7 +338,7 @@ def replay_command(
     bootstrap: BootstrapOption,
     start: Annotated[str, typer.Option("--from", help="earliest | offsets:TOPIC/P=O,… | timestamp:ISO-8601 | position:N")] = "earliest",
     topic_prefix: PrefixOption = "",
-    app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID")] = "recurrence-ledger",
+    app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID)] = DEFAULT_APP_ID,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be re-read.")] = False,
     output_format: Annotated[str, typer.Option("--output-format")] = "avro",
     review_threshold: ThresholdOption = 3,
@@ -374,7 +382,7 @@ def replay_command(
 @app.command("rebuild")
 def rebuild_command(
     bootstrap: BootstrapOption,
-    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", help="Also rewrite the Redis view.")] = None,
+    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Also rewrite the Redis view.")] = None,
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
@@ -385,10 +393,11 @@ def rebuild_command(
     when the rebuilt views differ from the live ones."""
     from recurrence_ledger.runtime.kafka_io import read_topic
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
-    from recurrence_ledger.view import RedisView, default_namespace, read_revision_statistics_topic, read_statistics_topic
+    from recurrence_ledger.runtime.view_topics import read_revision_statistics_topic, read_statistics_topic
+    from recurrence_ledger.view import RedisView, default_namespace
 
     with _kafka_errors():
-        observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
+        observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
         latest = read_statistics_topic(bootstrap, topic_prefix)
         live_rows = [row for rows in read_revision_statistics_topic(bootstrap, topic_prefix).values() for row in rows.values()]
     surfaces = surfaces_from(latest.values(), live_rows)
@@ -432,7 +441,7 @@ def explain_command(
     scope: Annotated[str, typer.Argument(help="scope_id")],
     task_outcome_id: Annotated[str, typer.Argument(help="source_id of the Task Outcome")],
     journal: Annotated[Optional[Path], typer.Option("--journal", exists=True, dir_okay=False, help="Explain from a journal file (embedded run) instead of Kafka.")] = None,
-    bootstrap: Annotated[Optional[str], typer.Option("--bootstrap", envvar="KAFKA_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers.")] = None,
+    bootstrap: Annotated[Optional[str], typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers.")] = None,
     topic_prefix: PrefixOption = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -445,18 +454,17 @@ def explain_command(
         from recurrence_ledger.embedded import journal_ledger
 
         events, outputs = journal_ledger(journal)
-        matches, observations = outputs["recurrence-matches"], outputs["recurrence-observations"]
+        matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
     elif bootstrap:
         from recurrence_ledger.runtime.kafka_io import read_topic
-        from recurrence_ledger.topics import catalogue
 
         with _kafka_errors():
             events = []
             for name in catalogue.INPUT_TOPICS:
                 for *_, value in read_topic(bootstrap, name, topic_prefix=topic_prefix):
                     events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
-            matches = [value for *_, value in read_topic(bootstrap, "recurrence-matches", topic_prefix=topic_prefix)]
-            observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
+            matches = [value for *_, value in read_topic(bootstrap, catalogue.MATCHES, topic_prefix=topic_prefix)]
+            observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     try:
@@ -504,12 +512,13 @@ app.add_typer(view_app, name="view")
 @view_app.command("rebuild")
 def view_rebuild_command(
     bootstrap: BootstrapOption,
-    redis_url: Annotated[str, typer.Option("--redis-url", envvar="REDIS_URL")],
+    redis_url: Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL)],
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
 ) -> None:
     """Rebuild the Redis view from the recurrence-statistics topic."""
-    from recurrence_ledger.view import RedisView, rebuild_from_topic
+    from recurrence_ledger.runtime.view_topics import rebuild_from_topic
+    from recurrence_ledger.view import RedisView
     from recurrence_ledger.view import default_namespace
 
     view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
@@ -520,7 +529,7 @@ def view_rebuild_command(
 
 @view_app.command("clear")
 def view_clear_command(
-    redis_url: Annotated[str, typer.Option("--redis-url", envvar="REDIS_URL")],
+    redis_url: Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL)],
     topic_prefix: PrefixOption = "",
 ) -> None:
     """Delete every key of the Redis view's namespace (the prefix's)."""

@@ -35,6 +35,7 @@ from rich.table import Table
 
 from recurrence_ledger.api import ApiSettings, ViewReader
 from recurrence_ledger.embedded import stdout_console
+from recurrence_ledger.settings import ENV_REDIS_URL, ENV_REVIEW_THRESHOLD, ENV_TOPIC_PREFIX
 
 console = stdout_console()
 errors = Console(stderr=True)
@@ -42,8 +43,8 @@ errors = Console(stderr=True)
 #: RFC repair_surface values (recurrence_ledger.ledger.models.RepairSurface).
 REPAIR_SURFACES = ("experience_content", "working_state", "recall_policy", "acceptance_check")
 
-RedisOption = Annotated[Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", help="Redis holding the view (default redis://127.0.0.1:6379/0).")]
-PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Deployment prefix; names the view's namespace.")]
+RedisOption = Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Redis holding the view (default redis://127.0.0.1:6379/0).")]
+PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix; names the view's namespace.")]
 ScopeOption = Annotated[Optional[str], typer.Option("--scope", help="Only this scope (default: every scope in the view).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -233,7 +234,7 @@ def serve_command(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
-    review_threshold: Annotated[Optional[int], typer.Option("--review-threshold", min=1, envvar="RL_REVIEW_THRESHOLD", help="The workers' --review-threshold (shown with review lists).")] = None,
+    review_threshold: Annotated[Optional[int], typer.Option("--review-threshold", min=1, envvar=ENV_REVIEW_THRESHOLD, help="The workers' --review-threshold (shown with review lists).")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the statistics API and the dashboard (uvicorn): GET / for the

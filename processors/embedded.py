@@ -21,11 +21,11 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.ledger.processor import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
+from recurrence_ledger.topics.catalogue import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, SOURCE_JOURNAL, STATISTICS
 
 #: Dead-letter coordinates topic for records read from a journal file: the
 #: file is a copy of the source-journal topic (contract §1).
-JOURNAL_TOPIC = "source-journal"
 
 
 @dataclass
@@ -130,7 +130,7 @@ def run_journal(
         task = progress.add_task(journal.name, total=size)
         for number, line in journal_lines(handle):
             summary.lines += 1
-            sink.write(ingest_journal_line(processor, line, Coordinates(JOURNAL_TOPIC, None, number, None)), summary)
+            sink.write(ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)), summary)
             if number % 512 == 0:
                 progress.update(task, completed=handle.tell())
         sink.write(processor.flush(), summary)
@@ -155,7 +155,7 @@ def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> tuple[l
                 events.append((kind, validate(kind, value)))
             except BadRecord:
                 pass
-            for emit in ingest_journal_line(processor, line, Coordinates(JOURNAL_TOPIC, None, number, None)):
+            for emit in ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)):
                 outputs[emit.topic].append(emit.value)
     for emit in processor.flush():
         outputs[emit.topic].append(emit.value)

@@ -5,7 +5,7 @@ read): the `recurrence-statistics` records of every scope and the
 The projection is a materialized view of the compacted
 `recurrence-statistics` and `revision-statistics` topics, never a source of
 truth: it can be dropped and rebuilt from the topics at any time
-(`rebuild_from_topic`, CLI `recurrence-ledger view rebuild`). The worker feeds
+(`recurrence_ledger.runtime.view_topics.rebuild_from_topic`, CLI `recurrence-ledger view rebuild`). The worker feeds
 it with `RedisView.submit` in publication order, after each committed
 transaction; Redis being down, unreachable or hung never stops or slows the
 worker (the latest record of each scope and of each revision waits in memory).
@@ -75,18 +75,11 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.models import RevisionStatistics, ScopeStatistics
 
 log = logging.getLogger(__name__)
 
-#: The statistics topic (contract §1): compacted, the latest record per scope.
-STATISTICS_TOPIC = "recurrence-statistics"
-
-#: The revisions topic: compacted, the latest RevisionStatistics
-#: record per revision (key ``recurrence_ledger.ledger.statistics.revision_key``).
-REVISION_STATISTICS_TOPIC = "revision-statistics"
 
 #: Fields per HSET command when a scope's revisions are written (a rebuild
 #: of a scope with many revisions sends several HSETs in its MULTI/EXEC).
@@ -121,16 +114,12 @@ REDIS_DOWN_ERRORS: tuple[type[BaseException], ...] = (
 MAX_BACKOFF_FACTOR = 30
 
 
-def default_namespace(topic_prefix: str | None = None) -> str:
+def default_namespace(topic_prefix: str) -> str:
     """The namespace of a deployment: "rl" without a topic prefix, else
     ``"rl:" + topic_prefix`` ("rl:prod." for the prefix "prod."), as the
     worker names it. ``clear`` of "rl" never touches "rl:prod.:…" keys (it
-    deletes this layout's keys only). With ``topic_prefix`` None the prefix
-    comes from env RL_TOPIC_PREFIX (recurrence_ledger.topics.catalogue.prefix)."""
-    from recurrence_ledger.topics.catalogue import prefix
-
-    active = prefix() if topic_prefix is None else topic_prefix
-    return f"rl:{active}" if active else "rl"
+    deletes this layout's keys only)."""
+    return f"rl:{topic_prefix}" if topic_prefix else "rl"
 
 
 def escape_scope(scope_id: str) -> str:
@@ -286,7 +275,7 @@ class RedisView:
         """True once this view saw its namespace vanish after it had written
         to it (a Redis restarted without persistence, or a ``clear`` from
         another process): scopes that were not pending are missing until
-        ``rebuild_from_topic`` runs."""
+        ``recurrence_ledger.runtime.view_topics.rebuild_from_topic`` runs."""
         return self._needs_rebuild
 
     def scope_key(self, scope_id: str) -> str:
@@ -508,144 +497,3 @@ class RedisView:
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
-
-
-def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> dict[str, dict]:
-    """The last ScopeStatistics record per scope in the physical
-    ``topic_prefix + "recurrence-statistics"`` topic (contract §1, §8).
-
-    The topic is read to its end with ``recurrence_ledger.runtime.kafka_io.read_raw``
-    (read_committed, every partition from the beginning, no group offsets);
-    values are decoded with ``recurrence_ledger.schemas.codec.decode_value(raw,
-    ("ScopeStatistics",))``; a tombstone removes its key's scope; an
-    undecodable record is logged and skipped.
-
-    Raises what ``read_raw`` raises: LookupError when the topic does not
-    exist, TimeoutError when the end is not reached within ``timeout``
-    seconds, KafkaException on a broker error.
-    """
-    from recurrence_ledger.runtime.kafka_io import read_raw
-    from recurrence_ledger.schemas.codec import decode_value
-
-    topic = topic_prefix + STATISTICS_TOPIC
-    latest: dict[str, dict] = {}
-    for record in read_raw(bootstrap, topic, timeout):
-        if record.value is None:
-            if record.key is not None:
-                latest.pop(record.key.decode("utf-8", "replace"), None)
-            continue
-        try:
-            value = decode_value(record.value, ("ScopeStatistics",))
-        except BadRecord as error:
-            log.warning("%s[%d]@%d skipped: %s (%s)", topic, record.partition, record.offset, error.message, error.reason)
-            continue
-        latest[value["scope_id"]] = value
-    return latest
-
-
-def read_revision_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> dict[str, dict[str, dict]]:
-    """The last RevisionStatistics record per revision in the physical
-    ``topic_prefix + "revision-statistics"`` topic, as
-    ``scope_id -> {revision_member(artifact_ref) -> record}``.
-
-    Read like :func:`read_statistics_topic` (``read_raw``: read_committed,
-    every partition to its end, no group offsets; a revision's records all
-    share a key, hence a partition, so the last one read is its current
-    row); values decoded with ``recurrence_ledger.schemas.codec.decode_value(raw,
-    ("RevisionStatistics",))``. A tombstone removes the revision its key
-    names (``recurrence_ledger.ledger.statistics.revision_key``: canonical JSON of
-    ``{"artifact_ref", "scope_id"}``); an undecodable record or key is
-    logged and skipped.
-
-    Raises what ``read_raw`` raises: LookupError when the topic does not
-    exist, TimeoutError when the end is not reached within ``timeout``
-    seconds, KafkaException on a broker error.
-    """
-    from recurrence_ledger.runtime.kafka_io import read_raw
-    from recurrence_ledger.schemas.codec import decode_value
-
-    topic = topic_prefix + REVISION_STATISTICS_TOPIC
-    latest: dict[tuple[str, str], dict] = {}
-    for record in read_raw(bootstrap, topic, timeout):
-        if record.value is None:
-            try:
-                key = orjson.loads(record.key or b"")
-                latest.pop((key["scope_id"], revision_member(key["artifact_ref"])), None)
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                log.warning("%s[%d]@%d: tombstone with an unreadable key skipped", topic, record.partition, record.offset)
-            continue
-        try:
-            value = decode_value(record.value, ("RevisionStatistics",))
-            where = (value["scope_id"], revision_member(value["artifact_ref"]))
-        except BadRecord as error:
-            log.warning("%s[%d]@%d skipped: %s (%s)", topic, record.partition, record.offset, error.message, error.reason)
-            continue
-        except (KeyError, TypeError):
-            log.warning("%s[%d]@%d skipped: no scope_id or artifact_ref", topic, record.partition, record.offset)
-            continue
-        latest[where] = value
-    by_scope: dict[str, dict[str, dict]] = {}
-    for (scope_id, member_), value in latest.items():
-        by_scope.setdefault(scope_id, {})[member_] = value
-    return by_scope
-
-
-def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> int:
-    """Rebuild ``view`` from the compacted ``recurrence-statistics`` topic
-    (contract §1, §8) and ``revision-statistics`` topic: read both
-    physical topics whole (``read_statistics_topic``,
-    ``read_revision_statistics_topic``), then clear the namespace and write
-    the last record of every scope together with the last row of each of its
-    revisions, one MULTI/EXEC per scope; returns the number of scopes with a
-    statistics record written. Backs ``recurrence-ledger view rebuild``.
-
-    The namespace is cleared only once both topics have been read and every
-    record prepared, so dashboards see it empty only while the writes run. A
-    topic record that is not a valid ScopeStatistics / RevisionStatistics is
-    logged and skipped. Records still pending in the view (submitted by its
-    owner, so not older than what was published) are flushed afterwards and
-    win. Raises what ``read_statistics_topic`` raises — LookupError also
-    when the ``revision-statistics`` topic is missing (workers create it on
-    start) — with nothing cleared then, and redis errors: unlike ``submit``,
-    a rebuild must tell its caller it failed.
-    """
-    started = time.monotonic()
-    latest = read_statistics_topic(bootstrap, topic_prefix, timeout)
-    revisions = read_revision_statistics_topic(bootstrap, topic_prefix, timeout)
-    prepared: dict[str, _Pending] = {}
-    for scope_id, record in latest.items():
-        try:
-            prepared[scope_id] = _Pending(scope=view._prepare(record))
-        except ValueError as error:
-            log.warning("%s%s: record of scope %r skipped: %s", topic_prefix, STATISTICS_TOPIC, scope_id, str(error)[:500])
-    rows = 0
-    for scope_id, by_member in revisions.items():
-        for member_, record in by_member.items():
-            try:
-                value = view._prepare_revision(record)
-            except ValueError as error:
-                log.warning(
-                    "%s%s: row of %r %s skipped: %s", topic_prefix, REVISION_STATISTICS_TOPIC, scope_id, member_, str(error)[:500]
-                )
-                continue
-            prepared.setdefault(scope_id, _Pending()).revisions[member_] = value
-            rows += 1
-    view.clear()
-    for scope_id, pending in prepared.items():
-        view._write(scope_id, pending)
-    view._needs_rebuild = False
-    view._succeeded()
-    view.flush()
-    scopes = sum(1 for pending in prepared.values() if pending.scope is not None)
-    log.info(
-        "Redis view %s rebuilt from %s%s and %s%s: %d scope(s), %d revision row(s) in %.2f s",
-        view.namespace,
-        topic_prefix,
-        STATISTICS_TOPIC,
-        topic_prefix,
-        REVISION_STATISTICS_TOPIC,
-        scopes,
-        rows,
-        time.monotonic() - started,
-    )
-    return scopes

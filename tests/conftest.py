@@ -73,6 +73,6 @@ def facts(records: dict[str, list[dict]]) -> dict:
 
 def read_outputs(out_dir: Path) -> dict[str, list[dict]]:
     """Every output topic file of an embedded run."""
-    from recurrence_ledger.ledger.processor import OUTPUT_TOPICS
+    from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
 
     return {topic: read_jsonl(out_dir / f"{topic}.jsonl") for topic in OUTPUT_TOPICS}

@@ -1,21 +1,43 @@
 """The topic catalogue (contract §1): every topic the ledger reads or writes,
 with its key, value schema, cleanup policy and retention.
 
-Logical names are the contract's; a deployment may prefix every name
-(``RL_TOPIC_PREFIX``, e.g. "prod."). Input topics must all have the same
+Logical names are the contract's and are defined here once: every other
+module imports them. A deployment may prefix every name (``--topic-prefix``
+/ ``RL_TOPIC_PREFIX``, e.g. "prod."; the prefix is passed in, this module
+reads no environment). Input topics must all have the same
 partition count (co-partitioning by scope_id); output topics get the same
 count so a scope's outputs stay on the partition of its inputs.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 #: Retention for "long retention" input topics and append-only ledgers: -1 = forever.
 FOREVER = -1
 SEVEN_DAYS_MS = 7 * 24 * 3600 * 1000
-MAX_OUTPUT_MESSAGE_BYTES = 16 * 1024 * 1024
+#: Largest record the ledger's topics and producers accept (bytes): the
+#: topics' max.message.bytes and the producers' message.max.bytes.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+#: Room left in a message for the key and the record overhead (bytes).
+RECORD_OVERHEAD_BYTES = 64 * 1024
+#: Default largest output value the worker produces (bytes).
+DEFAULT_MAX_OUTPUT_BYTES = MAX_MESSAGE_BYTES - RECORD_OVERHEAD_BYTES
+
+# Logical topic names (contract §1).
+SOURCE_JOURNAL = "source-journal"
+EXPERIENCE_REVISIONS = "experience-revisions"
+HANDOFF_REVISIONS = "handoff-revisions"
+HANDOFF_RECEIPTS = "handoff-receipts"
+TASK_OUTCOMES = "task-outcomes"
+EXPERIENCE_CANDIDATES = "experience-candidates"
+MATCHES = "recurrence-matches"
+OBSERVATIONS = "recurrence-observations"
+REVIEW_CANDIDATES = "review-candidates"
+STATISTICS = "recurrence-statistics"
+REVISION_STATISTICS = "revision-statistics"
+ADMISSION_DECISIONS = "admission-decisions"
+DEAD_LETTER = "dead-letter"
 
 
 @dataclass(frozen=True)
@@ -40,9 +62,9 @@ class TopicSpec:
         """Topic configs for AdminClient.create_topics."""
         config = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
         if self.direction == "out":
-            # A RecurrenceMatch carries its whole frozen candidate set (RFC),
-            # which passes 1 MiB at ~25k heads in a scope.
-            config["max.message.bytes"] = str(MAX_OUTPUT_MESSAGE_BYTES)
+            # A scope_heads RecurrenceMatch carries its whole frozen candidate
+            # set (contract §6), which passes 1 MiB at ~25k heads in a scope.
+            config["max.message.bytes"] = str(MAX_MESSAGE_BYTES)
         if self.cleanup_policy == "compact":
             config.pop("retention.ms")
             config["min.cleanable.dirty.ratio"] = "0.1"
@@ -73,27 +95,31 @@ def _spec(name: str, direction: str, key: str, schema: str, cleanup: str = "dele
     return TopicSpec(name, direction, key, schema, cleanup, retention, SCHEMA_IDS[schema])
 
 
-SOURCE_JOURNAL = "source-journal"
-
 CATALOGUE: tuple[TopicSpec, ...] = (
     _spec(SOURCE_JOURNAL, "in", "scope_id", "SourceEvent"),
-    _spec("experience-revisions", "in", "scope_id", "ExperienceRevision"),
-    _spec("handoff-revisions", "in", "scope_id", "HandoffRevision"),
-    _spec("handoff-receipts", "in", "scope_id", "HandoffReceipt"),
-    _spec("task-outcomes", "in", "scope_id", "TaskOutcome"),
-    _spec("experience-candidates", "in", "scope_id", "ExperienceCandidate"),
-    _spec("recurrence-matches", "out", "scope_id", "RecurrenceMatch"),
-    _spec("recurrence-observations", "out", "scope_id", "RecurrenceObservation"),
-    _spec("review-candidates", "out", "scope_id", "ReviewCandidate", retention=SEVEN_DAYS_MS * 52),
-    _spec("recurrence-statistics", "out", "scope_id", "ScopeStatistics", cleanup="compact"),
-    _spec("revision-statistics", "out", "scope_id + artifact_ref (canonical JSON)", "RevisionStatistics", cleanup="compact"),
-    _spec("admission-decisions", "out", "scope_id", "AdmissionDecision"),
-    _spec("dead-letter", "out", "original key", "DeadLetter", retention=SEVEN_DAYS_MS * 4),
+    _spec(EXPERIENCE_REVISIONS, "in", "scope_id", "ExperienceRevision"),
+    _spec(HANDOFF_REVISIONS, "in", "scope_id", "HandoffRevision"),
+    _spec(HANDOFF_RECEIPTS, "in", "scope_id", "HandoffReceipt"),
+    _spec(TASK_OUTCOMES, "in", "scope_id", "TaskOutcome"),
+    _spec(EXPERIENCE_CANDIDATES, "in", "scope_id", "ExperienceCandidate"),
+    _spec(MATCHES, "out", "scope_id", "RecurrenceMatch"),
+    _spec(OBSERVATIONS, "out", "scope_id", "RecurrenceObservation"),
+    _spec(REVIEW_CANDIDATES, "out", "scope_id", "ReviewCandidate", retention=SEVEN_DAYS_MS * 52),
+    _spec(STATISTICS, "out", "scope_id", "ScopeStatistics", cleanup="compact"),
+    _spec(REVISION_STATISTICS, "out", "scope_id + artifact_ref (canonical JSON)", "RevisionStatistics", cleanup="compact"),
+    _spec(ADMISSION_DECISIONS, "out", "scope_id", "AdmissionDecision"),
+    _spec(DEAD_LETTER, "out", "original key", "DeadLetter", retention=SEVEN_DAYS_MS * 4),
 )
 
 BY_NAME: dict[str, TopicSpec] = {spec.name: spec for spec in CATALOGUE}
 INPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.direction == "in")
+#: Output topics in catalogue order: the order of the embedded runner's files
+#: and of every per-topic listing.
 OUTPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.direction == "out")
+#: The immutable ledger facts (contract §10): compared byte for byte between runners.
+LEDGER_TOPICS: tuple[str, ...] = (MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, ADMISSION_DECISIONS)
+#: The views (compacted tables, contract §8): compared by final value per key.
+VIEW_TOPICS: tuple[str, ...] = (STATISTICS, REVISION_STATISTICS)
 SCHEMA_BY_ID: dict[int, str] = {schema_id: name for name, schema_id in SCHEMA_IDS.items()}
 
 
@@ -109,20 +135,16 @@ def replay_group(group_id: str) -> str:
     return f"{group_id}-replay"
 
 
-def prefix() -> str:
-    """The deployment prefix (env RL_TOPIC_PREFIX, default none)."""
-    return os.environ.get("RL_TOPIC_PREFIX", "")
+
+def physical(name: str, topic_prefix: str) -> str:
+    """The Kafka topic name of logical topic ``name`` in the deployment whose
+    prefix is ``topic_prefix`` ("" for none)."""
+    return topic_prefix + name
 
 
-def physical(name: str, topic_prefix: str | None = None) -> str:
-    """The Kafka topic name of logical topic ``name``."""
-    return (prefix() if topic_prefix is None else topic_prefix) + name
-
-
-def logical(physical_name: str, topic_prefix: str | None = None) -> str:
+def logical(physical_name: str, topic_prefix: str) -> str:
     """The logical name of a physical topic (inverse of :func:`physical`).
     Raises KeyError for a topic outside the catalogue."""
-    active = prefix() if topic_prefix is None else topic_prefix
-    if not physical_name.startswith(active) or physical_name[len(active):] not in BY_NAME:
+    if not physical_name.startswith(topic_prefix) or physical_name[len(topic_prefix):] not in BY_NAME:
         raise KeyError(physical_name)
-    return physical_name[len(active):]
+    return physical_name[len(topic_prefix):]

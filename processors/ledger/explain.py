@@ -12,6 +12,8 @@ cannot drift from the rules.
 
 from __future__ import annotations
 
+from recurrence_ledger.errors import RecurrenceLedgerError
+
 from collections.abc import Iterable
 
 from recurrence_ledger.ledger.chain import distinct_experience_citations, receipt_target
@@ -19,9 +21,10 @@ from recurrence_ledger.ledger.matching import OutcomeItems
 from recurrence_ledger.ledger.normalize import normalize
 from recurrence_ledger.ledger.state import experience_ref, ref_order
 from recurrence_ledger.ledger.verdicts import avoided_binding
+from recurrence_ledger.topics.catalogue import EXPERIENCE_REVISIONS, HANDOFF_RECEIPTS, HANDOFF_REVISIONS, TASK_OUTCOMES
 
 
-class OutcomeNotFound(LookupError):
+class OutcomeNotFound(RecurrenceLedgerError, LookupError):
     """No Task Outcome with that source_id in the scope's events."""
 
 
@@ -65,13 +68,13 @@ def explain_outcome(
     for kind, value in events:
         if value.get("scope_id") != scope_id:
             continue
-        if kind == "task-outcomes" and value["source_ref"]["source_id"] == outcome_id:
+        if kind == TASK_OUTCOMES and value["source_ref"]["source_id"] == outcome_id:
             outcome = outcome or value
-        elif kind == "handoff-receipts":
+        elif kind == HANDOFF_RECEIPTS:
             receipts.setdefault(value["source_ref"]["source_id"], value)
-        elif kind == "handoff-revisions":
+        elif kind == HANDOFF_REVISIONS:
             handoffs.setdefault((value["artifact_ref"]["artifact_id"], value["artifact_ref"]["revision"]), value)
-        elif kind == "experience-revisions":
+        elif kind == EXPERIENCE_REVISIONS:
             experiences.setdefault((value["artifact_ref"]["artifact_id"], value["artifact_ref"]["revision"]), value)
     if outcome is None:
         raise OutcomeNotFound(f"no task outcome {outcome_id!r} in scope {scope_id!r}")

@@ -36,13 +36,16 @@ oversized_output       (worker) an output of the record would exceed the worker'
 
 from __future__ import annotations
 
+from recurrence_ledger.errors import RecurrenceLedgerError
+
 import base64
 import json
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from recurrence_ledger.ledger.processor import DEAD_LETTER, Emit, LedgerProcessor
+from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
+from recurrence_ledger.topics.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger.models import SOURCE_KINDS
 
 #: Largest record accepted (bytes). Kafka's default message.max.bytes is ~1 MiB.
@@ -63,7 +66,7 @@ class Coordinates(NamedTuple):
     key: str | None
 
 
-class BadRecord(Exception):
+class BadRecord(RecurrenceLedgerError):
     """A record that goes to dead-letter: ``reason`` is a code from the table
     in this module's docstring, ``message`` is for humans."""
 

@@ -20,6 +20,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from recurrence_ledger.ledger.normalize import normalize
+from recurrence_ledger.topics.catalogue import EXPERIENCE_CANDIDATES, EXPERIENCE_REVISIONS, HANDOFF_RECEIPTS, HANDOFF_REVISIONS, TASK_OUTCOMES
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
 #: RFC: "MAX_FAILURE_CUE_LENGTH is a proposed new constant (512)".
@@ -319,11 +320,11 @@ class ExperienceCandidate(_Value):
 #: Input topic (contract §1) → the event kind it carries. The journal file's
 #: ``topic`` field and the source-journal envelope use the same names.
 SOURCE_KINDS: dict[str, type[BaseModel]] = {
-    "experience-revisions": ExperienceRevision,
-    "handoff-revisions": HandoffRevision,
-    "handoff-receipts": HandoffReceipt,
-    "task-outcomes": TaskOutcome,
-    "experience-candidates": ExperienceCandidate,
+    EXPERIENCE_REVISIONS: ExperienceRevision,
+    HANDOFF_REVISIONS: HandoffRevision,
+    HANDOFF_RECEIPTS: HandoffReceipt,
+    TASK_OUTCOMES: TaskOutcome,
+    EXPERIENCE_CANDIDATES: ExperienceCandidate,
 }
 
 

@@ -34,22 +34,20 @@ from recurrence_ledger.ledger.statistics import revision_key, revision_statistic
 from recurrence_ledger.ledger.streaks import count_selected, record_verdict
 from recurrence_ledger.ledger.validation import check_record
 from recurrence_ledger.ledger import models
+from recurrence_ledger.topics.catalogue import (
+    ADMISSION_DECISIONS,
+    EXPERIENCE_CANDIDATES,
+    EXPERIENCE_REVISIONS,
+    HANDOFF_RECEIPTS,
+    HANDOFF_REVISIONS,
+    MATCHES,
+    OBSERVATIONS,
+    REVIEW_CANDIDATES,
+    REVISION_STATISTICS,
+    STATISTICS,
+    TASK_OUTCOMES,
+)
 
-# Logical output topic names (contract §1); a deployment prefix is the shell's.
-MATCHES = "recurrence-matches"
-OBSERVATIONS = "recurrence-observations"
-REVIEW_CANDIDATES = "review-candidates"
-STATISTICS = "recurrence-statistics"
-REVISION_STATISTICS = "revision-statistics"
-ADMISSION_DECISIONS = "admission-decisions"
-DEAD_LETTER = "dead-letter"
-OUTPUT_TOPICS = (MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS, ADMISSION_DECISIONS, DEAD_LETTER)
-
-EXPERIENCE_REVISIONS = "experience-revisions"
-HANDOFF_REVISIONS = "handoff-revisions"
-HANDOFF_RECEIPTS = "handoff-receipts"
-TASK_OUTCOMES = "task-outcomes"
-EXPERIENCE_CANDIDATES = "experience-candidates"
 
 _OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     MATCHES: models.RecurrenceMatch,

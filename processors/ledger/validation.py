@@ -9,6 +9,8 @@ functions from their validators.
 
 from __future__ import annotations
 
+from recurrence_ledger.errors import RecurrenceLedgerError
+
 from collections.abc import Container
 
 #: event → fields that must be present; the other matrix fields must be absent.
@@ -20,7 +22,7 @@ OBSERVATION_MATRIX: dict[str, frozenset[str]] = {
 _MATRIX_FIELDS = ("condition_ref", "check_ref", "failure_ref", "recurrence_match_digest")
 
 
-class LedgerInvariantError(ValueError):
+class LedgerInvariantError(RecurrenceLedgerError, ValueError):
     """A ledger record broke the RFC validation matrix. Raised by the core
     before the record leaves it; it means a bug, never bad input."""
 

@@ -17,6 +17,8 @@ functions exist to prevent.
 
 from __future__ import annotations
 
+from recurrence_ledger.errors import RecurrenceLedgerError
+
 import time
 from collections.abc import Iterable, Sequence
 
@@ -30,7 +32,7 @@ from recurrence_ledger.topics.catalogue import CATALOGUE, changelog_name, physic
 CREATE_TIMEOUT_S = 30.0
 
 
-class CoPartitionError(ValueError):
+class CoPartitionError(RecurrenceLedgerError, ValueError):
     """Topics that must share a partition count (contract §1,
     co-partitioning by scope_id) do not, or one of them does not exist.
     ``counts`` maps each physical topic name to its partition count, or None

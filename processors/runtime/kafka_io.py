@@ -17,6 +17,8 @@ partitions when the worker produces with a Java-compatible client
 
 from __future__ import annotations
 
+from recurrence_ledger.errors import RecurrenceLedgerError
+
 import functools
 import time
 import uuid
@@ -58,7 +60,7 @@ READER_GROUP_ID = "recurrence-ledger-export"
 _SOURCE_KINDS = tuple(name for name in INPUT_TOPICS if name != SOURCE_JOURNAL)
 
 
-class PublishError(RuntimeError):
+class PublishError(RecurrenceLedgerError, RuntimeError):
     """Some records of a publish were not delivered. ``failures`` lists
     ``(journal line number or None, physical topic, error text)``; the other
     records were flushed before this was raised."""
@@ -68,7 +70,7 @@ class PublishError(RuntimeError):
         self.failures = failures
 
 
-class UndecodableRecord(ValueError):
+class UndecodableRecord(RecurrenceLedgerError, ValueError):
     """A record read back from a topic that ``recurrence_ledger.schemas.codec.decode_value``
     rejects (or a tombstone). ``reason`` is the contract §9 reason code."""
 

@@ -54,7 +54,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from recurrence_ledger.runtime.kafka_io import read_topic
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
-from recurrence_ledger.ledger.processor import (
+from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
+from recurrence_ledger.ledger.intake import dead_letter
+from recurrence_ledger.runtime.worker import CoreFailure, encode_emit, process_message
+from recurrence_ledger.schemas import codec
+from recurrence_ledger.topics import catalogue
+from recurrence_ledger.topics.catalogue import (
     ADMISSION_DECISIONS,
     DEAD_LETTER,
     MATCHES,
@@ -62,14 +67,7 @@ from recurrence_ledger.ledger.processor import (
     REVIEW_CANDIDATES,
     REVISION_STATISTICS,
     STATISTICS,
-    Emit,
-    LedgerConfig,
-    LedgerProcessor,
 )
-from recurrence_ledger.ledger.intake import dead_letter
-from recurrence_ledger.runtime.worker import CoreFailure, encode_emit, process_message
-from recurrence_ledger.schemas import codec
-from recurrence_ledger.topics import catalogue
 
 IDENTITY_FIELDS = {MATCHES: "match_digest", OBSERVATIONS: "observation_id", REVIEW_CANDIDATES: "candidate_id"}
 #: Outputs written once per identity: the ledger's, plus admission decisions

@@ -34,21 +34,24 @@ down never stops the ledger.
 
 from __future__ import annotations
 
+from recurrence_ledger.errors import RecurrenceLedgerError
+
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
-from recurrence_ledger.ledger.processor import REVISION_STATISTICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
+from recurrence_ledger.settings import DEFAULT_APP_ID, ENV_BOOTSTRAP_SERVERS, settings
+from recurrence_ledger.topics.catalogue import DEAD_LETTER, DEFAULT_MAX_OUTPUT_BYTES, MAX_MESSAGE_BYTES, REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.runtime.metrics import WorkerMetrics
 from recurrence_ledger.schemas import codec
 from recurrence_ledger.topics import catalogue
@@ -59,7 +62,6 @@ _DELETED = object()
 #: Seconds one commit may block before the process exits for a restart.
 COMMIT_WATCHDOG_S = 120.0
 #: Largest record the worker produces (bytes); topics get max.message.bytes to match.
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
 class FaultInjector:
@@ -150,7 +152,7 @@ class ChangelogStore(MutableMapping):
             self.data[parts] = orjson.loads(value)
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkerConfig:
     """How one worker process runs.
 
@@ -179,8 +181,8 @@ class WorkerConfig:
     """
 
     bootstrap: str
-    app_id: str = "recurrence-ledger"
-    instance_id: str = field(default_factory=lambda: os.environ.get("RL_INSTANCE_ID") or socket.gethostname())
+    app_id: str = DEFAULT_APP_ID
+    instance_id: str = field(default_factory=lambda: settings().worker_instance_id)
     topic_prefix: str = ""
     output_format: str = codec.AVRO
     commit_interval_ms: int = 100
@@ -189,7 +191,7 @@ class WorkerConfig:
     redis_url: str | None = None
     create_partitions: int | None = None
     metrics_port: int | None = None
-    max_output_bytes: int = MAX_MESSAGE_BYTES - 65_536
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
 
     @property
@@ -218,7 +220,7 @@ class Task:
         self.offsets: dict[str, int] = {}  # physical input topic → next offset to commit
 
 
-class CoreFailure(Exception):
+class CoreFailure(RecurrenceLedgerError):
     """The core raised on a record: its state may be half-applied, so the
     caller must not commit it (the worker rewinds and parks the record)."""
 
@@ -318,7 +320,7 @@ class LedgerWorker:
         self._pending_revisions: list[dict] = []
         self._in_transaction = False
         self._last_activity = time.monotonic()
-        self.faults = FaultInjector(os.environ.get("RL_FAULT_INJECT"))
+        self.faults = FaultInjector(settings().fault_inject)
         self.metrics = WorkerMetrics()
         self._batch_timestamps: list[float] = []
         self._parked: dict[tuple[str, int, int], tuple[str, str]] = {}  # where -> (reason, message)
@@ -448,14 +450,14 @@ class LedgerWorker:
         for emit, value in zip(emits, values):
             self._send(emit, task.partition, message.key(), value)
             self._batch_outputs[emit.topic] = self._batch_outputs.get(emit.topic, 0) + 1
-            if emit.topic == "dead-letter":
+            if emit.topic == DEAD_LETTER:
                 self.metrics.dead_letters.labels(emit.value["reason"]).inc()
         task.offsets[message.topic()] = message.offset() + 1
 
     def _send(self, emit: Emit, partition: int, raw_key: bytes | None, value: bytes) -> None:
         # Outputs go to the input's partition: a scope's outputs stay
         # co-partitioned with its inputs whatever partitioner producers use.
-        key = raw_key if emit.topic == "dead-letter" or emit.key is None else emit.key.encode("utf-8")
+        key = raw_key if emit.topic == DEAD_LETTER or emit.key is None else emit.key.encode("utf-8")
         self.producer.produce(self.outputs[emit.topic], value=value, key=key, partition=partition)
         if emit.topic == STATISTICS:
             self._pending_stats.append(emit.value)
@@ -673,27 +675,29 @@ def prepare_topics(config: WorkerConfig) -> int:
 
 
 def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any) -> WorkerConfig:
-    """WorkerConfig from KAFKA_BOOTSTRAP_SERVERS, REDIS_URL, RL_TOPIC_PREFIX,
-    RL_APP_ID and RL_INSTANCE_ID, then ``overrides`` (None values ignored).
-    Raises KeyError when KAFKA_BOOTSTRAP_SERVERS is not set."""
+    """WorkerConfig from the process settings (KAFKA_BOOTSTRAP_SERVERS,
+    REDIS_URL, RL_TOPIC_PREFIX, RL_APP_ID, RL_INSTANCE_ID; see
+    ``recurrence_ledger.settings``), then ``overrides`` (None values
+    ignored). Raises ValueError when no bootstrap servers are configured."""
+    env = settings()
+    if not env.bootstrap_servers:
+        raise ValueError(f"{ENV_BOOTSTRAP_SERVERS} is not set")
     config = WorkerConfig(
-        bootstrap=os.environ["KAFKA_BOOTSTRAP_SERVERS"],
-        app_id=os.environ.get("RL_APP_ID", "recurrence-ledger"),
-        topic_prefix=catalogue.prefix(),
-        redis_url=os.environ.get("REDIS_URL") or None,
+        bootstrap=env.bootstrap_servers,
+        app_id=env.app_id,
+        instance_id=env.worker_instance_id,
+        topic_prefix=env.topic_prefix,
+        redis_url=env.redis_url,
         ledger=ledger or LedgerConfig(),
     )
-    for name, value in overrides.items():
-        if value is not None:
-            setattr(config, name, value)
-    return config
+    return replace(config, **{name: value for name, value in overrides.items() if value is not None})
 
 
 def run_worker(config: WorkerConfig) -> None:
     """Prepare the topics and run one worker until SIGTERM/SIGINT (or idle
     timeout). Raises CoPartitionError before consuming anything when the
     topics are not co-partitioned."""
-    logging.basicConfig(level=os.environ.get("RL_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=settings().log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     partitions = prepare_topics(config)
     view = None
     if config.redis_url:

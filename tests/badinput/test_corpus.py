@@ -22,7 +22,8 @@ import pytest
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json, normalize
-from recurrence_ledger.ledger.processor import OUTPUT_TOPICS, LedgerProcessor
+from recurrence_ledger.ledger.processor import LedgerProcessor
+from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
 from recurrence_ledger.ledger import models
 from tests.badinput import corpus
 from tests.badinput.corpus import (

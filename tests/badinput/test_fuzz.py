@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, decode_journal_line, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.ledger.processor import DEAD_LETTER, Emit, LedgerProcessor
+from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
+from recurrence_ledger.topics.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger import models
 from recurrence_ledger.schemas import codec
 from tests.badinput import corpus

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.runtime.kafka_admin import create_topics
 from recurrence_ledger.runtime.kafka_io import export_topic, publish_journal, read_raw
-from recurrence_ledger.ledger.processor import OUTPUT_TOPICS
+from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
 from recurrence_ledger.view import RedisView, default_namespace
 from recurrence_ledger.topics import catalogue
 

@@ -37,9 +37,9 @@ from recurrence_ledger.view import (
     default_namespace,
     escape_scope,
     member,
-    rebuild_from_topic,
     revision_member,
 )
+from recurrence_ledger.runtime.view_topics import rebuild_from_topic
 from recurrence_ledger.schemas.codec import encode
 from tests.conftest import REPO, read_jsonl, shared_case
 
@@ -397,12 +397,8 @@ def test_clear_deletes_the_revisions_hashes(make_view, histories, revision_recor
     assert _keys(raw, ns) == []
 
 
-def test_default_namespace_and_scope_escaping(monkeypatch):
-    monkeypatch.delenv("RL_TOPIC_PREFIX", raising=False)
-    assert default_namespace() == "rl"
+def test_default_namespace_and_scope_escaping():
     assert default_namespace("prod.") == "rl:prod."
-    monkeypatch.setenv("RL_TOPIC_PREFIX", "staging.")
-    assert default_namespace() == "rl:staging."
     assert default_namespace("") == "rl"
     ids = ["a", "a:top", "a%3Atop", "a%", "%", ":", "%25", "x y/é"]
     escaped = [escape_scope(scope_id) for scope_id in ids]

@@ -27,7 +27,7 @@ from recurrence_ledger.ledger.rebuild import (
     rebuild_revisions,
     surfaces_from,
 )
-from recurrence_ledger.runtime.worker import MAX_MESSAGE_BYTES
+from recurrence_ledger.topics.catalogue import MAX_MESSAGE_BYTES
 from recurrence_ledger.workload import Workload, generate_journal
 from recurrence_ledger.schemas import avro, codec
 from recurrence_ledger.ledger.models import AdmissionDecision, ExperienceContent, RevisionStatistics

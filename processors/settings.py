@@ -1,0 +1,80 @@
+"""Process settings: one frozen object built from the environment.
+
+Every environment variable the product reads is named here once, as a
+constant, and read in one place: :func:`settings` builds a frozen
+:class:`Settings` (a pydantic-settings ``BaseSettings``, like quixstreams'
+``ApplicationConfig``) the first time it is called in a process and returns
+the same object afterwards. CLI options name the same constants as their
+``envvar``, so an option and its variable cannot drift apart. Nothing else in
+the package reads ``os.environ``; helpers that need a value take it as an
+argument.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Kafka bootstrap servers; when set, ``run`` is the Kafka worker.
+ENV_BOOTSTRAP_SERVERS = "KAFKA_BOOTSTRAP_SERVERS"
+#: Redis holding the statistics view.
+ENV_REDIS_URL = "REDIS_URL"
+#: Deployment prefix of every topic, consumer group and Redis namespace.
+ENV_TOPIC_PREFIX = "RL_TOPIC_PREFIX"
+#: Application id: consumer group and changelog name (Kafka Streams' application.id).
+ENV_APP_ID = "RL_APP_ID"
+#: Stable id of one worker instance (its transactional id suffix).
+ENV_INSTANCE_ID = "RL_INSTANCE_ID"
+#: Port of the worker's Prometheus endpoint.
+ENV_METRICS_PORT = "RL_METRICS_PORT"
+#: Ledger policy: streak at which a revision needs review (contract §8).
+ENV_REVIEW_THRESHOLD = "RL_REVIEW_THRESHOLD"
+#: Ledger policy: waiting admission candidates per scope (contract §12).
+ENV_MAX_PENDING_CANDIDATES = "RL_MAX_PENDING_CANDIDATES"
+#: Log level of the worker (Python logging level name).
+ENV_LOG_LEVEL = "RL_LOG_LEVEL"
+#: Test hook of the worker: where to kill itself (``recurrence_ledger.runtime.worker``).
+ENV_FAULT_INJECT = "RL_FAULT_INJECT"
+
+#: Default application id.
+DEFAULT_APP_ID = "recurrence-ledger"
+#: Default Redis of the read side.
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+class Settings(BaseSettings):
+    """What the environment says, read once per process and frozen.
+
+    Fields (all optional in the environment): ``bootstrap_servers`` (str or
+    None), ``redis_url`` (str or None), ``topic_prefix`` (str, default ""),
+    ``app_id`` (str), ``instance_id`` (str or None; :attr:`worker_instance_id`
+    falls back to the host name), ``log_level`` (str), ``fault_inject`` (str
+    or None). Empty variables count as unset. Raises
+    ``pydantic.ValidationError`` for a value of the wrong type.
+    """
+
+    model_config = SettingsConfigDict(frozen=True, env_ignore_empty=True, extra="ignore", populate_by_name=True)
+
+    bootstrap_servers: str | None = Field(None, validation_alias=ENV_BOOTSTRAP_SERVERS)
+    redis_url: str | None = Field(None, validation_alias=ENV_REDIS_URL)
+    topic_prefix: str = Field("", validation_alias=ENV_TOPIC_PREFIX)
+    app_id: str = Field(DEFAULT_APP_ID, validation_alias=ENV_APP_ID)
+    instance_id: str | None = Field(None, validation_alias=ENV_INSTANCE_ID)
+    log_level: str = Field("INFO", validation_alias=ENV_LOG_LEVEL)
+    fault_inject: str | None = Field(None, validation_alias=ENV_FAULT_INJECT)
+
+    @property
+    def worker_instance_id(self) -> str:
+        """The instance id, or this host's name when none is set."""
+        return self.instance_id or socket.gethostname()
+
+
+@functools.cache
+def settings() -> Settings:
+    """The process's :class:`Settings`, built from the environment on the
+    first call and shared afterwards (tests that change the environment run
+    the product in a subprocess, or call ``settings.cache_clear()``)."""
+    return Settings()
