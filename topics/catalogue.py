@@ -40,7 +40,7 @@ class TopicSpec:
         """Topic configs for AdminClient.create_topics."""
         config = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
         if self.direction == "out":
-            # A RecurrenceMatch carries its whole frozen candidate set (RFC),
+            # A RecurrenceMatch carries its whole frozen candidate set (contract §6),
             # which passes 1 MiB at ~25k heads in a scope.
             config["max.message.bytes"] = str(MAX_OUTPUT_MESSAGE_BYTES)
         if self.cleanup_policy == "compact":
