@@ -1,5 +1,5 @@
-"""The core imports no broker, Redis, Avro or file I/O (STYLE: functional
-core, thin shell). Checked on the real import graph in a fresh interpreter."""
+"""The core imports no broker, Redis, Avro or file I/O (functional core,
+thin shell; docs/architecture.md). Checked on the real import graph in a fresh interpreter."""
 
 from __future__ import annotations
 
