@@ -18,7 +18,7 @@ the view does not hold, 503 when Redis does not answer):
 | method and path | response |
 | --- | --- |
 | ``GET /scopes`` | ``ScopeList``: every scope with its counters |
-| ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the RFC RecurrenceStatistics block plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
+| ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the recurrence statistics block (contract §8) plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
 | ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), ``offset`` ≥ 0; anything else 400 |
 | ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set |
 | ``GET /`` | the dashboard page (HTML; ``/static/…`` its script, style and the bundled Chart.js) |
@@ -351,17 +351,17 @@ class _Figures(_Shape):
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
 
-    repair_surface: RepairSurface | None = Field(None, description="The revision's repair_surface (RFC); null when the ledger does not know it.")
+    repair_surface: RepairSurface | None = Field(None, description="The revision's repair_surface (contract §3); null when the ledger does not know it.")
     selected: int = Field(0, description="Selections of the revision linked to a Task Outcome.")
     recurred: int = Field(0, description="Terminal recurred verdicts of the revision.")
     avoided: int = Field(0, description="Terminal avoided verdicts of the revision.")
     yield_: float | None = Field(None, alias="yield", description="avoided / (avoided + recurred), rounded to 4 decimals; null without terminal verdicts.")
-    low_yield: bool = Field(False, description="selected ≥ 3 and yield < 0.3 (surfaced only, RFC \"Degradation\").")
+    low_yield: bool = Field(False, description="selected ≥ 3 and yield < 0.3 (surfaced only, never retired: contract §14).")
 
 
 class RevisionRow(_Figures):
-    """One revision of the scope (its last RevisionStatistics record, issue
-    6) with its streak, review flag and figures."""
+    """One revision of the scope (its last RevisionStatistics record,
+    contract §14) with its streak, review flag and figures."""
 
     rank: int = Field(description="1-based position in the requested order, after the filters (offset included).")
     artifact_ref: ArtifactRef
@@ -376,7 +376,7 @@ class RevisionList(_Shape):
     pass the filters, in the order of ``sort``, rows ``offset`` to
     ``offset + limit``. ``total``: revisions the view holds for the scope;
     ``available``: those passing the filters; ``complete``: the rows come
-    from every revision of the scope (always true since issue 6)."""
+    from every revision of the scope (always true: the revisions view holds them all)."""
 
     scope_id: str
     as_of_position: int
@@ -537,8 +537,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     @app.get("/scopes/{scope:path}/statistics", response_model=ScopeStatistics, responses={**conditional, **errors}, tags=["statistics"])
     def scope_statistics(scope: str, if_none_match: IfNoneMatch = None) -> Response:
-        """The scope's ScopeStatistics record: the RFC RecurrenceStatistics
-        block (selected, recurred, avoided, unknown,
+        """The scope's ScopeStatistics record (contract §8): the recurrence
+        statistics block (selected, recurred, avoided, unknown,
         unlinked_handoff_citations, needing_review, top_revisions) plus
         as_of_position and the gauges pending_outcomes and late_revisions —
         the last record the workers published, as the view stores it."""

@@ -1,7 +1,7 @@
 """The ``recurrence-ledger`` command line.
 
 ``run`` is the main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is
-set, otherwise the embedded runner on a journal (by default the RFC's minimum
+set, otherwise the embedded runner on a journal (by default the minimum
 checkable evidence case shipped with the package). ``run-journal`` is
 contract §11 exactly.
 """
@@ -127,7 +127,7 @@ def run_command(
     topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Kafka only: deployment prefix of every topic.")] = "",
 ) -> None:
     """The main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is set,
-    else the embedded runner on JOURNAL (default: the RFC's minimum case)."""
+    else the embedded runner on JOURNAL (default: the packaged minimum case)."""
     config = _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates)
     if settings().bootstrap_servers:
         if journal is not None or out is not None:

@@ -3,7 +3,7 @@
 
 ``rank`` and ``stats`` read the Redis view that the workers project from the
 ``recurrence-statistics`` and ``revision-statistics`` topics (contract §8,
-issue 6; key layout in ``recurrence_ledger.view``), with the same reader as the HTTP
+§14; key layout in ``recurrence_ledger.view``), with the same reader as the HTTP
 API (``recurrence_ledger.api.ViewReader``); they never recompute a rule. Both take
 ``--redis-url`` (env REDIS_URL) and ``--topic-prefix`` (env RL_TOPIC_PREFIX,
 which names the view's namespace as the worker does). Exit codes: 0, 1 when
@@ -40,7 +40,7 @@ from recurrence_ledger.settings import ENV_REDIS_URL, ENV_REVIEW_THRESHOLD, ENV_
 console = stdout_console()
 errors = Console(stderr=True)
 
-#: RFC repair_surface values (recurrence_ledger.ledger.models.RepairSurface).
+#: repair_surface values, contract §3 (recurrence_ledger.ledger.models.RepairSurface).
 REPAIR_SURFACES = ("experience_content", "working_state", "recall_policy", "acceptance_check")
 
 RedisOption = Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Redis holding the view (default redis://127.0.0.1:6379/0).")]

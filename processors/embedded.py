@@ -110,7 +110,7 @@ def run_journal(
     show_progress: bool = True,
     validate_outputs: bool = False,
 ) -> RunSummary:
-    """Process ``journal`` (JSON Lines, ``../cases/README.md``) and write
+    """Process ``journal`` (JSON Lines, ``docs/journals.md``) and write
     ``out_dir/<topic>.jsonl`` for every output topic of contract §1.
 
     The end of the file counts as the provenance horizon passing for every

@@ -4,7 +4,7 @@ Receipts and a mix of Task Outcomes that select, recur, avoid, stay unknown,
 go unlinked or hit ambiguous matches.
 
 ``generate_journal`` yields journal records (``{"topic", "value"}``, the
-``../cases/README.md`` format) in journal order; the same arguments always give
+``docs/journals.md`` format) in journal order; the same arguments always give
 the same records.
 """
 

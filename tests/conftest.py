@@ -13,7 +13,7 @@ CASE_NAMES = ("minimum_case", "worked_example")
 
 
 def shared_case(name: str) -> tuple[Path, dict]:
-    """(journal path, expected facts) of a case in ../shared/cases; fails
+    """(journal path, expected facts) of an example case (``SHARED_CASES``); fails
     (never skips) when it is missing."""
     journal = SHARED_CASES / f"{name}.jsonl"
     expected = SHARED_CASES / f"{name}.expected.json"
@@ -28,7 +28,7 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def facts(records: dict[str, list[dict]]) -> dict:
-    """The facts of ``*.expected.json`` (../shared/cases/README.md) computed
+    """The facts of an example case's ``*.expected.json`` computed
     from the project's own output records, keyed by output topic."""
     scopes: dict[str, dict] = {}
 

@@ -35,7 +35,7 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     result = run_cli("run", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     last = json.loads((tmp_path / "recurrence-statistics.jsonl").read_text().splitlines()[-1])
-    # The RFC's minimum checkable evidence case, in our own words.
+    # The minimum checkable evidence case, in our own words.
     assert {k: last[k] for k in ("selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations")} == {
         "selected": 3, "recurred": 2, "avoided": 1, "unknown": 1, "unlinked_handoff_citations": 1,
     }

@@ -14,7 +14,7 @@ rules are listed, in rule order):
    was still unknown at the horizon; the decision lists the failure items it
    relied on as TaskOutcomeItemRefs;
 2. the cue normalizes to non-empty (``empty_cue``), has at most 512
-   characters (``cue_too_long``; RFC MAX_FAILURE_CUE_LENGTH) and does not
+   characters (``cue_too_long``; MAX_FAILURE_CUE_LENGTH) and does not
    normalize to the content's ``outcome`` (``cue_restates_outcome``);
 3. a repair_surface (``missing_repair_surface``);
 4. a verification (``missing_verification``) whose condition and
@@ -39,7 +39,7 @@ from collections import Counter
 from recurrence_ledger.ledger.normalize import digest, normalize
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
-#: RFC: "MAX_FAILURE_CUE_LENGTH is a proposed new constant (512)" — counted
+#: contract §3, §12: a cue has at most 512 characters — counted
 #: in Unicode code points of the cue as written.
 MAX_FAILURE_CUE_LENGTH = 512
 #: Longest check_subject of a published FailureVerification (contract §3:

@@ -113,7 +113,7 @@ def decode_json(raw: bytes) -> Any:
 
 
 def decode_journal_line(raw: bytes) -> tuple[str, Any]:
-    """Split one journal line (``../cases/README.md`` format; also the JSON
+    """Split one journal line (``docs/journals.md`` format; also the JSON
     form of a ``source-journal`` record) into ``(topic, value)``.
 
     Raises BadRecord(malformed_json | invalid_envelope | unknown_topic).

@@ -3,7 +3,7 @@
 Matching is exact on normalized text and deterministic: eligible = frozen
 candidates whose normalized recall_cue equals the failure item's normalized
 match input; 0 → unmatched, 1 → matched, >1 → ambiguous. Fuzzy similarity
-never matches (RFC, Matching policy).
+never matches (contract §6).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def has_exact_evidence(item: dict) -> bool:
 
 
 def is_verified_exact(item: dict) -> bool:
-    """basis = verified and non-empty exact evidence (RFC admission rule 1)."""
+    """basis = verified and non-empty exact evidence (contract §6, §12 rule 1)."""
     return item["basis"] == "verified" and has_exact_evidence(item)
 
 
@@ -225,7 +225,7 @@ def build_match(
     candidates: CandidateSet,
     eligible: list[dict],
 ) -> dict:
-    """A RecurrenceMatch record (contract §6, RFC RecurrenceMatch) with
+    """A RecurrenceMatch record (contract §6, §13) with
     ``match_digest`` = digest of the record without ``match_digest``.
 
     A match input that normalized to "" never has eligible candidates.

@@ -3,12 +3,10 @@
 Inputs (§3) are validated strictly: no type coercion, no unknown fields, and
 the field rules of §3 (families, source types, 1–512 character cues that do not
 normalize to empty, at most MAX_HANDOFF_CITATIONS citations). A record that
-fails validation goes to dead-letter (§9); see ``recurrence_ledger.ledger.badinput``.
+fails validation goes to dead-letter (§9); see ``recurrence_ledger.ledger.intake``.
 
-Outputs (§6–§8) carry the RFC's validation matrix as model validators, so a
-record that breaks it can never be published ("Record validation rejects any
-event that violates this matrix before it reaches persistence" — RFC, Ledger
-write path).
+Outputs (§6–§8) carry the validation matrix of contract §13 as model
+validators, so a record that breaks it can never be published.
 
 This module imports pydantic only: it is part of the pure core's closure.
 """
@@ -23,11 +21,11 @@ from recurrence_ledger.ledger.normalize import normalize
 from recurrence_ledger.topics.catalogue import EXPERIENCE_CANDIDATES, EXPERIENCE_REVISIONS, HANDOFF_RECEIPTS, HANDOFF_REVISIONS, TASK_OUTCOMES
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
-#: RFC: "MAX_FAILURE_CUE_LENGTH is a proposed new constant (512)".
+#: contract §3: recall_cue and check_subject have at most 512 characters.
 MAX_FAILURE_CUE_LENGTH = 512
 #: contract §3: at most 64 artifact citations per Handoff revision.
 MAX_HANDOFF_CITATIONS = 64
-#: Hostile-input bounds (contract §9). Not in the RFC; chosen so one record
+#: Hostile-input bounds (contract §3, §9); chosen so one record
 #: stays far below Kafka's default 1 MiB message size.
 MAX_ID_LENGTH = 512
 MAX_TEXT_LENGTH = 16_384
@@ -96,7 +94,7 @@ def _reject_blank(value: str, field: str) -> str:
 
 
 class FailureSignature(_Value):
-    """RFC FailureSignature: the recall_cue is the match key."""
+    """FailureSignature (contract §3): the recall_cue is the match key."""
 
     recall_cue: CueText
     symptom: Text | None = None
@@ -108,7 +106,7 @@ class FailureSignature(_Value):
 
 
 class FailureVerification(_Value):
-    """RFC FailureVerification: exact normalized bindings for avoided (§7)."""
+    """FailureVerification (contract §3): exact normalized bindings for avoided (§7)."""
 
     condition: Text
     check_subject: CueText
@@ -120,7 +118,7 @@ class FailureVerification(_Value):
 
 
 class FailureRecord(_Value):
-    """RFC FailureRecord: signature, repair_surface, verification."""
+    """FailureRecord (contract §3): signature, repair_surface, verification."""
 
     signature: FailureSignature
     repair_surface: RepairSurface
@@ -128,7 +126,7 @@ class FailureRecord(_Value):
 
 
 class ExperienceContent(_Value):
-    """RFC ExperienceContent with the optional failure block."""
+    """ExperienceContent (contract §3) with the optional failure block."""
 
     situation: Text
     action: Text
@@ -208,7 +206,7 @@ class HandoffReceipt(_Value):
 
 
 class WorkClaim(_Value):
-    """A Task Outcome observation (RFC WorkClaim)."""
+    """A Task Outcome observation (WorkClaim, contract §3)."""
 
     text: Text
     basis: Basis
@@ -216,7 +214,7 @@ class WorkClaim(_Value):
 
 
 class TaskCheck(_Value):
-    """A Task Outcome check (RFC TaskCheck); ``details`` is never a match input."""
+    """A Task Outcome check (TaskCheck, contract §3); ``details`` is never a match input."""
 
     name: Text
     status: CheckStatus
@@ -303,7 +301,7 @@ class ExperienceCandidate(_Value):
     idempotent on it). ``journal_position`` is where it is proposed in the
     scope's journal: the provenance horizon for its cited Task Outcomes
     counts from it. It is not a source event and does not use up the
-    position (RFC: no new Source kind). ``artifact_id`` optionally names the
+    position (contract §12: no new Source kind). ``artifact_id`` optionally names the
     Experience artifact it would revise — that artifact's own head is then
     not reported as a near-duplicate. ``cited_sources`` are the SourceRefs
     of the Review evidence model (rule 6).
@@ -342,9 +340,9 @@ class TaskOutcomeItemRef(_Value):
 
 
 class RecurrenceMatch(_Value):
-    """contract §6 / RFC RecurrenceMatch, plus ``match_digest``.
+    """contract §6: RecurrenceMatch, with ``match_digest``.
 
-    Validation (RFC): candidate_refs are sorted and distinct, plus
+    Validation (contract §13): candidate_refs are sorted and distinct, plus
     ``recurrence_ledger.ledger.validation.match_violations``.
     """
 
@@ -372,7 +370,7 @@ class RecurrenceMatch(_Value):
 
 
 class RecurrenceObservation(_Value):
-    """contract §7 / RFC RecurrenceObservation; the validation matrix is
+    """contract §7: RecurrenceObservation; the validation matrix (§13) is
     ``recurrence_ledger.ledger.validation.observation_violations``."""
 
     observation_id: Digest
@@ -402,7 +400,7 @@ class RecurrenceObservation(_Value):
 
 
 class RecurrenceStreak(_Value):
-    """RFC RecurrenceStreak — one row of ``top_revisions`` — plus the
+    """RecurrenceStreak — one row of ``top_revisions`` (contract §8) — plus the
     revision's yield figures: repair_surface, selected / recurred / avoided
     counts, ``yield`` = avoided / (avoided + recurred) (None without terminal
     verdicts) and ``low_yield`` (selected ≥ 3 and yield < 0.3; surfaced only,
@@ -446,7 +444,7 @@ class SurfaceCounts(_Value):
 
 
 class ScopeStatistics(_Value):
-    """contract §8: the RFC's RecurrenceStatistics block for one scope plus
+    """contract §8: the recurrence statistics block for one scope plus
     ``as_of_position`` and the operational gauges ``pending_outcomes`` and
     ``late_revisions``, plus the yield metrics ``repeat_failure_rate``,
     ``stale_revision_selections`` and ``by_repair_surface``. Re-published
@@ -519,8 +517,8 @@ AdmissionReason = Literal[
 
 
 class AdmissionDecision(_Value):
-    """The immutable decision on one ExperienceCandidate (RFC "Admission
-    rules" 1–6; topic ``admission-decisions``), one per (scope_id,
+    """The immutable decision on one ExperienceCandidate (contract §12,
+    rules 1–6; topic ``admission-decisions``), one per (scope_id,
     candidate_id).
 
     ``reasons``: every rule the candidate breaks, in rule order (empty when

@@ -20,7 +20,7 @@ def _strippable(char: str) -> bool:
 
 
 def normalize(text: str) -> str:
-    """Return the comparison key of ``text`` (contract §4, RFC Matching policy).
+    """Return the comparison key of ``text`` (contract §4).
 
     Steps, in order: Unicode NFKC; ``str.casefold``; every run of whitespace
     becomes one space; leading and trailing characters whose Unicode category

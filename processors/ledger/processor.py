@@ -92,8 +92,8 @@ class ApplyResult:
 class LedgerConfig:
     """Deployment policy (contract §5, §8).
 
-    - ``review_threshold``: streak at which a revision needs review (RFC
-      default 3).
+    - ``review_threshold``: streak at which a revision needs review
+      (default 3).
     - ``top_revisions_limit``: N of ``top_revisions`` (default 10).
     - ``provenance_horizon``: how many journal positions a pending outcome
       may wait, counted on its scope's ``as_of_position``, before it is
@@ -150,7 +150,7 @@ class LedgerProcessor:
 
     ``store``: MutableMapping for the state (a dict by default; the worker's
     partition store). Every RecurrenceMatch and RecurrenceObservation is
-    checked against the RFC validation matrix before it is returned
+    checked against the validation matrix (contract §13) before it is returned
     (``validation.check_record``; LedgerInvariantError on a bug).
     ``validate_outputs`` additionally validates every output against its full
     pydantic model (field types and bounds) — the tests turn it on; it costs
@@ -514,7 +514,7 @@ class LedgerProcessor:
             scope["max_unlinked_position"] = max(scope["max_unlinked_position"], position)
             for (artifact_id, revision), hits in sorted(by_target.items()):
                 if len(hits) != 1:
-                    continue  # RFC: multiple evidence items leave the verdict unknown
+                    continue  # contract §7: multiple evidence items leave the verdict unknown
                 failure_ref, match = hits[0]
                 failure = state.get("experience", scope_id, artifact_id, revision)["failure"]
                 record = verdicts.observation(
@@ -553,8 +553,8 @@ class LedgerProcessor:
             self._emit(emits, STATISTICS, scope_id, statistics)
 
     def _emit(self, emits: list[Emit], topic: str, key: str, value: dict) -> None:
-        # RFC: "Record validation rejects any event that violates this matrix
-        # before it reaches persistence" — always on (plain dicts, cheap);
+        # contract §13: a record that breaks the matrix never leaves the
+        # core — always on (plain dicts, cheap);
         # matches are checked where their candidate set is at hand.
         if topic == OBSERVATIONS:
             check_record("observation", value)

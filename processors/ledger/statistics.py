@@ -1,4 +1,4 @@
-"""contract §8: the ScopeStatistics record (RFC RecurrenceStatistics plus
+"""contract §8: the ScopeStatistics record (the recurrence statistics block plus
 ``as_of_position`` and the gauges ``pending_outcomes`` and ``late_revisions``).
 """
 
@@ -14,7 +14,7 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     ``unknown`` = selected − terminal verdicts on linked outcomes (§7).
     ``top_revisions``: revisions with streak ≥ 1, by streak descending, then
     ArtifactRef order, then signature_key; the first ``top_limit``.
-    Yield metrics (issue "yield metrics", from the failure-journal pattern):
+    Yield metrics (contract §14, from the failure-journal pattern):
     ``repeat_failure_rate`` = recurred / (recurred + avoided) on linked
     outcomes (None without any), ``stale_revision_selections`` = selected
     events whose cited revision was not its artifact's head at the outcome's
@@ -52,7 +52,7 @@ def _rate(recurred: int, avoided: int) -> float | None:
     return round(recurred / (recurred + avoided), 4) if recurred + avoided else None
 
 
-#: low_yield (issue "yield metrics"; surfaced only, contract §14): at
+#: low_yield (surfaced only, contract §14): at
 #: least this many selections and a yield below LOW_YIELD.
 LOW_YIELD_MIN_SELECTED = 3
 LOW_YIELD = 0.3

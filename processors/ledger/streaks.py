@@ -50,8 +50,8 @@ def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair
 
 
 def count_selected(state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str) -> None:
-    """One more selected event for a revision (its yield figures, issue
-    "yield metrics"; the streak is unaffected)."""
+    """One more selected event for a revision (its yield figures, contract
+    §14; the streak is unaffected)."""
     parts = ("streak", scope_id, artifact_ref["artifact_id"], artifact_ref["revision"])
     record = revision_record(state, parts, signature_key, repair_surface)
     record["selected"] = record.get("selected", 0) + 1

@@ -1,6 +1,6 @@
-"""The RFC's record validation for RecurrenceMatch and RecurrenceObservation,
-on plain dicts (RFC, Ledger write path: "Record validation rejects any event
-that violates this matrix before it reaches persistence").
+"""Record validation for RecurrenceMatch and RecurrenceObservation
+(contract §13), on plain dicts: a record that violates the validation matrix
+never reaches a topic.
 
 One rule, one place: the core checks every record it emits with these
 functions, and the pydantic models in ``recurrence_ledger.ledger.models`` call the same
@@ -23,7 +23,7 @@ _MATRIX_FIELDS = ("condition_ref", "check_ref", "failure_ref", "recurrence_match
 
 
 class LedgerInvariantError(RecurrenceLedgerError, ValueError):
-    """A ledger record broke the RFC validation matrix. Raised by the core
+    """A ledger record broke the validation matrix (contract §13). Raised by the core
     before the record leaves it; it means a bug, never bad input."""
 
 

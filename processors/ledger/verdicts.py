@@ -1,8 +1,8 @@
 """contract §7: selected, recurred and avoided RecurrenceObservations.
 
 "unknown" is never written: it is derived as selected minus the selected
-(E, O) pairs that acquired a terminal verdict (§7, RFC "unknown is a derived
-verdict").
+(E, O) pairs that acquired a terminal verdict (contract §7: unknown is a
+derived verdict, never an event).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Journal files to Kafka and topics back to files (contract §1, §9, §11).
 
 :func:`publish_journal` is the producer side of a journal file
-(``../cases/README.md``): each line becomes one record keyed by its scope_id,
+(``docs/journals.md``): each line becomes one record keyed by its scope_id,
 on ``source-journal`` (a SourceEvent envelope) or on the per-kind input
 topics. :func:`export_topic` reads a whole topic back into the embedded
 runner's file format (contract §11: one canonical JSON value per line), so

@@ -14,7 +14,7 @@ state per partition that is first seeded from the ledger itself:
   identity exists is not written again — an admission decision is frozen
   even when the replay would decide its candidate otherwise (e.g. a window
   that starts after the Task Outcome it cites);
-- an outcome with any match or observation in the ledger is decided (CONTRACT
+- an outcome with any match or observation in the ledger is decided (contract
   §5: frozen): no new match or observation is written for it, even when a
   replay over per-kind topics (no total order across them) would decide it
   differently; such a scope is reported in ``conflicted_scopes`` and its
@@ -36,7 +36,7 @@ topic, partition, offset; unlisted partitions start at their beginning);
 
 Run it while the scope's worker is stopped, or over windows the worker has
 already processed: the worker's own state does not learn what a replay
-wrote (see README, "Replay, rebuild and reset").
+wrote (see docs/kafka.md, "Replay, rebuild and reset").
 """
 
 from __future__ import annotations

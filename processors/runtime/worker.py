@@ -24,7 +24,7 @@ Why not Faust tables here: faust-streaming's ``exactly_once`` sends records to
 topics the app does not itself consume outside the transaction
 (faust-streaming/faust#177, #517, open), and in ``at_least_once`` a crash
 between a table's changelog write and the output send can lose outputs or
-half-apply an event. Owning the transaction, as FAUST_NOTES suggests, keeps
+half-apply an event. Owning the transaction keeps
 state, outputs and offsets atomic.
 
 The statistics and revision-statistics records of each committed

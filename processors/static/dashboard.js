@@ -1,6 +1,6 @@
 // recurrence-ledger dashboard: reads GET /scopes and, for the selected scope,
 // GET /scopes/{scope}/statistics, /revisions?sort=streak&limit=N (every
-// revision of the scope, issue 6: the table shows the first N with their
+// revision of the scope, contract §14: the table shows the first N with their
 // yield, the chart those with a streak) and /review-candidates; polls them every REFRESH_MS with If-None-Match, so an
 // unchanged view costs a 304 and no rendering. Every value shown comes from
 // the API (the Redis view): nothing is recomputed here.

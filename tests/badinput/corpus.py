@@ -14,7 +14,7 @@ Every :class:`Entry` is one record:
 - ``expected_reason``: the reason code of the one dead letter it must cause
   (the table in ``processors/ledger/intake.py``);
 - ``after``: how many records of the minimum case
-  (``../shared/cases/minimum_case.jsonl``) must come before it. Conflicting
+  (the ``minimum_case`` example journal) must come before it. Conflicting
   duplicates and position collisions (§3 immutability) conflict with a valid
   record of that case, so they only make sense after it: each is a small
   sequence "valid record, then the bad one";

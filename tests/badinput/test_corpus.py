@@ -214,7 +214,7 @@ def test_journal_line_published_raw_on_source_journal(entry: Entry):
 def test_hostile_valid_cue_is_accepted_and_matches_as_normalize_says(case: corpus.HostileCue):
     """Given an Experience revision with the hostile cue, when an unlinked
     outcome fails a verified check named ``check_name``, then nothing is
-    dead-lettered and the RecurrenceMatch is matched exactly when CONTRACT
+    dead-lettered and the RecurrenceMatch is matched exactly when contract
     §4 normalize makes cue and name equal — here as the case states."""
     assert (normalize(case.cue) == normalize(case.check_name)) == case.matches
     records = [experience("hostile", 1, "E1", cue=case.cue), outcome("hostile", 2, "O1", checks=[check(case.check_name)])]

@@ -1,6 +1,6 @@
 """The operator API (processors/api.py) and the `rank` / `stats` commands
 (processors/cli_ops.py) against a Redis view written by a real worker fed with
-../shared/cases/worked_example.jsonl: status codes, shapes, ETag round trips,
+the worked-example journal: status codes, shapes, ETag round trips,
 and values equal to the last statistics record of the embedded runner on the
 same journal (contract §8, §10) — never hand-written numbers."""
 
@@ -77,7 +77,7 @@ def test_statistics_is_the_last_statistics_record_with_position_header(api, reco
     assert response.json() == record
     assert response.content == canonical_json(record)  # the stored canonical JSON (contract §4), as is
     assert response.headers["x-as-of-position"] == str(record["as_of_position"])
-    # The worked example: the two revisions the RFC's example puts on top.
+    # The worked example: the two revisions that end on top (streaks 4 and 3).
     assert [(r["artifact_ref"]["artifact_id"], r["terminal_recurred_streak"]) for r in response.json()["top_revisions"]] == [("P1", 4), ("Q1", 3)]
 
 

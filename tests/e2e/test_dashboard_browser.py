@@ -1,6 +1,6 @@
 """The dashboard in headless Debian Chromium (playwright-core, driven by
 tests/e2e/browser/dashboard.mjs): a real worker fed with
-../shared/cases/worked_example.jsonl writes the Redis view, the API runs on
+the worked-example journal writes the Redis view, the API runs on
 uvicorn over loopback, and the page must show the numbers of the last
 statistics record of the same journal (embedded runner, contract §10), draw
 the top revisions (streaks 4 and 3) as Chart.js bars, and refresh itself when

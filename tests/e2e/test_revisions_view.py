@@ -70,7 +70,7 @@ def contract_order(row: dict) -> tuple:
     return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
 
 
-#: Each sort's order as the issue states it, ties in contract §8 order.
+#: Each sort's order as docs/results.md states it, ties in contract §8 order.
 EXPECTED_ORDERS = {
     "streak": contract_order,
     "recurred": lambda row: (-row["recurred"], contract_order(row)),

@@ -1,4 +1,4 @@
-"""Issue 6 / contract §12, rules 1–6: every rule accepted and rejected,
+"""contract §12, rules 1–6: every rule accepted and rejected,
 waiting for a cited outcome, the provenance horizon, near-duplicate scores
 pinned by golden values, the bigram index kept to current heads, and replay
 idempotency."""

@@ -1,4 +1,4 @@
-"""Architecture checks on the real import graph.
+"""Architecture checks on the real import graph (docs/architecture.md).
 
 - The pure core (``recurrence_ledger.ledger``) imports no broker, Redis,
   Avro or file I/O library (functional core, thin shell), checked in a fresh

@@ -1,4 +1,4 @@
-"""Each journal in ../shared/cases produces exactly the facts in its
+"""Each example journal (``CASE_NAMES``) produces exactly the facts in its
 .expected.json (contract §5–§8 end to end through the embedded runner)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The RFC validation matrix rejects every record that breaks it, both in the
+"""The validation matrix (contract §13) rejects every record that breaks it, both in the
 core's plain-dict check and in the pydantic models."""
 
 from __future__ import annotations
