@@ -1,4 +1,5 @@
-"""Shared test helpers: the shared example journals and fact extraction."""
+"""Helpers for every test suite: the fixture cases under tests/cases
+and the extraction of their facts from output files."""
 
 from __future__ import annotations
 
@@ -8,18 +9,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_CASES = REPO.parent / "shared" / "cases"
+CASES = REPO / "tests" / "cases"
+#: Every case in tests/cases (tests/cases/README.md): the case-driven tests
+#: run each of them. Adding a case is adding its name here.
 CASE_NAMES = ("minimum_case", "worked_example")
 
 
-def shared_case(name: str) -> tuple[Path, dict]:
-    """(journal path, expected facts) of an example case (``SHARED_CASES``); fails
-    (never skips) when it is missing."""
-    journal = SHARED_CASES / f"{name}.jsonl"
-    expected = SHARED_CASES / f"{name}.expected.json"
+def case(name: str) -> tuple[Path, dict]:
+    """(journal path, expected facts) of the fixture case ``name`` in
+    tests/cases; fails (never skips) when either file is missing."""
+    journal = CASES / f"{name}.jsonl"
+    expected = CASES / f"{name}.expected.json"
     if not journal.is_file() or not expected.is_file():
-        pytest.fail(f"shared case {name} is missing under {SHARED_CASES}")
-    return journal, json.loads(expected.read_text())
+        pytest.fail(f"fixture case {name} is missing under {CASES}")
+    return journal, json.loads(expected.read_text(encoding="utf-8"))
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -28,8 +31,9 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def facts(records: dict[str, list[dict]]) -> dict:
-    """The facts of an example case's ``*.expected.json`` computed
-    from the project's own output records, keyed by output topic."""
+    """The facts of a case's ``<name>.expected.json`` (format in
+    tests/cases/README.md) computed from the project's own output records,
+    given keyed by output topic."""
     scopes: dict[str, dict] = {}
 
     def scope(scope_id: str) -> dict:

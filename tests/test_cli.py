@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import read_outputs, shared_case, facts
+from tests.conftest import case, facts, read_outputs
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -19,7 +19,7 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 
 
 def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):
-    journal, expected = shared_case("worked_example")
+    journal, expected = case("worked_example")
     result = run_cli("run-journal", str(journal), "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -27,7 +27,7 @@ def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):
         "recurrence-statistics.jsonl", "review-candidates.jsonl", "revision-statistics.jsonl",
     ]
     assert facts(read_outputs(tmp_path)) == expected
-    row = next(line for line in result.stdout.splitlines() if "port-bound" in line and "selected" not in line)
+    row = next(line for line in result.stdout.splitlines() if "dns-mirror" in line and "selected" not in line)
     assert row.split()[1:] == ["0", "7", "0", "0", "2"]
 
 
@@ -49,7 +49,7 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
 
 
 def test_options_change_policy(tmp_path):
-    journal, _ = shared_case("worked_example")
+    journal, _ = case("worked_example")
     result = run_cli("run-journal", str(journal), "--out", str(tmp_path), "--review-threshold", "5", "--quiet")
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
@@ -63,15 +63,15 @@ def test_missing_journal_is_a_usage_error(tmp_path):
 
 
 def test_explain_from_a_journal(tmp_path):
-    journal, _ = shared_case("minimum_case")
-    result = run_cli("explain", "openapi-demo", "O12-unknown", "--journal", str(journal), "--json")
+    journal, _ = case("minimum_case")
+    result = run_cli("explain", "migration-lock", "job-unknown", "--journal", str(journal), "--json")
     assert result.returncode == 0, result.stderr
     explanation = json.loads(result.stdout)
     assert explanation["chain"]["status"] == "linked"
     assert explanation["revisions"][0]["reason"] == "unknown: the bound check is only declared or has no exact evidence"
-    tree = run_cli("explain", "openapi-demo", "O12-recurred", "--journal", str(journal))
-    assert "matched → E7 r1 (handoff_citations" in tree.stdout
-    assert run_cli("explain", "openapi-demo", "nope", "--journal", str(journal)).returncode == 1
+    tree = run_cli("explain", "migration-lock", "job-recur", "--journal", str(journal))
+    assert "matched → M4 r1 (handoff_citations" in tree.stdout
+    assert run_cli("explain", "migration-lock", "nope", "--journal", str(journal)).returncode == 1
 
 
 def test_rank_takes_low_yield_and_rejects_an_unknown_surface_before_reading_redis():

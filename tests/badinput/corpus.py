@@ -14,7 +14,7 @@ Every :class:`Entry` is one record:
 - ``expected_reason``: the reason code of the one dead letter it must cause
   (the table in ``processors/ledger/intake.py``);
 - ``after``: how many records of the minimum case
-  (the ``minimum_case`` example journal) must come before it. Conflicting
+  (``tests/cases/minimum_case.jsonl``) must come before it. Conflicting
   duplicates and position collisions (§3 immutability) conflict with a valid
   record of that case, so they only make sense after it: each is a small
   sequence "valid record, then the bad one";
@@ -58,12 +58,12 @@ from typing import Any, NamedTuple
 from recurrence_ledger.ledger.intake import MAX_DEAD_LETTER_RAW, BadRecord, Coordinates, dead_letter, ingest, validate
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
 from recurrence_ledger.schemas import codec
-from tests.conftest import SHARED_CASES
+from tests.conftest import CASES
 from tests.journal import mutated
 from recurrence_ledger.topics import catalogue
 
-MINIMUM_CASE = SHARED_CASES / "minimum_case.jsonl"
-SCOPE = "openapi-demo"
+MINIMUM_CASE = CASES / "minimum_case.jsonl"
+SCOPE = "migration-lock"
 KEY = SCOPE.encode()
 JOURNAL = "journal"
 SOURCE_JOURNAL = catalogue.SOURCE_JOURNAL
@@ -100,18 +100,18 @@ CANDIDATE_LINE = json.dumps(
         "topic": "experience-candidates",
         "value": {
             "candidate_id": "C1",
-            "scope_id": "openapi-demo",
+            "scope_id": SCOPE,
             "journal_position": 11,
             "artifact_id": None,
             "content": {
                 "situation": "s", "action": "a", "outcome": "the build failed", "lesson": "l",
                 "failure": {
-                    "signature": {"recall_cue": "OpenAPI codegen drift after a contract edit", "symptom": None},
+                    "signature": {"recall_cue": "Schema migration lock timeout during a release deploy", "symptom": None},
                     "repair_surface": "experience_content",
-                    "verification": {"condition": "Edited openapi/powercontext.yaml", "check_subject": "generated sources in sync"},
+                    "verification": {"condition": "Terminated idle session on db-primary", "check_subject": "migrations applied"},
                 },
             },
-            "cited_sources": [{"source_type": "task_outcome", "source_id": "O12-recurred"}],
+            "cited_sources": [{"source_type": "task_outcome", "source_id": "job-recur"}],
         },
     }
 ).encode()
@@ -120,7 +120,7 @@ CANDIDATE_LINE = json.dumps(
 def valid_lines() -> list[bytes]:
     """The minimum case's journal lines, as bytes, without end of line, and
     one admission candidate (:data:`CANDIDATE_LINE`). Raises
-    FileNotFoundError when the shared case is missing (a failure, never a
+    FileNotFoundError when the fixture case is missing (a failure, never a
     skip)."""
     return [line for line in MINIMUM_CASE.read_bytes().splitlines() if line.strip()] + [CANDIDATE_LINE]
 
@@ -164,8 +164,8 @@ def per_kind(record: dict) -> bytes:
     return codec.encode(catalogue.BY_NAME[record["topic"]].schema, record["value"])
 
 
-def experience_record(position: int, artifact_id: str, revision: int = 1, cue: str = "OpenAPI codegen drift",
-                      subject: str = "generated sources in sync with contract", lesson: str = "corpus lesson") -> dict:
+def experience_record(position: int, artifact_id: str, revision: int = 1, cue: str = "Schema migration lock timeout",
+                      subject: str = "migrations applied within the lock window", lesson: str = "corpus lesson") -> dict:
     """An experience-revisions record of the minimum case's scope."""
     return {"topic": "experience-revisions", "value": {
         "scope_id": SCOPE, "journal_position": position,
@@ -173,17 +173,17 @@ def experience_record(position: int, artifact_id: str, revision: int = 1, cue: s
         "content": {"situation": "s", "action": "a", "outcome": "o", "lesson": lesson, "failure": {
             "signature": {"recall_cue": cue, "symptom": None},
             "repair_surface": "experience_content",
-            "verification": {"condition": "Edited openapi/powercontext.yaml", "check_subject": subject}}}}}
+            "verification": {"condition": "Terminated idle session on db-primary", "check_subject": subject}}}}}
 
 
-def check(name: str = "OpenAPI codegen drift", status: str = "failed") -> dict:
+def check(name: str = "Schema migration lock timeout", status: str = "failed") -> dict:
     """A verified TaskCheck with exact evidence (a failure item when failed)."""
     return {"name": name, "status": status, "basis": "verified", "evidence": [{"kind": "exact", "ref": "ci:corpus"}], "details": None}
 
 
 def outcome_record(position: int = 1000, source_id: str = "O-corpus", **fields: Any) -> dict:
     """A task-outcomes record of the minimum case's scope: an unlinked failed
-    outcome whose check would recur on E7 — had it been accepted, the
+    outcome whose check would recur on M4 — had it been accepted, the
     outputs would change, so a silently accepted bad record shows."""
     value = {
         "scope_id": SCOPE, "journal_position": position,
@@ -194,7 +194,7 @@ def outcome_record(position: int = 1000, source_id: str = "O-corpus", **fields: 
     return {"topic": "task-outcomes", "value": value}
 
 
-def handoff_record(position: int = 1002, artifact_id: str = "H-corpus", citations: int = 1, artifact: str = "E7",
+def handoff_record(position: int = 1002, artifact_id: str = "H-corpus", citations: int = 1, artifact: str = "M4",
                    memory: int = 0) -> dict:
     """A handoff-revisions record citing ``citations`` revisions of ``artifact``."""
     return {"topic": "handoff-revisions", "value": {
@@ -208,8 +208,8 @@ def handoff_record(position: int = 1002, artifact_id: str = "H-corpus", citation
 
 
 def receipt_record(position: int = 1003, source_id: str = "R-corpus", **fields: Any) -> dict:
-    """A handoff-receipts record selecting H12 revision 1."""
-    ref = {"family": "handoff", "artifact_id": "H12", "revision": 1}
+    """A handoff-receipts record selecting HM1 revision 1."""
+    ref = {"family": "handoff", "artifact_id": "HM1", "revision": 1}
     value = {
         "scope_id": SCOPE, "journal_position": position,
         "source_ref": {"source_type": "handoff_receipt", "source_id": source_id},
@@ -234,9 +234,9 @@ def with_position(record: dict, literal: str) -> bytes:
 
 
 def _journal_entries() -> list[Entry]:
-    E7 = VALID_RECORDS[0]
-    H12 = VALID_RECORDS[1]
-    R12 = VALID_RECORDS[2]
+    M4 = VALID_RECORDS[0]
+    HM1 = VALID_RECORDS[1]
+    RM1 = VALID_RECORDS[2]
     O_PASS = VALID_RECORDS[3]
     probe = outcome_record()
     probe_line = jline(probe)
@@ -320,19 +320,19 @@ def _journal_entries() -> list[Entry]:
     field("check-status-case", probe, ("checks", 0, "status"), "FAILED", "invalid_value", "an enum value in upper case")
     field("experience-family-handoff", experience, ("artifact_ref", "family"), "handoff", "invalid_value",
           "an Experience revision whose ref names the handoff family")
-    field("receipt-ref-wrong-type", probe, ("handoff_receipt_ref",), {"source_type": "task_outcome", "source_id": "R12"},
+    field("receipt-ref-wrong-type", probe, ("handoff_receipt_ref",), {"source_type": "task_outcome", "source_id": "RM1"},
           "invalid_value", "a receipt ref whose source_type is task_outcome")
-    field("scope-control-char", probe, ("scope_id",), "openapi\x1fdemo", "invalid_value", "U+001F (the store's separator) in an id")
-    field("scope-nul", probe, ("scope_id",), "openapi\x00demo", "invalid_value", "NUL in an id")
+    field("scope-control-char", probe, ("scope_id",), "migration\x1flock", "invalid_value", "U+001F (the store's separator) in an id")
+    field("scope-nul", probe, ("scope_id",), "migration\x00lock", "invalid_value", "NUL in an id")
     field("scope-empty", probe, ("scope_id",), "", "invalid_value", "an empty scope_id")
-    field("scope-c1-control", probe, ("scope_id",), "openapi\x85demo", "invalid_value", "U+0085 NEXT LINE (a C1 control) in an id")
-    field("scope-lone-surrogate", probe, ("scope_id",), "openapi\ud800demo", "invalid_value",
+    field("scope-c1-control", probe, ("scope_id",), "migration\x85lock", "invalid_value", "U+0085 NEXT LINE (a C1 control) in an id")
+    field("scope-lone-surrogate", probe, ("scope_id",), "migration\ud800lock", "invalid_value",
           "a lone surrogate (\\ud800 escape): no canonical form")
     field("unexpected-key-lone-surrogate", probe, ("\udfff",), 1, "invalid_value", "an object key that is a lone surrogate")
 
     # -- Unicode tricks in cues that are NOT valid ----------------------------------------
     cue = ("content", "failure", "signature", "recall_cue")
-    field("cue-lone-surrogate", experience, cue, "OpenAPI \ud800 drift", "invalid_value", "a lone surrogate inside a cue")
+    field("cue-lone-surrogate", experience, cue, "Schema \ud800 timeout", "invalid_value", "a lone surrogate inside a cue")
     field("cue-zero-width-only", experience, cue, "\u200b\u200d\u2060\ufeff", "invalid_value",
           "ZWSP, ZWJ, word joiner and BOM only: normalizes to the empty string")
     field("cue-punctuation-and-format-only", experience, cue, "¡¿…!!\u00ad\u200e", "invalid_value",
@@ -362,27 +362,27 @@ def _journal_entries() -> list[Entry]:
     add("oversized-record", oversized, "oversized_record", "a 1.1 MB line (over MAX_RECORD_BYTES)")
 
     # -- §3 immutability: sequences after the record they conflict with ----------------------
-    add("identity-conflict-experience", jline(mutated(E7, ("value", "content", "lesson"), "rewritten")), "identity_conflict",
-        "E7 r1 again with another lesson: the first version stands", after=1)
-    add("identity-conflict-moved", jline(mutated(E7, ("value", "journal_position"), 50)), "identity_conflict",
-        "E7 r1 again, identical but at position 50", after=1)
+    add("identity-conflict-experience", jline(mutated(M4, ("value", "content", "lesson"), "rewritten")), "identity_conflict",
+        "M4 r1 again with another lesson: the first version stands", after=1)
+    add("identity-conflict-moved", jline(mutated(M4, ("value", "journal_position"), 50)), "identity_conflict",
+        "M4 r1 again, identical but at position 50", after=1)
     add("identity-conflict-nfkc-lookalike",
-        jline(mutated(E7, ("value", "content", "failure", "signature", "recall_cue"), "ＯｐｅｎＡＰＩ codegen drift")),
-        "identity_conflict", "E7 r1 again with a fullwidth cue that normalizes the same: normalize is a comparison key, "
+        jline(mutated(M4, ("value", "content", "failure", "signature", "recall_cue"), "Ｓｃｈｅｍａ migration lock timeout")),
+        "identity_conflict", "M4 r1 again with a fullwidth cue that normalizes the same: normalize is a comparison key, "
         "never an identity", after=1)
-    add("identity-conflict-handoff", jline(mutated(H12, ("value", "artifact_citations"),
-                                                   H12["value"]["artifact_citations"] * 2)), "identity_conflict",
-        "H12 r1 again citing E7 r1 twice", after=2)
-    add("identity-conflict-receipt", jline(mutated(R12, ("value", "status"), "rejected")), "identity_conflict",
-        "R12 again, now rejected", after=3)
+    add("identity-conflict-handoff", jline(mutated(HM1, ("value", "artifact_citations"),
+                                                   HM1["value"]["artifact_citations"] * 2)), "identity_conflict",
+        "HM1 r1 again citing M4 r1 twice", after=2)
+    add("identity-conflict-receipt", jline(mutated(RM1, ("value", "status"), "rejected")), "identity_conflict",
+        "RM1 again, now rejected", after=3)
     add("identity-conflict-outcome", jline(mutated(O_PASS, ("value", "status"), "failed")), "identity_conflict",
-        "O12-pass again, now failed", after=4)
+        "job-pass again, now failed", after=4)
     add("position-conflict-outcome", jline(outcome_record(3, "O-collide")), "position_conflict",
-        "a new outcome at R12's position 3", after=3)
+        "a new outcome at RM1's position 3", after=3)
     add("position-conflict-experience", jline(experience_record(1, "E99")), "position_conflict",
-        "a new Experience revision at E7's position 1", after=1)
+        "a new Experience revision at M4's position 1", after=1)
     add("position-conflict-receipt", jline(receipt_record(4, "R-collide")), "position_conflict",
-        "a new receipt at O12-pass's position 4", after=4)
+        "a new receipt at job-pass's position 4", after=4)
     return entries
 
 
@@ -390,8 +390,8 @@ def _journal_entries() -> list[Entry]:
 
 
 def _kafka_entries() -> list[Entry]:
-    E7 = VALID_RECORDS[0]
-    R12 = VALID_RECORDS[2]
+    M4 = VALID_RECORDS[0]
+    RM1 = VALID_RECORDS[2]
     probe = outcome_record()
     experience = experience_record(1001, "E-corpus")
     receipt = receipt_record()
@@ -483,16 +483,16 @@ def _kafka_entries() -> list[Entry]:
     add("no-key", sj, frame, "key_mismatch", "a valid record without key", key=None)
     add("wrong-key", sj, frame, "key_mismatch", "a valid record keyed by another scope", key=b"other-scope")
     add("non-utf8-key", sj, frame, "key_mismatch", "a key with invalid UTF-8", key=KEY + b"\xff")
-    add("key-case", sj, frame, "key_mismatch", "the key in another case", key=b"OpenAPI-Demo")
+    add("key-case", sj, frame, "key_mismatch", "the key in another case", key=SCOPE.upper().encode())
     add("empty-key", sj, frame, "key_mismatch", "an empty (not null) key", key=b"")
 
     # -- §3 immutability (source-journal only: one partition keeps their order) ---------------
-    add("identity-conflict-experience", sj, source_event(mutated(E7, ("value", "content", "lesson"), "rewritten")),
-        "identity_conflict", "E7 r1 again with another lesson, in Avro", after=1)
-    add("identity-conflict-receipt", sj, source_event(mutated(R12, ("value", "evidence_status"), "missing")),
-        "identity_conflict", "R12 again with evidence_status missing", after=3)
+    add("identity-conflict-experience", sj, source_event(mutated(M4, ("value", "content", "lesson"), "rewritten")),
+        "identity_conflict", "M4 r1 again with another lesson, in Avro", after=1)
+    add("identity-conflict-receipt", sj, source_event(mutated(RM1, ("value", "evidence_status"), "missing")),
+        "identity_conflict", "RM1 again with evidence_status missing", after=3)
     add("position-conflict", sj, source_event(outcome_record(2, "O-collide")), "position_conflict",
-        "a new outcome at H12's position 2", after=2)
+        "a new outcome at HM1's position 2", after=2)
 
     # -- per-kind topics ----------------------------------------------------------------------
     to, er, hr, rc = "task-outcomes", "experience-revisions", "handoff-revisions", "handoff-receipts"
@@ -683,22 +683,22 @@ class Replay(NamedTuple):
 
 def _replays() -> list[Replay]:
     lines = valid_lines()
-    E7, O_PASS = VALID_RECORDS[0], VALID_RECORDS[3]
+    M4, O_PASS = VALID_RECORDS[0], VALID_RECORDS[3]
     without_defaults = mutated(mutated(O_PASS, ("value", "checks", 0, "details"), delete=True),
                                ("value", "handoff_receipt_ref"), O_PASS["value"]["handoff_receipt_ref"])
-    reordered = {"value": dict(reversed(list(E7["value"].items()))), "topic": E7["topic"]}
-    _, avro_e7 = publish_form(lines[0])
+    reordered = {"value": dict(reversed(list(M4["value"].items()))), "topic": M4["topic"]}
+    _, avro_m4 = publish_form(lines[0])
     return [
-        Replay("exact-line", JOURNAL, None, lines[0], 1, "E7 r1's line again, byte for byte"),
+        Replay("exact-line", JOURNAL, None, lines[0], 1, "M4 r1's line again, byte for byte"),
         Replay("reordered-keys", JOURNAL, None, json.dumps(reordered, indent=2).replace("\n", " ").encode(), 1,
-               "E7 r1 with keys reordered and extra whitespace"),
+               "M4 r1 with keys reordered and extra whitespace"),
         Replay("defaults-omitted", JOURNAL, None, jline(without_defaults), 4,
-               "O12-pass with the check's details (default null) omitted"),
-        Replay("ascii-escaped", JOURNAL, None, json.dumps(E7, ensure_ascii=True).encode(), 1, "E7 r1 with \\u escapes"),
-        Replay("avro-after-json", SOURCE_JOURNAL, KEY, avro_e7, 1, "E7 r1 again as Avro on source-journal"),
-        Replay("json-on-source-journal", SOURCE_JOURNAL, KEY, lines[0], 1, "E7 r1 again as a JSON source-journal value"),
+               "job-pass with the check's details (default null) omitted"),
+        Replay("ascii-escaped", JOURNAL, None, json.dumps(M4, ensure_ascii=True).encode(), 1, "M4 r1 with \\u escapes"),
+        Replay("avro-after-json", SOURCE_JOURNAL, KEY, avro_m4, 1, "M4 r1 again as Avro on source-journal"),
+        Replay("json-on-source-journal", SOURCE_JOURNAL, KEY, lines[0], 1, "M4 r1 again as a JSON source-journal value"),
         Replay("per-kind-avro", "experience-revisions", KEY, per_kind(json.loads(lines[0])), 1,
-               "E7 r1 again on its per-kind topic"),
+               "M4 r1 again on its per-kind topic"),
     ]
 
 

@@ -18,9 +18,10 @@ from recurrence_ledger.api import ApiSettings, create_app
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.view import default_namespace
+from tests.conftest import CASES
 from tests.e2e import harness
 
-WORKED_EXAMPLE = harness.REPO.parent / "shared" / "cases" / "worked_example.jsonl"
+WORKED_EXAMPLE = CASES / "worked_example.jsonl"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The operator API (processors/api.py) and the `rank` / `stats` commands
 (processors/cli_ops.py) against a Redis view written by a real worker fed with
-the worked-example journal: status codes, shapes, ETag round trips,
+tests/cases/worked_example.jsonl: status codes, shapes, ETag round trips,
 and values equal to the last statistics record of the embedded runner on the
 same journal (contract §8, §10) — never hand-written numbers."""
 
@@ -21,7 +21,7 @@ from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.view import COUNTER_FIELDS, RedisView
 from tests.e2e.api_server import fed_view, running_api
 
-SCOPE = "port-bound"
+SCOPE = "dns-mirror"
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +77,8 @@ def test_statistics_is_the_last_statistics_record_with_position_header(api, reco
     assert response.json() == record
     assert response.content == canonical_json(record)  # the stored canonical JSON (contract §4), as is
     assert response.headers["x-as-of-position"] == str(record["as_of_position"])
-    # The worked example: the two revisions that end on top (streaks 4 and 3).
-    assert [(r["artifact_ref"]["artifact_id"], r["terminal_recurred_streak"]) for r in response.json()["top_revisions"]] == [("P1", 4), ("Q1", 3)]
+    # The worked example: its two recurring revisions on top.
+    assert [(r["artifact_ref"]["artifact_id"], r["terminal_recurred_streak"]) for r in response.json()["top_revisions"]] == [("D2", 4), ("K5", 3)]
 
 
 def test_revisions_are_every_revision_in_contract_order_flagged_for_review(api, record):
@@ -93,7 +93,7 @@ def test_revisions_are_every_revision_in_contract_order_flagged_for_review(api, 
     assert [row["needs_review"] for row in body["revisions"]] == [row["terminal_recurred_streak"] >= 3 for row in record["top_revisions"]]
     # Each row carries its revision's figures, as the record's top_revisions row does.
     assert [figures(row) for row in body["revisions"]] == [figures(row) for row in record["top_revisions"]]
-    assert [row["repair_surface"] for row in body["revisions"]] == ["experience_content", "recall_policy"]  # worked example: P1 r1, Q1 r1
+    assert [row["repair_surface"] for row in body["revisions"]] == ["experience_content", "recall_policy"]  # worked example: D2 r1, K5 r1
 
     first = api.get(f"/scopes/{SCOPE}/revisions", params={"limit": 1}).json()
     assert [row["artifact_ref"] for row in first["revisions"]] == [record["top_revisions"][0]["artifact_ref"]]
@@ -290,12 +290,12 @@ def test_rank_surface_keeps_the_rows_of_that_repair_surface(view, record):
     result = cli(view, "rank", "--surface", "recall_policy", "--json")
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
-    assert [(row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"], row["rank"]) for row in rows] == [("Q1", 1, 1)]
+    assert [(row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"], row["rank"]) for row in rows] == [("K5", 1, 1)]
     assert figures(rows[0]) == figures(next(row for row in record["top_revisions"] if row["repair_surface"] == "recall_policy"))
     assert json.loads(cli(view, "rank", "--surface", "acceptance_check", "--json").stdout) == []
     table = cli(view, "rank", "--surface", "recall_policy")
     assert table.returncode == 0, table.stderr
-    assert "Q1" in table.stdout and "P1" not in table.stdout
+    assert "K5" in table.stdout and "D2" not in table.stdout
 
 
 def test_rank_orders_by_streak_then_recurrences_then_artifact_ref():

@@ -1,6 +1,6 @@
 """The dashboard in headless Debian Chromium (playwright-core, driven by
 tests/e2e/browser/dashboard.mjs): a real worker fed with
-the worked-example journal writes the Redis view, the API runs on
+tests/cases/worked_example.jsonl writes the Redis view, the API runs on
 uvicorn over loopback, and the page must show the numbers of the last
 statistics record of the same journal (embedded runner, contract §10), draw
 the top revisions (streaks 4 and 3) as Chart.js bars, and refresh itself when
@@ -31,7 +31,7 @@ from tests.e2e.api_server import fed_view, running_api
 
 BROWSER_DIR = Path(__file__).resolve().parent / "browser"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-SCOPE = "port-bound"
+SCOPE = "dns-mirror"
 
 
 def read_line(process: subprocess.Popen, timeout: float) -> dict:
@@ -90,7 +90,7 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
             # The two top revisions of the worked example, streaks 4 and 3, in
             # the table, in the chart, and both highlighted as needing review.
             top = [(row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"], row["terminal_recurred_streak"]) for row in record["top_revisions"]]
-            assert top == [("P1", 1, 4), ("Q1", 1, 3)]
+            assert top == [("D2", 1, 4), ("K5", 1, 3)]
             assert [row[:4] for row in shown["revisions"]] == [
                 [str(rank), f"{ident} r{revision}", row["signature_key"], str(streak)]
                 for rank, ((ident, revision, streak), row) in enumerate(zip(top, record["top_revisions"], strict=True), start=1)

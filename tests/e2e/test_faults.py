@@ -160,9 +160,9 @@ def test_a_core_failure_is_never_committed_half_applied(topic_prefix, bootstrap,
     transaction is aborted, state rewound from the changelog, and the record
     parked in dead-letter when it comes round again; everything else is as if
     the record had never been there."""
-    from tests.conftest import shared_case
+    from tests.conftest import case
 
-    journal, _ = shared_case("minimum_case")
+    journal, _ = case("minimum_case")
     lines = journal.read_text().splitlines(keepends=True)
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=1)

@@ -36,7 +36,7 @@ from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.schemas.avro import SCHEMA_DIR
 from recurrence_ledger.schemas.codec import decode_source
-from tests.conftest import read_jsonl, shared_case
+from tests.conftest import case, read_jsonl
 from tests.e2e.conftest import topic_configs, topic_names
 from tests.partitioner import java_partition
 from tests.journal import check, experience, handoff, outcome, receipt, write_journal
@@ -45,6 +45,8 @@ from recurrence_ledger.topics.catalogue import CATALOGUE, INPUT_TOPICS, SCHEMA_I
 pytestmark = pytest.mark.broker
 
 KINDS = ("experience-revisions", "handoff-revisions", "handoff-receipts", "task-outcomes")
+#: The one scope of tests/cases/worked_example.jsonl.
+WORKED_SCOPE = b"dns-mirror"
 
 
 def validated(record: dict) -> dict:
@@ -126,7 +128,7 @@ def test_check_copartitioned_names_every_topic_when_counts_differ_or_one_is_miss
 
 def test_publish_then_export_round_trip_of_the_worked_example(bootstrap, admin, topic_prefix, catalogue_topics, tmp_path):
     catalogue_topics(partitions=3)
-    journal, _ = shared_case("worked_example")
+    journal, _ = case("worked_example")
     records = read_jsonl(journal)
 
     summary = publish_journal(bootstrap, journal, topic_prefix=topic_prefix, show_progress=False)
@@ -138,15 +140,15 @@ def test_publish_then_export_round_trip_of_the_worked_example(bootstrap, admin, 
     # One scope: one partition, the one a Java/aiokafka producer would pick
     # (so the worker's outputs for the scope land on the same partition number).
     assert [(partition, offset, key) for partition, offset, key, _ in read] == [
-        (java_partition(b"port-bound", 3), offset, b"port-bound") for offset in range(12)
+        (java_partition(WORKED_SCOPE, 3), offset, WORKED_SCOPE) for offset in range(12)
     ]
     assert [value for _, _, _, value in read] == [validated(record) for record in records]
     first = read[0][3]
     assert first["topic"] == "experience-revisions"
-    assert first["value"]["artifact_ref"] == {"family": "experience", "artifact_id": "P1", "revision": 1}
-    assert first["value"]["content"]["failure"]["signature"] == {"recall_cue": "pytest port already bound in sandbox", "symptom": None}
+    assert first["value"]["artifact_ref"] == {"family": "experience", "artifact_id": "D2", "revision": 1}
+    assert first["value"]["content"]["failure"]["signature"] == {"recall_cue": "DNS lookup for package mirror timed out", "symptom": None}
     last = read[-1][3]["value"]
-    assert (last["source_ref"]["source_id"], last["journal_position"]) == ("T10", 12)
+    assert (last["source_ref"]["source_id"], last["journal_position"]) == ("run-10", 12)
 
     out = tmp_path / "export" / "source-journal.jsonl"
     assert export_topic(bootstrap, SOURCE_JOURNAL, out, topic_prefix=topic_prefix) == 12
@@ -262,7 +264,7 @@ def test_publish_raw_keeps_exact_bytes_and_tombstones(bootstrap, topic_prefix, c
 
 
 def test_publishing_to_missing_topics_fails_and_creates_nothing(bootstrap, admin, topic_prefix):
-    journal, _ = shared_case("minimum_case")
+    journal, _ = case("minimum_case")
     with pytest.raises(LookupError, match=f"{topic_prefix}source-journal"):
         publish_journal(bootstrap, journal, topic_prefix=topic_prefix, show_progress=False)
     time.sleep(0.5)
@@ -271,7 +273,7 @@ def test_publishing_to_missing_topics_fails_and_creates_nothing(bootstrap, admin
 
 def test_avro_values_are_confluent_framed_for_a_plain_consumer(bootstrap, topic_prefix, catalogue_topics):
     catalogue_topics(partitions=1)
-    journal, _ = shared_case("worked_example")
+    journal, _ = case("worked_example")
     records = read_jsonl(journal)
     publish_journal(bootstrap, journal, topic_prefix=topic_prefix, show_progress=False)
 

@@ -10,7 +10,7 @@ import pytest
 
 from recurrence_ledger.runtime.replay import parse_start, run_replay
 from recurrence_ledger.workload import Workload, generate_journal
-from tests.conftest import shared_case
+from tests.conftest import case
 from tests.e2e import harness
 from tests.journal import check, experience, outcome, write_journal
 
@@ -34,7 +34,7 @@ def test_parse_start_forms():
 
 
 def test_replaying_a_finished_run_twice_writes_nothing(topic_prefix, bootstrap, tmp_path):
-    journal, _ = shared_case("worked_example")
+    journal, _ = case("worked_example")
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=2)
     harness.publish(bootstrap, journal, prefix)

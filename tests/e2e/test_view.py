@@ -4,8 +4,8 @@ KAFKA_BOOTSTRAP_SERVERS). Missing or unreachable services fail the tests,
 never skip them.
 
 Records are the embedded runner's own statistics and revision-statistics
-output for the shared cases (worked_example, minimum_case, and minimum_case
-again under a scope id with a colon), never hand-written; only the tie-order
+output for the fixture cases in tests/cases (worked_example, minimum_case, and
+minimum_case again under a scope id with a colon), never hand-written; only the tie-order
 test derives a variant of a real record. Every test works in its own random namespace and removes its
 keys (and topics, and the second Redis it starts) when done.
 """
@@ -41,12 +41,15 @@ from recurrence_ledger.view import (
 )
 from recurrence_ledger.runtime.view_topics import rebuild_from_topic
 from recurrence_ledger.schemas.codec import encode
-from tests.conftest import REPO, read_jsonl, shared_case
+from tests.conftest import REPO, case, read_jsonl
 
 pytestmark = pytest.mark.broker
 
+#: The scopes of tests/cases/worked_example.jsonl and minimum_case.jsonl.
+WORKED_SCOPE = "dns-mirror"
+MINIMUM_SCOPE = "migration-lock"
 #: A scope id with a colon: its keys must not collide with another scope's.
-COPY_SCOPE = "openapi-demo:copy"
+COPY_SCOPE = "migration-lock:copy"
 #: Budget for one submit with Redis down, after the first failure (seconds).
 DOWN_SUBMIT_BUDGET = 0.2  # behaviour, not speed: well under one socket timeout (0.5 s), i.e. no connection attempt
 
@@ -98,10 +101,10 @@ def make_view(redis_url, raw) -> Iterator:
 @pytest.fixture(scope="module")
 def case_runs(tmp_path_factory) -> Path:
     """The embedded runner's output directories (worked, minimum, copy) for
-    the shared cases, the copy being minimum_case under COPY_SCOPE."""
+    the fixture cases, the copy being minimum_case under COPY_SCOPE."""
     base = tmp_path_factory.mktemp("view-cases")
-    worked, _ = shared_case("worked_example")
-    minimum, _ = shared_case("minimum_case")
+    worked, _ = case("worked_example")
+    minimum, _ = case("minimum_case")
     copy = base / "minimum_copy.jsonl"
     with open(copy, "w") as out:
         for line in minimum.read_text().splitlines():
@@ -120,19 +123,19 @@ def _outputs(base: Path, topic: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def histories(case_runs) -> dict[str, list[dict]]:
     """Scope id → its statistics records in publication order, from the
-    embedded runner on the shared cases (3 scopes, 10–12 versions each)."""
+    embedded runner on the fixture cases (3 scopes, 10–12 versions each)."""
     records = _outputs(case_runs, "recurrence-statistics")
     result: dict[str, list[dict]] = {}
     for record in records:
         result.setdefault(record["scope_id"], []).append(record)
-    assert sorted(result) == sorted([COPY_SCOPE, "openapi-demo", "port-bound"])
+    assert sorted(result) == sorted([COPY_SCOPE, MINIMUM_SCOPE, WORKED_SCOPE])
     assert all(len(history) >= 2 for history in result.values())
     return result
 
 
 @pytest.fixture(scope="module")
 def revision_records(case_runs) -> list[dict]:
-    """Every RevisionStatistics record of the shared cases in publication
+    """Every RevisionStatistics record of the fixture cases in publication
     order (several per revision: each time its figures changed)."""
     records = _outputs(case_runs, "revision-statistics")
     per_revision = {(r["scope_id"], revision_member(r["artifact_ref"])) for r in records}
@@ -220,11 +223,11 @@ def test_key_layout_and_colon_in_a_scope_id(make_view, histories, raw):
         if any(row["terminal_recurred_streak"] >= 3 for row in last["top_revisions"]):
             expected.add(f"{key}:review")
     assert set(_keys(raw, ns)) == expected
-    assert f"{ns}:scope:openapi-demo%3Acopy" in expected
+    assert f"{ns}:scope:migration-lock%3Acopy" in expected
     assert raw.smembers(f"{ns}:scopes") == set(histories)
-    assert raw.type(f"{ns}:scope:port-bound") == "hash"
-    assert raw.type(f"{ns}:scope:port-bound:top") == "zset"
-    assert raw.type(f"{ns}:scope:port-bound:review") == "set"
+    assert raw.type(f"{ns}:scope:{WORKED_SCOPE}") == "hash"
+    assert raw.type(f"{ns}:scope:{WORKED_SCOPE}:top") == "zset"
+    assert raw.type(f"{ns}:scope:{WORKED_SCOPE}:review") == "set"
 
 
 def test_top_follows_contract_order(make_view, histories):
@@ -233,10 +236,10 @@ def test_top_follows_contract_order(make_view, histories):
     for scope_id, last in _last(histories).items():
         assert view.top(scope_id, 10) == last["top_revisions"]
         assert view.top(scope_id, 1) == last["top_revisions"][:1]
-    # Tie on streak 1 in the minimum case: E7 r1 before E7 r2 (ArtifactRef order).
-    tied = view.top("openapi-demo", 10)
+    # Tie on streak 1 in the minimum case: M4 r1 before M4 r2 (ArtifactRef order).
+    tied = view.top(MINIMUM_SCOPE, 10)
     assert [(r["artifact_ref"]["revision"], r["terminal_recurred_streak"]) for r in tied] == [(1, 1), (2, 1)]
-    assert view.top("port-bound", 0) == []
+    assert view.top(WORKED_SCOPE, 0) == []
     assert view.top("no-such-scope", 5) == []
 
 
@@ -244,17 +247,17 @@ def test_top_breaks_ties_by_artifact_ref_then_signature_key_not_by_redis_bytes(m
     """A variant of the worked example's last record whose top_revisions has a
     four-way tie where Redis' byte order of the members (artifact_id first,
     revision as text: "10" < "9") differs from contract §8's order."""
-    last = histories["port-bound"][-1]
-    p1 = last["top_revisions"][0]
+    last = histories[WORKED_SCOPE][-1]
+    d2 = last["top_revisions"][0]
     ties = [
-        {"artifact_ref": {"family": "experience", "artifact_id": "P1", "revision": 9}, "signature_key": "b", "terminal_recurred_streak": 2},
-        {"artifact_ref": {"family": "experience", "artifact_id": "P1", "revision": 10}, "signature_key": "a", "terminal_recurred_streak": 2},
-        {"artifact_ref": {"family": "experience", "artifact_id": "P1", "revision": 9}, "signature_key": "a", "terminal_recurred_streak": 2},
+        {"artifact_ref": {"family": "experience", "artifact_id": "D2", "revision": 9}, "signature_key": "b", "terminal_recurred_streak": 2},
+        {"artifact_ref": {"family": "experience", "artifact_id": "D2", "revision": 10}, "signature_key": "a", "terminal_recurred_streak": 2},
+        {"artifact_ref": {"family": "experience", "artifact_id": "D2", "revision": 9}, "signature_key": "a", "terminal_recurred_streak": 2},
         {"artifact_ref": {"family": "experience", "artifact_id": "A0", "revision": 99}, "signature_key": "z", "terminal_recurred_streak": 2},
     ]
-    record = {**last, "scope_id": f"{last['scope_id']}-ties", "top_revisions": [p1, *ties]}
-    contract_order = [p1, ties[3], ties[2], ties[0], ties[1]]
-    redis_byte_order = [p1, *sorted(ties, key=member)]
+    record = {**last, "scope_id": f"{last['scope_id']}-ties", "top_revisions": [d2, *ties]}
+    contract_order = [d2, ties[3], ties[2], ties[0], ties[1]]
+    redis_byte_order = [d2, *sorted(ties, key=member)]
     assert contract_order != redis_byte_order  # the case is a real test
 
     view = make_view()
@@ -266,34 +269,34 @@ def test_top_breaks_ties_by_artifact_ref_then_signature_key_not_by_redis_bytes(m
 
 def test_review_set_holds_revisions_at_or_over_the_threshold(make_view, histories):
     last = _last(histories)
-    port_bound = {row["artifact_ref"]["artifact_id"]: member(row) for row in last["port-bound"]["top_revisions"]}
-    assert {r["artifact_ref"]["artifact_id"]: r["terminal_recurred_streak"] for r in last["port-bound"]["top_revisions"]} == {"P1": 4, "Q1": 3}
+    worked = {row["artifact_ref"]["artifact_id"]: member(row) for row in last[WORKED_SCOPE]["top_revisions"]}
+    assert {r["artifact_ref"]["artifact_id"]: r["terminal_recurred_streak"] for r in last[WORKED_SCOPE]["top_revisions"]} == {"D2": 4, "K5": 3}
 
     default = make_view()
     default.submit(_interleaved(histories))
-    assert default.review("port-bound") == {port_bound["P1"], port_bound["Q1"]}
-    assert len(default.review("port-bound")) == last["port-bound"]["needing_review"]  # exact: needing_review ≤ N
-    assert default.review("openapi-demo") == set()  # streaks of 1
+    assert default.review(WORKED_SCOPE) == {worked["D2"], worked["K5"]}
+    assert len(default.review(WORKED_SCOPE)) == last[WORKED_SCOPE]["needing_review"]  # exact: needing_review ≤ N
+    assert default.review(MINIMUM_SCOPE) == set()  # streaks of 1
 
     strict = make_view(review_threshold=4)
     strict.submit(_interleaved(histories))
-    assert strict.review("port-bound") == {port_bound["P1"]}
+    assert strict.review(WORKED_SCOPE) == {worked["D2"]}
 
     lenient = make_view(review_threshold=1)
     lenient.submit(_interleaved(histories))
-    assert lenient.review("openapi-demo") == {member(row) for row in last["openapi-demo"]["top_revisions"]}
+    assert lenient.review(MINIMUM_SCOPE) == {member(row) for row in last[MINIMUM_SCOPE]["top_revisions"]}
 
     # A later record with a smaller top list replaces the sets, not adds to them.
-    earlier = histories["port-bound"][4]  # needing_review 1: P1 only at 3
+    earlier = histories[WORKED_SCOPE][4]  # needing_review 1: D2 only, at 3
     default.submit([earlier])
-    assert default.review("port-bound") == {member(earlier["top_revisions"][0])}
-    assert default.top("port-bound") == earlier["top_revisions"]
+    assert default.review(WORKED_SCOPE) == {member(earlier["top_revisions"][0])}
+    assert default.top(WORKED_SCOPE) == earlier["top_revisions"]
 
 
 def test_invalid_record_raises_and_keeps_nothing(make_view, histories):
     view = make_view()
-    good = histories["port-bound"][-1]
-    bad = {**histories["openapi-demo"][-1], "selected": -1}
+    good = histories[WORKED_SCOPE][-1]
+    bad = {**histories[MINIMUM_SCOPE][-1], "selected": -1}
     with pytest.raises(ValueError):
         view.submit([good, bad])
     assert view.pending == 0 and view.scopes() == []
@@ -312,8 +315,8 @@ def test_clear_deletes_only_this_namespace(make_view, histories, raw):
     try:
         assert view.clear() == 1 + 3 + 3 + 1  # scopes, 3 hashes, 3 sorted sets, 1 review set
         assert sorted(_keys(raw, ns) + _keys(raw, f"{ns}x")) == sorted(foreign + nested_keys)
-        assert view.read("port-bound") is None and view.scopes() == []
-        assert nested.read("port-bound") == histories["port-bound"][-1]
+        assert view.read(WORKED_SCOPE) is None and view.scopes() == []
+        assert nested.read(WORKED_SCOPE) == histories[WORKED_SCOPE][-1]
     finally:
         raw.delete(*foreign)
 
@@ -361,7 +364,7 @@ def test_revision_rows_one_submit_per_record_end_on_the_last_row(make_view, hist
 def test_revision_rows_are_last_writer_wins_in_submission_order(make_view, revision_records):
     """An older row submitted after a newer one wins: the view trusts the
     submission order (the worker's publication order), not the content."""
-    scope_id, field = "port-bound", revision_member({"family": "experience", "artifact_id": "P1", "revision": 1})
+    scope_id, field = WORKED_SCOPE, revision_member({"family": "experience", "artifact_id": "D2", "revision": 1})
     rows = [r for r in revision_records if r["scope_id"] == scope_id and revision_member(r["artifact_ref"]) == field]
     assert [r["terminal_recurred_streak"] for r in rows] == [1, 2, 3, 4]
     view = make_view()
@@ -377,12 +380,12 @@ def test_invalid_revision_record_raises_and_keeps_nothing(make_view, histories, 
     view = make_view()
     bad = {**revision_records[-1], "selected": -1}
     with pytest.raises(ValueError):
-        view.submit([histories["port-bound"][-1]], revisions=[revision_records[0], bad])
+        view.submit([histories[WORKED_SCOPE][-1]], revisions=[revision_records[0], bad])
     unknown_field = {**revision_records[0], "streak": 1}
     with pytest.raises(ValueError):
         view.submit([], revisions=[unknown_field])
     assert (view.pending, view.pending_revisions) == (0, 0)
-    assert view.scopes() == [] and view.revisions("port-bound") == [] and view.revisions(revision_records[-1]["scope_id"]) == []
+    assert view.scopes() == [] and view.revisions(WORKED_SCOPE) == [] and view.revisions(revision_records[-1]["scope_id"]) == []
 
 
 def test_clear_deletes_the_revisions_hashes(make_view, histories, revision_records, raw):
@@ -392,7 +395,7 @@ def test_clear_deletes_the_revisions_hashes(make_view, histories, revision_recor
     revision_keys = {f"{ns}:scope:{escape_scope(scope_id)}:revisions" for scope_id in histories}
     keys = set(_keys(raw, ns))
     assert revision_keys <= keys
-    assert f"{ns}:scope:openapi-demo%3Acopy:revisions" in keys
+    assert f"{ns}:scope:migration-lock%3Acopy:revisions" in keys
     assert view.clear() == len(keys) == 1 + 3 + 3 + 1 + 3  # scopes, 3 hashes, 3 sorted sets, 1 review set, 3 revisions hashes
     assert _keys(raw, ns) == []
 
@@ -403,7 +406,7 @@ def test_default_namespace_and_scope_escaping():
     ids = ["a", "a:top", "a%3Atop", "a%", "%", ":", "%25", "x y/é"]
     escaped = [escape_scope(scope_id) for scope_id in ids]
     assert len(set(escaped)) == len(ids) and not any(":" in e for e in escaped)
-    assert escape_scope("port-bound") == "port-bound"
+    assert escape_scope(WORKED_SCOPE) == WORKED_SCOPE
 
 
 # ---------------------------------------------------------------- Redis down
@@ -519,7 +522,7 @@ def test_hung_redis_costs_one_socket_timeout_then_nothing(second_redis, historie
     submit waits one socket_timeout, the following ones return at once."""
     view = RedisView(second_redis.url, namespace=_namespace(), retry_seconds=5.0, socket_timeout=0.3)
     try:
-        history = histories["port-bound"]
+        history = histories[WORKED_SCOPE]
         view.submit(history[:3])
         os.kill(second_redis.pid(), signal.SIGSTOP)
         try:
@@ -534,7 +537,7 @@ def test_hung_redis_costs_one_socket_timeout_then_nothing(second_redis, historie
             f"next {len(durations) - 1} max {max(durations[1:]) * 1e6:.1f} µs"
         )
         assert view.flush() == 1
-        assert view.read("port-bound") == history[-1] and view.healthy
+        assert view.read(WORKED_SCOPE) == history[-1] and view.healthy
     finally:
         view.clear()
         view.close()
@@ -614,14 +617,14 @@ def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, boot
             key = revision_key(record["scope_id"], record["artifact_ref"]).encode()
             producer.produce(revisions_topic, key=key, value=encode("RevisionStatistics", record))
         # A tombstone removes its revision from the rebuilt view.
-        gone = next(r for r in reversed(revision_records) if r["scope_id"] == "openapi-demo")
+        gone = next(r for r in reversed(revision_records) if r["scope_id"] == MINIMUM_SCOPE)
         producer.produce(revisions_topic, key=revision_key(gone["scope_id"], gone["artifact_ref"]).encode(), value=None)
         producer.commit_transaction(30)
         # An aborted transaction must not count (read_committed): an old version of a scope and of a revision.
         producer.begin_transaction()
-        stale = histories["port-bound"][0]
+        stale = histories[WORKED_SCOPE][0]
         producer.produce(topic, key=stale["scope_id"].encode(), value=encode("ScopeStatistics", stale))
-        stale_row = next(r for r in revision_records if r["scope_id"] == "port-bound")
+        stale_row = next(r for r in revision_records if r["scope_id"] == WORKED_SCOPE)
         producer.produce(
             revisions_topic, key=revision_key(stale_row["scope_id"], stale_row["artifact_ref"]).encode(),
             value=encode("RevisionStatistics", stale_row),
@@ -629,7 +632,7 @@ def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, boot
         producer.abort_transaction(30)
 
         view = make_view()
-        leftover = {**histories["openapi-demo"][-1], "scope_id": "gone-scope"}
+        leftover = {**histories[MINIMUM_SCOPE][-1], "scope_id": "gone-scope"}
         leftover_row = {**revision_records[0], "scope_id": "gone-scope"}
         view.submit([leftover], revisions=[leftover_row])  # a scope the topics do not know: the rebuild clears it
         assert view.scopes() == ["gone-scope"] and view.revisions("gone-scope") == [leftover_row]
@@ -642,10 +645,10 @@ def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, boot
         for scope_id, last in _last(histories).items():
             assert view.read(scope_id) == last
             assert view.top(scope_id) == last["top_revisions"]
-        assert view.review("port-bound") == {member(row) for row in histories["port-bound"][-1]["top_revisions"]}
+        assert view.review(WORKED_SCOPE) == {member(row) for row in histories[WORKED_SCOPE][-1]["top_revisions"]}
         expected = _last_rows(revision_records)
-        del expected["openapi-demo"][revision_member(gone["artifact_ref"])]
-        assert expected["openapi-demo"]  # the scope keeps its other revision
+        del expected[MINIMUM_SCOPE][revision_member(gone["artifact_ref"])]
+        assert expected[MINIMUM_SCOPE]  # the scope keeps its other revision
         for scope_id, rows in expected.items():
             assert raw.hgetall(view.revisions_key(scope_id)) == {field: canonical_json(r).decode() for field, r in rows.items()}
         assert view.revisions("gone-scope") == []
@@ -660,18 +663,18 @@ def test_rebuild_without_the_revision_statistics_topic_raises_and_clears_nothing
     _create_statistics_topic(bootstrap, topic)
     try:
         view = make_view()
-        view.submit([histories["port-bound"][-1]], revisions=revision_records)
+        view.submit([histories[WORKED_SCOPE][-1]], revisions=revision_records)
         with pytest.raises(LookupError):
             rebuild_from_topic(view, bootstrap, topic_prefix=prefix, timeout=10)
-        assert view.read("port-bound") == histories["port-bound"][-1]
-        assert view.revisions("port-bound") == sorted(_last_rows(revision_records)["port-bound"].values(), key=rank_key)
+        assert view.read(WORKED_SCOPE) == histories[WORKED_SCOPE][-1]
+        assert view.revisions(WORKED_SCOPE) == sorted(_last_rows(revision_records)[WORKED_SCOPE].values(), key=rank_key)
     finally:
         _delete_topic(bootstrap, topic)
 
 
 def test_rebuild_of_a_missing_topic_raises_and_clears_nothing(make_view, bootstrap, histories):
     view = make_view()
-    view.submit([histories["port-bound"][-1]])
+    view.submit([histories[WORKED_SCOPE][-1]])
     with pytest.raises(LookupError):
         rebuild_from_topic(view, bootstrap, topic_prefix=f"rltest-missing-{uuid.uuid4().hex[:8]}.", timeout=10)
-    assert view.read("port-bound") == histories["port-bound"][-1]
+    assert view.read(WORKED_SCOPE) == histories[WORKED_SCOPE][-1]

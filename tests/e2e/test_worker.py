@@ -12,7 +12,7 @@ import pytest
 from recurrence_ledger.runtime.kafka_io import publish_raw
 from recurrence_ledger.view import RedisView, default_namespace
 from recurrence_ledger.workload import Workload, generate_journal
-from tests.conftest import CASE_NAMES, shared_case
+from tests.conftest import CASE_NAMES, case
 from tests.e2e import harness
 from tests.journal import write_journal
 
@@ -23,7 +23,7 @@ from tests.journal import write_journal
 
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_worker_outputs_are_byte_identical_to_run_journal(topic_prefix, name, bootstrap, redis_url, tmp_path):
-    journal, expected = shared_case(name)
+    journal, expected = case(name)
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
     harness.publish(bootstrap, journal, prefix)
@@ -104,7 +104,7 @@ def test_sigkill_mid_journal_loses_and_duplicates_nothing(topic_prefix, bootstra
 
 
 def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(topic_prefix, bootstrap, tmp_path):
-    journal, expected = shared_case("minimum_case")
+    journal, expected = case("minimum_case")
     records = [json.loads(line) for line in journal.read_text().splitlines()]
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=1)
@@ -113,11 +113,11 @@ def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(topic_pre
     harness.publish(bootstrap, first, prefix)
     source = harness.physical(prefix, "source-journal")
     outcomes = harness.physical(prefix, "task-outcomes")
-    publish_raw(bootstrap, source, b"openapi-demo", b"\x00\x00\x00\x00\x01\xff\xff\xff")  # truncated Avro
-    publish_raw(bootstrap, outcomes, b"openapi-demo", b"\x07not avro")  # wrong magic byte
-    publish_raw(bootstrap, source, b"openapi-demo", b'{"topic": "task-outcomes", "value": {"scope_id": "openapi-demo"}}')
+    publish_raw(bootstrap, source, b"migration-lock", b"\x00\x00\x00\x00\x01\xff\xff\xff")  # truncated Avro
+    publish_raw(bootstrap, outcomes, b"migration-lock", b"\x07not avro")  # wrong magic byte
+    publish_raw(bootstrap, source, b"migration-lock", b'{"topic": "task-outcomes", "value": {"scope_id": "migration-lock"}}')
     publish_raw(bootstrap, source, None, json.dumps(records[0]).encode())  # no key
-    publish_raw(bootstrap, source, b"openapi-demo\xff", json.dumps(records[0]).encode())  # a key that is not UTF-8
+    publish_raw(bootstrap, source, b"migration-lock\xff", json.dumps(records[0]).encode())  # a key that is not UTF-8
     harness.publish(bootstrap, rest, prefix)
 
     log = tmp_path / "worker.log"
@@ -137,7 +137,7 @@ def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(topic_pre
     reference = harness.embedded(journal, tmp_path / "embedded")
     for topic in harness.LEDGER_TOPICS:
         assert kafka[topic] == reference[topic], topic
-    assert harness.last_statistics(kafka["recurrence-statistics"])["openapi-demo"]["avoided"] == expected["scopes"]["openapi-demo"]["statistics"]["avoided"]
+    assert harness.last_statistics(kafka["recurrence-statistics"])["migration-lock"]["avoided"] == expected["scopes"]["migration-lock"]["statistics"]["avoided"]
 
 
 def test_prometheus_metrics(topic_prefix, bootstrap, tmp_path):
@@ -146,12 +146,12 @@ def test_prometheus_metrics(topic_prefix, bootstrap, tmp_path):
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    journal, _ = shared_case("minimum_case")
+    journal, _ = case("minimum_case")
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=1)
     harness.publish(bootstrap, journal, prefix)
     source = harness.physical(prefix, "source-journal")
-    publish_raw(bootstrap, source, b"openapi-demo", b"\x00\x00\x00\x00\x01\xff")  # one poison record
+    publish_raw(bootstrap, source, b"migration-lock", b"\x00\x00\x00\x00\x01\xff")  # one poison record
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

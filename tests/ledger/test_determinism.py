@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
 from recurrence_ledger.workload import Workload, generate_journal
-from tests.conftest import CASE_NAMES, shared_case
+from tests.conftest import CASE_NAMES, case
 from tests.journal import Ledger, write_journal
 
 SMALL = Workload(scopes=4, outcomes_per_scope=40, heads_per_scope=6, handoffs=3, seed=11)
@@ -38,7 +38,7 @@ def generated(tmp_path_factory) -> tuple[list[str], dict[str, bytes]]:
 
 @pytest.mark.parametrize("name", CASE_NAMES)
 def test_same_journal_twice_gives_byte_identical_files(name, tmp_path):
-    journal, _ = shared_case(name)
+    journal, _ = case(name)
     run_journal(journal, tmp_path / "a", show_progress=False, validate_outputs=True)
     run_journal(journal, tmp_path / "b", show_progress=False, validate_outputs=True)
     assert output_bytes(tmp_path / "a") == output_bytes(tmp_path / "b")

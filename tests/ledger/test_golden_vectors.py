@@ -19,7 +19,7 @@ import pytest
 
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.normalize import canonical_json, digest, normalize
-from tests.conftest import read_outputs, shared_case
+from tests.conftest import case, read_outputs
 
 VECTORS = json.loads((Path(__file__).parent / "golden_vectors.json").read_text(encoding="utf-8"))
 
@@ -51,7 +51,7 @@ def test_item_digest():
 
 @pytest.fixture(scope="module")
 def minimum_case_outputs(tmp_path_factory):
-    journal, _ = shared_case("minimum_case")
+    journal, _ = case("minimum_case")
     out = tmp_path_factory.mktemp("minimum")
     run_journal(journal, out, show_progress=False, validate_outputs=True)
     return read_outputs(out)
@@ -59,7 +59,7 @@ def minimum_case_outputs(tmp_path_factory):
 
 def test_match_digest(minimum_case_outputs):
     vector = VECTORS["match_digest"]
-    record = next(m for m in minimum_case_outputs["recurrence-matches"] if m["task_outcome_ref"]["source_id"] == "O12-recurred")
+    record = next(m for m in minimum_case_outputs["recurrence-matches"] if m["task_outcome_ref"]["source_id"] == "job-recur")
     assert record == vector["record"]
     assert record["failure_ref"]["item_digest"] == VECTORS["item_digest"]["digest"]
     without = {k: v for k, v in record.items() if k != "match_digest"}

@@ -6,7 +6,7 @@ import random
 
 from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
 from recurrence_ledger.workload import Workload, generate_journal
-from tests.conftest import CASE_NAMES, shared_case
+from tests.conftest import CASE_NAMES, case
 from tests.journal import Ledger
 
 
@@ -21,11 +21,11 @@ def latest(ledger: Ledger) -> dict[str, dict]:
     return {record["scope_id"]: record for record in ledger.out["recurrence-statistics"]}
 
 
-def test_shared_cases_rebuild_to_the_live_statistics():
+def test_fixture_cases_rebuild_to_the_live_statistics():
     import json
 
     for name in CASE_NAMES:
-        journal, expected = shared_case(name)
+        journal, expected = case(name)
         ledger = live([json.loads(line) for line in journal.read_text().splitlines()])
         rebuilt = rebuild_views(ledger.out["recurrence-observations"], surfaces=surfaces_from(latest(ledger).values()))
         assert compare(rebuilt, latest(ledger)) == {scope: [] for scope in expected["scopes"]}

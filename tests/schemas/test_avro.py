@@ -14,7 +14,7 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.workload import Workload, generate_journal
 from recurrence_ledger.ledger import models
 from recurrence_ledger.schemas import avro
-from tests.conftest import CASE_NAMES, read_outputs, shared_case
+from tests.conftest import CASE_NAMES, case, read_outputs
 
 OUTPUT_MODELS = {
     "recurrence-matches": ("RecurrenceMatch", models.RecurrenceMatch),
@@ -31,7 +31,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "processors" / "examples" / "ope
 def example_records() -> list[dict]:
     records = []
     for name in CASE_NAMES:
-        journal, _ = shared_case(name)
+        journal, _ = case(name)
         records += [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     records += [json.loads(line) for line in EXAMPLE.read_text().splitlines() if line.strip()]
     records += list(generate_journal(Workload(scopes=1, outcomes_per_scope=30, heads_per_scope=4, handoffs=2)))
@@ -61,7 +61,7 @@ def test_every_example_source_event_round_trips():
 
 @pytest.mark.parametrize("name", [*CASE_NAMES, "example"])
 def test_every_output_record_round_trips(name, tmp_path):
-    journal = EXAMPLE if name == "example" else shared_case(name)[0]
+    journal = EXAMPLE if name == "example" else case(name)[0]
     run_journal(journal, tmp_path, show_progress=False, validate_outputs=True)
     outputs = read_outputs(tmp_path)
     assert outputs["revision-statistics"]
