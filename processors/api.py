@@ -80,6 +80,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from recurrence_ledger.view import COUNTER_FIELDS, default_namespace, escape_scope
 from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface, ScopeStatistics
+from recurrence_ledger.ledger.statistics import rank_key
 
 #: Directory of the dashboard's static files (package data).
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -134,20 +135,13 @@ class ApiSettings:
 # ----------------------------------------------------------------- reading the view
 
 
-def rank_key(row: dict) -> tuple:
-    """contract §8 top_revisions order: streak descending, then ArtifactRef
-    order (family, artifact_id, revision), then signature_key. Redis orders
-    score ties by member bytes instead, so rows read from the sorted set are
-    re-sorted with this key (as ``RedisView.top`` does)."""
-    ref = row["artifact_ref"]
-    return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
-
-
 #: ``sort`` of ``GET /scopes/{scope}/revisions``.
 RevisionSort = Literal["streak", "recurred", "yield", "selected"]
 
 #: Order of each ``sort``, every one ending in contract §8 order
-#: (:func:`rank_key`) so that ties are decided the same way everywhere:
+#: (``recurrence_ledger.ledger.statistics.rank_key``, the one definition
+#: that ``rank`` and the view use too) so that ties are decided the same way
+#: everywhere:
 #: ``streak`` is contract §8 order itself; ``recurred`` and ``selected`` put
 #: the largest count first; ``yield`` puts the lowest yield first (the
 #: revisions that help least) and revisions without a yield (no terminal

@@ -2,8 +2,8 @@
 ``stats``. ``register(app)`` adds them to the main Typer app.
 
 ``rank`` and ``stats`` read the Redis view that the workers project from the
-``recurrence-statistics`` and ``revision-statistics`` topics (contract §8,
-issue 6; key layout in ``recurrence_ledger.view``), with the same reader as the HTTP
+``recurrence-statistics`` and ``revision-statistics`` topics (contract §8;
+key layout in ``recurrence_ledger.view``), with the same reader as the HTTP
 API (``recurrence_ledger.api.ViewReader``); they never recompute a rule. Both take
 ``--redis-url`` (env REDIS_URL) and ``--topic-prefix`` (env RL_TOPIC_PREFIX,
 which names the view's namespace as the worker does). Exit codes: 0, 1 when
@@ -15,9 +15,9 @@ selection or a verdict — the view's revisions hash, one last
 RevisionStatistics record per revision, not only each scope's top N
 — each with artifact_ref, signature_key, terminal_recurred_streak,
 needs_review and the revision's figures (repair_surface, selected / recurred /
-avoided counts, yield, low_yield). It orders them by streak, then
-recurrences (``recurred``), then ArtifactRef, then signature_key (then scope
-id); ``--surface`` keeps the rows of one repair_surface, ``--low-yield`` the
+avoided counts, yield, low_yield). It orders them as the API's
+``sort=streak`` does (``recurrence_ledger.ledger.statistics.rank_key``:
+streak, then ArtifactRef, then signature_key, then scope id); ``--surface`` keeps the rows of one repair_surface, ``--low-yield`` the
 low-yield ones, ``--limit`` the first N.
 """
 
@@ -35,12 +35,11 @@ from rich.table import Table
 
 from recurrence_ledger.api import ApiSettings, ViewReader
 from recurrence_ledger.embedded import stdout_console
+from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
 
 console = stdout_console()
 errors = Console(stderr=True)
 
-#: RFC repair_surface values (recurrence_ledger.ledger.models.RepairSurface).
-REPAIR_SURFACES = ("experience_content", "working_state", "recall_policy", "acceptance_check")
 
 RedisOption = Annotated[Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", help="Redis holding the view (default redis://127.0.0.1:6379/0).")]
 PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Deployment prefix; names the view's namespace.")]
@@ -82,23 +81,14 @@ def _snapshots(reader: ViewReader, scope: str | None) -> dict:
 ROW_FIELDS = ("terminal_recurred_streak", "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "needs_review")
 
 
-def rank_order(row: dict) -> tuple:
-    """``rank``'s order: streak descending, then recurrences
-    (``recurred``) descending, then ArtifactRef (family, artifact_id,
-    revision), then signature_key, then scope id."""
-    ref = row["artifact_ref"]
-    return (
-        -row["terminal_recurred_streak"], -row["recurred"],
-        ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"], row["scope_id"],
-    )
-
-
 def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | None = None, low_yield: bool = False) -> list[dict]:
     """The rows ``rank`` prints: ``revisions`` maps a scope id to
     its RevisionStatistics rows (every revision of the scope, as
     ``recurrence_ledger.api.ViewReader.revisions`` reads them); keeps those whose
     repair_surface is ``surface`` when given and only low-yield ones with
-    ``low_yield``; sorts them in :func:`rank_order` and returns the first
+    ``low_yield``; sorts them in contract §8 order
+    (``recurrence_ledger.ledger.statistics.rank_key``: streak, ArtifactRef,
+    signature_key, scope id — the API's ``sort=streak`` order) and returns the first
     ``limit``. Each row: ``{rank, scope_id, artifact_ref, signature_key,
     terminal_recurred_streak, repair_surface, selected, recurred, avoided,
     yield, low_yield, needs_review}``."""
@@ -116,7 +106,7 @@ def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | Non
         rows = [row for row in rows if row["repair_surface"] == surface]
     if low_yield:
         rows = [row for row in rows if row["low_yield"]]
-    rows.sort(key=rank_order)
+    rows.sort(key=rank_key)
     return [{"rank": rank, **row} for rank, row in enumerate(rows[:limit], start=1)]
 
 
@@ -135,7 +125,7 @@ def rank_command(
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
-    """Every revision ordered by streak, then recurrences, then ArtifactRef,
+    """Every revision ordered by streak, then ArtifactRef, then signature,
     from the Redis view's revisions hash, with each revision's
     repair_surface, counts and yield."""
     if surface is not None and surface not in REPAIR_SURFACES:
@@ -175,7 +165,7 @@ def rank_command(
         )
     console.print(table)
     console.print(
-        "Ordered by streak, then recurrences, then ArtifactRef. yield = avoided / (avoided + recurred), "
+        "Ordered by streak, then ArtifactRef, then signature (as the API's sort=streak). yield = avoided / (avoided + recurred), "
         "- without terminal verdicts; low = low yield (selected ≥ 3, yield < 0.3), surfaced only.",
         style="dim", highlight=False,
     )

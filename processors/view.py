@@ -78,6 +78,7 @@ from redis.retry import Retry
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.models import RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.statistics import rank_key
 
 log = logging.getLogger(__name__)
 
@@ -155,13 +156,6 @@ def revision_member(artifact_ref: dict) -> str:
     return canonical_json(
         {"family": artifact_ref["family"], "artifact_id": artifact_ref["artifact_id"], "revision": artifact_ref["revision"]}
     ).decode()
-
-
-def _rank_key(row: dict) -> tuple:
-    """contract §8 top_revisions order: streak descending, then ArtifactRef
-    order (family, artifact_id, revision), then signature_key."""
-    ref = row["artifact_ref"]
-    return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
 
 
 def _latest_per_scope(records: Iterable[dict]) -> dict[str, dict]:
@@ -465,7 +459,7 @@ class RedisView:
             row = orjson.loads(text)
             row["terminal_recurred_streak"] = int(score)
             rows.append(row)
-        rows.sort(key=_rank_key)
+        rows.sort(key=rank_key)
         rows = rows[:limit]
         # The record's rows carry each revision's figures (repair_surface,
         # counts, yield): return those for the members they describe.
@@ -479,7 +473,7 @@ class RedisView:
         then ArtifactRef order, then signature_key); [] for a scope the view
         holds no revision of. One HVALS. Raises redis errors."""
         rows = [orjson.loads(value) for value in self._client.hvals(self.revisions_key(scope_id))]
-        rows.sort(key=_rank_key)
+        rows.sort(key=rank_key)
         return rows
 
     def review(self, scope_id: str) -> set[str]:

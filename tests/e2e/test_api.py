@@ -16,9 +16,8 @@ import httpx
 import pytest
 
 from recurrence_ledger.api import ApiSettings
-from recurrence_ledger.cli_ops import ranked_rows
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.view import COUNTER_FIELDS, RedisView
+from recurrence_ledger.view import COUNTER_FIELDS, RedisView, default_namespace
 from tests.e2e.api_server import fed_view, running_api
 
 SCOPE = "port-bound"
@@ -283,7 +282,7 @@ def test_rank_table(view, record):
         assert str(row["terminal_recurred_streak"]) in line
         assert row["repair_surface"] in line
         assert ("-" if row["yield"] is None else f"{row['yield']:.2f}") in line
-    assert "Ordered by streak, then recurrences, then ArtifactRef" in " ".join(result.stdout.split())
+    assert "Ordered by streak, then ArtifactRef, then signature" in " ".join(result.stdout.split())
 
 
 def test_rank_surface_keeps_the_rows_of_that_repair_surface(view, record):
@@ -298,16 +297,36 @@ def test_rank_surface_keeps_the_rows_of_that_repair_surface(view, record):
     assert "Q1" in table.stdout and "P1" not in table.stdout
 
 
-def test_rank_orders_by_streak_then_recurrences_then_artifact_ref():
-    def row(artifact_id, streak, recurred, signature="s"):
-        ref = {"family": "experience", "artifact_id": artifact_id, "revision": 1}
-        return {"artifact_ref": ref, "signature_key": signature, "terminal_recurred_streak": streak, "repair_surface": None,
-                "selected": recurred, "recurred": recurred, "avoided": 0, "yield": 0.0, "low_yield": False, "needs_review": False}
+def test_rank_and_api_sort_streak_list_tied_revisions_in_the_same_order(redis_url, record):
+    # Revisions tied on streak (with different recurrence counts, revision 10
+    # against 2) in a view of their own: `rank` and GET
+    # /revisions?sort=streak must agree row for row. (The revisions hash has
+    # one field per ArtifactRef: of the fixture's A9 r1 under two signatures
+    # the last row stays.)
+    from tests.ledger.test_rank_order import TIES
 
-    rows = [row("A", 2, 2), row("B", 3, 1), row("C", 2, 5), row("D", 2, 5), row("A", 2, 5, "r")]
-    ranked = ranked_rows({"x": rows}, limit=10)
-    assert [(r["artifact_ref"]["artifact_id"], r["signature_key"]) for r in ranked] == [("B", "s"), ("A", "r"), ("C", "s"), ("D", "s"), ("A", "s")]
-    assert [r["rank"] for r in ranked] == [1, 2, 3, 4, 5]
+    prefix = f"t{uuid.uuid4().hex[:8]}."
+    writer = RedisView(redis_url, namespace=default_namespace(prefix))
+    scope_id = "b-scope"
+    rows = TIES[scope_id]
+    try:
+        writer.submit([{**record, "scope_id": scope_id}], revisions=rows)
+        assert writer.pending == 0
+        with running_api(ApiSettings(redis_url=redis_url, topic_prefix=prefix)) as base_url:
+            body = httpx.get(f"{base_url}/scopes/{scope_id}/revisions", params={"sort": "streak", "limit": 100}).json()
+        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
+        ranked = subprocess.run(
+            [sys.executable, "-m", "recurrence_ledger.cli", "rank", "--scope", scope_id, "--limit", "100", "--json",
+             "--redis-url", redis_url, "--topic-prefix", prefix],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )
+        assert ranked.returncode == 0, ranked.stderr
+        ident = lambda r: (r["rank"], r["artifact_ref"], r["signature_key"], r["terminal_recurred_streak"])  # noqa: E731
+        assert [ident(r) for r in json.loads(ranked.stdout)] == [ident(r) for r in body["revisions"]]
+        assert len(body["revisions"]) == len({json.dumps(r["artifact_ref"], sort_keys=True) for r in rows}) == 6
+    finally:
+        writer.clear()
+        writer.close()
 
 
 def test_rank_and_stats_errors(view):

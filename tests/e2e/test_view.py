@@ -29,7 +29,7 @@ import redis
 
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.api import rank_key
+from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.ledger.statistics import revision_key
 from recurrence_ledger.view import (
     COUNTER_FIELDS,
