@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Optional
@@ -29,17 +29,21 @@ console = stdout_console()
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
 
-ThresholdOption = Annotated[int, typer.Option("--review-threshold", min=1, help="Streak at which a revision needs review (contract §8).")]
-TopOption = Annotated[int, typer.Option("--top-revisions", min=0, help="N of top_revisions (contract §8).")]
+#: Help panels grouping the options of the commands that run the ledger.
+WORKER_PANEL = "Kafka worker operation"
+POLICY_PANEL = "Ledger policy"
+
+ThresholdOption = Annotated[int, typer.Option("--review-threshold", min=1, rich_help_panel=POLICY_PANEL, help="Streak at which a revision needs review (contract §8).")]
+TopOption = Annotated[int, typer.Option("--top-revisions", min=0, rich_help_panel=POLICY_PANEL, help="N of top_revisions (contract §8).")]
 HorizonOption = Annotated[
     Optional[int],
-    typer.Option("--provenance-horizon", min=1, help="Journal positions a pending outcome may wait (contract §5); end of file always decides."),
+    typer.Option("--provenance-horizon", min=1, rich_help_panel=POLICY_PANEL, help="Journal positions a pending outcome may wait (contract §5); end of file always decides."),
 ]
 
 
 PendingCandidatesOption = Annotated[
     int,
-    typer.Option("--max-pending-candidates", min=1, envvar="RL_MAX_PENDING_CANDIDATES",
+    typer.Option("--max-pending-candidates", min=1, envvar="RL_MAX_PENDING_CANDIDATES", rich_help_panel=POLICY_PANEL,
                  help="Admission candidates one scope may hold waiting for Task Outcomes; one more is dead-lettered (too_many_pending)."),
 ]
 
@@ -74,18 +78,40 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
                 f"'{row['signature_key']}'",
                 highlight=False,
             )
-    if summary.admission:
-        admission = dict(summary.admission)
-        accepted, rejected, near = (admission.pop(name, 0) for name in ("accepted", "rejected", "near_duplicates"))
-        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(admission.items()))
-        console.print(
-            f"admission: {accepted} accepted, {rejected} rejected{f' ({reasons})' if reasons else ''}, "
-            f"{near} with near-duplicate suggestions",
-            highlight=False,
-        )
+    for line in admission_lines(summary.admission):
+        console.print(line, highlight=False)
     counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
     console.print(f"{summary.lines} journal records → {counts}", highlight=False)
-    console.print(f"output files: {out_dir}/<topic>.jsonl", highlight=False)
+    console.print(f"output files: {out_dir.resolve()}/<topic>.jsonl (one per output topic)", highlight=False)
+
+
+def admission_lines(admission: Counter) -> list[str]:
+    """The admission summary of a run, one line per figure, so that a
+    candidate rejected for three reasons reads as one rejection:
+
+        admission: 2 candidates
+          1 accepted
+          1 rejected — reasons: cue_restates_outcome, no_failure_evidence
+          1 with near-duplicate suggestions
+
+    With several rejected candidates each reason carries the number of
+    candidates giving it (one candidate can give several). [] without
+    candidates. ``admission`` is ``RunSummary.admission``."""
+    counts = dict(admission)
+    accepted, rejected, near = (counts.pop(name, 0) for name in ("accepted", "rejected", "near_duplicates"))
+    if not accepted + rejected:
+        return []
+    lines = [f"admission: {accepted + rejected} candidate{'s' if accepted + rejected != 1 else ''}", f"  {accepted} accepted"]
+    reasons = sorted((reason, count) for reason, count in counts.items() if count)
+    if rejected == 1:
+        lines.append(f"  1 rejected — reasons: {', '.join(reason for reason, _ in reasons)}")
+    elif rejected:
+        given = ", ".join(f"{reason} {count}" for reason, count in reasons)
+        lines.append(f"  {rejected} rejected — reasons (candidates giving each; one candidate can give several): {given}")
+    else:
+        lines.append("  0 rejected")
+    lines.append(f"  {near} with near-duplicate suggestions")
+    return lines
 
 
 @app.command("run-journal")
@@ -104,19 +130,85 @@ def run_journal_command(
         print_summary(summary, out)
 
 
+#: Default output folder of `run` on the embedded runner, in the current
+#: directory: one stable place, overwritten by the next run.
+DEFAULT_RUN_OUT = Path("recurrence-ledger-out")
+
+AppIdOption = Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID", rich_help_panel=WORKER_PANEL, help="Consumer group id and changelog prefix.")]
+InstanceIdOption = Annotated[
+    Optional[str],
+    typer.Option("--instance-id", envvar="RL_INSTANCE_ID", rich_help_panel=WORKER_PANEL, help="Stable id of this worker (transactional id suffix; default: host name)."),
+]
+OutputFormatOption = Annotated[str, typer.Option("--output-format", rich_help_panel=WORKER_PANEL, help="avro (Confluent-framed) or json.")]
+WorkerRedisOption = Annotated[
+    Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", rich_help_panel=WORKER_PANEL, help="Redis for the statistics view (optional).")
+]
+CommitIntervalOption = Annotated[int, typer.Option("--commit-interval-ms", min=10, rich_help_panel=WORKER_PANEL, help="Transaction commit interval.")]
+MaxBatchOption = Annotated[int, typer.Option("--max-batch", min=1, rich_help_panel=WORKER_PANEL, help="Records consumed per poll.")]
+ExitWhenIdleOption = Annotated[
+    Optional[float], typer.Option("--exit-when-idle", rich_help_panel=WORKER_PANEL, help="Stop after this many seconds without input (batch jobs).")
+]
+CreateTopicsOption = Annotated[
+    Optional[int],
+    typer.Option("--create-topics", min=1, rich_help_panel=WORKER_PANEL, help="Create missing catalogue topics with this many partitions first."),
+]
+MetricsPortOption = Annotated[
+    Optional[int],
+    typer.Option("--metrics-port", envvar="RL_METRICS_PORT", rich_help_panel=WORKER_PANEL, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."),
+]
+MaxOutputBytesOption = Annotated[
+    int,
+    typer.Option(
+        "--max-output-bytes", min=256, rich_help_panel=WORKER_PANEL,
+        help="Largest output value; a record with a larger output is dead-lettered (oversized_output). Dead letters themselves are not held to it.",
+    ),
+]
+#: The worker's operational options (WorkerConfig fields) that `run` takes as well.
+WORKER_OPTIONS = (
+    "app_id", "instance_id", "output_format", "redis_url", "commit_interval_ms", "max_batch", "exit_when_idle", "create_topics",
+    "metrics_port", "max_output_bytes",
+)
+DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024 - 65_536
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter ``name`` was given on the command line (not from
+    its default or environment variable)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 @app.command("run")
 def run_command(
+    ctx: typer.Context,
     journal: Annotated[Optional[Path], typer.Argument(exists=True, dir_okay=False, help="Journal for the embedded runner (default: the packaged minimum case).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Output directory (default: a new temporary one).")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option("--out", file_okay=False, help=f"Output directory of the embedded runner (default: ./{DEFAULT_RUN_OUT}, overwritten by the next run).")
+    ] = None,
+    topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", rich_help_panel=WORKER_PANEL, help="Deployment prefix of every topic.")] = "",
+    app_id: AppIdOption = "recurrence-ledger",
+    instance_id: InstanceIdOption = None,
+    output_format: OutputFormatOption = "avro",
+    redis_url: WorkerRedisOption = None,
+    commit_interval_ms: CommitIntervalOption = 100,
+    max_batch: MaxBatchOption = 2_000,
+    exit_when_idle: ExitWhenIdleOption = None,
+    create_topics: CreateTopicsOption = 8,
+    metrics_port: MetricsPortOption = None,
+    max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
-    topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar="RL_TOPIC_PREFIX", help="Kafka only: deployment prefix of every topic.")] = "",
 ) -> None:
-    """The main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is set,
-    else the embedded runner on JOURNAL (default: the RFC's minimum case)."""
+    """The main job: the Kafka worker, or the embedded runner without Kafka.
+
+    With KAFKA_BOOTSTRAP_SERVERS set, `run` is the Kafka worker (as `worker`, with the same options;
+    topics are created with 8 partitions when missing). Otherwise it runs the embedded runner on
+    JOURNAL (default: the packaged minimum case) and writes one <topic>.jsonl per output topic.
+    """
     config = _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates)
+    given = {name: _on_command_line(ctx, name) for name in ("topic_prefix", *WORKER_OPTIONS)}
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         if journal is not None or out is not None:
             console.print(
@@ -128,20 +220,43 @@ def run_command(
             raise typer.Exit(2)
         from recurrence_ledger.runtime.worker import run_worker, worker_config_from_env
 
-        console.print(
-            f"Kafka worker on {os.environ['KAFKA_BOOTSTRAP_SERVERS']} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}",
-            style="bold",
+        worker_config = worker_config_from_env(
+            config, topic_prefix=topic_prefix, app_id=app_id, instance_id=instance_id, output_format=output_format,
+            redis_url=redis_url, commit_interval_ms=commit_interval_ms, max_batch=max_batch, exit_when_idle_s=exit_when_idle,
+            create_partitions=create_topics, metrics_port=metrics_port, max_output_bytes=max_output_bytes,
         )
-        _run_worker_or_exit(run_worker, worker_config_from_env(config, create_partitions=8, topic_prefix=topic_prefix))
+        console.print(
+            f"Kafka worker on {worker_config.bootstrap} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}"
+            + (f", metrics on 127.0.0.1:{metrics_port}/metrics" if metrics_port else ""),
+            style="bold", highlight=False,
+        )
+        _run_worker_or_exit(run_worker, worker_config)
         return
-    out_dir = out or Path(tempfile.mkdtemp(prefix="recurrence-ledger-"))
-    if journal is None:
-        with resources.as_file(resources.files("recurrence_ledger.examples") / EXAMPLE_JOURNAL) as packaged:
-            console.print(f"embedded runner (no KAFKA_BOOTSTRAP_SERVERS): packaged journal {EXAMPLE_JOURNAL}", style="bold")
-            summary = run_journal(packaged, out_dir, config)
-    else:
-        summary = run_journal(journal, out_dir, config)
+    kafka_only = [f"--{name.replace('_', '-')}" for name, on_command_line in given.items() if on_command_line]
+    if kafka_only:
+        raise typer.BadParameter(
+            "only the Kafka worker takes it, and KAFKA_BOOTSTRAP_SERVERS is not set: `run` runs the embedded runner "
+            "on a journal file. Set KAFKA_BOOTSTRAP_SERVERS to run the worker.",
+            param_hint=", ".join(f"'{name}'" for name in kafka_only),
+        )
+    out_dir = out or DEFAULT_RUN_OUT
+    try:
+        if journal is None:
+            with resources.as_file(resources.files("recurrence_ledger.examples") / EXAMPLE_JOURNAL) as packaged:
+                console.print(
+                    f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): packaged journal {EXAMPLE_JOURNAL} → {out_dir}/",
+                    style="bold", highlight=False,
+                )
+                summary = run_journal(packaged, out_dir, config)
+        else:
+            console.print(f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): {journal} → {out_dir}/", style="bold", highlight=False)
+            summary = run_journal(journal, out_dir, config)
+    except OSError as error:
+        console.print(f"error: cannot write the output files to {out_dir}: {error}; choose a folder with --out DIR", style="red", highlight=False)
+        raise typer.Exit(1) from None
     print_summary(summary, out_dir)
+    if out is None:
+        console.print(f"(the default folder ./{DEFAULT_RUN_OUT}: the next run overwrites it; --out DIR for another one)", style="dim", highlight=False)
 
 
 # -- Kafka ------------------------------------------------------------------------
@@ -188,16 +303,16 @@ def _check_topic(topic: str) -> str:
 def worker_command(
     bootstrap: BootstrapOption,
     topic_prefix: PrefixOption = "",
-    app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID", help="Consumer group id and changelog prefix.")] = "recurrence-ledger",
-    instance_id: Annotated[Optional[str], typer.Option("--instance-id", envvar="RL_INSTANCE_ID", help="Stable id of this worker (transactional id suffix; default: host name).")] = None,
-    output_format: Annotated[str, typer.Option("--output-format", help="avro (Confluent-framed) or json.")] = "avro",
-    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar="REDIS_URL", help="Redis for the statistics view (optional).")] = None,
-    commit_interval_ms: Annotated[int, typer.Option("--commit-interval-ms", min=10, help="Transaction commit interval.")] = 100,
-    max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Records consumed per poll.")] = 2_000,
-    exit_when_idle: Annotated[Optional[float], typer.Option("--exit-when-idle", help="Stop after this many seconds without input (batch jobs).")] = None,
-    create_topics: Annotated[Optional[int], typer.Option("--create-topics", min=1, help="Create missing catalogue topics with this many partitions first.")] = None,
-    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", envvar="RL_METRICS_PORT", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")] = None,
-    max_output_bytes: Annotated[int, typer.Option("--max-output-bytes", min=256, help="Largest output value; a record with a larger output is dead-lettered (oversized_output). Dead letters themselves are not held to it.")] = 16 * 1024 * 1024 - 65_536,
+    app_id: AppIdOption = "recurrence-ledger",
+    instance_id: InstanceIdOption = None,
+    output_format: OutputFormatOption = "avro",
+    redis_url: WorkerRedisOption = None,
+    commit_interval_ms: CommitIntervalOption = 100,
+    max_batch: MaxBatchOption = 2_000,
+    exit_when_idle: ExitWhenIdleOption = None,
+    create_topics: CreateTopicsOption = None,
+    metrics_port: MetricsPortOption = None,
+    max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,

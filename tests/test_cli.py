@@ -6,15 +6,17 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.conftest import read_outputs, shared_case, facts
+from recurrence_ledger.ledger.processor import OUTPUT_TOPICS
+from tests.conftest import facts, read_jsonl, read_outputs, shared_case
 
 
-def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True, env=environment, timeout=120
+        [sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True, env=environment, timeout=120, cwd=cwd,
     )
 
 
@@ -45,7 +47,70 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     decisions = [json.loads(line) for line in (tmp_path / "admission-decisions.jsonl").read_text().splitlines()]
     assert [(d["decision"], d["reasons"], len(d["near_duplicates"])) for d in decisions] == [
         ("accepted", [], 1), ("rejected", ["no_failure_evidence", "cue_restates_outcome", "missing_repair_surface"], 0)]
-    assert "admission: 1 accepted, 1 rejected" in " ".join(result.stdout.split())
+    # One candidate rejected for three reasons reads as one rejection.
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    counts = ", ".join(f"{topic} {len(read_jsonl(tmp_path / (topic + '.jsonl')))}" for topic in OUTPUT_TOPICS)
+    assert lines[lines.index("admission: 2 candidates") + 1 :][:4] == [
+        "1 accepted",
+        "1 rejected — reasons: cue_restates_outcome, missing_repair_surface, no_failure_evidence",
+        "1 with near-duplicate suggestions",
+        f"12 journal records → {counts}",
+    ]
+    assert f"output files: {tmp_path.resolve()}/<topic>.jsonl" in result.stdout
+
+
+def test_run_without_out_writes_to_one_stable_folder_and_says_where(tmp_path):
+    for _ in range(2):  # the second run overwrites the first one's files: no new folder per run
+        result = run_cli("run", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert [p.name for p in tmp_path.iterdir()] == ["recurrence-ledger-out"]
+    out = tmp_path / "recurrence-ledger-out"
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{topic}.jsonl" for topic in OUTPUT_TOPICS)
+    assert f"output files: {out}/<topic>.jsonl" in result.stdout
+    assert "the next run overwrites it" in result.stdout
+
+
+def test_admission_lines_count_candidates_not_reasons():
+    from collections import Counter
+
+    from recurrence_ledger.cli import admission_lines
+
+    assert admission_lines(Counter()) == []
+    several = Counter({"accepted": 2, "rejected": 3, "near_duplicates": 1, "no_failure_evidence": 3, "cue_restates_outcome": 1})
+    assert admission_lines(several) == [
+        "admission: 5 candidates",
+        "  2 accepted",
+        "  3 rejected — reasons (candidates giving each; one candidate can give several): cue_restates_outcome 1, no_failure_evidence 3",
+        "  1 with near-duplicate suggestions",
+    ]
+    assert admission_lines(Counter({"accepted": 1}))[:3] == ["admission: 1 candidate", "  1 accepted", "  0 rejected"]
+
+
+def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkeypatch):
+    from typer.testing import CliRunner
+
+    from recurrence_ledger import cli
+    from recurrence_ledger.runtime import worker
+
+    started = []
+    monkeypatch.setattr(worker, "run_worker", started.append)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    result = CliRunner().invoke(cli.app, [
+        "run", "--metrics-port", "9178", "--app-id", "trial", "--exit-when-idle", "5", "--commit-interval-ms", "250",
+        "--topic-prefix", "demo.", "--review-threshold", "4",
+    ])
+    assert result.exit_code == 0, result.output
+    [config] = started
+    assert (config.bootstrap, config.metrics_port, config.app_id, config.exit_when_idle_s, config.commit_interval_ms) == (
+        "127.0.0.1:1", 9178, "trial", 5.0, 250)
+    assert (config.topic_prefix, config.create_partitions, config.ledger.review_threshold) == ("demo.", 8, 4)
+    assert "metrics on 127.0.0.1:9178/metrics" in result.output
+
+
+def test_run_without_kafka_refuses_worker_options():
+    result = run_cli("run", "--metrics-port", "9178", env={"COLUMNS": "200"})
+    assert result.returncode == 2
+    assert "'--metrics-port'" in result.stderr and "KAFKA_BOOTSTRAP_SERVERS is not set" in result.stderr
 
 
 def test_options_change_policy(tmp_path):
