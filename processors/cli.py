@@ -1,14 +1,21 @@
 """The ``recurrence-ledger`` command line.
 
 ``run`` is the main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is
-set, otherwise the embedded runner on a journal (by default the RFC's minimum
+set, otherwise the embedded runner on a journal (by default the minimum
 checkable evidence case shipped with the package). ``run-journal`` is
 contract §11 exactly.
+
+Help texts are plain text (Typer's rich markup mode, no Markdown or RST
+markup): a command's docstring is its help, its first paragraph one short
+line (the commands list shows it), its later paragraphs reflowed to the
+terminal's width by :func:`reflow_help` (docstring line breaks are not
+kept).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import sys
@@ -24,7 +31,10 @@ from rich.table import Table
 from recurrence_ledger.embedded import RunSummary, run_journal, stdout_console
 from recurrence_ledger.ledger.processor import LedgerConfig
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="recurrence-ledger: did what the agents learned from a failure help?")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
+    help="recurrence-ledger: did what the agents learned from a failure help?",
+)
 console = stdout_console()
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
@@ -203,10 +213,11 @@ def run_command(
 ) -> None:
     """The main job: the Kafka worker, or the embedded runner without Kafka.
 
-    With KAFKA_BOOTSTRAP_SERVERS set, `run` is the Kafka worker (as `worker`, with the same options;
-    topics are created with 8 partitions when missing). Otherwise it runs the embedded runner on
-    JOURNAL (default: the packaged minimum case) and writes one <topic>.jsonl per output topic.
-    """
+    With KAFKA_BOOTSTRAP_SERVERS set, run is the Kafka worker (the worker
+    command, with the same options; missing topics are created with 8
+    partitions). Otherwise it runs the embedded runner on JOURNAL (default:
+    the packaged minimum case) and writes one <topic>.jsonl per output topic
+    into --out."""
     config = _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates)
     given = {name: _on_command_line(ctx, name) for name in ("topic_prefix", *WORKER_OPTIONS)}
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
@@ -340,7 +351,7 @@ def worker_command(
     _run_worker_or_exit(run_worker, config)
 
 
-topics_app = typer.Typer(help="The topic catalogue (contract §1).", no_args_is_help=True)
+topics_app = typer.Typer(help="The topic catalogue (contract §1).", no_args_is_help=True, rich_markup_mode="rich")
 app.add_typer(topics_app, name="topics")
 
 
@@ -373,9 +384,12 @@ def topics_delete_command(
     app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID", help="The deployment's app id (group and changelog).")] = "recurrence-ledger",
     yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
 ) -> None:
-    """Delete a deployment's topics (the catalogue under the prefix and the
-    state changelog) and consumer groups. Without --yes, lists them only.
-    Stop its workers first; the Redis keys go with `view clear`."""
+    """Delete a deployment's topics and consumer groups (asks for --yes).
+
+    Deletes the catalogue topics under the prefix, the state changelog and
+    the consumer groups of the app id. Without --yes it only lists them.
+    Stop the deployment's workers first; its Redis keys go with
+    'recurrence-ledger view clear --yes'."""
     from recurrence_ledger.runtime.kafka_admin import delete_deployment, deployment_resources
 
     if not yes:
@@ -453,8 +467,11 @@ def replay_command(
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
 ) -> None:
-    """Re-run the ledger over the input topics; adds only records whose
-    identity is not in the ledger yet (contract §6, §10)."""
+    """Re-run the ledger over the input topics, adding only what it lacks.
+
+    Writes only records whose identity is not in the ledger yet (contract
+    §6, §10). --dry-run prints the plan only; --json prints the summary as
+    JSON."""
     from recurrence_ledger.runtime.replay import parse_start, run_replay
 
     try:
@@ -494,10 +511,12 @@ def rebuild_command(
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
 ) -> None:
-    """Rebuild streaks, statistics and the revisions view from the ledger
-    topics alone, check them against the latest statistics and
-    revision-statistics records, and rewrite the Redis view. Exit code 1
-    when the rebuilt views differ from the live ones."""
+    """Rebuild the derived views from the ledger topics and check them.
+
+    Rebuilds streaks, statistics and the revisions view from the ledger
+    topics alone, compares them with the latest statistics and
+    revision-statistics records, and with --redis-url rewrites the Redis
+    view. Exit code 1 when the rebuilt views differ from the live ones."""
     from recurrence_ledger.runtime.kafka_io import read_topic
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
     from recurrence_ledger.view import RedisView, default_namespace, read_revision_statistics_topic, read_statistics_topic
@@ -551,9 +570,11 @@ def explain_command(
     topic_prefix: PrefixOption = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Why an outcome counted the way it did: receipt → Handoff → cited
-    revisions, each failure item and its RecurrenceMatch, and for every
-    revision the verdict or the exact reason there is none."""
+    """Why an outcome counted the way it did.
+
+    Shows the evidence chain receipt → Handoff → cited revisions, each
+    failure item with its RecurrenceMatch, and for every revision the
+    verdict or the exact reason there is none."""
     from recurrence_ledger.ledger.explain import OutcomeNotFound, explain_outcome
 
     if journal is not None:
@@ -612,7 +633,7 @@ def print_explanation(explanation: dict) -> None:
     console.print(tree, highlight=False)
 
 
-view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True)
+view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True, rich_markup_mode="rich")
 app.add_typer(view_app, name="view")
 
 
@@ -623,7 +644,11 @@ def view_rebuild_command(
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
 ) -> None:
-    """Rebuild the Redis view from the recurrence-statistics topic."""
+    """Rebuild the Redis view from the statistics topics.
+
+    Reads the recurrence-statistics and revision-statistics topics whole,
+    then replaces the view's keys. --review-threshold must be the workers'
+    (it decides the review set and is stored with each scope)."""
     from recurrence_ledger.view import RedisView, rebuild_from_topic
     from recurrence_ledger.view import default_namespace
 
@@ -652,6 +677,21 @@ def view_clear_command(
 from recurrence_ledger.cli_ops import register  # noqa: E402 - serve, rank, stats
 
 register(app)
+
+
+def reflow_help(typer_app: typer.Typer) -> None:
+    """Give every command of ``typer_app`` (and of its sub-apps) its
+    docstring as help text with each paragraph on one line, so that the
+    terminal wraps it at its width instead of at the docstring's line
+    breaks (Typer's rich mode keeps single line breaks)."""
+    for info in typer_app.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(info.callback.__doc__).split("\n\n"))
+    for group in typer_app.registered_groups:
+        reflow_help(group.typer_instance)
+
+
+reflow_help(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -30,6 +30,7 @@ from typing import Annotated, Any, Optional
 import redis
 import typer
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
@@ -116,6 +117,82 @@ def _revisions(reader: ViewReader, scope: str | None) -> dict[str, list[dict]]:
     return {scope_id: snap.rows for scope_id, snap in _read_scopes(reader, scope, reader.revisions).items()}
 
 
+#: ``(column, header, right-aligned)`` of the ``rank`` table, in order.
+RANK_COLUMNS = (
+    ("rank", "#", True), ("scope", "scope", False), ("revision", "revision", False), ("signature", "signature", False),
+    ("surface", "surface", False), ("streak", "streak", True), ("recurred", "recurred", True), ("avoided", "avoided", True),
+    ("yield", "yield", True), ("review", "review", False),
+)
+#: How the ``rank`` table is narrowed while it is wider than the terminal,
+#: step by step: ("cut", column, width) cuts a column's cells to that width
+#: with an ellipsis (no other cell is ever cut); ("drop", column, …) leaves
+#: those columns out (yield still tells how recurred and avoided compare;
+#: --json has them).
+RANK_NARROWING = (
+    ("cut", "signature", 24), ("drop", "recurred", "avoided"), ("cut", "signature", 16), ("cut", "scope", 12),
+    ("cut", "revision", 12), ("cut", "surface", 10), ("cut", "signature", 8),
+)
+#: Spaces between two columns of a table with pad_edge=False, collapse_padding=True, show_edge=False.
+COLUMN_GAP = 2
+
+
+def revision_label(artifact_ref: dict) -> str:
+    """``P1 r2`` (the family is left out when it is experience, as it is for
+    every revision the view holds)."""
+    family = "" if artifact_ref["family"] == "experience" else f"{artifact_ref['family']}/"
+    return f"{family}{artifact_ref['artifact_id']} r{artifact_ref['revision']}"
+
+
+def rank_table(rows: list[dict], title: str, width: int) -> tuple[Table, list[str]]:
+    """The ``rank`` table of ``rows`` (:func:`ranked_rows`) fitted to
+    ``width`` columns: one line per row, never a cell broken over lines.
+    The scope column is left out when every row has the same scope (the
+    title names it); while the table is too wide it is narrowed as
+    :data:`RANK_NARROWING` says. Returns the table and the names of the
+    columns left out."""
+    scopes = sorted({row["scope_id"] for row in rows})
+    cells: dict[str, list[str]] = {
+        "rank": [str(row["rank"]) for row in rows],
+        "scope": [row["scope_id"] for row in rows],
+        "revision": [revision_label(row["artifact_ref"]) for row in rows],
+        "signature": [row["signature_key"] for row in rows],
+        "surface": [row["repair_surface"] or "-" for row in rows],
+        "streak": [str(row["terminal_recurred_streak"]) for row in rows],
+        "recurred": [str(row["recurred"]) for row in rows],
+        "avoided": [str(row["avoided"]) for row in rows],
+        "yield": ["-" if row["yield"] is None else f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "") for row in rows],
+        "review": ["yes" if row["needs_review"] else "" for row in rows],
+    }
+    columns = [column for column in RANK_COLUMNS if not (column[0] == "scope" and len(scopes) == 1)]
+    widths = {name: max([cell_len(header), *(cell_len(cell) for cell in cells[name])]) for name, header, _ in columns}
+
+    def total() -> int:
+        return sum(widths.values()) + COLUMN_GAP * (len(widths) - 1)
+
+    left_out: list[str] = []
+    cut: set[str] = set()
+    for step, name, *rest in RANK_NARROWING:
+        if total() <= width or name not in widths:
+            continue
+        if step == "drop":
+            for dropped in (name, *rest):
+                del widths[dropped]
+                left_out.append(dropped)
+        elif widths[name] > rest[0]:
+            widths[name] = max(rest[0], widths[name] - (total() - width))
+            cut.add(name)
+    if len(scopes) == 1:
+        title += f", scope {scopes[0]}"
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False)
+    for name, header, right in columns:
+        if name in widths:
+            fixed = {"width": widths[name]} if name in cut else {}
+            table.add_column(header, justify="right" if right else "left", no_wrap=True, overflow="ellipsis", **fixed)
+    for index, row in enumerate(rows):
+        table.add_row(*(cells[name][index] for name, _, _ in columns if name in widths), style="red" if row["needs_review"] else None)
+    return table, left_out
+
+
 def rank_command(
     scope: ScopeOption = None,
     surface: Annotated[Optional[str], typer.Option("--surface", help="Only revisions with this repair_surface: " + ", ".join(REPAIR_SURFACES) + ".")] = None,
@@ -125,9 +202,14 @@ def rank_command(
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
-    """Every revision ordered by streak, then ArtifactRef, then signature,
-    from the Redis view's revisions hash, with each revision's
-    repair_surface, counts and yield."""
+    """Every revision by streak, from the Redis view.
+
+    Lists every revision with a selection or a verdict (not only each
+    scope's top N) in the order of the API's sort=streak: streak, then
+    ArtifactRef, then signature, then scope. Each row has the revision's
+    repair_surface, recurred and avoided counts, yield and review flag; the
+    table fits the terminal (long cells end with an ellipsis), --json prints
+    every field."""
     if surface is not None and surface not in REPAIR_SURFACES:
         raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
     reader = _reader(redis_url, topic_prefix)
@@ -138,35 +220,20 @@ def rank_command(
     if as_json:
         print(json.dumps(rows, ensure_ascii=False))
         return
-    title = (
-        f"revisions by streak ({reader.namespace})"
-        + (f", repair_surface {surface}" if surface else "")
-        + (", low yield" if low_yield else "")
-    )
-    table = Table(title=title, box=box.SIMPLE_HEAD)
-    table.add_column("#", justify="right")
-    table.add_column("scope", overflow="fold")
-    table.add_column("revision", overflow="fold")
-    table.add_column("signature", overflow="fold")
-    table.add_column("surface", overflow="fold")
-    table.add_column("streak", justify="right")
-    table.add_column("recurred", justify="right")
-    table.add_column("avoided", justify="right")
-    table.add_column("yield", justify="right")
-    table.add_column("review")
-    for row in rows:
-        ref = row["artifact_ref"]
-        revision_yield = "-" if row["yield"] is None else f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "")
-        table.add_row(
-            str(row["rank"]), row["scope_id"], f"{ref['family']}/{ref['artifact_id']} r{ref['revision']}", row["signature_key"],
-            row["repair_surface"] or "-", str(row["terminal_recurred_streak"]), str(row["recurred"]), str(row["avoided"]),
-            revision_yield, "needs review" if row["needs_review"] else "",
-            style="red" if row["needs_review"] else None,
-        )
+    filters = (f" with repair_surface {surface}" if surface else "") + (" with a low yield" if low_yield else "")
+    if not rows:
+        where = f"scope {scope}" if scope is not None else "any scope"
+        console.print(f"no revisions{filters} in {where} of the Redis view {reader.namespace}", highlight=False)
+        return
+    title = f"revisions by streak ({reader.namespace})" + (f", repair_surface {surface}" if surface else "") + (", low yield" if low_yield else "")
+    table, left_out = rank_table(rows, title, console.width)
+    console.print(table.title, style="bold", highlight=False)
+    table.title = None
     console.print(table)
     console.print(
         "Ordered by streak, then ArtifactRef, then signature (as the API's sort=streak). yield = avoided / (avoided + recurred), "
-        "- without terminal verdicts; low = low yield (selected ≥ 3, yield < 0.3), surfaced only.",
+        "- without terminal verdicts; low = low yield (selected ≥ 3, yield < 0.3), surfaced only."
+        + (f" Left out at this width: {', '.join(left_out)} (see --json)." if left_out else ""),
         style="dim", highlight=False,
     )
 
@@ -192,9 +259,10 @@ def stats_command(
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
-    """The ScopeStatistics record of each scope (contract §8) from the Redis
-    view. ``--json`` prints a JSON array of the records, sorted by scope id,
-    exactly as the view stores them."""
+    """Each scope's statistics record (contract §8), from the Redis view.
+
+    --json prints a JSON array of the records, sorted by scope id, exactly
+    as the view stores them."""
     reader = _reader(redis_url, topic_prefix)
     try:
         snapshots = _snapshots(reader, scope)
@@ -203,6 +271,9 @@ def stats_command(
     records = [snap.record for snap in snapshots.values()]
     if as_json:
         print(json.dumps(records, ensure_ascii=False))
+        return
+    if not records:
+        console.print(f"no scopes in the Redis view {reader.namespace}: no statistics record has been projected into it", highlight=False)
         return
     table = Table(title=f"recurrence statistics ({reader.namespace})", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("scope", overflow="fold")
@@ -223,14 +294,16 @@ def serve_command(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
-    review_threshold: Annotated[Optional[int], typer.Option("--review-threshold", min=1, envvar="RL_REVIEW_THRESHOLD", help="The workers' --review-threshold (shown with review lists).")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
-    """Serve the statistics API and the dashboard (uvicorn): GET / for the
-    page, /scopes…, /openapi.json, /healthz."""
+    """Serve the statistics API and the dashboard (uvicorn).
+
+    GET / is the dashboard, /scopes… the JSON API, /docs and /redoc its
+    documentation (no CDN), /openapi.json, /healthz. The review threshold it
+    shows is the one the workers stored in the view."""
     from recurrence_ledger.api import serve
 
-    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix, review_threshold=review_threshold)
+    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix)
     console.print(
         f"serving http://{host}:{port}/ (view {settings.resolved_namespace} on {settings.redis_url})", style="bold", highlight=False
     )

@@ -164,3 +164,123 @@ def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(t
     assert (dead["reason"], dead["offset"]) == ("too_many_pending", 1)
     [decision] = [json.loads(line) for line in (tmp_path / "out" / "admission-decisions.jsonl").read_text().splitlines()]
     assert (decision["candidate_id"], decision["reasons"]) == ("A", ["missing_source", "missing_failure_record"])  # decided at the end
+
+
+# ----------------------------------------------------------------- help texts
+
+COMMANDS = (
+    "run-journal", "run", "worker", "publish", "export", "replay", "rebuild", "explain", "serve", "rank", "stats",
+    "topics", "topics create", "topics delete", "topics list", "view", "view rebuild", "view clear",
+)
+
+
+def test_top_level_help_lists_each_command_on_one_line():
+    result = run_cli("--help", env={"COLUMNS": "100"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    panel = lines[next(i for i, line in enumerate(lines) if "Commands" in line) + 1 :]
+    panel = panel[: next(i for i, line in enumerate(panel) if line.startswith("╰"))]
+    names = [line.strip("│ ").split()[0] for line in panel]
+    # One line per command: no summary continues on a second line.
+    assert names == [name for name in COMMANDS if " " not in name]
+
+
+def test_help_texts_are_plain_text_without_markup_or_internal_references(monkeypatch):
+    from typer import rich_utils
+    from typer.testing import CliRunner
+
+    from recurrence_ledger.cli import app
+
+    for command in ("", *COMMANDS):
+        for columns in ("100", "80"):
+            monkeypatch.setattr(rich_utils, "MAX_WIDTH", int(columns))  # what TERMINAL_WIDTH sets when typer is imported
+            result = CliRunner().invoke(app, [*command.split(), "--help"])
+            assert result.exit_code == 0, (command, result.output)
+            for bad in ("``", "`", "RFC", "issue", "CONTRACT", "../"):
+                assert bad not in result.output, (command, columns, bad)
+            assert max(map(len, result.output.splitlines())) <= int(columns), (command, columns)
+
+
+# ----------------------------------------------------------------- rank output
+
+
+class FakeReader:
+    """The part of recurrence_ledger.api.ViewReader that rank reads."""
+
+    namespace = "rl:fake."
+
+    def __init__(self, revisions: dict[str, list[dict]]):
+        self._revisions = revisions
+
+    def scope_ids(self) -> list[str]:
+        return sorted(self._revisions)
+
+    def revisions(self, scope_id: str):
+        from types import SimpleNamespace
+
+        rows = self._revisions.get(scope_id)
+        return None if rows is None else SimpleNamespace(rows=rows)
+
+    def close(self) -> None:
+        pass
+
+
+def revision_row(scope_id: str, artifact_id: str, streak: int, signature: str, surface: str = "experience_content") -> dict:
+    return {
+        "scope_id": scope_id, "artifact_ref": {"family": "experience", "artifact_id": artifact_id, "revision": 12},
+        "signature_key": signature, "terminal_recurred_streak": streak, "needs_review": streak >= 3, "repair_surface": surface,
+        "selected": 9, "recurred": 7, "avoided": 2, "yield": 0.2222, "low_yield": True,
+    }
+
+
+LONG_SIGNATURE = "generated client out of date after contract edit of the public billing schema"
+WIDE = {
+    "team/payments-eu-west": [revision_row("team/payments-eu-west", "EXP-schema-drift", 4, LONG_SIGNATURE)],
+    "port-bound": [revision_row("port-bound", "P1", 3, "port already bound", "recall_policy"),
+                   revision_row("port-bound", "Q1-with-a-long-identifier", 0, "flaky acceptance check", "acceptance_check")],
+}
+
+
+def rank_output(monkeypatch, revisions: dict, width: int, *args: str):
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    from recurrence_ledger import cli, cli_ops
+
+    monkeypatch.setattr(cli_ops, "_reader", lambda redis_url, topic_prefix: FakeReader(revisions))
+    monkeypatch.setattr(cli_ops, "console", Console(width=width))
+    return CliRunner().invoke(cli.app, ["rank", *args])
+
+
+def test_rank_table_fits_100_and_80_columns_one_line_per_revision(monkeypatch):
+    for width in (100, 80):
+        result = rank_output(monkeypatch, WIDE, width)
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert max(map(len, lines)) <= width
+        rows = [line for line in lines if line.split()[:1] and line.split()[0].isdigit()]
+        assert [line.split()[0] for line in rows] == ["1", "2", "3"]  # one line per revision, none broken
+        first = rows[0].split()
+        assert "EXP-schema-drift" in first[2] or first[2].startswith("EXP-")
+        assert "4" in first and "yes" in first and ("0.22" in first or width < 100)
+        # Long cells are cut with an ellipsis, never folded onto a second line.
+        assert LONG_SIGNATURE not in result.output and "…" in rows[0]
+        assert "generated" in rows[0]
+    wide = rank_output(monkeypatch, WIDE, 200)
+    assert LONG_SIGNATURE in wide.output and "…" not in wide.output and "Left out" not in wide.output
+
+
+def test_rank_table_drops_the_scope_column_for_one_scope(monkeypatch):
+    result = rank_output(monkeypatch, {"port-bound": WIDE["port-bound"]}, 80)
+    assert result.exit_code == 0, result.output
+    assert "scope port-bound" in result.output
+    [first] = [line for line in result.output.splitlines() if line.startswith("1 ")]
+    assert first.split()[1:3] == ["P1", "r12"] and "recall_policy" in first
+
+
+def test_rank_without_rows_says_so(monkeypatch):
+    empty = rank_output(monkeypatch, {}, 100)
+    assert empty.exit_code == 0, empty.output
+    assert empty.output.strip() == "no revisions in any scope of the Redis view rl:fake."
+    filtered = rank_output(monkeypatch, WIDE, 100, "--surface", "working_state", "--scope", "port-bound")
+    assert filtered.output.strip() == "no revisions with repair_surface working_state in scope port-bound of the Redis view rl:fake."

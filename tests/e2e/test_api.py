@@ -278,7 +278,7 @@ def test_rank_table(view, record):
     for rank, row in enumerate(record["top_revisions"], start=1):
         ref = row["artifact_ref"]
         line = next(line for line in lines if line[:1] == [str(rank)])
-        assert f"{ref['family']}/{ref['artifact_id']}" in line
+        assert ref["artifact_id"] in line and f"r{ref['revision']}" in line
         assert str(row["terminal_recurred_streak"]) in line
         assert row["repair_surface"] in line
         assert ("-" if row["yield"] is None else f"{row['yield']:.2f}") in line
