@@ -392,14 +392,20 @@ def topics_delete_command(
     'recurrence-ledger view clear --yes'."""
     from recurrence_ledger.runtime.kafka_admin import delete_deployment, deployment_resources
 
+    topics, groups = deployment_resources(topic_prefix, app_id)
     if not yes:
-        names = [name for resources in deployment_resources(topic_prefix, app_id) for name in resources]
-        console.print("would delete (run again with --yes):\n  " + "\n  ".join(names), highlight=False)
+        lines = ["would delete (run again with --yes):", f"  topics ({len(topics)}):"]
+        lines += [f"    {name}" for name in topics]
+        lines.append(f"  consumer groups ({len(groups)}):")
+        lines += [f"    {name}" for name in groups]
+        console.print("\n".join(lines), highlight=False)
         return
     with _kafka_errors():
         result = delete_deployment(bootstrap, topic_prefix, app_id)
-    for name, outcome in result.items():
-        console.print(f"{name}: {outcome}", highlight=False)
+    for label, names in (("topics", topics), ("consumer groups", groups)):
+        console.print(f"{label}:", highlight=False)
+        for name in names:
+            console.print(f"  {name}: {result.get(name, '?')}", highlight=False)
     if any(outcome not in ("deleted", "absent") for outcome in result.values()):
         raise typer.Exit(1)
 
@@ -462,6 +468,7 @@ def replay_command(
     app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID")] = "recurrence-ledger",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be re-read.")] = False,
     output_format: Annotated[str, typer.Option("--output-format")] = "avro",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan and the summary as one JSON object.")] = False,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
@@ -470,8 +477,8 @@ def replay_command(
     """Re-run the ledger over the input topics, adding only what it lacks.
 
     Writes only records whose identity is not in the ledger yet (contract
-    §6, §10). --dry-run prints the plan only; --json prints the summary as
-    JSON."""
+    §6, §10). --dry-run prints the plan only; --json prints the plan and the
+    summary as JSON."""
     from recurrence_ledger.runtime.replay import parse_start, run_replay
 
     try:
@@ -483,6 +490,9 @@ def replay_command(
             bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
         )
+    if as_json:
+        print(json.dumps(replay_json(summary, dry_run), ensure_ascii=False))
+        return
     table = Table(title="replay plan" if dry_run else "replay", box=box.SIMPLE_HEAD)
     for column in ("topic", "partition", "from", "outputs from", "to", "records to re-read"):
         table.add_column(column, justify="left" if column == "topic" else "right")
@@ -490,17 +500,49 @@ def replay_command(
         table.add_row(r.topic, str(r.partition), str(r.low), str(r.start), str(r.end), str(r.end - r.low))
     console.print(table)
     if not dry_run:
-        console.print(
-            f"read {summary.records_read} records in {summary.seconds:.1f} s; "
-            f"written {dict(summary.written) or 0}; already in the ledger {dict(summary.suppressed) or 0}",
-            highlight=False,
-        )
+        for line in replay_lines(summary):
+            console.print(line, highlight=False)
         if summary.conflicted_scopes:
             console.print(
                 f"scopes where the replay decided an outcome differently from the ledger (kept the ledger's decision): "
                 f"{', '.join(summary.conflicted_scopes)}",
                 style="yellow", highlight=False,
             )
+
+
+def _per_topic(counts: dict[str, int]) -> str:
+    """``topic count, …`` of the topics with a count, sorted; "none" without."""
+    return ", ".join(f"{topic} {count}" for topic, count in sorted(counts.items()) if count) or "none"
+
+
+def replay_lines(summary) -> list[str]:  # noqa: ANN001 - ReplaySummary, imported lazily
+    """The summary of a finished replay as lines of text."""
+    return [
+        f"read {summary.records_read} records in {summary.seconds:.1f} s",
+        f"written (records the ledger lacked): {_per_topic(summary.written)}",
+        f"not written again (already in the ledger): {_per_topic(summary.suppressed)}",
+    ]
+
+
+def replay_json(summary, dry_run: bool) -> dict:  # noqa: ANN001 - ReplaySummary, imported lazily
+    """The plan and summary of a replay as a JSON object: ``dry_run``,
+    ``ranges`` (per input topic-partition: topic, partition, from,
+    outputs_from, to, records), and for a finished replay
+    ``records_read``, ``seconds``, ``written`` and ``already_in_ledger``
+    (records per output topic) and ``conflicted_scopes``."""
+    body: dict = {
+        "dry_run": dry_run,
+        "ranges": [
+            {"topic": r.topic, "partition": r.partition, "from": r.low, "outputs_from": r.start, "to": r.end, "records": r.end - r.low}
+            for r in summary.ranges
+        ],
+    }
+    if not dry_run:
+        body.update(
+            records_read=summary.records_read, seconds=round(summary.seconds, 3), written=dict(sorted(summary.written.items())),
+            already_in_ledger=dict(sorted(summary.suppressed.items())), conflicted_scopes=list(summary.conflicted_scopes),
+        )
+    return body
 
 
 @app.command("rebuild")
@@ -658,20 +700,55 @@ def view_rebuild_command(
     console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 
+#: Keys ``view clear`` lists before deleting (the rest is counted).
+LISTED_KEYS = 20
+
+
 @view_app.command("clear")
 def view_clear_command(
     redis_url: Annotated[str, typer.Option("--redis-url", envvar="REDIS_URL")],
     topic_prefix: PrefixOption = "",
+    yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
 ) -> None:
-    """Delete every key of the Redis view's namespace (the prefix's)."""
+    """Delete the Redis view's keys of a deployment (asks for --yes).
+
+    Deletes every key of the view's namespace (the topic prefix's) and
+    nothing else. Without --yes it lists the scopes and keys it would
+    delete. 'recurrence-ledger view rebuild' writes the view again from the
+    topics."""
     from recurrence_ledger.view import RedisView, default_namespace
 
-    view = RedisView(redis_url, namespace=default_namespace(topic_prefix))
+    namespace = default_namespace(topic_prefix)
+    view = RedisView(redis_url, namespace=namespace)
     try:
-        deleted = view.clear()
+        if yes:
+            deleted = view.clear()
+            console.print(f"{deleted} keys deleted from {redis_url} (namespace {namespace})", highlight=False)
+            return
+        keys = sorted(view.keys())
+        scopes = view.scopes()
+    except redis_errors() as error:
+        console.print(f"error: cannot read the Redis view {namespace} at {redis_url}: {error}", style="red", highlight=False)
+        raise typer.Exit(1) from None
     finally:
         view.close()
-    console.print(f"{deleted} keys deleted from {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
+    if not keys:
+        console.print(f"nothing to delete: the Redis view {namespace} at {redis_url} has no keys", highlight=False)
+        return
+    lines = [f"would delete {len(keys)} keys of the Redis view {namespace} at {redis_url} (run again with --yes):"]
+    lines.append(f"  scopes ({len(scopes)}): {', '.join(scopes) or 'none'}")
+    lines.append("  keys:")
+    lines += [f"    {key}" for key in keys[:LISTED_KEYS]]
+    if len(keys) > LISTED_KEYS:
+        lines.append(f"    … and {len(keys) - LISTED_KEYS} more")
+    console.print("\n".join(lines), highlight=False)
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a Redis that does not answer (redis imported lazily)."""
+    import redis
+
+    return (redis.RedisError, OSError)
 
 
 from recurrence_ledger.cli_ops import register  # noqa: E402 - serve, rank, stats

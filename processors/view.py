@@ -67,7 +67,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -481,16 +481,22 @@ class RedisView:
         Raises redis errors."""
         return set(self._client.smembers(f"{self.scope_key(scope_id)}:review"))
 
-    def clear(self) -> int:
-        """Delete every key of the namespace (SCAN + UNLINK, never KEYS);
-        returns the number of keys deleted. Only keys of this layout are
-        touched, so namespace ``rl`` never deletes ``rl:other:…`` keys.
-        Pending records are kept. Raises redis errors."""
-        deleted = 0
-        batch: list[str] = []
+    def keys(self) -> Iterator[str]:
+        """Every key of the namespace that :meth:`clear` deletes (SCAN, never
+        KEYS; unordered): only keys of this layout, so namespace ``rl``
+        never lists ``rl:other:…`` keys. Raises redis errors."""
         for key in self._client.scan_iter(match=f"{_glob_escape(self.namespace)}:*", count=1000):
             if self._key_pattern.fullmatch(key):
-                batch.append(key)
+                yield key
+
+    def clear(self) -> int:
+        """Delete every key of the namespace (:meth:`keys`, then UNLINK in
+        batches); returns the number of keys deleted. Pending records are
+        kept. Raises redis errors."""
+        deleted = 0
+        batch: list[str] = []
+        for key in self.keys():
+            batch.append(key)
             if len(batch) >= 500:
                 deleted += self._client.unlink(*batch)
                 batch.clear()

@@ -284,3 +284,52 @@ def test_rank_without_rows_says_so(monkeypatch):
     assert empty.output.strip() == "no revisions in any scope of the Redis view rl:fake."
     filtered = rank_output(monkeypatch, WIDE, 100, "--surface", "working_state", "--scope", "port-bound")
     assert filtered.output.strip() == "no revisions with repair_surface working_state in scope port-bound of the Redis view rl:fake."
+
+
+# ----------------------------------------------------------------- teardown listings and replay summary
+
+
+def test_topics_delete_without_yes_lists_topics_and_groups_under_labels():
+    result = run_cli("topics", "delete", "--bootstrap", "127.0.0.1:1", "--topic-prefix", "demo.", "--app-id", "trial")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "would delete (run again with --yes):"
+    assert lines[1].startswith("  topics (") and "    demo.source-journal" in lines
+    assert "    demo.trial-ledger-state-changelog" in lines
+    groups = lines.index("  consumer groups (2):")
+    assert lines[groups + 1 :] == ["    demo.trial", "    demo.trial-replay"]
+
+
+def replay_summary(dry_run: bool = False):
+    from recurrence_ledger.runtime.replay import PartitionRange, ReplaySummary
+
+    summary = ReplaySummary(ranges=[PartitionRange("source-journal", 0, 0, 10, 42)], records_read=42, seconds=1.25, dry_run=dry_run)
+    summary.written["recurrence-observations"] += 3
+    summary.suppressed.update({"recurrence-matches": 7, "recurrence-observations": 12})
+    return summary
+
+
+def test_replay_prints_a_readable_summary_and_json(monkeypatch):
+    from typer.testing import CliRunner
+
+    from recurrence_ledger import cli
+    from recurrence_ledger.runtime import replay
+
+    monkeypatch.setattr(replay, "run_replay", lambda *args, **kwargs: replay_summary(kwargs["dry_run"]))
+    result = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-3:] == [
+        "read 42 records in 1.2 s",
+        "written (records the ledger lacked): recurrence-observations 3",
+        "not written again (already in the ledger): recurrence-matches 7, recurrence-observations 12",
+    ]
+    assert "{" not in result.output and "defaultdict" not in result.output
+    as_json = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1", "--json"])
+    assert json.loads(as_json.output) == {
+        "dry_run": False,
+        "ranges": [{"topic": "source-journal", "partition": 0, "from": 0, "outputs_from": 10, "to": 42, "records": 42}],
+        "records_read": 42, "seconds": 1.25, "written": {"recurrence-observations": 3},
+        "already_in_ledger": {"recurrence-matches": 7, "recurrence-observations": 12}, "conflicted_scopes": [],
+    }
+    plan = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1", "--dry-run", "--json"])
+    assert json.loads(plan.output)["dry_run"] is True and "records_read" not in json.loads(plan.output)
