@@ -23,7 +23,7 @@ verbatim.
 | key | type | content |
 | --- | --- | --- |
 | `{ns}:scopes` | set | the scope ids (verbatim, not escaped) |
-| `{ns}:scope:{scope}` | hash | `as_of_position`, `selected`, `recurred`, `avoided`, `unknown`, `unlinked_handoff_citations`, `needing_review`, `pending_outcomes`, `late_revisions` as integer strings; `top_revisions` (canonical JSON list, contract §8 order); `record` (the whole ScopeStatistics record as canonical JSON, contract §4) |
+| `{ns}:scope:{scope}` | hash | `as_of_position`, `selected`, `recurred`, `avoided`, `unknown`, `unlinked_handoff_citations`, `needing_review`, `pending_outcomes`, `late_revisions` as integer strings; `top_revisions` (canonical JSON list, contract §8 order); `record` (the whole ScopeStatistics record as canonical JSON, contract §4); `review_threshold` (integer string: the writer's review threshold — the worker's `--review-threshold` — which decided the review set; absent in views written before it was stored) |
 | `{ns}:scope:{scope}:top` | sorted set | member = canonical JSON `{"artifact_ref": {…}, "signature_key": "…"}`, score = `terminal_recurred_streak`; only the rows of `top_revisions` |
 | `{ns}:scope:{scope}:review` | set | the same member strings, for the rows of `top_revisions` whose streak ≥ the view's review threshold (default 3) |
 | `{ns}:scope:{scope}:revisions` | hash | one field per Experience revision of the scope with a selection or a verdict, every revision and not only the top N: field = `revision_member(artifact_ref)`, the canonical JSON of the ArtifactRef (`{"artifact_id":"P1","family":"experience","revision":1}`); value = that revision's last RevisionStatistics record as canonical JSON (contract §4: scope_id, artifact_ref, signature_key, terminal_recurred_streak, needs_review, repair_surface, selected, recurred, avoided, yield, low_yield) |
@@ -360,6 +360,9 @@ class RedisView:
         fields: dict[str, bytes | str] = {name: str(record[name]) for name in COUNTER_FIELDS}
         fields["top_revisions"] = canonical_json(record["top_revisions"])
         fields["record"] = canonical_json(record)
+        # The policy that decided the review set (and every needs_review
+        # flag the ledger published): readers show it, they do not assume it.
+        fields["review_threshold"] = str(self.review_threshold)
         top = {member(row): row["terminal_recurred_streak"] for row in record["top_revisions"]}
         review = tuple(
             member(row) for row in record["top_revisions"] if row["terminal_recurred_streak"] >= self.review_threshold

@@ -333,3 +333,12 @@ def test_replay_prints_a_readable_summary_and_json(monkeypatch):
     }
     plan = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1", "--dry-run", "--json"])
     assert json.loads(plan.output)["dry_run"] is True and "records_read" not in json.loads(plan.output)
+
+
+def test_serve_has_no_review_threshold_of_its_own():
+    # The threshold is the workers' policy, stored in the view; a serve flag could only relabel it.
+    from recurrence_ledger.api import ApiSettings
+
+    result = run_cli("serve", "--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0 and "--review-threshold" not in result.stdout
+    assert not hasattr(ApiSettings(), "review_threshold")

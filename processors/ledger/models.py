@@ -401,7 +401,7 @@ class RecurrenceObservation(_Value):
 
 
 class RecurrenceStreak(_Value):
-    """RFC RecurrenceStreak — one row of ``top_revisions`` — plus the
+    """RecurrenceStreak (contract §8) — one row of ``top_revisions`` — plus the
     revision's yield figures: repair_surface, selected / recurred / avoided
     counts, ``yield`` = avoided / (avoided + recurred) (None without terminal
     verdicts) and ``low_yield`` (selected ≥ 3 and yield < 0.3; surfaced only,
@@ -445,7 +445,7 @@ class SurfaceCounts(_Value):
 
 
 class ScopeStatistics(_Value):
-    """contract §8: the RFC's RecurrenceStatistics block for one scope plus
+    """contract §8: the RecurrenceStatistics block for one scope plus
     ``as_of_position`` and the operational gauges ``pending_outcomes`` and
     ``late_revisions``, plus the yield metrics ``repeat_failure_rate``,
     ``stale_revision_selections`` and ``by_repair_surface``. Re-published
