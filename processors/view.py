@@ -296,7 +296,7 @@ class RedisView:
 
     def submit(self, records: Iterable[dict], revisions: Iterable[dict] = ()) -> None:
         """Take ScopeStatistics records (contract §8 dicts) and
-        RevisionStatistics records (issue 6 dicts), each in publication
+        RevisionStatistics records (dicts), each in publication
         order; keep the latest record per scope and the latest row per
         revision (scope_id + artifact_ref) as pending, then try to flush. A
         scope's statistics record and the rows of its revisions from the same
