@@ -164,7 +164,8 @@ def rank_table(rows: list[dict], title: str, width: int) -> tuple[Table, list[st
         "review": ["yes" if row["needs_review"] else "" for row in rows],
     }
     columns = [column for column in RANK_COLUMNS if not (column[0] == "scope" and len(scopes) == 1)]
-    widths = {name: max([cell_len(header), *(cell_len(cell) for cell in cells[name])]) for name, header, _ in columns}
+    natural = {name: max([cell_len(header), *(cell_len(cell) for cell in cells[name])]) for name, header, _ in columns}
+    widths = dict(natural)
 
     def total() -> int:
         return sum(widths.values()) + COLUMN_GAP * (len(widths) - 1)
@@ -181,6 +182,10 @@ def rank_table(rows: list[dict], title: str, width: int) -> tuple[Table, list[st
         elif widths[name] > rest[0]:
             widths[name] = max(rest[0], widths[name] - (total() - width))
             cut.add(name)
+    # Width a left-out column freed goes back to the cut ones, signature first.
+    for _step, name, *_ in RANK_NARROWING:
+        if name in cut and total() < width:
+            widths[name] = min(natural[name], widths[name] + width - total())
     if len(scopes) == 1:
         title += f", scope {scopes[0]}"
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False)
