@@ -13,26 +13,31 @@ response models below, which are the documented shapes. Run it with
 recurrence_ledger.api:create_app``.
 
 Endpoints (JSON unless noted; every scope endpoint answers 404 for a scope
-the view does not hold, 503 when Redis does not answer):
+the view does not hold, 503 when Redis does not answer; every endpoint
+answers 400 for a query parameter it does not take, naming it):
 
 | method and path | response |
 | --- | --- |
-| ``GET /scopes`` | ``ScopeList``: every scope with its counters |
+| ``GET /scopes?limit=N&offset=M`` | ``ScopeList``: the scopes with their counters, paged (1 ≤ ``limit`` ≤ 1000, the default; ``total`` counts them all) |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the recurrence statistics block (contract §8) plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
-| ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), ``offset`` ≥ 0; anything else 400 |
-| ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set |
-| ``GET /`` | the dashboard page (HTML; ``/static/…`` its script, style and the bundled Chart.js) |
+| ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), 0 ≤ ``offset`` ≤ 1,000,000; anything else 400 |
+| ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set, with the review threshold the workers stored |
+| ``GET /`` | the dashboard page (HTML; ``/static/…`` its script, style and the bundled Chart.js; ``refresh`` and ``limit`` are read by its script) |
+| ``GET /docs``, ``GET /redoc`` | the API's documentation pages (Swagger UI, ReDoc), their scripts served from the fastapi-offline package under ``/static-docs/``: no CDN |
 | ``GET /healthz`` | ``Health``: 200 when Redis answers, else 503 |
 | ``GET /openapi.json`` | FastAPI's OpenAPI 3.1 document |
 
-Polling: every scope response carries ``ETag`` (a digest of the scope's
-statistics record, which the view writes in the same MULTI/EXEC as its sorted
-set and review set; for ``/revisions`` a digest of that record and of every
-row of the scope's revisions hash, read in one MULTI/EXEC) and
-``X-As-Of-Position``; ``GET /scopes`` carries an ``ETag`` over every scope's
-record. A request whose ``If-None-Match`` matches
-gets ``304 Not Modified`` with no body. Bad query parameters answer 400 (not
-FastAPI's default 422) with ``{"detail": [...]}``.
+Polling: every response of the JSON endpoints carries an ``ETag`` that
+covers everything its body is made of, and the scope endpoints
+``X-As-Of-Position``: ``/statistics`` a digest of the scope's stored record
+(its whole body); ``/review-candidates`` a digest of that record, the
+sorted set, the review set and the stored review threshold (all written in
+one MULTI/EXEC and read in one); ``/revisions`` a digest of the record and
+of every row of the scope's revisions hash (read in one MULTI/EXEC);
+``GET /scopes`` a digest of the number of scopes and every record of the
+page. A request whose ``If-None-Match`` matches gets ``304 Not Modified``
+with no body. Bad query parameters answer 400 (not FastAPI's default 422)
+with ``{"detail": [...]}``.
 
 Each revision row carries, besides its streak, the revision's figures:
 ``repair_surface`` (null when the revision's surface is unknown),
@@ -48,11 +53,11 @@ themselves (reason, failure_refs), which live on the ``review-candidates``
 topic.
 
 Configuration (environment, or ``ApiSettings``): ``REDIS_URL`` (default
-``redis://127.0.0.1:6379/0``), ``RL_TOPIC_PREFIX`` (the namespace is
-``recurrence_ledger.view.default_namespace(prefix)``, as the worker names it) and
-``RL_REVIEW_THRESHOLD`` (default 3; shown with the review lists — it must
-equal the workers' ``--review-threshold``, whose review set is what decides
-membership).
+``redis://127.0.0.1:6379/0``) and ``RL_TOPIC_PREFIX`` (the namespace is
+``recurrence_ledger.view.default_namespace(prefix)``, as the worker names it).
+The review threshold is not configured here: it is the workers' policy
+(``--review-threshold``), which the worker stores with each scope in the
+view (``recurrence_ledger.view``); the API shows that value.
 
 The dashboard uses Chart.js 4.6.1 (MIT), the npm package's
 ``dist/chart.umd.min.js`` committed unchanged as
@@ -63,7 +68,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,21 +75,31 @@ from typing import Annotated, Literal
 
 import orjson
 import redis
-from fastapi import FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
+from recurrence_ledger.settings import DEFAULT_REDIS_URL, settings
 from recurrence_ledger.view import COUNTER_FIELDS, default_namespace, escape_scope
 from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface, ScopeStatistics
+from recurrence_ledger.ledger.statistics import rank_key
 
 #: Directory of the dashboard's static files (package data).
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 
-#: Bounds of ``limit`` on ``GET /scopes/{scope}/revisions``.
+#: Largest ``limit`` of ``GET /scopes/{scope}/revisions``.
 MAX_LIMIT = 100
+
+#: Largest ``limit`` (and the default) of ``GET /scopes``.
+MAX_SCOPES_LIMIT = 1000
+
+#: Largest ``offset`` of the paged endpoints: beyond any real deployment, so
+#: a larger one is a client's error (400), not an empty page.
+MAX_OFFSET = 1_000_000
 
 #: Seconds for connect and for each Redis reply: a dashboard must see an
 #: outage quickly rather than hang.
@@ -102,28 +116,22 @@ FIGURE_FIELDS: tuple[str, ...] = ("repair_surface", "selected", "recurred", "avo
 @dataclass(frozen=True)
 class ApiSettings:
     """Where the API reads from. ``namespace`` None means
-    ``default_namespace(topic_prefix)``."""
+    ``default_namespace(topic_prefix)``. No review threshold: the API shows
+    the one the workers stored in the view."""
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = DEFAULT_REDIS_URL
     topic_prefix: str = ""
     namespace: str | None = None
-    review_threshold: int = 3
 
     @classmethod
     def from_env(cls, **overrides) -> ApiSettings:
-        """Settings from REDIS_URL, RL_TOPIC_PREFIX and RL_REVIEW_THRESHOLD;
-        keyword arguments that are not None win. Raises ValueError for a
-        threshold that is not an integer ≥ 1."""
-        values = {
-            "redis_url": os.environ.get("REDIS_URL") or cls.redis_url,
-            "topic_prefix": os.environ.get("RL_TOPIC_PREFIX", ""),
-            "review_threshold": int(os.environ.get("RL_REVIEW_THRESHOLD", cls.review_threshold)),
-        }
+        """Settings from the process settings (REDIS_URL, RL_TOPIC_PREFIX;
+        ``recurrence_ledger.settings``); keyword arguments that are not None
+        win."""
+        env = settings()
+        values = {"redis_url": env.redis_url or cls.redis_url, "topic_prefix": env.topic_prefix}
         values.update({key: value for key, value in overrides.items() if value is not None})
-        settings = cls(**values)
-        if settings.review_threshold < 1:
-            raise ValueError("review threshold must be ≥ 1")
-        return settings
+        return cls(**values)
 
     @property
     def resolved_namespace(self) -> str:
@@ -134,20 +142,13 @@ class ApiSettings:
 # ----------------------------------------------------------------- reading the view
 
 
-def rank_key(row: dict) -> tuple:
-    """contract §8 top_revisions order: streak descending, then ArtifactRef
-    order (family, artifact_id, revision), then signature_key. Redis orders
-    score ties by member bytes instead, so rows read from the sorted set are
-    re-sorted with this key (as ``RedisView.top`` does)."""
-    ref = row["artifact_ref"]
-    return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
-
-
 #: ``sort`` of ``GET /scopes/{scope}/revisions``.
 RevisionSort = Literal["streak", "recurred", "yield", "selected"]
 
 #: Order of each ``sort``, every one ending in contract §8 order
-#: (:func:`rank_key`) so that ties are decided the same way everywhere:
+#: (``recurrence_ledger.ledger.statistics.rank_key``, the one definition
+#: that ``rank`` and the view use too) so that ties are decided the same way
+#: everywhere:
 #: ``streak`` is contract §8 order itself; ``recurred`` and ``selected`` put
 #: the largest count first; ``yield`` puts the lowest yield first (the
 #: revisions that help least) and revisions without a yield (no terminal
@@ -192,18 +193,26 @@ class ScopeSnapshot:
     canonical JSON the view stored. ``top``: the sorted set's rows
     ``{artifact_ref, signature_key, terminal_recurred_streak}`` in contract §8
     order, each with the revision's figures (``FIGURE_FIELDS``) from the
-    record's ``top_revisions`` row of the same revision. ``review``: the review set's members, as ``(artifact_ref tuple,
-    signature_key)`` keys.
+    record's ``top_revisions`` row of the same revision. ``review``: the
+    review set's members, as ``(artifact_ref tuple, signature_key)`` keys.
+    ``review_threshold``: the threshold the writer (the worker) stored with
+    the scope, which decided the review set; None for a view written before
+    the threshold was stored. ``review_etag``: entity tag of the review list,
+    a digest of everything it is made of (the stored record, the sorted
+    set, the review set and the threshold).
     """
 
     record: dict
     record_bytes: bytes
     top: list[dict]
     review: frozenset = field(default_factory=frozenset)
+    review_threshold: int | None = None
+    review_etag: str = '""'
 
     @property
     def etag(self) -> str:
-        """Strong entity tag: sha256 of the stored record (quoted, 32 hex)."""
+        """Strong entity tag of the statistics body: sha256 of the stored
+        record, which is the whole body (quoted, 32 hex)."""
         return '"' + hashlib.sha256(self.record_bytes).hexdigest()[:32] + '"'
 
     def needs_review(self, row: dict) -> bool:
@@ -253,27 +262,36 @@ class ViewReader:
         """Every scope id of the namespace, sorted."""
         return sorted(member.decode() for member in self._client.smembers(f"{self.namespace}:scopes"))
 
-    def records(self) -> dict[str, bytes]:
-        """``scope_id -> stored record bytes`` of every scope, sorted by scope
-        id, in one pipelined round trip after the scope set (a scope listed
-        but without a hash — cleared meanwhile — is left out)."""
-        scope_ids = self.scope_ids()
+    def records(self, offset: int = 0, limit: int | None = None) -> tuple[int, dict[str, bytes]]:
+        """``(scopes in the namespace, {scope_id -> stored record bytes})``
+        for the scopes ``offset`` to ``offset + limit`` (all with ``limit``
+        None) in scope id order, in one pipelined round trip after the scope
+        set (a scope listed but without a hash — cleared meanwhile — is left
+        out)."""
+        every = self.scope_ids()
+        scope_ids = every[offset : None if limit is None else offset + limit]
         pipe = self._client.pipeline(transaction=False)
         for scope_id in scope_ids:
             pipe.hget(self._key(scope_id), "record")
-        return {scope_id: raw for scope_id, raw in zip(scope_ids, pipe.execute(), strict=True) if raw is not None}
+        return len(every), {scope_id: raw for scope_id, raw in zip(scope_ids, pipe.execute(), strict=True) if raw is not None}
 
     def snapshot(self, scope_id: str) -> ScopeSnapshot | None:
         """The scope's record, sorted set and review set from one MULTI/EXEC,
         or None when the view does not hold the scope."""
         key = self._key(scope_id)
         pipe = self._client.pipeline(transaction=True)
-        pipe.hget(key, "record")
+        pipe.hmget(key, "record", "review_threshold")
         pipe.zrange(f"{key}:top", 0, -1, withscores=True)
         pipe.smembers(f"{key}:review")
-        raw, scored, review = pipe.execute()
+        (raw, threshold), scored, review = pipe.execute()
         if raw is None:
             return None
+        digest = hashlib.sha256(raw)
+        digest.update(b"\x00threshold\x00" + (threshold or b"none"))
+        for member_, score in scored:
+            digest.update(b"\x00top\x00" + member_ + b"\x00" + repr(score).encode())
+        for member_ in sorted(review):
+            digest.update(b"\x00review\x00" + member_)
         record = orjson.loads(raw)
         figures = {_row_key(row): row for row in record.get("top_revisions", [])}
         top = []
@@ -289,6 +307,8 @@ class ViewReader:
             record_bytes=raw,
             top=top,
             review=frozenset(_row_key(orjson.loads(member)) for member in review),
+            review_threshold=int(threshold) if threshold is not None else None,
+            review_etag='"' + digest.hexdigest()[:32] + '"',
         )
 
     def revisions(self, scope_id: str) -> RevisionsSnapshot | None:
@@ -340,8 +360,12 @@ class ScopeSummary(_Shape):
 
 
 class ScopeList(_Shape):
-    """``GET /scopes``: every scope of the namespace, sorted by scope_id."""
+    """``GET /scopes``: the scopes of the namespace, sorted by scope_id,
+    ``offset`` to ``offset + limit``; ``total``: scopes in the namespace."""
 
+    total: int = Field(description="Scopes in the view.")
+    limit: int
+    offset: int
     scopes: list[ScopeSummary]
 
 
@@ -367,7 +391,7 @@ class RevisionRow(_Figures):
     artifact_ref: ArtifactRef
     signature_key: str
     terminal_recurred_streak: int = Field(description="Terminal recurred verdicts since the last avoided one (contract §8).")
-    needs_review: bool = Field(description="Streak ≥ the workers' --review-threshold (contract §8), as the worker published it.")
+    needs_review: bool = Field(description="Streak ≥ the workers' review threshold (contract §8), as the worker published it.")
 
 
 class RevisionList(_Shape):
@@ -416,7 +440,10 @@ class ReviewList(_Shape):
 
     scope_id: str
     as_of_position: int
-    review_threshold: int = Field(description="This API's configured threshold; membership comes from the workers' review set.")
+    review_threshold: int | None = Field(
+        description="The review threshold the workers applied (their --review-threshold), as they stored it in the view with the scope; "
+        "it decided which revisions are listed. null when the view was written before the threshold was stored: rebuild it."
+    )
     needing_review: int
     complete: bool
     revisions: list[ReviewRow]
@@ -459,9 +486,10 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
     return any(tag.strip().removeprefix("W/") == wanted for tag in if_none_match.split(","))
 
 
-def list_etag(records: dict[str, bytes]) -> str:
-    """Entity tag of ``GET /scopes``: sha256 over every (scope id, record)."""
-    digest = hashlib.sha256()
+def list_etag(total: int, records: dict[str, bytes]) -> str:
+    """Entity tag of a ``GET /scopes`` page: sha256 over the number of
+    scopes and every (scope id, record) of the page."""
+    digest = hashlib.sha256(b"%d\x00" % total)
     for scope_id, raw in records.items():
         digest.update(scope_id.encode() + b"\x00" + raw + b"\x00")
     return '"' + digest.hexdigest()[:32] + '"'
@@ -470,6 +498,38 @@ def list_etag(records: dict[str, bytes]) -> str:
 # ----------------------------------------------------------------- the app
 
 IfNoneMatch = Annotated[str | None, Header(description="An ETag from an earlier response: 304 when unchanged.")]
+
+#: Where the documentation pages' assets (Swagger UI, ReDoc) are served from.
+DOCS_STATIC_URL = "/static-docs"
+
+_known_query: dict[int, frozenset[str]] = {}
+
+
+def _query_names(dependant) -> frozenset[str]:  # noqa: ANN001 - fastapi.dependencies.models.Dependant
+    """The query parameter names a route's dependant declares, its
+    sub-dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return frozenset(names)
+
+
+def known_query_only(request: Request) -> None:
+    """Every route's dependency: a query parameter the endpoint does not
+    declare is a client error (400 naming it), never silently ignored.
+    Raises RequestValidationError."""
+    route = request.scope.get("route")
+    known = _known_query.get(id(route))
+    if known is None:
+        dependant = getattr(route, "dependant", None)
+        known = _query_names(dependant) if dependant is not None else frozenset()
+        _known_query[id(route)] = known
+    unknown = [name for name in dict.fromkeys(request.query_params.keys()) if name not in known]
+    if unknown:
+        takes = f"this endpoint takes {', '.join(sorted(known))}" if known else "this endpoint takes none"
+        raise RequestValidationError(
+            [{"loc": ("query", name), "msg": f"unknown query parameter {name!r}; {takes}", "type": "unknown_parameter"} for name in unknown]
+        )
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -483,17 +543,27 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         yield
         reader.close()
 
-    app = FastAPI(
+    # FastAPIOffline: FastAPI whose /docs (Swagger UI) and /redoc pages load
+    # their scripts from the fastapi-offline package, not from a CDN.
+    app = FastAPIOffline(
         lifespan=lifespan,
         title="recurrence-ledger",
         version="0.1.0",
         summary="Recurrence statistics of every scope, read from the Redis view (contract §8).",
         description=(__doc__ or "").split("\n\n")[0],
+        static_url=DOCS_STATIC_URL,
+        favicon_url="data:,",
+        swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from an outside validator
+        dependencies=[Depends(known_query_only)],
     )
     app.state.settings = settings
     app.state.reader = reader
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-    errors = {404: {"model": ErrorBody, "description": "Unknown scope"}, 503: {"model": ErrorBody, "description": "Redis unavailable"}}
+    errors = {
+        400: {"model": ErrorBody, "description": "Unknown or bad query parameter"},
+        404: {"model": ErrorBody, "description": "Unknown scope"},
+        503: {"model": ErrorBody, "description": "Redis unavailable"},
+    }
     conditional = {304: {"description": "Not Modified: If-None-Match matched the current ETag"}}
 
     @app.exception_handler(RequestValidationError)
@@ -522,18 +592,23 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         snap = reader.snapshot(scope)
         return not_found(scope) if snap is None else snap
 
-    @app.get("/scopes", response_model=ScopeList, responses={**conditional, 503: errors[503]}, tags=["statistics"])
-    def list_scopes(if_none_match: IfNoneMatch = None) -> Response:
-        """Every scope in the view with its counters, sorted by scope id."""
-        records = reader.records()
-        etag = list_etag(records)
+    @app.get("/scopes", response_model=ScopeList, responses={**conditional, 400: errors[400], 503: errors[503]}, tags=["statistics"])
+    def list_scopes(
+        limit: Annotated[int, Query(ge=1, le=MAX_SCOPES_LIMIT, description=f"Scopes to return, 1–{MAX_SCOPES_LIMIT}.")] = MAX_SCOPES_LIMIT,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Scopes to skip first (paging).")] = 0,
+        if_none_match: IfNoneMatch = None,
+    ) -> Response:
+        """The scopes in the view with their counters, sorted by scope id, paged
+        (``total`` says how many there are)."""
+        total, records = reader.records(offset, limit)
+        etag = list_etag(total, records)
         if etag_matches(if_none_match, etag):
             return answer(None, etag, if_none_match, None)
         scopes = []
         for raw in records.values():
             record = orjson.loads(raw)
             scopes.append(ScopeSummary(scope_id=record["scope_id"], **{name: record[name] for name in COUNTER_FIELDS}))
-        return answer(ScopeList(scopes=scopes), etag, None, None)
+        return answer(ScopeList(total=total, limit=limit, offset=offset, scopes=scopes), etag, None, None)
 
     @app.get("/scopes/{scope:path}/statistics", response_model=ScopeStatistics, responses={**conditional, **errors}, tags=["statistics"])
     def scope_statistics(scope: str, if_none_match: IfNoneMatch = None) -> Response:
@@ -554,7 +629,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @app.get(
         "/scopes/{scope:path}/revisions",
         response_model=RevisionList,
-        responses={**conditional, 400: {"model": ErrorBody, "description": "Bad sort, filter, limit or offset"}, **errors},
+        responses={**conditional, **errors, 400: {"model": ErrorBody, "description": "Unknown parameter, or bad sort, filter, limit or offset"}},
         tags=["statistics"],
     )
     def scope_revisions(
@@ -567,7 +642,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         low_yield: Annotated[bool | None, Query(description="true: only low-yield revisions; false: only the others.")] = None,
         needs_review: Annotated[bool | None, Query(description="true: only revisions needing review; false: only the others.")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Rows to return, 1–100.")] = 10,
-        offset: Annotated[int, Query(ge=0, description="Rows to skip first (paging).")] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description=f"Rows to skip first (paging), 0–{MAX_OFFSET:,}.")] = 0,
         if_none_match: IfNoneMatch = None,
     ) -> Response:
         """Every revision of the scope with a selection or a verdict (the
@@ -600,20 +675,22 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         if isinstance(snap, JSONResponse):
             return snap
         as_of = snap.record["as_of_position"]
-        if etag_matches(if_none_match, snap.etag):
-            return answer(None, snap.etag, if_none_match, as_of)
+        if etag_matches(if_none_match, snap.review_etag):
+            return answer(None, snap.review_etag, if_none_match, as_of)
         rows = [ReviewRow(**row) for row in snap.top if snap.needs_review(row)]
         body = ReviewList(
             scope_id=scope,
             as_of_position=as_of,
-            review_threshold=settings.review_threshold,
+            review_threshold=snap.review_threshold,
             needing_review=snap.record["needing_review"],
             complete=len(rows) >= snap.record["needing_review"],
             revisions=rows,
         )
-        return answer(body, snap.etag, None, as_of)
+        return answer(body, snap.review_etag, None, as_of)
 
-    @app.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "Redis does not answer"}}, tags=["service"])
+    @app.get(
+        "/healthz", response_model=Health, responses={400: errors[400], 503: {"model": Health, "description": "Redis does not answer"}}, tags=["service"]
+    )
     def healthz() -> JSONResponse:
         """200 when Redis answers PING, else 503."""
         try:
@@ -624,7 +701,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         return JSONResponse(Health(status="ok", redis="up", namespace=settings.resolved_namespace).model_dump())
 
     @app.get("/", include_in_schema=False)
-    def dashboard() -> FileResponse:
+    def dashboard(
+        refresh: Annotated[str | None, Query(description="Milliseconds between polls (read by the page's script).")] = None,
+        limit: Annotated[str | None, Query(description="Revisions the page shows (read by the page's script).")] = None,
+    ) -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html", headers={"Cache-Control": "no-cache"})
 
     def openapi() -> dict:

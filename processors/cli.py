@@ -4,14 +4,21 @@
 set, otherwise the embedded runner on a journal (by default the minimum
 checkable evidence case shipped with the package). ``run-journal`` is
 contract §11 exactly.
+
+Help texts are plain text (Typer's rich markup mode, no Markdown or RST
+markup): a command's docstring is its help, its first paragraph one short
+line (the commands list shows it), its later paragraphs reflowed to the
+terminal's width by :func:`reflow_help` (docstring line breaks are not
+kept).
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import sys
-import tempfile
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Optional
@@ -36,22 +43,29 @@ from recurrence_ledger.settings import (
 from recurrence_ledger.topics import catalogue
 from recurrence_ledger.topics.catalogue import DEFAULT_MAX_OUTPUT_BYTES
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="recurrence-ledger: did what the agents learned from a failure help?")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
+    help="recurrence-ledger: did what the agents learned from a failure help?",
+)
 console = stdout_console()
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
 
-ThresholdOption = Annotated[int, typer.Option("--review-threshold", min=1, help="Streak at which a revision needs review (contract §8).")]
-TopOption = Annotated[int, typer.Option("--top-revisions", min=0, help="N of top_revisions (contract §8).")]
+#: Help panels grouping the options of the commands that run the ledger.
+WORKER_PANEL = "Kafka worker operation"
+POLICY_PANEL = "Ledger policy"
+
+ThresholdOption = Annotated[int, typer.Option("--review-threshold", min=1, rich_help_panel=POLICY_PANEL, help="Streak at which a revision needs review (contract §8).")]
+TopOption = Annotated[int, typer.Option("--top-revisions", min=0, rich_help_panel=POLICY_PANEL, help="N of top_revisions (contract §8).")]
 HorizonOption = Annotated[
     Optional[int],
-    typer.Option("--provenance-horizon", min=1, help="Journal positions a pending outcome may wait (contract §5); end of file always decides."),
+    typer.Option("--provenance-horizon", min=1, rich_help_panel=POLICY_PANEL, help="Journal positions a pending outcome may wait (contract §5); end of file always decides."),
 ]
 
 
 PendingCandidatesOption = Annotated[
     int,
-    typer.Option("--max-pending-candidates", min=1, envvar=ENV_MAX_PENDING_CANDIDATES,
+    typer.Option("--max-pending-candidates", min=1, envvar=ENV_MAX_PENDING_CANDIDATES, rich_help_panel=POLICY_PANEL,
                  help="Admission candidates one scope may hold waiting for Task Outcomes; one more is dead-lettered (too_many_pending)."),
 ]
 
@@ -86,18 +100,40 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
                 f"'{row['signature_key']}'",
                 highlight=False,
             )
-    if summary.admission:
-        admission = dict(summary.admission)
-        accepted, rejected, near = (admission.pop(name, 0) for name in ("accepted", "rejected", "near_duplicates"))
-        reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(admission.items()))
-        console.print(
-            f"admission: {accepted} accepted, {rejected} rejected{f' ({reasons})' if reasons else ''}, "
-            f"{near} with near-duplicate suggestions",
-            highlight=False,
-        )
+    for line in admission_lines(summary.admission):
+        console.print(line, highlight=False)
     counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
     console.print(f"{summary.lines} journal records → {counts}", highlight=False)
-    console.print(f"output files: {out_dir}/<topic>.jsonl", highlight=False)
+    console.print(f"output files: {out_dir.resolve()}/<topic>.jsonl (one per output topic)", highlight=False)
+
+
+def admission_lines(admission: Counter) -> list[str]:
+    """The admission summary of a run, one line per figure, so that a
+    candidate rejected for three reasons reads as one rejection:
+
+        admission: 2 candidates
+          1 accepted
+          1 rejected — reasons: cue_restates_outcome, no_failure_evidence
+          1 with near-duplicate suggestions
+
+    With several rejected candidates each reason carries the number of
+    candidates giving it (one candidate can give several). [] without
+    candidates. ``admission`` is ``RunSummary.admission``."""
+    counts = dict(admission)
+    accepted, rejected, near = (counts.pop(name, 0) for name in ("accepted", "rejected", "near_duplicates"))
+    if not accepted + rejected:
+        return []
+    lines = [f"admission: {accepted + rejected} candidate{'s' if accepted + rejected != 1 else ''}", f"  {accepted} accepted"]
+    reasons = sorted((reason, count) for reason, count in counts.items() if count)
+    if rejected == 1:
+        lines.append(f"  1 rejected — reasons: {', '.join(reason for reason, _ in reasons)}")
+    elif rejected:
+        given = ", ".join(f"{reason} {count}" for reason, count in reasons)
+        lines.append(f"  {rejected} rejected — reasons (candidates giving each; one candidate can give several): {given}")
+    else:
+        lines.append("  0 rejected")
+    lines.append(f"  {near} with near-duplicate suggestions")
+    return lines
 
 
 @app.command("run-journal")
@@ -116,19 +152,85 @@ def run_journal_command(
         print_summary(summary, out)
 
 
+#: Default output folder of `run` on the embedded runner, in the current
+#: directory: one stable place, overwritten by the next run.
+DEFAULT_RUN_OUT = Path("recurrence-ledger-out")
+
+AppIdOption = Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, rich_help_panel=WORKER_PANEL, help="Consumer group id and changelog prefix.")]
+InstanceIdOption = Annotated[
+    Optional[str],
+    typer.Option("--instance-id", envvar=ENV_INSTANCE_ID, rich_help_panel=WORKER_PANEL, help="Stable id of this worker (transactional id suffix; default: host name)."),
+]
+OutputFormatOption = Annotated[str, typer.Option("--output-format", rich_help_panel=WORKER_PANEL, help="avro (Confluent-framed) or json.")]
+WorkerRedisOption = Annotated[
+    Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, rich_help_panel=WORKER_PANEL, help="Redis for the statistics view (optional).")
+]
+CommitIntervalOption = Annotated[int, typer.Option("--commit-interval-ms", min=10, rich_help_panel=WORKER_PANEL, help="Transaction commit interval.")]
+MaxBatchOption = Annotated[int, typer.Option("--max-batch", min=1, rich_help_panel=WORKER_PANEL, help="Records consumed per poll.")]
+ExitWhenIdleOption = Annotated[
+    Optional[float], typer.Option("--exit-when-idle", rich_help_panel=WORKER_PANEL, help="Stop after this many seconds without input (batch jobs).")
+]
+CreateTopicsOption = Annotated[
+    Optional[int],
+    typer.Option("--create-topics", min=1, rich_help_panel=WORKER_PANEL, help="Create missing catalogue topics with this many partitions first."),
+]
+MetricsPortOption = Annotated[
+    Optional[int],
+    typer.Option("--metrics-port", envvar=ENV_METRICS_PORT, rich_help_panel=WORKER_PANEL, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."),
+]
+MaxOutputBytesOption = Annotated[
+    int,
+    typer.Option(
+        "--max-output-bytes", min=256, rich_help_panel=WORKER_PANEL,
+        help="Largest output value; a record with a larger output is dead-lettered (oversized_output). Dead letters themselves are not held to it.",
+    ),
+]
+#: The worker's operational options (WorkerConfig fields) that `run` takes as well.
+WORKER_OPTIONS = (
+    "app_id", "instance_id", "output_format", "redis_url", "commit_interval_ms", "max_batch", "exit_when_idle", "create_topics",
+    "metrics_port", "max_output_bytes",
+)
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter ``name`` was given on the command line (not from
+    its default or environment variable)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 @app.command("run")
 def run_command(
+    ctx: typer.Context,
     journal: Annotated[Optional[Path], typer.Argument(exists=True, dir_okay=False, help="Journal for the embedded runner (default: the packaged minimum case).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", file_okay=False, help="Output directory (default: a new temporary one).")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option("--out", file_okay=False, help=f"Output directory of the embedded runner (default: ./{DEFAULT_RUN_OUT}, overwritten by the next run).")
+    ] = None,
+    topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, rich_help_panel=WORKER_PANEL, help="Deployment prefix of every topic.")] = "",
+    app_id: AppIdOption = DEFAULT_APP_ID,
+    instance_id: InstanceIdOption = None,
+    output_format: OutputFormatOption = "avro",
+    redis_url: WorkerRedisOption = None,
+    commit_interval_ms: CommitIntervalOption = 100,
+    max_batch: MaxBatchOption = 2_000,
+    exit_when_idle: ExitWhenIdleOption = None,
+    create_topics: CreateTopicsOption = 8,
+    metrics_port: MetricsPortOption = None,
+    max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
-    topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Kafka only: deployment prefix of every topic.")] = "",
 ) -> None:
-    """The main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is set,
-    else the embedded runner on JOURNAL (default: the packaged minimum case)."""
+    """The main job: the Kafka worker, or the embedded runner without Kafka.
+
+    With KAFKA_BOOTSTRAP_SERVERS set, run is the Kafka worker (the worker
+    command, with the same options; missing topics are created with 8
+    partitions). Otherwise it runs the embedded runner on JOURNAL (default:
+    the packaged minimum case) and writes one <topic>.jsonl per output topic
+    into --out."""
     config = _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates)
+    given = {name: _on_command_line(ctx, name) for name in ("topic_prefix", *WORKER_OPTIONS)}
     if settings().bootstrap_servers:
         if journal is not None or out is not None:
             console.print(
@@ -140,20 +242,43 @@ def run_command(
             raise typer.Exit(2)
         from recurrence_ledger.runtime.worker import run_worker, worker_config_from_env
 
-        console.print(
-            f"Kafka worker on {settings().bootstrap_servers} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}",
-            style="bold",
+        worker_config = worker_config_from_env(
+            config, topic_prefix=topic_prefix, app_id=app_id, instance_id=instance_id, output_format=output_format,
+            redis_url=redis_url, commit_interval_ms=commit_interval_ms, max_batch=max_batch, exit_when_idle_s=exit_when_idle,
+            create_partitions=create_topics, metrics_port=metrics_port, max_output_bytes=max_output_bytes,
         )
-        _run_worker_or_exit(run_worker, worker_config_from_env(config, create_partitions=8, topic_prefix=topic_prefix))
+        console.print(
+            f"Kafka worker on {worker_config.bootstrap} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}"
+            + (f", metrics on 127.0.0.1:{metrics_port}/metrics" if metrics_port else ""),
+            style="bold", highlight=False,
+        )
+        _run_worker_or_exit(run_worker, worker_config)
         return
-    out_dir = out or Path(tempfile.mkdtemp(prefix="recurrence-ledger-"))
-    if journal is None:
-        with resources.as_file(resources.files("recurrence_ledger.examples") / EXAMPLE_JOURNAL) as packaged:
-            console.print(f"embedded runner (no KAFKA_BOOTSTRAP_SERVERS): packaged journal {EXAMPLE_JOURNAL}", style="bold")
-            summary = run_journal(packaged, out_dir, config)
-    else:
-        summary = run_journal(journal, out_dir, config)
+    kafka_only = [f"--{name.replace('_', '-')}" for name, on_command_line in given.items() if on_command_line]
+    if kafka_only:
+        raise typer.BadParameter(
+            "only the Kafka worker takes it, and KAFKA_BOOTSTRAP_SERVERS is not set: `run` runs the embedded runner "
+            "on a journal file. Set KAFKA_BOOTSTRAP_SERVERS to run the worker.",
+            param_hint=", ".join(f"'{name}'" for name in kafka_only),
+        )
+    out_dir = out or DEFAULT_RUN_OUT
+    try:
+        if journal is None:
+            with resources.as_file(resources.files("recurrence_ledger.examples") / EXAMPLE_JOURNAL) as packaged:
+                console.print(
+                    f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): packaged journal {EXAMPLE_JOURNAL} → {out_dir}/",
+                    style="bold", highlight=False,
+                )
+                summary = run_journal(packaged, out_dir, config)
+        else:
+            console.print(f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): {journal} → {out_dir}/", style="bold", highlight=False)
+            summary = run_journal(journal, out_dir, config)
+    except OSError as error:
+        console.print(f"error: cannot write the output files to {out_dir}: {error}; choose a folder with --out DIR", style="red", highlight=False)
+        raise typer.Exit(1) from None
     print_summary(summary, out_dir)
+    if out is None:
+        console.print(f"(the default folder ./{DEFAULT_RUN_OUT}: the next run overwrites it; --out DIR for another one)", style="dim", highlight=False)
 
 
 # -- Kafka ------------------------------------------------------------------------
@@ -199,16 +324,16 @@ def _check_topic(topic: str) -> str:
 def worker_command(
     bootstrap: BootstrapOption,
     topic_prefix: PrefixOption = "",
-    app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="Consumer group id and changelog prefix.")] = DEFAULT_APP_ID,
-    instance_id: Annotated[Optional[str], typer.Option("--instance-id", envvar=ENV_INSTANCE_ID, help="Stable id of this worker (transactional id suffix; default: host name).")] = None,
-    output_format: Annotated[str, typer.Option("--output-format", help="avro (Confluent-framed) or json.")] = "avro",
-    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Redis for the statistics view (optional).")] = None,
-    commit_interval_ms: Annotated[int, typer.Option("--commit-interval-ms", min=10, help="Transaction commit interval.")] = 100,
-    max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Records consumed per poll.")] = 2_000,
-    exit_when_idle: Annotated[Optional[float], typer.Option("--exit-when-idle", help="Stop after this many seconds without input (batch jobs).")] = None,
-    create_topics: Annotated[Optional[int], typer.Option("--create-topics", min=1, help="Create missing catalogue topics with this many partitions first.")] = None,
-    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", envvar=ENV_METRICS_PORT, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")] = None,
-    max_output_bytes: Annotated[int, typer.Option("--max-output-bytes", min=256, help="Largest output value; a record with a larger output is dead-lettered (oversized_output). Dead letters themselves are not held to it.")] = DEFAULT_MAX_OUTPUT_BYTES,
+    app_id: AppIdOption = DEFAULT_APP_ID,
+    instance_id: InstanceIdOption = None,
+    output_format: OutputFormatOption = "avro",
+    redis_url: WorkerRedisOption = None,
+    commit_interval_ms: CommitIntervalOption = 100,
+    max_batch: MaxBatchOption = 2_000,
+    exit_when_idle: ExitWhenIdleOption = None,
+    create_topics: CreateTopicsOption = None,
+    metrics_port: MetricsPortOption = None,
+    max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
@@ -235,7 +360,7 @@ def worker_command(
     _run_worker_or_exit(run_worker, config)
 
 
-topics_app = typer.Typer(help="The topic catalogue (contract §1).", no_args_is_help=True)
+topics_app = typer.Typer(help="The topic catalogue (contract §1).", no_args_is_help=True, rich_markup_mode="rich")
 app.add_typer(topics_app, name="topics")
 
 
@@ -267,19 +392,28 @@ def topics_delete_command(
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group and changelog).")] = DEFAULT_APP_ID,
     yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
 ) -> None:
-    """Delete a deployment's topics (the catalogue under the prefix and the
-    state changelog) and consumer groups. Without --yes, lists them only.
-    Stop its workers first; the Redis keys go with `view clear`."""
+    """Delete a deployment's topics and consumer groups (asks for --yes).
+
+    Deletes the catalogue topics under the prefix, the state changelog and
+    the consumer groups of the app id. Without --yes it only lists them.
+    Stop the deployment's workers first; its Redis keys go with
+    'recurrence-ledger view clear --yes'."""
     from recurrence_ledger.runtime.kafka_admin import delete_deployment, deployment_resources
 
+    topics, groups = deployment_resources(topic_prefix, app_id)
     if not yes:
-        names = [name for resources in deployment_resources(topic_prefix, app_id) for name in resources]
-        console.print("would delete (run again with --yes):\n  " + "\n  ".join(names), highlight=False)
+        lines = ["would delete (run again with --yes):", f"  topics ({len(topics)}):"]
+        lines += [f"    {name}" for name in topics]
+        lines.append(f"  consumer groups ({len(groups)}):")
+        lines += [f"    {name}" for name in groups]
+        console.print("\n".join(lines), highlight=False)
         return
     with _kafka_errors():
         result = delete_deployment(bootstrap, topic_prefix, app_id)
-    for name, outcome in result.items():
-        console.print(f"{name}: {outcome}", highlight=False)
+    for label, names in (("topics", topics), ("consumer groups", groups)):
+        console.print(f"{label}:", highlight=False)
+        for name in names:
+            console.print(f"  {name}: {result.get(name, '?')}", highlight=False)
     if any(outcome not in ("deleted", "absent") for outcome in result.values()):
         raise typer.Exit(1)
 
@@ -341,13 +475,17 @@ def replay_command(
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID)] = DEFAULT_APP_ID,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be re-read.")] = False,
     output_format: Annotated[str, typer.Option("--output-format")] = "avro",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the plan and the summary as one JSON object.")] = False,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
 ) -> None:
-    """Re-run the ledger over the input topics; adds only records whose
-    identity is not in the ledger yet (contract §6, §10)."""
+    """Re-run the ledger over the input topics, adding only what it lacks.
+
+    Writes only records whose identity is not in the ledger yet (contract
+    §6, §10). --dry-run prints the plan only; --json prints the plan and the
+    summary as JSON."""
     from recurrence_ledger.runtime.replay import parse_start, run_replay
 
     try:
@@ -359,6 +497,9 @@ def replay_command(
             bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
         )
+    if as_json:
+        print(json.dumps(replay_json(summary, dry_run), ensure_ascii=False))
+        return
     table = Table(title="replay plan" if dry_run else "replay", box=box.SIMPLE_HEAD)
     for column in ("topic", "partition", "from", "outputs from", "to", "records to re-read"):
         table.add_column(column, justify="left" if column == "topic" else "right")
@@ -366,17 +507,49 @@ def replay_command(
         table.add_row(r.topic, str(r.partition), str(r.low), str(r.start), str(r.end), str(r.end - r.low))
     console.print(table)
     if not dry_run:
-        console.print(
-            f"read {summary.records_read} records in {summary.seconds:.1f} s; "
-            f"written {dict(summary.written) or 0}; already in the ledger {dict(summary.suppressed) or 0}",
-            highlight=False,
-        )
+        for line in replay_lines(summary):
+            console.print(line, highlight=False)
         if summary.conflicted_scopes:
             console.print(
                 f"scopes where the replay decided an outcome differently from the ledger (kept the ledger's decision): "
                 f"{', '.join(summary.conflicted_scopes)}",
                 style="yellow", highlight=False,
             )
+
+
+def _per_topic(counts: dict[str, int]) -> str:
+    """``topic count, …`` of the topics with a count, sorted; "none" without."""
+    return ", ".join(f"{topic} {count}" for topic, count in sorted(counts.items()) if count) or "none"
+
+
+def replay_lines(summary) -> list[str]:  # noqa: ANN001 - ReplaySummary, imported lazily
+    """The summary of a finished replay as lines of text."""
+    return [
+        f"read {summary.records_read} records in {summary.seconds:.1f} s",
+        f"written (records the ledger lacked): {_per_topic(summary.written)}",
+        f"not written again (already in the ledger): {_per_topic(summary.suppressed)}",
+    ]
+
+
+def replay_json(summary, dry_run: bool) -> dict:  # noqa: ANN001 - ReplaySummary, imported lazily
+    """The plan and summary of a replay as a JSON object: ``dry_run``,
+    ``ranges`` (per input topic-partition: topic, partition, from,
+    outputs_from, to, records), and for a finished replay
+    ``records_read``, ``seconds``, ``written`` and ``already_in_ledger``
+    (records per output topic) and ``conflicted_scopes``."""
+    body: dict = {
+        "dry_run": dry_run,
+        "ranges": [
+            {"topic": r.topic, "partition": r.partition, "from": r.low, "outputs_from": r.start, "to": r.end, "records": r.end - r.low}
+            for r in summary.ranges
+        ],
+    }
+    if not dry_run:
+        body.update(
+            records_read=summary.records_read, seconds=round(summary.seconds, 3), written=dict(sorted(summary.written.items())),
+            already_in_ledger=dict(sorted(summary.suppressed.items())), conflicted_scopes=list(summary.conflicted_scopes),
+        )
+    return body
 
 
 @app.command("rebuild")
@@ -387,10 +560,12 @@ def rebuild_command(
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
 ) -> None:
-    """Rebuild streaks, statistics and the revisions view from the ledger
-    topics alone, check them against the latest statistics and
-    revision-statistics records, and rewrite the Redis view. Exit code 1
-    when the rebuilt views differ from the live ones."""
+    """Rebuild the derived views from the ledger topics and check them.
+
+    Rebuilds streaks, statistics and the revisions view from the ledger
+    topics alone, compares them with the latest statistics and
+    revision-statistics records, and with --redis-url rewrites the Redis
+    view. Exit code 1 when the rebuilt views differ from the live ones."""
     from recurrence_ledger.runtime.kafka_io import read_topic
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
     from recurrence_ledger.runtime.view_topics import read_revision_statistics_topic, read_statistics_topic
@@ -445,9 +620,11 @@ def explain_command(
     topic_prefix: PrefixOption = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Why an outcome counted the way it did: receipt → Handoff → cited
-    revisions, each failure item and its RecurrenceMatch, and for every
-    revision the verdict or the exact reason there is none."""
+    """Why an outcome counted the way it did.
+
+    Shows the evidence chain receipt → Handoff → cited revisions, each
+    failure item with its RecurrenceMatch, and for every revision the
+    verdict or the exact reason there is none."""
     from recurrence_ledger.ledger.explain import OutcomeNotFound, explain_outcome
 
     if journal is not None:
@@ -505,7 +682,7 @@ def print_explanation(explanation: dict) -> None:
     console.print(tree, highlight=False)
 
 
-view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True)
+view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True, rich_markup_mode="rich")
 app.add_typer(view_app, name="view")
 
 
@@ -516,7 +693,11 @@ def view_rebuild_command(
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
 ) -> None:
-    """Rebuild the Redis view from the recurrence-statistics topic."""
+    """Rebuild the Redis view from the statistics topics.
+
+    Reads the recurrence-statistics and revision-statistics topics whole,
+    then replaces the view's keys. --review-threshold must be the workers'
+    (it decides the review set and is stored with each scope)."""
     from recurrence_ledger.runtime.view_topics import rebuild_from_topic
     from recurrence_ledger.view import RedisView
     from recurrence_ledger.view import default_namespace
@@ -527,25 +708,75 @@ def view_rebuild_command(
     console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 
+#: Keys ``view clear`` lists before deleting (the rest is counted).
+LISTED_KEYS = 20
+
+
 @view_app.command("clear")
 def view_clear_command(
     redis_url: Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL)],
     topic_prefix: PrefixOption = "",
+    yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
 ) -> None:
-    """Delete every key of the Redis view's namespace (the prefix's)."""
+    """Delete the Redis view's keys of a deployment (asks for --yes).
+
+    Deletes every key of the view's namespace (the topic prefix's) and
+    nothing else. Without --yes it lists the scopes and keys it would
+    delete. 'recurrence-ledger view rebuild' writes the view again from the
+    topics."""
     from recurrence_ledger.view import RedisView, default_namespace
 
-    view = RedisView(redis_url, namespace=default_namespace(topic_prefix))
+    namespace = default_namespace(topic_prefix)
+    view = RedisView(redis_url, namespace=namespace)
     try:
-        deleted = view.clear()
+        if yes:
+            deleted = view.clear()
+            console.print(f"{deleted} keys deleted from {redis_url} (namespace {namespace})", highlight=False)
+            return
+        keys = sorted(view.keys())
+        scopes = view.scopes()
+    except redis_errors() as error:
+        console.print(f"error: cannot read the Redis view {namespace} at {redis_url}: {error}", style="red", highlight=False)
+        raise typer.Exit(1) from None
     finally:
         view.close()
-    console.print(f"{deleted} keys deleted from {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
+    if not keys:
+        console.print(f"nothing to delete: the Redis view {namespace} at {redis_url} has no keys", highlight=False)
+        return
+    lines = [f"would delete {len(keys)} keys of the Redis view {namespace} at {redis_url} (run again with --yes):"]
+    lines.append(f"  scopes ({len(scopes)}): {', '.join(scopes) or 'none'}")
+    lines.append("  keys:")
+    lines += [f"    {key}" for key in keys[:LISTED_KEYS]]
+    if len(keys) > LISTED_KEYS:
+        lines.append(f"    … and {len(keys) - LISTED_KEYS} more")
+    console.print("\n".join(lines), highlight=False)
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a Redis that does not answer (redis imported lazily)."""
+    import redis
+
+    return (redis.RedisError, OSError)
 
 
 from recurrence_ledger.cli_ops import register  # noqa: E402 - serve, rank, stats
 
 register(app)
+
+
+def reflow_help(typer_app: typer.Typer) -> None:
+    """Give every command of ``typer_app`` (and of its sub-apps) its
+    docstring as help text with each paragraph on one line, so that the
+    terminal wraps it at its width instead of at the docstring's line
+    breaks (Typer's rich mode keeps single line breaks)."""
+    for info in typer_app.registered_commands:
+        if info.help is None and info.callback is not None and info.callback.__doc__:
+            info.help = "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(info.callback.__doc__).split("\n\n"))
+    for group in typer_app.registered_groups:
+        reflow_help(group.typer_instance)
+
+
+reflow_help(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -15,9 +15,9 @@ selection or a verdict — the view's revisions hash, one last
 RevisionStatistics record per revision, not only each scope's top N
 — each with artifact_ref, signature_key, terminal_recurred_streak,
 needs_review and the revision's figures (repair_surface, selected / recurred /
-avoided counts, yield, low_yield). It orders them by streak, then
-recurrences (``recurred``), then ArtifactRef, then signature_key (then scope
-id); ``--surface`` keeps the rows of one repair_surface, ``--low-yield`` the
+avoided counts, yield, low_yield). It orders them as the API's
+``sort=streak`` does (``recurrence_ledger.ledger.statistics.rank_key``:
+streak, then ArtifactRef, then signature_key, then scope id); ``--surface`` keeps the rows of one repair_surface, ``--low-yield`` the
 low-yield ones, ``--limit`` the first N.
 """
 
@@ -30,18 +30,18 @@ from typing import Annotated, Any, Optional
 import redis
 import typer
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
 from recurrence_ledger.api import ApiSettings, ViewReader
 from recurrence_ledger.embedded import stdout_console
-from recurrence_ledger.settings import ENV_REDIS_URL, ENV_REVIEW_THRESHOLD, ENV_TOPIC_PREFIX
+from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
+from recurrence_ledger.settings import ENV_REDIS_URL, ENV_TOPIC_PREFIX
 
 console = stdout_console()
 errors = Console(stderr=True)
 
-#: repair_surface values, contract §3 (recurrence_ledger.ledger.models.RepairSurface).
-REPAIR_SURFACES = ("experience_content", "working_state", "recall_policy", "acceptance_check")
 
 RedisOption = Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Redis holding the view (default redis://127.0.0.1:6379/0).")]
 PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix; names the view's namespace.")]
@@ -83,23 +83,14 @@ def _snapshots(reader: ViewReader, scope: str | None) -> dict:
 ROW_FIELDS = ("terminal_recurred_streak", "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "needs_review")
 
 
-def rank_order(row: dict) -> tuple:
-    """``rank``'s order: streak descending, then recurrences
-    (``recurred``) descending, then ArtifactRef (family, artifact_id,
-    revision), then signature_key, then scope id."""
-    ref = row["artifact_ref"]
-    return (
-        -row["terminal_recurred_streak"], -row["recurred"],
-        ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"], row["scope_id"],
-    )
-
-
 def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | None = None, low_yield: bool = False) -> list[dict]:
     """The rows ``rank`` prints: ``revisions`` maps a scope id to
     its RevisionStatistics rows (every revision of the scope, as
     ``recurrence_ledger.api.ViewReader.revisions`` reads them); keeps those whose
     repair_surface is ``surface`` when given and only low-yield ones with
-    ``low_yield``; sorts them in :func:`rank_order` and returns the first
+    ``low_yield``; sorts them in contract §8 order
+    (``recurrence_ledger.ledger.statistics.rank_key``: streak, ArtifactRef,
+    signature_key, scope id — the API's ``sort=streak`` order) and returns the first
     ``limit``. Each row: ``{rank, scope_id, artifact_ref, signature_key,
     terminal_recurred_streak, repair_surface, selected, recurred, avoided,
     yield, low_yield, needs_review}``."""
@@ -117,7 +108,7 @@ def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | Non
         rows = [row for row in rows if row["repair_surface"] == surface]
     if low_yield:
         rows = [row for row in rows if row["low_yield"]]
-    rows.sort(key=rank_order)
+    rows.sort(key=rank_key)
     return [{"rank": rank, **row} for rank, row in enumerate(rows[:limit], start=1)]
 
 
@@ -125,6 +116,87 @@ def _revisions(reader: ViewReader, scope: str | None) -> dict[str, list[dict]]:
     """``scope_id -> RevisionStatistics rows`` (the view's revisions hash) for ``scope`` or every scope, sorted by scope id. Raises
     typer.Exit(1) for an unknown scope or when Redis is down."""
     return {scope_id: snap.rows for scope_id, snap in _read_scopes(reader, scope, reader.revisions).items()}
+
+
+#: ``(column, header, right-aligned)`` of the ``rank`` table, in order.
+RANK_COLUMNS = (
+    ("rank", "#", True), ("scope", "scope", False), ("revision", "revision", False), ("signature", "signature", False),
+    ("surface", "surface", False), ("streak", "streak", True), ("recurred", "recurred", True), ("avoided", "avoided", True),
+    ("yield", "yield", True), ("review", "review", False),
+)
+#: How the ``rank`` table is narrowed while it is wider than the terminal,
+#: step by step: ("cut", column, width) cuts a column's cells to that width
+#: with an ellipsis (no other cell is ever cut); ("drop", column, …) leaves
+#: those columns out (yield still tells how recurred and avoided compare;
+#: --json has them).
+RANK_NARROWING = (
+    ("cut", "signature", 24), ("drop", "recurred", "avoided"), ("cut", "signature", 16), ("cut", "scope", 12),
+    ("cut", "revision", 12), ("cut", "surface", 10), ("cut", "signature", 8),
+)
+#: Spaces between two columns of a table with pad_edge=False, collapse_padding=True, show_edge=False.
+COLUMN_GAP = 2
+
+
+def revision_label(artifact_ref: dict) -> str:
+    """``P1 r2`` (the family is left out when it is experience, as it is for
+    every revision the view holds)."""
+    family = "" if artifact_ref["family"] == "experience" else f"{artifact_ref['family']}/"
+    return f"{family}{artifact_ref['artifact_id']} r{artifact_ref['revision']}"
+
+
+def rank_table(rows: list[dict], title: str, width: int) -> tuple[Table, list[str]]:
+    """The ``rank`` table of ``rows`` (:func:`ranked_rows`) fitted to
+    ``width`` columns: one line per row, never a cell broken over lines.
+    The scope column is left out when every row has the same scope (the
+    title names it); while the table is too wide it is narrowed as
+    :data:`RANK_NARROWING` says. Returns the table and the names of the
+    columns left out."""
+    scopes = sorted({row["scope_id"] for row in rows})
+    cells: dict[str, list[str]] = {
+        "rank": [str(row["rank"]) for row in rows],
+        "scope": [row["scope_id"] for row in rows],
+        "revision": [revision_label(row["artifact_ref"]) for row in rows],
+        "signature": [row["signature_key"] for row in rows],
+        "surface": [row["repair_surface"] or "-" for row in rows],
+        "streak": [str(row["terminal_recurred_streak"]) for row in rows],
+        "recurred": [str(row["recurred"]) for row in rows],
+        "avoided": [str(row["avoided"]) for row in rows],
+        "yield": ["-" if row["yield"] is None else f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "") for row in rows],
+        "review": ["yes" if row["needs_review"] else "" for row in rows],
+    }
+    columns = [column for column in RANK_COLUMNS if not (column[0] == "scope" and len(scopes) == 1)]
+    natural = {name: max([cell_len(header), *(cell_len(cell) for cell in cells[name])]) for name, header, _ in columns}
+    widths = dict(natural)
+
+    def total() -> int:
+        return sum(widths.values()) + COLUMN_GAP * (len(widths) - 1)
+
+    left_out: list[str] = []
+    cut: set[str] = set()
+    for step, name, *rest in RANK_NARROWING:
+        if total() <= width or name not in widths:
+            continue
+        if step == "drop":
+            for dropped in (name, *rest):
+                del widths[dropped]
+                left_out.append(dropped)
+        elif widths[name] > rest[0]:
+            widths[name] = max(rest[0], widths[name] - (total() - width))
+            cut.add(name)
+    # Width a left-out column freed goes back to the cut ones, signature first.
+    for _step, name, *_ in RANK_NARROWING:
+        if name in cut and total() < width:
+            widths[name] = min(natural[name], widths[name] + width - total())
+    if len(scopes) == 1:
+        title += f", scope {scopes[0]}"
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False)
+    for name, header, right in columns:
+        if name in widths:
+            fixed = {"width": widths[name]} if name in cut else {}
+            table.add_column(header, justify="right" if right else "left", no_wrap=True, overflow="ellipsis", **fixed)
+    for index, row in enumerate(rows):
+        table.add_row(*(cells[name][index] for name, _, _ in columns if name in widths), style="red" if row["needs_review"] else None)
+    return table, left_out
 
 
 def rank_command(
@@ -136,9 +208,14 @@ def rank_command(
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
-    """Every revision ordered by streak, then recurrences, then ArtifactRef,
-    from the Redis view's revisions hash, with each revision's
-    repair_surface, counts and yield."""
+    """Every revision by streak, from the Redis view.
+
+    Lists every revision with a selection or a verdict (not only each
+    scope's top N) in the order of the API's sort=streak: streak, then
+    ArtifactRef, then signature, then scope. Each row has the revision's
+    repair_surface, recurred and avoided counts, yield and review flag; the
+    table fits the terminal (long cells end with an ellipsis), --json prints
+    every field."""
     if surface is not None and surface not in REPAIR_SURFACES:
         raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
     reader = _reader(redis_url, topic_prefix)
@@ -149,35 +226,20 @@ def rank_command(
     if as_json:
         print(json.dumps(rows, ensure_ascii=False))
         return
-    title = (
-        f"revisions by streak ({reader.namespace})"
-        + (f", repair_surface {surface}" if surface else "")
-        + (", low yield" if low_yield else "")
-    )
-    table = Table(title=title, box=box.SIMPLE_HEAD)
-    table.add_column("#", justify="right")
-    table.add_column("scope", overflow="fold")
-    table.add_column("revision", overflow="fold")
-    table.add_column("signature", overflow="fold")
-    table.add_column("surface", overflow="fold")
-    table.add_column("streak", justify="right")
-    table.add_column("recurred", justify="right")
-    table.add_column("avoided", justify="right")
-    table.add_column("yield", justify="right")
-    table.add_column("review")
-    for row in rows:
-        ref = row["artifact_ref"]
-        revision_yield = "-" if row["yield"] is None else f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "")
-        table.add_row(
-            str(row["rank"]), row["scope_id"], f"{ref['family']}/{ref['artifact_id']} r{ref['revision']}", row["signature_key"],
-            row["repair_surface"] or "-", str(row["terminal_recurred_streak"]), str(row["recurred"]), str(row["avoided"]),
-            revision_yield, "needs review" if row["needs_review"] else "",
-            style="red" if row["needs_review"] else None,
-        )
+    filters = (f" with repair_surface {surface}" if surface else "") + (" with a low yield" if low_yield else "")
+    if not rows:
+        where = f"scope {scope}" if scope is not None else "any scope"
+        console.print(f"no revisions{filters} in {where} of the Redis view {reader.namespace}", highlight=False)
+        return
+    title = f"revisions by streak ({reader.namespace})" + (f", repair_surface {surface}" if surface else "") + (", low yield" if low_yield else "")
+    table, left_out = rank_table(rows, title, console.width)
+    console.print(table.title, style="bold", highlight=False)
+    table.title = None
     console.print(table)
     console.print(
-        "Ordered by streak, then recurrences, then ArtifactRef. yield = avoided / (avoided + recurred), "
-        "- without terminal verdicts; low = low yield (selected ≥ 3, yield < 0.3), surfaced only.",
+        "Ordered by streak, then ArtifactRef, then signature (as the API's sort=streak). yield = avoided / (avoided + recurred), "
+        "- without terminal verdicts; low = low yield (selected ≥ 3, yield < 0.3), surfaced only."
+        + (f" Left out at this width: {', '.join(left_out)} (see --json)." if left_out else ""),
         style="dim", highlight=False,
     )
 
@@ -203,9 +265,10 @@ def stats_command(
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
-    """The ScopeStatistics record of each scope (contract §8) from the Redis
-    view. ``--json`` prints a JSON array of the records, sorted by scope id,
-    exactly as the view stores them."""
+    """Each scope's statistics record (contract §8), from the Redis view.
+
+    --json prints a JSON array of the records, sorted by scope id, exactly
+    as the view stores them."""
     reader = _reader(redis_url, topic_prefix)
     try:
         snapshots = _snapshots(reader, scope)
@@ -214,6 +277,9 @@ def stats_command(
     records = [snap.record for snap in snapshots.values()]
     if as_json:
         print(json.dumps(records, ensure_ascii=False))
+        return
+    if not records:
+        console.print(f"no scopes in the Redis view {reader.namespace}: no statistics record has been projected into it", highlight=False)
         return
     table = Table(title=f"recurrence statistics ({reader.namespace})", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("scope", overflow="fold")
@@ -234,14 +300,16 @@ def serve_command(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
-    review_threshold: Annotated[Optional[int], typer.Option("--review-threshold", min=1, envvar=ENV_REVIEW_THRESHOLD, help="The workers' --review-threshold (shown with review lists).")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
-    """Serve the statistics API and the dashboard (uvicorn): GET / for the
-    page, /scopes…, /openapi.json, /healthz."""
+    """Serve the statistics API and the dashboard (uvicorn).
+
+    GET / is the dashboard, /scopes… the JSON API, /docs and /redoc its
+    documentation (no CDN), /openapi.json, /healthz. The review threshold it
+    shows is the one the workers stored in the view."""
     from recurrence_ledger.api import serve
 
-    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix, review_threshold=review_threshold)
+    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix)
     console.print(
         f"serving http://{host}:{port}/ (view {settings.resolved_namespace} on {settings.redis_url})", style="bold", highlight=False
     )

@@ -23,7 +23,7 @@ verbatim.
 | key | type | content |
 | --- | --- | --- |
 | `{ns}:scopes` | set | the scope ids (verbatim, not escaped) |
-| `{ns}:scope:{scope}` | hash | `as_of_position`, `selected`, `recurred`, `avoided`, `unknown`, `unlinked_handoff_citations`, `needing_review`, `pending_outcomes`, `late_revisions` as integer strings; `top_revisions` (canonical JSON list, contract §8 order); `record` (the whole ScopeStatistics record as canonical JSON, contract §4) |
+| `{ns}:scope:{scope}` | hash | `as_of_position`, `selected`, `recurred`, `avoided`, `unknown`, `unlinked_handoff_citations`, `needing_review`, `pending_outcomes`, `late_revisions` as integer strings; `top_revisions` (canonical JSON list, contract §8 order); `record` (the whole ScopeStatistics record as canonical JSON, contract §4); `review_threshold` (integer string: the writer's review threshold — the worker's `--review-threshold` — which decided the review set; absent in views written before it was stored) |
 | `{ns}:scope:{scope}:top` | sorted set | member = canonical JSON `{"artifact_ref": {…}, "signature_key": "…"}`, score = `terminal_recurred_streak`; only the rows of `top_revisions` |
 | `{ns}:scope:{scope}:review` | set | the same member strings, for the rows of `top_revisions` whose streak ≥ the view's review threshold (default 3) |
 | `{ns}:scope:{scope}:revisions` | hash | one field per Experience revision of the scope with a selection or a verdict, every revision and not only the top N: field = `revision_member(artifact_ref)`, the canonical JSON of the ArtifactRef (`{"artifact_id":"P1","family":"experience","revision":1}`); value = that revision's last RevisionStatistics record as canonical JSON (contract §4: scope_id, artifact_ref, signature_key, terminal_recurred_streak, needs_review, repair_surface, selected, recurred, avoided, yield, low_yield) |
@@ -67,7 +67,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -77,6 +77,7 @@ from redis.retry import Retry
 
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.models import RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.statistics import rank_key
 
 log = logging.getLogger(__name__)
 
@@ -144,13 +145,6 @@ def revision_member(artifact_ref: dict) -> str:
     return canonical_json(
         {"family": artifact_ref["family"], "artifact_id": artifact_ref["artifact_id"], "revision": artifact_ref["revision"]}
     ).decode()
-
-
-def _rank_key(row: dict) -> tuple:
-    """contract §8 top_revisions order: streak descending, then ArtifactRef
-    order (family, artifact_id, revision), then signature_key."""
-    ref = row["artifact_ref"]
-    return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"])
 
 
 def _latest_per_scope(records: Iterable[dict]) -> dict[str, dict]:
@@ -355,6 +349,9 @@ class RedisView:
         fields: dict[str, bytes | str] = {name: str(record[name]) for name in COUNTER_FIELDS}
         fields["top_revisions"] = canonical_json(record["top_revisions"])
         fields["record"] = canonical_json(record)
+        # The policy that decided the review set (and every needs_review
+        # flag the ledger published): readers show it, they do not assume it.
+        fields["review_threshold"] = str(self.review_threshold)
         top = {member(row): row["terminal_recurred_streak"] for row in record["top_revisions"]}
         review = tuple(
             member(row) for row in record["top_revisions"] if row["terminal_recurred_streak"] >= self.review_threshold
@@ -454,7 +451,7 @@ class RedisView:
             row = orjson.loads(text)
             row["terminal_recurred_streak"] = int(score)
             rows.append(row)
-        rows.sort(key=_rank_key)
+        rows.sort(key=rank_key)
         rows = rows[:limit]
         # The record's rows carry each revision's figures (repair_surface,
         # counts, yield): return those for the members they describe.
@@ -468,7 +465,7 @@ class RedisView:
         then ArtifactRef order, then signature_key); [] for a scope the view
         holds no revision of. One HVALS. Raises redis errors."""
         rows = [orjson.loads(value) for value in self._client.hvals(self.revisions_key(scope_id))]
-        rows.sort(key=_rank_key)
+        rows.sort(key=rank_key)
         return rows
 
     def review(self, scope_id: str) -> set[str]:
@@ -476,16 +473,22 @@ class RedisView:
         Raises redis errors."""
         return set(self._client.smembers(f"{self.scope_key(scope_id)}:review"))
 
-    def clear(self) -> int:
-        """Delete every key of the namespace (SCAN + UNLINK, never KEYS);
-        returns the number of keys deleted. Only keys of this layout are
-        touched, so namespace ``rl`` never deletes ``rl:other:…`` keys.
-        Pending records are kept. Raises redis errors."""
-        deleted = 0
-        batch: list[str] = []
+    def keys(self) -> Iterator[str]:
+        """Every key of the namespace that :meth:`clear` deletes (SCAN, never
+        KEYS; unordered): only keys of this layout, so namespace ``rl``
+        never lists ``rl:other:…`` keys. Raises redis errors."""
         for key in self._client.scan_iter(match=f"{_glob_escape(self.namespace)}:*", count=1000):
             if self._key_pattern.fullmatch(key):
-                batch.append(key)
+                yield key
+
+    def clear(self) -> int:
+        """Delete every key of the namespace (:meth:`keys`, then UNLINK in
+        batches); returns the number of keys deleted. Pending records are
+        kept. Raises redis errors."""
+        deleted = 0
+        batch: list[str] = []
+        for key in self.keys():
+            batch.append(key)
             if len(batch) >= 500:
                 deleted += self._client.unlink(*batch)
                 batch.clear()

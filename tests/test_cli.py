@@ -6,15 +6,17 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.conftest import case, facts, read_outputs
+from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
+from tests.conftest import case, facts, read_jsonl, read_outputs
 
 
-def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     environment = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True, env=environment, timeout=120
+        [sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True, env=environment, timeout=120, cwd=cwd,
     )
 
 
@@ -45,7 +47,70 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     decisions = [json.loads(line) for line in (tmp_path / "admission-decisions.jsonl").read_text().splitlines()]
     assert [(d["decision"], d["reasons"], len(d["near_duplicates"])) for d in decisions] == [
         ("accepted", [], 1), ("rejected", ["no_failure_evidence", "cue_restates_outcome", "missing_repair_surface"], 0)]
-    assert "admission: 1 accepted, 1 rejected" in " ".join(result.stdout.split())
+    # One candidate rejected for three reasons reads as one rejection.
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    counts = ", ".join(f"{topic} {len(read_jsonl(tmp_path / (topic + '.jsonl')))}" for topic in OUTPUT_TOPICS)
+    assert lines[lines.index("admission: 2 candidates") + 1 :][:4] == [
+        "1 accepted",
+        "1 rejected — reasons: cue_restates_outcome, missing_repair_surface, no_failure_evidence",
+        "1 with near-duplicate suggestions",
+        f"12 journal records → {counts}",
+    ]
+    assert f"output files: {tmp_path.resolve()}/<topic>.jsonl" in result.stdout
+
+
+def test_run_without_out_writes_to_one_stable_folder_and_says_where(tmp_path):
+    for _ in range(2):  # the second run overwrites the first one's files: no new folder per run
+        result = run_cli("run", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert [p.name for p in tmp_path.iterdir()] == ["recurrence-ledger-out"]
+    out = tmp_path / "recurrence-ledger-out"
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{topic}.jsonl" for topic in OUTPUT_TOPICS)
+    assert f"output files: {out}/<topic>.jsonl" in result.stdout
+    assert "the next run overwrites it" in result.stdout
+
+
+def test_admission_lines_count_candidates_not_reasons():
+    from collections import Counter
+
+    from recurrence_ledger.cli import admission_lines
+
+    assert admission_lines(Counter()) == []
+    several = Counter({"accepted": 2, "rejected": 3, "near_duplicates": 1, "no_failure_evidence": 3, "cue_restates_outcome": 1})
+    assert admission_lines(several) == [
+        "admission: 5 candidates",
+        "  2 accepted",
+        "  3 rejected — reasons (candidates giving each; one candidate can give several): cue_restates_outcome 1, no_failure_evidence 3",
+        "  1 with near-duplicate suggestions",
+    ]
+    assert admission_lines(Counter({"accepted": 1}))[:3] == ["admission: 1 candidate", "  1 accepted", "  0 rejected"]
+
+
+def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkeypatch):
+    from typer.testing import CliRunner
+
+    from recurrence_ledger import cli
+    from recurrence_ledger.runtime import worker
+
+    started = []
+    monkeypatch.setattr(worker, "run_worker", started.append)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    result = CliRunner().invoke(cli.app, [
+        "run", "--metrics-port", "9178", "--app-id", "trial", "--exit-when-idle", "5", "--commit-interval-ms", "250",
+        "--topic-prefix", "demo.", "--review-threshold", "4",
+    ])
+    assert result.exit_code == 0, result.output
+    [config] = started
+    assert (config.bootstrap, config.metrics_port, config.app_id, config.exit_when_idle_s, config.commit_interval_ms) == (
+        "127.0.0.1:1", 9178, "trial", 5.0, 250)
+    assert (config.topic_prefix, config.create_partitions, config.ledger.review_threshold) == ("demo.", 8, 4)
+    assert "metrics on 127.0.0.1:9178/metrics" in result.output
+
+
+def test_run_without_kafka_refuses_worker_options():
+    result = run_cli("run", "--metrics-port", "9178", env={"COLUMNS": "200"})
+    assert result.returncode == 2
+    assert "'--metrics-port'" in result.stderr and "KAFKA_BOOTSTRAP_SERVERS is not set" in result.stderr
 
 
 def test_options_change_policy(tmp_path):
@@ -99,3 +164,181 @@ def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(t
     assert (dead["reason"], dead["offset"]) == ("too_many_pending", 1)
     [decision] = [json.loads(line) for line in (tmp_path / "out" / "admission-decisions.jsonl").read_text().splitlines()]
     assert (decision["candidate_id"], decision["reasons"]) == ("A", ["missing_source", "missing_failure_record"])  # decided at the end
+
+
+# ----------------------------------------------------------------- help texts
+
+COMMANDS = (
+    "run-journal", "run", "worker", "publish", "export", "replay", "rebuild", "explain", "serve", "rank", "stats",
+    "topics", "topics create", "topics delete", "topics list", "view", "view rebuild", "view clear",
+)
+
+
+def test_top_level_help_lists_each_command_on_one_line():
+    result = run_cli("--help", env={"COLUMNS": "100"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    panel = lines[next(i for i, line in enumerate(lines) if "Commands" in line) + 1 :]
+    panel = panel[: next(i for i, line in enumerate(panel) if line.startswith("╰"))]
+    names = [line.strip("│ ").split()[0] for line in panel]
+    # One line per command: no summary continues on a second line.
+    assert names == [name for name in COMMANDS if " " not in name]
+
+
+def test_help_texts_are_plain_text_without_markup_or_internal_references(monkeypatch):
+    from typer import rich_utils
+    from typer.testing import CliRunner
+
+    from recurrence_ledger.cli import app
+
+    for command in ("", *COMMANDS):
+        for columns in ("100", "80"):
+            monkeypatch.setattr(rich_utils, "MAX_WIDTH", int(columns))  # what TERMINAL_WIDTH sets when typer is imported
+            result = CliRunner().invoke(app, [*command.split(), "--help"])
+            assert result.exit_code == 0, (command, result.output)
+            for bad in ("``", "`", "RFC", "issue", "CONTRACT", "../"):
+                assert bad not in result.output, (command, columns, bad)
+            assert max(map(len, result.output.splitlines())) <= int(columns), (command, columns)
+
+
+# ----------------------------------------------------------------- rank output
+
+
+class FakeReader:
+    """The part of recurrence_ledger.api.ViewReader that rank reads."""
+
+    namespace = "rl:fake."
+
+    def __init__(self, revisions: dict[str, list[dict]]):
+        self._revisions = revisions
+
+    def scope_ids(self) -> list[str]:
+        return sorted(self._revisions)
+
+    def revisions(self, scope_id: str):
+        from types import SimpleNamespace
+
+        rows = self._revisions.get(scope_id)
+        return None if rows is None else SimpleNamespace(rows=rows)
+
+    def close(self) -> None:
+        pass
+
+
+def revision_row(scope_id: str, artifact_id: str, streak: int, signature: str, surface: str = "experience_content") -> dict:
+    return {
+        "scope_id": scope_id, "artifact_ref": {"family": "experience", "artifact_id": artifact_id, "revision": 12},
+        "signature_key": signature, "terminal_recurred_streak": streak, "needs_review": streak >= 3, "repair_surface": surface,
+        "selected": 9, "recurred": 7, "avoided": 2, "yield": 0.2222, "low_yield": True,
+    }
+
+
+LONG_SIGNATURE = "generated client out of date after contract edit of the public billing schema"
+WIDE = {
+    "team/payments-eu-west": [revision_row("team/payments-eu-west", "EXP-schema-drift", 4, LONG_SIGNATURE)],
+    "port-bound": [revision_row("port-bound", "P1", 3, "port already bound", "recall_policy"),
+                   revision_row("port-bound", "Q1-with-a-long-identifier", 0, "flaky acceptance check", "acceptance_check")],
+}
+
+
+def rank_output(monkeypatch, revisions: dict, width: int, *args: str):
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    from recurrence_ledger import cli, cli_ops
+
+    monkeypatch.setattr(cli_ops, "_reader", lambda redis_url, topic_prefix: FakeReader(revisions))
+    monkeypatch.setattr(cli_ops, "console", Console(width=width))
+    return CliRunner().invoke(cli.app, ["rank", *args])
+
+
+def test_rank_table_fits_100_and_80_columns_one_line_per_revision(monkeypatch):
+    for width in (100, 80):
+        result = rank_output(monkeypatch, WIDE, width)
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert max(map(len, lines)) <= width
+        rows = [line for line in lines if line.split()[:1] and line.split()[0].isdigit()]
+        assert [line.split()[0] for line in rows] == ["1", "2", "3"]  # one line per revision, none broken
+        first = rows[0].split()
+        assert "EXP-schema-drift" in first[2] or first[2].startswith("EXP-")
+        assert "4" in first and "yes" in first and ("0.22" in first or width < 100)
+        # Long cells are cut with an ellipsis, never folded onto a second line.
+        assert LONG_SIGNATURE not in result.output and "…" in rows[0]
+        assert "generated" in rows[0]
+    wide = rank_output(monkeypatch, WIDE, 200)
+    assert LONG_SIGNATURE in wide.output and "…" not in wide.output and "Left out" not in wide.output
+
+
+def test_rank_table_drops_the_scope_column_for_one_scope(monkeypatch):
+    result = rank_output(monkeypatch, {"port-bound": WIDE["port-bound"]}, 80)
+    assert result.exit_code == 0, result.output
+    assert "scope port-bound" in result.output
+    [first] = [line for line in result.output.splitlines() if line.startswith("1 ")]
+    assert first.split()[1:3] == ["P1", "r12"] and "recall_policy" in first
+
+
+def test_rank_without_rows_says_so(monkeypatch):
+    empty = rank_output(monkeypatch, {}, 100)
+    assert empty.exit_code == 0, empty.output
+    assert empty.output.strip() == "no revisions in any scope of the Redis view rl:fake."
+    filtered = rank_output(monkeypatch, WIDE, 100, "--surface", "working_state", "--scope", "port-bound")
+    assert filtered.output.strip() == "no revisions with repair_surface working_state in scope port-bound of the Redis view rl:fake."
+
+
+# ----------------------------------------------------------------- teardown listings and replay summary
+
+
+def test_topics_delete_without_yes_lists_topics_and_groups_under_labels():
+    result = run_cli("topics", "delete", "--bootstrap", "127.0.0.1:1", "--topic-prefix", "demo.", "--app-id", "trial")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "would delete (run again with --yes):"
+    assert lines[1].startswith("  topics (") and "    demo.source-journal" in lines
+    assert "    demo.trial-ledger-state-changelog" in lines
+    groups = lines.index("  consumer groups (2):")
+    assert lines[groups + 1 :] == ["    demo.trial", "    demo.trial-replay"]
+
+
+def replay_summary(dry_run: bool = False):
+    from recurrence_ledger.runtime.replay import PartitionRange, ReplaySummary
+
+    summary = ReplaySummary(ranges=[PartitionRange("source-journal", 0, 0, 10, 42)], records_read=42, seconds=1.25, dry_run=dry_run)
+    summary.written["recurrence-observations"] += 3
+    summary.suppressed.update({"recurrence-matches": 7, "recurrence-observations": 12})
+    return summary
+
+
+def test_replay_prints_a_readable_summary_and_json(monkeypatch):
+    from typer.testing import CliRunner
+
+    from recurrence_ledger import cli
+    from recurrence_ledger.runtime import replay
+
+    monkeypatch.setattr(replay, "run_replay", lambda *args, **kwargs: replay_summary(kwargs["dry_run"]))
+    result = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-3:] == [
+        "read 42 records in 1.2 s",
+        "written (records the ledger lacked): recurrence-observations 3",
+        "not written again (already in the ledger): recurrence-matches 7, recurrence-observations 12",
+    ]
+    assert "{" not in result.output and "defaultdict" not in result.output
+    as_json = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1", "--json"])
+    assert json.loads(as_json.output) == {
+        "dry_run": False,
+        "ranges": [{"topic": "source-journal", "partition": 0, "from": 0, "outputs_from": 10, "to": 42, "records": 42}],
+        "records_read": 42, "seconds": 1.25, "written": {"recurrence-observations": 3},
+        "already_in_ledger": {"recurrence-matches": 7, "recurrence-observations": 12}, "conflicted_scopes": [],
+    }
+    plan = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1", "--dry-run", "--json"])
+    assert json.loads(plan.output)["dry_run"] is True and "records_read" not in json.loads(plan.output)
+
+
+def test_serve_has_no_review_threshold_of_its_own():
+    # The threshold is the workers' policy, stored in the view; a serve flag could only relabel it.
+    from recurrence_ledger.api import ApiSettings
+
+    result = run_cli("serve", "--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0 and "--review-threshold" not in result.stdout
+    assert not hasattr(ApiSettings(), "review_threshold")

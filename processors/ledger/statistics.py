@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
+from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
@@ -44,7 +47,25 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     }
 
 
-REPAIR_SURFACES = ("experience_content", "working_state", "recall_policy", "acceptance_check")
+#: The repair_surface values, in declaration order (the RepairSurface literal).
+REPAIR_SURFACES: tuple[str, ...] = get_args(RepairSurface)
+
+
+def rank_key(row: dict) -> tuple:
+    """The one revision rank order (contract §8 top_revisions order):
+    ``terminal_recurred_streak`` descending, then ArtifactRef order (family,
+    artifact_id, revision), then signature_key, then ``scope_id`` (the last
+    tiebreak when rows of several scopes are ranked together; rows without
+    one, such as top_revisions rows, count as ""). ``row`` is a
+    RecurrenceStreak or RevisionStatistics dict. ``LedgerState.ranking``
+    keeps its entries in the same order (their tuples are this key's first
+    five fields), so ``top_revisions`` is a prefix of any list sorted with
+    it; the API, the ``rank`` command and the Redis view sort with it."""
+    ref = row["artifact_ref"]
+    return (
+        -row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"],
+        row.get("scope_id", ""),
+    )
 
 
 def _rate(recurred: int, avoided: int) -> float | None:

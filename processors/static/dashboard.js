@@ -1,7 +1,8 @@
 // recurrence-ledger dashboard: reads GET /scopes and, for the selected scope,
 // GET /scopes/{scope}/statistics, /revisions?sort=streak&limit=N (every
-// revision of the scope, contract §14: the table shows the first N with their
-// yield, the chart those with a streak) and /review-candidates; polls them every REFRESH_MS with If-None-Match, so an
+// revision of the scope: the table shows the first N with their yield, the
+// chart those with a streak) and /review-candidates; polls them every
+// REFRESH_MS with If-None-Match, so an
 // unchanged view costs a 304 and no rendering. Every value shown comes from
 // the API (the Redis view): nothing is recomputed here.
 //
@@ -62,10 +63,22 @@
   const yieldLabel = (row) => (row.yield === null || row.yield === undefined ? "–" : row.yield.toFixed(2) + (row.low_yield ? " low" : ""));
   const surfaceLabel = (row) => row.repair_surface ?? "–";
 
+  // A table's single "nothing here" row spanning every column.
+  function emptyRow(body, text) {
+    const tr = document.createElement("tr");
+    tr.className = "empty";
+    const td = cell(tr, text);
+    td.colSpan = body.closest("table").querySelectorAll("thead th").length;
+    body.appendChild(tr);
+  }
+
   function renderScopes(list) {
     const body = $("#scopes tbody");
     body.replaceChildren();
     $("#no-scopes").hidden = list.scopes.length > 0;
+    const total = list.total ?? list.scopes.length;
+    $("#more-scopes").hidden = total <= list.scopes.length;
+    $("#more-scopes").textContent = `The first ${list.scopes.length} of ${total} scopes.`;
     for (const scope of list.scopes) {
       const row = document.createElement("tr");
       row.dataset.scope = scope.scope_id;
@@ -85,6 +98,10 @@
     for (const node of document.querySelectorAll("#detail [data-counter]")) {
       node.textContent = String(record[node.dataset.counter]);
     }
+    // Red only when something needs review.
+    const needing = record.needing_review > 0;
+    $('#detail [data-counter="needing_review"]').classList.toggle("alert", needing);
+    $(".review-panel").classList.toggle("alert", needing);
   }
 
   function renderRevisions(list) {
@@ -93,8 +110,11 @@
     // The table lists the first LIMIT revisions (streak 0 included: their yield
     // matters too); the chart only those with a streak.
     const streaks = list.revisions.filter((row) => row.terminal_recurred_streak > 0);
+    // No streak at all: a short message instead of an empty chart frame.
     $("#no-revisions").hidden = streaks.length > 0;
+    $(".chart-box").hidden = streaks.length === 0;
     $("#revisions-shown").textContent = `${list.revisions.length} of ${list.total ?? list.revisions.length} revisions`;
+    if (list.revisions.length === 0) emptyRow(body, "none: no revision of this scope has a selection or a verdict");
     for (const row of list.revisions) {
       const tr = document.createElement("tr");
       tr.dataset.revision = revisionLabel(row.artifact_ref);
@@ -138,10 +158,13 @@
   }
 
   function renderReview(list) {
-    $("#review-threshold").textContent = String(list.review_threshold);
+    // The threshold the workers stored in the view (null: a view written before they stored it).
+    const threshold = list.review_threshold ?? "?";
+    $("#review-threshold").textContent = String(threshold);
     $("#review-incomplete").hidden = list.complete;
     const body = $("#review tbody");
     body.replaceChildren();
+    if (list.revisions.length === 0) emptyRow(body, `none: no revision's streak reaches ${threshold}`);
     for (const row of list.revisions) {
       const tr = document.createElement("tr");
       tr.className = "needs-review";

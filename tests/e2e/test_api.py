@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
 
 import httpx
 import pytest
+import redis
 
 from recurrence_ledger.api import ApiSettings
-from recurrence_ledger.cli_ops import ranked_rows
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.view import COUNTER_FIELDS, RedisView
+from recurrence_ledger.view import COUNTER_FIELDS, RedisView, default_namespace
 from tests.e2e.api_server import fed_view, running_api
 
 SCOPE = "dns-mirror"
@@ -66,9 +67,20 @@ def test_scopes_lists_each_scope_with_the_counters_of_its_last_record(api, view)
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     assert response.json() == {
-        "scopes": [{"scope_id": scope_id, **{name: rec[name] for name in COUNTER_FIELDS}} for scope_id, rec in sorted(view.expected.items())]
+        "total": len(view.expected), "limit": 1000, "offset": 0,
+        "scopes": [{"scope_id": scope_id, **{name: rec[name] for name in COUNTER_FIELDS}} for scope_id, rec in sorted(view.expected.items())],
     }
     assert response.headers["etag"].startswith('"')
+
+
+def test_scopes_are_paged_and_each_page_has_its_own_etag(api, view):
+    everything = api.get("/scopes")
+    first = api.get("/scopes", params={"limit": 1})
+    assert first.json()["total"] == len(view.expected) and len(first.json()["scopes"]) == 1
+    assert first.json()["scopes"] == everything.json()["scopes"][:1]
+    rest = api.get("/scopes", params={"limit": 1, "offset": 1}).json()
+    assert rest["scopes"] == everything.json()["scopes"][1:2]
+    assert first.headers["etag"] != everything.headers["etag"] or len(view.expected) == 1
 
 
 def test_statistics_is_the_last_statistics_record_with_position_header(api, record):
@@ -109,7 +121,7 @@ def test_review_candidates_are_the_review_set(api, record):
     assert [figures(row) for row in body["revisions"]] == [figures(row) for row in record["top_revisions"] if row["terminal_recurred_streak"] >= 3]
     assert body["needing_review"] == record["needing_review"] == len(needing)
     assert body["complete"] is True
-    assert body["review_threshold"] == 3
+    assert body["review_threshold"] == 3  # the worker's --review-threshold, which it stored in the view
     assert response.headers["x-as-of-position"] == str(record["as_of_position"])
 
 
@@ -150,17 +162,85 @@ def test_a_new_statistics_record_changes_the_etag_and_the_body(api, view, record
     assert api.get(f"/scopes/{SCOPE}/statistics", headers={"If-None-Match": before.headers["etag"]}).status_code == 304
 
 
+def test_review_threshold_and_etag_come_from_the_view_written_by_each_policy(redis_url, record):
+    # The same statistics record projected by two workers with different
+    # --review-threshold: each API shows its view's threshold and review
+    # set, and neither answers 304 to the other's review ETag.
+    bodies, etags, statistics_etags = {}, {}, {}
+    for threshold in (3, 4):
+        namespace = f"rl:t{uuid.uuid4().hex[:8]}."
+        writer = RedisView(redis_url, namespace=namespace, review_threshold=threshold)
+        try:
+            writer.submit([record])
+            assert writer.pending == 0
+            with running_api(ApiSettings(redis_url=redis_url, namespace=namespace)) as base_url:
+                response = httpx.get(f"{base_url}/scopes/{SCOPE}/review-candidates")
+                bodies[threshold], etags[threshold] = response.json(), response.headers["etag"]
+                statistics_etags[threshold] = httpx.get(f"{base_url}/scopes/{SCOPE}/statistics").headers["etag"]
+                other = 3 if threshold == 4 else None
+                if other:
+                    assert httpx.get(f"{base_url}/scopes/{SCOPE}/review-candidates", headers={"If-None-Match": etags[other]}).status_code == 200
+                # The same record rewritten under another policy: same statistics ETag, new review ETag.
+                RedisView(redis_url, namespace=namespace, review_threshold=threshold + 2).submit([record])
+                again = httpx.get(f"{base_url}/scopes/{SCOPE}/review-candidates", headers={"If-None-Match": etags[threshold]})
+                assert again.status_code == 200 and again.json()["review_threshold"] == threshold + 2
+                assert httpx.get(f"{base_url}/scopes/{SCOPE}/statistics").headers["etag"] == statistics_etags[threshold]
+                # A view written before the threshold was stored says so (null), it does not guess.
+                redis.Redis.from_url(redis_url).hdel(f"{namespace}:scope:{SCOPE}", "review_threshold")
+                assert httpx.get(f"{base_url}/scopes/{SCOPE}/review-candidates").json()["review_threshold"] is None
+        finally:
+            writer.clear()
+            writer.close()
+    assert (bodies[3]["review_threshold"], bodies[4]["review_threshold"]) == (3, 4)
+    assert [row["terminal_recurred_streak"] for row in bodies[3]["revisions"]] == [4, 3]
+    assert [row["terminal_recurred_streak"] for row in bodies[4]["revisions"]] == [4]
+    assert etags[3] != etags[4]
+    assert statistics_etags[3] == statistics_etags[4]  # the statistics body is the same record
+    assert etags[3] != statistics_etags[3]
+
+
 # ----------------------------------------------------------------- 400 and 404
 
 
 @pytest.mark.parametrize(
-    "query", ["limit=0", "limit=101", "limit=abc", "sort=recurrences", "sort=", "surface=nonsense", "low_yield=maybe", "needs_review=2", "offset=-1"],
+    "query", ["limit=0", "limit=101", "limit=abc", "sort=recurrences", "sort=", "surface=nonsense", "low_yield=maybe", "needs_review=2", "offset=-1",
+              "offset=1000001", "offset=99999999999999999999"],
 )
 def test_bad_parameters_answer_400_not_422(api, query):
     response = api.get(f"/scopes/{SCOPE}/revisions?{query}")
     assert response.status_code == 400
     detail = response.json()["detail"]
     assert isinstance(detail, list) and detail and detail[0]["loc"][0] == "query"
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=1001", "offset=-1", "offset=1000001"])
+def test_bad_scopes_paging_answers_400(api, query):
+    response = api.get(f"/scopes?{query}")
+    assert response.status_code == 400
+    assert response.json()["detail"][0]["loc"][:2] == ["query", query.split("=")[0]]
+
+
+def test_offset_up_to_the_bound_is_an_empty_page(api):
+    body = api.get(f"/scopes/{SCOPE}/revisions", params={"offset": 1_000_000}).json()
+    assert body["revisions"] == [] and body["offset"] == 1_000_000
+    assert api.get("/scopes", params={"offset": 1_000_000}).json()["scopes"] == []
+
+
+@pytest.mark.parametrize("path", [
+    "/scopes", f"/scopes/{SCOPE}/statistics", f"/scopes/{SCOPE}/revisions?sort=streak", f"/scopes/{SCOPE}/review-candidates",
+    "/healthz", "/", "/docs", "/redoc",
+])
+def test_unknown_query_parameters_answer_400_naming_them(api, path):
+    separator = "&" if "?" in path else "?"
+    response = api.get(f"{path}{separator}sortt=streak&limit_=5")
+    assert response.status_code == 400, path
+    detail = response.json()["detail"]
+    assert [entry["loc"] for entry in detail] == [["query", "sortt"], ["query", "limit_"]]
+    assert all("unknown query parameter" in entry["msg"] for entry in detail)
+
+
+def test_the_dashboard_takes_its_own_parameters(api):
+    assert api.get("/?refresh=400&limit=5").status_code == 200
 
 
 @pytest.mark.parametrize("suffix", ["statistics", "revisions", "review-candidates"])
@@ -209,6 +289,21 @@ def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
     }
     assert set(FIGURES) <= set(schemas["RecurrenceStreak"]["properties"])
     assert set(FIGURES) <= set(schemas["RevisionRow"]["properties"]) and set(FIGURES) <= set(schemas["ReviewRow"]["properties"])
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_documentation_pages_load_nothing_from_another_host(api, page):
+    response = api.get(page)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    assert re.findall(r"https?://", response.text) == []  # no CDN, no fonts, no validator
+    assets = re.findall(r'(?:src|href)="([^"]+)"', response.text)
+    assert any(asset.endswith(".js") for asset in assets)
+    for asset in assets:
+        if asset.startswith("data:"):
+            continue
+        assert asset.startswith("/static-docs/"), asset
+        served = api.get(asset)
+        assert served.status_code == 200 and len(served.content) > 1000, asset
 
 
 def test_health_and_dashboard_assets(api):
@@ -279,11 +374,11 @@ def test_rank_table(view, record):
     for rank, row in enumerate(record["top_revisions"], start=1):
         ref = row["artifact_ref"]
         line = next(line for line in lines if line[:1] == [str(rank)])
-        assert f"{ref['family']}/{ref['artifact_id']}" in line
+        assert ref["artifact_id"] in line and f"r{ref['revision']}" in line
         assert str(row["terminal_recurred_streak"]) in line
         assert row["repair_surface"] in line
         assert ("-" if row["yield"] is None else f"{row['yield']:.2f}") in line
-    assert "Ordered by streak, then recurrences, then ArtifactRef" in " ".join(result.stdout.split())
+    assert "Ordered by streak, then ArtifactRef, then signature" in " ".join(result.stdout.split())
 
 
 def test_rank_surface_keeps_the_rows_of_that_repair_surface(view, record):
@@ -298,16 +393,36 @@ def test_rank_surface_keeps_the_rows_of_that_repair_surface(view, record):
     assert "K5" in table.stdout and "D2" not in table.stdout
 
 
-def test_rank_orders_by_streak_then_recurrences_then_artifact_ref():
-    def row(artifact_id, streak, recurred, signature="s"):
-        ref = {"family": "experience", "artifact_id": artifact_id, "revision": 1}
-        return {"artifact_ref": ref, "signature_key": signature, "terminal_recurred_streak": streak, "repair_surface": None,
-                "selected": recurred, "recurred": recurred, "avoided": 0, "yield": 0.0, "low_yield": False, "needs_review": False}
+def test_rank_and_api_sort_streak_list_tied_revisions_in_the_same_order(redis_url, record):
+    # Revisions tied on streak (with different recurrence counts, revision 10
+    # against 2) in a view of their own: `rank` and GET
+    # /revisions?sort=streak must agree row for row. (The revisions hash has
+    # one field per ArtifactRef: of the fixture's A9 r1 under two signatures
+    # the last row stays.)
+    from tests.ledger.test_rank_order import TIES
 
-    rows = [row("A", 2, 2), row("B", 3, 1), row("C", 2, 5), row("D", 2, 5), row("A", 2, 5, "r")]
-    ranked = ranked_rows({"x": rows}, limit=10)
-    assert [(r["artifact_ref"]["artifact_id"], r["signature_key"]) for r in ranked] == [("B", "s"), ("A", "r"), ("C", "s"), ("D", "s"), ("A", "s")]
-    assert [r["rank"] for r in ranked] == [1, 2, 3, 4, 5]
+    prefix = f"t{uuid.uuid4().hex[:8]}."
+    writer = RedisView(redis_url, namespace=default_namespace(prefix))
+    scope_id = "b-scope"
+    rows = TIES[scope_id]
+    try:
+        writer.submit([{**record, "scope_id": scope_id}], revisions=rows)
+        assert writer.pending == 0
+        with running_api(ApiSettings(redis_url=redis_url, topic_prefix=prefix)) as base_url:
+            body = httpx.get(f"{base_url}/scopes/{scope_id}/revisions", params={"sort": "streak", "limit": 100}).json()
+        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
+        ranked = subprocess.run(
+            [sys.executable, "-m", "recurrence_ledger.cli", "rank", "--scope", scope_id, "--limit", "100", "--json",
+             "--redis-url", redis_url, "--topic-prefix", prefix],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )
+        assert ranked.returncode == 0, ranked.stderr
+        ident = lambda r: (r["rank"], r["artifact_ref"], r["signature_key"], r["terminal_recurred_streak"])  # noqa: E731
+        assert [ident(r) for r in json.loads(ranked.stdout)] == [ident(r) for r in body["revisions"]]
+        assert len(body["revisions"]) == len({json.dumps(r["artifact_ref"], sort_keys=True) for r in rows}) == 6
+    finally:
+        writer.clear()
+        writer.close()
 
 
 def test_rank_and_stats_errors(view):

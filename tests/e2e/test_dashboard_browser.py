@@ -4,7 +4,9 @@ tests/cases/worked_example.jsonl writes the Redis view, the API runs on
 uvicorn over loopback, and the page must show the numbers of the last
 statistics record of the same journal (embedded runner, contract §10), draw
 the top revisions (streaks 4 and 3) as Chart.js bars, and refresh itself when
-the view changes.
+the view changes. A second scope whose revisions all have streak 0 shows "no
+revision has a streak" instead of an empty chart, "needing review 0" not in
+red, and a "none" row in the empty review table.
 
 Needs /usr/bin/chromium and tests/e2e/browser/node_modules: `bash
 deploy/ensure-browser.sh` installs both. The test fails — never skips — when
@@ -30,6 +32,24 @@ from recurrence_ledger.view import RedisView
 from tests.e2e.api_server import fed_view, running_api
 
 BROWSER_DIR = Path(__file__).resolve().parent / "browser"
+#: --review in dashboard.css (#b3261e) as getComputedStyle reports it.
+REVIEW_RED = "rgb(179, 38, 30)"
+QUIET = "quiet"
+
+
+def quiet_scope(record: dict) -> tuple[dict, list[dict]]:
+    """A statistics record and two revision rows of a scope whose two
+    revisions were each selected once and avoided once: streak 0 both,
+    nothing needing review."""
+    rows = [
+        {"scope_id": QUIET, "artifact_ref": {"family": "experience", "artifact_id": artifact_id, "revision": 1},
+         "signature_key": "quiet failure", "terminal_recurred_streak": 0, "needs_review": False, "repair_surface": "working_state",
+         "selected": 1, "recurred": 0, "avoided": 1, "yield": 1.0, "low_yield": False}
+        for artifact_id in ("Z1", "Z2")
+    ]
+    statistics = {**record, "scope_id": QUIET, "selected": 2, "recurred": 0, "avoided": 2, "unknown": 0, "unlinked_handoff_citations": 0,
+                  "needing_review": 0, "top_revisions": [], "pending_outcomes": 0, "late_revisions": 0, "repeat_failure_rate": 0.0}
+    return statistics, rows
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SCOPE = "dns-mirror"
 
@@ -111,6 +131,10 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
             # It polls with If-None-Match: an unchanged view answers 304.
             assert shown["stats"]["notModified"] >= 1 and shown["stats"]["errors"] == 0
             assert shown["consoleErrors"] == []
+            # needing review 2: red, like the review panel; the chart is drawn.
+            assert shown["needingReview"] == {"alert": True, "color": REVIEW_RED}
+            assert shown["reviewPanelAlert"] is True
+            assert shown["chartShown"] is True and shown["noStreakNote"] is None
 
             # A new statistics record in the view reaches the open page by itself.
             newer = {**record, "as_of_position": record["as_of_position"] + 1, "pending_outcomes": record["pending_outcomes"] + 3}
@@ -128,6 +152,26 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
             assert refreshed["scopes"][0][8] == str(newer["pending_outcomes"])
             assert refreshed["stats"]["renders"] >= 2
             assert refreshed["consoleErrors"] == []
+
+            # A scope whose revisions all have streak 0 and none needing review.
+            quiet, rows = quiet_scope(record)
+            writer = RedisView(redis_url, namespace=view.namespace)
+            try:
+                writer.submit([quiet], revisions=rows)
+                assert writer.pending == 0
+            finally:
+                writer.close()
+            driver.stdin.write(f"select {QUIET}\n")
+            driver.stdin.flush()
+            calm = read_line(driver, 30)
+            assert calm["scope"] == QUIET and calm["counters"]["needing_review"] == "0"
+            assert calm["needingReview"]["alert"] is False and calm["needingReview"]["color"] != REVIEW_RED
+            assert calm["reviewPanelAlert"] is False
+            assert calm["chartShown"] is False
+            assert calm["noStreakNote"] == "No revision has a streak: every revision's streak is 0."
+            assert [row[:4] for row in calm["revisions"]] == [["1", "Z1 r1", "quiet failure", "0"], ["2", "Z2 r1", "quiet failure", "0"]]
+            assert calm["review"] == [["none: no revision's streak reaches 3"]]
+            assert calm["consoleErrors"] == []
 
             driver.stdin.close()
             assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]

@@ -283,9 +283,9 @@ def test_openapi_documents_the_revisions_parameters(api):
 # ----------------------------------------------------------------- rank
 
 
-def cli(fed: Fed, *args: str) -> subprocess.CompletedProcess:
+def cli(fed: Fed, *args: str, columns: int = 220) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
-    env["COLUMNS"] = "220"
+    env["COLUMNS"] = str(columns)
     return subprocess.run(
         [sys.executable, "-m", "recurrence_ledger.cli", *args, "--redis-url", fed.redis_url, "--topic-prefix", fed.prefix],
         capture_output=True, text=True, env=env, timeout=120, check=False,
@@ -293,12 +293,12 @@ def cli(fed: Fed, *args: str) -> subprocess.CompletedProcess:
 
 
 def rank_expected(fed: Fed, keep=lambda row: True) -> list[dict]:
-    """rank's order: streak desc, recurred desc, ArtifactRef, signature_key, scope id."""
+    """rank's order, the API's sort=streak (contract §8): streak desc, ArtifactRef, signature_key, then scope id."""
     rows = [row for scope_rows in fed.revisions.values() for row in scope_rows.values() if keep(row)]
 
     def order(row: dict) -> tuple:
         ref = row["artifact_ref"]
-        return (-row["terminal_recurred_streak"], -row["recurred"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"], row["scope_id"])
+        return (-row["terminal_recurred_streak"], ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"], row["scope_id"])
 
     return sorted(rows, key=order)
 
@@ -342,12 +342,38 @@ def test_rank_table_shows_revisions_outside_top_revisions(fed):
     for rank, row in enumerate(rank_expected(fed), start=1):
         line = next(line for line in lines if line[:1] == [str(rank)])
         ref = row["artifact_ref"]
-        assert line[1] == row["scope_id"] and f"{ref['family']}/{ref['artifact_id']}" in line and f"r{ref['revision']}" in line
+        assert line[1:4] == [row["scope_id"], ref["artifact_id"], f"r{ref['revision']}"]
         yield_text = "-" if row["yield"] is None else f"{row['yield']:.2f}"
         assert yield_text in line
         assert ("low" in line) is row["low_yield"]
     low = cli(fed, "rank", "--low-yield", "--limit", "1000")
     assert low.returncode == 0 and "low yield" in low.stdout
+
+
+@pytest.mark.parametrize("columns", [100, 80])
+def test_rank_table_fits_the_terminal_one_line_per_revision(fed, columns):
+    result = cli(fed, "rank", "--limit", "1000", columns=columns)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= columns
+    expected = rank_expected(fed)
+    rows = [line.split() for line in lines if line.split()[:1] and line.split()[0].isdigit()]
+    assert [int(line[0]) for line in rows] == list(range(1, len(expected) + 1))  # one line each, none broken
+    for line, row in zip(rows, expected, strict=True):
+        assert str(row["terminal_recurred_streak"]) in line[-6:]
+        assert (line[-1] == "yes") is row["needs_review"]
+
+
+def test_rank_without_revisions_says_so(fed):
+    result = cli(fed, "rank", "--surface", "working_state", "--low-yield", "--scope", "no-such-scope")
+    assert result.returncode == 1  # an unknown scope stays an error
+    empty = subprocess.run(
+        [sys.executable, "-m", "recurrence_ledger.cli", "rank", "--redis-url", fed.redis_url, "--topic-prefix", fed.prefix + "empty."],
+        capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")},
+        timeout=120, check=False,
+    )
+    assert empty.returncode == 0, empty.stderr
+    assert empty.stdout.strip() == f"no revisions in any scope of the Redis view rl:{fed.prefix}empty."
 
 
 def test_rank_unknown_scope_fails(fed):

@@ -1,6 +1,7 @@
 """Tearing a trial deployment down on the real broker and Redis: `topics
 delete` removes the prefix's topics, its state changelog and consumer
-groups and nothing else; `view clear` removes the prefix's Redis keys."""
+groups and nothing else; `view clear --yes` removes the prefix's Redis keys
+(both only list what they would delete without --yes)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def test_topics_delete_removes_one_deployment_only(topic_prefix, bootstrap, admi
 
         dry = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger")
         assert dry.returncode == 0 and "would delete" in dry.stdout
+        assert "  topics (14):" in dry.stdout and "  consumer groups (2):" in dry.stdout
         assert sum(name.startswith(topic_prefix) for name in admin.list_topics(timeout=10).topics) == 14  # 13 catalogue topics + the changelog
 
         result = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger", "--yes")
@@ -43,6 +45,9 @@ def test_topics_delete_removes_one_deployment_only(topic_prefix, bootstrap, admi
         assert f"{topic_prefix}ledger-ledger-state-changelog: deleted" in result.stdout
         assert f"{topic_prefix}ledger: deleted" in result.stdout
         assert f"{topic_prefix}ledger-replay: absent" in result.stdout
+        lines = result.stdout.splitlines()
+        assert lines.index("topics:") < lines.index(f"  {topic_prefix}ledger-ledger-state-changelog: deleted") < lines.index("consumer groups:")
+        assert lines.index("consumer groups:") < lines.index(f"  {topic_prefix}ledger: deleted")
         harness.wait_until(lambda: not any(name.startswith(topic_prefix) for name in admin.list_topics(timeout=10).topics),
                            30, "the prefix's topics to go")
         assert f"{topic_prefix}ledger" not in groups(admin)
@@ -65,9 +70,21 @@ def test_view_clear_removes_the_prefix_keys_only(redis_url):
         view.flush()
         view.close()
     try:
-        result = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine)
+        # Without --yes it lists what would go and deletes nothing.
+        dry = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine)
+        assert dry.returncode == 0, dry.stderr
+        keys = sorted(client.keys(f"{default_namespace(mine)}:*"))
+        assert len(keys) == 2  # the scopes set and the scope's hash
+        assert dry.stdout.splitlines() == [
+            f"would delete 2 keys of the Redis view {default_namespace(mine)} at {redis_url} (run again with --yes):",
+            "  scopes (1): s1", "  keys:", *(f"    {key}" for key in keys),
+        ]
+        result = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine, "--yes")
         assert result.returncode == 0, result.stderr
+        assert "2 keys deleted" in result.stdout
         assert client.keys(f"{default_namespace(mine)}:*") == []
         assert client.exists(f"{default_namespace(theirs)}:scope:s1") == 1
+        nothing = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine)
+        assert nothing.returncode == 0 and nothing.stdout.startswith("nothing to delete")
     finally:
-        run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", theirs)
+        run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", theirs, "--yes")

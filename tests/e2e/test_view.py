@@ -29,7 +29,7 @@ import redis
 
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.api import rank_key
+from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.ledger.statistics import revision_key
 from recurrence_ledger.view import (
     COUNTER_FIELDS,
@@ -203,9 +203,10 @@ def test_hgetall_is_one_call_with_every_counter(make_view, histories, raw):
         assert [args[0] for args in sent] == ["HGETALL"]
 
         fields = raw.hgetall(f"{view.namespace}:scope:{escape_scope(scope_id)}")
-        assert set(fields) == {*COUNTER_FIELDS, "top_revisions", "record"}
+        assert set(fields) == {*COUNTER_FIELDS, "top_revisions", "record", "review_threshold"}
         for name in COUNTER_FIELDS:
             assert fields[name] == str(last[name])
+        assert fields["review_threshold"] == str(view.review_threshold)  # the writer's policy, stored with the scope
         assert fields["top_revisions"] == canonical_json(last["top_revisions"]).decode()
         assert fields["record"] == canonical_json(last).decode()
 

@@ -11,7 +11,10 @@
 //   2. then, for every line "expect <counter> <value>" read on stdin, waits
 //      (10 s at most) until the page shows that value for that counter both
 //      in the scope's panel and in its scopes-table row, and prints a new
-//      snapshot. The browser closes when stdin ends.
+//      snapshot; for every line "select <scope>", waits until the scope is
+//      listed, clicks its row in the scopes table, waits until its panel is
+//      rendered, and prints a new snapshot. The browser closes when stdin
+//      ends.
 // Errors go to stderr and exit code 1.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -34,6 +37,8 @@ function snapshot() {
   const counters = {};
   for (const node of document.querySelectorAll("#detail [data-counter]")) counters[node.dataset.counter] = text(node);
   const chart = Chart.getChart(document.querySelector("#streak-chart"));
+  const shown = (node) => Boolean(node) && !node.hidden && node.offsetHeight > 0;
+  const needing = document.querySelector('#detail [data-counter="needing_review"]');
   return {
     scope: text(document.querySelector("#scope-name")),
     asOf: text(document.querySelector("#scope-as-of")),
@@ -44,6 +49,10 @@ function snapshot() {
     reviewRowClasses: [...document.querySelectorAll("#revisions tbody tr")].map((tr) => tr.className),
     chart: chart ? { labels: chart.data.labels, data: chart.data.datasets[0].data, colors: chart.data.datasets[0].backgroundColor } : null,
     gapsHeading: text(document.querySelector(".gaps h3")),
+    needingReview: { alert: needing.classList.contains("alert"), color: getComputedStyle(needing).color },
+    reviewPanelAlert: document.querySelector(".review-panel").classList.contains("alert"),
+    chartShown: shown(document.querySelector(".chart-box")),
+    noStreakNote: shown(document.querySelector("#no-revisions")) ? text(document.querySelector("#no-revisions")) : null,
     status: text(document.querySelector("#status")),
     stats: { ...window.dashboardStats },
   };
@@ -76,6 +85,19 @@ try {
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) {
     const [verb, counter, value] = line.trim().split(/\s+/);
+    if (verb === "select") {
+      const scope = counter;
+      const row = `#scopes tbody tr[data-scope="${scope}"]`;
+      await page.waitForSelector(row, { timeout: 10000 });
+      await page.click(row);
+      await page.waitForFunction(
+        (wanted) => document.querySelector("#scope-name").textContent === wanted && location.hash === `#scope=${encodeURIComponent(wanted)}`,
+        scope,
+        { timeout: 10000 },
+      );
+      console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
+      continue;
+    }
     if (verb !== "expect") continue;
     // Every place the counter is shown: the scope's panel and its row in the
     // scopes table (two requests, so possibly one poll apart).
