@@ -27,10 +27,12 @@ from recurrence_ledger.settings import (
     ENV_APP_ID,
     ENV_BOOTSTRAP_SERVERS,
     ENV_INSTANCE_ID,
+    ENV_KAFKA_CONFIG_FILE,
     ENV_MAX_PENDING_CANDIDATES,
     ENV_METRICS_PORT,
     ENV_REDIS_URL,
     ENV_TOPIC_PREFIX,
+    kafka_environment,
     settings,
 )
 from recurrence_ledger.topics import catalogue
@@ -125,6 +127,7 @@ def run_command(
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
     topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Kafka only: deployment prefix of every topic.")] = "",
+    kafka_config: KafkaConfigOption = None,
 ) -> None:
     """The main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is set,
     else the embedded runner on JOURNAL (default: the packaged minimum case)."""
@@ -144,7 +147,8 @@ def run_command(
             f"Kafka worker on {settings().bootstrap_servers} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}",
             style="bold",
         )
-        _run_worker_or_exit(run_worker, worker_config_from_env(config, create_partitions=8, topic_prefix=topic_prefix))
+        connection = _connect(settings().bootstrap_servers, kafka_config)
+        _run_worker_or_exit(run_worker, worker_config_from_env(config, create_partitions=8, topic_prefix=topic_prefix, bootstrap=connection))
         return
     out_dir = out or Path(tempfile.mkdtemp(prefix="recurrence-ledger-"))
     if journal is None:
@@ -159,6 +163,11 @@ def run_command(
 # -- Kafka ------------------------------------------------------------------------
 
 BootstrapOption = Annotated[str, typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers.")]
+KafkaConfigOption = Annotated[
+    Optional[Path],
+    typer.Option("--kafka-config", envvar=ENV_KAFKA_CONFIG_FILE, dir_okay=False, show_default=False,
+                 help="Kafka client properties file (Java client.properties format: security.protocol, SASL, trust store; see docs/kafka.md). KAFKA_* variables override it."),
+]
 PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix of every topic (contract §1).")]
 FormatOption = Annotated[str, typer.Option("--format", help="Value format: avro (Confluent-framed) or json.")]
 
@@ -175,6 +184,25 @@ def _kafka_errors():
         message = error.args[0] if isinstance(error, KafkaException) and error.args else error
         console.print(f"error: {message}", style="red", highlight=False)
         raise typer.Exit(1) from None
+
+
+def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 - lazy import
+    """The command's Kafka connection (``--bootstrap`` + ``--kafka-config`` +
+    KAFKA_* overrides), checked within client_config.CONNECT_TIMEOUT_S:
+    exit 2 for unusable settings, 1 when the cluster cannot be reached or
+    refuses the credentials or the TLS handshake. Never prints a secret."""
+    from recurrence_ledger.runtime.client_config import ClientConfigError, KafkaConnectionError, check_connection, load_connection
+
+    try:
+        connection = load_connection(bootstrap, kafka_config, kafka_environment())
+        check_connection(connection)
+    except ClientConfigError as error:
+        console.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
+    except KafkaConnectionError as error:
+        console.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(1) from None
+    return connection
 
 
 def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
@@ -198,6 +226,7 @@ def _check_topic(topic: str) -> str:
 @app.command("worker")
 def worker_command(
     bootstrap: BootstrapOption,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="Consumer group id and changelog prefix.")] = DEFAULT_APP_ID,
     instance_id: Annotated[Optional[str], typer.Option("--instance-id", envvar=ENV_INSTANCE_ID, help="Stable id of this worker (transactional id suffix; default: host name).")] = None,
@@ -218,7 +247,7 @@ def worker_command(
     from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
 
     config = WorkerConfig(
-        bootstrap=bootstrap,
+        bootstrap=_connect(bootstrap, kafka_config),
         app_id=app_id,
         topic_prefix=topic_prefix,
         output_format=output_format,
@@ -242,6 +271,7 @@ app.add_typer(topics_app, name="topics")
 @topics_app.command("create")
 def topics_create_command(
     bootstrap: BootstrapOption,
+    kafka_config: KafkaConfigOption = None,
     partitions: Annotated[int, typer.Option("--partitions", min=1, help="Partitions of every topic (inputs must be co-partitioned).")] = 8,
     topic_prefix: PrefixOption = "",
     replication: Annotated[int, typer.Option("--replication", min=1)] = 1,
@@ -249,8 +279,9 @@ def topics_create_command(
     """Create every topic of the catalogue with its settings (idempotent)."""
     from recurrence_ledger.runtime.kafka_admin import create_topics
 
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        result = create_topics(bootstrap, partitions, topic_prefix, replication)
+        result = create_topics(connection, partitions, topic_prefix, replication)
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("topic", "cleanup", "schema", "result"):
         table.add_column(column)
@@ -263,6 +294,7 @@ def topics_create_command(
 @topics_app.command("delete")
 def topics_delete_command(
     bootstrap: BootstrapOption,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group and changelog).")] = DEFAULT_APP_ID,
     yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
@@ -276,8 +308,9 @@ def topics_delete_command(
         names = [name for resources in deployment_resources(topic_prefix, app_id) for name in resources]
         console.print("would delete (run again with --yes):\n  " + "\n  ".join(names), highlight=False)
         return
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        result = delete_deployment(bootstrap, topic_prefix, app_id)
+        result = delete_deployment(connection, topic_prefix, app_id)
     for name, outcome in result.items():
         console.print(f"{name}: {outcome}", highlight=False)
     if any(outcome not in ("deleted", "absent") for outcome in result.values()):
@@ -300,6 +333,7 @@ def topics_list_command() -> None:
 def publish_command(
     journal: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Journal file (JSON Lines).")],
     bootstrap: BootstrapOption,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     fmt: FormatOption = "avro",
     per_kind: Annotated[bool, typer.Option("--per-kind", help="Publish to the per-kind topics (one per event kind, candidates included) instead of source-journal.")] = False,
@@ -307,8 +341,9 @@ def publish_command(
     """Load a journal file into the input topics (idempotent producer)."""
     from recurrence_ledger.runtime.kafka_io import publish_journal
 
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        summary = publish_journal(bootstrap, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
+        summary = publish_journal(connection, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
     per_topic = ", ".join(f"{topic_prefix}{name} {count}" for name, count in summary.topics.items())
     console.print(
         f"published {summary.records} records in {summary.seconds:.2f} s ({per_topic}); "
@@ -322,20 +357,23 @@ def export_command(
     topic: Annotated[str, typer.Argument(help="Logical output topic, e.g. recurrence-observations.")],
     out: Annotated[Path, typer.Option("--out", dir_okay=False, help="JSON Lines file (contract §11 format).")],
     bootstrap: BootstrapOption,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
     """Write a topic's committed records to JSON Lines, partition by partition."""
     from recurrence_ledger.runtime.kafka_io import export_topic
 
     _check_topic(topic)
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        count = export_topic(bootstrap, topic, out, topic_prefix=topic_prefix)
+        count = export_topic(connection, topic, out, topic_prefix=topic_prefix)
     console.print(f"{count} records → {out}")
 
 
 @app.command("replay")
 def replay_command(
     bootstrap: BootstrapOption,
+    kafka_config: KafkaConfigOption = None,
     start: Annotated[str, typer.Option("--from", help="earliest | offsets:TOPIC/P=O,… | timestamp:ISO-8601 | position:N")] = "earliest",
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID)] = DEFAULT_APP_ID,
@@ -354,9 +392,10 @@ def replay_command(
         replay_start = parse_start(start)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from") from None
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
         summary = run_replay(
-            bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
+            connection, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
         )
     table = Table(title="replay plan" if dry_run else "replay", box=box.SIMPLE_HEAD)
@@ -382,6 +421,7 @@ def replay_command(
 @app.command("rebuild")
 def rebuild_command(
     bootstrap: BootstrapOption,
+    kafka_config: KafkaConfigOption = None,
     redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Also rewrite the Redis view.")] = None,
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
@@ -396,10 +436,11 @@ def rebuild_command(
     from recurrence_ledger.runtime.view_topics import read_revision_statistics_topic, read_statistics_topic
     from recurrence_ledger.view import RedisView, default_namespace
 
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
-        latest = read_statistics_topic(bootstrap, topic_prefix)
-        live_rows = [row for rows in read_revision_statistics_topic(bootstrap, topic_prefix).values() for row in rows.values()]
+        observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
+        latest = read_statistics_topic(connection, topic_prefix)
+        live_rows = [row for rows in read_revision_statistics_topic(connection, topic_prefix).values() for row in rows.values()]
     surfaces = surfaces_from(latest.values(), live_rows)
     rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces)
     differences = compare(rebuilt, latest)
@@ -442,6 +483,7 @@ def explain_command(
     task_outcome_id: Annotated[str, typer.Argument(help="source_id of the Task Outcome")],
     journal: Annotated[Optional[Path], typer.Option("--journal", exists=True, dir_okay=False, help="Explain from a journal file (embedded run) instead of Kafka.")] = None,
     bootstrap: Annotated[Optional[str], typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers.")] = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -458,13 +500,14 @@ def explain_command(
     elif bootstrap:
         from recurrence_ledger.runtime.kafka_io import read_topic
 
+        connection = _connect(bootstrap, kafka_config)
         with _kafka_errors():
             events = []
             for name in catalogue.INPUT_TOPICS:
-                for *_, value in read_topic(bootstrap, name, topic_prefix=topic_prefix):
+                for *_, value in read_topic(connection, name, topic_prefix=topic_prefix):
                     events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
-            matches = [value for *_, value in read_topic(bootstrap, catalogue.MATCHES, topic_prefix=topic_prefix)]
-            observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
+            matches = [value for *_, value in read_topic(connection, catalogue.MATCHES, topic_prefix=topic_prefix)]
+            observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     try:
@@ -513,6 +556,7 @@ app.add_typer(view_app, name="view")
 def view_rebuild_command(
     bootstrap: BootstrapOption,
     redis_url: Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL)],
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
 ) -> None:
@@ -522,8 +566,9 @@ def view_rebuild_command(
     from recurrence_ledger.view import default_namespace
 
     view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        scopes = rebuild_from_topic(view, bootstrap, topic_prefix)
+        scopes = rebuild_from_topic(view, connection, topic_prefix)
     console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 
