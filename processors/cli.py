@@ -162,7 +162,7 @@ def run_command(
 
 # -- Kafka ------------------------------------------------------------------------
 
-BootstrapOption = Annotated[str, typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers.")]
+BootstrapOption = Annotated[Optional[str], typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers (default: bootstrap.servers of the --kafka-config file).")]
 KafkaConfigOption = Annotated[
     Optional[Path],
     typer.Option("--kafka-config", envvar=ENV_KAFKA_CONFIG_FILE, dir_okay=False, show_default=False,
@@ -225,7 +225,7 @@ def _check_topic(topic: str) -> str:
 
 @app.command("worker")
 def worker_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="Consumer group id and changelog prefix.")] = DEFAULT_APP_ID,
@@ -270,7 +270,7 @@ app.add_typer(topics_app, name="topics")
 
 @topics_app.command("create")
 def topics_create_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     partitions: Annotated[int, typer.Option("--partitions", min=1, help="Partitions of every topic (inputs must be co-partitioned).")] = 8,
     topic_prefix: PrefixOption = "",
@@ -293,7 +293,7 @@ def topics_create_command(
 
 @topics_app.command("delete")
 def topics_delete_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group and changelog).")] = DEFAULT_APP_ID,
@@ -317,6 +317,39 @@ def topics_delete_command(
         raise typer.Exit(1)
 
 
+@topics_app.command("acls")
+def topics_acls_command(
+    principal: Annotated[str, typer.Option("--principal", help="Principal to authorize, e.g. User:ledger.")],
+    role: Annotated[str, typer.Option("--role", help="worker | upstream (publish) | reader (export, rebuild, explain, view rebuild) | replay.")] = "worker",
+    topic_prefix: PrefixOption = "",
+    app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group, changelog, transactional ids).")] = DEFAULT_APP_ID,
+    create_topics: Annotated[bool, typer.Option("--create-topics", help="worker: also Create on every catalogue topic (the worker's --create-topics); without it an admin runs `topics create`.")] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Create the bindings with the Admin API (as the --kafka-config principal, e.g. an admin) instead of printing kafka-acls commands.")] = False,
+    bootstrap: Annotated[Optional[str], typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers (for --apply, and shown in the commands).")] = None,
+    kafka_config: KafkaConfigOption = None,
+) -> None:
+    """The ACL bindings a principal needs for a role of the deployment
+    (docs/kafka.md, "Connecting to your cluster"), as kafka-acls command
+    lines; --apply creates them."""
+    from recurrence_ledger.runtime.acls import apply_acls, kafka_acls_commands, role_acls
+
+    try:
+        acls = role_acls(role, principal, topic_prefix, app_id, create_topics)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--role/--principal") from None
+    if not apply:
+        for line in kafka_acls_commands(acls, bootstrap or "BOOTSTRAP", str(kafka_config) if kafka_config else "admin.properties"):
+            print(line)
+        return
+    connection = _connect(bootstrap, kafka_config)
+    with _kafka_errors():
+        result = apply_acls(connection, acls)
+    for acl, outcome in result.items():
+        print(f"{acl.principal} {acl.operation} {acl.resource_type} {acl.name} ({acl.pattern}): {outcome}")
+    if any(outcome != "created" for outcome in result.values()):
+        raise typer.Exit(1)
+
+
 @topics_app.command("list")
 def topics_list_command() -> None:
     """Print the catalogue: topic, direction, key, value schema, cleanup."""
@@ -332,7 +365,7 @@ def topics_list_command() -> None:
 @app.command("publish")
 def publish_command(
     journal: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Journal file (JSON Lines).")],
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     fmt: FormatOption = "avro",
@@ -356,7 +389,7 @@ def publish_command(
 def export_command(
     topic: Annotated[str, typer.Argument(help="Logical output topic, e.g. recurrence-observations.")],
     out: Annotated[Path, typer.Option("--out", dir_okay=False, help="JSON Lines file (contract §11 format).")],
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
@@ -372,7 +405,7 @@ def export_command(
 
 @app.command("replay")
 def replay_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     start: Annotated[str, typer.Option("--from", help="earliest | offsets:TOPIC/P=O,… | timestamp:ISO-8601 | position:N")] = "earliest",
     topic_prefix: PrefixOption = "",
@@ -420,7 +453,7 @@ def replay_command(
 
 @app.command("rebuild")
 def rebuild_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Also rewrite the Redis view.")] = None,
     topic_prefix: PrefixOption = "",
@@ -497,7 +530,7 @@ def explain_command(
 
         events, outputs = journal_ledger(journal)
         matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
-    elif bootstrap:
+    elif bootstrap or kafka_config:
         from recurrence_ledger.runtime.kafka_io import read_topic
 
         connection = _connect(bootstrap, kafka_config)
@@ -554,8 +587,8 @@ app.add_typer(view_app, name="view")
 
 @view_app.command("rebuild")
 def view_rebuild_command(
-    bootstrap: BootstrapOption,
     redis_url: Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL)],
+    bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
