@@ -197,10 +197,10 @@ def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 
         connection = load_connection(bootstrap, kafka_config, kafka_environment())
         check_connection(connection)
     except ClientConfigError as error:
-        console.print(f"error: {error}", style="red", highlight=False)
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     except KafkaConnectionError as error:
-        console.print(f"error: {error}", style="red", highlight=False)
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     return connection
 

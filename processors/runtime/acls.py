@@ -146,7 +146,9 @@ def apply_acls(bootstrap: Bootstrap, acls: Sequence[Acl]) -> dict[Acl, str]:
             future.result(timeout=ACL_TIMEOUT_S + 5)
             result[acl] = "created"
         except KafkaException as error:
-            result[acl] = error.args[0].str()
+            # The broker's text can be a long dump of the request: its code
+            # (e.g. CLUSTER_AUTHORIZATION_FAILED) says what went wrong.
+            result[acl] = f"{error.args[0].name()}: {error.args[0].str()[:160]}"
     return result
 
 
