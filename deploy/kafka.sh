@@ -3,13 +3,22 @@
 # (combined broker + controller) on 127.0.0.1, built from the Maven Central
 # jars and the machine's Java (17).
 #
-# Usage: deploy/kafka.sh fetch|start [--keep-data]|stop|status|restart-keep-data|logs
+# Usage: deploy/kafka.sh [--secure] fetch|start [--keep-data]|stop|status|restart-keep-data|logs
 #
 #   fetch              resolve the broker jars into the cache (once; skipped
 #                      when the cache is complete)
 #   start              fetch if needed, write configs, format fresh storage,
 #                      start the broker in the background, wait until ready
 #   start --keep-data  same, but reuse the existing log.dirs (and cluster id)
+#   --secure           (any command, or RL_KAFKA_SECURE=1) the secured broker:
+#                      its own ports and run dir (defaults below); at start a
+#                      throwaway CA and certificates (openssl), a SASL_SSL
+#                      listener (SCRAM-SHA-512 users admin, ledger, upstream,
+#                      created at format time), an SSL listener that requires
+#                      client certificates (mTLS), the KRaft StandardAuthorizer
+#                      (no ACL = denied; super user admin); the client
+#                      material and properties files go to $RL_RUN_DIR/client
+#                      (printed at start; client/secure.env has the exports)
 #   stop               SIGTERM, wait up to 30 s, then SIGKILL
 #   status             exit 0 if the broker runs and its port answers
 #   restart-keep-data  stop, then start --keep-data (broker restart mid-stream)
@@ -18,13 +27,16 @@
 # Environment (all optional):
 #   KAFKA_VERSION          Kafka version (3.x; pinned below)
 #   KAFKA_PORT             client (PLAINTEXT) port, default 9092
-#   KAFKA_CONTROLLER_PORT  KRaft controller port, default 9093
+#                          (--secure: the SASL_SSL port, default 19094)
+#   KAFKA_MTLS_PORT        --secure: the SSL (mTLS) port, default KAFKA_PORT+1
+#   KAFKA_CONTROLLER_PORT  KRaft controller port, default 9093 (--secure: 19093)
 #   KAFKA_HEAP_OPTS        JVM heap flags, default "-Xms256m -Xmx768m"
 #   KAFKA_START_TIMEOUT    seconds to wait for readiness, default 90
 #   KAFKA_STOP_TIMEOUT     seconds to wait after SIGTERM, default 30
 #   RL_CACHE_DIR           jar cache root, default ~/.cache/recurrence-ledger
 #   RL_RUN_DIR             run dir (configs, data, log, pid), default
-#                          /tmp/recurrence-ledger-kafka; use one per broker
+#                          /tmp/recurrence-ledger-kafka (--secure:
+#                          /tmp/recurrence-ledger-kafka-secure); one per broker
 #   JAVA                   java binary, default $JAVA_HOME/bin/java or java
 #
 # All messages go to stderr.
@@ -44,9 +56,29 @@ export RL_LOG_TAG="kafka.sh"
 # shellcheck source=_common.sh
 source "$SCRIPT_DIR/_common.sh"
 
+# Secured mode: --secure anywhere on the command line, or RL_KAFKA_SECURE=1.
+SECURE="${RL_KAFKA_SECURE:-0}"
+ARGS=()
+for arg in "$@"; do
+    if [[ $arg == --secure ]]; then
+        SECURE=1
+    else
+        ARGS+=("$arg")
+    fi
+done
+set -- ${ARGS[@]+"${ARGS[@]}"}
+[[ $SECURE == 1 ]] || SECURE=0
+
 HOST="127.0.0.1"
-KAFKA_PORT="${KAFKA_PORT:-9092}"
-KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
+if ((SECURE)); then
+    KAFKA_PORT="${KAFKA_PORT:-19094}"
+    KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
+    RL_RUN_DIR="${RL_RUN_DIR:-/tmp/recurrence-ledger-kafka-secure}"
+else
+    KAFKA_PORT="${KAFKA_PORT:-9092}"
+    KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
+fi
+KAFKA_MTLS_PORT="${KAFKA_MTLS_PORT:-$((KAFKA_PORT + 1))}"
 KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx768m}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
@@ -62,6 +94,8 @@ PID_FILE="$RUN_DIR/kafka.pid"
 LOG_FILE="$RUN_DIR/kafka.log"
 SERVER_PROPS="$RUN_DIR/server.properties"
 LOG4J_PROPS="$RUN_DIR/log4j.properties"
+TLS_DIR="$RUN_DIR/tls"
+CLIENT_DIR="$RUN_DIR/client"
 MAIN_CLASS="kafka.Kafka"
 
 if [[ -n ${JAVA:-} ]]; then
@@ -173,6 +207,95 @@ cmd_fetch() {
     exec {lock_fd}>&-
 }
 
+# ------------------------------------------------------------ secured mode ----
+
+# Users created at format time (SCRAM-SHA-512), each with a client
+# properties file: admin (super user), ledger (the worker's principal, no
+# ACL until one is created), upstream (a producer of the input topics).
+SECURE_USERS=(admin ledger upstream)
+
+# make_tls_material -> a throwaway CA, the broker's certificate (SAN
+# 127.0.0.1/localhost; CN=broker, also its client certificate on the
+# controller listener) and a client certificate CN=ledger (mTLS principal
+# User:ledger), all PEM under $TLS_DIR; random SCRAM passwords.
+make_tls_material() {
+    command -v openssl >/dev/null 2>&1 || die "openssl not found (apt-get install openssl)"
+    rm -rf "$TLS_DIR" "$CLIENT_DIR"
+    mkdir -p "$TLS_DIR" "$CLIENT_DIR"
+    chmod 700 "$TLS_DIR" "$CLIENT_DIR"
+    local ssl_log="$RUN_DIR/openssl.log" name
+    : >"$ssl_log"
+    {
+        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=recurrence-ledger test CA" \
+            -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+        for name in broker ledger; do
+            openssl req -newkey rsa:2048 -nodes -subj "/CN=$name" \
+                -keyout "$TLS_DIR/$name.key" -out "$TLS_DIR/$name.csr"
+            printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
+                "extendedKeyUsage=serverAuth,clientAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$TLS_DIR/$name.ext"
+            openssl x509 -req -in "$TLS_DIR/$name.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
+                -CAcreateserial -days 30 -sha256 -extfile "$TLS_DIR/$name.ext" -out "$TLS_DIR/$name.pem"
+            # Java's PEM key store: PKCS#8 private key, then the certificate.
+            cat "$TLS_DIR/$name.key" "$TLS_DIR/$name.pem" >"$TLS_DIR/$name-keystore.pem"
+        done
+    } >>"$ssl_log" 2>&1 || {
+        cat "$ssl_log" >&2
+        die "openssl failed making the throwaway CA and certificates"
+    }
+    for name in "${SECURE_USERS[@]}"; do
+        openssl rand -hex 16 >"$TLS_DIR/$name.password"
+    done
+    chmod 600 "$TLS_DIR"/*
+}
+
+# write_client_files -> CA, client certificate and properties files (Java
+# client.properties format, read by --kafka-config) in $CLIENT_DIR, and
+# secure.env with the exports the tests read.
+write_client_files() {
+    local name
+    cp "$TLS_DIR/ca.pem" "$CLIENT_DIR/ca.pem"
+    cp "$TLS_DIR/ledger-keystore.pem" "$CLIENT_DIR/ledger-client.pem"
+    cp "$TLS_DIR/ledger.pem" "$CLIENT_DIR/ledger-client.crt"
+    cp "$TLS_DIR/ledger.key" "$CLIENT_DIR/ledger-client.key"
+    for name in "${SECURE_USERS[@]}"; do
+        cat >"$CLIENT_DIR/$name.properties" <<EOF
+# Written by deploy/kafka.sh --secure: user $name on the SASL_SSL listener.
+bootstrap.servers=$HOST:$KAFKA_PORT
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username="$name" password="$(cat "$TLS_DIR/$name.password")";
+ssl.truststore.type=PEM
+ssl.truststore.location=$CLIENT_DIR/ca.pem
+EOF
+    done
+    cat >"$CLIENT_DIR/ledger-mtls.properties" <<EOF
+# Written by deploy/kafka.sh --secure: the client certificate CN=ledger
+# (principal User:ledger) on the SSL listener, which requires one.
+bootstrap.servers=$HOST:$KAFKA_MTLS_PORT
+security.protocol=SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$CLIENT_DIR/ledger-client.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$CLIENT_DIR/ca.pem
+EOF
+    cat >"$CLIENT_DIR/secure.env" <<EOF
+export RL_SECURE_KAFKA_DIR=$CLIENT_DIR
+export RL_SECURE_KAFKA_BOOTSTRAP=$HOST:$KAFKA_PORT
+export RL_SECURE_KAFKA_MTLS_BOOTSTRAP=$HOST:$KAFKA_MTLS_PORT
+EOF
+    chmod 600 "$CLIENT_DIR"/*
+}
+
+# scram_args -> StorageTool --add-scram arguments, one per user.
+scram_args() {
+    local name
+    for name in "${SECURE_USERS[@]}"; do
+        printf '%s\n' --add-scram "SCRAM-SHA-512=[name=$name,password=$(cat "$TLS_DIR/$name.password")]"
+    done
+}
+
 # ------------------------------------------------------------ lifecycle ----
 
 # running_pid -> prints the broker pid if the pid file names a live broker.
@@ -194,17 +317,53 @@ new_cluster_id() {
     done
 }
 
+# listener_configs -> the listener lines of server.properties: PLAINTEXT,
+# or (secured mode) SASL_SSL + SSL (mTLS) + an SSL controller listener
+# whose client certificate is the broker's own (principal User:broker).
+listener_configs() {
+    if ((SECURE == 0)); then
+        cat <<EOF
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+EOF
+        return 0
+    fi
+    cat <<EOF
+# Secured mode (deploy/kafka.sh --secure): clients on SASL_SSL (SCRAM-SHA-512)
+# or on SSL with a client certificate (mTLS); the controller listener takes
+# only the broker's own certificate. Certificates: $TLS_DIR (throwaway CA).
+listeners=SASL_SSL://$HOST:$KAFKA_PORT,SSL://$HOST:$KAFKA_MTLS_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=SASL_SSL://$HOST:$KAFKA_PORT,SSL://$HOST:$KAFKA_MTLS_PORT
+inter.broker.listener.name=SASL_SSL
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:SSL,SASL_SSL:SASL_SSL,SSL:SSL
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$(cat "$TLS_DIR/admin.password")";
+ssl.keystore.type=PEM
+ssl.keystore.location=$TLS_DIR/broker-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.pem
+listener.name.ssl.ssl.client.auth=required
+listener.name.controller.ssl.client.auth=required
+# The principal of a certificate is its CN (CN=ledger: User:ledger).
+ssl.principal.mapping.rules=RULE:^CN=([^,]+).*\$/\$1/,DEFAULT
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:admin;User:broker
+EOF
+}
+
 write_configs() {
     cat >"$SERVER_PROPS" <<EOF
 # Written by deploy/kafka.sh: one KRaft node, broker + controller combined.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$HOST:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT
-inter.broker.listener.name=PLAINTEXT
-controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+$(listener_configs)
 log.dirs=$DATA_DIR
 
 # Single node: internal topics must fit on one replica, or there is no group
@@ -263,9 +422,13 @@ format_storage() {
     cluster_id="$(new_cluster_id)"
     echo "$cluster_id" >"$RUN_DIR/cluster.id"
     log "formatting KRaft storage (cluster id $cluster_id)"
+    local scram=()
+    if ((SECURE)); then
+        mapfile -t scram < <(scram_args)
+    fi
     if ! "$JAVA" -Xmx256m -Dlog4j.configuration="file:$LOG4J_PROPS" \
         -cp "$LIB_DIR/*" kafka.tools.StorageTool format \
-        -t "$cluster_id" -c "$SERVER_PROPS" >"$RUN_DIR/format.log" 2>&1; then
+        -t "$cluster_id" -c "$SERVER_PROPS" ${scram[@]+"${scram[@]}"} >"$RUN_DIR/format.log" 2>&1; then
         cat "$RUN_DIR/format.log" >&2
         die "kafka.tools.StorageTool format failed"
     fi
@@ -328,6 +491,9 @@ cmd_start() {
     if port_open "$HOST" "$KAFKA_CONTROLLER_PORT"; then
         die "port $HOST:$KAFKA_CONTROLLER_PORT is already in use by another process (set KAFKA_CONTROLLER_PORT)"
     fi
+    if ((SECURE)) && port_open "$HOST" "$KAFKA_MTLS_PORT"; then
+        die "port $HOST:$KAFKA_MTLS_PORT is already in use by another process (set KAFKA_MTLS_PORT)"
+    fi
 
     require_java
     if fetch_is_complete; then
@@ -337,6 +503,15 @@ cmd_start() {
     fi
 
     local start_s=$SECONDS
+    if ((SECURE)); then
+        # --keep-data keeps the users (and so their passwords) of the
+        # formatted storage: keep the material too when it is there.
+        if ((keep_data == 0)) || [[ ! -f $TLS_DIR/admin.password || ! -f $DATA_DIR/meta.properties ]]; then
+            keep_data=0
+            make_tls_material
+        fi
+        write_client_files
+    fi
     write_configs
     format_storage "$keep_data"
 
@@ -368,6 +543,11 @@ cmd_start() {
     pid="$(read_pid "$PID_FILE")"
     wait_ready "$pid" 1
     log "Kafka $KAFKA_VERSION ready (pid $pid) on $HOST:$KAFKA_PORT in $((SECONDS - start_s))s"
+    if ((SECURE)); then
+        log "secured: SASL_SSL (SCRAM-SHA-512) on $HOST:$KAFKA_PORT, SSL with client certificates on $HOST:$KAFKA_MTLS_PORT, ACLs enforced (super user admin)"
+        log "client material in $CLIENT_DIR: ca.pem, ledger-client.pem (CN=ledger), $(cd "$CLIENT_DIR" && ls -- *.properties | tr '\n' ' ')"
+        log "exports for the tests: source $CLIENT_DIR/secure.env"
+    fi
 }
 
 cmd_stop() {

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Install the project with its test extras, start the local Kafka broker and
-# Redis (deploy/services.sh), run the whole pytest suite against them, and
-# stop the services again — whatever the outcome. This is the README's test
-# command and what .ci/run calls.
+# Redis (deploy/services.sh) and the secured broker (deploy/kafka.sh
+# --secure), run the whole pytest suite against them, and stop the services
+# again — whatever the outcome. This is the README's test command and what
+# .ci/run calls.
 #
 # Usage: bash deploy/test.sh [pytest args…]
 #
 # Environment: PYTHON (default python3); the ports and run dirs of
 # deploy/services.sh (KAFKA_PORT, REDIS_PORT, …). When KAFKA_BOOTSTRAP_SERVERS
 # and REDIS_URL are already set, those services are used and not started.
+# The secured broker: RL_SECURE_KAFKA_PORT (19094; mTLS on the next port),
+# RL_SECURE_KAFKA_CONTROLLER_PORT (19093), RL_SECURE_RUN_DIR
+# (/tmp/recurrence-ledger-kafka-secure); when RL_SECURE_KAFKA_DIR is already
+# set (a running secured broker's client dir), it is used and not started.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,19 +25,49 @@ echo "test.sh: installing recurrence-ledger with test extras" >&2
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e ".[test]" >&2
 
 started_services=0
+started_secure=0
+# Only what this script starts is stopped on the way out.
+cleanup() {
+    if ((started_secure)); then
+        secure_kafka stop || true
+    fi
+    if ((started_services)); then
+        bash "$SCRIPT_DIR/services.sh" down || true
+    fi
+}
+trap cleanup EXIT
+
+# secure_kafka CMD -> deploy/kafka.sh --secure CMD on the secured broker's
+# own ports and run dir (never the plain broker's KAFKA_PORT/RL_RUN_DIR).
+secure_kafka() {
+    env -u KAFKA_MTLS_PORT KAFKA_PORT="${RL_SECURE_KAFKA_PORT:-19094}" \
+        KAFKA_CONTROLLER_PORT="${RL_SECURE_KAFKA_CONTROLLER_PORT:-19093}" \
+        RL_RUN_DIR="${RL_SECURE_RUN_DIR:-/tmp/recurrence-ledger-kafka-secure}" \
+        bash "$SCRIPT_DIR/kafka.sh" --secure "$@"
+}
+
 if [[ -z ${KAFKA_BOOTSTRAP_SERVERS:-} || -z ${REDIS_URL:-} ]]; then
     # Services that were already running (someone else's, same ports and run
-    # dirs) are used but left running; only what this script starts is stopped.
+    # dirs) are used but left running.
     already_running=0
     bash "$SCRIPT_DIR/services.sh" status >/dev/null 2>&1 && already_running=1
     env_lines="$(bash "$SCRIPT_DIR/services.sh" up)"
     eval "$env_lines"
     if ((already_running == 0)); then
         started_services=1
-        trap 'bash "$SCRIPT_DIR/services.sh" down || true' EXIT
     fi
 fi
 echo "test.sh: KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL (started here: $started_services)" >&2
+
+# The secured broker for tests/e2e/secure (SASL_SSL, mTLS, ACLs); the tests
+# read its client material from RL_SECURE_KAFKA_DIR.
+if [[ -z ${RL_SECURE_KAFKA_DIR:-} ]]; then
+    secure_kafka status >/dev/null 2>&1 || started_secure=1
+    secure_kafka start >&2
+    # shellcheck source=/dev/null
+    source "${RL_SECURE_RUN_DIR:-/tmp/recurrence-ledger-kafka-secure}/client/secure.env"
+fi
+echo "test.sh: RL_SECURE_KAFKA_DIR=$RL_SECURE_KAFKA_DIR (started here: $started_secure)" >&2
 
 # Debian's chromium and playwright-core for the dashboard's browser test.
 bash "$SCRIPT_DIR/ensure-browser.sh"

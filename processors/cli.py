@@ -20,6 +20,7 @@ import json
 import sys
 from collections import Counter
 from importlib import resources
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -34,10 +35,12 @@ from recurrence_ledger.settings import (
     ENV_APP_ID,
     ENV_BOOTSTRAP_SERVERS,
     ENV_INSTANCE_ID,
+    ENV_KAFKA_CONFIG_FILE,
     ENV_MAX_PENDING_CANDIDATES,
     ENV_METRICS_PORT,
     ENV_REDIS_URL,
     ENV_TOPIC_PREFIX,
+    kafka_environment,
     settings,
 )
 from recurrence_ledger.topics import catalogue
@@ -221,6 +224,8 @@ def run_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
+    kafka_config: Annotated[Optional[Path], typer.Option("--kafka-config", envvar=ENV_KAFKA_CONFIG_FILE, dir_okay=False, show_default=False, rich_help_panel=WORKER_PANEL,
+        help="Kafka client properties file (Java client.properties format; see docs/kafka.md); with KAFKA_BOOTSTRAP_SERVERS set, run is the worker.")] = None,
 ) -> None:
     """The main job: the Kafka worker, or the embedded runner without Kafka.
 
@@ -230,7 +235,7 @@ def run_command(
     the packaged minimum case) and writes one <topic>.jsonl per output topic
     into --out."""
     config = _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates)
-    given = {name: _on_command_line(ctx, name) for name in ("topic_prefix", *WORKER_OPTIONS)}
+    given = {name: _on_command_line(ctx, name) for name in ("topic_prefix", "kafka_config", *WORKER_OPTIONS)}
     if settings().bootstrap_servers:
         if journal is not None or out is not None:
             console.print(
@@ -247,8 +252,10 @@ def run_command(
             redis_url=redis_url, commit_interval_ms=commit_interval_ms, max_batch=max_batch, exit_when_idle_s=exit_when_idle,
             create_partitions=create_topics, metrics_port=metrics_port, max_output_bytes=max_output_bytes,
         )
+        connection = _connect(settings().bootstrap_servers, kafka_config)
+        worker_config = replace(worker_config, bootstrap=connection)
         console.print(
-            f"Kafka worker on {worker_config.bootstrap} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}"
+            f"Kafka worker on {settings().bootstrap_servers} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}"
             + (f", metrics on 127.0.0.1:{metrics_port}/metrics" if metrics_port else ""),
             style="bold", highlight=False,
         )
@@ -283,7 +290,12 @@ def run_command(
 
 # -- Kafka ------------------------------------------------------------------------
 
-BootstrapOption = Annotated[str, typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers.")]
+BootstrapOption = Annotated[Optional[str], typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers (default: bootstrap.servers of the --kafka-config file).")]
+KafkaConfigOption = Annotated[
+    Optional[Path],
+    typer.Option("--kafka-config", envvar=ENV_KAFKA_CONFIG_FILE, dir_okay=False, show_default=False,
+                 help="Kafka client properties file (Java client.properties format: security.protocol, SASL, trust store; see docs/kafka.md). KAFKA_* variables override it."),
+]
 PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix of every topic (contract §1).")]
 FormatOption = Annotated[str, typer.Option("--format", help="Value format: avro (Confluent-framed) or json.")]
 
@@ -300,6 +312,25 @@ def _kafka_errors():
         message = error.args[0] if isinstance(error, KafkaException) and error.args else error
         console.print(f"error: {message}", style="red", highlight=False)
         raise typer.Exit(1) from None
+
+
+def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 - lazy import
+    """The command's Kafka connection (``--bootstrap`` + ``--kafka-config`` +
+    KAFKA_* overrides), checked within client_config.CONNECT_TIMEOUT_S:
+    exit 2 for unusable settings, 1 when the cluster cannot be reached or
+    refuses the credentials or the TLS handshake. Never prints a secret."""
+    from recurrence_ledger.runtime.client_config import ClientConfigError, KafkaConnectionError, check_connection, load_connection
+
+    try:
+        connection = load_connection(bootstrap, kafka_config, kafka_environment())
+        check_connection(connection)
+    except ClientConfigError as error:
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except KafkaConnectionError as error:
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    return connection
 
 
 def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
@@ -322,7 +353,8 @@ def _check_topic(topic: str) -> str:
 
 @app.command("worker")
 def worker_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     app_id: AppIdOption = DEFAULT_APP_ID,
     instance_id: InstanceIdOption = None,
@@ -343,7 +375,7 @@ def worker_command(
     from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
 
     config = WorkerConfig(
-        bootstrap=bootstrap,
+        bootstrap=_connect(bootstrap, kafka_config),
         app_id=app_id,
         topic_prefix=topic_prefix,
         output_format=output_format,
@@ -366,7 +398,8 @@ app.add_typer(topics_app, name="topics")
 
 @topics_app.command("create")
 def topics_create_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     partitions: Annotated[int, typer.Option("--partitions", min=1, help="Partitions of every topic (inputs must be co-partitioned).")] = 8,
     topic_prefix: PrefixOption = "",
     replication: Annotated[int, typer.Option("--replication", min=1)] = 1,
@@ -374,8 +407,9 @@ def topics_create_command(
     """Create every topic of the catalogue with its settings (idempotent)."""
     from recurrence_ledger.runtime.kafka_admin import create_topics
 
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        result = create_topics(bootstrap, partitions, topic_prefix, replication)
+        result = create_topics(connection, partitions, topic_prefix, replication)
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("topic", "cleanup", "schema", "result"):
         table.add_column(column)
@@ -387,7 +421,8 @@ def topics_create_command(
 
 @topics_app.command("delete")
 def topics_delete_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group and changelog).")] = DEFAULT_APP_ID,
     yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
@@ -408,13 +443,47 @@ def topics_delete_command(
         lines += [f"    {name}" for name in groups]
         console.print("\n".join(lines), highlight=False)
         return
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        result = delete_deployment(bootstrap, topic_prefix, app_id)
+        result = delete_deployment(connection, topic_prefix, app_id)
     for label, names in (("topics", topics), ("consumer groups", groups)):
         console.print(f"{label}:", highlight=False)
         for name in names:
             console.print(f"  {name}: {result.get(name, '?')}", highlight=False)
     if any(outcome not in ("deleted", "absent") for outcome in result.values()):
+        raise typer.Exit(1)
+
+
+@topics_app.command("acls")
+def topics_acls_command(
+    principal: Annotated[str, typer.Option("--principal", help="Principal to authorize, e.g. User:ledger.")],
+    role: Annotated[str, typer.Option("--role", help="worker | upstream (publish) | reader (export, rebuild, explain, view rebuild) | replay.")] = "worker",
+    topic_prefix: PrefixOption = "",
+    app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group, changelog, transactional ids).")] = DEFAULT_APP_ID,
+    create_topics: Annotated[bool, typer.Option("--create-topics", help="worker: also Create on every catalogue topic (the worker's --create-topics); without it an admin runs `topics create`.")] = False,
+    apply: Annotated[bool, typer.Option("--apply", help="Create the bindings with the Admin API (as the --kafka-config principal, e.g. an admin) instead of printing kafka-acls commands.")] = False,
+    bootstrap: Annotated[Optional[str], typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers (for --apply, and shown in the commands).")] = None,
+    kafka_config: KafkaConfigOption = None,
+) -> None:
+    """The ACL bindings a principal needs for a role of the deployment
+    (docs/kafka.md, "Connecting to your cluster"), as kafka-acls command
+    lines; --apply creates them."""
+    from recurrence_ledger.runtime.acls import apply_acls, kafka_acls_commands, role_acls
+
+    try:
+        acls = role_acls(role, principal, topic_prefix, app_id, create_topics)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--role/--principal") from None
+    if not apply:
+        for line in kafka_acls_commands(acls, bootstrap or "BOOTSTRAP", str(kafka_config) if kafka_config else "admin.properties"):
+            print(line)
+        return
+    connection = _connect(bootstrap, kafka_config)
+    with _kafka_errors():
+        result = apply_acls(connection, acls)
+    for acl, outcome in result.items():
+        print(f"{acl.principal} {acl.operation} {acl.resource_type} {acl.name} ({acl.pattern}): {outcome}")
+    if any(outcome != "created" for outcome in result.values()):
         raise typer.Exit(1)
 
 
@@ -433,7 +502,8 @@ def topics_list_command() -> None:
 @app.command("publish")
 def publish_command(
     journal: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Journal file (JSON Lines).")],
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     fmt: FormatOption = "avro",
     per_kind: Annotated[bool, typer.Option("--per-kind", help="Publish to the per-kind topics (one per event kind, candidates included) instead of source-journal.")] = False,
@@ -441,8 +511,9 @@ def publish_command(
     """Load a journal file into the input topics (idempotent producer)."""
     from recurrence_ledger.runtime.kafka_io import publish_journal
 
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        summary = publish_journal(bootstrap, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
+        summary = publish_journal(connection, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
     per_topic = ", ".join(f"{topic_prefix}{name} {count}" for name, count in summary.topics.items())
     console.print(
         f"published {summary.records} records in {summary.seconds:.2f} s ({per_topic}); "
@@ -455,21 +526,24 @@ def publish_command(
 def export_command(
     topic: Annotated[str, typer.Argument(help="Logical output topic, e.g. recurrence-observations.")],
     out: Annotated[Path, typer.Option("--out", dir_okay=False, help="JSON Lines file (contract §11 format).")],
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
 ) -> None:
     """Write a topic's committed records to JSON Lines, partition by partition."""
     from recurrence_ledger.runtime.kafka_io import export_topic
 
     _check_topic(topic)
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        count = export_topic(bootstrap, topic, out, topic_prefix=topic_prefix)
+        count = export_topic(connection, topic, out, topic_prefix=topic_prefix)
     console.print(f"{count} records → {out}")
 
 
 @app.command("replay")
 def replay_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     start: Annotated[str, typer.Option("--from", help="earliest | offsets:TOPIC/P=O,… | timestamp:ISO-8601 | position:N")] = "earliest",
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID)] = DEFAULT_APP_ID,
@@ -492,9 +566,10 @@ def replay_command(
         replay_start = parse_start(start)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from") from None
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
         summary = run_replay(
-            bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
+            connection, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
         )
     if as_json:
@@ -554,7 +629,8 @@ def replay_json(summary, dry_run: bool) -> dict:  # noqa: ANN001 - ReplaySummary
 
 @app.command("rebuild")
 def rebuild_command(
-    bootstrap: BootstrapOption,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Also rewrite the Redis view.")] = None,
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
@@ -571,10 +647,11 @@ def rebuild_command(
     from recurrence_ledger.runtime.view_topics import read_revision_statistics_topic, read_statistics_topic
     from recurrence_ledger.view import RedisView, default_namespace
 
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
-        latest = read_statistics_topic(bootstrap, topic_prefix)
-        live_rows = [row for rows in read_revision_statistics_topic(bootstrap, topic_prefix).values() for row in rows.values()]
+        observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
+        latest = read_statistics_topic(connection, topic_prefix)
+        live_rows = [row for rows in read_revision_statistics_topic(connection, topic_prefix).values() for row in rows.values()]
     surfaces = surfaces_from(latest.values(), live_rows)
     rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces)
     differences = compare(rebuilt, latest)
@@ -617,6 +694,7 @@ def explain_command(
     task_outcome_id: Annotated[str, typer.Argument(help="source_id of the Task Outcome")],
     journal: Annotated[Optional[Path], typer.Option("--journal", exists=True, dir_okay=False, help="Explain from a journal file (embedded run) instead of Kafka.")] = None,
     bootstrap: Annotated[Optional[str], typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers.")] = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -632,16 +710,17 @@ def explain_command(
 
         events, outputs = journal_ledger(journal)
         matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
-    elif bootstrap:
+    elif bootstrap or kafka_config:
         from recurrence_ledger.runtime.kafka_io import read_topic
 
+        connection = _connect(bootstrap, kafka_config)
         with _kafka_errors():
             events = []
             for name in catalogue.INPUT_TOPICS:
-                for *_, value in read_topic(bootstrap, name, topic_prefix=topic_prefix):
+                for *_, value in read_topic(connection, name, topic_prefix=topic_prefix):
                     events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
-            matches = [value for *_, value in read_topic(bootstrap, catalogue.MATCHES, topic_prefix=topic_prefix)]
-            observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
+            matches = [value for *_, value in read_topic(connection, catalogue.MATCHES, topic_prefix=topic_prefix)]
+            observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     try:
@@ -688,8 +767,9 @@ app.add_typer(view_app, name="view")
 
 @view_app.command("rebuild")
 def view_rebuild_command(
-    bootstrap: BootstrapOption,
     redis_url: Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL)],
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
 ) -> None:
@@ -703,8 +783,9 @@ def view_rebuild_command(
     from recurrence_ledger.view import default_namespace
 
     view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
+    connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        scopes = rebuild_from_topic(view, bootstrap, topic_prefix)
+        scopes = rebuild_from_topic(view, connection, topic_prefix)
     console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 

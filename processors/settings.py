@@ -13,13 +13,21 @@ argument.
 from __future__ import annotations
 
 import functools
+import os
 import socket
+from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Kafka bootstrap servers; when set, ``run`` is the Kafka worker.
 ENV_BOOTSTRAP_SERVERS = "KAFKA_BOOTSTRAP_SERVERS"
+#: Kafka client properties file (Java ``client.properties`` format: security
+#: protocol, SASL credentials, trust store); other ``KAFKA_*`` variables
+#: override its settings (``recurrence_ledger.runtime.client_config``).
+ENV_KAFKA_CONFIG_FILE = "KAFKA_CONFIG_FILE"
+#: Prefix of the environment variables that override Kafka client settings.
+KAFKA_ENV_PREFIX = "KAFKA_"
 #: Redis holding the statistics view.
 ENV_REDIS_URL = "REDIS_URL"
 #: Deployment prefix of every topic, consumer group and Redis namespace.
@@ -49,7 +57,7 @@ class Settings(BaseSettings):
     """What the environment says, read once per process and frozen.
 
     Fields (all optional in the environment): ``bootstrap_servers`` (str or
-    None), ``redis_url`` (str or None), ``topic_prefix`` (str, default ""),
+    None), ``kafka_config_file`` (Path or None), ``redis_url`` (str or None), ``topic_prefix`` (str, default ""),
     ``app_id`` (str), ``instance_id`` (str or None; :attr:`worker_instance_id`
     falls back to the host name), ``log_level`` (str), ``fault_inject`` (str
     or None). Empty variables count as unset. Raises
@@ -59,6 +67,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(frozen=True, env_ignore_empty=True, extra="ignore", populate_by_name=True)
 
     bootstrap_servers: str | None = Field(None, validation_alias=ENV_BOOTSTRAP_SERVERS)
+    kafka_config_file: Path | None = Field(None, validation_alias=ENV_KAFKA_CONFIG_FILE)
     redis_url: str | None = Field(None, validation_alias=ENV_REDIS_URL)
     topic_prefix: str = Field("", validation_alias=ENV_TOPIC_PREFIX)
     app_id: str = Field(DEFAULT_APP_ID, validation_alias=ENV_APP_ID)
@@ -78,3 +87,12 @@ def settings() -> Settings:
     first call and shared afterwards (tests that change the environment run
     the product in a subprocess, or call ``settings.cache_clear()``)."""
     return Settings()
+
+
+@functools.cache
+def kafka_environment() -> dict[str, str]:
+    """Every ``KAFKA_*`` environment variable of the process, read once like
+    :func:`settings`: the Kafka client overrides
+    (``recurrence_ledger.runtime.client_config.env_overrides`` picks the
+    settings among them)."""
+    return {name: value for name, value in os.environ.items() if name.startswith(KAFKA_ENV_PREFIX)}

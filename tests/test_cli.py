@@ -92,9 +92,15 @@ def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkey
     from recurrence_ledger import cli
     from recurrence_ledger.runtime import worker
 
+    from recurrence_ledger.settings import settings
+
     started = []
     monkeypatch.setattr(worker, "run_worker", started.append)
+    # No broker here: the connection check is the secured-broker tests' concern.
+    monkeypatch.setattr(cli, "_connect", lambda bootstrap, kafka_config: bootstrap)
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    settings.cache_clear()
+    monkeypatch.setattr(cli, "settings", settings)
     result = CliRunner().invoke(cli.app, [
         "run", "--metrics-port", "9178", "--app-id", "trial", "--exit-when-idle", "5", "--commit-interval-ms", "250",
         "--topic-prefix", "demo.", "--review-threshold", "4",
@@ -105,6 +111,7 @@ def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkey
         "127.0.0.1:1", 9178, "trial", 5.0, 250)
     assert (config.topic_prefix, config.create_partitions, config.ledger.review_threshold) == ("demo.", 8, 4)
     assert "metrics on 127.0.0.1:9178/metrics" in result.output
+    settings.cache_clear()
 
 
 def test_run_without_kafka_refuses_worker_options():
@@ -316,6 +323,7 @@ def test_replay_prints_a_readable_summary_and_json(monkeypatch):
     from recurrence_ledger.runtime import replay
 
     monkeypatch.setattr(replay, "run_replay", lambda *args, **kwargs: replay_summary(kwargs["dry_run"]))
+    monkeypatch.setattr(cli, "_connect", lambda bootstrap, kafka_config: bootstrap)  # no broker in this test
     result = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-3:] == [

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
+from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.topics.catalogue import CATALOGUE, changelog_name, physical, replay_group
 
 #: Seconds create_topics may take in all: the controller creating the
@@ -43,9 +44,10 @@ class CoPartitionError(RecurrenceLedgerError, ValueError):
         self.counts = counts
 
 
-def admin_client(bootstrap: str) -> AdminClient:
-    """An AdminClient for ``bootstrap`` ("host:port[,host:port…]")."""
-    return AdminClient({"bootstrap.servers": bootstrap})
+def admin_client(bootstrap: Bootstrap) -> AdminClient:
+    """An AdminClient for ``bootstrap`` ("host:port[,host:port…]", or a
+    ``client_config.KafkaConnection`` with security settings)."""
+    return AdminClient(client_config(bootstrap))
 
 
 def _metadata(admin: AdminClient, timeout: float) -> ClusterMetadata:
@@ -173,14 +175,24 @@ def create_topics(
         wanted[topic_prefix + name] = {key: str(value) for key, value in configs.items()}
     admin = admin_client(bootstrap)
     started = time.monotonic()
+    # Only missing topics are requested: the broker answers a CreateTopics
+    # request for an existing topic with TOPIC_AUTHORIZATION_FAILED, not
+    # TOPIC_ALREADY_EXISTS, when the principal may not create it, and a
+    # worker whose topics an admin created needs no Create ACL.
+    present = set(_metadata(admin, CREATE_TIMEOUT_S).topics)
+    missing = [name for name in wanted if name not in present]
     futures = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=replication, config=configs) for name, configs in wanted.items()],
+        [NewTopic(name, num_partitions=partitions, replication_factor=replication, config=wanted[name]) for name in missing],
         operation_timeout=CREATE_TIMEOUT_S,
         request_timeout=CREATE_TIMEOUT_S + 5,
-    )
+    ) if missing else {}
     result: dict[str, str] = {}
     existing: list[str] = []
     for name in wanted:
+        if name not in futures:
+            result[name] = "exists"
+            existing.append(name)
+            continue
         try:
             futures[name].result(timeout=CREATE_TIMEOUT_S + 10)
             result[name] = "created"
@@ -215,7 +227,7 @@ def check_copartitioned(bootstrap: str, topics: Sequence[str], timeout: float = 
     distinct = set(counts.values())
     if None in distinct or len(distinct) != 1:
         listing = ", ".join(f"{name}: {'missing' if count is None else f'{count} partitions'}" for name, count in counts.items())
-        problem = "missing topics" if None in distinct else "different partition counts"
+        problem = "missing topics, or topics this principal may not describe (see `recurrence-ledger topics acls`)" if None in distinct else "different partition counts"
         raise CoPartitionError(f"input topics are not co-partitioned ({problem}): {listing}", counts)
     return distinct.pop()
 

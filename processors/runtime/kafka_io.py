@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from recurrence_ledger.embedded import file_progress, journal_lines
+from recurrence_ledger.runtime.client_config import client_config
 from recurrence_ledger.runtime.kafka_admin import is_transient
 from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
 from recurrence_ledger.ledger.normalize import canonical_json
@@ -163,7 +164,7 @@ def prepare_line(line: bytes, fmt: str = AVRO, per_kind: bool = False) -> Prepar
 
 
 def _producer(bootstrap: str) -> Producer:
-    return Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+    return Producer({**client_config(bootstrap), **PRODUCER_CONFIG})
 
 
 def _require_topics(client: Producer | Consumer, physical_topics: Iterable[str]) -> dict[str, int]:
@@ -318,7 +319,7 @@ def read_raw(bootstrap: str, physical_topic: str, timeout: float = 30.0) -> list
     deadline = time.monotonic() + timeout
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_config(bootstrap),
             "group.id": READER_GROUP_ID,
             "client.id": f"{READER_GROUP_ID}-{uuid.uuid4().hex[:8]}",
             "isolation.level": "read_committed",

@@ -51,6 +51,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from recurrence_ledger.runtime.client_config import client_config
 from recurrence_ledger.runtime.kafka_io import read_topic
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
@@ -139,7 +140,7 @@ class ReplaySummary:
 def _consumer(bootstrap: str, group: str) -> Consumer:
     return Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_config(bootstrap),
             "group.id": group,
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
@@ -250,7 +251,7 @@ def run_replay(
     total = sum(r.end - r.low for r in ranges)
 
     consumer = _consumer(bootstrap, group)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5})
+    producer = Producer({**client_config(bootstrap), "enable.idempotence": True, "acks": "all", "linger.ms": 5})
     final_statistics: dict[str, tuple[int, dict]] = {}
     final_revisions: dict[tuple, tuple[int, Emit]] = {}
     conflicted: set[str] = set()

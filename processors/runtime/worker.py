@@ -52,6 +52,7 @@ from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter,
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.settings import DEFAULT_APP_ID, ENV_BOOTSTRAP_SERVERS, settings
 from recurrence_ledger.topics.catalogue import DEAD_LETTER, DEFAULT_MAX_OUTPUT_BYTES, MAX_MESSAGE_BYTES, REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.runtime.metrics import WorkerMetrics
 from recurrence_ledger.schemas import codec
 from recurrence_ledger.topics import catalogue
@@ -156,7 +157,8 @@ class ChangelogStore(MutableMapping):
 class WorkerConfig:
     """How one worker process runs.
 
-    - ``bootstrap``: Kafka bootstrap servers.
+    - ``bootstrap``: Kafka bootstrap servers, or a
+      ``client_config.KafkaConnection`` (bootstrap + security settings).
     - ``app_id``: with the topic prefix, the consumer group id and the
       changelog topic's name (``<prefix><app_id>-ledger-state-changelog``);
       all workers of one deployment share it.
@@ -180,7 +182,7 @@ class WorkerConfig:
       message.max.bytes (16 MiB) less 64 KiB for the key and record overhead.
     """
 
-    bootstrap: str
+    bootstrap: Bootstrap
     app_id: str = DEFAULT_APP_ID
     instance_id: str = field(default_factory=lambda: settings().worker_instance_id)
     topic_prefix: str = ""
@@ -265,11 +267,11 @@ def encode_emit(emit: Emit, output_format: str) -> bytes:
     return codec.encode(catalogue.BY_NAME[emit.topic].schema, emit.value, output_format)
 
 
-def input_consumer_config(bootstrap: str, group_id: str) -> dict:
+def input_consumer_config(bootstrap: Bootstrap, group_id: str) -> dict:
     """The worker's consumer settings for the input topics (also the
     benchmark's passthrough baseline, so both read the same way)."""
     return {
-        "bootstrap.servers": bootstrap,
+        **client_config(bootstrap),
         "group.id": group_id,
         "isolation.level": "read_committed",
         "enable.auto.commit": False,
@@ -302,7 +304,7 @@ class LedgerWorker:
         self.consumer = Consumer(input_consumer_config(config.bootstrap, config.group_id))
         self.producer = Producer(
             {
-                "bootstrap.servers": config.bootstrap,
+                **client_config(config.bootstrap),
                 "transactional.id": f"{config.group_id}-{config.instance_id}",
                 "transaction.timeout.ms": 30_000,
                 "linger.ms": 5,
@@ -618,7 +620,7 @@ class LedgerWorker:
         (read_committed) into the task's store."""
         restore = Consumer(
             {
-                "bootstrap.servers": self.config.bootstrap,
+                **client_config(self.config.bootstrap),
                 "group.id": f"{self.config.group_id}-restore",
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,

@@ -1,0 +1,200 @@
+"""The product on a secured cluster (deploy/kafka.sh --secure: SASL_SSL with
+SCRAM-SHA-512, mTLS, ACLs enforced): a worker whose principal has only the
+ACLs ``topics acls`` prints runs a journal end to end with the embedded
+runner's outputs; an upstream producer cannot touch what is not its own;
+no secret appears in any output; bad credentials, an untrusted CA and an
+unreachable bootstrap fail fast with a clear message."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from recurrence_ledger.runtime.acls import describe_acls, role_acls
+from recurrence_ledger.runtime.client_config import client_config
+from recurrence_ledger.topics import catalogue
+from tests.conftest import REPO, case
+from tests.e2e import harness
+from tests.e2e.secure.conftest import SecureBroker, delete_prefix
+
+#: The journal cases and how the worker connects: SCRAM over SASL_SSL, or the
+#: client certificate CN=ledger (same principal, User:ledger) over SSL.
+RUNS = [("minimum_case", "ledger"), ("worked_example", "ledger"), ("worked_example", "ledger-mtls")]
+#: Bound on how long a failing connection may take to fail (seconds).
+FAIL_FAST_S = 30.0
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``recurrence-ledger ARGS`` in a subprocess without the plain broker's
+    KAFKA_* variables (plus ``env``); ``.elapsed`` is its wall time."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_") and k not in ("RL_TOPIC_PREFIX", "REDIS_URL")}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "recurrence_ledger.cli", *map(str, args)],
+        cwd=REPO, env={**environ, **(env or {})}, capture_output=True, text=True, timeout=timeout,
+    )
+    result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
+    return result
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module", params=RUNS, ids=[f"{name}-{who}" for name, who in RUNS])
+def pipeline(request, secure: SecureBroker, tmp_path_factory):
+    """One deployment run as the brief's operators would: admin creates the
+    topics and applies the ACLs the product prints for User:ledger (worker)
+    and User:upstream (upstream); upstream publishes; the worker runs as
+    User:ledger until idle (metrics endpoint on); admin exports."""
+    name, who = request.param
+    journal, _ = case(name)
+    prefix = f"s{uuid.uuid4().hex[:8]}."
+    tmp = tmp_path_factory.mktemp(f"{name}-{who}")
+    admin = secure.files["admin"]
+    texts: list[str] = []
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        result = ok(run_cli(*args))
+        texts.extend((result.stdout, result.stderr))
+        return result
+
+    try:
+        cli("topics", "create", "--kafka-config", admin, "--topic-prefix", prefix, "--partitions", "3")
+        cli("topics", "acls", "--principal", "User:ledger", "--topic-prefix", prefix, "--app-id", "ledger", "--apply", "--kafka-config", admin)
+        cli("topics", "acls", "--principal", "User:upstream", "--role", "upstream", "--topic-prefix", prefix, "--apply", "--kafka-config", admin)
+        cli("publish", journal, "--kafka-config", secure.files["upstream"], "--topic-prefix", prefix)
+
+        log = tmp / "worker.log"
+        port = free_port()
+        connection = secure.connections[who]
+        worker = harness.start_worker(
+            connection.bootstrap, prefix, log, app_id="ledger", idle_exit=3.0,
+            extra=("--kafka-config", str(secure.files[who]), "--metrics-port", str(port)),
+        )
+        metrics = ""
+        while worker.poll() is None and not metrics:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+                    metrics = response.read().decode()
+            except OSError:
+                time.sleep(0.2)
+        assert harness.wait_exit(worker, 120, log) == 0, log.read_text()[-3000:]
+        texts.extend((log.read_text(), metrics))
+
+        cli("export", "recurrence-observations", "--out", tmp / "observations.jsonl", "--kafka-config", admin, "--topic-prefix", prefix)
+        kafka = harness.exported(secure.admin, prefix, tmp / "kafka")
+        reference = harness.embedded(journal, tmp / "embedded")
+        yield {"prefix": prefix, "kafka": kafka, "reference": reference, "texts": texts, "metrics": metrics, "log": log,
+               "exported_observations": (tmp / "observations.jsonl").read_bytes()}
+    finally:
+        delete_prefix(secure.admin, prefix)
+
+
+def test_worker_with_only_the_printed_acls_equals_run_journal(pipeline):
+    for topic in harness.LEDGER_TOPICS:
+        assert pipeline["kafka"][topic] == pipeline["reference"][topic], topic
+    assert pipeline["kafka"]["dead-letter"] == b""
+    assert pipeline["exported_observations"] == pipeline["reference"]["recurrence-observations"]
+    assert "assigned partitions" in pipeline["log"].read_text()
+
+
+def test_no_secret_in_any_output(pipeline, secure: SecureBroker):
+    assert "recurrence_ledger_" in pipeline["metrics"] or "records" in pipeline["metrics"], "the metrics endpoint was not scraped"
+    for text in pipeline["texts"]:
+        for user, password in secure.passwords.items():
+            assert password not in text, f"{user}'s password in an output"
+
+
+def test_upstream_may_not_write_outputs_or_read_the_changelog(pipeline, secure: SecureBroker):
+    prefix = pipeline["prefix"]
+    upstream = secure.connections["upstream"]
+    observations = catalogue.physical(catalogue.OBSERVATIONS, prefix)
+    before = harness.count_records(secure.admin, observations)
+
+    reports: list[KafkaError | None] = []
+    producer = Producer({**client_config(upstream), "acks": "all", "message.timeout.ms": 20_000})
+    producer.produce(observations, key=b"x", value=b"{}", partition=0, on_delivery=lambda error, _: reports.append(error))
+    producer.flush(30)
+    assert len(reports) == 1 and reports[0] is not None, reports
+    assert reports[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, reports[0]
+    assert harness.count_records(secure.admin, observations) == before
+
+    changelog = catalogue.physical(catalogue.changelog_name("ledger"), prefix)
+    consumer = Consumer({**client_config(upstream), "group.id": f"{prefix}upstream-probe", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(changelog, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 20
+        error = None
+        while time.monotonic() < deadline and error is None:
+            message = consumer.poll(0.5)
+            if message is not None:
+                assert message.error() is not None, "upstream read a changelog record"
+                error = message.error()
+        assert error is not None and error.code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED), error
+    finally:
+        consumer.close()
+    denied = run_cli("export", "recurrence-observations", "--out", "/dev/null", "--kafka-config", secure.files["upstream"], "--topic-prefix", prefix)
+    assert denied.returncode == 1 and "recurrence-observations" in denied.stdout
+
+
+def test_applied_acls_are_exactly_the_printed_ones(secure: SecureBroker, secure_prefix):
+    principal = f"User:acl-{uuid.uuid4().hex[:8]}"
+    printed = ok(run_cli("topics", "acls", "--principal", principal, "--topic-prefix", secure_prefix, "--app-id", "ledger")).stdout.splitlines()
+    expected = role_acls("worker", principal, secure_prefix, "ledger")
+    assert printed == [acl.kafka_acls() for acl in expected]
+    refused = run_cli("topics", "acls", "--principal", principal, "--topic-prefix", secure_prefix, "--app-id", "ledger", "--apply", "--kafka-config", secure.files["ledger"])
+    assert refused.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stdout, refused.stdout[-2000:]
+    assert describe_acls(secure.admin, principal) == []
+    ok(run_cli("topics", "acls", "--principal", principal, "--topic-prefix", secure_prefix, "--app-id", "ledger", "--apply", "--kafka-config", secure.files["admin"]))
+    assert describe_acls(secure.admin, principal) == sorted(expected)
+
+
+def _assert_fails_fast(result: subprocess.CompletedProcess, *phrases: str, secrets: tuple[str, ...]) -> None:
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert result.elapsed <= FAIL_FAST_S, f"took {result.elapsed:.1f} s"
+    for phrase in phrases:
+        assert phrase in output, output
+    for secret in secrets:
+        assert secret not in output
+
+
+def test_a_wrong_password_fails_fast_and_says_so(secure: SecureBroker, tmp_path):
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    for args in (("export", "recurrence-observations", "--out", tmp_path / "x.jsonl"), ("worker", "--exit-when-idle", "1")):
+        result = run_cli(*args, "--kafka-config", secure.files["ledger"], env={"KAFKA_SASL_PASSWORD": wrong})
+        _assert_fails_fast(result, "Authentication failed", "user ledger", secrets=(wrong, *secure.passwords.values()))
+
+
+def test_an_untrusted_ca_fails_fast_and_says_so(secure: SecureBroker, tmp_path):
+    other_ca = tmp_path / "other-ca.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=not the broker's CA",
+         "-keyout", str(tmp_path / "other-ca.key"), "-out", str(other_ca)],
+        check=True, capture_output=True,
+    )
+    for name in ("ledger", "ledger-mtls"):
+        result = run_cli("publish", REPO / "tests/cases/minimum_case.jsonl", "--kafka-config", secure.files[name], "--topic-prefix", "nowhere.",
+                         env={"KAFKA_SSL_CA_LOCATION": str(other_ca)})
+        _assert_fails_fast(result, "certificate verify failed", secrets=tuple(secure.passwords.values()))
+
+
+def test_an_unreachable_bootstrap_fails_fast_and_says_so(secure: SecureBroker, tmp_path):
+    result = run_cli("worker", "--bootstrap", "127.0.0.1:1", "--kafka-config", secure.files["ledger"], "--exit-when-idle", "1")
+    _assert_fails_fast(result, "no Kafka broker answered at 127.0.0.1:1", "Connection refused", secrets=tuple(secure.passwords.values()))

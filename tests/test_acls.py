@@ -1,0 +1,63 @@
+"""``recurrence-ledger topics acls``: the exact bindings of each role,
+printed as kafka-acls command lines (no broker; the secured-broker tests in
+tests/e2e/secure apply them and run the worker under them)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from recurrence_ledger.runtime.acls import role_acls
+from tests.conftest import REPO
+
+ADD = "kafka-acls --bootstrap-server BOOTSTRAP --command-config admin.properties --add --allow-principal User:ledger"
+WORKER = [
+    *(f"{ADD} --operation Read --topic p.{name}" for name in (
+        "source-journal", "experience-revisions", "handoff-revisions", "handoff-receipts", "task-outcomes", "experience-candidates")),
+    *(f"{ADD} --operation Write --topic p.{name}" for name in (
+        "recurrence-matches", "recurrence-observations", "review-candidates", "recurrence-statistics", "revision-statistics",
+        "admission-decisions", "dead-letter")),
+    f"{ADD} --operation Read --topic p.app-ledger-state-changelog",
+    f"{ADD} --operation Write --topic p.app-ledger-state-changelog",
+    f"{ADD} --operation Create --topic p.app-ledger-state-changelog",
+    f"{ADD} --operation Read --group p.app",
+    f"{ADD} --operation Describe --group p.app-restore",
+    f"{ADD} --operation Write --transactional-id p.app- --resource-pattern-type prefixed",
+    f"{ADD} --operation Describe --transactional-id p.app- --resource-pattern-type prefixed",
+]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "recurrence_ledger.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_worker_acls_are_printed_exactly():
+    result = run_cli("topics", "acls", "--principal", "User:ledger", "--topic-prefix", "p.", "--app-id", "app")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == WORKER
+
+
+def test_create_topics_adds_create_on_every_catalogue_topic():
+    acls = role_acls("worker", "User:w", "p.", "app", create_topics=True)
+    created = sorted(acl.name for acl in acls if acl.operation == "CREATE")
+    assert len(created) == 14 and "p.app-ledger-state-changelog" in created and "p.source-journal" in created
+
+
+def test_other_roles():
+    upstream = role_acls("upstream", "User:u", "p.")
+    assert {(acl.operation, acl.resource_type) for acl in upstream} == {("WRITE", "TOPIC")}
+    assert len(upstream) == 6
+    reader = role_acls("reader", "User:r", "p.")
+    assert {acl.operation for acl in reader if acl.resource_type == "TOPIC"} == {"READ"}
+    assert [acl.name for acl in reader if acl.resource_type == "GROUP"] == ["recurrence-ledger-export"]
+    replay = role_acls("replay", "User:r", "p.", "app")
+    assert sorted(acl.name for acl in replay if acl.resource_type == "GROUP") == ["p.app-replay", "recurrence-ledger-export"]
+    assert not any(acl.operation == "WRITE" and acl.name.endswith(("source-journal", "task-outcomes")) for acl in replay)
+
+
+@pytest.mark.parametrize(("role", "principal"), [("admin", "User:x"), ("worker", "ledger")])
+def test_bad_role_or_principal_is_a_usage_error(role, principal):
+    result = run_cli("topics", "acls", "--principal", principal, "--role", role)
+    assert result.returncode == 2
