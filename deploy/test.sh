@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Install the project with its test extras, start the local Kafka broker and
-# Redis (deploy/services.sh), run the whole pytest suite against them, and
-# stop the services again — whatever the outcome. This is the README's test
-# command and what .ci/run calls.
+# Install the project with its test extras, start the local Kafka broker,
+# Redis and Schema Registry (deploy/services.sh), run the whole pytest suite
+# against them, and stop the services again — whatever the outcome. This is
+# the README's test command and what .ci/run calls.
 #
 # Usage: bash deploy/test.sh [pytest args…]
 #
 # Environment: PYTHON (default python3); the ports and run dirs of
-# deploy/services.sh (KAFKA_PORT, REDIS_PORT, …). When KAFKA_BOOTSTRAP_SERVERS
-# and REDIS_URL are already set, those services are used and not started.
+# deploy/services.sh (KAFKA_PORT, REDIS_PORT, SCHEMA_REGISTRY_PORT, …). When
+# KAFKA_BOOTSTRAP_SERVERS and REDIS_URL are already set, those services are
+# used and not started; likewise SCHEMA_REGISTRY_URL for the registry
+# (without it, deploy/registry.sh starts one).
 set -euo pipefail
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,20 +21,35 @@ cd "$REPO_DIR"
 echo "test.sh: installing recurrence-ledger with test extras" >&2
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e ".[test]" >&2
 
-started_services=0
+# The services this script starts are stopped at exit, whatever the outcome;
+# services that were already running (someone else's, same ports and run
+# dirs) are used but left running.
+stop_at_exit=()
+cleanup() {
+    local script
+    for script in "${stop_at_exit[@]}"; do
+        bash "$SCRIPT_DIR/$script" stop || true
+    done
+}
+trap cleanup EXIT
 if [[ -z ${KAFKA_BOOTSTRAP_SERVERS:-} || -z ${REDIS_URL:-} ]]; then
-    # Services that were already running (someone else's, same ports and run
-    # dirs) are used but left running; only what this script starts is stopped.
-    already_running=0
-    bash "$SCRIPT_DIR/services.sh" status >/dev/null 2>&1 && already_running=1
+    given_registry="${SCHEMA_REGISTRY_URL:-}"
+    for script in registry.sh redis.sh kafka.sh; do
+        bash "$SCRIPT_DIR/$script" status >/dev/null 2>&1 || stop_at_exit+=("$script")
+    done
     env_lines="$(bash "$SCRIPT_DIR/services.sh" up)"
     eval "$env_lines"
-    if ((already_running == 0)); then
-        started_services=1
-        trap 'bash "$SCRIPT_DIR/services.sh" down || true' EXIT
+    if [[ -n $given_registry ]]; then
+        SCHEMA_REGISTRY_URL="$given_registry"
     fi
+elif [[ -z ${SCHEMA_REGISTRY_URL:-} ]]; then
+    # Kafka and Redis were given, the registry was not: start only it.
+    bash "$SCRIPT_DIR/registry.sh" status >/dev/null 2>&1 || stop_at_exit+=(registry.sh)
+    bash "$SCRIPT_DIR/registry.sh" start
+    SCHEMA_REGISTRY_URL="$(bash "$SCRIPT_DIR/registry.sh" url)"
+    export SCHEMA_REGISTRY_URL
 fi
-echo "test.sh: KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL (started here: $started_services)" >&2
+echo "test.sh: KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL SCHEMA_REGISTRY_URL=$SCHEMA_REGISTRY_URL (stopped at exit: ${stop_at_exit[*]:-none})" >&2
 
 # Debian's chromium and playwright-core for the dashboard's browser test.
 bash "$SCRIPT_DIR/ensure-browser.sh"
