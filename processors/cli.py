@@ -30,6 +30,7 @@ from recurrence_ledger.settings import (
     ENV_MAX_PENDING_CANDIDATES,
     ENV_METRICS_PORT,
     ENV_REDIS_URL,
+    ENV_SCHEMA_REGISTRY_URL,
     ENV_TOPIC_PREFIX,
     settings,
 )
@@ -161,6 +162,32 @@ def run_command(
 BootstrapOption = Annotated[str, typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers.")]
 PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix of every topic (contract §1).")]
 FormatOption = Annotated[str, typer.Option("--format", help="Value format: avro (Confluent-framed) or json.")]
+RegistryOption = Annotated[
+    Optional[str],
+    typer.Option("--schema-registry-url", envvar=ENV_SCHEMA_REGISTRY_URL,
+                 help="Schema Registry (Confluent API) whose ids frame Avro values; without it, the catalogue's fixed ids."),
+]
+AutoRegisterOption = Annotated[
+    Optional[bool],
+    typer.Option("--auto-register/--no-auto-register",
+                 help="With a Schema Registry: register our schemas under <topic>-value (default), or only look them up."),
+]
+
+
+def _registry(url: str | None, auto_register: bool | None = None):  # noqa: ANN202 - lazy import
+    """The registry settings of a command, or None (fixed-id framing)."""
+    if not url:
+        return None
+    from recurrence_ledger.schemas.registry import registry_settings
+
+    return registry_settings(url, auto_register=auto_register)
+
+
+def _codec(url: str | None, auto_register: bool | None = None):  # noqa: ANN202 - lazy import
+    """The value codec of a command (recurrence_ledger.schemas.codec)."""
+    from recurrence_ledger.schemas.codec import make_codec
+
+    return make_codec(_registry(url, auto_register))
 
 
 @contextlib.contextmanager
@@ -169,9 +196,11 @@ def _kafka_errors():
     outside the catalogue) into one red line and exit code 1."""
     from confluent_kafka import KafkaException
 
+    from recurrence_ledger.schemas.codec import RegistryError
+
     try:
         yield
-    except (LookupError, KafkaException, TimeoutError) as error:
+    except (LookupError, KafkaException, TimeoutError, RegistryError) as error:
         message = error.args[0] if isinstance(error, KafkaException) and error.args else error
         console.print(f"error: {message}", style="red", highlight=False)
         raise typer.Exit(1) from None
@@ -213,6 +242,8 @@ def worker_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
+    schema_registry_url: RegistryOption = None,
+    auto_register: AutoRegisterOption = None,
 ) -> None:
     """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
     from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
@@ -230,6 +261,7 @@ def worker_command(
         metrics_port=metrics_port,
         max_output_bytes=max_output_bytes,
         ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
+        schema_registry=_registry(schema_registry_url, auto_register),
         **({"instance_id": instance_id} if instance_id else {}),
     )
     _run_worker_or_exit(run_worker, config)
@@ -245,12 +277,21 @@ def topics_create_command(
     partitions: Annotated[int, typer.Option("--partitions", min=1, help="Partitions of every topic (inputs must be co-partitioned).")] = 8,
     topic_prefix: PrefixOption = "",
     replication: Annotated[int, typer.Option("--replication", min=1)] = 1,
+    schema_registry_url: RegistryOption = None,
+    auto_register: AutoRegisterOption = None,
 ) -> None:
-    """Create every topic of the catalogue with its settings (idempotent)."""
+    """Create every topic of the catalogue with its settings (idempotent).
+    With a Schema Registry, also register our schema under each topic's
+    subject and set the subject's compatibility to BACKWARD."""
     from recurrence_ledger.runtime.kafka_admin import create_topics
 
     with _kafka_errors():
         result = create_topics(bootstrap, partitions, topic_prefix, replication)
+        if schema_registry_url:
+            from recurrence_ledger.schemas.registry import configure_subjects, subject
+
+            subjects = configure_subjects(_codec(schema_registry_url, auto_register), topic_prefix)
+            result = {name: f"{outcome}; {subjects[subject(name)]}" if subject(name) in subjects else outcome for name, outcome in result.items()}
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("topic", "cleanup", "schema", "result"):
         table.add_column(column)
@@ -303,12 +344,15 @@ def publish_command(
     topic_prefix: PrefixOption = "",
     fmt: FormatOption = "avro",
     per_kind: Annotated[bool, typer.Option("--per-kind", help="Publish to the per-kind topics (one per event kind, candidates included) instead of source-journal.")] = False,
+    schema_registry_url: RegistryOption = None,
+    auto_register: AutoRegisterOption = None,
 ) -> None:
     """Load a journal file into the input topics (idempotent producer)."""
     from recurrence_ledger.runtime.kafka_io import publish_journal
 
     with _kafka_errors():
-        summary = publish_journal(bootstrap, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
+        codec = _codec(schema_registry_url, auto_register)
+        summary = publish_journal(bootstrap, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix, codec=codec)
     per_topic = ", ".join(f"{topic_prefix}{name} {count}" for name, count in summary.topics.items())
     console.print(
         f"published {summary.records} records in {summary.seconds:.2f} s ({per_topic}); "
@@ -323,13 +367,14 @@ def export_command(
     out: Annotated[Path, typer.Option("--out", dir_okay=False, help="JSON Lines file (contract §11 format).")],
     bootstrap: BootstrapOption,
     topic_prefix: PrefixOption = "",
+    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Write a topic's committed records to JSON Lines, partition by partition."""
     from recurrence_ledger.runtime.kafka_io import export_topic
 
     _check_topic(topic)
     with _kafka_errors():
-        count = export_topic(bootstrap, topic, out, topic_prefix=topic_prefix)
+        count = export_topic(bootstrap, topic, out, topic_prefix=topic_prefix, codec=_codec(schema_registry_url))
     console.print(f"{count} records → {out}")
 
 
@@ -345,6 +390,8 @@ def replay_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
+    schema_registry_url: RegistryOption = None,
+    auto_register: AutoRegisterOption = None,
 ) -> None:
     """Re-run the ledger over the input topics; adds only records whose
     identity is not in the ledger yet (contract §6, §10)."""
@@ -358,6 +405,7 @@ def replay_command(
         summary = run_replay(
             bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
+            codec=_codec(schema_registry_url, auto_register),
         )
     table = Table(title="replay plan" if dry_run else "replay", box=box.SIMPLE_HEAD)
     for column in ("topic", "partition", "from", "outputs from", "to", "records to re-read"):
@@ -386,6 +434,7 @@ def rebuild_command(
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
+    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Rebuild streaks, statistics and the revisions view from the ledger
     topics alone, check them against the latest statistics and
@@ -397,9 +446,10 @@ def rebuild_command(
     from recurrence_ledger.view import RedisView, default_namespace
 
     with _kafka_errors():
-        observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
-        latest = read_statistics_topic(bootstrap, topic_prefix)
-        live_rows = [row for rows in read_revision_statistics_topic(bootstrap, topic_prefix).values() for row in rows.values()]
+        codec = _codec(schema_registry_url)
+        observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
+        latest = read_statistics_topic(bootstrap, topic_prefix, codec=codec)
+        live_rows = [row for rows in read_revision_statistics_topic(bootstrap, topic_prefix, codec=codec).values() for row in rows.values()]
     surfaces = surfaces_from(latest.values(), live_rows)
     rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces)
     differences = compare(rebuilt, latest)
@@ -444,6 +494,7 @@ def explain_command(
     bootstrap: Annotated[Optional[str], typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers.")] = None,
     topic_prefix: PrefixOption = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Why an outcome counted the way it did: receipt → Handoff → cited
     revisions, each failure item and its RecurrenceMatch, and for every
@@ -459,12 +510,13 @@ def explain_command(
         from recurrence_ledger.runtime.kafka_io import read_topic
 
         with _kafka_errors():
+            codec = _codec(schema_registry_url)
             events = []
             for name in catalogue.INPUT_TOPICS:
-                for *_, value in read_topic(bootstrap, name, topic_prefix=topic_prefix):
+                for *_, value in read_topic(bootstrap, name, topic_prefix=topic_prefix, codec=codec):
                     events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
-            matches = [value for *_, value in read_topic(bootstrap, catalogue.MATCHES, topic_prefix=topic_prefix)]
-            observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
+            matches = [value for *_, value in read_topic(bootstrap, catalogue.MATCHES, topic_prefix=topic_prefix, codec=codec)]
+            observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     try:
@@ -515,6 +567,7 @@ def view_rebuild_command(
     redis_url: Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL)],
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
+    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Rebuild the Redis view from the recurrence-statistics topic."""
     from recurrence_ledger.runtime.view_topics import rebuild_from_topic
@@ -523,7 +576,7 @@ def view_rebuild_command(
 
     view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
     with _kafka_errors():
-        scopes = rebuild_from_topic(view, bootstrap, topic_prefix)
+        scopes = rebuild_from_topic(view, bootstrap, topic_prefix, codec=_codec(schema_registry_url))
     console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 
