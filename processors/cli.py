@@ -193,14 +193,17 @@ def _codec(url: str | None, auto_register: bool | None = None):  # noqa: ANN202 
 @contextlib.contextmanager
 def _kafka_errors():
     """Turn the errors a user can cause (missing topics, no broker, a topic
-    outside the catalogue) into one red line and exit code 1."""
+    outside the catalogue, a Schema Registry that refuses or does not
+    answer, values framed for another codec) into one red line and exit
+    code 1."""
     from confluent_kafka import KafkaException
 
+    from recurrence_ledger.runtime.kafka_io import UndecodableRecord
     from recurrence_ledger.schemas.codec import RegistryError
 
     try:
         yield
-    except (LookupError, KafkaException, TimeoutError, RegistryError) as error:
+    except (LookupError, KafkaException, TimeoutError, RegistryError, UndecodableRecord) as error:
         message = error.args[0] if isinstance(error, KafkaException) and error.args else error
         console.print(f"error: {message}", style="red", highlight=False)
         raise typer.Exit(1) from None

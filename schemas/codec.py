@@ -79,7 +79,8 @@ def unframe(raw: bytes) -> tuple[str, bytes]:
     schema_id = schema_id_of(raw)
     schema = SCHEMA_BY_ID.get(schema_id)
     if schema is None:
-        raise BadRecord("unknown_schema_id", f"schema id {schema_id} is not one this deployment knows")
+        raise BadRecord("unknown_schema_id", f"schema id {schema_id} is not one this deployment knows "
+                                             "(values framed with a Schema Registry's ids are read with --schema-registry-url)")
     return schema, raw[_HEADER.size:]
 
 
