@@ -241,8 +241,9 @@ def process_message(processor: LedgerProcessor, message: Message, topic_prefix: 
 
     Returns the emits, or one dead-letter emit for a record without a key
     (or one that is not the UTF-8 bytes of the value's scope_id), one that
-    does not decode or validate. Raises CoreFailure when the core itself
-    raised — a bug, after which the processor's state cannot be trusted.
+    does not decode (with ``wire``) or validate. Raises CoreFailure when the
+    core itself raised — a bug, after which the processor's state cannot be
+    trusted — and RegistryError when a Schema Registry does not answer.
     """
     physical_topic = message.topic()
     raw = message.value()
