@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Start or stop the local services the project needs (one Kafka broker via
-# deploy/kafka.sh, one Redis via deploy/redis.sh), for development and CI.
+# deploy/kafka.sh, one Redis via deploy/redis.sh, one Schema Registry via
+# deploy/registry.sh), for development and CI.
 #
 # Usage: deploy/services.sh up|down|status
 #
-#   up      install missing tools, start both services, then print to stdout
-#           the lines to export, so that a caller can do:
+#   up      install missing tools, start the three services, then print to
+#           stdout the lines to export, so that a caller can do:
 #               eval "$(deploy/services.sh up)"
-#           which sets KAFKA_BOOTSTRAP_SERVERS and REDIS_URL. Under set -e,
+#           which sets KAFKA_BOOTSTRAP_SERVERS, REDIS_URL and
+#           SCHEMA_REGISTRY_URL. The registry is built on first use (a few
+#           minutes from an empty Maven cache; cached afterwards). Under set -e,
 #           eval hides a failure of the command substitution; to fail fast:
 #               env_lines="$(deploy/services.sh up)"; eval "$env_lines"
-#   down    stop both (exit 0 when they were not running)
-#   status  exit 0 only if both run and answer
+#   down    stop all three (exit 0 when they were not running)
+#   status  exit 0 only if all three run and answer
 #
-# Ports and run dirs come from the same environment variables as kafka.sh
-# and redis.sh (KAFKA_PORT, KAFKA_CONTROLLER_PORT, REDIS_PORT, RL_RUN_DIR,
-# RL_REDIS_RUN_DIR, RL_CACHE_DIR). Everything but the export lines goes to
-# stderr.
+# Ports and run dirs come from the same environment variables as kafka.sh,
+# redis.sh and registry.sh (KAFKA_PORT, KAFKA_CONTROLLER_PORT, REDIS_PORT,
+# SCHEMA_REGISTRY_PORT, RL_RUN_DIR, RL_REDIS_RUN_DIR, RL_REGISTRY_RUN_DIR,
+# RL_CACHE_DIR). Everything but the export lines goes to stderr.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 
@@ -27,7 +30,8 @@ source "$SCRIPT_DIR/_common.sh"
 
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 REDIS_PORT="${REDIS_PORT:-6379}"
-export KAFKA_PORT REDIS_PORT
+SCHEMA_REGISTRY_PORT="${SCHEMA_REGISTRY_PORT:-8081}"
+export KAFKA_PORT REDIS_PORT SCHEMA_REGISTRY_PORT
 
 usage() {
     awk 'NR == 1 { next } /^# shellcheck|^[^#]/ { exit } { sub(/^# ?/, ""); print }' \
@@ -39,13 +43,16 @@ cmd_up() {
     bash "$SCRIPT_DIR/ensure-tools.sh" >&2
     bash "$SCRIPT_DIR/kafka.sh" start >&2
     bash "$SCRIPT_DIR/redis.sh" start >&2
+    bash "$SCRIPT_DIR/registry.sh" start >&2
     log "services up in $((SECONDS - start_s))s"
     printf 'export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:%s\n' "$KAFKA_PORT"
     printf 'export REDIS_URL=redis://127.0.0.1:%s/0\n' "$REDIS_PORT"
+    printf 'export SCHEMA_REGISTRY_URL=%s\n' "$(bash "$SCRIPT_DIR/registry.sh" url)"
 }
 
 cmd_down() {
     local rc=0
+    bash "$SCRIPT_DIR/registry.sh" stop >&2 || rc=1
     bash "$SCRIPT_DIR/redis.sh" stop >&2 || rc=1
     bash "$SCRIPT_DIR/kafka.sh" stop >&2 || rc=1
     ((rc == 0)) || die "could not stop every service"
@@ -56,6 +63,7 @@ cmd_status() {
     local rc=0
     bash "$SCRIPT_DIR/kafka.sh" status >&2 || rc=1
     bash "$SCRIPT_DIR/redis.sh" status >&2 || rc=1
+    bash "$SCRIPT_DIR/registry.sh" status >&2 || rc=1
     return "$rc"
 }
 

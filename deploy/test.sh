@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Install the project with its test extras, start the local Kafka broker and
-# Redis (deploy/services.sh) and the secured broker (deploy/kafka.sh
-# --secure), run the whole pytest suite against them, and stop the services
-# again — whatever the outcome. This is the README's test command and what
-# .ci/run calls.
+# Install the project with its test extras, start the local Kafka broker,
+# Redis and Schema Registry (deploy/services.sh) and the secured broker
+# (deploy/kafka.sh --secure), run the whole pytest suite against them, and
+# stop the services again — whatever the outcome. This is the README's test
+# command and what .ci/run calls.
 #
 # Usage: bash deploy/test.sh [pytest args…]
 #
 # Environment: PYTHON (default python3); the ports and run dirs of
-# deploy/services.sh (KAFKA_PORT, REDIS_PORT, …). When KAFKA_BOOTSTRAP_SERVERS
-# and REDIS_URL are already set, those services are used and not started.
+# deploy/services.sh (KAFKA_PORT, REDIS_PORT, SCHEMA_REGISTRY_PORT, …). When
+# KAFKA_BOOTSTRAP_SERVERS and REDIS_URL are already set, those services are
+# used and not started; likewise SCHEMA_REGISTRY_URL for the registry
+# (without it, deploy/registry.sh starts one).
 # The secured broker: RL_SECURE_KAFKA_PORT (19094; mTLS on the next port),
 # RL_SECURE_KAFKA_CONTROLLER_PORT (19093), RL_SECURE_RUN_DIR
 # (/tmp/recurrence-ledger-kafka-secure); when RL_SECURE_KAFKA_DIR is already
@@ -24,19 +26,6 @@ cd "$REPO_DIR"
 echo "test.sh: installing recurrence-ledger with test extras" >&2
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e ".[test]" >&2
 
-started_services=0
-started_secure=0
-# Only what this script starts is stopped on the way out.
-cleanup() {
-    if ((started_secure)); then
-        secure_kafka stop || true
-    fi
-    if ((started_services)); then
-        bash "$SCRIPT_DIR/services.sh" down || true
-    fi
-}
-trap cleanup EXIT
-
 # secure_kafka CMD -> deploy/kafka.sh --secure CMD on the secured broker's
 # own ports and run dir (never the plain broker's KAFKA_PORT/RL_RUN_DIR).
 secure_kafka() {
@@ -46,18 +35,39 @@ secure_kafka() {
         bash "$SCRIPT_DIR/kafka.sh" --secure "$@"
 }
 
+# The services this script starts are stopped at exit, whatever the outcome;
+# services that were already running (someone else's, same ports and run
+# dirs) are used but left running.
+stop_at_exit=()
+started_secure=0
+cleanup() {
+    local script
+    if ((started_secure)); then
+        secure_kafka stop || true
+    fi
+    for script in "${stop_at_exit[@]}"; do
+        bash "$SCRIPT_DIR/$script" stop || true
+    done
+}
+trap cleanup EXIT
 if [[ -z ${KAFKA_BOOTSTRAP_SERVERS:-} || -z ${REDIS_URL:-} ]]; then
-    # Services that were already running (someone else's, same ports and run
-    # dirs) are used but left running.
-    already_running=0
-    bash "$SCRIPT_DIR/services.sh" status >/dev/null 2>&1 && already_running=1
+    given_registry="${SCHEMA_REGISTRY_URL:-}"
+    for script in registry.sh redis.sh kafka.sh; do
+        bash "$SCRIPT_DIR/$script" status >/dev/null 2>&1 || stop_at_exit+=("$script")
+    done
     env_lines="$(bash "$SCRIPT_DIR/services.sh" up)"
     eval "$env_lines"
-    if ((already_running == 0)); then
-        started_services=1
+    if [[ -n $given_registry ]]; then
+        SCHEMA_REGISTRY_URL="$given_registry"
     fi
+elif [[ -z ${SCHEMA_REGISTRY_URL:-} ]]; then
+    # Kafka and Redis were given, the registry was not: start only it.
+    bash "$SCRIPT_DIR/registry.sh" status >/dev/null 2>&1 || stop_at_exit+=(registry.sh)
+    bash "$SCRIPT_DIR/registry.sh" start
+    SCHEMA_REGISTRY_URL="$(bash "$SCRIPT_DIR/registry.sh" url)"
+    export SCHEMA_REGISTRY_URL
 fi
-echo "test.sh: KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL (started here: $started_services)" >&2
+echo "test.sh: KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL SCHEMA_REGISTRY_URL=$SCHEMA_REGISTRY_URL (stopped at exit: ${stop_at_exit[*]:-none})" >&2
 
 # The secured broker for tests/e2e/secure (SASL_SSL, mTLS, ACLs); the tests
 # read its client material from RL_SECURE_KAFKA_DIR.
@@ -67,7 +77,7 @@ if [[ -z ${RL_SECURE_KAFKA_DIR:-} ]]; then
     # shellcheck source=/dev/null
     source "${RL_SECURE_RUN_DIR:-/tmp/recurrence-ledger-kafka-secure}/client/secure.env"
 fi
-echo "test.sh: RL_SECURE_KAFKA_DIR=$RL_SECURE_KAFKA_DIR (started here: $started_secure)" >&2
+echo "test.sh: RL_SECURE_KAFKA_DIR=$RL_SECURE_KAFKA_DIR (secured broker started here: $started_secure)" >&2
 
 # Debian's chromium and playwright-core for the dashboard's browser test.
 bash "$SCRIPT_DIR/ensure-browser.sh"

@@ -39,6 +39,7 @@ from recurrence_ledger.settings import (
     ENV_MAX_PENDING_CANDIDATES,
     ENV_METRICS_PORT,
     ENV_REDIS_URL,
+    ENV_SCHEMA_REGISTRY_URL,
     ENV_TOPIC_PREFIX,
     kafka_environment,
     settings,
@@ -253,7 +254,8 @@ def run_command(
             create_partitions=create_topics, metrics_port=metrics_port, max_output_bytes=max_output_bytes,
         )
         connection = _connect(settings().bootstrap_servers, kafka_config)
-        worker_config = replace(worker_config, bootstrap=connection)
+        registry = _registry(settings().schema_registry_url, None, kafka_config)
+        worker_config = replace(worker_config, bootstrap=connection, schema_registry=registry or worker_config.schema_registry)
         console.print(
             f"Kafka worker on {settings().bootstrap_servers} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}"
             + (f", metrics on 127.0.0.1:{metrics_port}/metrics" if metrics_port else ""),
@@ -298,17 +300,55 @@ KafkaConfigOption = Annotated[
 ]
 PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix of every topic (contract §1).")]
 FormatOption = Annotated[str, typer.Option("--format", help="Value format: avro (Confluent-framed) or json.")]
+RegistryOption = Annotated[
+    Optional[str],
+    typer.Option("--schema-registry-url", envvar=ENV_SCHEMA_REGISTRY_URL,
+                 help="Schema Registry (Confluent API) whose ids frame Avro values; without it, the catalogue's fixed ids."),
+]
+AutoRegisterOption = Annotated[
+    Optional[bool],
+    typer.Option("--auto-register/--no-auto-register",
+                 help="With a Schema Registry: register our schemas under <topic>-value (default), or only look them up."),
+]
+
+
+def _registry(url: str | None, auto_register: bool | None = None, kafka_config: Path | None = None):  # noqa: ANN202 - lazy import
+    """The registry settings of a command, or None (fixed-id framing):
+    ``--schema-registry-url`` / SCHEMA_REGISTRY_URL, or the registry keys
+    (``schema.registry.url``, ``basic.auth.user.info``, …) of the
+    ``--kafka-config`` file. Exit 2 for unusable registry settings."""
+    from recurrence_ledger.runtime.client_config import ClientConfigError, is_registry_key, read_properties
+    from recurrence_ledger.schemas.registry import registry_settings
+
+    try:
+        properties = {k: v for k, v in read_properties(kafka_config).items() if is_registry_key(k)} if kafka_config else {}
+        return registry_settings(url, properties, auto_register=auto_register)
+    except (ClientConfigError, ValueError) as error:
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def _codec(url: str | None, auto_register: bool | None = None, kafka_config: Path | None = None):  # noqa: ANN202 - lazy import
+    """The value codec of a command (recurrence_ledger.schemas.codec)."""
+    from recurrence_ledger.schemas.codec import make_codec
+
+    return make_codec(_registry(url, auto_register, kafka_config))
 
 
 @contextlib.contextmanager
 def _kafka_errors():
     """Turn the errors a user can cause (missing topics, no broker, a topic
-    outside the catalogue) into one red line and exit code 1."""
+    outside the catalogue, a Schema Registry that refuses or does not
+    answer, values framed for another codec) into one red line and exit
+    code 1."""
     from confluent_kafka import KafkaException
+
+    from recurrence_ledger.runtime.kafka_io import UndecodableRecord
+    from recurrence_ledger.schemas.codec import RegistryError
 
     try:
         yield
-    except (LookupError, KafkaException, TimeoutError) as error:
+    except (LookupError, KafkaException, TimeoutError, RegistryError, UndecodableRecord) as error:
         message = error.args[0] if isinstance(error, KafkaException) and error.args else error
         console.print(f"error: {message}", style="red", highlight=False)
         raise typer.Exit(1) from None
@@ -370,6 +410,8 @@ def worker_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
+    schema_registry_url: RegistryOption = None,
+    auto_register: AutoRegisterOption = None,
 ) -> None:
     """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
     from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
@@ -387,6 +429,7 @@ def worker_command(
         metrics_port=metrics_port,
         max_output_bytes=max_output_bytes,
         ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
+        schema_registry=_registry(schema_registry_url, auto_register, kafka_config),
         **({"instance_id": instance_id} if instance_id else {}),
     )
     _run_worker_or_exit(run_worker, config)
@@ -403,13 +446,24 @@ def topics_create_command(
     partitions: Annotated[int, typer.Option("--partitions", min=1, help="Partitions of every topic (inputs must be co-partitioned).")] = 8,
     topic_prefix: PrefixOption = "",
     replication: Annotated[int, typer.Option("--replication", min=1)] = 1,
+    schema_registry_url: RegistryOption = None,
+    auto_register: AutoRegisterOption = None,
 ) -> None:
-    """Create every topic of the catalogue with its settings (idempotent)."""
+    """Create every topic of the catalogue with its settings (idempotent).
+    With a Schema Registry, also register our schema under each topic's
+    subject and set the subject's compatibility to BACKWARD."""
     from recurrence_ledger.runtime.kafka_admin import create_topics
 
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
         result = create_topics(connection, partitions, topic_prefix, replication)
+        registry = _registry(schema_registry_url, auto_register, kafka_config)
+        if registry is not None:
+            from recurrence_ledger.schemas.codec import make_codec
+            from recurrence_ledger.schemas.registry import configure_subjects, subject
+
+            subjects = configure_subjects(make_codec(registry), topic_prefix)
+            result = {name: f"{outcome}; {subjects[subject(name)]}" if subject(name) in subjects else outcome for name, outcome in result.items()}
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("topic", "cleanup", "schema", "result"):
         table.add_column(column)
@@ -507,13 +561,16 @@ def publish_command(
     topic_prefix: PrefixOption = "",
     fmt: FormatOption = "avro",
     per_kind: Annotated[bool, typer.Option("--per-kind", help="Publish to the per-kind topics (one per event kind, candidates included) instead of source-journal.")] = False,
+    schema_registry_url: RegistryOption = None,
+    auto_register: AutoRegisterOption = None,
 ) -> None:
     """Load a journal file into the input topics (idempotent producer)."""
     from recurrence_ledger.runtime.kafka_io import publish_journal
 
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        summary = publish_journal(connection, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix)
+        codec = _codec(schema_registry_url, auto_register, kafka_config)
+        summary = publish_journal(connection, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix, codec=codec)
     per_topic = ", ".join(f"{topic_prefix}{name} {count}" for name, count in summary.topics.items())
     console.print(
         f"published {summary.records} records in {summary.seconds:.2f} s ({per_topic}); "
@@ -529,6 +586,7 @@ def export_command(
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
+    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Write a topic's committed records to JSON Lines, partition by partition."""
     from recurrence_ledger.runtime.kafka_io import export_topic
@@ -536,7 +594,7 @@ def export_command(
     _check_topic(topic)
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        count = export_topic(connection, topic, out, topic_prefix=topic_prefix)
+        count = export_topic(connection, topic, out, topic_prefix=topic_prefix, codec=_codec(schema_registry_url, None, kafka_config))
     console.print(f"{count} records → {out}")
 
 
@@ -554,6 +612,8 @@ def replay_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
+    schema_registry_url: RegistryOption = None,
+    auto_register: AutoRegisterOption = None,
 ) -> None:
     """Re-run the ledger over the input topics, adding only what it lacks.
 
@@ -571,6 +631,7 @@ def replay_command(
         summary = run_replay(
             connection, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
+            codec=_codec(schema_registry_url, auto_register, kafka_config),
         )
     if as_json:
         print(json.dumps(replay_json(summary, dry_run), ensure_ascii=False))
@@ -635,6 +696,7 @@ def rebuild_command(
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
+    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Rebuild the derived views from the ledger topics and check them.
 
@@ -649,9 +711,10 @@ def rebuild_command(
 
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
-        latest = read_statistics_topic(connection, topic_prefix)
-        live_rows = [row for rows in read_revision_statistics_topic(connection, topic_prefix).values() for row in rows.values()]
+        codec = _codec(schema_registry_url, None, kafka_config)
+        observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
+        latest = read_statistics_topic(connection, topic_prefix, codec=codec)
+        live_rows = [row for rows in read_revision_statistics_topic(connection, topic_prefix, codec=codec).values() for row in rows.values()]
     surfaces = surfaces_from(latest.values(), live_rows)
     rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces)
     differences = compare(rebuilt, latest)
@@ -697,6 +760,7 @@ def explain_command(
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Why an outcome counted the way it did.
 
@@ -715,12 +779,13 @@ def explain_command(
 
         connection = _connect(bootstrap, kafka_config)
         with _kafka_errors():
+            codec = _codec(schema_registry_url, None, kafka_config)
             events = []
             for name in catalogue.INPUT_TOPICS:
-                for *_, value in read_topic(connection, name, topic_prefix=topic_prefix):
+                for *_, value in read_topic(connection, name, topic_prefix=topic_prefix, codec=codec):
                     events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
-            matches = [value for *_, value in read_topic(connection, catalogue.MATCHES, topic_prefix=topic_prefix)]
-            observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
+            matches = [value for *_, value in read_topic(connection, catalogue.MATCHES, topic_prefix=topic_prefix, codec=codec)]
+            observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     try:
@@ -772,6 +837,7 @@ def view_rebuild_command(
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
+    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Rebuild the Redis view from the statistics topics.
 
@@ -785,7 +851,7 @@ def view_rebuild_command(
     view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
-        scopes = rebuild_from_topic(view, connection, topic_prefix)
+        scopes = rebuild_from_topic(view, connection, topic_prefix, codec=_codec(schema_registry_url, None, kafka_config))
     console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 

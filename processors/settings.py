@@ -46,6 +46,9 @@ ENV_MAX_PENDING_CANDIDATES = "RL_MAX_PENDING_CANDIDATES"
 ENV_LOG_LEVEL = "RL_LOG_LEVEL"
 #: Test hook of the worker: where to kill itself (``recurrence_ledger.runtime.worker``).
 ENV_FAULT_INJECT = "RL_FAULT_INJECT"
+#: Schema Registry (Confluent-compatible API); when set, Avro values carry its
+#: schema ids instead of the fixed ones (``recurrence_ledger.schemas.registry``).
+ENV_SCHEMA_REGISTRY_URL = "SCHEMA_REGISTRY_URL"
 
 #: Default application id.
 DEFAULT_APP_ID = "recurrence-ledger"
@@ -60,8 +63,9 @@ class Settings(BaseSettings):
     None), ``kafka_config_file`` (Path or None), ``redis_url`` (str or None), ``topic_prefix`` (str, default ""),
     ``app_id`` (str), ``instance_id`` (str or None; :attr:`worker_instance_id`
     falls back to the host name), ``log_level`` (str), ``fault_inject`` (str
-    or None). Empty variables count as unset. Raises
-    ``pydantic.ValidationError`` for a value of the wrong type.
+    or None), ``schema_registry_url`` (str or None). Empty variables count
+    as unset. Raises ``pydantic.ValidationError`` for a value of the wrong
+    type.
     """
 
     model_config = SettingsConfigDict(frozen=True, env_ignore_empty=True, extra="ignore", populate_by_name=True)
@@ -74,6 +78,7 @@ class Settings(BaseSettings):
     instance_id: str | None = Field(None, validation_alias=ENV_INSTANCE_ID)
     log_level: str = Field("INFO", validation_alias=ENV_LOG_LEVEL)
     fault_inject: str | None = Field(None, validation_alias=ENV_FAULT_INJECT)
+    schema_registry_url: str | None = Field(None, validation_alias=ENV_SCHEMA_REGISTRY_URL)
 
     @property
     def worker_instance_id(self) -> str:

@@ -12,6 +12,7 @@ Framing (the Confluent Schema Registry wire format) lives in
 from __future__ import annotations
 
 import io
+import json
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,25 @@ def parsed_schema(name: str) -> Any:
     fastavro.schema.SchemaParseException for an invalid file.
     """
     return load_schema(str(SCHEMA_DIR / f"{NAMESPACE}.{name}.avsc"))
+
+
+@cache
+def schema_json(name: str) -> str:
+    """Record ``name`` as one self-contained Avro schema (JSON text): every
+    named type it uses is defined inline at its first use, with docs and
+    defaults kept. What a Schema Registry is given for ``name``
+    (``recurrence_ledger.schemas.registry``), and what a producer using a
+    standard Avro serializer should write with: a registry cannot resolve
+    the cross-file references of the ``.avsc`` files themselves.
+
+    The text is the same in every process (keys sorted: fastavro's parsed
+    form orders a field's keys differently from one interpreter to the
+    next, and a registry compares schema texts) and ASCII only.
+
+    Raises what :func:`parsed_schema` raises.
+    """
+    expanded = load_schema(str(SCHEMA_DIR / f"{NAMESPACE}.{name}.avsc"), _write_hint=False)
+    return json.dumps(expanded, sort_keys=True, separators=(",", ":"))
 
 
 def _union_record_name(avro_type: Any, named: dict[str, Any]) -> str | None:
@@ -117,6 +137,14 @@ def _with_branches(value: dict, plan: list) -> dict:
             item = _with_branches(item, inner)
         value[field] = (union, item) if union else item
     return value
+
+
+def with_branches(name: str, value: dict) -> dict:
+    """``value`` with its optional records in fastavro's ``(name, record)``
+    union notation for schema ``name``: what :func:`encode` writes, for
+    another fastavro-based writer of the same schema (the Schema Registry
+    codec's serializer)."""
+    return _with_branches(value, _plan(name))
 
 
 def encode(name: str, value: dict) -> bytes:

@@ -162,3 +162,26 @@ def test_unreadable_file_is_a_config_error(tmp_path):
 def test_plain_bootstrap_is_the_old_base_config():
     assert client_config("h:9092") == {"bootstrap.servers": "h:9092"}
     assert client_config(load_connection("h:9092", None, {})) == {"bootstrap.servers": "h:9092"}
+
+
+def test_one_properties_file_carries_kafka_and_schema_registry_settings(tmp_path):
+    """The Schema Registry keys of a client properties file go to the
+    registry client, the rest to librdkafka; neither refuses the other's."""
+    from recurrence_ledger import cli
+
+    path = tmp_path / "client.properties"
+    path.write_text(
+        "bootstrap.servers=broker:9094\n"
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="ledger" password="s3cret";\n'
+        "schema.registry.url=https://registry:8081/apis/ccompat/v7\n"
+        "basic.auth.credentials.source=USER_INFO\nbasic.auth.user.info=reader:r3g-secret\n"
+        "auto.register.schemas=false\n"
+    )
+    connection = load_connection(None, path, {})
+    assert connection.bootstrap == "broker:9094"
+    assert not any(key.startswith(("schema.registry", "basic.auth", "auto.register")) for key in connection.settings)
+    registry = cli._registry(None, None, path)
+    assert registry is not None and registry.url == "https://registry:8081/apis/ccompat/v7"
+    assert registry.auto_register is False
+    assert cli._registry(None, None, None) is None

@@ -26,6 +26,8 @@ too_many_pending       an admission candidate that would wait in a scope already
 key_mismatch           Kafka key differs from the value's scope_id (§1)
 bad_magic_byte         Avro frame does not start with the Confluent magic byte 0
 unknown_schema_id      Avro frame names a schema id this deployment does not know
+schema_mismatch        (Schema Registry) the frame's writer schema does not
+                       resolve to the topic's schema (Avro schema resolution)
 undecodable_avro       Avro body does not decode with the named schema
 oversized_record       the raw record exceeds the accepted record size
 internal_error         the core raised; the record is parked, the worker goes on

@@ -276,11 +276,22 @@ def _is_pem(path: str) -> bool:
         return False
 
 
+def is_registry_key(key: str) -> bool:
+    """Whether a client properties key configures the Schema Registry client
+    (``schema.registry.*``, ``basic.auth.*``, ``auto.register.schemas``; read
+    by ``recurrence_ledger.schemas.registry.registry_settings``) rather than
+    Kafka: the same file carries both, as with Confluent's tools."""
+    key = key.strip()
+    return key.startswith(("schema.registry.", "basic.auth.")) or key == "auto.register.schemas"
+
+
 def translate(properties: Mapping[str, str], source: str = "client properties") -> tuple[str | None, dict[str, str]]:
     """``(bootstrap.servers or None, librdkafka settings)`` of Java-style
-    client ``properties`` (see the module docstring). ``source`` names the
-    file or variables in messages. Raises ClientConfigError naming the key."""
-    props = {key.strip(): value.strip() for key, value in properties.items()}
+    client ``properties`` (see the module docstring); Schema Registry keys
+    (:func:`is_registry_key`) are left to the registry client. ``source``
+    names the file or variables in messages. Raises ClientConfigError naming
+    the key."""
+    props = {key.strip(): value.strip() for key, value in properties.items() if not is_registry_key(key)}
     unsupported = sorted(key for key in props if key not in SUPPORTED_KEYS)
     if unsupported:
         raise ClientConfigError(

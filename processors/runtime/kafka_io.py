@@ -34,7 +34,7 @@ from recurrence_ledger.runtime.client_config import client_config
 from recurrence_ledger.runtime.kafka_admin import is_transient
 from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.schemas.codec import AVRO, JSON, decode_value, encode
+from recurrence_ledger.schemas.codec import AVRO, FIXED, JSON, Codec
 from recurrence_ledger.topics.catalogue import BY_NAME, INPUT_TOPICS, SOURCE_JOURNAL
 
 #: Producer settings for publishing source events: idempotent (no duplicate
@@ -72,8 +72,9 @@ class PublishError(RecurrenceLedgerError, RuntimeError):
 
 
 class UndecodableRecord(RecurrenceLedgerError, ValueError):
-    """A record read back from a topic that ``recurrence_ledger.schemas.codec.decode_value``
-    rejects (or a tombstone). ``reason`` is the contract §9 reason code."""
+    """A record read back from a topic that its codec's ``decode_value``
+    (``recurrence_ledger.schemas.codec``) rejects (or a tombstone).
+    ``reason`` is the contract §9 reason code."""
 
     def __init__(self, topic: str, partition: int, offset: int, reason: str, message: str):
         super().__init__(f"{topic}[{partition}]@{offset}: {reason}: {message}")
@@ -131,15 +132,15 @@ def _scope_key(line: bytes) -> bytes | None:
         return None
 
 
-def prepare_line(line: bytes, fmt: str = AVRO, per_kind: bool = False) -> Prepared:
+def prepare_line(line: bytes, fmt: str = AVRO, per_kind: bool = False, codec: Codec = FIXED, topic_prefix: str = "") -> Prepared:
     """Turn one journal line (without its end of line) into a record.
 
     A line that decodes and validates as its event kind (the same
     ``recurrence_ledger.ledger.intake`` checks the worker applies) is published as
     its validated value, keyed by scope_id: on ``source-journal`` as the
     SourceEvent ``{"topic": kind, "value": value}``, or with ``per_kind`` on
-    the kind's own topic as that kind's record; ``fmt`` is "avro" (framed,
-    ``recurrence_ledger.schemas.codec``) or "json" (canonical JSON).
+    the kind's own topic as that kind's record; ``fmt`` is "avro" (framed by
+    ``codec``, for the topic under ``topic_prefix``) or "json" (canonical JSON).
 
     Any other line — not JSON, not an envelope, an unknown kind, a value
     that fails validation or does not encode — is published unchanged on
@@ -157,8 +158,9 @@ def prepare_line(line: bytes, fmt: str = AVRO, per_kind: bool = False) -> Prepar
         event = validate(kind, value)
         key = event["scope_id"].encode("utf-8")
         if per_kind:
-            return Prepared(kind, key, encode(BY_NAME[kind].schema, event, fmt), False)
-        return Prepared(SOURCE_JOURNAL, key, encode("SourceEvent", {"topic": kind, "value": event}, fmt), False)
+            return Prepared(kind, key, codec.encode(BY_NAME[kind].schema, event, fmt, topic=topic_prefix + kind), False)
+        envelope = {"topic": kind, "value": event}
+        return Prepared(SOURCE_JOURNAL, key, codec.encode("SourceEvent", envelope, fmt, topic=topic_prefix + SOURCE_JOURNAL), False)
     except (BadRecord, ValueError, TypeError, UnicodeEncodeError):
         return Prepared(SOURCE_JOURNAL, _scope_key(line), line, True)
 
@@ -201,13 +203,14 @@ def publish_journal(
     per_kind: bool = False,
     topic_prefix: str = "",
     show_progress: bool = True,
+    codec: Codec = FIXED,
 ) -> PublishSummary:
     """Publish every non-blank line of ``journal`` (JSON Lines,
     ``{"topic": kind, "value": {...}}``, contract §1/§11) in file order, one
     record per line, keyed by the value's scope_id (UTF-8), to
     ``topic_prefix + "source-journal"`` — or with ``per_kind`` to each
     kind's topic (see :func:`prepare_line` for the value and for lines that
-    are published raw). ``fmt``: "avro" or "json".
+    are published raw). ``fmt``: "avro" (framed by ``codec``) or "json".
 
     Uses an idempotent producer (``PRODUCER_CONFIG``) and shows a rich
     progress bar (bytes of the file) on stderr unless ``show_progress`` is
@@ -217,7 +220,8 @@ def publish_journal(
     cannot be read, LookupError when a target topic does not exist (topics
     are never auto-created), and PublishError when any record could not be
     delivered (e.g. larger than the broker's message.max.bytes) or is still
-    undelivered after FLUSH_TIMEOUT_S seconds.
+    undelivered after FLUSH_TIMEOUT_S seconds; RegistryError when a Schema
+    Registry refuses our schemas or does not answer.
     """
     if fmt not in (AVRO, JSON):
         raise ValueError(f"fmt must be {AVRO!r} or {JSON!r}, not {fmt!r}")
@@ -239,7 +243,7 @@ def publish_journal(
     with open(journal, "rb") as handle, file_progress(show_progress) as progress:
         task = progress.add_task(f"publish {journal.name}", total=size)
         for number, line in journal_lines(handle):
-            record = prepare_line(line, fmt, per_kind)
+            record = prepare_line(line, fmt, per_kind, codec, topic_prefix)
             summary.raw += record.raw
             try:
                 _produce(producer, topic_prefix + record.topic, record.key, record.value,
@@ -372,17 +376,17 @@ def read_raw(bootstrap: str, physical_topic: str, timeout: float = 30.0) -> list
 
 
 def read_topic(
-    bootstrap: str, logical_topic: str, *, topic_prefix: str = "", timeout: float = 30.0
+    bootstrap: str, logical_topic: str, *, topic_prefix: str = "", timeout: float = 30.0, codec: Codec = FIXED
 ) -> list[tuple[int, int, bytes | None, dict]]:
     """``(partition, offset, key, value)`` of every committed record of the
     catalogue topic ``logical_topic`` (physical name ``topic_prefix +
     logical_topic``), in :func:`read_raw` order, each value decoded with
-    ``recurrence_ledger.schemas.codec.decode_value`` (framed Avro of the topic's schema, or
-    JSON).
+    ``codec.decode_value`` (framed Avro of the topic's schema, or JSON).
 
     Raises KeyError for a topic outside the catalogue, UndecodableRecord (a
     ValueError) for a value that does not decode or a tombstone, and what
-    :func:`read_raw` raises.
+    :func:`read_raw` raises, RegistryError when a Schema Registry does not
+    answer.
     """
     spec = BY_NAME[logical_topic]
     physical_topic = topic_prefix + logical_topic
@@ -391,14 +395,16 @@ def read_topic(
         if record.value is None:
             raise UndecodableRecord(physical_topic, record.partition, record.offset, "missing_field", "tombstone (null value)")
         try:
-            value = decode_value(record.value, (spec.schema,))
+            value = codec.decode_value(record.value, (spec.schema,))
         except BadRecord as bad:
             raise UndecodableRecord(physical_topic, record.partition, record.offset, bad.reason, bad.message) from None
         result.append((record.partition, record.offset, record.key, value))
     return result
 
 
-def export_topic(bootstrap: str, logical_topic: str, out: Path, *, topic_prefix: str = "", timeout: float = 30.0) -> int:
+def export_topic(
+    bootstrap: str, logical_topic: str, out: Path, *, topic_prefix: str = "", timeout: float = 30.0, codec: Codec = FIXED
+) -> int:
     """Write every committed record value of ``logical_topic`` to ``out`` in
     the embedded runner's format (contract §11): one
     ``canonical_json(value)`` line per record, partitions ascending, each in
@@ -408,7 +414,7 @@ def export_topic(bootstrap: str, logical_topic: str, out: Path, *, topic_prefix:
     Raises what :func:`read_topic` raises (nothing is written then), and
     OSError when ``out`` cannot be written.
     """
-    records = read_topic(bootstrap, logical_topic, topic_prefix=topic_prefix, timeout=timeout)
+    records = read_topic(bootstrap, logical_topic, topic_prefix=topic_prefix, timeout=timeout, codec=codec)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "wb") as handle:
         for _, _, _, value in records:

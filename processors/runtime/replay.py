@@ -58,7 +58,7 @@ from recurrence_ledger.ledger.statistics import revision_id
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.intake import dead_letter
 from recurrence_ledger.runtime.worker import CoreFailure, encode_emit, process_message
-from recurrence_ledger.schemas import codec
+from recurrence_ledger.schemas.codec import AVRO, FIXED, Codec
 from recurrence_ledger.topics import catalogue
 from recurrence_ledger.topics.catalogue import (
     ADMISSION_DECISIONS,
@@ -175,7 +175,7 @@ def plan(bootstrap: str, topic_prefix: str, start: ReplayStart, group: str) -> l
 class _Ledger:
     """Identities already in the output topics, per partition."""
 
-    def __init__(self, bootstrap: str, topic_prefix: str):
+    def __init__(self, bootstrap: str, topic_prefix: str, codec: Codec = FIXED):
         self.identities: dict[str, set] = {topic: set() for topic in IDENTITY_TOPICS}
         self.matches: dict[int, list[dict]] = defaultdict(list)
         # Outcomes with any ledger record: their decision is frozen (§5), so a
@@ -183,26 +183,26 @@ class _Ledger:
         # decides one differently (linked vs unlinked) writes nothing for it.
         self.decided: set[tuple[str, str]] = set()
         self.latest_statistics: dict[str, dict] = {}
-        for partition, _, _, value in read_topic(bootstrap, MATCHES, topic_prefix=topic_prefix):
+        for partition, _, _, value in read_topic(bootstrap, MATCHES, topic_prefix=topic_prefix, codec=codec):
             self.matches[partition].append(value)
             self.identities[MATCHES].add(value["match_digest"])
             self.decided.add((value["scope_id"], value["task_outcome_ref"]["source_id"]))
-        for _, _, _, value in read_topic(bootstrap, OBSERVATIONS, topic_prefix=topic_prefix):
+        for _, _, _, value in read_topic(bootstrap, OBSERVATIONS, topic_prefix=topic_prefix, codec=codec):
             self.identities[OBSERVATIONS].add(value["observation_id"])
             self.decided.add((value["scope_id"], value["task_outcome_ref"]["source_id"]))
         self.identities[REVIEW_CANDIDATES] = {
-            value["candidate_id"] for _, _, _, value in read_topic(bootstrap, REVIEW_CANDIDATES, topic_prefix=topic_prefix)
+            value["candidate_id"] for _, _, _, value in read_topic(bootstrap, REVIEW_CANDIDATES, topic_prefix=topic_prefix, codec=codec)
         }
         self.identities[DEAD_LETTER] = {
-            (value["topic"], value["partition"], value["offset"]) for _, _, _, value in read_topic(bootstrap, DEAD_LETTER, topic_prefix=topic_prefix)
+            (value["topic"], value["partition"], value["offset"]) for _, _, _, value in read_topic(bootstrap, DEAD_LETTER, topic_prefix=topic_prefix, codec=codec)
         }
         self.identities[ADMISSION_DECISIONS] = {
-            (value["scope_id"], value["candidate_id"]) for _, _, _, value in read_topic(bootstrap, ADMISSION_DECISIONS, topic_prefix=topic_prefix)
+            (value["scope_id"], value["candidate_id"]) for _, _, _, value in read_topic(bootstrap, ADMISSION_DECISIONS, topic_prefix=topic_prefix, codec=codec)
         }
-        for _, _, _, value in read_topic(bootstrap, STATISTICS, topic_prefix=topic_prefix):
+        for _, _, _, value in read_topic(bootstrap, STATISTICS, topic_prefix=topic_prefix, codec=codec):
             self.latest_statistics[value["scope_id"]] = value
         self.latest_revisions: dict[tuple, dict] = {}
-        for _, _, _, value in read_topic(bootstrap, REVISION_STATISTICS, topic_prefix=topic_prefix):
+        for _, _, _, value in read_topic(bootstrap, REVISION_STATISTICS, topic_prefix=topic_prefix, codec=codec):
             self.latest_revisions[revision_id(value)] = value
 
     def frozen(self, topic: str, value: dict) -> bool:
@@ -224,21 +224,25 @@ def run_replay(
     *,
     app_id: str = "recurrence-ledger",
     ledger: LedgerConfig | None = None,
-    output_format: str = codec.AVRO,
+    output_format: str = AVRO,
     dry_run: bool = False,
     show_progress: bool = True,
+    codec: Codec = FIXED,
 ) -> ReplaySummary:
     """Run (or, with ``dry_run``, only plan) a replay; see the module
-    docstring. Returns what was read and written. Raises KafkaException on
-    broker errors and BufferError/KafkaException if outputs cannot be
-    delivered (the replay can simply be run again: it is idempotent)."""
+    docstring. Values are read and written with ``codec``
+    (``recurrence_ledger.schemas.codec``). Returns what was read and
+    written. Raises KafkaException on broker errors and
+    BufferError/KafkaException if outputs cannot be delivered (the replay
+    can simply be run again: it is idempotent), RegistryError when a Schema
+    Registry does not answer."""
     group = catalogue.replay_group(catalogue.physical(app_id, topic_prefix))
     ranges = plan(bootstrap, topic_prefix, start, group)
     summary = ReplaySummary(ranges, dry_run=dry_run)
     if dry_run:
         return summary
     started = time.monotonic()
-    existing = _Ledger(bootstrap, topic_prefix)
+    existing = _Ledger(bootstrap, topic_prefix, codec)
     config = ledger or LedgerConfig()
     processors: dict[int, LedgerProcessor] = {}
     for partition in sorted({r.partition for r in ranges}):
@@ -275,9 +279,9 @@ def run_replay(
                     summary.records_read += 1
                     in_window = message.offset() >= window[key]
                     if in_window and start.mode == "position":
-                        in_window = _position(message, topic_prefix) >= start.position
+                        in_window = _position(message, topic_prefix, codec) >= start.position
                     try:
-                        emits = process_message(processors[message.partition()], message, topic_prefix)
+                        emits = process_message(processors[message.partition()], message, topic_prefix, codec)
                     except CoreFailure as failure:
                         emits = [dead_letter(failure.coordinates, failure.raw, "internal_error", str(failure))]
                     for emit in emits:
@@ -294,7 +298,7 @@ def run_replay(
                             summary.suppressed[emit.topic] += 1
                             continue
                         existing.identities[emit.topic].add(identity)
-                        _produce(producer, topic_prefix, emit, message.partition(), message.key(), output_format)
+                        _produce(producer, topic_prefix, emit, message.partition(), message.key(), output_format, codec)
                         summary.written[emit.topic] += 1
                     if message.offset() + 1 >= ends[key]:
                         del ends[key]
@@ -307,7 +311,7 @@ def run_replay(
                 # this scope is not the ledger's: keep the published one.
                 summary.suppressed[STATISTICS] += 1
             elif _facts(existing.latest_statistics.get(scope_id)) != _facts(record):
-                _produce(producer, topic_prefix, Emit(STATISTICS, scope_id, record), partition, None, output_format)
+                _produce(producer, topic_prefix, Emit(STATISTICS, scope_id, record), partition, None, output_format, codec)
                 summary.written[STATISTICS] += 1
             else:
                 summary.suppressed[STATISTICS] += 1
@@ -315,7 +319,7 @@ def run_replay(
             if key[0] in conflicted or existing.latest_revisions.get(key) == emit.value:
                 summary.suppressed[REVISION_STATISTICS] += 1
             else:
-                _produce(producer, topic_prefix, emit, partition, None, output_format)
+                _produce(producer, topic_prefix, emit, partition, None, output_format, codec)
                 summary.written[REVISION_STATISTICS] += 1
         remaining = producer.flush(30)
         if remaining:
@@ -341,13 +345,16 @@ def _facts(record: dict | None) -> bytes:
     return canonical_json({k: v for k, v in record.items() if k not in GAUGES})
 
 
-def _produce(producer: Producer, topic_prefix: str, emit: Emit, partition: int, raw_key: bytes | None, output_format: str) -> None:
+def _produce(
+    producer: Producer, topic_prefix: str, emit: Emit, partition: int, raw_key: bytes | None, output_format: str, codec: Codec
+) -> None:
     key = raw_key if emit.topic == DEAD_LETTER or emit.key is None else emit.key.encode("utf-8")
-    producer.produce(catalogue.physical(emit.topic, topic_prefix), value=encode_emit(emit, output_format), key=key, partition=partition)
+    value = encode_emit(emit, output_format, codec, topic_prefix)
+    producer.produce(catalogue.physical(emit.topic, topic_prefix), value=value, key=key, partition=partition)
     producer.poll(0)
 
 
-def _position(message: Any, topic_prefix: str) -> int:
+def _position(message: Any, topic_prefix: str, codec: Codec) -> int:
     """journal_position of an input record, or -1 when it does not decode."""
     try:
         _, value = codec.decode_source(catalogue.logical(message.topic(), topic_prefix), message.value())

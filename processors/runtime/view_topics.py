@@ -16,21 +16,21 @@ import orjson
 
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.runtime.kafka_io import read_raw
-from recurrence_ledger.schemas.codec import decode_value
+from recurrence_ledger.schemas.codec import FIXED, Codec
 from recurrence_ledger.topics.catalogue import REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.view import RedisView, _Pending, revision_member
 
 log = logging.getLogger(__name__)
 
 
-def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> dict[str, dict]:
+def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30, codec: Codec = FIXED) -> dict[str, dict]:
     """The last ScopeStatistics record per scope in the physical
     ``topic_prefix + "recurrence-statistics"`` topic (contract §1, §8).
 
     The topic is read to its end with ``recurrence_ledger.runtime.kafka_io.read_raw``
     (read_committed, every partition from the beginning, no group offsets);
-    values are decoded with ``recurrence_ledger.schemas.codec.decode_value(raw,
-    ("ScopeStatistics",))``; a tombstone removes its key's scope; an
+    values are decoded with ``codec.decode_value(raw, ("ScopeStatistics",))``
+    (``recurrence_ledger.schemas.codec``); a tombstone removes its key's scope; an
     undecodable record is logged and skipped.
 
     Raises what ``read_raw`` raises: LookupError when the topic does not
@@ -45,7 +45,7 @@ def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float
                 latest.pop(record.key.decode("utf-8", "replace"), None)
             continue
         try:
-            value = decode_value(record.value, ("ScopeStatistics",))
+            value = codec.decode_value(record.value, ("ScopeStatistics",))
         except BadRecord as error:
             log.warning("%s[%d]@%d skipped: %s (%s)", topic, record.partition, record.offset, error.message, error.reason)
             continue
@@ -53,7 +53,9 @@ def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float
     return latest
 
 
-def read_revision_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> dict[str, dict[str, dict]]:
+def read_revision_statistics_topic(
+    bootstrap: str, topic_prefix: str = "", timeout: float = 30, codec: Codec = FIXED
+) -> dict[str, dict[str, dict]]:
     """The last RevisionStatistics record per revision in the physical
     ``topic_prefix + "revision-statistics"`` topic, as
     ``scope_id -> {revision_member(artifact_ref) -> record}``.
@@ -61,7 +63,7 @@ def read_revision_statistics_topic(bootstrap: str, topic_prefix: str = "", timeo
     Read like :func:`read_statistics_topic` (``read_raw``: read_committed,
     every partition to its end, no group offsets; a revision's records all
     share a key, hence a partition, so the last one read is its current
-    row); values decoded with ``recurrence_ledger.schemas.codec.decode_value(raw,
+    row); values decoded with ``codec.decode_value(raw,
     ("RevisionStatistics",))``. A tombstone removes the revision its key
     names (``recurrence_ledger.ledger.statistics.revision_key``: canonical JSON of
     ``{"artifact_ref", "scope_id"}``); an undecodable record or key is
@@ -82,7 +84,7 @@ def read_revision_statistics_topic(bootstrap: str, topic_prefix: str = "", timeo
                 log.warning("%s[%d]@%d: tombstone with an unreadable key skipped", topic, record.partition, record.offset)
             continue
         try:
-            value = decode_value(record.value, ("RevisionStatistics",))
+            value = codec.decode_value(record.value, ("RevisionStatistics",))
             where = (value["scope_id"], revision_member(value["artifact_ref"]))
         except BadRecord as error:
             log.warning("%s[%d]@%d skipped: %s (%s)", topic, record.partition, record.offset, error.message, error.reason)
@@ -97,7 +99,7 @@ def read_revision_statistics_topic(bootstrap: str, topic_prefix: str = "", timeo
     return by_scope
 
 
-def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30) -> int:
+def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30, codec: Codec = FIXED) -> int:
     """Rebuild ``view`` from the compacted ``recurrence-statistics`` topic
     (contract §1, §8) and ``revision-statistics`` topic: read both
     physical topics whole (``read_statistics_topic``,
@@ -117,8 +119,8 @@ def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", 
     a rebuild must tell its caller it failed.
     """
     started = time.monotonic()
-    latest = read_statistics_topic(bootstrap, topic_prefix, timeout)
-    revisions = read_revision_statistics_topic(bootstrap, topic_prefix, timeout)
+    latest = read_statistics_topic(bootstrap, topic_prefix, timeout, codec)
+    revisions = read_revision_statistics_topic(bootstrap, topic_prefix, timeout, codec)
     prepared: dict[str, _Pending] = {}
     for scope_id, record in latest.items():
         try:

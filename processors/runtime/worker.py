@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -56,6 +56,9 @@ from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.runtime.metrics import WorkerMetrics
 from recurrence_ledger.schemas import codec
 from recurrence_ledger.topics import catalogue
+
+if TYPE_CHECKING:
+    from recurrence_ledger.schemas.registry import RegistrySettings
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -180,6 +183,8 @@ class WorkerConfig:
       dead-letter as ``oversized_output`` (Kafka would refuse the output,
       and every restart would fail on it again). Default: the producer's
       message.max.bytes (16 MiB) less 64 KiB for the key and record overhead.
+    - ``schema_registry``: frame Avro values with a Schema Registry's ids
+      (``recurrence_ledger.schemas.registry``); None: the fixed ids.
     """
 
     bootstrap: Bootstrap
@@ -195,6 +200,7 @@ class WorkerConfig:
     metrics_port: int | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
+    schema_registry: RegistrySettings | None = None
 
     @property
     def group_id(self) -> str:
@@ -232,13 +238,14 @@ class CoreFailure(RecurrenceLedgerError):
         self.raw = raw
 
 
-def process_message(processor: LedgerProcessor, message: Message, topic_prefix: str) -> list[Emit]:
+def process_message(processor: LedgerProcessor, message: Message, topic_prefix: str, wire: codec.Codec = codec.FIXED) -> list[Emit]:
     """Decode one input record and apply it: the whole shell of contract §9.
 
     Returns the emits, or one dead-letter emit for a record without a key
     (or one that is not the UTF-8 bytes of the value's scope_id), one that
-    does not decode or validate. Raises CoreFailure when the core itself
-    raised — a bug, after which the processor's state cannot be trusted.
+    does not decode (with ``wire``) or validate. Raises CoreFailure when the
+    core itself raised — a bug, after which the processor's state cannot be
+    trusted — and RegistryError when a Schema Registry does not answer.
     """
     physical_topic = message.topic()
     raw = message.value()
@@ -253,18 +260,20 @@ def process_message(processor: LedgerProcessor, message: Message, topic_prefix: 
     try:
         if raw_key is None:
             raise BadRecord("key_mismatch", "record has no key; the key must be its scope_id (contract §1)")
-        kind, value = codec.decode_source(catalogue.logical(physical_topic, topic_prefix), raw)
+        kind, value = wire.decode_source(catalogue.logical(physical_topic, topic_prefix), raw)
         return ingest(processor, kind, value, raw, coordinates)
     except BadRecord as bad:
         return [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
+    except codec.RegistryError:
+        raise  # the Schema Registry is unreachable: not the record's fault, never dead-letter it
     except Exception as error:
         log.exception("internal error on %s[%d]@%d", physical_topic, message.partition(), message.offset())
         raise CoreFailure(coordinates, raw or b"", error) from error
 
 
-def encode_emit(emit: Emit, output_format: str) -> bytes:
-    """The wire value of an output record (Avro framed, or JSON)."""
-    return codec.encode(catalogue.BY_NAME[emit.topic].schema, emit.value, output_format)
+def encode_emit(emit: Emit, output_format: str, wire: codec.Codec = codec.FIXED, topic_prefix: str = "") -> bytes:
+    """The wire value of an output record (Avro framed by ``wire``, or JSON)."""
+    return wire.encode(catalogue.BY_NAME[emit.topic].schema, emit.value, output_format, topic=catalogue.physical(emit.topic, topic_prefix))
 
 
 def input_consumer_config(bootstrap: Bootstrap, group_id: str) -> dict:
@@ -298,6 +307,9 @@ class LedgerWorker:
         prefix = config.topic_prefix
         self.inputs = [catalogue.physical(name, prefix) for name in catalogue.INPUT_TOPICS]
         self.outputs = {name: catalogue.physical(name, prefix) for name in catalogue.OUTPUT_TOPICS}
+        self.codec = codec.make_codec(config.schema_registry)
+        if config.output_format == codec.AVRO:  # a registry that refuses our schemas stops the worker here
+            self.codec.prepare({self.outputs[name]: catalogue.BY_NAME[name].schema for name in catalogue.OUTPUT_TOPICS})
         self.tasks: dict[int, Task] = {}
         self.running = True
         self.records_in = 0
@@ -425,7 +437,7 @@ class LedgerWorker:
             # state was rewound to before it).
             reason, text = self._parked[where]
             emit = dead_letter(Coordinates(*where, (message.key() or b"").decode("utf-8", "replace")), message.value() or b"", reason, text)
-            self._send(emit, task.partition, message.key(), encode_emit(emit, self.config.output_format))
+            self._send(emit, task.partition, message.key(), encode_emit(emit, self.config.output_format, self.codec, self.config.topic_prefix))
             self.metrics.dead_letters.labels(reason).inc()
             task.offsets[message.topic()] = message.offset() + 1
             return
@@ -435,13 +447,13 @@ class LedgerWorker:
         if kind != TIMESTAMP_NOT_AVAILABLE:
             self._batch_timestamps.append(timestamp / 1000)
         try:
-            emits = process_message(task.processor, message, self.config.topic_prefix)
+            emits = process_message(task.processor, message, self.config.topic_prefix, self.codec)
         except CoreFailure as failure:
             # Never commit a half-applied record: abort, rewind to the last
             # commit, and dead-letter this record when it comes round again.
             self._parked[where] = ("internal_error", str(failure)[:1000])
             raise _Rewind() from failure
-        values = [encode_emit(emit, self.config.output_format) for emit in emits]
+        values = [encode_emit(emit, self.config.output_format, self.codec, self.config.topic_prefix) for emit in emits]
         for emit, value in zip(emits, values):
             if len(value) > self.config.max_output_bytes:
                 # Its state change is already applied: rewind, then park it.
@@ -678,9 +690,10 @@ def prepare_topics(config: WorkerConfig) -> int:
 
 def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any) -> WorkerConfig:
     """WorkerConfig from the process settings (KAFKA_BOOTSTRAP_SERVERS,
-    REDIS_URL, RL_TOPIC_PREFIX, RL_APP_ID, RL_INSTANCE_ID; see
-    ``recurrence_ledger.settings``), then ``overrides`` (None values
-    ignored). Raises ValueError when no bootstrap servers are configured."""
+    REDIS_URL, RL_TOPIC_PREFIX, RL_APP_ID, RL_INSTANCE_ID,
+    SCHEMA_REGISTRY_URL; see ``recurrence_ledger.settings``), then
+    ``overrides`` (None values ignored). Raises ValueError when no bootstrap
+    servers are configured."""
     env = settings()
     if not env.bootstrap_servers:
         raise ValueError(f"{ENV_BOOTSTRAP_SERVERS} is not set")
@@ -692,6 +705,10 @@ def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any)
         redis_url=env.redis_url,
         ledger=ledger or LedgerConfig(),
     )
+    if env.schema_registry_url:
+        from recurrence_ledger.schemas.registry import registry_settings
+
+        config = replace(config, schema_registry=registry_settings(env.schema_registry_url))
     return replace(config, **{name: value for name, value in overrides.items() if value is not None})
 
 

@@ -710,9 +710,11 @@ def reason_codes_from_input() -> set[str]:
     docstring, except internal_error (the core raised: never caused by input
     alone, by definition), too_many_pending (a policy limit reached only
     after thousands of valid waiting candidates; tested with a small limit in
-    tests/ledger/test_admission_adversarial.py) and oversized_output (the
+    tests/ledger/test_admission_adversarial.py), oversized_output (the
     worker's output limit; tested with a small limit in
-    tests/e2e/test_faults.py)."""
+    tests/e2e/test_faults.py) and schema_mismatch (only with a Schema
+    Registry, which this corpus's fixed-id frames do not use; tested in
+    tests/schemas/test_registry_codec.py and tests/e2e/test_schema_registry.py)."""
     from recurrence_ledger.ledger import intake
 
     table = intake.__doc__[intake.__doc__.index("\nreason ") + 1:]
@@ -723,4 +725,4 @@ def reason_codes_from_input() -> set[str]:
         if line[:1].strip():  # a continuation line of the meaning column starts with spaces
             codes.add(line.split()[0])
     assert codes, "the reason-code table of processors/ledger/intake.py moved"
-    return codes - {"internal_error", "too_many_pending", "oversized_output"}
+    return codes - {"internal_error", "too_many_pending", "oversized_output", "schema_mismatch"}

@@ -6,6 +6,9 @@
 - ``redis_url`` (session): ``REDIS_URL``; fails the same way when Redis does
   not answer.
 - ``admin`` (session): an AdminClient on that broker.
+- ``schema_registry_url`` (session): ``SCHEMA_REGISTRY_URL`` (taken out of
+  the environment by tests/conftest.py); fails the same way when it is unset
+  or ``GET /subjects`` does not answer.
 - ``topic_prefix``: a fresh ``"t<8 hex>."`` per test, so tests (and other
   engineers' runs on the same broker) never share a topic; the test's topics
   are deleted at teardown (best effort).
@@ -28,6 +31,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from recurrence_ledger.runtime.kafka_admin import create_topics
+from tests import conftest as shared
 from tests.e2e import harness
 
 #: Seconds the broker has to answer before the session fails.
@@ -73,6 +77,22 @@ def redis_url() -> str:
         redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2).ping()
     except redis.exceptions.RedisError as error:
         pytest.fail(f"Redis at {url} did not answer: {error}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url() -> str:
+    """Base URL of the Schema Registry's Confluent API; fails the test when
+    there is none."""
+    import httpx
+
+    url = shared.SCHEMA_REGISTRY_URL
+    if not url:
+        pytest.fail('SCHEMA_REGISTRY_URL is not set: start the registry with env_lines="$(bash deploy/services.sh up)"; eval "$env_lines"')
+    try:
+        httpx.get(f"{url.rstrip('/')}/subjects", timeout=BROKER_TIMEOUT_S).raise_for_status()
+    except httpx.HTTPError as error:
+        pytest.fail(f"Schema Registry at {url} did not answer GET /subjects: {error}")
     return url
 
 

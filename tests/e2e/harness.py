@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.runtime.kafka_admin import create_topics
 from recurrence_ledger.runtime.kafka_io import export_topic, publish_journal, read_raw
+from recurrence_ledger.schemas.codec import FIXED, Codec
 from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
 from recurrence_ledger.view import RedisView, default_namespace
 from recurrence_ledger.topics import catalogue
@@ -128,13 +129,14 @@ def embedded(journal: Path, out: Path) -> dict[str, bytes]:
     return {topic: (out / f"{topic}.jsonl").read_bytes() for topic in OUTPUT_TOPICS}
 
 
-def exported(bootstrap: str, prefix: str, out: Path) -> dict[str, bytes]:
-    """Every output topic exported to JSON Lines, as file bytes."""
+def exported(bootstrap: str, prefix: str, out: Path, codec: Codec = FIXED) -> dict[str, bytes]:
+    """Every output topic exported to JSON Lines (values read with
+    ``codec``), as file bytes."""
     out.mkdir(parents=True, exist_ok=True)
     result = {}
     for topic in OUTPUT_TOPICS:
         path = out / f"{topic}.jsonl"
-        export_topic(bootstrap, topic, path, topic_prefix=prefix)
+        export_topic(bootstrap, topic, path, topic_prefix=prefix, codec=codec)
         result[topic] = path.read_bytes()
     return result
 
