@@ -79,7 +79,10 @@ class SourceRef(_Value):
 
 
 class EvidenceRef(_Value):
-    """contract §2: ``{kind, ref}``; kind "exact" makes evidence non-empty exact."""
+    """contract §2: ``{kind, ref}``; kind "exact" with a non-blank ``ref``
+    makes evidence non-empty exact. A blank ``ref`` is valid input (the event
+    is accepted and stored) that counts as no evidence
+    (``recurrence_ledger.ledger.matching.has_exact_evidence``)."""
 
     kind: Literal["exact", "summary"]
     ref: Text
