@@ -56,6 +56,17 @@ def normalize(text: str) -> str:
     return collapsed[start:end]
 
 
+def nfc_length(text: str) -> int:
+    """Length of ``text`` for every length limit (contract §3 rev. 2): the
+    number of code points of its NFC form, so canonically equivalent
+    spellings (composed "é" or "e" + combining acute) are either all within
+    a limit or all over it. NFC can also lengthen a text (e.g. U+0344 becomes
+    two code points). ASCII is its own NFC form."""
+    if text.isascii():
+        return len(text)
+    return len(unicodedata.normalize("NFC", text))
+
+
 def canonical_json(value: Any) -> bytes:
     """Canonical JSON bytes of a JSON-compatible value (contract §4).
 

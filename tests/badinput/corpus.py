@@ -345,8 +345,8 @@ def _journal_entries() -> list[Entry]:
 
     # -- bounds ------------------------------------------------------------------------------
     field("cue-513", experience, cue, "x" * 513, "too_long", "a cue one over MAX_FAILURE_CUE_LENGTH")
-    field("cue-decomposed-over-512", experience, cue, "e\u0301" * 300, "too_long",
-          "300 'é' written decomposed: 600 code points as sent (NFC would be 300); the bound counts what was sent")
+    field("cue-decomposed-over-512", experience, cue, "e\u0301" * 513, "too_long",
+          "513 'é' written decomposed: 1,026 code points as sent, 513 in NFC; the bound counts the NFC form (rev. 2)")
     field("id-513", probe, ("source_ref", "source_id"), "O" * 513, "too_long", "a source_id over MAX_ID_LENGTH")
     field("lesson-16385", experience, ("content", "lesson"), "l" * 16_385, "too_long", "a text one over MAX_TEXT_LENGTH")
     field("observation-text-1mb-minus", probe, ("observations",),
