@@ -19,6 +19,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
 from recurrence_ledger.embedded import RunSummary, run_journal, stdout_console
@@ -88,6 +89,25 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
     console.print(f"output files: {out_dir}/<topic>.jsonl", highlight=False)
 
 
+#: run-journal's exit code when journal lines were dead-lettered: not 1 (an
+#: error that stopped the run) and not 2 (a usage error): the run finished,
+#: but part of the journal is not in the ledger — with one bad early line
+#: (say an Experience revision), every outcome that relied on it counts
+#: differently, and nothing else would tell.
+DEAD_LETTERS_EXIT = 3
+
+
+def warn_dead_letters(summary: RunSummary, out_dir: Path) -> None:
+    """A loud warning on stderr: how many journal lines were dead-lettered,
+    by reason, and where they are."""
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.dead_letter_reasons.items()))
+    Console(stderr=True).print(
+        f"WARNING: {summary.dead_letters} of {summary.lines} journal lines were dead-lettered ({reasons}) and are not "
+        f"in the ledger; every event that relied on them may count differently. See {out_dir}/dead-letter.jsonl.",
+        style="bold red", highlight=False, soft_wrap=True,
+    )
+
+
 @app.command("run-journal")
 def run_journal_command(
     journal: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="Journal file (JSON Lines).")],
@@ -97,11 +117,20 @@ def run_journal_command(
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
+    allow_dead_letters: Annotated[bool, typer.Option("--allow-dead-letters", help=f"Exit 0 even when journal lines were dead-lettered (the warning is still printed); without it such a run exits {DEAD_LETTERS_EXIT}.")] = False,
 ) -> None:
-    """Process a journal file with the embedded runner (contract §11)."""
+    """Process a journal file with the embedded runner (contract §11).
+
+    Exit code: 0 when every line was applied; 3 when any line was
+    dead-lettered (a warning with the count is printed; the output files are
+    complete all the same), unless --allow-dead-letters; 2 for a usage error."""
     summary = run_journal(journal, out, _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates), show_progress=not quiet)
     if not quiet:
         print_summary(summary, out)
+    if summary.dead_letters:
+        warn_dead_letters(summary, out)
+        if not allow_dead_letters:
+            raise typer.Exit(DEAD_LETTERS_EXIT)
 
 
 @app.command("run")
@@ -142,6 +171,8 @@ def run_command(
     else:
         summary = run_journal(journal, out_dir, config)
     print_summary(summary, out_dir)
+    if summary.dead_letters:
+        warn_dead_letters(summary, out_dir)  # the demo warns but exits 0; run-journal is the one for scripts
 
 
 # -- Kafka ------------------------------------------------------------------------
