@@ -9,8 +9,9 @@ dicts, lists, str, int, None.
 
 State is proportional to live entities: one small record per source event
 identity (for duplicate and conflict detection, contract §3), one per
-RecurrenceMatch decision (replay rule, §6), one per revision with verdicts
-(streak, §8), the held content of pending outcomes only while they are pending
+RecurrenceMatch decision (replay rule, §6), per revision with verdicts its
+counts and the compact positions of its terminal verdicts, grouped in runs
+(streak and review, §8, ``streaks.py``), the held content of pending outcomes only while they are pending
 (§5), and per-scope indexes (current heads, recall cues). Raw events are never
 kept once decided.
 
