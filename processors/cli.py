@@ -199,12 +199,30 @@ def _kafka_errors():
 def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
     from recurrence_ledger.runtime.kafka_admin import CoPartitionError
 
-    try:
+    with _refusing_to_start(CoPartitionError):
         with _kafka_errors():
             run_worker(config)
-    except CoPartitionError as error:
-        console.print(f"refusing to start: {error}", style="red")
+
+
+@contextlib.contextmanager
+def _refusing_to_start(*errors: type[Exception]):
+    """Turn a refusal to start (topics not co-partitioned, or a state built
+    on another Unicode version, contract §10) into one red line and exit
+    code 2."""
+    from recurrence_ledger.ledger.state import UnicodeVersionChanged
+
+    try:
+        yield
+    except (UnicodeVersionChanged, *errors) as error:
+        console.print(f"refusing to start: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None
+
+
+AcceptUnicodeOption = Annotated[
+    bool,
+    typer.Option("--accept-unicode-change", envvar="RL_ACCEPT_UNICODE_CHANGE",
+                 help="Start even though the deployment's state was built on another Unicode version (contract §10; docs/upgrading.md)."),
+]
 
 
 def _check_topic(topic: str) -> str:
@@ -233,6 +251,7 @@ def worker_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
+    accept_unicode_change: AcceptUnicodeOption = False,
 ) -> None:
     """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
     from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
@@ -250,6 +269,7 @@ def worker_command(
         metrics_port=metrics_port,
         max_output_bytes=max_output_bytes,
         ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
+        accept_unicode_change=accept_unicode_change,
     )
     if instance_id:
         config.instance_id = instance_id
@@ -368,6 +388,7 @@ def replay_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
+    accept_unicode_change: AcceptUnicodeOption = False,
 ) -> None:
     """Re-run the ledger over the input topics; adds only records whose
     identity is not in the ledger yet (contract §6, §10)."""
@@ -377,10 +398,11 @@ def replay_command(
         replay_start = parse_start(start)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from") from None
-    with _kafka_errors():
+    with _refusing_to_start(), _kafka_errors():
         summary = run_replay(
             bootstrap, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
+            accept_unicode_change=accept_unicode_change,
         )
     table = Table(title="replay plan" if dry_run else "replay", box=box.SIMPLE_HEAD)
     for column in ("topic", "partition", "from", "outputs from", "to", "records to re-read"):
@@ -409,15 +431,23 @@ def rebuild_command(
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
+    app_id: Annotated[str, typer.Option("--app-id", envvar="RL_APP_ID", help="The deployment's app id (its changelog holds the Unicode pin).")] = "recurrence-ledger",
+    accept_unicode_change: AcceptUnicodeOption = False,
 ) -> None:
     """Rebuild streaks, statistics and the revisions view from the ledger
     topics alone, check them against the latest statistics and
     revision-statistics records, and rewrite the Redis view. Exit code 1
-    when the rebuilt views differ from the live ones."""
+    when the rebuilt views differ from the live ones; 2 when the
+    deployment's state was built on another Unicode version."""
     from recurrence_ledger.runtime.kafka_io import read_topic
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
     from recurrence_ledger.view import RedisView, default_namespace, read_revision_statistics_topic, read_statistics_topic
 
+    from recurrence_ledger.runtime.unicode_pin import check_changelog
+    from recurrence_ledger.topics import catalogue
+
+    with _refusing_to_start(), _kafka_errors():
+        check_changelog(bootstrap, catalogue.physical(catalogue.changelog_name(app_id), topic_prefix), accept_unicode_change)
     with _kafka_errors():
         observations = [value for *_, value in read_topic(bootstrap, "recurrence-observations", topic_prefix=topic_prefix)]
         latest = read_statistics_topic(bootstrap, topic_prefix)

@@ -52,6 +52,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from recurrence_ledger.runtime.kafka_io import read_topic
+from recurrence_ledger.runtime.unicode_pin import check_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
 from recurrence_ledger.ledger.processor import (
@@ -228,11 +229,17 @@ def run_replay(
     output_format: str = codec.AVRO,
     dry_run: bool = False,
     show_progress: bool = True,
+    accept_unicode_change: bool = False,
 ) -> ReplaySummary:
     """Run (or, with ``dry_run``, only plan) a replay; see the module
     docstring. Returns what was read and written. Raises KafkaException on
     broker errors and BufferError/KafkaException if outputs cannot be
-    delivered (the replay can simply be run again: it is idempotent)."""
+    delivered (the replay can simply be run again: it is idempotent).
+
+    Raises UnicodeVersionChanged before reading anything else when the
+    deployment's state (its changelog) was built on another Unicode version
+    than this runtime's, unless ``accept_unicode_change`` (contract §10)."""
+    check_changelog(bootstrap, catalogue.physical(catalogue.changelog_name(app_id), topic_prefix), accept_unicode_change)
     group = catalogue.replay_group(catalogue.physical(app_id, topic_prefix))
     ranges = plan(bootstrap, topic_prefix, start, group)
     summary = ReplaySummary(ranges, dry_run=dry_run)

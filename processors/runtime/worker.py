@@ -27,6 +27,10 @@ between a table's changelog write and the output send can lose outputs or
 half-apply an event. Owning the transaction, as FAUST_NOTES suggests, keeps
 state, outputs and offsets atomic.
 
+Each partition's state records the Unicode version it was built with
+(contract §10, ``recurrence_ledger.runtime.unicode_pin``): a worker on a
+runtime with another version refuses to start unless told to accept it.
+
 The statistics and revision-statistics records of each committed
 transaction are then projected into Redis (``recurrence_ledger.view``); Redis being
 down never stops the ledger.
@@ -40,6 +44,7 @@ import signal
 import socket
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +54,7 @@ from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer,
 
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
 from recurrence_ledger.ledger.processor import REVISION_STATISTICS, STATISTICS, Emit, LedgerConfig, LedgerProcessor
+from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
 from recurrence_ledger.runtime.metrics import WorkerMetrics
 from recurrence_ledger.schemas import codec
 from recurrence_ledger.topics import catalogue
@@ -176,6 +182,10 @@ class WorkerConfig:
       dead-letter as ``oversized_output`` (Kafka would refuse the output,
       and every restart would fail on it again). Default: the producer's
       message.max.bytes (16 MiB) less 64 KiB for the key and record overhead.
+    - ``accept_unicode_change``: start even when a partition's state was
+      built on another Unicode version than this runtime's, and record this
+      runtime's (contract §10; without it the worker refuses to start,
+      ``recurrence_ledger.runtime.unicode_pin``).
     """
 
     bootstrap: str
@@ -191,6 +201,7 @@ class WorkerConfig:
     metrics_port: int | None = None
     max_output_bytes: int = MAX_MESSAGE_BYTES - 65_536
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
+    accept_unicode_change: bool = False
 
     @property
     def group_id(self) -> str:
@@ -579,6 +590,7 @@ class LedgerWorker:
         for number in list(self.tasks):
             task = Task(number, self.config.ledger)
             self._restore(task)
+            self._pin_unicode(task)
             self.tasks[number] = task
 
     # -- rebalance ---------------------------------------------------------------------
@@ -590,6 +602,7 @@ class LedgerWorker:
                 task = Task(number, self.config.ledger)
                 self.faults.break_core(task.processor)
                 restored = self._restore(task)
+                self._pin_unicode(task)
                 self.tasks[number] = task
                 log.info("partition %d assigned: %d state records restored", number, restored)
         log.info("assigned partitions %s (restore %.2f s)", numbers, time.monotonic() - started)
@@ -610,6 +623,25 @@ class LedgerWorker:
             self._pending_stats, self._pending_revisions = [], []
         self.tasks.clear()
         log.warning("partitions lost %s: state dropped, will restore on reassignment", sorted({tp.partition for tp in partitions}))
+
+    def _pin_unicode(self, task: Task) -> None:
+        """contract §10: check the Unicode version recorded in the restored
+        state against this runtime's, and record it (a new partition, or one
+        restored from a changelog written before the pin existed). Raises
+        UnicodeVersionChanged — out of the consumer's poll, so the worker
+        stops before it processes anything — unless accept_unicode_change."""
+        try:
+            previous = pin_unicode_version(task.store, self.config.accept_unicode_change)
+        except UnicodeVersionChanged as error:
+            raise UnicodeVersionChanged(
+                error.recorded, error.runtime, f"partition {task.partition} of {self.config.changelog_topic}",
+            ) from None
+        if previous is not None and previous != unicodedata.unidata_version:
+            log.warning(
+                "partition %d: state built with Unicode %s, this runtime has Unicode %s: accepted "
+                "(--accept-unicode-change), recording Unicode %s", task.partition, previous,
+                unicodedata.unidata_version, unicodedata.unidata_version,
+            )
 
     def _restore(self, task: Task) -> int:
         """Read partition ``task.partition`` of the changelog to its end
@@ -674,7 +706,8 @@ def prepare_topics(config: WorkerConfig) -> int:
 
 def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any) -> WorkerConfig:
     """WorkerConfig from KAFKA_BOOTSTRAP_SERVERS, REDIS_URL, RL_TOPIC_PREFIX,
-    RL_APP_ID and RL_INSTANCE_ID, then ``overrides`` (None values ignored).
+    RL_APP_ID, RL_INSTANCE_ID and RL_ACCEPT_UNICODE_CHANGE (1 / true / yes),
+    then ``overrides`` (None values ignored).
     Raises KeyError when KAFKA_BOOTSTRAP_SERVERS is not set."""
     config = WorkerConfig(
         bootstrap=os.environ["KAFKA_BOOTSTRAP_SERVERS"],
@@ -682,6 +715,7 @@ def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any)
         topic_prefix=catalogue.prefix(),
         redis_url=os.environ.get("REDIS_URL") or None,
         ledger=ledger or LedgerConfig(),
+        accept_unicode_change=os.environ.get("RL_ACCEPT_UNICODE_CHANGE", "").lower() in ("1", "true", "yes"),
     )
     for name, value in overrides.items():
         if value is not None:
@@ -692,7 +726,9 @@ def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any)
 def run_worker(config: WorkerConfig) -> None:
     """Prepare the topics and run one worker until SIGTERM/SIGINT (or idle
     timeout). Raises CoPartitionError before consuming anything when the
-    topics are not co-partitioned."""
+    topics are not co-partitioned, and UnicodeVersionChanged when an
+    assigned partition's state was built on another Unicode version (before
+    any of its records is processed)."""
     logging.basicConfig(level=os.environ.get("RL_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     partitions = prepare_topics(config)
     view = None
