@@ -47,7 +47,7 @@ State (JSON values, written explicitly, see ``state.py``):
   item_index]``; ``start`` is the run's name, -1 for the start of history;
   absent when the run has none. The full failure_ref (with its item_digest)
   is read back from the Task Outcome's record only to publish a candidate,
-  so a verdict keeps ~40 bytes here, not a ~300-byte ref.
+  so a verdict keeps some 30 bytes here, not a ~200-byte ref.
 
 So the state of a revision is proportional to its terminal verdicts, and a
 verdict rewrites the streak record and one run record (plus the avoided
