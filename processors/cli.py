@@ -26,11 +26,13 @@ from typing import Annotated, Optional
 
 import typer
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
 from recurrence_ledger.embedded import RunSummary, run_journal, stdout_console
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.settings import (
+    ENV_ACCEPT_UNICODE_CHANGE,
     DEFAULT_APP_ID,
     ENV_APP_ID,
     ENV_BOOTSTRAP_SERVERS,
@@ -140,6 +142,25 @@ def admission_lines(admission: Counter) -> list[str]:
     return lines
 
 
+#: run-journal's exit code when journal lines were dead-lettered: not 1 (an
+#: error that stopped the run) and not 2 (a usage error): the run finished,
+#: but part of the journal is not in the ledger — with one bad early line
+#: (say an Experience revision), every outcome that relied on it counts
+#: differently, and nothing else would tell.
+DEAD_LETTERS_EXIT = 3
+
+
+def warn_dead_letters(summary: RunSummary, out_dir: Path) -> None:
+    """A loud warning on stderr: how many journal lines were dead-lettered,
+    by reason, and where they are."""
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.dead_letter_reasons.items()))
+    Console(stderr=True).print(
+        f"WARNING: {summary.dead_letters} of {summary.lines} journal lines were dead-lettered ({reasons}) and are not "
+        f"in the ledger; every event that relied on them may count differently. See {out_dir}/dead-letter.jsonl.",
+        style="bold red", highlight=False, soft_wrap=True,
+    )
+
+
 @app.command("run-journal")
 def run_journal_command(
     journal: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="Journal file (JSON Lines).")],
@@ -149,11 +170,20 @@ def run_journal_command(
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
+    allow_dead_letters: Annotated[bool, typer.Option("--allow-dead-letters", help=f"Exit 0 even when journal lines were dead-lettered (the warning is still printed); without it such a run exits {DEAD_LETTERS_EXIT}.")] = False,
 ) -> None:
-    """Process a journal file with the embedded runner (contract §11)."""
+    """Process a journal file with the embedded runner (contract §11).
+
+    Exit code: 0 when every line was applied; 3 when any line was
+    dead-lettered (a warning with the count is printed; the output files are
+    complete all the same), unless --allow-dead-letters; 2 for a usage error."""
     summary = run_journal(journal, out, _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates), show_progress=not quiet)
     if not quiet:
         print_summary(summary, out)
+    if summary.dead_letters:
+        warn_dead_letters(summary, out)
+        if not allow_dead_letters:
+            raise typer.Exit(DEAD_LETTERS_EXIT)
 
 
 #: Default output folder of `run` on the embedded runner, in the current
@@ -286,6 +316,8 @@ def run_command(
         console.print(f"error: cannot write the output files to {out_dir}: {error}; choose a folder with --out DIR", style="red", highlight=False)
         raise typer.Exit(1) from None
     print_summary(summary, out_dir)
+    if summary.dead_letters:
+        warn_dead_letters(summary, out_dir)  # the demo warns but exits 0; run-journal is the one for scripts
     if out is None:
         console.print(f"(the default folder ./{DEFAULT_RUN_OUT}: the next run overwrites it; --out DIR for another one)", style="dim", highlight=False)
 
@@ -376,12 +408,30 @@ def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 
 def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
     from recurrence_ledger.runtime.kafka_admin import CoPartitionError
 
-    try:
+    with _refusing_to_start(CoPartitionError):
         with _kafka_errors():
             run_worker(config)
-    except CoPartitionError as error:
-        console.print(f"refusing to start: {error}", style="red")
+
+
+@contextlib.contextmanager
+def _refusing_to_start(*errors: type[Exception]):
+    """Turn a refusal to start (topics not co-partitioned, or a state built
+    on another Unicode version, contract §10) into one red line and exit
+    code 2."""
+    from recurrence_ledger.ledger.state import UnicodeVersionChanged
+
+    try:
+        yield
+    except (UnicodeVersionChanged, *errors) as error:
+        console.print(f"refusing to start: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None
+
+
+AcceptUnicodeOption = Annotated[
+    bool,
+    typer.Option("--accept-unicode-change", envvar=ENV_ACCEPT_UNICODE_CHANGE,
+                 help="Start even though the deployment's state was built on another Unicode version (contract §10; docs/upgrading.md)."),
+]
 
 
 def _check_topic(topic: str) -> str:
@@ -412,6 +462,7 @@ def worker_command(
     max_pending_candidates: PendingCandidatesOption = 5_000,
     schema_registry_url: RegistryOption = None,
     auto_register: AutoRegisterOption = None,
+    accept_unicode_change: AcceptUnicodeOption = False,
 ) -> None:
     """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
     from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
@@ -431,6 +482,7 @@ def worker_command(
         ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
         schema_registry=_registry(schema_registry_url, auto_register, kafka_config),
         **({"instance_id": instance_id} if instance_id else {}),
+        accept_unicode_change=accept_unicode_change,
     )
     _run_worker_or_exit(run_worker, config)
 
@@ -514,7 +566,7 @@ def topics_acls_command(
     role: Annotated[str, typer.Option("--role", help="worker | upstream (publish) | reader (export, rebuild, explain, view rebuild) | replay.")] = "worker",
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group, changelog, transactional ids).")] = DEFAULT_APP_ID,
-    create_topics: Annotated[bool, typer.Option("--create-topics", help="worker: also Create on every catalogue topic (the worker's --create-topics); without it an admin runs `topics create`.")] = False,
+    create_topics: Annotated[bool, typer.Option("--create-topics", help="worker: also Create on every catalogue topic (the worker's --create-topics); without it an admin runs 'topics create'.")] = False,
     apply: Annotated[bool, typer.Option("--apply", help="Create the bindings with the Admin API (as the --kafka-config principal, e.g. an admin) instead of printing kafka-acls commands.")] = False,
     bootstrap: Annotated[Optional[str], typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help="Kafka bootstrap servers (for --apply, and shown in the commands).")] = None,
     kafka_config: KafkaConfigOption = None,
@@ -614,6 +666,7 @@ def replay_command(
     max_pending_candidates: PendingCandidatesOption = 5_000,
     schema_registry_url: RegistryOption = None,
     auto_register: AutoRegisterOption = None,
+    accept_unicode_change: AcceptUnicodeOption = False,
 ) -> None:
     """Re-run the ledger over the input topics, adding only what it lacks.
 
@@ -627,11 +680,12 @@ def replay_command(
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from") from None
     connection = _connect(bootstrap, kafka_config)
-    with _kafka_errors():
+    with _refusing_to_start(), _kafka_errors():
         summary = run_replay(
             connection, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=_config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates),
             codec=_codec(schema_registry_url, auto_register, kafka_config),
+            accept_unicode_change=accept_unicode_change,
         )
     if as_json:
         print(json.dumps(replay_json(summary, dry_run), ensure_ascii=False))
@@ -697,19 +751,27 @@ def rebuild_command(
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
     schema_registry_url: RegistryOption = None,
+    app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (its changelog holds the Unicode pin).")] = DEFAULT_APP_ID,
+    accept_unicode_change: AcceptUnicodeOption = False,
 ) -> None:
     """Rebuild the derived views from the ledger topics and check them.
 
     Rebuilds streaks, statistics and the revisions view from the ledger
     topics alone, compares them with the latest statistics and
     revision-statistics records, and with --redis-url rewrites the Redis
-    view. Exit code 1 when the rebuilt views differ from the live ones."""
+    view. Exit code 1 when the rebuilt views differ from the live ones; 2
+    when the deployment's state was built on another Unicode version."""
     from recurrence_ledger.runtime.kafka_io import read_topic
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
     from recurrence_ledger.runtime.view_topics import read_revision_statistics_topic, read_statistics_topic
     from recurrence_ledger.view import RedisView, default_namespace
 
     connection = _connect(bootstrap, kafka_config)
+    from recurrence_ledger.runtime.unicode_pin import check_changelog
+    from recurrence_ledger.topics import catalogue
+
+    with _refusing_to_start(), _kafka_errors():
+        check_changelog(connection, catalogue.physical(catalogue.changelog_name(app_id), topic_prefix), accept_unicode_change)
     with _kafka_errors():
         codec = _codec(schema_registry_url, None, kafka_config)
         observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]

@@ -19,7 +19,7 @@ from typing import BinaryIO
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
+from recurrence_ledger.ledger.intake import BOM, Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.topics.catalogue import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, SOURCE_JOURNAL, STATISTICS
@@ -33,12 +33,14 @@ class RunSummary:
     """What a run produced: records per output topic, each scope's last
     statistics record (its current view, contract §11) and admission
     counts: ``admission`` maps "accepted", "rejected", "near_duplicates"
-    (decisions listing any) and each rejection reason code to a count."""
+    (decisions listing any) and each rejection reason code to a count;
+    ``dead_letter_reasons`` counts dead letters by reason code."""
 
     records: dict[str, int] = field(default_factory=lambda: {topic: 0 for topic in OUTPUT_TOPICS})
     statistics: dict[str, dict] = field(default_factory=dict)
     admission: Counter = field(default_factory=Counter)
     lines: int = 0
+    dead_letter_reasons: Counter = field(default_factory=Counter)
 
     @property
     def dead_letters(self) -> int:
@@ -62,6 +64,8 @@ class JsonlSink:
             summary.records[emit.topic] += 1
             if emit.topic == STATISTICS:
                 summary.statistics[emit.value["scope_id"]] = emit.value
+            elif emit.topic == DEAD_LETTER:
+                summary.dead_letter_reasons[emit.value["reason"]] += 1
             elif emit.topic == ADMISSION_DECISIONS:
                 summary.admission.update([emit.value["decision"], *emit.value["reasons"]])
                 summary.admission["near_duplicates"] += bool(emit.value["near_duplicates"])
@@ -96,8 +100,12 @@ def file_progress(show: bool) -> Progress:
 
 def journal_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
     """``(0-based line number, line without its end-of-line)`` for every
-    non-blank line."""
+    non-blank line. A UTF-8 byte-order mark at the start of the file is
+    ignored (contract §9 rev. 2), so a file saved by an editor that adds one
+    reads like the same file without it."""
     for number, line in enumerate(handle):
+        if number == 0 and line.startswith(BOM):
+            line = line[len(BOM):]
         stripped = line.rstrip(b"\r\n")
         if stripped.strip():
             yield number, stripped

@@ -42,6 +42,8 @@ ENV_METRICS_PORT = "RL_METRICS_PORT"
 ENV_REVIEW_THRESHOLD = "RL_REVIEW_THRESHOLD"
 #: Ledger policy: waiting admission candidates per scope (contract §12).
 ENV_MAX_PENDING_CANDIDATES = "RL_MAX_PENDING_CANDIDATES"
+#: Start although the deployment's state was built on another Unicode version (contract §10).
+ENV_ACCEPT_UNICODE_CHANGE = "RL_ACCEPT_UNICODE_CHANGE"
 #: Log level of the worker (Python logging level name).
 ENV_LOG_LEVEL = "RL_LOG_LEVEL"
 #: Test hook of the worker: where to kill itself (``recurrence_ledger.runtime.worker``).
@@ -77,6 +79,7 @@ class Settings(BaseSettings):
     app_id: str = Field(DEFAULT_APP_ID, validation_alias=ENV_APP_ID)
     instance_id: str | None = Field(None, validation_alias=ENV_INSTANCE_ID)
     log_level: str = Field("INFO", validation_alias=ENV_LOG_LEVEL)
+    accept_unicode_change: bool = Field(False, validation_alias=ENV_ACCEPT_UNICODE_CHANGE)
     fault_inject: str | None = Field(None, validation_alias=ENV_FAULT_INJECT)
     schema_registry_url: str | None = Field(None, validation_alias=ENV_SCHEMA_REGISTRY_URL)
 

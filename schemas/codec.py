@@ -14,7 +14,8 @@ comes from is the :class:`Codec`'s business:
   Confluent serializers interoperate (docs/kafka.md, "Schema Registry").
 
 JSON is accepted on input as an option for simple producers: a value whose
-first byte is ``{`` is JSON (the same shapes as the Avro records). Output
+first byte is ``{``, or that starts with a UTF-8 byte-order mark, is JSON
+(the same shapes as the Avro records; the BOM is ignored, contract §9). Output
 values are Avro by default, or canonical JSON when a deployment asks for it.
 Both codecs share these rules; they differ only in how an Avro value is
 framed and read.
@@ -30,7 +31,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.ledger.intake import MAX_RECORD_BYTES, BadRecord, decode_json
+from recurrence_ledger.ledger.intake import BOM, MAX_RECORD_BYTES, BadRecord, decode_json
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.schemas import avro
 from recurrence_ledger.topics.catalogue import BY_NAME, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
@@ -109,7 +110,7 @@ class Codec(ABC):
         """
         if len(raw) > MAX_RECORD_BYTES:
             raise BadRecord("oversized_record", f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
-        if raw[:1] == b"{":
+        if raw[:1] == b"{" or raw.startswith(BOM):  # JSON, with or without a leading BOM (contract §9)
             value = decode_json(raw)
             if not isinstance(value, dict):
                 raise BadRecord("invalid_envelope", "a JSON value must be an object")

@@ -19,7 +19,7 @@ SCHEMA_REGISTRY_URL = os.environ.pop("SCHEMA_REGISTRY_URL", None)
 CASES = REPO / "tests" / "cases"
 #: Every case in tests/cases (tests/cases/README.md): the case-driven tests
 #: run each of them. Adding a case is adding its name here.
-CASE_NAMES = ("minimum_case", "worked_example")
+CASE_NAMES = ("minimum_case", "worked_example", "late_run")
 
 
 def case(name: str) -> tuple[Path, dict]:

@@ -166,7 +166,7 @@ def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(t
     journal = tmp_path / "j.jsonl"
     journal.write_text("".join(json.dumps(record) + "\n" for record in (waiting("A", 1), waiting("B", 2))))
     result = run_cli("run-journal", str(journal), "--out", str(tmp_path / "out"), "--max-pending-candidates", "1", "--quiet")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # a line was dead-lettered
     [dead] = [json.loads(line) for line in (tmp_path / "out" / "dead-letter.jsonl").read_text().splitlines()]
     assert (dead["reason"], dead["offset"]) == ("too_many_pending", 1)
     [decision] = [json.loads(line) for line in (tmp_path / "out" / "admission-decisions.jsonl").read_text().splitlines()]
@@ -177,7 +177,7 @@ def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(t
 
 COMMANDS = (
     "run-journal", "run", "worker", "publish", "export", "replay", "rebuild", "explain", "serve", "rank", "stats",
-    "topics", "topics create", "topics delete", "topics list", "view", "view rebuild", "view clear",
+    "topics", "topics create", "topics delete", "topics list", "topics acls", "view", "view rebuild", "view clear",
 )
 
 

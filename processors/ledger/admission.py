@@ -21,6 +21,9 @@ rules are listed, in rule order):
    check_subject normalize to non-empty (``empty_condition``,
    ``empty_check_subject``) and whose check_subject has at most 512
    characters like a published one (``check_subject_too_long``);
+
+Characters are counted as every length limit is: code points of the NFC
+form of the text as written (contract §3 rev. 2).
 5. near-duplicates are suggestions, never rejections: every current head
    whose normalized cue has a Sørensen–Dice coefficient ≥ 0.8 over token
    bigrams with the candidate's (:func:`dice`), found through a per-scope
@@ -36,11 +39,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from recurrence_ledger.ledger.normalize import digest, normalize
+from recurrence_ledger.ledger.normalize import digest, nfc_length, normalize
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
-#: contract §3, §12: a cue has at most 512 characters — counted
-#: in Unicode code points of the cue as written.
+#: contract §3, §12: a cue has at most 512 characters — counted in code
+#: points of the NFC form of the cue as written (``normalize.nfc_length``),
+#: like a published revision's.
 MAX_FAILURE_CUE_LENGTH = 512
 #: Longest check_subject of a published FailureVerification (contract §3:
 #: 1–512 characters): an accepted record must be publishable as it is.
@@ -194,7 +198,7 @@ def content_reasons(content: dict) -> list[str]:
     key = normalize(cue)
     if not key:
         reasons.append("empty_cue")
-    if len(cue) > MAX_FAILURE_CUE_LENGTH:
+    if nfc_length(cue) > MAX_FAILURE_CUE_LENGTH:
         reasons.append("cue_too_long")
     if key and key == normalize(content["outcome"]):
         reasons.append("cue_restates_outcome")
@@ -208,7 +212,7 @@ def content_reasons(content: dict) -> list[str]:
             reasons.append("empty_condition")
         if not normalize(verification["check_subject"]):
             reasons.append("empty_check_subject")
-        if len(verification["check_subject"]) > MAX_CHECK_SUBJECT_LENGTH:
+        if nfc_length(verification["check_subject"]) > MAX_CHECK_SUBJECT_LENGTH:
             reasons.append("check_subject_too_long")
     return reasons
 

@@ -52,6 +52,9 @@ from recurrence_ledger.ledger.models import SOURCE_KINDS
 
 #: Largest record accepted (bytes). Kafka's default message.max.bytes is ~1 MiB.
 MAX_RECORD_BYTES = 1_048_576
+#: The UTF-8 byte-order mark (U+FEFF), ignored at the start of a JSON record
+#: value and of a journal file (contract §9 rev. 2).
+BOM = b"\xef\xbb\xbf"
 #: Largest raw record kept whole in a dead letter: base64 grows it by 4/3, and
 #: the dead letter must itself fit in a Kafka message.
 MAX_DEAD_LETTER_RAW = 262_144
@@ -94,12 +97,15 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
 
 
 def decode_json(raw: bytes) -> Any:
-    """Strict JSON decoding of one record's bytes.
+    """Strict JSON decoding of one record's bytes. A UTF-8 byte-order mark
+    at the start is ignored (contract §9); anywhere else it is text.
 
     Raises BadRecord(malformed_json | oversized_record).
     """
     if len(raw) > MAX_RECORD_BYTES:
         raise BadRecord("oversized_record", f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
+    if raw.startswith(BOM):
+        raw = raw[len(BOM):]  # contract §9 (rev. 2): one leading byte-order mark is ignored (RFC 8259 allows it)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:

@@ -20,8 +20,12 @@ FAILED_OUTCOME_STATUSES = frozenset({"failed", "blocked"})
 
 
 def has_exact_evidence(item: dict) -> bool:
-    """Non-empty exact evidence: at least one EvidenceRef of kind "exact" (§2)."""
-    return any(evidence["kind"] == "exact" for evidence in item["evidence"])
+    """Non-empty exact evidence (contract §2): at least one EvidenceRef of
+    kind "exact" whose ``ref`` is not blank. Blank = empty once whitespace
+    (``str.strip``: Unicode White_Space, e.g. U+00A0 or U+3000) is stripped;
+    such an item stays in the event and its digest, but a claim with no
+    locator cannot be checked, so it counts as no evidence (rev. 2)."""
+    return any(evidence["kind"] == "exact" and evidence["ref"].strip() for evidence in item["evidence"])
 
 
 def is_verified_exact(item: dict) -> bool:

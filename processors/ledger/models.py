@@ -2,7 +2,8 @@
 
 Inputs (§3) are validated strictly: no type coercion, no unknown fields, and
 the field rules of §3 (families, source types, 1–512 character cues that do not
-normalize to empty, at most MAX_HANDOFF_CITATIONS citations). A record that
+normalize to empty, at most MAX_HANDOFF_CITATIONS citations). String lengths
+count code points of the NFC form (contract §3, :func:`at_most`). A record that
 fails validation goes to dead-letter (§9); see ``recurrence_ledger.ledger.intake``.
 
 Outputs (§6–§8) carry the validation matrix of contract §13 as model
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-from recurrence_ledger.ledger.normalize import normalize
+from recurrence_ledger.ledger.normalize import nfc_length, normalize
 from recurrence_ledger.topics.catalogue import EXPERIENCE_CANDIDATES, EXPERIENCE_REVISIONS, HANDOFF_RECEIPTS, HANDOFF_REVISIONS, TASK_OUTCOMES
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
@@ -34,11 +36,32 @@ MAX_EVIDENCE = 64
 MAX_MEMORY_CITATIONS = 1_024
 MAX_POSITION = 2**63 - 1  # Avro long
 
+
+
+def at_most(limit: int) -> AfterValidator:
+    """A string length limit (contract §3 rev. 2): at most ``limit`` code
+    points of the string's NFC form (``normalize.nfc_length``), whatever
+    canonically equivalent spelling was sent. The string itself is kept as
+    sent. Breaking it is the ``string_too_long`` error (dead-letter reason
+    ``too_long``)."""
+
+    def check(value: str) -> str:
+        if (len(value) > limit or not value.isascii()) and nfc_length(value) > limit:
+            raise PydanticCustomError(
+                "string_too_long", "String should have at most {max_length} characters (code points of its NFC form)",
+                {"max_length": limit},
+            )
+        return value
+
+    return AfterValidator(check)
+
+
 #: Identifiers: 1–512 characters, no control characters (C0, DEL, C1: they
-#: would be invisible in dashboards and logs).
-Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")]
-Text = Annotated[str, Field(max_length=MAX_TEXT_LENGTH)]
-CueText = Annotated[str, Field(min_length=1, max_length=MAX_FAILURE_CUE_LENGTH)]
+#: would be invisible in dashboards and logs). Every length limit counts
+#: code points of the NFC form (:func:`at_most`).
+Id = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f-\x9f]+$"), at_most(MAX_ID_LENGTH)]
+Text = Annotated[str, at_most(MAX_TEXT_LENGTH)]
+CueText = Annotated[str, Field(min_length=1), at_most(MAX_FAILURE_CUE_LENGTH)]
 Position = Annotated[int, Field(ge=0, le=MAX_POSITION)]
 Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
@@ -78,7 +101,10 @@ class SourceRef(_Value):
 
 
 class EvidenceRef(_Value):
-    """contract §2: ``{kind, ref}``; kind "exact" makes evidence non-empty exact."""
+    """contract §2: ``{kind, ref}``; kind "exact" with a non-blank ``ref``
+    makes evidence non-empty exact. A blank ``ref`` is valid input (the event
+    is accepted and stored) that counts as no evidence
+    (``recurrence_ledger.ledger.matching.has_exact_evidence``)."""
 
     kind: Literal["exact", "summary"]
     ref: Text

@@ -22,10 +22,18 @@ def _strippable(char: str) -> bool:
 def normalize(text: str) -> str:
     """Return the comparison key of ``text`` (contract §4).
 
-    Steps, in order: Unicode NFKC; ``str.casefold``; every run of whitespace
-    becomes one space; leading and trailing characters whose Unicode category
-    is punctuation (P*), separator (Z*) or other (C*: control, format such as
-    U+200B or a BOM) are stripped. Inner punctuation is kept.
+    Steps, in order: Unicode's compatibility caseless form
+    NFKC(casefold(NFKC(text))); every run of whitespace becomes one space;
+    leading and trailing characters whose Unicode category is punctuation
+    (P*), separator (Z*) or other (C*: control, format such as U+200B or a
+    BOM) are stripped. Inner punctuation is kept.
+
+    The second NFKC matters because full case folding can undo a
+    composition: "ΐ" (U+0390) folds to ι + ̈ + ́, and capital "Ϊ" followed by
+    a combining acute folds to ϊ + ́; only recomposing after the fold gives
+    both spellings the same key (U+0390). 26 code points get a different key
+    than under revision 1's casefold(NFKC(text)) (pinned by
+    tests/ledger/test_normalize_unicode.py).
 
     >>> normalize("  OpenAPI   Codegen Drift!! ")
     'openapi codegen drift'
@@ -33,7 +41,10 @@ def normalize(text: str) -> str:
     The result is a comparison key, never a stored identity; "" matches
     nothing (callers must check).
     """
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    if text.isascii():
+        folded = text.lower()  # NFKC is the identity on ASCII, and casefold is lower
+    else:
+        folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
     collapsed = " ".join(folded.split())
     if collapsed.isascii() and collapsed[:1].isalnum() and collapsed[-1:].isalnum():
         return collapsed  # fast path: nothing to strip
@@ -43,6 +54,17 @@ def normalize(text: str) -> str:
     while end > start and _strippable(collapsed[end - 1]):
         end -= 1
     return collapsed[start:end]
+
+
+def nfc_length(text: str) -> int:
+    """Length of ``text`` for every length limit (contract §3 rev. 2): the
+    number of code points of its NFC form, so canonically equivalent
+    spellings (composed "é" or "e" + combining acute) are either all within
+    a limit or all over it. NFC can also lengthen a text (e.g. U+0344 becomes
+    two code points). ASCII is its own NFC form."""
+    if text.isascii():
+        return len(text)
+    return len(unicodedata.normalize("NFC", text))
 
 
 def canonical_json(value: Any) -> bytes:

@@ -9,8 +9,9 @@ dicts, lists, str, int, None.
 
 State is proportional to live entities: one small record per source event
 identity (for duplicate and conflict detection, contract §3), one per
-RecurrenceMatch decision (replay rule, §6), one per revision with verdicts
-(streak, §8), the held content of pending outcomes only while they are pending
+RecurrenceMatch decision (replay rule, §6), per revision with verdicts its
+counts and the compact positions of its terminal verdicts, grouped in runs
+(streak and review, §8, ``streaks.py``), the held content of pending outcomes only while they are pending
 (§5), and per-scope indexes (current heads, recall cues). Raw events are never
 kept once decided.
 
@@ -21,6 +22,8 @@ rebuilt from the store on demand; the worker calls
 
 from __future__ import annotations
 
+import sys
+import unicodedata
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -45,6 +48,46 @@ def experience_ref(artifact_id: str, revision: int) -> dict:
 def ref_order(ref: dict) -> tuple[str, str, int]:
     """ArtifactRef total order (contract §2)."""
     return (ref["family"], ref["artifact_id"], ref["revision"])
+
+
+#: Store key of the Unicode version the state was built with (contract §10
+#: rev. 2): normalize() keys depend on the runtime's Unicode database.
+UNICODE_VERSION_KEY: Key = ("deployment", "unicode_version")
+
+
+class UnicodeVersionChanged(Exception):
+    """The state was built on another Unicode version than this runtime's
+    (contract §10): refuse to start unless the operator accepts the change."""
+
+    def __init__(self, recorded: str, runtime: str, where: str = "this deployment's state"):
+        super().__init__(
+            f"{where} was built with Unicode {recorded}, but this runtime has Unicode {runtime} "
+            f"(Python {_python_version()}): normalize() may give other keys for characters that changed between "
+            f"the two. Run on a Python with Unicode {recorded}, rebuild the state (docs/upgrading.md), or start "
+            f"with --accept-unicode-change to accept the change and record Unicode {runtime}."
+        )
+        self.recorded, self.runtime = recorded, runtime
+
+
+def _python_version() -> str:
+    return ".".join(map(str, sys.version_info[:3]))
+
+
+def pin_unicode_version(store: Store, accept_change: bool = False, runtime: str = unicodedata.unidata_version) -> str | None:
+    """Check the Unicode version recorded in ``store`` against the
+    ``runtime``'s and record it (contract §10 rev. 2). A store with none
+    (new, or built before the pin existed) records the runtime's; a
+    different one raises :class:`UnicodeVersionChanged` naming both, unless
+    ``accept_change``, which records the runtime's instead. Returns the
+    version recorded before (None if none); writes only on a change, so a
+    changelog store records it once."""
+    recorded = store.get(UNICODE_VERSION_KEY)
+    if recorded == runtime:
+        return recorded
+    if recorded is not None and not accept_change:
+        raise UnicodeVersionChanged(recorded, runtime)
+    store[UNICODE_VERSION_KEY] = runtime
+    return recorded
 
 
 def new_scope_record() -> dict:

@@ -9,6 +9,7 @@ from typing import get_args
 from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
+from recurrence_ledger.ledger.streaks import streak_length
 
 
 def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int) -> dict:
@@ -132,7 +133,7 @@ def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, rev
     selection or a verdict (a ``streak`` record); KeyError/TypeError
     otherwise."""
     record = state.get("streak", scope_id, artifact_id, revision)
-    streak = len(record["run"])
+    streak = streak_length(record)
     return {
         "scope_id": scope_id,
         "artifact_ref": experience_ref(artifact_id, revision),

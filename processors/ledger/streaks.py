@@ -1,16 +1,64 @@
-"""contract §8: streaks by journal position, needing review, ReviewCandidates.
+"""contract §8: streaks by journal position, review runs, ReviewCandidates.
 
 For each (scope_id, artifact_ref, signature_key) the terminal verdicts are
-ordered by task_outcome_position; ``terminal_recurred_streak`` is the number
-of recurred verdicts after the last avoided one. The state keeps only what the
-streak needs — the position of the last avoided verdict and the recurred
-verdicts after it — so a late verdict is inserted in position order, never
-appended, and the record stays as small as the current run.
+ordered by task_outcome_position. Its avoided verdicts cut that history into
+*runs*: a run is the recurred verdicts between an opening avoided verdict —
+or the start of the revision's history — and the next avoided verdict (or
+the end). A run is named by the position of its opening avoided verdict, or
+None for the start of history. ``terminal_recurred_streak`` is the length of
+the last run (the recurred verdicts after the last avoided one). A late
+verdict is inserted by position, never appended: a late recurred lengthens
+the run it falls in, a late avoided splits the run it falls in.
 
-A *run* is named by the position of the avoided verdict that opens it, or
-None for the start of the revision's history. One ReviewCandidate is
-published per run, when its streak first reaches the threshold and the
-revision's repair_surface is experience_content; it is never withdrawn.
+Review (rev. 2): every run — the current one or one an avoided verdict has
+already closed — reaches the threshold when it holds ≥ threshold recurred
+verdicts, whenever they arrive. One ReviewCandidate is published per run
+name, ever, when its run first reaches the threshold and the revision's
+repair_surface is experience_content, with the failure_refs of the run's
+recurred verdicts at publication time. A published candidate is never
+withdrawn.
+
+A late avoided verdict that splits a run whose candidate is already
+published (decision): the run keeps its name for the recurrences before the
+avoided verdict, and its candidate stays published; that name is never
+published again, even if late recurrences later bring the shortened run back
+to the threshold — one run name, one candidate (candidate_id derives from
+it, so a second one would repeat an id with other content). The recurrences
+after the avoided verdict form a run with a new name, its position, which
+has never been published: it gets its own candidate when it holds ≥
+threshold recurred verdicts — at once or later — exactly as in position
+order, even though some of its failure refs are also in the first
+candidate. So the candidates of a history are those of position order, plus
+at most the already-published candidates of runs a late avoided verdict
+split (the contract's one exception), and no two candidates share a run
+name.
+
+State (JSON values, written explicitly, see ``state.py``):
+
+- ``("streak", scope_id, artifact_id, revision)``: signature_key,
+  repair_surface, selected / recurred / avoided counts, ``last_avoided``
+  (the name of the current run), ``streak`` (its length) and ``published``
+  (the run names with a candidate);
+- ``("avoided_at", scope_id, artifact_id, revision)``: the sorted positions
+  of the revision's avoided verdicts, i.e. the run names; read only for a
+  late verdict or an avoided one;
+- ``("run", scope_id, artifact_id, revision, start)``: one run's recurred
+  verdicts, sorted, each ``[position, task outcome source_id, item_kind,
+  item_index]``; ``start`` is the run's name, -1 for the start of history;
+  absent when the run has none. The full failure_ref (with its item_digest)
+  is read back from the Task Outcome's record only to publish a candidate,
+  so a verdict keeps some 30 bytes here, not a ~200-byte ref.
+
+So the state of a revision is proportional to its terminal verdicts, and a
+verdict rewrites the streak record and one run record (plus the avoided
+positions for an avoided verdict), as before revision 2 it rewrote the
+streak record holding the current run.
+
+Records written before revision 2 held only the current run (``run``:
+``[position, failure_ref]`` pairs); :func:`revision_record` converts them,
+and verdicts before their ``last_avoided`` (``tracked_from``) keep the
+revision 1 behaviour — the runs closed before the upgrade were not kept. A
+state rebuild (docs/upgrading.md) tracks every run.
 """
 
 from __future__ import annotations
@@ -19,6 +67,10 @@ import bisect
 
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.state import LedgerState
+
+#: Store key part of the run opened by the start of a revision's history
+#: (run name None): positions are ≥ 0.
+HISTORY_START = -1
 
 
 def review_candidate_id(scope_id: str, artifact_ref: dict, signature_key: str, run_start_position: int | None) -> str:
@@ -35,24 +87,63 @@ def review_candidate_id(scope_id: str, artifact_ref: dict, signature_key: str, r
     )
 
 
+def _parts(scope_id: str, artifact_ref: dict) -> tuple:
+    return (scope_id, artifact_ref["artifact_id"], artifact_ref["revision"])
+
+
+def _run_key(start: int | None) -> int:
+    return HISTORY_START if start is None else start
+
+
+def _entry(position: int, failure_ref: dict) -> list:
+    """A run entry: what identifies a recurred verdict's failure item."""
+    return [position, failure_ref["task_outcome_ref"]["source_id"], failure_ref["item_kind"], failure_ref["item_index"]]
+
+
 def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair_surface: str) -> dict:
-    """The per-revision record (streak run and counts), new if absent."""
-    return state.get(*parts) or {
-        "signature_key": signature_key,
-        "repair_surface": repair_surface,
-        "last_avoided": None,
-        "run": [],
-        "published": [],
-        "selected": 0,
-        "recurred": 0,
-        "avoided": 0,
-    }
+    """The per-revision record (counts, current run, published runs), new if
+    absent; a record written before revision 2 is converted (its current run
+    moves to its run record)."""
+    record = state.get(*parts)
+    if record is None:
+        return {
+            "signature_key": signature_key,
+            "repair_surface": repair_surface,
+            "last_avoided": None,
+            "streak": 0,
+            "published": [],
+            "selected": 0,
+            "recurred": 0,
+            "avoided": 0,
+        }
+    if "run" in record:  # revision 1 layout: only the current run was kept
+        legacy = record.pop("run")
+        last = record["last_avoided"]
+        _put_run(state, parts[1:], last, [_entry(position, ref) for position, ref in legacy])
+        if last is not None:
+            state.put([last], "avoided_at", *parts[1:])
+            record["tracked_from"] = last
+        record["streak"] = len(legacy)
+    return record
+
+
+def streak_length(record: dict) -> int:
+    """``terminal_recurred_streak`` of a revision record."""
+    return record["streak"] if "streak" in record else len(record["run"])
+
+
+def _get_run(state: LedgerState, parts: tuple, start: int | None) -> list:
+    return state.get("run", *parts, _run_key(start), default=[])
+
+
+def _put_run(state: LedgerState, parts: tuple, start: int | None, entries: list) -> None:
+    state.put_nonempty(entries, "run", *parts, _run_key(start))
 
 
 def count_selected(state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str) -> None:
     """One more selected event for a revision (its yield figures, contract
     §14; the streak is unaffected)."""
-    parts = ("streak", scope_id, artifact_ref["artifact_id"], artifact_ref["revision"])
+    parts = ("streak", *_parts(scope_id, artifact_ref))
     record = revision_record(state, parts, signature_key, repair_surface)
     record["selected"] = record.get("selected", 0) + 1
     state.put(record, *parts)
@@ -72,23 +163,50 @@ def record_verdict(
     threshold: int,
 ) -> list[dict]:
     """Apply one terminal verdict (``event`` is "recurred" or "avoided") at
-    ``position`` to the revision's streak; update the ranking and the scope's
+    ``position`` to the revision's runs; update the ranking and the scope's
     ``needing_review`` count. Returns the ReviewCandidate records to publish
-    (zero or one).
+    (zero or one: only the run the verdict lengthened, or the run a late
+    avoided verdict split off, can newly reach the threshold).
     """
-    parts = ("streak", scope_id, artifact_ref["artifact_id"], artifact_ref["revision"])
-    streak = revision_record(state, parts, signature_key, repair_surface)
-    streak[event] = streak.get(event, 0) + 1
+    parts = _parts(scope_id, artifact_ref)
+    record = revision_record(state, ("streak", *parts), signature_key, repair_surface)
+    record[event] = record.get(event, 0) + 1
     state.forget_top(scope_id, artifact_ref)
-    last_avoided = streak["last_avoided"]
-    old = len(streak["run"])
-    after_last_avoided = last_avoided is None or position > last_avoided
-    if event == "avoided" and after_last_avoided:
-        streak["last_avoided"] = position
-        streak["run"] = [entry for entry in streak["run"] if entry[0] > position]
-    elif event == "recurred" and after_last_avoided:
-        bisect.insort(streak["run"], [position, failure_ref], key=lambda entry: entry[0])
-    new = len(streak["run"])
+    old = record["streak"]
+    last = record["last_avoided"]
+    changed: tuple[int | None, list] | None = None  # (run name, its entries) that grew or was split off
+
+    if position < record.get("tracked_from", -1):
+        pass  # before a revision-1 record's current run: those runs were not kept
+    elif event == "recurred":
+        if last is None or position > last:
+            start = last  # the current run (the common case: no lookup)
+        else:
+            avoided = state.get("avoided_at", *parts, default=[])
+            index = bisect.bisect_left(avoided, position)
+            start = avoided[index - 1] if index else None
+        entries = _get_run(state, parts, start)
+        bisect.insort(entries, _entry(position, failure_ref), key=lambda entry: entry[0])
+        _put_run(state, parts, start, entries)
+        if start == last:
+            record["streak"] = len(entries)
+        changed = (start, entries)
+    else:
+        avoided = state.get("avoided_at", *parts, default=[])
+        index = bisect.bisect_left(avoided, position)
+        start = avoided[index - 1] if index else None  # the run this verdict splits
+        avoided.insert(index, position)
+        state.put(avoided, "avoided_at", *parts)
+        entries = _get_run(state, parts, start)
+        cut = bisect.bisect_left(entries, position, key=lambda entry: entry[0])
+        if cut < len(entries):  # recurrences after it (arrived earlier) move to the new run
+            _put_run(state, parts, start, entries[:cut])
+            _put_run(state, parts, position, entries[cut:])
+        if last is None or position > last:
+            record["last_avoided"] = position
+            record["streak"] = len(entries) - cut
+        changed = (position, entries[cut:])
+    new = record["streak"]
 
     state.set_streak_rank(scope_id, artifact_ref, signature_key, old, new)
     if old < threshold <= new:
@@ -97,24 +215,43 @@ def record_verdict(
         scope["needing_review"] -= 1
 
     candidates = []
-    run_name = streak["last_avoided"]
-    if new >= threshold and repair_surface == "experience_content" and run_name not in streak["published"]:
-        streak["published"].append(run_name)
-        candidates.append(
-            {
-                "candidate_id": review_candidate_id(scope_id, artifact_ref, signature_key, run_name),
-                "scope_id": scope_id,
-                "artifact_ref": artifact_ref,
-                "signature_key": signature_key,
-                "repair_surface": repair_surface,
-                "streak": new,
-                "run_start_position": run_name,
-                "reason": (
-                    f"recurred {new} times in a row with no avoided verdict in between "
-                    f"(review threshold {threshold}) for signature '{signature_key}'"
-                ),
-                "failure_refs": [entry[1] for entry in streak["run"]],
-            }
-        )
-    state.put(streak, *parts)
+    if changed is not None and repair_surface == "experience_content":
+        run_name, entries = changed
+        if len(entries) >= threshold and run_name not in record["published"]:
+            record["published"].append(run_name)
+            candidates.append(_candidate(state, scope_id, artifact_ref, signature_key, repair_surface, run_name, entries, threshold))
+    state.put(record, "streak", *parts)
     return candidates
+
+
+def _candidate(
+    state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str,
+    run_name: int | None, entries: list, threshold: int,
+) -> dict:
+    """The ReviewCandidate of run ``run_name`` whose recurred verdicts are
+    ``entries`` (contract §8)."""
+    count = len(entries)
+    return {
+        "candidate_id": review_candidate_id(scope_id, artifact_ref, signature_key, run_name),
+        "scope_id": scope_id,
+        "artifact_ref": artifact_ref,
+        "signature_key": signature_key,
+        "repair_surface": repair_surface,
+        "streak": count,
+        "run_start_position": run_name,
+        "reason": (
+            f"recurred {count} times in a row with no avoided verdict in between "
+            f"(review threshold {threshold}) for signature '{signature_key}'"
+        ),
+        "failure_refs": [_failure_ref(state, scope_id, entry) for entry in entries],
+    }
+
+
+def _failure_ref(state: LedgerState, scope_id: str, entry: list) -> dict:
+    """The TaskOutcomeItemRef of a run entry, from its Task Outcome's record
+    (which keeps the refs of its failure items, ``processor.apply``)."""
+    _, source_id, item_kind, item_index = entry
+    for ref in state.get("outcome", scope_id, source_id)["failure_refs"]:
+        if ref["item_kind"] == item_kind and ref["item_index"] == item_index:
+            return ref
+    raise LookupError(f"no failure item {item_kind}[{item_index}] recorded for Task Outcome {source_id!r} in {scope_id!r}")

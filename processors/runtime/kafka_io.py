@@ -300,9 +300,10 @@ def _watermarks(consumer: Consumer, partition: TopicPartition, deadline: float) 
             time.sleep(0.02)
 
 
-def read_raw(bootstrap: str, physical_topic: str, timeout: float = 30.0) -> list[RawRecord]:
+def read_raw(bootstrap: str, physical_topic: str, timeout: float = 30.0, only_key: bytes | None = None) -> list[RawRecord]:
     """Every committed record of ``physical_topic``, partitions ascending,
-    each in offset order, undecoded.
+    each in offset order, undecoded — or with ``only_key``, only the records
+    with that key (the others are read and dropped).
 
     Reads with ``isolation.level=read_committed`` (records of aborted or
     open transactions are never returned) by assigning every partition at
@@ -362,7 +363,7 @@ def read_raw(bootstrap: str, physical_topic: str, timeout: float = 30.0) -> list
                         continue
                     raise KafkaException(error)
                 partition, offset = message.partition(), message.offset()
-                if partition in pending and offset < pending[partition]:
+                if partition in pending and offset < pending[partition] and (only_key is None or message.key() == only_key):
                     records[partition].append(RawRecord(partition, offset, message.key(), message.value()))
                 polled += 1
                 near_end = offset + 1 >= ends.get(partition, 0) or polled % 1024 == 0

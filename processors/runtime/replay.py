@@ -53,6 +53,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from recurrence_ledger.runtime.client_config import client_config
 from recurrence_ledger.runtime.kafka_io import read_topic
+from recurrence_ledger.runtime.unicode_pin import check_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
@@ -228,6 +229,7 @@ def run_replay(
     dry_run: bool = False,
     show_progress: bool = True,
     codec: Codec = FIXED,
+    accept_unicode_change: bool = False,
 ) -> ReplaySummary:
     """Run (or, with ``dry_run``, only plan) a replay; see the module
     docstring. Values are read and written with ``codec``
@@ -235,7 +237,12 @@ def run_replay(
     written. Raises KafkaException on broker errors and
     BufferError/KafkaException if outputs cannot be delivered (the replay
     can simply be run again: it is idempotent), RegistryError when a Schema
-    Registry does not answer."""
+    Registry does not answer.
+
+    Raises UnicodeVersionChanged before reading anything else when the
+    deployment's state (its changelog) was built on another Unicode version
+    than this runtime's, unless ``accept_unicode_change`` (contract §10)."""
+    check_changelog(bootstrap, catalogue.physical(catalogue.changelog_name(app_id), topic_prefix), accept_unicode_change)
     group = catalogue.replay_group(catalogue.physical(app_id, topic_prefix))
     ranges = plan(bootstrap, topic_prefix, start, group)
     summary = ReplaySummary(ranges, dry_run=dry_run)

@@ -27,6 +27,10 @@ between a table's changelog write and the output send can lose outputs or
 half-apply an event. Owning the transaction keeps
 state, outputs and offsets atomic.
 
+Each partition's state records the Unicode version it was built with
+(contract §10, ``recurrence_ledger.runtime.unicode_pin``): a worker on a
+runtime with another version refuses to start unless told to accept it.
+
 The statistics and revision-statistics records of each committed
 transaction are then projected into Redis (``recurrence_ledger.view``); Redis being
 down never stops the ledger.
@@ -41,6 +45,7 @@ import os
 import signal
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -53,6 +58,7 @@ from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcess
 from recurrence_ledger.settings import DEFAULT_APP_ID, ENV_BOOTSTRAP_SERVERS, settings
 from recurrence_ledger.topics.catalogue import DEAD_LETTER, DEFAULT_MAX_OUTPUT_BYTES, MAX_MESSAGE_BYTES, REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.runtime.client_config import Bootstrap, client_config
+from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
 from recurrence_ledger.runtime.metrics import WorkerMetrics
 from recurrence_ledger.schemas import codec
 from recurrence_ledger.topics import catalogue
@@ -185,6 +191,10 @@ class WorkerConfig:
       message.max.bytes (16 MiB) less 64 KiB for the key and record overhead.
     - ``schema_registry``: frame Avro values with a Schema Registry's ids
       (``recurrence_ledger.schemas.registry``); None: the fixed ids.
+    - ``accept_unicode_change``: start even when a partition's state was
+      built on another Unicode version than this runtime's, and record this
+      runtime's (contract §10; without it the worker refuses to start,
+      ``recurrence_ledger.runtime.unicode_pin``).
     """
 
     bootstrap: Bootstrap
@@ -201,6 +211,7 @@ class WorkerConfig:
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
     schema_registry: RegistrySettings | None = None
+    accept_unicode_change: bool = False
 
     @property
     def group_id(self) -> str:
@@ -595,6 +606,7 @@ class LedgerWorker:
         for number in list(self.tasks):
             task = Task(number, self.config.ledger)
             self._restore(task)
+            self._pin_unicode(task)
             self.tasks[number] = task
 
     # -- rebalance ---------------------------------------------------------------------
@@ -606,6 +618,7 @@ class LedgerWorker:
                 task = Task(number, self.config.ledger)
                 self.faults.break_core(task.processor)
                 restored = self._restore(task)
+                self._pin_unicode(task)
                 self.tasks[number] = task
                 log.info("partition %d assigned: %d state records restored", number, restored)
         log.info("assigned partitions %s (restore %.2f s)", numbers, time.monotonic() - started)
@@ -626,6 +639,25 @@ class LedgerWorker:
             self._pending_stats, self._pending_revisions = [], []
         self.tasks.clear()
         log.warning("partitions lost %s: state dropped, will restore on reassignment", sorted({tp.partition for tp in partitions}))
+
+    def _pin_unicode(self, task: Task) -> None:
+        """contract §10: check the Unicode version recorded in the restored
+        state against this runtime's, and record it (a new partition, or one
+        restored from a changelog written before the pin existed). Raises
+        UnicodeVersionChanged — out of the consumer's poll, so the worker
+        stops before it processes anything — unless accept_unicode_change."""
+        try:
+            previous = pin_unicode_version(task.store, self.config.accept_unicode_change)
+        except UnicodeVersionChanged as error:
+            raise UnicodeVersionChanged(
+                error.recorded, error.runtime, f"partition {task.partition} of {self.config.changelog_topic}",
+            ) from None
+        if previous is not None and previous != unicodedata.unidata_version:
+            log.warning(
+                "partition %d: state built with Unicode %s, this runtime has Unicode %s: accepted "
+                "(--accept-unicode-change), recording Unicode %s", task.partition, previous,
+                unicodedata.unidata_version, unicodedata.unidata_version,
+            )
 
     def _restore(self, task: Task) -> int:
         """Read partition ``task.partition`` of the changelog to its end
@@ -691,9 +723,9 @@ def prepare_topics(config: WorkerConfig) -> int:
 def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any) -> WorkerConfig:
     """WorkerConfig from the process settings (KAFKA_BOOTSTRAP_SERVERS,
     REDIS_URL, RL_TOPIC_PREFIX, RL_APP_ID, RL_INSTANCE_ID,
-    SCHEMA_REGISTRY_URL; see ``recurrence_ledger.settings``), then
-    ``overrides`` (None values ignored). Raises ValueError when no bootstrap
-    servers are configured."""
+    SCHEMA_REGISTRY_URL, RL_ACCEPT_UNICODE_CHANGE; see
+    ``recurrence_ledger.settings``), then ``overrides`` (None values
+    ignored). Raises ValueError when no bootstrap servers are configured."""
     env = settings()
     if not env.bootstrap_servers:
         raise ValueError(f"{ENV_BOOTSTRAP_SERVERS} is not set")
@@ -704,6 +736,7 @@ def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any)
         topic_prefix=env.topic_prefix,
         redis_url=env.redis_url,
         ledger=ledger or LedgerConfig(),
+        accept_unicode_change=env.accept_unicode_change,
     )
     if env.schema_registry_url:
         from recurrence_ledger.schemas.registry import registry_settings
@@ -715,7 +748,9 @@ def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any)
 def run_worker(config: WorkerConfig) -> None:
     """Prepare the topics and run one worker until SIGTERM/SIGINT (or idle
     timeout). Raises CoPartitionError before consuming anything when the
-    topics are not co-partitioned."""
+    topics are not co-partitioned, and UnicodeVersionChanged when an
+    assigned partition's state was built on another Unicode version (before
+    any of its records is processed)."""
     logging.basicConfig(level=settings().log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     partitions = prepare_topics(config)
     view = None

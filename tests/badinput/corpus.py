@@ -258,7 +258,8 @@ def _journal_entries() -> list[Entry]:
     add("cesu8-surrogate", probe_line.replace(b"O-corpus", b"O-\xed\xa0\x80corpus"), "malformed_json",
         "a UTF-16 surrogate encoded as UTF-8 bytes (CESU-8), which UTF-8 forbids")
     add("utf16", json.dumps(probe).encode("utf-16"), "malformed_json", "the record encoded as UTF-16 with a BOM")
-    add("utf8-bom", b"\xef\xbb\xbf" + probe_line, "malformed_json", "a UTF-8 byte-order mark before the JSON")
+    add("utf8-double-bom", b"\xef\xbb\xbf" * 2 + probe_line, "malformed_json",
+        "two UTF-8 byte-order marks before the JSON: only one leading BOM is ignored (contract §9)")
     add("nul-bytes", b"\x00" * 16, "malformed_json", "NUL bytes only")
     add("nan", with_position(probe, "NaN"), "malformed_json", "NaN where the journal position goes")
     add("infinity", with_position(probe, "Infinity"), "malformed_json", "Infinity where the journal position goes")
@@ -345,8 +346,8 @@ def _journal_entries() -> list[Entry]:
 
     # -- bounds ------------------------------------------------------------------------------
     field("cue-513", experience, cue, "x" * 513, "too_long", "a cue one over MAX_FAILURE_CUE_LENGTH")
-    field("cue-decomposed-over-512", experience, cue, "e\u0301" * 300, "too_long",
-          "300 'é' written decomposed: 600 code points as sent (NFC would be 300); the bound counts what was sent")
+    field("cue-decomposed-over-512", experience, cue, "e\u0301" * 513, "too_long",
+          "513 'é' written decomposed: 1,026 code points as sent, 513 in NFC; the bound counts the NFC form (rev. 2)")
     field("id-513", probe, ("source_ref", "source_id"), "O" * 513, "too_long", "a source_id over MAX_ID_LENGTH")
     field("lesson-16385", experience, ("content", "lesson"), "l" * 16_385, "too_long", "a text one over MAX_TEXT_LENGTH")
     field("observation-text-1mb-minus", probe, ("observations",),
@@ -554,7 +555,7 @@ def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
     """``(key, reason)`` of a journal entry published as is on
     source-journal: keyed by the value's scope_id when one can be read (else
     the minimum case's scope), and the same reason when the line is JSON
-    (starts with ``{``), else ``bad_magic_byte`` — or ``unknown_schema_id``
+    (starts with ``{`` or a UTF-8 BOM), else ``bad_magic_byte`` — or ``unknown_schema_id``
     when it starts with byte 0, which reads as a frame header naming id 0."""
     assert entry.target == JOURNAL
     if entry.value[:1] == b"\x00":  # read as a frame header with schema id 0
@@ -567,7 +568,8 @@ def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
             key = scope_id.encode("utf-8")
     except (ValueError, AttributeError, RecursionError, UnicodeEncodeError):
         pass
-    return key, (entry.expected_reason if entry.value[:1] == b"{" else "bad_magic_byte")
+    is_json = entry.value[:1] == b"{" or entry.value.startswith(b"\xef\xbb\xbf")  # a leading BOM is JSON's (§9)
+    return key, (entry.expected_reason if is_json else "bad_magic_byte")
 
 
 # --------------------------------------------------------------------- the worker's decode path, without a broker

@@ -140,14 +140,14 @@ def test_property_accepted_content_validates_as_experience_content(cue, subject,
         ("\U0001F600" * 512, "o", [], "\U0001F600" * 512),  # astral: code points, not UTF-16 units
         ("\U0001F600" * 513, "o", ["cue_too_long"], "\U0001F600" * 513),
         ("e" + "\u0301" * 511, "o", [], None),  # 512 code points with combining marks
-        ("e\u0301" * 256 + "x", "o", ["cue_too_long"], None),  # 513 written, 257 after NFC: as written counts
+        ("e\u0301" * 256 + "x", "o", [], None),  # 513 written, 257 after NFC: the NFC form counts (rev. 2)
         ("\ufb01" * 512, "o", [], "fi" * 512),  # NFKC doubles the length: still accepted
         ("\u200b\ufeff\u200b", "o", ["empty_cue"], None),  # format characters only
         ("\x00port\x7f", "o", [], "port"),
         ("ＴＨＥ tests FAILED!!", "the tests failed", ["cue_restates_outcome"], "the tests failed"),
         ("  ", "", ["empty_cue"], None),
     ],
-    ids=["astral-512", "astral-513", "combining-512", "combining-513", "nfkc-expands", "zero-width", "controls",
+    ids=["astral-512", "astral-513", "combining-512", "combining-513-written", "nfkc-expands", "zero-width", "controls",
          "fullwidth-restatement", "blank-both"],
 )
 def test_hostile_cues_are_decided_not_dead_lettered(cue, outcome_text, reasons, key):
