@@ -4,6 +4,7 @@ tests/e2e/secure apply them and run the worker under them)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -30,7 +31,10 @@ WORKER = [
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recurrence_ledger.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    """The CLI in a subprocess with no Kafka settings from the environment
+    (the printed commands then name the placeholder BOOTSTRAP)."""
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("KAFKA_")}
+    return subprocess.run([sys.executable, "-m", "recurrence_ledger.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=60, env=environment)
 
 
 def test_worker_acls_are_printed_exactly():
