@@ -20,7 +20,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from recurrence_ledger.embedded import RunSummary, run_journal, stdout_console
+from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, RunSummary, run_journal, stdout_console
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.settings import (
     DEFAULT_APP_ID,
@@ -46,6 +46,13 @@ TopOption = Annotated[int, typer.Option("--top-revisions", min=0, help="N of top
 HorizonOption = Annotated[
     Optional[int],
     typer.Option("--provenance-horizon", min=1, help="Journal positions a pending outcome may wait (contract §5); end of file always decides."),
+]
+
+
+ViewBatchOption = Annotated[
+    int,
+    typer.Option("--view-batch", min=1,
+                 help="Embedded runner: journal records per batch of the view files (at most one record per changed key per batch, contract §8)."),
 ]
 
 
@@ -108,10 +115,12 @@ def run_journal_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
+    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
 ) -> None:
     """Process a journal file with the embedded runner (contract §11)."""
-    summary = run_journal(journal, out, _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates), show_progress=not quiet)
+    summary = run_journal(journal, out, _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates), show_progress=not quiet,
+                          view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
 
@@ -125,6 +134,7 @@ def run_command(
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
     topic_prefix: Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Kafka only: deployment prefix of every topic.")] = "",
+    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
 ) -> None:
     """The main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is set,
     else the embedded runner on JOURNAL (default: the packaged minimum case)."""
@@ -150,9 +160,9 @@ def run_command(
     if journal is None:
         with resources.as_file(resources.files("recurrence_ledger.examples") / EXAMPLE_JOURNAL) as packaged:
             console.print(f"embedded runner (no KAFKA_BOOTSTRAP_SERVERS): packaged journal {EXAMPLE_JOURNAL}", style="bold")
-            summary = run_journal(packaged, out_dir, config)
+            summary = run_journal(packaged, out_dir, config, view_batch=view_batch)
     else:
-        summary = run_journal(journal, out_dir, config)
+        summary = run_journal(journal, out_dir, config, view_batch=view_batch)
     print_summary(summary, out_dir)
 
 

@@ -108,12 +108,16 @@ def mutated(record: dict, path: Sequence, value: Any = None, *, delete: bool = F
 
 
 class Ledger:
-    """A processor fed journal records; ``out`` collects values per topic."""
+    """A processor fed journal records; ``out`` collects values per topic.
 
-    def __init__(self, config: LedgerConfig | None = None):
+    The views are published every ``view_batch`` records (contract §8;
+    1 by default, so every record's view changes are visible at once)."""
+
+    def __init__(self, config: LedgerConfig | None = None, view_batch: int = 1):
         self.processor = LedgerProcessor(config=config, validate_outputs=True)
         self.out: dict[str, list[dict]] = defaultdict(list)
         self.offset = 0
+        self.view_batch = view_batch
 
     def feed(self, *records: dict | bytes) -> Ledger:
         """Apply records (dicts or raw lines) in order."""
@@ -122,13 +126,21 @@ class Ledger:
             for emit in ingest_journal_line(self.processor, raw, Coordinates("source-journal", None, self.offset, None)):
                 self.out[emit.topic].append(emit.value)
             self.offset += 1
+            if self.offset % self.view_batch == 0:
+                self.end_batch()
+        return self
+
+    def end_batch(self) -> Ledger:
+        """Publish the batch's view records."""
+        for emit in self.processor.end_batch():
+            self.out[emit.topic].append(emit.value)
         return self
 
     def flush(self) -> Ledger:
-        """End of journal."""
+        """End of journal (the last batch ends too)."""
         for emit in self.processor.flush():
             self.out[emit.topic].append(emit.value)
-        return self
+        return self.end_batch()
 
     def stats(self, scope: str) -> dict:
         """Last statistics record of ``scope``."""

@@ -10,9 +10,14 @@ is a duplicate and emits nothing, so replaying any window is a no-op.
 Publication order within one event: RecurrenceMatches (failure item order),
 then RecurrenceObservations (cited / targeted revisions in ArtifactRef order;
 selected before the verdict), then ReviewCandidates, then AdmissionDecisions
-of candidates the event completed, then the RevisionStatistics of
-every revision it changed (ArtifactRef order), then the scope's
-ScopeStatistics when it changed.
+of candidates the event completed. ``apply`` returns ledger facts only.
+
+Views are tables (contract §8): ``apply`` marks the scopes and revisions it
+changed, and ``end_batch`` — called by the runner at the end of each batch
+(a Kafka transaction of the worker; every ``--view-batch`` journal records
+and the end of the file in the embedded runner) — publishes at most one view
+record per changed key, with its latest value, like a Kafka Streams record
+cache.
 
 Admission candidates (``experience-candidates``) go through the same
 ``apply``: they read the ledger's state (known outcomes and their failure
@@ -164,6 +169,9 @@ class LedgerProcessor:
         self._scopes_touched: dict[str, None] = {}
         self._candidate_scopes: dict[str, None] = {}
         self._revisions_touched: dict[tuple[str, int], None] = {}
+        # The batch's changed view keys: scope_id → its changed revisions
+        # (artifact_id, revision); see end_batch.
+        self._dirty: dict[str, dict[tuple[str, int], None]] = {}
 
     # -- public ---------------------------------------------------------------
     def apply(self, kind: str, value: dict) -> ApplyResult:
@@ -251,6 +259,37 @@ class LedgerProcessor:
             self._finish_scope(scope, scope_id, emits)
         for scope_id in self._candidate_scopes:
             self._expire_candidates(scope_id, None, emits, end_of_input=True)
+        return emits
+
+    def end_batch(self) -> list[Emit]:
+        """Close a batch of the views (contract §8): the view records of every
+        key that changed since the last call, each once, with its latest
+        value.
+
+        Order: scopes in code point order of scope_id; for each, the
+        RevisionStatistics rows of its changed revisions in ArtifactRef
+        order, then its ScopeStatistics when it differs from the last one
+        published (the ``published`` record, updated here, so a value is
+        never re-sent unchanged). A revision is marked only when its counts
+        change, and counts only grow, so a marked revision's row always
+        differs from the one last published. An event that changed nothing
+        a view shows publishes nothing.
+
+        The worker calls it once per transaction and partition, before it
+        collects the changelog, so the ``published`` writes commit with the
+        records; the embedded runner every ``view_batch`` records and at the
+        end of the file (after ``flush``)."""
+        emits: list[Emit] = []
+        state, threshold = self.state, self.config.review_threshold
+        for scope_id in sorted(self._dirty):
+            for artifact_id, revision in sorted(self._dirty[scope_id]):
+                record = revision_statistics(state, scope_id, artifact_id, revision, threshold)
+                self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
+            statistics = scope_statistics(state, state.scope(scope_id), scope_id, self.config.top_revisions_limit)
+            if state.get("published", scope_id) != statistics:
+                state.put(statistics, "published", scope_id)
+                self._emit(emits, STATISTICS, scope_id, statistics)
+        self._dirty.clear()
         return emits
 
     def restore_match(self, match: dict) -> None:
@@ -539,18 +578,11 @@ class LedgerProcessor:
 
     # -- output -------------------------------------------------------------------
     def _finish_scope(self, scope: dict, scope_id: str, emits: list[Emit]) -> None:
-        """Write the scope record; publish the figures of every revision
-        this event changed (ArtifactRef order), then the scope's statistics
-        if they changed."""
+        """Write the scope record; mark the scope and every revision this
+        event changed for the batch's view records (``end_batch``)."""
         self.state.put_scope(scope_id, scope)
-        for artifact_id, revision in sorted(self._revisions_touched):
-            record = revision_statistics(self.state, scope_id, artifact_id, revision, self.config.review_threshold)
-            self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
+        self._dirty.setdefault(scope_id, {}).update(self._revisions_touched)
         self._revisions_touched.clear()
-        statistics = scope_statistics(self.state, scope, scope_id, self.config.top_revisions_limit)
-        if self.state.get("published", scope_id) != statistics:
-            self.state.put(statistics, "published", scope_id)
-            self._emit(emits, STATISTICS, scope_id, statistics)
 
     def _emit(self, emits: list[Emit], topic: str, key: str, value: dict) -> None:
         # contract §13: a record that breaks the matrix never leaves the

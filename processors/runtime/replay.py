@@ -280,12 +280,6 @@ def run_replay(
                     except CoreFailure as failure:
                         emits = [dead_letter(failure.coordinates, failure.raw, "internal_error", str(failure))]
                     for emit in emits:
-                        if emit.topic == STATISTICS:
-                            final_statistics[emit.value["scope_id"]] = (message.partition(), emit.value)
-                            continue
-                        if emit.topic == REVISION_STATISTICS:
-                            final_revisions[revision_id(emit.value)] = (message.partition(), emit)
-                            continue
                         identity = existing.identity(emit.topic, emit.value)
                         if identity not in existing.identities[emit.topic] and existing.frozen(emit.topic, emit.value):
                             conflicted.add(emit.value["scope_id"])  # decided otherwise before: keep the ledger's decision
@@ -300,6 +294,14 @@ def run_replay(
                 elapsed = max(time.monotonic() - started, 1e-9)
                 progress.update(task, completed=summary.records_read, rate=summary.records_read / elapsed, lag=total - summary.records_read)
         summary.conflicted_scopes = sorted(conflicted)
+        # The views of the whole replay as one batch (contract §8): the final
+        # value of every key the replayed events changed.
+        for partition, processor in processors.items():
+            for emit in processor.end_batch():
+                if emit.topic == STATISTICS:
+                    final_statistics[emit.value["scope_id"]] = (partition, emit.value)
+                elif emit.topic == REVISION_STATISTICS:
+                    final_revisions[revision_id(emit.value)] = (partition, emit)
         for scope_id, (partition, record) in sorted(final_statistics.items()):
             if scope_id in conflicted:
                 # The replay decided a frozen outcome otherwise, so its view of
