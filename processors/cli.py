@@ -465,6 +465,7 @@ def explain_command(
 
         events, outputs = journal_ledger(journal)
         matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
+        candidate_sets = outputs[catalogue.CANDIDATE_SETS]
     elif bootstrap:
         from recurrence_ledger.runtime.kafka_io import read_topic
 
@@ -475,10 +476,15 @@ def explain_command(
                     events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
             matches = [value for *_, value in read_topic(bootstrap, catalogue.MATCHES, topic_prefix=topic_prefix)]
             observations = [value for *_, value in read_topic(bootstrap, catalogue.OBSERVATIONS, topic_prefix=topic_prefix)]
+            from recurrence_ledger.runtime.kafka_io import read_candidate_sets
+
+            wanted = {(m["scope_id"], m["candidate_set_digest"]) for m in matches
+                      if m["candidate_refs"] is None and (m["scope_id"], m["task_outcome_ref"]["source_id"]) == (scope, task_outcome_id)}
+            candidate_sets = read_candidate_sets(bootstrap, wanted, topic_prefix=topic_prefix) if wanted else []
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     try:
-        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations)
+        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations, candidate_sets)
     except OutcomeNotFound as error:
         console.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(1) from None
@@ -507,7 +513,9 @@ def print_explanation(explanation: dict) -> None:
             items.add(escape(f"{text}: no RecurrenceMatch recorded"))
         else:
             target = f" → {match['target']}" if match["target"] else ""
-            items.add(escape(f"{text}: {match['result']}{target} ({match['candidate_set_mode']}, candidates {', '.join(match['candidates']) or 'none'})"))
+            candidates = (f"candidate set {match['candidate_set_digest']} not found on candidate-sets" if match["candidates"] is None
+                          else f"candidates {', '.join(match['candidates']) or 'none'}")
+            items.add(escape(f"{text}: {match['result']}{target} ({match['candidate_set_mode']}, {candidates})"))
     revisions = tree.add("revisions")
     for row in explanation["revisions"]:
         selected = "selected, " if row["selected"] else ""

@@ -18,7 +18,7 @@ from typing import Any
 from recurrence_ledger.ledger.intake import MAX_RECORD_BYTES, BadRecord, decode_json
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.schemas import avro
-from recurrence_ledger.topics.catalogue import BY_NAME, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
+from recurrence_ledger.topics.catalogue import BY_NAME, PREVIOUS_SCHEMA_IDS, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
 
 MAGIC = 0
 _HEADER = struct.Struct(">bI")
@@ -39,8 +39,10 @@ def encode(schema: str, value: dict, fmt: str = AVRO) -> bytes:
     return frame(schema, avro.encode(schema, value))
 
 
-def unframe(raw: bytes) -> tuple[str, bytes]:
-    """``(schema name, Avro body)`` of a framed value.
+def unframe(raw: bytes) -> tuple[str, str, bytes]:
+    """``(record name, writer schema, Avro body)`` of a framed value: the
+    writer schema is the record's current schema, or for the id of an
+    earlier form of it (``PREVIOUS_SCHEMA_IDS``) that form's schema file.
 
     Raises BadRecord(bad_magic_byte | unknown_schema_id).
     """
@@ -48,9 +50,12 @@ def unframe(raw: bytes) -> tuple[str, bytes]:
         raise BadRecord("bad_magic_byte", "value is neither JSON nor a Confluent-framed Avro record (magic byte 0)")
     _, schema_id = _HEADER.unpack_from(raw)
     schema = SCHEMA_BY_ID.get(schema_id)
+    writer = schema
+    if schema is None and schema_id in PREVIOUS_SCHEMA_IDS:
+        schema, writer = PREVIOUS_SCHEMA_IDS[schema_id]
     if schema is None:
         raise BadRecord("unknown_schema_id", f"schema id {schema_id} is not one this deployment knows")
-    return schema, raw[_HEADER.size:]
+    return schema, writer, raw[_HEADER.size:]
 
 
 def decode_value(raw: bytes, expected: tuple[str, ...]) -> dict:
@@ -67,11 +72,11 @@ def decode_value(raw: bytes, expected: tuple[str, ...]) -> dict:
         if not isinstance(value, dict):
             raise BadRecord("invalid_envelope", "a JSON value must be an object")
         return value
-    schema, body = unframe(raw)
+    schema, writer, body = unframe(raw)
     if schema not in expected:
         raise BadRecord("unknown_schema_id", f"schema {schema} does not belong on this topic (expected {', '.join(expected)})")
     try:
-        return avro.decode(schema, body)
+        return avro.decode(writer, body)
     except Exception as error:  # fastavro raises many types on hostile bytes
         raise BadRecord("undecodable_avro", f"Avro body does not decode as {schema}: {type(error).__name__}: {error}"[:500]) from None
 

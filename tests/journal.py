@@ -162,6 +162,15 @@ class Ledger:
             for m in self.out["recurrence-matches"]
         ]
 
+    def candidate_refs(self, match: dict) -> list[dict]:
+        """The frozen candidate set of a match: inline, or the CandidateSet
+        it names on candidate-sets (contract §6), which must precede it."""
+        if match["candidate_refs"] is not None:
+            return match["candidate_refs"]
+        [found] = [s for s in self.out["candidate-sets"]
+                   if (s["scope_id"], s["candidate_set_digest"]) == (match["scope_id"], match["candidate_set_digest"])]
+        return found["candidate_refs"]
+
     def reasons(self) -> list[str]:
         """Dead-letter reason codes in order."""
         return [d["reason"] for d in self.out["dead-letter"]]

@@ -7,10 +7,12 @@ with. Same events in the same order → same emits, byte for byte, whatever
 the store (contract §10). A source identity seen again with identical content
 is a duplicate and emits nothing, so replaying any window is a no-op.
 
-Publication order within one event: RecurrenceMatches (failure item order),
-then RecurrenceObservations (cited / targeted revisions in ArtifactRef order;
-selected before the verdict), then ReviewCandidates, then AdmissionDecisions
-of candidates the event completed. ``apply`` returns ledger facts only.
+Publication order within one event: RecurrenceMatches (failure item order;
+a scope_heads CandidateSet published for the first time comes just before
+the first match that cites it), then RecurrenceObservations (cited /
+targeted revisions in ArtifactRef order; selected before the verdict), then
+ReviewCandidates, then AdmissionDecisions of candidates the event
+completed. ``apply`` returns ledger facts only.
 
 Views are tables (contract §8): ``apply`` marks the scopes and revisions it
 changed, and ``end_batch`` — called by the runner at the end of each batch
@@ -41,6 +43,7 @@ from recurrence_ledger.ledger.validation import check_record
 from recurrence_ledger.ledger import models
 from recurrence_ledger.topics.catalogue import (
     ADMISSION_DECISIONS,
+    CANDIDATE_SETS,
     EXPERIENCE_CANDIDATES,
     EXPERIENCE_REVISIONS,
     HANDOFF_RECEIPTS,
@@ -61,6 +64,7 @@ _OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     STATISTICS: models.ScopeStatistics,
     REVISION_STATISTICS: models.RevisionStatistics,
     ADMISSION_DECISIONS: models.AdmissionDecision,
+    CANDIDATE_SETS: models.CandidateSet,
 }
 
 
@@ -292,6 +296,11 @@ class LedgerProcessor:
         self._dirty.clear()
         return emits
 
+    def restore_candidate_set(self, scope_id: str, candidate_set_digest: str, size: int = 0) -> None:
+        """Record an already-published CandidateSet (read back from
+        candidate-sets) so it is not published again (contract §6)."""
+        self.state.put(size, "set_published", scope_id, candidate_set_digest)
+
     def restore_match(self, match: dict) -> None:
         """Record an already-published RecurrenceMatch (read back from the
         ledger topic) so the replay rule (contract §6) reuses it as is."""
@@ -332,9 +341,7 @@ class LedgerProcessor:
                 old = (current[0], state.get("experience", scope_id, artifact_id, current[0])["failure"]["signature_key"])
             new_key = record["failure"]["signature_key"] if failure is not None else None
             admission.index_head(state, scope_id, artifact_id, old, (revision, new_key))
-        # Any revision may change the heads at some position: the cached
-        # snapshot is keyed by this version.
-        scope["heads_version"] += 1
+            matching.head_changed(state, scope_id, artifact_id, revision, failure is not None)
         scope["max_experience_position"] = max(scope["max_experience_position"], position)
         if position < scope["max_unlinked_position"]:
             # contract §1: it does not change frozen matches of unlinked
@@ -501,9 +508,10 @@ class LedgerProcessor:
             if remembered is None:  # contract §6 replay rule: reuse, never re-decide
                 if snapshot is None:
                     if linked:
-                        snapshot = matching.CandidateSet(list(resolution.cited_set))
+                        snapshot = matching.CandidateSet.of(list(resolution.cited_set))
                     else:
                         snapshot = matching.scope_heads(state, scope, scope_id, position)
+                        self._publish_candidate_set(scope_id, snapshot, emits)
                 if not item.match_input:
                     eligible = []
                 elif linked:
@@ -563,6 +571,15 @@ class LedgerProcessor:
                 candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits)
         for candidate in candidates:
             self._emit(emits, REVIEW_CANDIDATES, scope_id, candidate)
+
+    def _publish_candidate_set(self, scope_id: str, candidates: matching.CandidateSet, emits: list[Emit]) -> None:
+        """contract §6: a scope_heads set is published once, before the first
+        match that cites it; the state remembers the published digests of
+        each scope (one small record per digest)."""
+        if self.state.get("set_published", scope_id, candidates.digest) is None:
+            record = matching.candidate_set_record(scope_id, candidates)
+            self._emit(emits, CANDIDATE_SETS, matching.candidate_set_key(scope_id, candidates.digest), record)
+            self.state.put(len(record["candidate_refs"]), "set_published", scope_id, candidates.digest)
 
     def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit]) -> list[dict]:
         self._emit(emits, OBSERVATIONS, scope_id, record)

@@ -39,10 +39,6 @@ from tests.badinput.corpus import (
 from tests.conftest import final_views
 from tests.journal import Ledger, check, experience, outcome
 
-LEDGER_TOPICS = (
-    "recurrence-matches", "recurrence-observations", "review-candidates", "revision-statistics", "recurrence-statistics",
-    "admission-decisions",
-)
 VALID = corpus.valid_lines()
 
 
@@ -268,4 +264,4 @@ def test_replay_identical_after_validation_is_a_duplicate(case: corpus.Replay):
 
 
 def test_every_output_topic_is_covered():
-    assert set(LEDGER_TOPICS) | {"dead-letter"} == set(OUTPUT_TOPICS)
+    assert set(FACT_TOPICS) | set(VIEW_TOPICS) | {"dead-letter"} == set(OUTPUT_TOPICS)

@@ -33,6 +33,7 @@ IDENTITY = {
     "recurrence-observations": ("observation_id",),
     "review-candidates": ("candidate_id",),
     "admission-decisions": ("scope_id", "candidate_id"),
+    "candidate-sets": ("scope_id", "candidate_set_digest"),
 }
 
 
