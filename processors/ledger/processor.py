@@ -273,8 +273,10 @@ class LedgerProcessor:
         Order: scopes in code point order of scope_id; for each, the
         RevisionStatistics rows of its changed revisions in ArtifactRef
         order, then its ScopeStatistics when it differs from the last one
-        published (the ``published`` record, updated here, so a value is
-        never re-sent unchanged). A revision is marked only when its counts
+        published (whose digest the scope record keeps as
+        ``published_digest``, updated here, so a value is never re-sent
+        unchanged; the scope record was written in this batch anyway, so
+        this adds no state record). A revision is marked only when its counts
         change, and counts only grow, so a marked revision's row always
         differs from the one last published. An event that changed nothing
         a view shows publishes nothing.
@@ -289,10 +291,15 @@ class LedgerProcessor:
             for artifact_id, revision in sorted(self._dirty[scope_id]):
                 record = revision_statistics(state, scope_id, artifact_id, revision, threshold)
                 self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
-            statistics = scope_statistics(state, state.scope(scope_id), scope_id, self.config.top_revisions_limit)
-            if state.get("published", scope_id) != statistics:
-                state.put(statistics, "published", scope_id)
+            scope = state.scope(scope_id)
+            statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit)
+            published = digest(statistics)
+            if scope.get("published_digest") != published:
+                scope["published_digest"] = published
+                state.put_scope(scope_id, scope)
                 self._emit(emits, STATISTICS, scope_id, statistics)
+            if state.get("published", scope_id) is not None:
+                state.delete("published", scope_id)  # the full record kept before rev. 2: now a digest in the scope record
         self._dirty.clear()
         return emits
 
