@@ -8,10 +8,11 @@ never matches (contract §6).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 
 import orjson
-from sortedcontainers import SortedDict
+from sortedcontainers import SortedList
 
 from recurrence_ledger.ledger.normalize import canonical_json, digest, digest_bytes, normalize
 from recurrence_ledger.ledger.state import LedgerState, experience_ref, ref_order
@@ -111,14 +112,16 @@ class OutcomeItems:
 
 class CandidateSet:
     """A frozen, sorted candidate set (contract §6): its canonical JSON, its
-    digest and a membership set, computed once per set. ``refs`` (the list
+    digest and a membership test, computed once per set. ``refs`` (the list
     of ArtifactRef dicts) is materialized only when asked for — a
     scope_heads set is published once as a CandidateSet record and a match
-    carries only its digest, so a match never touches the list."""
+    carries only its digest, so a match never touches the list.
+
+    ``keys``: a container of ``(artifact_id, revision)`` tuples."""
 
     __slots__ = ("refs_json", "digest", "keys", "_refs")
 
-    def __init__(self, refs_json: bytes, keys: frozenset[tuple[str, int]], refs: list[dict] | None = None):
+    def __init__(self, refs_json: bytes, keys: Container[tuple[str, int]], refs: list[dict] | None = None):
         self.refs_json = refs_json
         self.digest = digest_bytes(refs_json)
         self.keys = keys
@@ -141,41 +144,63 @@ class CandidateSet:
 
 
 def _ref_json(artifact_id: str, revision: int) -> bytes:
-    return canonical_json(experience_ref(artifact_id, revision))
+    """canonical_json(experience_ref(artifact_id, revision)), assembled
+    (keys in sorted order; orjson writes the id as canonical_json does)."""
+    return b'{"artifact_id":' + orjson.dumps(artifact_id) + b',"family":"experience","revision":' + str(revision).encode() + b"}"
+
+
+class _Heads(dict):
+    """artifact_id → head revision: a membership container of
+    ``(artifact_id, revision)`` tuples (one head per artifact)."""
+
+    __slots__ = ()
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and dict.get(self, key[0]) == key[1]
 
 
 class HeadsIndex:
     """The current failure-bearing heads of one scope in ArtifactRef order,
-    kept up to date as heads change: one canonical-JSON fragment per
-    artifact in a SortedDict (artifact_id order is ArtifactRef order within
-    the experience family), so a change costs O(log n) and the set's digest
-    is computed at most once per change, when a match first needs it.
+    kept up to date as heads change: each artifact's head revision and the
+    canonical JSON fragment of its ref, and the artifact ids in a SortedList
+    (artifact_id order is ArtifactRef order within the experience family).
+    A change costs O(log n); the set's canonical JSON and digest are
+    computed at most once per change, when a match first needs them.
 
     An in-memory cache of the store's ``heads`` record (LedgerState keeps
     one per scope and drops it with its other caches)."""
 
-    __slots__ = ("_heads", "_snapshot")
+    __slots__ = ("_revisions", "_fragments", "_order", "_snapshot")
 
     def __init__(self, heads: dict):
-        self._heads = SortedDict({aid: (head[0], _ref_json(aid, head[0])) for aid, head in heads.items() if head[1]})
+        self._revisions = {aid: head[0] for aid, head in heads.items() if head[1]}
+        self._fragments = {aid: _ref_json(aid, revision) for aid, revision in self._revisions.items()}
+        self._order = SortedList(self._revisions)
         self._snapshot: CandidateSet | None = None
 
     def set_head(self, artifact_id: str, revision: int, has_failure: bool) -> None:
         """The head of ``artifact_id`` is now ``revision`` (with or without
         a failure block)."""
+        known = artifact_id in self._revisions
         if has_failure:
-            self._heads[artifact_id] = (revision, _ref_json(artifact_id, revision))
-        elif self._heads.pop(artifact_id, None) is None:
+            if not known:
+                self._order.add(artifact_id)
+            self._revisions[artifact_id] = revision
+            self._fragments[artifact_id] = _ref_json(artifact_id, revision)
+        elif known:
+            self._order.remove(artifact_id)
+            del self._revisions[artifact_id], self._fragments[artifact_id]
+        else:
             return
         self._snapshot = None
 
     def snapshot(self) -> CandidateSet:
         """The frozen set of the current heads (cached until the next change)."""
         if self._snapshot is None:
-            heads = self._heads
+            fragments = self._fragments
             self._snapshot = CandidateSet(
-                b"[" + b",".join(fragment for _, fragment in heads.values()) + b"]",
-                frozenset((artifact_id, revision) for artifact_id, (revision, _) in heads.items()),
+                b"[" + b",".join([fragments[artifact_id] for artifact_id in self._order]) + b"]",
+                _Heads(self._revisions),
             )
         return self._snapshot
 

@@ -254,7 +254,8 @@ class LedgerProcessor:
     def flush(self) -> list[Emit]:
         """The provenance horizon passes for everything still pending
         (contract §5: end of a journal file). Pending outcomes are decided as
-        unlinked in (scope first seen, journal position) order."""
+        unlinked in (scope first seen, journal position) order. Returns
+        ledger facts; the view changes follow with ``end_batch``."""
         emits: list[Emit] = []
         for scope_id in self._scopes_touched:
             scope = self.state.scope(scope_id)

@@ -92,7 +92,7 @@ def test_the_heads_index_digest_equals_the_digest_of_the_sorted_heads():
     revisions: dict[str, int] = {}
     failure: dict[str, bool] = {}
     for position in range(1, 400):
-        artifact_id = f"A{rng.randrange(60):02d}"
+        artifact_id = rng.choice(["A", "a", "É", "e\u0301", 'q"uote', "back\\slash", "日本", "\U0001f600"]) + f"{rng.randrange(8)}"
         revisions[artifact_id] = revisions.get(artifact_id, 0) + 1
         failure[artifact_id] = rng.random() < 0.8
         ledger.feed(experience(S, position, artifact_id, revision=revisions[artifact_id], cue=f"cue {artifact_id}", failure=failure[artifact_id]))
@@ -104,4 +104,6 @@ def test_the_heads_index_digest_equals_the_digest_of_the_sorted_heads():
             snapshot = matching.heads_index(state, S).snapshot()
             assert snapshot.digest == digest(expected)
             assert snapshot.refs == expected
-            assert all(ref in snapshot for ref in expected) and experience_ref("A00", 10**6) not in snapshot
+            assert all(ref in snapshot for ref in expected)
+            assert not any(experience_ref(ref["artifact_id"], ref["revision"] + 1) in snapshot for ref in expected)
+            assert experience_ref("never", 1) not in snapshot
