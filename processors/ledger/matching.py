@@ -8,11 +8,11 @@ never matches (contract §6).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Container
 from dataclasses import dataclass
 
 import orjson
-from sortedcontainers import SortedList
 
 from recurrence_ledger.ledger.normalize import canonical_json, digest, digest_bytes, normalize
 from recurrence_ledger.ledger.state import LedgerState, experience_ref, ref_order
@@ -117,7 +117,8 @@ class CandidateSet:
     scope_heads set is published once as a CandidateSet record and a match
     carries only its digest, so a match never touches the list.
 
-    ``keys``: a container of ``(artifact_id, revision)`` tuples."""
+    ``keys``: a container of ``(artifact_id, revision)`` tuples; ``refs``:
+    the list when the caller has it (else parsed from ``refs_json``)."""
 
     __slots__ = ("refs_json", "digest", "keys", "_refs")
 
@@ -161,47 +162,50 @@ class _Heads(dict):
 
 class HeadsIndex:
     """The current failure-bearing heads of one scope in ArtifactRef order,
-    kept up to date as heads change: each artifact's head revision and the
-    canonical JSON fragment of its ref, and the artifact ids in a SortedList
-    (artifact_id order is ArtifactRef order within the experience family).
-    A change costs O(log n); the set's canonical JSON and digest are
-    computed at most once per change, when a match first needs them.
+    kept up to date as heads change: the artifact ids in order (artifact_id
+    order is ArtifactRef order within the experience family) with, at the
+    same index, the canonical JSON fragment and the ArtifactRef dict of each
+    head, plus each artifact's head revision. A change is a bisection and a
+    list insert, replace or delete; a snapshot (canonical JSON, digest,
+    membership and the refs) is a few C-level copies and one SHA-256, made
+    at most once per change, when a match first needs it.
 
     An in-memory cache of the store's ``heads`` record (LedgerState keeps
     one per scope and drops it with its other caches)."""
 
-    __slots__ = ("_revisions", "_fragments", "_order", "_snapshot")
+    __slots__ = ("_ids", "_fragments", "_refs", "_revisions", "_snapshot")
 
     def __init__(self, heads: dict):
-        self._revisions = {aid: head[0] for aid, head in heads.items() if head[1]}
-        self._fragments = {aid: _ref_json(aid, revision) for aid, revision in self._revisions.items()}
-        self._order = SortedList(self._revisions)
+        self._ids = sorted(aid for aid, head in heads.items() if head[1])
+        self._revisions = {aid: heads[aid][0] for aid in self._ids}
+        self._fragments = [_ref_json(aid, self._revisions[aid]) for aid in self._ids]
+        self._refs = [experience_ref(aid, self._revisions[aid]) for aid in self._ids]
         self._snapshot: CandidateSet | None = None
 
     def set_head(self, artifact_id: str, revision: int, has_failure: bool) -> None:
         """The head of ``artifact_id`` is now ``revision`` (with or without
         a failure block)."""
         known = artifact_id in self._revisions
-        if has_failure:
-            if not known:
-                self._order.add(artifact_id)
-            self._revisions[artifact_id] = revision
-            self._fragments[artifact_id] = _ref_json(artifact_id, revision)
-        elif known:
-            self._order.remove(artifact_id)
-            del self._revisions[artifact_id], self._fragments[artifact_id]
-        else:
+        if not known and not has_failure:
             return
+        at = bisect.bisect_left(self._ids, artifact_id)
+        if has_failure:
+            fragment, ref = _ref_json(artifact_id, revision), experience_ref(artifact_id, revision)
+            if known:
+                self._fragments[at], self._refs[at] = fragment, ref
+            else:
+                self._ids.insert(at, artifact_id)
+                self._fragments.insert(at, fragment)
+                self._refs.insert(at, ref)
+            self._revisions[artifact_id] = revision
+        else:
+            del self._ids[at], self._fragments[at], self._refs[at], self._revisions[artifact_id]
         self._snapshot = None
 
     def snapshot(self) -> CandidateSet:
         """The frozen set of the current heads (cached until the next change)."""
         if self._snapshot is None:
-            fragments = self._fragments
-            self._snapshot = CandidateSet(
-                b"[" + b",".join([fragments[artifact_id] for artifact_id in self._order]) + b"]",
-                _Heads(self._revisions),
-            )
+            self._snapshot = CandidateSet(b"[" + b",".join(self._fragments) + b"]", _Heads(self._revisions), list(self._refs))
         return self._snapshot
 
 
