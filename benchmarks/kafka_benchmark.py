@@ -46,8 +46,9 @@ last stable offsets of the watched output topic (``AdminClient.
 list_offsets``, READ_COMMITTED), and t_end is the first sample showing the
 final value — so the idle tail before the process exits is not counted
 either; the error is about one sampling period. The watched topic is
-``recurrence-statistics`` for the ledger (one record per applied event,
-committed atomically with all other outputs of its transaction) and the
+``recurrence-statistics`` for the ledger (one record per scope changed in a
+transaction, contract §8, committed atomically with all other outputs of
+its transaction) and the
 passthrough's output topic otherwise. Output counts are checked afterwards
 by reading the committed records back. Also recorded over [t_start, t_end]:
 the process's CPU seconds (``wait4`` rusage, whole run) and the CPU shares
@@ -65,12 +66,13 @@ encoded beforehand), noting the time just before each ``produce()``. A
 ``read_committed`` consumer thread here (``fetch.wait.max.ms`` 10, so it
 adds little itself), assigned to ``recurrence-statistics`` and
 ``recurrence-observations``, notes when each record arrives. The worker
-publishes one ScopeStatistics record per applied event, with
-``as_of_position`` = that event's journal_position (checked on the data:
-every published event is matched exactly once, and any other statistics
-record is counted), so latency(event) = arrival of the statistics record
-(scope_id, as_of_position) − publish time of the event (scope_id,
-journal_position). Outcomes are also matched to their first
+publishes, in each transaction, one ScopeStatistics record per scope the
+transaction changed, with ``as_of_position`` = the highest journal_position
+applied in that scope so far (contract §8), so latency(event) = arrival of
+the first statistics record of the event's scope whose ``as_of_position``
+reaches the event's journal_position − publish time of the event (checked
+on the data: every published event is matched, and statistics records that
+move no scope's ``as_of_position`` forward are counted). Outcomes are also matched to their first
 RecurrenceObservation by (scope_id, task_outcome_ref.source_id). p50 / p99 /
 max are nearest-rank percentiles over all matched events (no warm-up
 dropped). Each latency is split at the statistics record's CreateTime (the
@@ -449,6 +451,7 @@ class Observer(threading.Thread):
         self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for topic in topics for p in range(partitions)])
         self.seen: list[tuple[float, str, bytes, int]] = []  # (arrival perf_counter, topic, value, CreateTime ms)
         self.statistics = 0
+        self.as_of: dict[str, int] = {}  # scope → highest as_of_position seen
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -461,7 +464,13 @@ class Observer(threading.Thread):
                     self.seen.append((now, topic, message.value(), message.timestamp()[1]))
                     if topic.endswith(STATISTICS):
                         self.statistics += 1
+                        value = decode_value(message.value(), ("ScopeStatistics",))
+                        self.as_of[value["scope_id"]] = max(self.as_of.get(value["scope_id"], -1), value["as_of_position"])
         self.consumer.close()
+
+    def covers(self, last_positions: dict[str, int]) -> bool:
+        """True once every scope's statistics reached its last published position."""
+        return all(self.as_of.get(scope, -1) >= position for scope, position in last_positions.items())
 
 
 class CpuSampler(threading.Thread):
@@ -544,7 +553,10 @@ def latency_run(bootstrap: str, partitions: int, lines: list[bytes], rate: float
         if producer.flush(60):
             raise RuntimeError("latency publisher: records undelivered after 60 s")
         deadline = time.monotonic() + 120
-        while observer.statistics < len(prepared) and time.monotonic() < deadline and process.poll() is None:
+        last_positions: dict[str, int] = {}
+        for scope, position, _ in identities:
+            last_positions[scope] = max(last_positions.get(scope, -1), position)
+        while not observer.covers(last_positions) and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.1)
         time.sleep(max(0.5, 3 * commit_interval_ms / 1000))  # late duplicates, if any, would show up here
     finally:
@@ -568,13 +580,21 @@ def latency_run(bootstrap: str, partitions: int, lines: list[bytes], rate: float
     first_stat: dict[tuple[str, int], float] = {}
     first_observation: dict[tuple[str, str], float] = {}
     extra = 0
+    # Views are published once per transaction (contract §8): a statistics
+    # record covers every event of its scope up to its as_of_position.
+    waiting: dict[str, list[int]] = {}
+    for scope, position in sorted(sent_at):
+        waiting.setdefault(scope, []).append(position)
+    for positions in waiting.values():
+        positions.reverse()  # pop() gives the lowest position still waiting
     for arrived, topic, raw, created_ms in observer.seen:
         if topic.endswith(STATISTICS):
             value = decode_value(raw, ("ScopeStatistics",))
-            key = (value["scope_id"], value["as_of_position"])
-            if key in first_stat or key not in sent_at:
+            positions = waiting.get(value["scope_id"], [])
+            if not positions or positions[-1] > value["as_of_position"]:
                 extra += 1
-            else:
+            while positions and positions[-1] <= value["as_of_position"]:
+                key = (value["scope_id"], positions.pop())
                 first_stat[key] = arrived
                 produced[key] = created_ms / 1000
         else:
@@ -832,7 +852,7 @@ def write_markdown(r: dict) -> None:
         row("passthrough-alo", "passthrough, at-least-once (produce; flush + commit offsets every 100 ms)"),
         row("passthrough-tx", "passthrough, transactional (begin / produce / send_offsets / commit every 100 ms)"),
         "",
-        f"The ledger writes {ledger[0]['outputs']:,} ScopeStatistics records per run (one per event) and"
+        f"The ledger writes {ledger[0]['outputs']:,} ScopeStatistics records per run (one per scope changed in a transaction) and"
         f" ≈{ledger[0]['output_records_total'] / ledger[0]['events']:.1f} records per input event over all output topics"
         f" and its changelog (by offsets, transaction markers included); its process uses {per_event_ms:.2f} ms of CPU per"
         " event (one Python process for all partitions).",
@@ -853,7 +873,8 @@ def write_markdown(r: dict) -> None:
         "",
         f"Latency publish → output visible to a `read_committed` consumer, events published at {r['latency_rate']:,.0f}/s"
         " (half the median ledger throughput; a prefix of the same workload, fresh topics, worker already assigned). Every"
-        " event is matched to the ScopeStatistics record with its `as_of_position`; outcomes also to their first"
+        " event is matched to the first ScopeStatistics record of its scope whose `as_of_position` reaches the event's"
+        " position (views are published once per transaction); outcomes also to their first"
         " RecurrenceObservation. The split is at the worker's `produce()` of that record (its CreateTime). \"Quiet seconds\":"
         f" publishing seconds in which other processes used < {QUIET_OTHER:.0%} of the machine — a diagnostic, not the target.",
         "",

@@ -29,7 +29,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from recurrence_ledger.embedded import RunSummary, run_journal, stdout_console
+from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, RunSummary, run_journal, stdout_console
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.settings import (
     ENV_ACCEPT_UNICODE_CHANGE,
@@ -66,6 +66,13 @@ TopOption = Annotated[int, typer.Option("--top-revisions", min=0, rich_help_pane
 HorizonOption = Annotated[
     Optional[int],
     typer.Option("--provenance-horizon", min=1, rich_help_panel=POLICY_PANEL, help="Journal positions a pending outcome may wait (contract §5); end of file always decides."),
+]
+
+
+ViewBatchOption = Annotated[
+    int,
+    typer.Option("--view-batch", min=1,
+                 help="Embedded runner: journal records per batch of the view files (at most one record per changed key per batch, contract §8)."),
 ]
 
 
@@ -169,6 +176,7 @@ def run_journal_command(
     top_revisions: TopOption = 10,
     provenance_horizon: HorizonOption = 10_000,
     max_pending_candidates: PendingCandidatesOption = 5_000,
+    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
     allow_dead_letters: Annotated[bool, typer.Option("--allow-dead-letters", help=f"Exit 0 even when journal lines were dead-lettered (the warning is still printed); without it such a run exits {DEAD_LETTERS_EXIT}.")] = False,
 ) -> None:
@@ -177,7 +185,8 @@ def run_journal_command(
     Exit code: 0 when every line was applied; 3 when any line was
     dead-lettered (a warning with the count is printed; the output files are
     complete all the same), unless --allow-dead-letters; 2 for a usage error."""
-    summary = run_journal(journal, out, _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates), show_progress=not quiet)
+    summary = run_journal(journal, out, _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates), show_progress=not quiet,
+                          view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
     if summary.dead_letters:
@@ -257,6 +266,7 @@ def run_command(
     max_pending_candidates: PendingCandidatesOption = 5_000,
     kafka_config: Annotated[Optional[Path], typer.Option("--kafka-config", envvar=ENV_KAFKA_CONFIG_FILE, dir_okay=False, show_default=False, rich_help_panel=WORKER_PANEL,
         help="Kafka client properties file (Java client.properties format; see docs/kafka.md); with KAFKA_BOOTSTRAP_SERVERS set, run is the worker.")] = None,
+    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
 ) -> None:
     """The main job: the Kafka worker, or the embedded runner without Kafka.
 
@@ -308,10 +318,10 @@ def run_command(
                     f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): packaged journal {EXAMPLE_JOURNAL} → {out_dir}/",
                     style="bold", highlight=False,
                 )
-                summary = run_journal(packaged, out_dir, config)
+                summary = run_journal(packaged, out_dir, config, view_batch=view_batch)
         else:
             console.print(f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): {journal} → {out_dir}/", style="bold", highlight=False)
-            summary = run_journal(journal, out_dir, config)
+            summary = run_journal(journal, out_dir, config, view_batch=view_batch)
     except OSError as error:
         console.print(f"error: cannot write the output files to {out_dir}: {error}; choose a folder with --out DIR", style="red", highlight=False)
         raise typer.Exit(1) from None
@@ -836,6 +846,7 @@ def explain_command(
 
         events, outputs = journal_ledger(journal)
         matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
+        candidate_sets = outputs[catalogue.CANDIDATE_SETS]
     elif bootstrap or kafka_config:
         from recurrence_ledger.runtime.kafka_io import read_topic
 
@@ -848,10 +859,15 @@ def explain_command(
                     events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
             matches = [value for *_, value in read_topic(connection, catalogue.MATCHES, topic_prefix=topic_prefix, codec=codec)]
             observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
+            from recurrence_ledger.runtime.kafka_io import read_candidate_sets
+
+            wanted = {(m["scope_id"], m["candidate_set_digest"]) for m in matches
+                      if m["candidate_refs"] is None and (m["scope_id"], m["task_outcome_ref"]["source_id"]) == (scope, task_outcome_id)}
+            candidate_sets = read_candidate_sets(connection, wanted, topic_prefix=topic_prefix, codec=codec) if wanted else []
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     try:
-        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations)
+        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations, candidate_sets)
     except OutcomeNotFound as error:
         console.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(1) from None
@@ -880,7 +896,9 @@ def print_explanation(explanation: dict) -> None:
             items.add(escape(f"{text}: no RecurrenceMatch recorded"))
         else:
             target = f" → {match['target']}" if match["target"] else ""
-            items.add(escape(f"{text}: {match['result']}{target} ({match['candidate_set_mode']}, candidates {', '.join(match['candidates']) or 'none'})"))
+            candidates = (f"candidate set {match['candidate_set_digest']} not found on candidate-sets" if match["candidates"] is None
+                          else f"candidates {', '.join(match['candidates']) or 'none'}")
+            items.add(escape(f"{text}: {match['result']}{target} ({match['candidate_set_mode']}, {candidates})"))
     revisions = tree.add("revisions")
     for row in explanation["revisions"]:
         selected = "selected, " if row["selected"] else ""

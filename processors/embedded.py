@@ -27,6 +27,11 @@ from recurrence_ledger.topics.catalogue import ADMISSION_DECISIONS, DEAD_LETTER,
 #: Dead-letter coordinates topic for records read from a journal file: the
 #: file is a copy of the source-journal topic (contract §1).
 
+#: Journal records per batch of the views (contract §8, §11): the view files
+#: get at most one record per changed key every this many records, and at the
+#: end of the file (``--view-batch``).
+DEFAULT_VIEW_BATCH = 1_000
+
 
 @dataclass
 class RunSummary:
@@ -117,6 +122,7 @@ def run_journal(
     config: LedgerConfig | None = None,
     show_progress: bool = True,
     validate_outputs: bool = False,
+    view_batch: int = DEFAULT_VIEW_BATCH,
 ) -> RunSummary:
     """Process ``journal`` (JSON Lines, ``docs/journals.md``) and write
     ``out_dir/<topic>.jsonl`` for every output topic of contract §1.
@@ -124,10 +130,16 @@ def run_journal(
     The end of the file counts as the provenance horizon passing for every
     outcome still pending (contract §5). Bad lines go to
     ``dead-letter.jsonl`` with their line number as offset; processing goes
-    on. ``validate_outputs`` validates every output against its pydantic
-    model (tests). Raises OSError if the journal cannot be read or the output
-    written.
+    on. Ledger facts are written as their events cause them; the view files
+    (``recurrence-statistics``, ``revision-statistics``) get the changed
+    keys' latest values every ``view_batch`` journal records (valid or not)
+    and at the end of the file (contract §8, ``LedgerProcessor.end_batch``).
+    ``validate_outputs`` validates every output against its pydantic
+    model (tests). Raises ValueError for ``view_batch`` < 1, OSError if the
+    journal cannot be read or the output written.
     """
+    if view_batch < 1:
+        raise ValueError("view_batch must be ≥ 1")
     processor = LedgerProcessor(config=config, validate_outputs=validate_outputs)
     summary = RunSummary()
     size = journal.stat().st_size
@@ -139,9 +151,12 @@ def run_journal(
         for number, line in journal_lines(handle):
             summary.lines += 1
             sink.write(ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)), summary)
+            if summary.lines % view_batch == 0:
+                sink.write(processor.end_batch(), summary)
             if number % 512 == 0:
                 progress.update(task, completed=handle.tell())
         sink.write(processor.flush(), summary)
+        sink.write(processor.end_batch(), summary)
         progress.update(task, completed=size)
     return summary
 
@@ -165,6 +180,6 @@ def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> tuple[l
                 pass
             for emit in ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)):
                 outputs[emit.topic].append(emit.value)
-    for emit in processor.flush():
+    for emit in [*processor.flush(), *processor.end_batch()]:
         outputs[emit.topic].append(emit.value)
     return events, outputs

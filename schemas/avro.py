@@ -38,12 +38,15 @@ TOPIC_RECORDS = (
     "ExperienceCandidate",
     "AdmissionDecision",
     "RevisionStatistics",
+    "CandidateSet",
 )
 
 
 @cache
 def parsed_schema(name: str) -> Any:
-    """The parsed fastavro schema of record ``name`` (e.g. "TaskOutcome").
+    """The parsed fastavro schema of record ``name`` (e.g. "TaskOutcome"),
+    or of an earlier form of one (e.g. "RecurrenceMatch.rev1", see
+    ``recurrence_ledger.topics.catalogue.PREVIOUS_SCHEMA_IDS``).
 
     Raises FileNotFoundError for an unknown name and
     fastavro.schema.SchemaParseException for an invalid file.

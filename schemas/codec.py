@@ -34,7 +34,7 @@ from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import BOM, MAX_RECORD_BYTES, BadRecord, decode_json
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.schemas import avro
-from recurrence_ledger.topics.catalogue import BY_NAME, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
+from recurrence_ledger.topics.catalogue import BY_NAME, PREVIOUS_SCHEMA_IDS, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
 
 if TYPE_CHECKING:
     from recurrence_ledger.schemas.registry import RegistrySettings
@@ -72,17 +72,23 @@ def schema_id_of(raw: bytes) -> int:
     return _HEADER.unpack_from(raw)[1]
 
 
-def unframe(raw: bytes) -> tuple[str, bytes]:
-    """``(schema name, Avro body)`` of a value framed with a fixed id.
+def unframe(raw: bytes) -> tuple[str, str, bytes]:
+    """``(record name, writer schema, Avro body)`` of a value framed with a
+    fixed id: the writer schema is the record's current schema, or for the
+    id of an earlier form of it (``PREVIOUS_SCHEMA_IDS``) that form's schema
+    file.
 
     Raises BadRecord(bad_magic_byte | unknown_schema_id).
     """
     schema_id = schema_id_of(raw)
     schema = SCHEMA_BY_ID.get(schema_id)
+    writer = schema
+    if schema is None and schema_id in PREVIOUS_SCHEMA_IDS:
+        schema, writer = PREVIOUS_SCHEMA_IDS[schema_id]
     if schema is None:
         raise BadRecord("unknown_schema_id", f"schema id {schema_id} is not one this deployment knows "
                                              "(values framed with a Schema Registry's ids are read with --schema-registry-url)")
-    return schema, raw[_HEADER.size:]
+    return schema, writer, raw[_HEADER.size:]
 
 
 class Codec(ABC):
@@ -162,11 +168,11 @@ class FixedIdCodec(Codec):
         return frame(schema, avro.encode(schema, value))
 
     def _decode_avro(self, raw: bytes, expected: tuple[str, ...]) -> dict:
-        schema, body = unframe(raw)
+        schema, writer, body = unframe(raw)
         if schema not in expected:
             raise BadRecord("unknown_schema_id", f"schema {schema} does not belong on this topic (expected {', '.join(expected)})")
         try:
-            return avro.decode(schema, body)
+            return avro.decode(writer, body)
         except Exception as error:  # fastavro raises many types on hostile bytes
             raise BadRecord("undecodable_avro", f"Avro body does not decode as {schema}: {type(error).__name__}: {error}"[:500]) from None
 

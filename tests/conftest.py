@@ -82,6 +82,20 @@ def facts(records: dict[str, list[dict]]) -> dict:
     return {"dead_letter": len(records["dead-letter"]), "scopes": scopes}
 
 
+def view_key(topic: str, record: dict) -> tuple:
+    """The table key of a view record (contract §8): its scope for
+    ``recurrence-statistics``, (scope, artifact_id, revision) for
+    ``revision-statistics``."""
+    if topic == "revision-statistics":
+        return (record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])
+    return (record["scope_id"],)
+
+
+def final_views(topic: str, records: list[dict]) -> dict[tuple, dict]:
+    """A view topic read as a table: the last record per key (contract §8, §10)."""
+    return {view_key(topic, record): record for record in records}
+
+
 def read_outputs(out_dir: Path) -> dict[str, list[dict]]:
     """Every output topic file of an embedded run."""
     from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS

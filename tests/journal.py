@@ -108,12 +108,16 @@ def mutated(record: dict, path: Sequence, value: Any = None, *, delete: bool = F
 
 
 class Ledger:
-    """A processor fed journal records; ``out`` collects values per topic."""
+    """A processor fed journal records; ``out`` collects values per topic.
 
-    def __init__(self, config: LedgerConfig | None = None):
+    The views are published every ``view_batch`` records (contract §8;
+    1 by default, so every record's view changes are visible at once)."""
+
+    def __init__(self, config: LedgerConfig | None = None, view_batch: int = 1):
         self.processor = LedgerProcessor(config=config, validate_outputs=True)
         self.out: dict[str, list[dict]] = defaultdict(list)
         self.offset = 0
+        self.view_batch = view_batch
 
     def feed(self, *records: dict | bytes) -> Ledger:
         """Apply records (dicts or raw lines) in order."""
@@ -122,13 +126,21 @@ class Ledger:
             for emit in ingest_journal_line(self.processor, raw, Coordinates("source-journal", None, self.offset, None)):
                 self.out[emit.topic].append(emit.value)
             self.offset += 1
+            if self.offset % self.view_batch == 0:
+                self.end_batch()
+        return self
+
+    def end_batch(self) -> Ledger:
+        """Publish the batch's view records."""
+        for emit in self.processor.end_batch():
+            self.out[emit.topic].append(emit.value)
         return self
 
     def flush(self) -> Ledger:
-        """End of journal."""
+        """End of journal (the last batch ends too)."""
         for emit in self.processor.flush():
             self.out[emit.topic].append(emit.value)
-        return self
+        return self.end_batch()
 
     def stats(self, scope: str) -> dict:
         """Last statistics record of ``scope``."""
@@ -149,6 +161,15 @@ class Ledger:
              None if m["artifact_ref"] is None else f"{m['artifact_ref']['artifact_id']}r{m['artifact_ref']['revision']}")
             for m in self.out["recurrence-matches"]
         ]
+
+    def candidate_refs(self, match: dict) -> list[dict]:
+        """The frozen candidate set of a match: inline, or the CandidateSet
+        it names on candidate-sets (contract §6), which must precede it."""
+        if match["candidate_refs"] is not None:
+            return match["candidate_refs"]
+        [found] = [s for s in self.out["candidate-sets"]
+                   if (s["scope_id"], s["candidate_set_digest"]) == (match["scope_id"], match["candidate_set_digest"])]
+        return found["candidate_refs"]
 
     def reasons(self) -> list[str]:
         """Dead-letter reason codes in order."""

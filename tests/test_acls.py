@@ -19,7 +19,7 @@ WORKER = [
         "source-journal", "experience-revisions", "handoff-revisions", "handoff-receipts", "task-outcomes", "experience-candidates")),
     *(f"{ADD} --operation Write --topic p.{name}" for name in (
         "recurrence-matches", "recurrence-observations", "review-candidates", "recurrence-statistics", "revision-statistics",
-        "admission-decisions", "dead-letter")),
+        "admission-decisions", "candidate-sets", "dead-letter")),
     f"{ADD} --operation Read --topic p.app-ledger-state-changelog",
     f"{ADD} --operation Write --topic p.app-ledger-state-changelog",
     f"{ADD} --operation Create --topic p.app-ledger-state-changelog",
@@ -46,7 +46,7 @@ def test_worker_acls_are_printed_exactly():
 def test_create_topics_adds_create_on_every_catalogue_topic():
     acls = role_acls("worker", "User:w", "p.", "app", create_topics=True)
     created = sorted(acl.name for acl in acls if acl.operation == "CREATE")
-    assert len(created) == 14 and "p.app-ledger-state-changelog" in created and "p.source-journal" in created
+    assert len(created) == 15 and "p.app-ledger-state-changelog" in created and "p.source-journal" in created
 
 
 def test_other_roles():

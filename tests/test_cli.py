@@ -25,7 +25,7 @@ def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):
     result = run_cli("run-journal", str(journal), "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "admission-decisions.jsonl", "dead-letter.jsonl", "recurrence-matches.jsonl", "recurrence-observations.jsonl",
+        "admission-decisions.jsonl", "candidate-sets.jsonl", "dead-letter.jsonl", "recurrence-matches.jsonl", "recurrence-observations.jsonl",
         "recurrence-statistics.jsonl", "review-candidates.jsonl", "revision-statistics.jsonl",
     ]
     assert facts(read_outputs(tmp_path)) == expected

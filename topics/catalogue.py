@@ -37,6 +37,7 @@ REVIEW_CANDIDATES = "review-candidates"
 STATISTICS = "recurrence-statistics"
 REVISION_STATISTICS = "revision-statistics"
 ADMISSION_DECISIONS = "admission-decisions"
+CANDIDATE_SETS = "candidate-sets"
 DEAD_LETTER = "dead-letter"
 
 
@@ -62,8 +63,8 @@ class TopicSpec:
         """Topic configs for AdminClient.create_topics."""
         config = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
         if self.direction == "out":
-            # A scope_heads RecurrenceMatch carries its whole frozen candidate
-            # set (contract §6), which passes 1 MiB at ~25k heads in a scope.
+            # A CandidateSet carries a scope's whole frozen scope_heads set
+            # (contract §6), which passes 1 MiB at ~25k heads in a scope.
             config["max.message.bytes"] = str(MAX_MESSAGE_BYTES)
         if self.cleanup_policy == "compact":
             config.pop("retention.ms")
@@ -80,7 +81,6 @@ SCHEMA_IDS: dict[str, int] = {
     "HandoffRevision": 3,
     "HandoffReceipt": 4,
     "TaskOutcome": 5,
-    "RecurrenceMatch": 6,
     "RecurrenceObservation": 7,
     "ReviewCandidate": 8,
     "ScopeStatistics": 9,
@@ -88,6 +88,17 @@ SCHEMA_IDS: dict[str, int] = {
     "ExperienceCandidate": 11,
     "AdmissionDecision": 12,
     "RevisionStatistics": 13,
+    "CandidateSet": 14,
+    # Rev. 2: candidate_refs became nullable (contract §6), so the record got
+    # a new id; its revision-1 form keeps id 6 (PREVIOUS_SCHEMA_IDS).
+    "RecurrenceMatch": 15,
+}
+#: Ids of earlier forms of a record, still read and never written: id →
+#: (record name, schema file ``schemas/recurrence_ledger.<file>.avsc``).
+#: RecurrenceMatches written before rev. 2 (candidate_refs always a list)
+#: stay readable on their topic.
+PREVIOUS_SCHEMA_IDS: dict[int, tuple[str, str]] = {
+    6: ("RecurrenceMatch", "RecurrenceMatch.rev1"),
 }
 
 
@@ -108,6 +119,8 @@ CATALOGUE: tuple[TopicSpec, ...] = (
     _spec(STATISTICS, "out", "scope_id", "ScopeStatistics", cleanup="compact"),
     _spec(REVISION_STATISTICS, "out", "scope_id + artifact_ref (canonical JSON)", "RevisionStatistics", cleanup="compact"),
     _spec(ADMISSION_DECISIONS, "out", "scope_id", "AdmissionDecision"),
+    # One record per (scope, digest), never deleted: matches refer to it.
+    _spec(CANDIDATE_SETS, "out", "scope_id + candidate_set_digest (canonical JSON)", "CandidateSet", cleanup="compact"),
     _spec(DEAD_LETTER, "out", "original key", "DeadLetter", retention=SEVEN_DAYS_MS * 4),
 )
 
@@ -117,7 +130,7 @@ INPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.di
 #: and of every per-topic listing.
 OUTPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.direction == "out")
 #: The immutable ledger facts (contract §10): compared byte for byte between runners.
-LEDGER_TOPICS: tuple[str, ...] = (MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, ADMISSION_DECISIONS)
+LEDGER_TOPICS: tuple[str, ...] = (MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, ADMISSION_DECISIONS, CANDIDATE_SETS)
 #: The views (compacted tables, contract §8): compared by final value per key.
 VIEW_TOPICS: tuple[str, ...] = (STATISTICS, REVISION_STATISTICS)
 SCHEMA_BY_ID: dict[int, str] = {schema_id: name for name, schema_id in SCHEMA_IDS.items()}

@@ -50,16 +50,20 @@ def explain_outcome(
     events: Iterable[tuple[str, dict]],
     matches: Iterable[dict],
     observations: Iterable[dict],
+    candidate_sets: Iterable[dict] = (),
 ) -> dict:
     """The evidence chain of task outcome ``outcome_id`` in ``scope_id``.
 
     ``events``: ``(kind, value)`` source events (contract §3) of the scope;
-    ``matches`` / ``observations``: ledger records (any scope; filtered
-    here). Returns a JSON-compatible dict: ``task_outcome``, ``chain``
-    (status linked / unlinked / pending-or-missing-provenance and its
-    reason), ``failure_items`` (each with its RecurrenceMatch), and
-    ``revisions`` (per cited or targeted revision: selected, verdict, or the
-    reason there is none). Raises OutcomeNotFound.
+    ``matches`` / ``observations`` / ``candidate_sets``: ledger records (any
+    scope; filtered here) — a scope_heads match names its CandidateSet by
+    digest (contract §6), resolved through ``candidate_sets``. Returns a
+    JSON-compatible dict: ``task_outcome``, ``chain`` (status linked /
+    unlinked / pending-or-missing-provenance and its reason),
+    ``failure_items`` (each with its RecurrenceMatch: ``candidates`` is None
+    when its set is not among ``candidate_sets``), and ``revisions`` (per
+    cited or targeted revision: selected, verdict, or the reason there is
+    none). Raises OutcomeNotFound.
     """
     outcome = None
     receipts: dict[str, dict] = {}
@@ -87,6 +91,13 @@ def explain_outcome(
     chain, cited = _chain(outcome, receipts, handoffs, experiences, decided=bool(my_matches or my_observations))
     items = OutcomeItems(outcome)
     by_item = {(m["failure_ref"]["item_kind"], m["failure_ref"]["item_index"]): m for m in my_matches}
+    wanted = {m["candidate_set_digest"] for m in my_matches if m["candidate_refs"] is None}
+    sets = {s["candidate_set_digest"]: s["candidate_refs"] for s in candidate_sets
+            if s["scope_id"] == scope_id and s["candidate_set_digest"] in wanted}
+
+    def candidates(match: dict) -> list[str] | None:
+        refs = match["candidate_refs"] if match["candidate_refs"] is not None else sets.get(match["candidate_set_digest"])
+        return None if refs is None else [_label(ref) for ref in refs]
     failure_items = []
     for item in items.failure_items():
         match = by_item.get((item.item_kind, item.item_index))
@@ -96,7 +107,8 @@ def explain_outcome(
             "match_input": item.match_input,
             "match": None if match is None else {
                 "candidate_set_mode": match["candidate_set_mode"],
-                "candidates": [_label(ref) for ref in match["candidate_refs"]],
+                "candidate_set_digest": match["candidate_set_digest"],
+                "candidates": candidates(match),
                 "result": match["result"],
                 "target": _label(match["artifact_ref"]),
             },

@@ -8,9 +8,11 @@ never matches (contract §6).
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Container
 from dataclasses import dataclass
 
-import hashlib
+import orjson
 
 from recurrence_ledger.ledger.normalize import canonical_json, digest, digest_bytes, normalize
 from recurrence_ledger.ledger.state import LedgerState, experience_ref, ref_order
@@ -113,42 +115,131 @@ class OutcomeItems:
 
 
 class CandidateSet:
-    """A frozen, sorted candidate set (contract §6) with what matching needs
-    from it at O(1) per outcome: the refs, their digest, a membership set,
-    and a cache of sha256 states for the match digest.
+    """A frozen, sorted candidate set (contract §6): its canonical JSON, its
+    digest and a membership test, computed once per set. ``refs`` (the list
+    of ArtifactRef dicts) is materialized only when asked for — a
+    scope_heads set is published once as a CandidateSet record and a match
+    carries only its digest, so a match never touches the list.
 
-    The match digest's preimage (canonical JSON of the RecurrenceMatch, keys
-    sorted) begins ``{"artifact_ref":…,"candidate_refs":[…],``. Those bytes
-    depend only on this set and the target, so the hash state after them is
-    computed once per (set, target) and copied for each match: a scope with
-    10,000 heads pays for hashing its snapshot once per Experience revision,
-    not once per outcome. The digest bytes are unchanged.
-    """
+    ``keys``: a container of ``(artifact_id, revision)`` tuples; ``refs``:
+    the list when the caller has it (else parsed from ``refs_json``)."""
 
-    __slots__ = ("refs", "digest", "keys", "_refs_json", "_prefix_states")
+    __slots__ = ("refs_json", "digest", "keys", "_refs")
 
-    def __init__(self, refs: list[dict]):
-        self.refs = refs
-        self._refs_json = canonical_json(refs)
-        self.digest = digest_bytes(self._refs_json)
-        self.keys = frozenset((ref["artifact_id"], ref["revision"]) for ref in refs)
-        self._prefix_states: dict[bytes, object] = {}
+    def __init__(self, refs_json: bytes, keys: Container[tuple[str, int]], refs: list[dict] | None = None):
+        self.refs_json = refs_json
+        self.digest = digest_bytes(refs_json)
+        self.keys = keys
+        self._refs = refs
+
+    @classmethod
+    def of(cls, refs: list[dict]) -> CandidateSet:
+        """The set of ``refs`` (Experience ArtifactRef dicts in ArtifactRef order)."""
+        return cls(canonical_json(refs), frozenset((ref["artifact_id"], ref["revision"]) for ref in refs), refs)
+
+    @property
+    def refs(self) -> list[dict]:
+        """The refs in ArtifactRef order (do not mutate)."""
+        if self._refs is None:
+            self._refs = orjson.loads(self.refs_json)
+        return self._refs
 
     def __contains__(self, ref: dict | None) -> bool:
         return ref is not None and ref["family"] == "experience" and (ref["artifact_id"], ref["revision"]) in self.keys
 
-    def match_digest(self, record: dict) -> str:
-        """digest(record) for a RecurrenceMatch ``record`` (without
-        match_digest) whose ``candidate_refs`` is this set's refs."""
-        target_json = canonical_json(record["artifact_ref"])
-        state = self._prefix_states.get(target_json)
-        if state is None:
-            state = hashlib.sha256(b'{"artifact_ref":' + target_json + b',"candidate_refs":' + self._refs_json + b",")
-            self._prefix_states[target_json] = state
-        rest = canonical_json({k: v for k, v in record.items() if k not in ("artifact_ref", "candidate_refs")})
-        hasher = state.copy()
-        hasher.update(rest[1:])  # drop the "{" of the rest: keys after candidate_refs follow
-        return "sha256:" + hasher.hexdigest()
+
+def _ref_json(artifact_id: str, revision: int) -> bytes:
+    """canonical_json(experience_ref(artifact_id, revision)), assembled
+    (keys in sorted order; orjson writes the id as canonical_json does)."""
+    return b'{"artifact_id":' + orjson.dumps(artifact_id) + b',"family":"experience","revision":' + str(revision).encode() + b"}"
+
+
+class _Heads(dict):
+    """artifact_id → head revision: a membership container of
+    ``(artifact_id, revision)`` tuples (one head per artifact)."""
+
+    __slots__ = ()
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and dict.get(self, key[0]) == key[1]
+
+
+class HeadsIndex:
+    """The current failure-bearing heads of one scope in ArtifactRef order,
+    kept up to date as heads change: the artifact ids in order (artifact_id
+    order is ArtifactRef order within the experience family) with, at the
+    same index, the canonical JSON fragment and the ArtifactRef dict of each
+    head, plus each artifact's head revision. A change is a bisection and a
+    list insert, replace or delete; a snapshot (canonical JSON, digest,
+    membership and the refs) is a few C-level copies and one SHA-256, made
+    at most once per change, when a match first needs it.
+
+    An in-memory cache of the store's ``heads`` record (LedgerState keeps
+    one per scope and drops it with its other caches)."""
+
+    __slots__ = ("_ids", "_fragments", "_refs", "_revisions", "_snapshot")
+
+    def __init__(self, heads: dict):
+        self._ids = sorted(aid for aid, head in heads.items() if head[1])
+        self._revisions = {aid: heads[aid][0] for aid in self._ids}
+        self._fragments = [_ref_json(aid, self._revisions[aid]) for aid in self._ids]
+        self._refs = [experience_ref(aid, self._revisions[aid]) for aid in self._ids]
+        self._snapshot: CandidateSet | None = None
+
+    def set_head(self, artifact_id: str, revision: int, has_failure: bool) -> None:
+        """The head of ``artifact_id`` is now ``revision`` (with or without
+        a failure block)."""
+        known = artifact_id in self._revisions
+        if not known and not has_failure:
+            return
+        at = bisect.bisect_left(self._ids, artifact_id)
+        if has_failure:
+            fragment, ref = _ref_json(artifact_id, revision), experience_ref(artifact_id, revision)
+            if known:
+                self._fragments[at], self._refs[at] = fragment, ref
+            else:
+                self._ids.insert(at, artifact_id)
+                self._fragments.insert(at, fragment)
+                self._refs.insert(at, ref)
+            self._revisions[artifact_id] = revision
+        else:
+            del self._ids[at], self._fragments[at], self._refs[at], self._revisions[artifact_id]
+        self._snapshot = None
+
+    def snapshot(self) -> CandidateSet:
+        """The frozen set of the current heads (cached until the next change)."""
+        if self._snapshot is None:
+            self._snapshot = CandidateSet(b"[" + b",".join(self._fragments) + b"]", _Heads(self._revisions), list(self._refs))
+        return self._snapshot
+
+
+def heads_index(state: LedgerState, scope_id: str) -> HeadsIndex:
+    """The scope's HeadsIndex, built from the store's ``heads`` record on first use."""
+    index = state.cached_heads_index(scope_id)
+    if index is None:
+        index = HeadsIndex(state.get("heads", scope_id, default={}))
+        state.cache_heads_index(scope_id, index)
+    return index
+
+
+def head_changed(state: LedgerState, scope_id: str, artifact_id: str, revision: int, has_failure: bool) -> None:
+    """Keep a built HeadsIndex in step with the store's ``heads`` record
+    (the caller has just written it)."""
+    index = state.cached_heads_index(scope_id)
+    if index is not None:
+        index.set_head(artifact_id, revision, has_failure)
+
+
+def candidate_set_key(scope_id: str, candidate_set_digest: str) -> str:
+    """Record key of a ``candidate-sets`` record: the canonical JSON of
+    ``{"candidate_set_digest": …, "scope_id": …}`` — one key per set, so the
+    compacted topic keeps every set."""
+    return canonical_json({"scope_id": scope_id, "candidate_set_digest": candidate_set_digest}).decode("utf-8")
+
+
+def candidate_set_record(scope_id: str, candidates: CandidateSet) -> dict:
+    """The CandidateSet record (contract §6) of a scope_heads set."""
+    return {"scope_id": scope_id, "candidate_set_digest": candidates.digest, "candidate_refs": candidates.refs}
 
 
 def head_at(state: LedgerState, scope_id: str, artifact_id: str, position: int) -> int | None:
@@ -167,23 +258,14 @@ def scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int) -
     failure block, sorted by ArtifactRef order.
 
     When every known revision precedes ``position`` (journal order) the head
-    at ``position`` is the current head, and the snapshot is cached per
-    ``heads_version`` so its cost is paid once per Experience revision, not
-    per outcome. Otherwise (a revision arrived early on a per-kind topic) it
-    is recomputed from each artifact's history.
+    at ``position`` is the current head: the set is the scope's HeadsIndex
+    snapshot, recomputed only when the heads change, so an outcome costs the
+    same with 10 or 100,000 heads. Otherwise (a revision arrived early on a
+    per-kind topic) it is recomputed from each artifact's history.
     """
-    heads = state.get("heads", scope_id, default={})
     if position > scope["max_experience_position"]:
-        cached = state.cached_heads_snapshot(scope_id, scope["heads_version"])
-        if cached is not None:
-            return cached
-        refs = sorted(
-            (experience_ref(aid, head[0]) for aid, head in heads.items() if head[1]),
-            key=ref_order,
-        )
-        snapshot = CandidateSet(refs)
-        state.cache_heads_snapshot(scope_id, scope["heads_version"], snapshot)
-        return snapshot
+        return heads_index(state, scope_id).snapshot()
+    heads = state.get("heads", scope_id, default={})
     refs = []
     for artifact_id in heads:
         revision = head_at(state, scope_id, artifact_id, position)
@@ -193,7 +275,7 @@ def scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int) -
         if experience["failure"] is not None:
             refs.append(experience_ref(artifact_id, revision))
     refs.sort(key=ref_order)
-    return CandidateSet(refs)
+    return CandidateSet.of(refs)
 
 
 def eligible_scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int, match_input: str) -> list[dict]:
@@ -232,7 +314,11 @@ def build_match(
     """A RecurrenceMatch record (contract §6, §13) with
     ``match_digest`` = digest of the record without ``match_digest``.
 
-    A match input that normalized to "" never has eligible candidates.
+    A ``handoff_citations`` set (≤ 64 refs) travels in the match as
+    ``candidate_refs``; a ``scope_heads`` set is stored by reference
+    (``candidate_refs`` null, the CandidateSet published once on
+    candidate-sets), so the digest covers its candidate_set_digest, not the
+    list. A match input that normalized to "" never has eligible candidates.
     """
     target = eligible[0] if len(eligible) == 1 and item.match_input else None
     if not item.match_input or not eligible:
@@ -247,13 +333,13 @@ def build_match(
         "task_outcome_position": outcome["journal_position"],
         "failure_ref": item.ref,
         "candidate_set_mode": mode,
-        "candidate_refs": candidates.refs,
+        "candidate_refs": candidates.refs if mode == "handoff_citations" else None,
         "candidate_set_digest": candidates.digest,
         "result": result,
         "artifact_ref": target,
         "signature_key": item.match_input if target is not None else None,
     }
-    record["match_digest"] = candidates.match_digest(record)
+    record["match_digest"] = digest(record)
     return record
 
 

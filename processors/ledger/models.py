@@ -369,7 +369,9 @@ class RecurrenceMatch(_Value):
     """contract §6: RecurrenceMatch, with ``match_digest``.
 
     Validation (contract §13): candidate_refs are sorted and distinct, plus
-    ``recurrence_ledger.ledger.validation.match_violations``.
+    ``recurrence_ledger.ledger.validation.match_violations`` (candidate_refs
+    null only for a scope_heads set, which is a CandidateSet on
+    candidate-sets; matches written before rev. 2 carry the list inline).
     """
 
     scope_id: Id
@@ -377,7 +379,7 @@ class RecurrenceMatch(_Value):
     task_outcome_position: Position
     failure_ref: TaskOutcomeItemRef
     candidate_set_mode: Literal["handoff_citations", "scope_heads"]
-    candidate_refs: list[ArtifactRef]
+    candidate_refs: list[ArtifactRef] | None
     candidate_set_digest: Digest
     result: Literal["matched", "unmatched", "ambiguous"]
     artifact_ref: ArtifactRef | None = None
@@ -386,12 +388,34 @@ class RecurrenceMatch(_Value):
 
     @model_validator(mode="after")
     def _matrix(self) -> RecurrenceMatch:
-        keys = [ref.sort_key() for ref in self.candidate_refs]
-        if keys != sorted(set(keys)):
-            raise ValueError("candidate_refs must be sorted by ArtifactRef order and distinct")
+        _sorted_and_distinct(self.candidate_refs or [])
         problems = match_violations(self.model_dump(mode="json"))
         if problems:
             raise ValueError("; ".join(problems))
+        return self
+
+
+def _sorted_and_distinct(refs: list[ArtifactRef]) -> None:
+    keys = [ref.sort_key() for ref in refs]
+    if keys != sorted(set(keys)):
+        raise ValueError("candidate_refs must be sorted by ArtifactRef order and distinct")
+
+
+class CandidateSet(_Value):
+    """contract §6 (rev. 2): a frozen scope_heads candidate set, published
+    once per (scope_id, candidate_set_digest) on ``candidate-sets``.
+    ``candidate_set_digest`` is the digest of ``candidate_refs`` (by
+    construction; pinned by the golden vectors, not recomputed here)."""
+
+    scope_id: Id
+    candidate_set_digest: Digest
+    candidate_refs: list[ArtifactRef]
+
+    @model_validator(mode="after")
+    def _sorted(self) -> CandidateSet:
+        _sorted_and_distinct(self.candidate_refs)
+        if any(ref.family != "experience" for ref in self.candidate_refs):
+            raise ValueError("a candidate set holds Experience revisions only")
         return self
 
 

@@ -7,12 +7,19 @@ with. Same events in the same order → same emits, byte for byte, whatever
 the store (contract §10). A source identity seen again with identical content
 is a duplicate and emits nothing, so replaying any window is a no-op.
 
-Publication order within one event: RecurrenceMatches (failure item order),
-then RecurrenceObservations (cited / targeted revisions in ArtifactRef order;
-selected before the verdict), then ReviewCandidates, then AdmissionDecisions
-of candidates the event completed, then the RevisionStatistics of
-every revision it changed (ArtifactRef order), then the scope's
-ScopeStatistics when it changed.
+Publication order within one event: RecurrenceMatches (failure item order;
+a scope_heads CandidateSet published for the first time comes just before
+the first match that cites it), then RecurrenceObservations (cited /
+targeted revisions in ArtifactRef order; selected before the verdict), then
+ReviewCandidates, then AdmissionDecisions of candidates the event
+completed. ``apply`` returns ledger facts only.
+
+Views are tables (contract §8): ``apply`` marks the scopes and revisions it
+changed, and ``end_batch`` — called by the runner at the end of each batch
+(a Kafka transaction of the worker; every ``--view-batch`` journal records
+and the end of the file in the embedded runner) — publishes at most one view
+record per changed key, with its latest value, like a Kafka Streams record
+cache.
 
 Admission candidates (``experience-candidates``) go through the same
 ``apply``: they read the ledger's state (known outcomes and their failure
@@ -36,6 +43,7 @@ from recurrence_ledger.ledger.validation import check_record
 from recurrence_ledger.ledger import models
 from recurrence_ledger.topics.catalogue import (
     ADMISSION_DECISIONS,
+    CANDIDATE_SETS,
     EXPERIENCE_CANDIDATES,
     EXPERIENCE_REVISIONS,
     HANDOFF_RECEIPTS,
@@ -56,6 +64,7 @@ _OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     STATISTICS: models.ScopeStatistics,
     REVISION_STATISTICS: models.RevisionStatistics,
     ADMISSION_DECISIONS: models.AdmissionDecision,
+    CANDIDATE_SETS: models.CandidateSet,
 }
 
 
@@ -164,6 +173,9 @@ class LedgerProcessor:
         self._scopes_touched: dict[str, None] = {}
         self._candidate_scopes: dict[str, None] = {}
         self._revisions_touched: dict[tuple[str, int], None] = {}
+        # The batch's changed view keys: scope_id → its changed revisions
+        # (artifact_id, revision); see end_batch.
+        self._dirty: dict[str, dict[tuple[str, int], None]] = {}
 
     # -- public ---------------------------------------------------------------
     def apply(self, kind: str, value: dict) -> ApplyResult:
@@ -242,7 +254,8 @@ class LedgerProcessor:
     def flush(self) -> list[Emit]:
         """The provenance horizon passes for everything still pending
         (contract §5: end of a journal file). Pending outcomes are decided as
-        unlinked in (scope first seen, journal position) order."""
+        unlinked in (scope first seen, journal position) order. Returns
+        ledger facts; the view changes follow with ``end_batch``."""
         emits: list[Emit] = []
         for scope_id in self._scopes_touched:
             scope = self.state.scope(scope_id)
@@ -252,6 +265,49 @@ class LedgerProcessor:
         for scope_id in self._candidate_scopes:
             self._expire_candidates(scope_id, None, emits, end_of_input=True)
         return emits
+
+    def end_batch(self) -> list[Emit]:
+        """Close a batch of the views (contract §8): the view records of every
+        key that changed since the last call, each once, with its latest
+        value.
+
+        Order: scopes in code point order of scope_id; for each, the
+        RevisionStatistics rows of its changed revisions in ArtifactRef
+        order, then its ScopeStatistics when it differs from the last one
+        published (whose digest the scope record keeps as
+        ``published_digest``, updated here, so a value is never re-sent
+        unchanged; the scope record was written in this batch anyway, so
+        this adds no state record). A revision is marked only when its counts
+        change, and counts only grow, so a marked revision's row always
+        differs from the one last published. An event that changed nothing
+        a view shows publishes nothing.
+
+        The worker calls it once per transaction and partition, before it
+        collects the changelog, so the ``published`` writes commit with the
+        records; the embedded runner every ``view_batch`` records and at the
+        end of the file (after ``flush``)."""
+        emits: list[Emit] = []
+        state, threshold = self.state, self.config.review_threshold
+        for scope_id in sorted(self._dirty):
+            for artifact_id, revision in sorted(self._dirty[scope_id]):
+                record = revision_statistics(state, scope_id, artifact_id, revision, threshold)
+                self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
+            scope = state.scope(scope_id)
+            statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit)
+            published = digest(statistics)
+            if scope.get("published_digest") != published:
+                scope["published_digest"] = published
+                state.put_scope(scope_id, scope)
+                self._emit(emits, STATISTICS, scope_id, statistics)
+            if state.get("published", scope_id) is not None:
+                state.delete("published", scope_id)  # the full record kept before rev. 2: now a digest in the scope record
+        self._dirty.clear()
+        return emits
+
+    def restore_candidate_set(self, scope_id: str, candidate_set_digest: str, size: int = 0) -> None:
+        """Record an already-published CandidateSet (read back from
+        candidate-sets) so it is not published again (contract §6)."""
+        self.state.put(size, "set_published", scope_id, candidate_set_digest)
 
     def restore_match(self, match: dict) -> None:
         """Record an already-published RecurrenceMatch (read back from the
@@ -293,9 +349,7 @@ class LedgerProcessor:
                 old = (current[0], state.get("experience", scope_id, artifact_id, current[0])["failure"]["signature_key"])
             new_key = record["failure"]["signature_key"] if failure is not None else None
             admission.index_head(state, scope_id, artifact_id, old, (revision, new_key))
-        # Any revision may change the heads at some position: the cached
-        # snapshot is keyed by this version.
-        scope["heads_version"] += 1
+            matching.head_changed(state, scope_id, artifact_id, revision, failure is not None)
         scope["max_experience_position"] = max(scope["max_experience_position"], position)
         if position < scope["max_unlinked_position"]:
             # contract §1: it does not change frozen matches of unlinked
@@ -462,9 +516,10 @@ class LedgerProcessor:
             if remembered is None:  # contract §6 replay rule: reuse, never re-decide
                 if snapshot is None:
                     if linked:
-                        snapshot = matching.CandidateSet(list(resolution.cited_set))
+                        snapshot = matching.CandidateSet.of(list(resolution.cited_set))
                     else:
                         snapshot = matching.scope_heads(state, scope, scope_id, position)
+                        self._publish_candidate_set(scope_id, snapshot, emits)
                 if not item.match_input:
                     eligible = []
                 elif linked:
@@ -525,6 +580,15 @@ class LedgerProcessor:
         for candidate in candidates:
             self._emit(emits, REVIEW_CANDIDATES, scope_id, candidate)
 
+    def _publish_candidate_set(self, scope_id: str, candidates: matching.CandidateSet, emits: list[Emit]) -> None:
+        """contract §6: a scope_heads set is published once, before the first
+        match that cites it; the state remembers the published digests of
+        each scope (one small record per digest)."""
+        if self.state.get("set_published", scope_id, candidates.digest) is None:
+            record = matching.candidate_set_record(scope_id, candidates)
+            self._emit(emits, CANDIDATE_SETS, matching.candidate_set_key(scope_id, candidates.digest), record)
+            self.state.put(len(record["candidate_refs"]), "set_published", scope_id, candidates.digest)
+
     def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit]) -> list[dict]:
         self._emit(emits, OBSERVATIONS, scope_id, record)
         scope[record["event"]] += 1
@@ -539,18 +603,11 @@ class LedgerProcessor:
 
     # -- output -------------------------------------------------------------------
     def _finish_scope(self, scope: dict, scope_id: str, emits: list[Emit]) -> None:
-        """Write the scope record; publish the figures of every revision
-        this event changed (ArtifactRef order), then the scope's statistics
-        if they changed."""
+        """Write the scope record; mark the scope and every revision this
+        event changed for the batch's view records (``end_batch``)."""
         self.state.put_scope(scope_id, scope)
-        for artifact_id, revision in sorted(self._revisions_touched):
-            record = revision_statistics(self.state, scope_id, artifact_id, revision, self.config.review_threshold)
-            self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
+        self._dirty.setdefault(scope_id, {}).update(self._revisions_touched)
         self._revisions_touched.clear()
-        statistics = scope_statistics(self.state, scope, scope_id, self.config.top_revisions_limit)
-        if self.state.get("published", scope_id) != statistics:
-            self.state.put(statistics, "published", scope_id)
-            self._emit(emits, STATISTICS, scope_id, statistics)
 
     def _emit(self, emits: list[Emit], topic: str, key: str, value: dict) -> None:
         # contract §13: a record that breaks the matrix never leaves the

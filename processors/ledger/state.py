@@ -15,7 +15,7 @@ counts and the compact positions of its terminal verdicts, grouped in runs
 (§5), and per-scope indexes (current heads, recall cues). Raw events are never
 kept once decided.
 
-Derived in-memory caches (the scope_heads snapshot and the streak ranking) are
+Derived in-memory caches (the scope_heads index and the streak ranking) are
 rebuilt from the store on demand; the worker calls
 :meth:`LedgerState.invalidate_caches` on every rebalance.
 """
@@ -105,7 +105,6 @@ def new_scope_record() -> dict:
         "linked_recurred": 0,  # recurred verdicts on linked outcomes (repeat_failure_rate)
         "stale_revision_selections": 0,
         "by_repair_surface": {},  # surface -> {selected, recurred, avoided}
-        "heads_version": 0,
         "max_experience_position": -1,
         "max_unlinked_position": -1,
     }
@@ -120,7 +119,7 @@ class LedgerState:
 
     def __init__(self, store: Store | None = None) -> None:
         self.store: Store = {} if store is None else store
-        self._heads_snapshot: dict[str, tuple[int, Any]] = {}
+        self._heads_index: dict[str, Any] = {}
         self._rankings: dict[str, SortedList] = {}
         self._top: dict[str, tuple[int, list[dict], set[tuple[str, int]]]] = {}
         self._figures: dict[tuple[str, str, int], dict] = {}
@@ -129,22 +128,20 @@ class LedgerState:
     def invalidate_caches(self) -> None:
         """Drop derived caches (call after the store changed underneath,
         e.g. a rebalance recovered or revoked partitions)."""
-        self._heads_snapshot.clear()
+        self._heads_index.clear()
         self._rankings.clear()
         self._top.clear()
         self._figures.clear()
 
-    def cached_heads_snapshot(self, scope_id: str, version: int) -> Any:
-        """The cached scope_heads CandidateSet, if still valid for
-        ``version`` (the scope's heads_version), else None."""
-        hit = self._heads_snapshot.get(scope_id)
-        if hit is not None and hit[0] == version:
-            return hit[1]
-        return None
+    def cached_heads_index(self, scope_id: str) -> Any:
+        """The scope's cached ``matching.HeadsIndex`` (its current
+        failure-bearing heads), or None when not built yet."""
+        return self._heads_index.get(scope_id)
 
-    def cache_heads_snapshot(self, scope_id: str, version: int, snapshot: Any) -> None:
-        """Remember the scope_heads CandidateSet for ``version``."""
-        self._heads_snapshot[scope_id] = (version, snapshot)
+    def cache_heads_index(self, scope_id: str, index: Any) -> None:
+        """Remember the scope's HeadsIndex; the processor keeps it in step
+        with the ``heads`` record (``matching.head_changed``)."""
+        self._heads_index[scope_id] = index
 
     def ranking(self, scope_id: str) -> SortedList:
         """Revisions with streak ≥ 1 of a scope, in top_revisions order

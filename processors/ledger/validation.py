@@ -29,19 +29,29 @@ class LedgerInvariantError(RecurrenceLedgerError, ValueError):
 
 def match_violations(match: dict, candidates: Container | None = None) -> list[str]:
     """Violations of the RecurrenceMatch rules in ``match`` (a record dict):
-    failure_ref belongs to task_outcome_ref; matched requires artifact_ref
-    and signature_key with the target inside the frozen set; unmatched and
-    ambiguous require both absent. [] when valid. ``candidates``: a
-    container equivalent to ``match["candidate_refs"]`` with fast
-    membership (the core passes its CandidateSet)."""
+    failure_ref belongs to task_outcome_ref; candidate_refs is null only for
+    a scope_heads set, and then candidate_set_digest names it (contract §6:
+    the set is a CandidateSet on candidate-sets); matched requires
+    artifact_ref and signature_key with the target inside the frozen set;
+    unmatched and ambiguous require both absent. [] when valid.
+    ``candidates``: a container equivalent to the frozen set with fast
+    membership (the core passes its CandidateSet); without it, a set stored
+    by reference is not looked up."""
     problems = []
     if match["failure_ref"]["task_outcome_ref"] != match["task_outcome_ref"]:
         problems.append("failure_ref.task_outcome_ref must equal task_outcome_ref")
+    refs = match["candidate_refs"]
+    if refs is None and match["candidate_set_mode"] != "scope_heads":
+        problems.append("candidate_refs may be null only for a scope_heads candidate set")
+    if refs is None and not match["candidate_set_digest"]:
+        problems.append("a candidate set stored by reference needs its candidate_set_digest")
     target = match["artifact_ref"]
     if match["result"] == "matched":
         if target is None or not match["signature_key"]:
             problems.append("a matched result requires artifact_ref and signature_key")
-        elif target not in (match["candidate_refs"] if candidates is None else candidates):
+        elif candidates is None and refs is None:
+            pass  # the set is on candidate-sets: not at hand here
+        elif target not in (refs if candidates is None else candidates):
             problems.append("matched target is absent from the frozen candidate set")
     elif target is not None or match["signature_key"] is not None:
         problems.append(f"a {match['result']} result must not carry a target")

@@ -403,6 +403,33 @@ def read_topic(
     return result
 
 
+def read_candidate_sets(
+    bootstrap: str, wanted: Iterable[tuple[str, str]] | None = None, *, topic_prefix: str = "", timeout: float = 30.0,
+    codec: Codec = FIXED,
+) -> list[dict]:
+    """The committed CandidateSet records (contract §6) of ``candidate-sets``
+    whose ``(scope_id, candidate_set_digest)`` is in ``wanted`` (every one
+    when None). Records are picked by their key (``matching.candidate_set_key``)
+    before their value — a whole scope_heads set — is decoded. Raises what
+    :func:`read_topic` raises."""
+    from recurrence_ledger.ledger.matching import candidate_set_key
+    from recurrence_ledger.topics.catalogue import CANDIDATE_SETS
+
+    keys = None if wanted is None else {candidate_set_key(scope_id, digest).encode("utf-8") for scope_id, digest in wanted}
+    physical_topic = topic_prefix + CANDIDATE_SETS
+    result = []
+    for record in read_raw(bootstrap, physical_topic, timeout):
+        if keys is not None and record.key not in keys:
+            continue
+        if record.value is None:
+            raise UndecodableRecord(physical_topic, record.partition, record.offset, "missing_field", "tombstone (null value)")
+        try:
+            result.append(codec.decode_value(record.value, (BY_NAME[CANDIDATE_SETS].schema,)))
+        except BadRecord as bad:
+            raise UndecodableRecord(physical_topic, record.partition, record.offset, bad.reason, bad.message) from None
+    return result
+
+
 def export_topic(
     bootstrap: str, logical_topic: str, out: Path, *, topic_prefix: str = "", timeout: float = 30.0, codec: Codec = FIXED
 ) -> int:

@@ -9,11 +9,17 @@ state per partition that is first seeded from the ledger itself:
   recorded match decision is reused as is, never recomputed — even though
   the replay's state was rebuilt from nothing;
 - the identities already in the ledger (``match_digest``, ``observation_id``,
-  ``candidate_id``, an admission decision's (scope_id, candidate_id), and the
-  coordinates of dead-lettered records) are loaded, and an output whose
-  identity exists is not written again — an admission decision is frozen
-  even when the replay would decide its candidate otherwise (e.g. a window
-  that starts after the Task Outcome it cites);
+  ``candidate_id``, an admission decision's (scope_id, candidate_id), a
+  CandidateSet's (scope_id, candidate_set_digest) — read from the keys of
+  ``candidate-sets``, without decoding the sets — and the coordinates of
+  dead-lettered records) are loaded, and an output whose identity exists is
+  not written again — an admission decision is frozen even when the replay
+  would decide its candidate otherwise (e.g. a window that starts after the
+  Task Outcome it cites);
+- a CandidateSet is written only just before the first match the replay
+  writes that names it by digest (contract §6), when the topic does not
+  hold it yet — also when the event that first used the set was before the
+  window, and never for a match the replay does not write;
 - an outcome with any match or observation in the ledger is decided (contract
   §5: frozen): no new match or observation is written for it, even when a
   replay over per-kind topics (no total order across them) would decide it
@@ -47,12 +53,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from recurrence_ledger.runtime.client_config import client_config
-from recurrence_ledger.runtime.kafka_io import read_topic
+from recurrence_ledger.runtime.kafka_io import read_raw, read_topic
 from recurrence_ledger.runtime.unicode_pin import check_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
@@ -63,6 +70,7 @@ from recurrence_ledger.schemas.codec import AVRO, FIXED, Codec
 from recurrence_ledger.topics import catalogue
 from recurrence_ledger.topics.catalogue import (
     ADMISSION_DECISIONS,
+    CANDIDATE_SETS,
     DEAD_LETTER,
     MATCHES,
     OBSERVATIONS,
@@ -74,7 +82,7 @@ from recurrence_ledger.topics.catalogue import (
 IDENTITY_FIELDS = {MATCHES: "match_digest", OBSERVATIONS: "observation_id", REVIEW_CANDIDATES: "candidate_id"}
 #: Outputs written once per identity: the ledger's, plus admission decisions
 #: (idempotent on (scope_id, candidate_id)) and dead letters.
-IDENTITY_TOPICS = (*IDENTITY_FIELDS, ADMISSION_DECISIONS, DEAD_LETTER)
+IDENTITY_TOPICS = (*IDENTITY_FIELDS, ADMISSION_DECISIONS, CANDIDATE_SETS, DEAD_LETTER)
 
 
 @dataclass(frozen=True)
@@ -200,6 +208,9 @@ class _Ledger:
         self.identities[ADMISSION_DECISIONS] = {
             (value["scope_id"], value["candidate_id"]) for _, _, _, value in read_topic(bootstrap, ADMISSION_DECISIONS, topic_prefix=topic_prefix, codec=codec)
         }
+        for record in read_raw(bootstrap, catalogue.physical(CANDIDATE_SETS, topic_prefix)):
+            key = orjson.loads(record.key)
+            self.identities[CANDIDATE_SETS].add((key["scope_id"], key["candidate_set_digest"]))
         for _, _, _, value in read_topic(bootstrap, STATISTICS, topic_prefix=topic_prefix, codec=codec):
             self.latest_statistics[value["scope_id"]] = value
         self.latest_revisions: dict[tuple, dict] = {}
@@ -215,6 +226,8 @@ class _Ledger:
             return (value["topic"], value["partition"], value["offset"])
         if topic == ADMISSION_DECISIONS:
             return (value["scope_id"], value["candidate_id"])
+        if topic == CANDIDATE_SETS:
+            return (value["scope_id"], value["candidate_set_digest"])
         return value[IDENTITY_FIELDS[topic]]
 
 
@@ -265,6 +278,7 @@ def run_replay(
     producer = Producer({**client_config(bootstrap), "enable.idempotence": True, "acks": "all", "linger.ms": 5})
     final_statistics: dict[str, tuple[int, dict]] = {}
     final_revisions: dict[tuple, tuple[int, Emit]] = {}
+    candidate_sets: dict[tuple[str, str], Emit] = {}  # every set the replay's processors published
     conflicted: set[str] = set()
     try:
         consumer.assign(
@@ -292,18 +306,22 @@ def run_replay(
                     except CoreFailure as failure:
                         emits = [dead_letter(failure.coordinates, failure.raw, "internal_error", str(failure))]
                     for emit in emits:
-                        if emit.topic == STATISTICS:
-                            final_statistics[emit.value["scope_id"]] = (message.partition(), emit.value)
-                            continue
-                        if emit.topic == REVISION_STATISTICS:
-                            final_revisions[revision_id(emit.value)] = (message.partition(), emit)
-                            continue
                         identity = existing.identity(emit.topic, emit.value)
+                        if emit.topic == CANDIDATE_SETS:
+                            if identity not in existing.identities[CANDIDATE_SETS]:
+                                candidate_sets[identity] = emit  # written with the first match the replay writes that cites it
+                            continue
                         if identity not in existing.identities[emit.topic] and existing.frozen(emit.topic, emit.value):
                             conflicted.add(emit.value["scope_id"])  # decided otherwise before: keep the ledger's decision
                         if not in_window or identity in existing.identities[emit.topic] or existing.frozen(emit.topic, emit.value):
                             summary.suppressed[emit.topic] += 1
                             continue
+                        cited = (emit.value["scope_id"], emit.value["candidate_set_digest"]) if emit.topic == MATCHES else None
+                        if cited is not None and emit.value["candidate_refs"] is None and cited not in existing.identities[CANDIDATE_SETS]:
+                            # contract §6: the set precedes the first match that cites it.
+                            existing.identities[CANDIDATE_SETS].add(cited)
+                            _produce(producer, topic_prefix, candidate_sets[cited], message.partition(), None, output_format)
+                            summary.written[CANDIDATE_SETS] += 1
                         existing.identities[emit.topic].add(identity)
                         _produce(producer, topic_prefix, emit, message.partition(), message.key(), output_format, codec)
                         summary.written[emit.topic] += 1
@@ -312,6 +330,14 @@ def run_replay(
                 elapsed = max(time.monotonic() - started, 1e-9)
                 progress.update(task, completed=summary.records_read, rate=summary.records_read / elapsed, lag=total - summary.records_read)
         summary.conflicted_scopes = sorted(conflicted)
+        # The views of the whole replay as one batch (contract §8): the final
+        # value of every key the replayed events changed.
+        for partition, processor in processors.items():
+            for emit in processor.end_batch():
+                if emit.topic == STATISTICS:
+                    final_statistics[emit.value["scope_id"]] = (partition, emit.value)
+                elif emit.topic == REVISION_STATISTICS:
+                    final_revisions[revision_id(emit.value)] = (partition, emit)
         for scope_id, (partition, record) in sorted(final_statistics.items()):
             if scope_id in conflicted:
                 # The replay decided a frozen outcome otherwise, so its view of

@@ -13,7 +13,11 @@ A read-process-write loop in the style of Kafka Streams with
 - every ``commit_interval_ms`` one Kafka transaction carries the batch's
   output records (to partition p of each output topic), the state changes
   (changelog records) and the consumed offsets
-  (``send_offsets_to_transaction`` with the consumer's group metadata, KIP-447).
+  (``send_offsets_to_transaction`` with the consumer's group metadata, KIP-447);
+- ledger facts are produced as each record is applied; the view records
+  (``recurrence-statistics``, ``revision-statistics``) once per transaction
+  and task, at most one per changed key (contract §8,
+  ``LedgerProcessor.end_batch``), just before the changelog is collected.
 
 So a crash anywhere leaves either everything of a batch or nothing of it
 visible to ``read_committed`` consumers: no duplicate and no lost match,
@@ -483,7 +487,7 @@ class LedgerWorker:
         # Outputs go to the input's partition: a scope's outputs stay
         # co-partitioned with its inputs whatever partitioner producers use.
         key = raw_key if emit.topic == DEAD_LETTER or emit.key is None else emit.key.encode("utf-8")
-        self.producer.produce(self.outputs[emit.topic], value=value, key=key, partition=partition)
+        self._produce(self.outputs[emit.topic], key, value, partition)
         if emit.topic == STATISTICS:
             self._pending_stats.append(emit.value)
         elif emit.topic == REVISION_STATISTICS:
@@ -505,9 +509,18 @@ class LedgerWorker:
             except BufferError:
                 self.producer.poll(0.1)
 
+    def _publish_views(self) -> None:
+        """The transaction's view records (contract §8): each task's
+        ``end_batch``, produced before its changelog is collected, so the
+        ``published`` state they update commits with them."""
+        for task in self.tasks.values():
+            for emit in task.processor.end_batch():
+                self._send(emit, task.partition, None, encode_emit(emit, self.config.output_format))
+                self._batch_outputs[emit.topic] = self._batch_outputs.get(emit.topic, 0) + 1
+
     def _commit(self) -> None:
-        """Changelog records + offsets + commit, atomically with the outputs
-        already produced in this transaction.
+        """View records, then changelog records + offsets + commit,
+        atomically with the outputs already produced in this transaction.
 
         Error handling follows the transactional producer's classes
         (librdkafka/confluent-kafka): a retriable error (e.g. the broker is
@@ -517,6 +530,7 @@ class LedgerWorker:
         committed offsets — so the batch is processed again; a fatal one
         (fenced by a newer instance) raises, and so does a failing abort.
         """
+        self._publish_views()
         self.faults.hit("produced")
         self._committing_since = time.monotonic()
         try:

@@ -23,7 +23,7 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json, normalize
 from recurrence_ledger.ledger.processor import LedgerProcessor
-from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
+from recurrence_ledger.topics.catalogue import LEDGER_TOPICS as FACT_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
 from recurrence_ledger.ledger import models
 from tests.badinput import corpus
 from tests.badinput.corpus import (
@@ -36,12 +36,9 @@ from tests.badinput.corpus import (
     SOURCE_JOURNAL,
     Entry,
 )
+from tests.conftest import final_views
 from tests.journal import Ledger, check, experience, outcome
 
-LEDGER_TOPICS = (
-    "recurrence-matches", "recurrence-observations", "review-candidates", "revision-statistics", "recurrence-statistics",
-    "admission-decisions",
-)
 VALID = corpus.valid_lines()
 
 
@@ -60,8 +57,13 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
-def ledger_outputs(out: dict[str, list[dict]]) -> dict[str, list[bytes]]:
-    return {topic: [canonical_json(value) for value in out[topic]] for topic in LEDGER_TOPICS}
+def ledger_outputs(out: dict[str, list[dict]]) -> dict[str, list[bytes] | dict[tuple, bytes]]:
+    """Ledger facts as canonical JSON in publication order; views as their
+    final value per key (contract §10: intermediate view records depend on
+    batching)."""
+    facts = {topic: [canonical_json(value) for value in out[topic]] for topic in FACT_TOPICS}
+    views = {topic: {key: canonical_json(value) for key, value in final_views(topic, out[topic]).items()} for topic in VIEW_TOPICS}
+    return {**facts, **views}
 
 
 def embedded_run(lines: list[bytes]) -> dict[str, list[dict]]:
@@ -72,7 +74,7 @@ def embedded_run(lines: list[bytes]) -> dict[str, list[dict]]:
     for offset, line in enumerate(lines):
         for emit in ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, offset, None)):
             out[emit.topic].append(emit.value)
-    for emit in processor.flush():
+    for emit in [*processor.flush(), *processor.end_batch()]:
         out[emit.topic].append(emit.value)
     return out
 
@@ -91,6 +93,9 @@ def kafka_run(records: list[tuple[str, bytes | None, bytes | None]]) -> tuple[di
             out[emit.topic].append(emit.value)
             emits.append(emit)
         offsets[topic] += 1
+    for emit in processor.end_batch():  # one transaction
+        out[emit.topic].append(emit.value)
+        emits.append(emit)
     return out, emits
 
 
@@ -150,7 +155,8 @@ def test_journal_entry_between_valid_records(entry: Entry):
 def test_the_whole_journal_corpus_in_one_file(tmp_path: Path):
     """run_journal on the minimum case with every journal entry (but the
     known defects) between its lines: one dead letter per entry, at its line,
-    and the same ledger files as the minimum case alone, byte for byte."""
+    and the same ledger files as the minimum case alone, byte for byte (the
+    views: the same final value per key)."""
     entries = [entry for entry in JOURNAL_ENTRIES if "embedded" not in entry.defects]
     lines: list[bytes] = []
     expected: list[tuple[int, str, bytes]] = []
@@ -172,8 +178,10 @@ def test_the_whole_journal_corpus_in_one_file(tmp_path: Path):
     dead = read_jsonl(tmp_path / "out" / "dead-letter.jsonl")
     assert [(d["offset"], d["reason"], corpus.raw_of(d)) for d in dead] == expected
     assert summary.dead_letters == len(entries)
-    for topic in LEDGER_TOPICS:
+    for topic in FACT_TOPICS:
         assert (tmp_path / "out" / f"{topic}.jsonl").read_bytes() == (tmp_path / "clean" / f"{topic}.jsonl").read_bytes(), topic
+    for topic in VIEW_TOPICS:  # by final value per key: the bad lines move the batch boundaries
+        assert final_views(topic, read_jsonl(tmp_path / "out" / f"{topic}.jsonl")) == final_views(topic, read_jsonl(tmp_path / "clean" / f"{topic}.jsonl"))
 
 
 # --------------------------------------------------------------------- Kafka entries, the worker's decode path
@@ -256,4 +264,4 @@ def test_replay_identical_after_validation_is_a_duplicate(case: corpus.Replay):
 
 
 def test_every_output_topic_is_covered():
-    assert set(LEDGER_TOPICS) | {"dead-letter"} == set(OUTPUT_TOPICS)
+    assert set(FACT_TOPICS) | set(VIEW_TOPICS) | {"dead-letter"} == set(OUTPUT_TOPICS)

@@ -21,20 +21,20 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.runtime.kafka_admin import create_topics
 from recurrence_ledger.runtime.kafka_io import export_topic, publish_journal, read_raw
 from recurrence_ledger.schemas.codec import FIXED, Codec
-from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
+from recurrence_ledger.topics.catalogue import LEDGER_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
 from recurrence_ledger.view import RedisView, default_namespace
 from recurrence_ledger.topics import catalogue
+from tests.conftest import final_views
 
 REPO = Path(__file__).resolve().parents[2]
-LEDGER_TOPICS = (
-    "recurrence-matches", "recurrence-observations", "review-candidates", "revision-statistics", "recurrence-statistics",
-    "admission-decisions",
-)
+# LEDGER_TOPICS: the ledger facts, compared byte for byte (contract §10);
+# VIEW_TOPICS: the views, compared by final value per key (assert_same_outputs).
 IDENTITY = {
     "recurrence-matches": ("match_digest",),
     "recurrence-observations": ("observation_id",),
     "review-candidates": ("candidate_id",),
     "admission-decisions": ("scope_id", "candidate_id"),
+    "candidate-sets": ("scope_id", "candidate_set_digest"),
 }
 
 
@@ -159,6 +159,20 @@ def identity_report(kafka: dict[str, bytes], reference: dict[str, bytes]) -> dic
             "resent": sum(count - 1 for count in got.values() if count > 1),
         }
     return report
+
+
+def assert_same_outputs(kafka: dict[str, bytes], reference: dict[str, bytes], *, multiset: bool = False) -> None:
+    """contract §10 between two runs: every ledger fact byte for byte (as
+    files, or as multisets of lines when scopes are spread over partitions),
+    and every view key with the same final value (the last record per key;
+    intermediate view records depend on batching)."""
+    for topic in LEDGER_TOPICS:
+        if multiset:
+            assert Counter(kafka[topic].splitlines()) == Counter(reference[topic].splitlines()), topic
+        else:
+            assert kafka[topic] == reference[topic], topic
+    for topic in VIEW_TOPICS:
+        assert final_views(topic, lines(kafka[topic])) == final_views(topic, lines(reference[topic])), topic
 
 
 def last_statistics(data: bytes) -> dict[str, dict]:

@@ -22,8 +22,7 @@ def test_the_example_journal_decides_candidates_like_run_journal(topic_prefix, b
     harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "worker.log")
     kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
     reference = harness.embedded(EXAMPLE, tmp_path / "embedded")
-    for topic in harness.LEDGER_TOPICS:
-        assert kafka[topic] == reference[topic], topic
+    harness.assert_same_outputs(kafka, reference)
     decisions = harness.lines(kafka["admission-decisions"])
     assert [(d["candidate_id"], d["decision"], d["reasons"]) for d in decisions] == [
         ("cand-client-regen", "accepted", []),

@@ -47,6 +47,7 @@ def assert_exactly_once(bootstrap, prefix, reference, out):
     for topic, counts in report.items():
         assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
     assert harness.last_statistics(kafka["recurrence-statistics"]) == harness.last_statistics(reference["recurrence-statistics"])
+    harness.assert_same_outputs(kafka, reference, multiset=True)
     return kafka
 
 
@@ -90,8 +91,8 @@ def test_scale_from_one_to_two_workers_and_back(topic_prefix, bootstrap, journal
     harness.publish(bootstrap, journal, prefix)
     first_log, second_log = tmp_path / "w1.log", tmp_path / "w2.log"
     first = start(bootstrap, prefix, first_log, instance="w1", idle_exit=8)
-    statistics = harness.physical(prefix, "recurrence-statistics")
-    harness.wait_until(lambda: harness.count_records(bootstrap, statistics) > 20, 60, "first outputs")
+    observations = harness.physical(prefix, "recurrence-observations")
+    harness.wait_until(lambda: harness.count_records(bootstrap, observations) > 20, 60, "first outputs")
     second = start(bootstrap, prefix, second_log, instance="w2", idle_exit=None)
     harness.wait_until(lambda: "assigned partitions" in second_log.read_text(), 60, "the second worker's assignment")
     time.sleep(1.0)
@@ -114,8 +115,8 @@ def test_broker_restart_mid_stream(journal, reference, tmp_path):
         harness.publish(bootstrap, journal, prefix)
         log = tmp_path / "worker.log"
         worker = start(bootstrap, prefix, log, idle_exit=10)
-        statistics = harness.physical(prefix, "recurrence-statistics")
-        harness.wait_until(lambda: harness.count_records(bootstrap, statistics) > 20, 60, "first outputs")
+        observations = harness.physical(prefix, "recurrence-observations")
+        harness.wait_until(lambda: harness.count_records(bootstrap, observations) > 20, 60, "first outputs")
         started = time.monotonic()
         subprocess.run(["bash", kafka_sh, "restart-keep-data"], env=env, check=True, timeout=120, capture_output=True)
         print(f"broker restarted in {time.monotonic() - started:.1f} s")
@@ -142,9 +143,9 @@ def test_redis_down_for_part_of_the_run(topic_prefix, bootstrap, journal, refere
     log = tmp_path / "worker.log"
     # Redis is down when the worker starts and comes back half way.
     worker = start(bootstrap, prefix, log, redis_url=redis_url, idle_exit=6)
-    statistics = harness.physical(prefix, "recurrence-statistics")
+    observations = harness.physical(prefix, "recurrence-observations")
     try:
-        harness.wait_until(lambda: harness.count_records(bootstrap, statistics) > 100, 60, "outputs while Redis is down")
+        harness.wait_until(lambda: harness.count_records(bootstrap, observations) > 100, 60, "outputs while Redis is down")
         subprocess.run(["bash", redis_sh, "start"], env=env, check=True, timeout=60, capture_output=True)
         assert harness.wait_exit(worker, 180, log) == 0
         assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
@@ -180,8 +181,7 @@ def test_a_core_failure_is_never_committed_half_applied(topic_prefix, bootstrap,
     without.write_text("".join(lines[:4] + lines[5:]))
     reference = harness.embedded(without, tmp_path / "reference")
     kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
-    for topic in harness.LEDGER_TOPICS:
-        assert kafka[topic] == reference[topic], topic
+    harness.assert_same_outputs(kafka, reference)
     [parked] = harness.lines(kafka["dead-letter"])
     assert (parked["reason"], parked["offset"]) == ("internal_error", 4)
     assert "fault injection: core_error" in parked["message"]

@@ -171,3 +171,31 @@ def test_replay_over_per_kind_topics_keeps_frozen_decisions(topic_prefix, bootst
     after = harness.exported(bootstrap, prefix, tmp_path / "after")
     assert after["recurrence-observations"] == before["recurrence-observations"]
     assert after["recurrence-statistics"] == before["recurrence-statistics"]
+
+
+def test_a_replayed_match_is_preceded_by_its_candidate_set_even_when_the_set_was_first_used_before_the_window(
+        topic_prefix, bootstrap, tmp_path):
+    """contract §6: the CandidateSet precedes the first match that cites it.
+    Here nothing was processed yet, and the replay's window starts after the
+    outcome that first used the set: the set is written once, just before the
+    in-window match that cites it."""
+    prefix = topic_prefix
+    harness.prepare(bootstrap, prefix, partitions=1)
+    scope, cue = "window", "port already bound"
+    harness.publish(bootstrap, write_journal(tmp_path / "a.jsonl", [
+        experience(scope, 1, "E1", cue=cue),
+        outcome(scope, 2, "O1", checks=[check(cue)]),
+        outcome(scope, 3, "O2", checks=[check(cue)]),
+    ]), prefix)
+    summary = run_replay(bootstrap, prefix, parse_start("position:3"), app_id="ledger", show_progress=False)
+    assert summary.written["candidate-sets"] == 1 and summary.written["recurrence-matches"] == 1
+    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
+    [candidate_set] = harness.lines(kafka["candidate-sets"])
+    [match] = harness.lines(kafka["recurrence-matches"])
+    assert match["task_outcome_ref"]["source_id"] == "O2" and match["candidate_refs"] is None
+    assert match["candidate_set_digest"] == candidate_set["candidate_set_digest"]
+    assert [(r["artifact_id"], r["revision"]) for r in candidate_set["candidate_refs"]] == [("E1", 1)]
+    # A replay over everything adds O1's match, citing the set already there.
+    again = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
+    assert again.written["recurrence-matches"] == 1 and again.written.get("candidate-sets", 0) == 0
+    assert dict(run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False).written) == {}

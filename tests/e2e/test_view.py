@@ -112,7 +112,9 @@ def case_runs(tmp_path_factory) -> Path:
             entry["value"]["scope_id"] = COPY_SCOPE
             out.write(json.dumps(entry) + "\n")
     for journal, name in ((worked, "worked"), (minimum, "minimum"), (copy, "copy")):
-        run_journal(journal, base / name, show_progress=False)
+        # view_batch=1: a view record after every journal record that changed
+        # it, so each scope and revision has a history of versions.
+        run_journal(journal, base / name, show_progress=False, view_batch=1)
     return base
 
 

@@ -20,7 +20,8 @@ def explain(records, outcome_id, flush=True, config=None):
     if flush:
         ledger.flush()
     events = [(r["topic"], validate(r["topic"], r["value"])) for r in records]
-    return explain_outcome(S, outcome_id, events, ledger.out["recurrence-matches"], ledger.out["recurrence-observations"])
+    return explain_outcome(S, outcome_id, events, ledger.out["recurrence-matches"], ledger.out["recurrence-observations"],
+                           ledger.out["candidate-sets"])
 
 
 def linked(*outcomes):
@@ -76,6 +77,7 @@ def test_receipt_that_does_not_resolve():
     assert result["chain"]["status"] == "unlinked"
     assert result["chain"]["reason"].startswith("receipt R1 does not resolve (status=rejected")
     assert result["failure_items"][0]["match"]["candidate_set_mode"] == "scope_heads"
+    assert result["failure_items"][0]["match"]["candidates"] == ["E1 r1"]  # resolved through candidate-sets
     assert result["revisions"] == [{
         "artifact_ref": "E1 r1", "signature_key": CUE, "repair_surface": "experience_content",
         "selected": False, "verdict": "recurred", "reason": "recurred: recorded in the ledger",
@@ -97,3 +99,13 @@ def test_no_receipt_and_unknown_outcome():
     assert (result["chain"]["reason"], result["revisions"]) == ("the outcome names no Handoff Receipt", [])
     with pytest.raises(OutcomeNotFound):
         explain([experience(S, 1, "E1")], "nope")
+
+
+def test_a_scope_heads_set_missing_from_candidate_sets_is_reported_as_unknown():
+    records = [experience(S, 1, "E1"), outcome(S, 2, "O", checks=[check(CUE)])]
+    ledger = Ledger().feed(*records).flush()
+    events = [(r["topic"], validate(r["topic"], r["value"])) for r in records]
+    result = explain_outcome(S, "O", events, ledger.out["recurrence-matches"], ledger.out["recurrence-observations"])
+    [item] = result["failure_items"]
+    assert item["match"]["candidates"] is None
+    assert item["match"]["candidate_set_digest"] == ledger.out["candidate-sets"][0]["candidate_set_digest"]

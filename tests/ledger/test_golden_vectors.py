@@ -4,7 +4,11 @@ item_digest, match_digest and observation_id (contract §4, §6, §7).
 Preimages (documented in tests/ledger/golden_vectors.json):
 - item_digest: canonical JSON of the TaskCheck / WorkClaim with every field
   of the validated item (``details: null`` included);
-- match_digest: canonical JSON of the RecurrenceMatch without match_digest;
+- match_digest: canonical JSON of the RecurrenceMatch without match_digest
+  (for a scope_heads match, rev. 2: with ``candidate_refs: null`` and the
+  set's candidate_set_digest, never the list);
+- candidate_set_digest: canonical JSON of the sorted candidate_refs list,
+  the same for a set inline in a match and a CandidateSet record;
 - observation_id: canonical JSON of the RecurrenceObservation without
   observation_id.
 """
@@ -75,3 +79,27 @@ def test_observation_id(minimum_case_outputs, name):
     without = {k: v for k, v in record.items() if k != "observation_id"}
     assert canonical_json(without).decode() == vector["preimage"]
     assert sha256_of(vector["preimage"]) == vector["digest"]
+
+
+def test_scope_heads_match_digest_covers_the_set_digest_not_the_list(minimum_case_outputs):
+    vector = VECTORS["match_digest_scope_heads"]
+    record = next(m for m in minimum_case_outputs["recurrence-matches"] if m["task_outcome_ref"]["source_id"] == "job-unlinked")
+    assert record == vector["record"]
+    assert record["candidate_refs"] is None
+    without = {k: v for k, v in record.items() if k != "match_digest"}
+    assert canonical_json(without).decode() == vector["preimage"]
+    assert record["match_digest"] == sha256_of(vector["preimage"]) == vector["digest"]
+
+
+def test_candidate_set_digest_and_record(minimum_case_outputs):
+    from recurrence_ledger.ledger.matching import candidate_set_key
+
+    vector = VECTORS["candidate_set"]
+    [record] = minimum_case_outputs["candidate-sets"]
+    assert record == vector["record"]
+    assert canonical_json(record["candidate_refs"]).decode() == vector["preimage"]
+    assert record["candidate_set_digest"] == sha256_of(vector["preimage"]) == vector["digest"]
+    assert candidate_set_key(record["scope_id"], record["candidate_set_digest"]) == vector["key"]
+    # The handoff_citations vector's inline set digests the same way.
+    inline = VECTORS["match_digest"]["record"]
+    assert inline["candidate_set_digest"] == sha256_of(canonical_json(inline["candidate_refs"]).decode())

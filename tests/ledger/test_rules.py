@@ -122,7 +122,7 @@ def test_superseded_revision_is_never_in_scope_heads():
         outcome(S, 4, "O1", checks=[check(CUE)]),
     )
     [match] = ledger.out["recurrence-matches"]
-    assert [(r["artifact_id"], r["revision"]) for r in match["candidate_refs"]] == [("E1", 2), ("E2", 1)]
+    assert [(r["artifact_id"], r["revision"]) for r in ledger.candidate_refs(match)] == [("E1", 2), ("E2", 1)]
     assert ledger.observations() == ["recurred E1r2 O1"]
 
 
@@ -133,7 +133,7 @@ def test_head_without_failure_block_removes_the_artifact_from_scope_heads():
         outcome(S, 3, "O1", checks=[check(CUE)]),
     )
     assert ledger.matches() == [("O1", "check", 0, "scope_heads", "unmatched", None)]
-    assert ledger.out["recurrence-matches"][0]["candidate_refs"] == []
+    assert ledger.candidate_refs(ledger.out["recurrence-matches"][0]) == []
 
 
 def test_linked_outcome_failure_matching_an_uncited_experience_is_unmatched():

@@ -59,10 +59,31 @@ def test_valid_records_pass(records):
         {"artifact_ref": None},  # matched without target
         {"candidate_refs": []},  # target outside the frozen set
         {"task_outcome_ref": {"source_type": "task_outcome", "source_id": "other"}},
+        {"candidate_refs": None},  # a handoff_citations set is never stored by reference
+        {"candidate_set_mode": "handoff_citations", "candidate_refs": None},
     ],
 )
 def test_broken_matches_are_rejected(records, changes):
     assert_rejected("match", RecurrenceMatch, broken(records[0], **changes))
+
+
+def test_a_scope_heads_match_refers_to_its_set_by_digest_and_may_still_carry_it_inline():
+    """contract §6, §13 (rev. 2): candidate_refs null only with scope_heads
+    and a candidate_set_digest; a scope_heads match written before rev. 2
+    (refs inline) stays valid."""
+    ledger = Ledger().feed(experience(S, 1, "E1", cue="port bound"), outcome(S, 2, "O-unlinked", checks=[check("port bound")]))
+    [match] = ledger.out["recurrence-matches"]
+    assert (match["candidate_set_mode"], match["candidate_refs"], match["result"]) == ("scope_heads", None, "matched")
+    check_record("match", match)
+    RecurrenceMatch.model_validate(match)
+    inline = broken(match, candidate_refs=ledger.candidate_refs(match))
+    check_record("match", inline)
+    RecurrenceMatch.model_validate(inline)
+    assert_rejected("match", RecurrenceMatch, broken(match, candidate_set_mode="handoff_citations"))
+    with pytest.raises(LedgerInvariantError):
+        check_record("match", broken(match, candidate_set_digest=""))
+    with pytest.raises(ValidationError):
+        RecurrenceMatch.model_validate(broken(match, candidate_set_digest=None))
 
 
 def test_unsorted_candidates_are_rejected_by_the_model(records):
