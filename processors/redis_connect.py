@@ -36,6 +36,26 @@ REDACTED = "***"
 SECRET_QUERY_KEYS = frozenset({"password", "ssl_password"})
 
 
+def _userinfo(url: str) -> tuple[str, str | None, str]:
+    """``(scheme://, user info or None, rest)`` of ``url``, the user info
+    being everything before the last ``@`` ahead of the query — also when
+    a password holds an unencoded ``/``, ``#`` or ``?``, which URL parsers
+    (redis-py's too) would take for the start of the path."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url, None, ""
+    head, qmark, query = rest.partition("?")
+    if "@" in head:
+        userinfo, _, after = head.rpartition("@")
+        return scheme + "://", userinfo, after + qmark + query
+    if "@" in query and "@" not in rest.split("?", 1)[0]:
+        # "redis://u:pa?ss@h/0": the password ran into what looks like a query.
+        userinfo, _, after = rest.rpartition("@")
+        if "/" not in userinfo.split(":", 1)[0]:
+            return scheme + "://", userinfo, after
+    return scheme + "://", None, rest
+
+
 def redact_url(url: str | None) -> str:
     """``url`` fit to print: the password of the user-info part and the
     values of :data:`SECRET_QUERY_KEYS` replaced by ``***``; the scheme,
@@ -44,38 +64,31 @@ def redact_url(url: str | None) -> str:
     not a URL (it could be a secret pasted in the wrong place)."""
     if url is None:
         return "(none)"
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, _, hostport = netloc.rpartition("@")
-            user, has_password, _ = userinfo.partition(":")
-            netloc = f"{user}:{REDACTED}@{hostport}" if has_password else f"{user}@{hostport}"
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            if any(key in SECRET_QUERY_KEYS for key, _ in pairs):
-                query = urlencode([(key, REDACTED if key in SECRET_QUERY_KEYS else value) for key, value in pairs], safe="/*")
-        if not parts.scheme or "://" not in url:
-            return "<unparseable Redis URL>"
-        return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
-    except ValueError:
+    prefix, userinfo, rest = _userinfo(url)
+    if not rest and userinfo is None or "://" not in url or not url.split("://", 1)[0].isalpha():
         return "<unparseable Redis URL>"
+    if userinfo is not None:
+        user, has_password, _ = userinfo.partition(":")
+        prefix += (f"{user}:{REDACTED}@" if has_password else f"{user}@")
+    base, qmark, query = rest.partition("?")
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(key in SECRET_QUERY_KEYS for key, _ in pairs):
+            query = urlencode([(key, REDACTED if key in SECRET_QUERY_KEYS else value) for key, value in pairs], safe="/*")
+    return prefix + base + qmark + query
 
 
 def url_secrets(url: str | None) -> list[str]:
-    """The secrets a URL carries (its password, decoded and as written, and
+    """The secrets a URL carries (its password, as written and decoded, and
     secret query values), for scrubbing them out of any text."""
     if not url:
         return []
+    _, userinfo, rest = _userinfo(url)
     found: list[str] = []
-    try:
-        parts = urlsplit(url)
-        if parts.password:
-            found += [parts.password, unquote(parts.password)]
-        found += [value for key, value in parse_qsl(parts.query) if key in SECRET_QUERY_KEYS]
-    except ValueError:
-        found.append(url)
+    if userinfo is not None and ":" in userinfo:
+        password = userinfo.split(":", 1)[1]
+        found += [password, unquote(password)]
+    found += [value for key, value in parse_qsl(rest.partition("?")[2]) if key in SECRET_QUERY_KEYS]
     return [secret for secret in dict.fromkeys(found) if secret]
 
 
@@ -106,7 +119,16 @@ def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> r
                 raise ValueError(f"the Redis CA file {ca} does not exist or is not a file")
             options.setdefault("ssl_ca_certs", ca)
         options.setdefault("ssl_check_hostname", True)
-    return redis.Redis.from_url(url, **options)
+    try:
+        return redis.Redis.from_url(url, **options)
+    except ValueError:
+        if _userinfo(url)[1] is not None:
+            # redis-py's message may quote a piece of a password it took for a port.
+            raise ValueError(
+                f"the Redis URL {redact_url(url)} cannot be used; characters such as / @ : ? # in a user name or password must be "
+                "percent-encoded (%2F %40 %3A %3F %23)"
+            ) from None
+        raise
 
 
 def describe_error(error: BaseException, url: str | None = None) -> str:
