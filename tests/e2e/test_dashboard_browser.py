@@ -34,10 +34,8 @@ from pathlib import Path
 import pytest
 
 from recurrence_ledger.api import ApiSettings
-from recurrence_ledger.embedded import run_journal
-from recurrence_ledger.view import RedisView, default_namespace
-from tests.conftest import read_jsonl
-from tests.e2e.api_server import WORKED_EXAMPLE, fed_view, running_api
+from recurrence_ledger.view import RedisView
+from tests.e2e.api_server import embedded_view, fed_view, running_api
 
 BROWSER_DIR = Path(__file__).resolve().parent / "browser"
 #: --review in dashboard.css (#b3261e) as getComputedStyle reports it.
@@ -204,16 +202,9 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
 def test_dashboard_with_an_api_token_asks_once_and_shows_the_scope(redis_url, tmp_path):
     node = browser_node()
     token = f"dash-{uuid.uuid4().hex}"
-    run_journal(WORKED_EXAMPLE, tmp_path / "embedded", show_progress=False)
-    statistics = read_jsonl(tmp_path / "embedded" / "recurrence-statistics.jsonl")
-    revisions = read_jsonl(tmp_path / "embedded" / "revision-statistics.jsonl")
-    record = {row["scope_id"]: row for row in statistics}[SCOPE]
-    prefix = f"t{uuid.uuid4().hex[:10]}."
-    writer = RedisView(redis_url, namespace=default_namespace(prefix))
-    try:
-        writer.submit(statistics, revisions=revisions)
-        assert writer.pending == 0
-        settings = ApiSettings(redis_url=redis_url, topic_prefix=prefix, api_token=token)
+    with embedded_view(redis_url, tmp_path) as view:
+        record = view.expected[SCOPE]
+        settings = ApiSettings(redis_url=redis_url, topic_prefix=view.prefix, api_token=token)
         with running_api(settings) as base_url:
             env = {**os.environ, "RL_DASHBOARD_TOKEN": token, "RL_DASHBOARD_WRONG_TOKEN": "not-the-token-0123456789"}
             driver = subprocess.Popen(
@@ -249,6 +240,3 @@ def test_dashboard_with_an_api_token_asks_once_and_shows_the_scope(redis_url, tm
                 if driver.poll() is None:
                     driver.kill()
                     driver.wait()
-    finally:
-        writer.clear()
-        writer.close()
