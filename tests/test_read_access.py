@@ -221,3 +221,16 @@ def test_the_static_page_never_submits_the_token_as_a_form_field():
     page = (Path(api.STATIC_DIR) / "index.html").read_text()
     form = page[page.index('<form id="login-form"'):page.index("</form>")]
     assert "name=" not in form and 'type="password"' in form
+
+
+def test_the_uvicorn_factory_takes_the_token_from_the_environment():
+    code = (
+        "from fastapi.testclient import TestClient; from recurrence_ledger.api import create_app; "
+        "c = TestClient(create_app()); "
+        "print(c.get('/scopes').status_code, c.get('/scopes', headers={'Authorization': 'Bearer %s'}).status_code != 401)" % TOKEN
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "RL_"))}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+                            env={**base, "RL_API_TOKEN": TOKEN, "REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["401", "True"]
