@@ -4,16 +4,27 @@
 # 127.0.0.1 with no persistence, its pid file, log and config in a run dir.
 # The system's service manager is not used.
 #
-# Usage: deploy/redis.sh start|stop|status
+# Usage: deploy/redis.sh [--secure] start|stop|status
 #
 #   start   install redis-server if missing, start it, wait for PONG
 #           (does nothing but report if it already runs)
 #   stop    SIGTERM, wait up to 20 s, then SIGKILL; exit 0 if not running
 #   status  exit 0 if it runs and answers PING
+#   --secure  (any command, or RL_REDIS_SECURE=1) the secured Redis: its own
+#           ports and run dir (defaults below); at every start a throwaway CA
+#           and server certificate (openssl) and random passwords;
+#           requirepass for the default user (the admin), the ACL users
+#           ledger (writes the view) and dashboard (reads it), both limited
+#           to the rl:* keys and the commands the view uses; a TLS port
+#           beside the password-protected plain one. The client material
+#           goes to $RL_REDIS_RUN_DIR/client (printed at start;
+#           client/secure.env has the exports)
 #
 # Environment (all optional):
-#   REDIS_PORT            port, default 6379
-#   RL_REDIS_RUN_DIR      run dir, default /tmp/recurrence-ledger-redis;
+#   REDIS_PORT            port, default 6379 (--secure: 16379, password only)
+#   REDIS_TLS_PORT        --secure: the TLS port, default REDIS_PORT+1
+#   RL_REDIS_RUN_DIR      run dir, default /tmp/recurrence-ledger-redis
+#                         (--secure: /tmp/recurrence-ledger-redis-secure);
 #                         use one per instance
 #   REDIS_START_TIMEOUT   seconds to wait for PONG, default 20
 #   REDIS_STOP_TIMEOUT    seconds to wait after SIGTERM, default 20
@@ -27,14 +38,46 @@ export RL_LOG_TAG="redis.sh"
 # shellcheck source=_common.sh
 source "$SCRIPT_DIR/_common.sh"
 
+# Secured mode: --secure anywhere on the command line, or RL_REDIS_SECURE=1.
+SECURE="${RL_REDIS_SECURE:-0}"
+ARGS=()
+for arg in "$@"; do
+    if [[ $arg == --secure ]]; then
+        SECURE=1
+    else
+        ARGS+=("$arg")
+    fi
+done
+set -- ${ARGS[@]+"${ARGS[@]}"}
+[[ $SECURE == 1 ]] || SECURE=0
+
 HOST="127.0.0.1"
-REDIS_PORT="${REDIS_PORT:-6379}"
+if ((SECURE)); then
+    REDIS_PORT="${REDIS_PORT:-16379}"
+    REDIS_TLS_PORT="${REDIS_TLS_PORT:-$((REDIS_PORT + 1))}"
+    RUN_DIR="${RL_REDIS_RUN_DIR:-/tmp/recurrence-ledger-redis-secure}"
+else
+    REDIS_PORT="${REDIS_PORT:-6379}"
+    RUN_DIR="${RL_REDIS_RUN_DIR:-/tmp/recurrence-ledger-redis}"
+fi
 REDIS_START_TIMEOUT="${REDIS_START_TIMEOUT:-20}"
 REDIS_STOP_TIMEOUT="${REDIS_STOP_TIMEOUT:-20}"
-RUN_DIR="${RL_REDIS_RUN_DIR:-/tmp/recurrence-ledger-redis}"
 PID_FILE="$RUN_DIR/redis.pid"
 LOG_FILE="$RUN_DIR/redis.log"
 CONF_FILE="$RUN_DIR/redis.conf"
+TLS_DIR="$RUN_DIR/tls"
+CLIENT_DIR="$RUN_DIR/client"
+
+# The ACL rules of the secured mode's two users (docs/results.md, "Redis with
+# a password and TLS"): the view's keys only — rl:* covers every namespace
+# (rl:scopes, rl:scope:…, rl:<prefix>:…) — and only the commands that
+# recurrence_ledger.view (RedisView) and recurrence_ledger.api (ViewReader)
+# send. HELLO and AUTH need no grant; redis-py's CLIENT SETINFO is not
+# granted (redis-py ignores the refusal).
+# ledger, the writer: worker, view rebuild, view clear, rebuild --redis-url.
+LEDGER_ACL="resetkeys ~rl:* resetchannels -@all +ping +select +multi +exec +discard +exists +del +unlink +hset +zadd +sadd +hget +hgetall +hvals +smembers +zrevrange +zrangebyscore +scan"
+# dashboard, the reader: serve, rank, stats; read-only key access (%R~).
+DASHBOARD_ACL="resetkeys %R~rl:* resetchannels -@all +ping +select +multi +exec +discard +hget +hmget +hgetall +smembers +zrange"
 
 usage() {
     awk 'NR == 1 { next } /^# shellcheck|^[^#]/ { exit } { sub(/^# ?/, ""); print }' \
@@ -54,8 +97,80 @@ running_pid() {
     service_pid "redis-server"
 }
 
+# admin_cli ARGS... -> redis-cli as the admin (default user) of the secured
+# Redis; the password goes through the environment, never a command line.
+admin_cli() {
+    REDISCLI_AUTH="$(cat "$TLS_DIR/default.password")" redis-cli --no-auth-warning "$@"
+}
+
 pong() {
-    [[ "$(redis-cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null || true)" == "PONG" ]]
+    if ((SECURE)); then
+        [[ -r $TLS_DIR/default.password ]] || return 1
+        [[ "$(admin_cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null || true)" == "PONG" ]] &&
+            [[ "$(admin_cli --tls --cacert "$TLS_DIR/ca.pem" -h "$HOST" -p "$REDIS_TLS_PORT" ping 2>/dev/null || true)" == "PONG" ]]
+    else
+        [[ "$(redis-cli -h "$HOST" -p "$REDIS_PORT" ping 2>/dev/null || true)" == "PONG" ]]
+    fi
+}
+
+# make_tls_material -> a throwaway CA and the server's certificate (CN=redis,
+# SAN 127.0.0.1/localhost) under $TLS_DIR, and random passwords for the
+# users default (the admin), ledger and dashboard.
+make_tls_material() {
+    command -v openssl >/dev/null 2>&1 || die "openssl not found (apt-get install openssl)"
+    rm -rf "$TLS_DIR" "$CLIENT_DIR"
+    mkdir -p "$TLS_DIR" "$CLIENT_DIR"
+    chmod 700 "$TLS_DIR" "$CLIENT_DIR"
+    local ssl_log="$RUN_DIR/openssl.log" name
+    : >"$ssl_log"
+    {
+        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=recurrence-ledger redis test CA" \
+            -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+        openssl req -newkey rsa:2048 -nodes -subj "/CN=redis" -keyout "$TLS_DIR/redis.key" -out "$TLS_DIR/redis.csr"
+        printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
+            "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$TLS_DIR/redis.ext"
+        openssl x509 -req -in "$TLS_DIR/redis.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
+            -CAcreateserial -days 30 -sha256 -extfile "$TLS_DIR/redis.ext" -out "$TLS_DIR/redis.pem"
+    } >>"$ssl_log" 2>&1 || {
+        cat "$ssl_log" >&2
+        die "openssl failed making the throwaway CA and certificate"
+    }
+    for name in default ledger dashboard; do
+        openssl rand -hex 24 >"$TLS_DIR/$name.password"
+    done
+    chmod 600 "$TLS_DIR"/*
+}
+
+# password_hash FILE -> the hex SHA-256 of the password in FILE: the ACL
+# users' passwords are given to Redis as #<hash>, so redis.conf holds none
+# of them in clear.
+password_hash() {
+    printf '%s' "$(cat "$1")" | sha256sum | cut -d ' ' -f 1
+}
+
+# write_client_files -> in $CLIENT_DIR (mode 600: the URLs carry passwords)
+# the CA, each user's password, a redis:// (password port) and a rediss://
+# (TLS port, the CA in ssl_ca_certs) URL per ACL user, and secure.env with
+# the exports the tests read.
+write_client_files() {
+    local name password
+    cp "$TLS_DIR/ca.pem" "$CLIENT_DIR/ca.pem"
+    for name in default ledger dashboard; do
+        cp "$TLS_DIR/$name.password" "$CLIENT_DIR/$name.password"
+    done
+    for name in ledger dashboard; do
+        password="$(cat "$TLS_DIR/$name.password")"
+        printf 'redis://%s:%s@%s:%s/0\n' "$name" "$password" "$HOST" "$REDIS_PORT" >"$CLIENT_DIR/$name.url"
+        printf 'rediss://%s:%s@%s:%s/0?ssl_ca_certs=%s\n' "$name" "$password" "$HOST" "$REDIS_TLS_PORT" \
+            "$CLIENT_DIR/ca.pem" >"$CLIENT_DIR/$name-tls.url"
+    done
+    cat >"$CLIENT_DIR/secure.env" <<EOF
+export RL_SECURE_REDIS_DIR=$CLIENT_DIR
+export RL_SECURE_REDIS_PORT=$REDIS_PORT
+export RL_SECURE_REDIS_TLS_PORT=$REDIS_TLS_PORT
+EOF
+    chmod 600 "$CLIENT_DIR"/*
 }
 
 write_config() {
@@ -74,8 +189,23 @@ save ""
 appendonly no
 databases 16
 EOF
+    if ((SECURE)); then
+        chmod 600 "$CONF_FILE"
+        cat >>"$CONF_FILE" <<EOF
+# --secure: every client authenticates; TLS on its own port.
+tls-port $REDIS_TLS_PORT
+tls-cert-file $TLS_DIR/redis.pem
+tls-key-file $TLS_DIR/redis.key
+tls-ca-cert-file $TLS_DIR/ca.pem
+# Clients authenticate with their ACL user's password, not a certificate.
+tls-auth-clients no
+# The default user (no user name) is the admin: every command, every key.
+requirepass $(cat "$TLS_DIR/default.password")
+user ledger on #$(password_hash "$TLS_DIR/ledger.password") $LEDGER_ACL
+user dashboard on #$(password_hash "$TLS_DIR/dashboard.password") $DASHBOARD_ACL
+EOF
+    fi
 }
-
 wait_ready() {
     local pid=$1 start_s=$SECONDS
     until pong; do
@@ -107,6 +237,9 @@ cmd_start() {
     if port_open "$HOST" "$REDIS_PORT"; then
         die "port $HOST:$REDIS_PORT is already in use by another process (set REDIS_PORT)"
     fi
+    if ((SECURE)); then
+        make_tls_material
+    fi
     write_config
     if [[ -f $LOG_FILE ]]; then
         mv -f "$LOG_FILE" "$LOG_FILE.prev"
@@ -117,7 +250,13 @@ cmd_start() {
     redis-server "$CONF_FILE" </dev/null >&2 {LIFECYCLE_LOCK_FD}>&- ||
         die "redis-server failed to start (see $LOG_FILE)"
     wait_ready ""
-    log "redis ready (pid $(running_pid)) on $HOST:$REDIS_PORT"
+    if ((SECURE)); then
+        write_client_files
+        log "secured redis ready (pid $(running_pid)): password on $HOST:$REDIS_PORT, TLS on $HOST:$REDIS_TLS_PORT"
+        log "client material in $CLIENT_DIR: ca.pem, <user>.password, <user>.url and <user>-tls.url (ledger, dashboard), secure.env"
+    else
+        log "redis ready (pid $(running_pid)) on $HOST:$REDIS_PORT"
+    fi
 }
 
 cmd_stop() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the project with its test extras, start the local Kafka broker,
-# Redis and Schema Registry (deploy/services.sh) and the secured broker
-# (deploy/kafka.sh --secure), run the whole pytest suite against them, and
+# Redis and Schema Registry (deploy/services.sh), the secured broker
+# (deploy/kafka.sh --secure) and the secured Redis (deploy/redis.sh
+# --secure), run the whole pytest suite against them, and
 # stop the services again — whatever the outcome. This is the README's test
 # command and what .ci/run calls.
 #
@@ -16,6 +17,11 @@
 # RL_SECURE_KAFKA_CONTROLLER_PORT (19093), RL_SECURE_RUN_DIR
 # (/tmp/recurrence-ledger-kafka-secure); when RL_SECURE_KAFKA_DIR is already
 # set (a running secured broker's client dir), it is used and not started.
+# The secured Redis: RL_SECURE_REDIS_PORT (16379, password only),
+# RL_SECURE_REDIS_TLS_PORT (the next port), RL_SECURE_REDIS_RUN_DIR
+# (/tmp/recurrence-ledger-redis-secure); when RL_SECURE_REDIS_DIR is already
+# set (a running secured Redis's client dir, with RL_SECURE_REDIS_PORT and
+# RL_SECURE_REDIS_TLS_PORT), it is used and not started.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,15 +41,28 @@ secure_kafka() {
         bash "$SCRIPT_DIR/kafka.sh" --secure "$@"
 }
 
+# secure_redis CMD -> deploy/redis.sh --secure CMD on the secured Redis's own
+# ports and run dir (never the plain Redis's REDIS_PORT/RL_REDIS_RUN_DIR).
+secure_redis() {
+    local port="${RL_SECURE_REDIS_PORT:-16379}"
+    env REDIS_PORT="$port" REDIS_TLS_PORT="${RL_SECURE_REDIS_TLS_PORT:-$((port + 1))}" \
+        RL_REDIS_RUN_DIR="${RL_SECURE_REDIS_RUN_DIR:-/tmp/recurrence-ledger-redis-secure}" \
+        bash "$SCRIPT_DIR/redis.sh" --secure "$@"
+}
+
 # The services this script starts are stopped at exit, whatever the outcome;
 # services that were already running (someone else's, same ports and run
 # dirs) are used but left running.
 stop_at_exit=()
 started_secure=0
+started_secure_redis=0
 cleanup() {
     local script
     if ((started_secure)); then
         secure_kafka stop || true
+    fi
+    if ((started_secure_redis)); then
+        secure_redis stop || true
     fi
     for script in "${stop_at_exit[@]}"; do
         bash "$SCRIPT_DIR/$script" stop || true
@@ -78,6 +97,16 @@ if [[ -z ${RL_SECURE_KAFKA_DIR:-} ]]; then
     source "${RL_SECURE_RUN_DIR:-/tmp/recurrence-ledger-kafka-secure}/client/secure.env"
 fi
 echo "test.sh: RL_SECURE_KAFKA_DIR=$RL_SECURE_KAFKA_DIR (secured broker started here: $started_secure)" >&2
+
+# The secured Redis for tests/e2e/secure_redis (requirepass, ACL users,
+# TLS); the tests read its client material from RL_SECURE_REDIS_DIR.
+if [[ -z ${RL_SECURE_REDIS_DIR:-} ]]; then
+    secure_redis status >/dev/null 2>&1 || started_secure_redis=1
+    secure_redis start >&2
+    # shellcheck source=/dev/null
+    source "${RL_SECURE_REDIS_RUN_DIR:-/tmp/recurrence-ledger-redis-secure}/client/secure.env"
+fi
+echo "test.sh: RL_SECURE_REDIS_DIR=$RL_SECURE_REDIS_DIR (secured Redis started here: $started_secure_redis)" >&2
 
 # Debian's chromium and playwright-core for the dashboard's browser test.
 bash "$SCRIPT_DIR/ensure-browser.sh"

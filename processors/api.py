@@ -14,7 +14,9 @@ recurrence_ledger.api:create_app``.
 
 Endpoints (JSON unless noted; every scope endpoint answers 404 for a scope
 the view does not hold, 503 when Redis does not answer; every endpoint
-answers 400 for a query parameter it does not take, naming it):
+answers 400 for a query parameter it does not take, naming it, and 401
+without the API token when one is set — all but ``/healthz``, ``/`` and the
+documentation, see below):
 
 | method and path | response |
 | --- | --- |
@@ -52,8 +54,30 @@ not hold, and so this API does not show: the ReviewCandidate records
 themselves (reason, failure_refs), which live on the ``review-candidates``
 topic.
 
+Who may read (``ApiSettings``; ``serve`` in ``recurrence_ledger.cli_ops``
+decides): with an API token (``RL_API_TOKEN`` or ``RL_API_TOKEN_FILE``)
+every request answers 401 with ``WWW-Authenticate: Bearer`` unless it
+carries ``Authorization: Bearer <token>`` — compared in constant time
+(:class:`BearerToken`) — except the public paths (:data:`PUBLIC_PATHS`:
+``/healthz``, the dashboard page and its static files, the documentation
+pages and ``/openapi.json``, none of which holds data of the view). The
+check runs before routing (:class:`ReadSideGuard`), so an unauthenticated
+request learns nothing, not even whether a path or parameter exists. No
+CORS header is sent unless origins are configured (``cors_origins``; GET
+with the Authorization and If-None-Match headers, ETag and X-As-Of-Position
+exposed, no credentials). Without a token ``serve`` binds loopback only and
+answers only loopback ``Host`` names (``allowed_hosts``).
+
+Bounds: every response is bounded whatever the view holds — ``/scopes``
+at most 1000 scope summaries, ``/revisions`` at most 100 rows,
+``/review-candidates`` at most the worker's ``--top-revisions`` rows,
+``/statistics`` one record (its ``top_revisions`` at most that N); offsets
+above 1,000,000 and any unknown query parameter answer 400 on every route.
+
 Configuration (environment, or ``ApiSettings``): ``REDIS_URL`` (default
-``redis://127.0.0.1:6379/0``) and ``RL_TOPIC_PREFIX`` (the namespace is
+``redis://127.0.0.1:6379/0``; ``redis://user:password@host:port/db`` for an
+ACL user, ``rediss://…`` for TLS with ``RL_REDIS_CA_FILE`` or the URL's
+``ssl_ca_certs``) and ``RL_TOPIC_PREFIX`` (the namespace is
 ``recurrence_ledger.view.default_namespace(prefix)``, as the worker names it).
 The review threshold is not configured here: it is the workers' policy
 (``--review-threshold``), which the worker stores with each scope in the
@@ -68,24 +92,28 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 import orjson
 import redis
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Path as PathParam, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.middleware.cors import CORSMiddleware
 
-from recurrence_ledger.settings import DEFAULT_REDIS_URL, settings
+from recurrence_ledger.redis_connect import describe_error, redact_url, redis_client
+from recurrence_ledger.settings import DEFAULT_REDIS_URL, ENV_API_TOKEN, settings
 from recurrence_ledger.view import COUNTER_FIELDS, default_namespace, escape_scope
-from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface, ScopeStatistics
+from recurrence_ledger.ledger.models import MAX_ID_LENGTH, ArtifactRef, RepairSurface, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
 
 #: Directory of the dashboard's static files (package data).
@@ -115,21 +143,49 @@ FIGURE_FIELDS: tuple[str, ...] = ("repair_surface", "selected", "recurred", "avo
 
 @dataclass(frozen=True)
 class ApiSettings:
-    """Where the API reads from. ``namespace`` None means
+    """Where the API reads from and who may read. ``namespace`` None means
     ``default_namespace(topic_prefix)``. No review threshold: the API shows
-    the one the workers stored in the view."""
+    the one the workers stored in the view.
+
+    ``redis_url``: a redis-py URL (``recurrence_ledger.redis_connect``:
+    ``redis://user:password@host:port/db``, ``rediss://…``);
+    ``redis_ca_file``: CA certificates for a ``rediss://`` URL without
+    ``ssl_ca_certs``. ``api_token``: the bearer token every request but the
+    public paths must carry (None: none needed; see :func:`check_api_token`).
+    ``cors_origins``: origins whose pages may read the API from a browser
+    (none by default: no CORS header at all). ``allowed_hosts``: the
+    ``Host`` header values the API answers (host names without port; empty:
+    any) — ``serve`` sets the loopback names when it runs without a token,
+    so that a web page cannot reach the API through a DNS name rebound to
+    127.0.0.1. The repr never shows the token or the Redis password."""
 
     redis_url: str = DEFAULT_REDIS_URL
     topic_prefix: str = ""
     namespace: str | None = None
+    redis_ca_file: str | None = None
+    api_token: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return (
+            f"ApiSettings(redis_url={redact_url(self.redis_url)!r}, topic_prefix={self.topic_prefix!r}, namespace={self.namespace!r}, "
+            f"redis_ca_file={self.redis_ca_file!r}, api_token={'***' if self.api_token else None}, "
+            f"cors_origins={self.cors_origins!r}, allowed_hosts={self.allowed_hosts!r})"
+        )
 
     @classmethod
     def from_env(cls, **overrides) -> ApiSettings:
-        """Settings from the process settings (REDIS_URL, RL_TOPIC_PREFIX;
-        ``recurrence_ledger.settings``); keyword arguments that are not None
-        win."""
+        """Settings from the process settings (REDIS_URL, RL_REDIS_CA_FILE,
+        RL_TOPIC_PREFIX; ``recurrence_ledger.settings``); keyword arguments
+        that are not None win. The API token is not read here (``rank`` and
+        ``stats`` need none): :func:`api_token_from_env` reads it."""
         env = settings()
-        values = {"redis_url": env.redis_url or cls.redis_url, "topic_prefix": env.topic_prefix}
+        values = {
+            "redis_url": env.redis_url or cls.redis_url,
+            "topic_prefix": env.topic_prefix,
+            "redis_ca_file": str(env.redis_ca_file) if env.redis_ca_file else None,
+        }
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)
 
@@ -137,6 +193,149 @@ class ApiSettings:
     def resolved_namespace(self) -> str:
         """The Redis key namespace (``rl``, or ``rl:<prefix>``)."""
         return self.namespace or default_namespace(self.topic_prefix)
+
+
+# ----------------------------------------------------------------- who may read
+
+#: Shortest API token accepted: a guessable token is no door.
+MIN_TOKEN_LENGTH = 16
+
+
+def check_api_token(token: str) -> str:
+    """``token`` when it can be a bearer token: at least
+    :data:`MIN_TOKEN_LENGTH` characters, all visible ASCII (no space, no
+    control character: it travels in an HTTP header). Raises ValueError
+    saying what is wrong, never quoting the token."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ValueError(
+            f"the API token has {len(token)} characters, fewer than {MIN_TOKEN_LENGTH}; "
+            "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
+    if not all("!" <= char <= "~" for char in token):
+        raise ValueError("the API token may only hold visible ASCII characters (no spaces)")
+    return token
+
+
+def read_api_token(token: str | None, token_file: Path | None) -> str | None:
+    """The API token of ``serve``: ``token`` (RL_API_TOKEN) or the content
+    of ``token_file`` (--token-file / RL_API_TOKEN_FILE; surrounding
+    whitespace and the final newline dropped), checked with
+    :func:`check_api_token`; None when neither is given. Raises ValueError
+    when both are given, the file cannot be read or the token is unfit —
+    the message names the file, never the token."""
+    if token is not None and token_file is not None:
+        raise ValueError(f"both {ENV_API_TOKEN} and a token file ({token_file}) are set: give the API token one way")
+    if token_file is not None:
+        try:
+            token = token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"cannot read the API token file {token_file}: {type(error).__name__}") from None
+        if not token:
+            raise ValueError(f"the API token file {token_file} is empty")
+    return None if token is None else check_api_token(token)
+
+
+def api_token_from_env() -> str | None:
+    """:func:`read_api_token` of RL_API_TOKEN and RL_API_TOKEN_FILE."""
+    env = settings()
+    return read_api_token(env.api_token.get_secret_value() if env.api_token else None, env.api_token_file)
+
+
+#: Paths that answer without the token when one is set: the health check,
+#: and what holds no data of the view — the dashboard page and its static
+#: files (a browser loads them before the page can ask for the token), the
+#: documentation pages and the OpenAPI document (Swagger UI fetches it
+#: without credentials; it describes the API's shapes, which the source
+#: code publishes anyway). Everything else — every ``/scopes…`` endpoint and
+#: any unknown path — answers 401 without ``Authorization: Bearer <token>``.
+PUBLIC_PATHS = frozenset({"/healthz", "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+PUBLIC_PREFIXES = ("/static/", "/static-docs/")
+
+
+def is_public(path: str) -> bool:
+    """Whether ``path`` answers without the API token (:data:`PUBLIC_PATHS`)."""
+    return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+
+
+class BearerToken:
+    """The configured API token, compared in constant time: both sides are
+    hashed with SHA-256 and the digests compared with
+    ``hmac.compare_digest``, so neither the token's content nor its length
+    shows in the response time."""
+
+    def __init__(self, token: str):
+        self._digest = hashlib.sha256(token.encode()).digest()
+
+    @staticmethod
+    def presented(headers: Iterable[tuple[bytes, bytes]]) -> bytes | None:
+        """The credentials of the first ``Authorization`` header when its
+        scheme is Bearer (case-insensitive), else None."""
+        for name, value in headers:
+            if name.lower() == b"authorization":
+                scheme, _, credentials = value.strip().partition(b" ")
+                return credentials.strip() if scheme.lower() == b"bearer" and credentials.strip() else None
+        return None
+
+    def accepts(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether ``headers`` (ASGI raw headers) carry the token."""
+        presented = self.presented(headers)
+        if presented is None:
+            return False
+        return hmac.compare_digest(hashlib.sha256(presented).digest(), self._digest)
+
+
+def host_name(host_header: bytes) -> str:
+    """The host of a ``Host`` header without port and brackets, lowercased
+    (``[::1]:8080`` → ``::1``)."""
+    host = host_header.decode("latin-1").strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class ReadSideGuard:
+    """ASGI middleware in front of the app. With ``allowed_hosts``, a
+    request whose ``Host`` is not one of them answers 400. With a ``token``,
+    a request for a non-public path (:func:`is_public`) without it answers
+    401 with ``WWW-Authenticate: Bearer`` — before routing, so unknown paths
+    and bad parameters of an unauthenticated request answer 401 too and
+    reveal nothing."""
+
+    def __init__(self, app, token: BearerToken | None, allowed_hosts: Iterable[str] = ()):  # noqa: ANN001 - ASGI app
+        self.app = app
+        self.token = token
+        self.allowed_hosts = frozenset(host.lower() for host in allowed_hosts)
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+        if scope["type"] == "http":
+            headers = scope["headers"]
+            if self.allowed_hosts:
+                host = next((value for name, value in headers if name == b"host"), b"")
+                if host_name(host) not in self.allowed_hosts:
+                    detail = "unexpected Host header: this API answers only " + ", ".join(sorted(self.allowed_hosts))
+                    await JSONResponse({"detail": detail}, 400)(scope, receive, send)
+                    return
+            if self.token is not None and not is_public(scope["path"]) and not self.token.accepts(headers):
+                challenge = 'Bearer realm="recurrence-ledger"'
+                if BearerToken.presented(headers) is not None:
+                    challenge += ', error="invalid_token"'
+                body = {"detail": "missing or wrong API token: send Authorization: Bearer <token>"}
+                await JSONResponse(body, 401, headers={"WWW-Authenticate": challenge})(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def check_origin(origin: str) -> str:
+    """``origin`` when it is a web origin: ``http(s)://host[:port]`` and
+    nothing after the authority (no path, no ``*``). Raises ValueError."""
+    try:
+        parts = urlsplit(origin)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if not port_ok or parts.scheme not in ("http", "https") or not parts.hostname or parts.path or parts.query or parts.fragment or "*" in origin:
+        raise ValueError(f"{origin!r} is not an origin: give scheme://host[:port], e.g. https://dashboards.example.com")
+    return origin
 
 
 # ----------------------------------------------------------------- reading the view
@@ -245,11 +444,14 @@ class ViewReader:
     """Read-only access to the Redis view of one namespace (key layout in
     ``recurrence_ledger.view``). Thread-safe (redis-py's connection pool); never
     writes. Every method raises ``redis.RedisError`` when Redis does not
-    answer."""
+    answer. ``url`` and ``ca_file`` as
+    ``recurrence_ledger.redis_connect.redis_client`` takes them (ValueError
+    for a bad URL or CA file); ``where`` is the URL fit to print."""
 
-    def __init__(self, url: str, namespace: str, socket_timeout: float = REDIS_TIMEOUT_S):
+    def __init__(self, url: str, namespace: str, socket_timeout: float = REDIS_TIMEOUT_S, ca_file: str | Path | None = None):
         self.namespace = namespace
-        self._client = redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        self.where = redact_url(url)
+        self._client = redis_client(url, ca_file=ca_file, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
 
     def _key(self, scope_id: str) -> str:
         return f"{self.namespace}:scope:{escape_scope(scope_id)}"
@@ -498,9 +700,25 @@ def list_etag(total: int, records: dict[str, bytes]) -> str:
 # ----------------------------------------------------------------- the app
 
 IfNoneMatch = Annotated[str | None, Header(description="An ETag from an earlier response: 304 when unchanged.")]
+#: A scope id in a path: no longer than a scope id can be (ledger.models.MAX_ID_LENGTH), so
+#: a longer one answers 400 rather than a 404 quoting it back.
+ScopeId = Annotated[str, PathParam(max_length=MAX_ID_LENGTH, description=f"The scope id (at most {MAX_ID_LENGTH} characters).")]
 
 #: Where the documentation pages' assets (Swagger UI, ReDoc) are served from.
 DOCS_STATIC_URL = "/static-docs"
+
+#: Headers of the dashboard page. The page keeps the API token in
+#: sessionStorage (see processors/static/dashboard.js), which its scripts can
+#: read, so it allows no script, style, connection or frame from anywhere but
+#: this service: an injected script could not load or send the token away.
+DASHBOARD_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 _known_query: dict[int, frozenset[str]] = {}
 
@@ -533,10 +751,15 @@ def known_query_only(request: Request) -> None:
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
-    """The FastAPI application (``settings`` None: ``ApiSettings.from_env()``).
-    Never connects to Redis here: a request that finds it down answers 503."""
-    settings = settings or ApiSettings.from_env()
-    reader = ViewReader(settings.redis_url, settings.resolved_namespace)
+    """The FastAPI application (``settings`` None: ``ApiSettings.from_env()``
+    with the token of RL_API_TOKEN / RL_API_TOKEN_FILE, which is how
+    ``uvicorn --factory`` runs it). Never connects to Redis here: a request
+    that finds it down answers 503. Raises ValueError for an unfit token or
+    CORS origin, a bad Redis URL or CA file."""
+    settings = settings or ApiSettings.from_env(api_token=api_token_from_env())
+    token = BearerToken(check_api_token(settings.api_token)) if settings.api_token is not None else None
+    origins = [check_origin(origin) for origin in settings.cors_origins]
+    reader = ViewReader(settings.redis_url, settings.resolved_namespace, ca_file=settings.redis_ca_file)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -559,6 +782,21 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.reader = reader
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    # The guard first (inner), CORS around it: preflight requests carry no
+    # token, and a 401 must carry the CORS headers for a configured origin's
+    # page to read it. Without origins there is no CORS middleware at all,
+    # so no response has an Access-Control-Allow-Origin header.
+    app.add_middleware(ReadSideGuard, token=token, allowed_hosts=settings.allowed_hosts)
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET"],
+            allow_headers=["Authorization", "If-None-Match"],
+            expose_headers=["ETag", "X-As-Of-Position"],
+            allow_credentials=False,  # the token is a header the page sends, never a cookie
+            max_age=600,
+        )
     errors = {
         400: {"model": ErrorBody, "description": "Unknown or bad query parameter"},
         404: {"model": ErrorBody, "description": "Unknown scope"},
@@ -574,7 +812,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
 
     @app.exception_handler(redis.RedisError)
     async def redis_down(_request: Request, error: redis.RedisError) -> JSONResponse:
-        return JSONResponse({"detail": f"Redis unavailable: {type(error).__name__}: {error}"}, status_code=503)
+        return JSONResponse({"detail": f"Redis unavailable: {describe_error(error, settings.redis_url)}"}, status_code=503)
 
     def not_found(scope: str) -> JSONResponse:
         return JSONResponse({"detail": f"unknown scope {scope!r} (not in the view {settings.resolved_namespace})"}, status_code=404)
@@ -611,7 +849,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         return answer(ScopeList(total=total, limit=limit, offset=offset, scopes=scopes), etag, None, None)
 
     @app.get("/scopes/{scope:path}/statistics", response_model=ScopeStatistics, responses={**conditional, **errors}, tags=["statistics"])
-    def scope_statistics(scope: str, if_none_match: IfNoneMatch = None) -> Response:
+    def scope_statistics(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
         """The scope's ScopeStatistics record (contract §8): the recurrence
         statistics block (selected, recurred, avoided, unknown,
         unlinked_handoff_citations, needing_review, top_revisions) plus
@@ -633,7 +871,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         tags=["statistics"],
     )
     def scope_revisions(
-        scope: str,
+        scope: ScopeId,
         sort: Annotated[
             RevisionSort,
             Query(description="streak (contract §8 order), recurred or selected (count desc), yield (lowest first, null last); ties in contract §8 order."),
@@ -667,7 +905,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         return answer(body, snap.etag, None, as_of)
 
     @app.get("/scopes/{scope:path}/review-candidates", response_model=ReviewList, responses={**conditional, **errors}, tags=["statistics"])
-    def scope_review(scope: str, if_none_match: IfNoneMatch = None) -> Response:
+    def scope_review(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
         """Revisions needing review, from the view's review set, with their
         repair_surface and figures. The ReviewCandidate records themselves
         live on the review-candidates topic."""
@@ -691,12 +929,16 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @app.get(
         "/healthz", response_model=Health, responses={400: errors[400], 503: {"model": Health, "description": "Redis does not answer"}}, tags=["service"]
     )
-    def healthz() -> JSONResponse:
-        """200 when Redis answers PING, else 503."""
+    def healthz(request: Request) -> JSONResponse:
+        """200 when Redis answers PING, else 503. It needs no API token; with
+        one set, why Redis is down (``detail``) is only told to a request
+        that carries the token."""
         try:
             reader.ping()
         except redis.RedisError as error:
-            body = Health(status="unavailable", redis="down", namespace=settings.resolved_namespace, detail=f"{type(error).__name__}: {error}")
+            told = token is None or token.accepts(request.scope["headers"])
+            detail = describe_error(error, settings.redis_url) if told else None
+            body = Health(status="unavailable", redis="down", namespace=settings.resolved_namespace, detail=detail)
             return JSONResponse(body.model_dump(), status_code=503)
         return JSONResponse(Health(status="ok", redis="up", namespace=settings.resolved_namespace).model_dump())
 
@@ -705,7 +947,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         refresh: Annotated[str | None, Query(description="Milliseconds between polls (read by the page's script).")] = None,
         limit: Annotated[str | None, Query(description="Revisions the page shows (read by the page's script).")] = None,
     ) -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", media_type="text/html", headers={"Cache-Control": "no-cache"})
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html", headers={"Cache-Control": "no-cache", **DASHBOARD_HEADERS})
 
     def openapi() -> dict:
         # FastAPI documents 422 for every route with parameters; this API
@@ -717,6 +959,17 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                     operation.get("responses", {}).pop("422", None)
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
+            if token is not None:
+                # Swagger UI's Authorize button, and the 401 of every protected operation.
+                schema.setdefault("components", {}).setdefault("securitySchemes", {})["bearerAuth"] = {
+                    "type": "http", "scheme": "bearer", "description": "The API token (serve: RL_API_TOKEN or --token-file)."
+                }
+                for route_path, path in schema.get("paths", {}).items():
+                    if is_public(route_path):
+                        continue
+                    for operation in path.values():
+                        operation["security"] = [{"bearerAuth": []}]
+                        operation.setdefault("responses", {})["401"] = {"description": "Missing or wrong API token (WWW-Authenticate: Bearer)"}
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -52,6 +52,8 @@ from recurrence_ledger.topics.catalogue import DEFAULT_MAX_OUTPUT_BYTES
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
     help="recurrence-ledger: did what the agents learned from a failure help?",
+    # A traceback must not print local variables: they hold Redis URLs with passwords.
+    pretty_exceptions_show_locals=False,
 )
 console = stdout_console()
 
@@ -205,8 +207,14 @@ InstanceIdOption = Annotated[
     typer.Option("--instance-id", envvar=ENV_INSTANCE_ID, rich_help_panel=WORKER_PANEL, help="Stable id of this worker (transactional id suffix; default: host name)."),
 ]
 OutputFormatOption = Annotated[str, typer.Option("--output-format", rich_help_panel=WORKER_PANEL, help="avro (Confluent-framed) or json.")]
+#: What every --redis-url help says about the URL.
+REDIS_URL_HELP = (
+    "redis://user:password@host:port/db, or rediss://… for TLS (CA: ?ssl_ca_certs=FILE or RL_REDIS_CA_FILE); "
+    "prefer the REDIS_URL variable for a URL with a password (command lines are visible to other users)"
+)
 WorkerRedisOption = Annotated[
-    Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, rich_help_panel=WORKER_PANEL, help="Redis for the statistics view (optional).")
+    Optional[str],
+    typer.Option("--redis-url", envvar=ENV_REDIS_URL, show_default=False, rich_help_panel=WORKER_PANEL, help=f"Redis for the statistics view (optional): {REDIS_URL_HELP}."),
 ]
 CommitIntervalOption = Annotated[int, typer.Option("--commit-interval-ms", min=10, rich_help_panel=WORKER_PANEL, help="Transaction commit interval.")]
 MaxBatchOption = Annotated[int, typer.Option("--max-batch", min=1, rich_help_panel=WORKER_PANEL, help="Records consumed per poll.")]
@@ -756,7 +764,7 @@ def replay_json(summary, dry_run: bool) -> dict:  # noqa: ANN001 - ReplaySummary
 def rebuild_command(
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
-    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Also rewrite the Redis view.")] = None,
+    redis_url: Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, show_default=False, help=f"Also rewrite the Redis view: {REDIS_URL_HELP}.")] = None,
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
@@ -774,7 +782,7 @@ def rebuild_command(
     from recurrence_ledger.runtime.kafka_io import read_topic
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
     from recurrence_ledger.runtime.view_topics import read_revision_statistics_topic, read_statistics_topic
-    from recurrence_ledger.view import RedisView, default_namespace
+    from recurrence_ledger.view import default_namespace
 
     connection = _connect(bootstrap, kafka_config)
     from recurrence_ledger.runtime.unicode_pin import check_changelog
@@ -811,12 +819,13 @@ def rebuild_command(
     )
     if redis_url:
         records = [{**record, **rebuilt.get(scope_id, {})} for scope_id, record in latest.items()]
-        view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
-        view.clear()
+        view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
+        with _redis_errors(view):
+            view.clear()
         view.submit(records, revisions=[rebuilt_rows[key] for key in sorted(rebuilt_rows)])  # writes at once when Redis answers
         view.flush()
         if view.pending:
-            console.print(f"Redis at {redis_url} did not answer: the view was not rewritten", style="red")
+            console.print(f"Redis at {view.where} did not answer: the view was not rewritten", style="red", highlight=False)
             raise typer.Exit(1)
         console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes", highlight=False)
     if any(differences.values()) or revision_differences:
@@ -909,10 +918,39 @@ def print_explanation(explanation: dict) -> None:
 view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True, rich_markup_mode="rich")
 app.add_typer(view_app, name="view")
 
+ViewRedisOption = Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL, show_default=False, help=f"Redis holding the view: {REDIS_URL_HELP}.")]
+
+
+def _redis_view(redis_url: str, namespace: str, review_threshold: int = 3):  # noqa: ANN202 - lazy import
+    """The RedisView of a command (the CA of RL_REDIS_CA_FILE for a
+    rediss:// URL without one); exit 2 for a URL or CA file redis-py cannot
+    use."""
+    from recurrence_ledger.view import RedisView
+
+    try:
+        return RedisView(redis_url, namespace=namespace, review_threshold=review_threshold, ca_file=settings().redis_ca_file)
+    except ValueError as error:
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+@contextlib.contextmanager
+def _redis_errors(view):  # noqa: ANN001 - RedisView, imported lazily
+    """Turn a Redis that does not answer, refuses the credentials, a
+    permission or the TLS handshake into one red line (the URL without its
+    password) and exit code 1."""
+    from recurrence_ledger.redis_connect import describe_error
+
+    try:
+        yield
+    except redis_errors() as error:
+        console.print(f"error: Redis view {view.namespace} at {view.where}: {describe_error(error)}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+
 
 @view_app.command("rebuild")
 def view_rebuild_command(
-    redis_url: Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL)],
+    redis_url: ViewRedisOption,
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
@@ -925,14 +963,13 @@ def view_rebuild_command(
     then replaces the view's keys. --review-threshold must be the workers'
     (it decides the review set and is stored with each scope)."""
     from recurrence_ledger.runtime.view_topics import rebuild_from_topic
-    from recurrence_ledger.view import RedisView
     from recurrence_ledger.view import default_namespace
 
-    view = RedisView(redis_url, namespace=default_namespace(topic_prefix), review_threshold=review_threshold)
+    view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
     connection = _connect(bootstrap, kafka_config)
-    with _kafka_errors():
+    with _kafka_errors(), _redis_errors(view):
         scopes = rebuild_from_topic(view, connection, topic_prefix, codec=_codec(schema_registry_url, None, kafka_config))
-    console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
+    console.print(f"{scopes} scopes written to {view.where} (namespace {default_namespace(topic_prefix)})", highlight=False)
 
 
 #: Keys ``view clear`` lists before deleting (the rest is counted).
@@ -941,7 +978,7 @@ LISTED_KEYS = 20
 
 @view_app.command("clear")
 def view_clear_command(
-    redis_url: Annotated[str, typer.Option("--redis-url", envvar=ENV_REDIS_URL)],
+    redis_url: ViewRedisOption,
     topic_prefix: PrefixOption = "",
     yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
 ) -> None:
@@ -951,26 +988,24 @@ def view_clear_command(
     nothing else. Without --yes it lists the scopes and keys it would
     delete. 'recurrence-ledger view rebuild' writes the view again from the
     topics."""
-    from recurrence_ledger.view import RedisView, default_namespace
+    from recurrence_ledger.view import default_namespace
 
     namespace = default_namespace(topic_prefix)
-    view = RedisView(redis_url, namespace=namespace)
+    view = _redis_view(redis_url, namespace)
     try:
-        if yes:
-            deleted = view.clear()
-            console.print(f"{deleted} keys deleted from {redis_url} (namespace {namespace})", highlight=False)
-            return
-        keys = sorted(view.keys())
-        scopes = view.scopes()
-    except redis_errors() as error:
-        console.print(f"error: cannot read the Redis view {namespace} at {redis_url}: {error}", style="red", highlight=False)
-        raise typer.Exit(1) from None
+        with _redis_errors(view):
+            if yes:
+                deleted = view.clear()
+                console.print(f"{deleted} keys deleted from {view.where} (namespace {namespace})", highlight=False)
+                return
+            keys = sorted(view.keys())
+            scopes = view.scopes()
     finally:
         view.close()
     if not keys:
-        console.print(f"nothing to delete: the Redis view {namespace} at {redis_url} has no keys", highlight=False)
+        console.print(f"nothing to delete: the Redis view {namespace} at {view.where} has no keys", highlight=False)
         return
-    lines = [f"would delete {len(keys)} keys of the Redis view {namespace} at {redis_url} (run again with --yes):"]
+    lines = [f"would delete {len(keys)} keys of the Redis view {namespace} at {view.where} (run again with --yes):"]
     lines.append(f"  scopes ({len(scopes)}): {', '.join(scopes) or 'none'}")
     lines.append("  keys:")
     lines += [f"    {key}" for key in keys[:LISTED_KEYS]]

@@ -5,10 +5,19 @@
 ``recurrence-statistics`` and ``revision-statistics`` topics (contract §8,
 §14; key layout in ``recurrence_ledger.view``), with the same reader as the HTTP
 API (``recurrence_ledger.api.ViewReader``); they never recompute a rule. Both take
-``--redis-url`` (env REDIS_URL) and ``--topic-prefix`` (env RL_TOPIC_PREFIX,
-which names the view's namespace as the worker does). Exit codes: 0, 1 when
-Redis does not answer or ``--scope`` names a scope the view does not hold,
-2 for a usage error.
+``--redis-url`` (env REDIS_URL: ``redis://user:password@host:port/db`` for
+an ACL user, ``rediss://…`` for TLS, with the CA in the URL's
+``ssl_ca_certs`` or RL_REDIS_CA_FILE; ``recurrence_ledger.redis_connect``)
+and ``--topic-prefix`` (env RL_TOPIC_PREFIX, which names the view's
+namespace as the worker does). Exit codes: 0, 1 when Redis does not answer,
+refuses the credentials or the TLS handshake, or ``--scope`` names a scope
+the view does not hold, 2 for a usage error. A Redis URL is only ever
+printed without its password.
+
+``serve`` runs the HTTP API (``recurrence_ledger.api``); who may read it is
+decided here: the API token (RL_API_TOKEN, or ``--token-file`` /
+RL_API_TOKEN_FILE), ``--cors-origin``, and the bind address — without a
+token only a loopback ``--host`` unless ``--allow-unauthenticated``.
 
 ``rank`` lists every revision of every scope (or of ``--scope``) that has a
 selection or a verdict — the view's revisions hash, one last
@@ -23,8 +32,10 @@ low-yield ones, ``--limit`` the first N.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import redis
@@ -37,21 +48,35 @@ from rich.table import Table
 from recurrence_ledger.api import ApiSettings, ViewReader
 from recurrence_ledger.embedded import stdout_console
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
-from recurrence_ledger.settings import ENV_REDIS_URL, ENV_TOPIC_PREFIX
+from recurrence_ledger.redis_connect import describe_error, redact_url
+from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REDIS_URL, ENV_TOPIC_PREFIX, settings as process_settings
 
 console = stdout_console()
 errors = Console(stderr=True)
 
 
-RedisOption = Annotated[Optional[str], typer.Option("--redis-url", envvar=ENV_REDIS_URL, help="Redis holding the view (default redis://127.0.0.1:6379/0).")]
+RedisOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--redis-url", envvar=ENV_REDIS_URL, show_default=False,
+        help="Redis holding the view (default redis://127.0.0.1:6379/0): redis://user:password@host:port/db, or rediss://… for TLS "
+        "(CA: ?ssl_ca_certs=FILE or RL_REDIS_CA_FILE). Prefer the REDIS_URL variable for a URL with a password: command lines are visible to other users.",
+    ),
+]
 PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix; names the view's namespace.")]
 ScopeOption = Annotated[Optional[str], typer.Option("--scope", help="Only this scope (default: every scope in the view).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
 def _reader(redis_url: str | None, topic_prefix: str) -> ViewReader:
+    """The view reader of ``rank`` / ``stats``; exit 2 for a URL or CA file
+    redis-py cannot use."""
     settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix)
-    return ViewReader(settings.redis_url, settings.resolved_namespace)
+    try:
+        return ViewReader(settings.redis_url, settings.resolved_namespace, ca_file=settings.redis_ca_file)
+    except ValueError as error:
+        errors.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
 
 
 def _fail(message: str) -> typer.Exit:
@@ -67,7 +92,7 @@ def _read_scopes(reader: ViewReader, scope: str | None, read: Callable[[str], An
         scope_ids = [scope] if scope is not None else reader.scope_ids()
         found = {scope_id: read(scope_id) for scope_id in scope_ids}
     except redis.RedisError as error:
-        raise _fail(f"cannot read the Redis view {reader.namespace}: {type(error).__name__}: {error}") from None
+        raise _fail(f"cannot read the Redis view {reader.namespace} at {reader.where}: {describe_error(error)}") from None
     if scope is not None and found[scope] is None:
         raise _fail(f"unknown scope {scope!r}: not in the Redis view {reader.namespace}")
     return {scope_id: value for scope_id, value in found.items() if value is not None}
@@ -295,25 +320,96 @@ def stats_command(
     )
 
 
+#: Host names that are loopback whatever they resolve to.
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a --host value) is a loopback address or
+    ``localhost``. Any other name counts as non-loopback (it could resolve
+    to anything), and so do 0.0.0.0 and :: (every interface)."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def serve_command(
-    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on. Without an API token only a loopback address (see --allow-unauthenticated).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
     redis_url: RedisOption = None,
     topic_prefix: PrefixOption = "",
+    token_file: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--token-file", envvar=ENV_API_TOKEN_FILE, dir_okay=False, show_default=False,
+            help=f"File holding the API token (or set {ENV_API_TOKEN}). With a token, every endpoint but /healthz, the dashboard page, "
+            "its static files and the docs answers 401 without Authorization: Bearer <token>.",
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        Optional[list[str]],
+        typer.Option("--cors-origin", show_default=False, help="An origin (scheme://host[:port]) whose web pages may call the API; repeatable. Default: none, no CORS headers."),
+    ] = None,
+    allow_unauthenticated: Annotated[
+        bool, typer.Option("--allow-unauthenticated", help="Serve without an API token on a non-loopback --host: anyone who reaches the port reads the view.")
+    ] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the statistics API and the dashboard (uvicorn).
 
     GET / is the dashboard, /scopes… the JSON API, /docs and /redoc its
     documentation (no CDN), /openapi.json, /healthz. The review threshold it
-    shows is the one the workers stored in the view."""
-    from recurrence_ledger.api import serve
+    shows is the one the workers stored in the view.
 
-    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix)
+    With an API token (RL_API_TOKEN or --token-file) every /scopes… request
+    needs Authorization: Bearer <token>; the dashboard asks for the token
+    once per browser tab. Without a token serve listens on loopback only,
+    unless --allow-unauthenticated. Exit code 2 for an unusable token, origin
+    or Redis URL, or a non-loopback --host without a token."""
+    from recurrence_ledger.api import api_token_from_env, check_origin, read_api_token, serve
+
+    env = process_settings()
+    try:
+        if token_file is not None:
+            token = read_api_token(env.api_token.get_secret_value() if env.api_token else None, token_file)
+        else:
+            token = api_token_from_env()
+        origins = tuple(check_origin(origin) for origin in cors_origin or ())
+    except ValueError as error:
+        errors.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
+    if token is None and not is_loopback(host) and not allow_unauthenticated:
+        errors.print(
+            f"error: refusing to serve the view without an API token on {host}, which is not a loopback address: anyone who "
+            f"reaches the port could read it. Set {ENV_API_TOKEN} or --token-file FILE, or --host 127.0.0.1, or (on a network "
+            "you trust) --allow-unauthenticated.",
+            style="red", highlight=False,
+        )
+        raise typer.Exit(2)
+    # Without a token on loopback, answer only requests addressed to a
+    # loopback name: a web page cannot then reach the API through a DNS
+    # name it rebinds to 127.0.0.1.
+    allowed_hosts = ("127.0.0.1", "localhost", "::1", host.strip("[]").lower()) if token is None and is_loopback(host) else ()
+    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix, api_token=token, cors_origins=origins, allowed_hosts=allowed_hosts)
+    if token is not None:
+        access = "API token required"
+    elif allowed_hosts:
+        access = "no API token: loopback only"
+    else:
+        access = "no API token (--allow-unauthenticated): anyone who reaches the port reads the view"
     console.print(
-        f"serving http://{host}:{port}/ (view {settings.resolved_namespace} on {settings.redis_url})", style="bold", highlight=False
+        f"serving http://{host}:{port}/ (view {settings.resolved_namespace} on {redact_url(settings.redis_url)}; {access}"
+        + (f"; CORS for {', '.join(origins)}" if origins else "") + ")",
+        style="bold", highlight=False,
     )
-    serve(settings, host=host, port=port, log_level=log_level)
+    try:
+        serve(settings, host=host, port=port, log_level=log_level)
+    except ValueError as error:  # the Redis URL or CA file
+        errors.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
 
 
 def register(app: typer.Typer) -> None:

@@ -17,7 +17,7 @@ import os
 import socket
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Kafka bootstrap servers; when set, ``run`` is the Kafka worker.
@@ -28,8 +28,18 @@ ENV_BOOTSTRAP_SERVERS = "KAFKA_BOOTSTRAP_SERVERS"
 ENV_KAFKA_CONFIG_FILE = "KAFKA_CONFIG_FILE"
 #: Prefix of the environment variables that override Kafka client settings.
 KAFKA_ENV_PREFIX = "KAFKA_"
-#: Redis holding the statistics view.
+#: Redis holding the statistics view: a redis-py URL, ``redis://`` (with
+#: ``user:password@`` for an ACL user), ``rediss://`` (TLS) or ``unix://``
+#: (``recurrence_ledger.redis_connect``).
 ENV_REDIS_URL = "REDIS_URL"
+#: CA certificates (PEM file) that verify a ``rediss://`` Redis whose URL
+#: has no ``ssl_ca_certs``.
+ENV_REDIS_CA_FILE = "RL_REDIS_CA_FILE"
+#: Bearer token of the read API (``serve``); without one the API serves
+#: anyone who reaches its port, so it binds loopback only.
+ENV_API_TOKEN = "RL_API_TOKEN"
+#: File holding the read API's bearer token (instead of RL_API_TOKEN).
+ENV_API_TOKEN_FILE = "RL_API_TOKEN_FILE"
 #: Deployment prefix of every topic, consumer group and Redis namespace.
 ENV_TOPIC_PREFIX = "RL_TOPIC_PREFIX"
 #: Application id: consumer group and changelog name (Kafka Streams' application.id).
@@ -65,8 +75,9 @@ class Settings(BaseSettings):
     None), ``kafka_config_file`` (Path or None), ``redis_url`` (str or None), ``topic_prefix`` (str, default ""),
     ``app_id`` (str), ``instance_id`` (str or None; :attr:`worker_instance_id`
     falls back to the host name), ``log_level`` (str), ``fault_inject`` (str
-    or None), ``schema_registry_url`` (str or None). Empty variables count
-    as unset. Raises ``pydantic.ValidationError`` for a value of the wrong
+    or None), ``schema_registry_url`` (str or None), ``redis_ca_file``
+    (Path or None), ``api_token`` (SecretStr or None: never shown in a repr),
+    ``api_token_file`` (Path or None). Empty variables count as unset. Raises ``pydantic.ValidationError`` for a value of the wrong
     type.
     """
 
@@ -82,6 +93,9 @@ class Settings(BaseSettings):
     accept_unicode_change: bool = Field(False, validation_alias=ENV_ACCEPT_UNICODE_CHANGE)
     fault_inject: str | None = Field(None, validation_alias=ENV_FAULT_INJECT)
     schema_registry_url: str | None = Field(None, validation_alias=ENV_SCHEMA_REGISTRY_URL)
+    redis_ca_file: Path | None = Field(None, validation_alias=ENV_REDIS_CA_FILE)
+    api_token: SecretStr | None = Field(None, validation_alias=ENV_API_TOKEN)
+    api_token_file: Path | None = Field(None, validation_alias=ENV_API_TOKEN_FILE)
 
     @property
     def worker_instance_id(self) -> str:

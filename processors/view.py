@@ -69,6 +69,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import orjson
 import redis
@@ -78,6 +79,7 @@ from redis.retry import Retry
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.models import RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
+from recurrence_ledger.redis_connect import redact_url, redis_client
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +198,11 @@ class RedisView:
     """The Redis projection of ``recurrence-statistics`` (contract §8) and
     ``revision-statistics``; key layout in this module's docstring.
 
-    ``url``: a redis-py URL (``redis://127.0.0.1:6379/0``). ``namespace``: the
+    ``url``: a redis-py URL (``redis://127.0.0.1:6379/0``;
+    ``redis://user:password@host:port/db`` for an ACL user, ``rediss://…``
+    for TLS: ``recurrence_ledger.redis_connect``). ``ca_file``: the CA
+    certificates of a ``rediss://`` URL without ``ssl_ca_certs``
+    (``RL_REDIS_CA_FILE``). ``namespace``: the
     key prefix (``default_namespace()`` gives the deployment's).
     ``review_threshold``: streak (≥ 1) at which a ``top_revisions`` row goes
     into the review set — use the worker's ``--review-threshold``.
@@ -207,8 +213,9 @@ class RedisView:
     time. ``socket_timeout``: seconds for connect and for each reply.
 
     Never connects in the constructor. Not thread-safe: one owner (the worker
-    loop) calls it. Raises ValueError for a bad URL, an empty namespace or a
-    threshold < 1.
+    loop) calls it. Raises ValueError for a bad URL or CA file, an empty
+    namespace or a threshold < 1. ``where``: the URL fit to print (no
+    password).
     """
 
     def __init__(
@@ -218,6 +225,7 @@ class RedisView:
         review_threshold: int = 3,
         retry_seconds: float = 1.0,
         socket_timeout: float = 0.5,
+        ca_file: str | Path | None = None,
     ):
         if not namespace:
             raise ValueError("namespace must not be empty")
@@ -229,8 +237,10 @@ class RedisView:
         # No client-side retries: the view has its own back-off, and redis-py's
         # default (3 retries with exponential back-off) would multiply the time
         # a dead Redis costs the caller.
-        self._client = redis.Redis.from_url(
+        self.where = redact_url(url)
+        self._client = redis_client(
             url,
+            ca_file=ca_file,
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_timeout,
             retry=Retry(NoBackoff(), 0),

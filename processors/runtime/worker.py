@@ -771,7 +771,7 @@ def run_worker(config: WorkerConfig) -> None:
     if config.redis_url:
         from recurrence_ledger.view import RedisView, default_namespace
 
-        view = RedisView(config.redis_url, namespace=default_namespace(config.topic_prefix), review_threshold=config.ledger.review_threshold)
+        view = RedisView(config.redis_url, namespace=default_namespace(config.topic_prefix), review_threshold=config.ledger.review_threshold, ca_file=settings().redis_ca_file)
     worker = LedgerWorker(config, view)
     if config.metrics_port:
         worker.metrics.serve(config.metrics_port)

@@ -8,8 +8,22 @@
 //
 // Query parameters: refresh=<ms> (default 3000, minimum 250), limit=<1–100>
 // (bars in the chart, default 10). The selected scope is in the URL fragment
-// (#scope=<id>). window.dashboardStats counts polls, 304s, renders and errors
-// (the browser test reads it).
+// (#scope=<id>). window.dashboardStats counts polls, 304s, renders, errors
+// and 401s (the browser test reads it).
+//
+// The API token (serve with RL_API_TOKEN or --token-file): when the API
+// answers 401 the page stops polling and asks for the token (#login). The
+// token is kept in sessionStorage and sent as "Authorization: Bearer …" on
+// every fetch. Why this and not a login form setting a cookie: the token
+// never leaves the page except in that header — never in a URL, a form
+// field, a Referer or an access log — and a header is not something the
+// browser attaches by itself, so no other site can make the browser use it
+// (no cross-site request forgery, no cookie to scope or expire, no login
+// endpoint on the server); sessionStorage is per tab and gone when the tab
+// closes. The cost is that the page's scripts can read it, which is why the
+// page is served with a Content-Security-Policy that runs only this
+// service's own scripts (processors/api.py, DASHBOARD_HEADERS) and renders
+// every value with textContent. "forget token" removes it.
 "use strict";
 
 (() => {
@@ -18,20 +32,32 @@
   const LIMIT = Math.min(100, Math.max(1, Number(params.get("limit")) || 10));
   const COLORS = { fact: "#2f5d9b", review: "#b3261e" };
 
-  const stats = (window.dashboardStats = { polls: 0, notModified: 0, renders: 0, errors: 0, lastError: null });
+  const stats = (window.dashboardStats = { polls: 0, notModified: 0, renders: 0, errors: 0, unauthorized: 0, lastError: null });
   const cache = new Map(); // url -> {etag, body}
+  const TOKEN_KEY = "recurrence-ledger.api-token";
+  let awaitingToken = false; // the API said 401: no polling until a token is given
   let selected = decodeURIComponent((location.hash.match(/^#scope=(.*)$/) || [])[1] || "");
   let chart = null;
 
   const $ = (selector) => document.querySelector(selector);
 
-  // GET url as JSON with If-None-Match. Returns {body, changed}; body is null
-  // for a 404 (the scope left the view). Throws on other errors.
+  class Unauthorized extends Error {}
+
+  function storedToken() {
+    try { return sessionStorage.getItem(TOKEN_KEY); } catch (_) { return null; }
+  }
+
+  // GET url as JSON with If-None-Match (and the API token, when the page
+  // has one). Returns {body, changed}; body is null for a 404 (the scope
+  // left the view). Throws Unauthorized for a 401, Error on other errors.
   async function getJSON(url) {
     const previous = cache.get(url);
     const headers = previous ? { "If-None-Match": previous.etag } : {};
+    const token = storedToken();
+    if (token) headers.Authorization = `Bearer ${token}`;
     stats.polls += 1;
-    const response = await fetch(url, { headers, cache: "no-store" });
+    const response = await fetch(url, { headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
+    if (response.status === 401) throw new Unauthorized(token ? "The token was not accepted." : "");
     if (response.status === 304 && previous) {
       stats.notModified += 1;
       return { body: previous.body, changed: false };
@@ -193,9 +219,50 @@
     status.classList.toggle("error", Boolean(isError));
   }
 
+  // The API wants a token: show the form (with why, when a token was
+  // refused), hide the view until one is given.
+  function askForToken(message) {
+    awaitingToken = true;
+    try { sessionStorage.removeItem(TOKEN_KEY); } catch (_) { /* storage disabled */ }
+    cache.clear();
+    $("#login").hidden = false;
+    $("#scopes-section").hidden = true;
+    $("#detail").hidden = true;
+    $("#forget-token").hidden = true;
+    $("#login-error").hidden = !message;
+    $("#login-error").textContent = message;
+    document.body.dataset.auth = "required";
+    setStatus("API token required", true);
+    $("#token-input").focus();
+  }
+
+  $("#login-form").addEventListener("submit", (event) => {
+    event.preventDefault(); // never a navigation: the token stays out of URLs
+    const input = $("#token-input");
+    const token = input.value.trim();
+    input.value = "";
+    if (!token) return;
+    try {
+      sessionStorage.setItem(TOKEN_KEY, token);
+    } catch (_) {
+      $("#login-error").hidden = false;
+      $("#login-error").textContent = "This browser does not allow session storage, which the page keeps the token in.";
+      return;
+    }
+    awaitingToken = false;
+    $("#login").hidden = true;
+    $("#scopes-section").hidden = false;
+    document.body.dataset.auth = "token";
+    setStatus("loading…", false);
+    refresh();
+  });
+
+  $("#forget-token").addEventListener("click", () => askForToken(""));
+
   let running = false;
   let again = false; // a refresh asked for while one runs (a click) runs right after it
   async function refresh() {
+    if (awaitingToken) return;
     if (running) {
       again = true;
       return;
@@ -229,8 +296,14 @@
         }
       }
       document.body.dataset.ready = "true";
+      $("#forget-token").hidden = !storedToken();
       setStatus(`live · refreshed ${new Date().toLocaleTimeString()} · every ${REFRESH_MS / 1000} s`, false);
     } catch (error) {
+      if (error instanceof Unauthorized) {
+        stats.unauthorized += 1;
+        askForToken(error.message);
+        return;
+      }
       stats.errors += 1;
       stats.lastError = String(error);
       setStatus(`cannot read the view: ${error.message} (retrying)`, true);

@@ -5,20 +5,25 @@ the reference statistics from the embedded runner (contract §10)."""
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import uvicorn
 
 from recurrence_ledger.api import ApiSettings, create_app
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.view import default_namespace
-from tests.conftest import CASES
+from recurrence_ledger.view import RedisView, default_namespace
+from tests.conftest import CASES, REPO
 from tests.e2e import harness
 
 WORKED_EXAMPLE = CASES / "worked_example.jsonl"
@@ -64,6 +69,28 @@ def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORK
 
 
 @contextlib.contextmanager
+def embedded_view(redis_url: str, workdir: Path, journal: Path = WORKED_EXAMPLE, *, ca_file: str | None = None) -> Iterator[FedView]:
+    """The view of ``journal`` written straight into Redis at ``redis_url``
+    (no Kafka, no worker): the statistics and revision-statistics records
+    of ``run_journal`` submitted to a ``RedisView`` under a fresh topic
+    prefix's namespace, cleared at exit. For tests about who may read the
+    view rather than how it is fed."""
+    run_journal(journal, workdir / "embedded", show_progress=False)
+    statistics = [json.loads(line) for line in (workdir / "embedded" / "recurrence-statistics.jsonl").read_text().splitlines() if line]
+    revisions = [json.loads(line) for line in (workdir / "embedded" / "revision-statistics.jsonl").read_text().splitlines() if line]
+    prefix = harness.new_prefix()
+    writer = RedisView(redis_url, namespace=default_namespace(prefix), ca_file=ca_file)
+    try:
+        writer.submit(statistics, revisions=revisions)
+        if writer.pending:
+            raise AssertionError(f"the view was not written to {writer.where}")
+        yield FedView(prefix, default_namespace(prefix), redis_url, {record["scope_id"]: record for record in statistics})
+    finally:
+        writer.clear()
+        writer.close()
+
+
+@contextlib.contextmanager
 def running_api(settings: ApiSettings, startup_timeout: float = 15.0) -> Iterator[str]:
     """Run ``create_app(settings)`` on uvicorn in a thread, on a free loopback
     port bound before the server starts; yields its base URL
@@ -86,3 +113,46 @@ def running_api(settings: ApiSettings, startup_timeout: float = 15.0) -> Iterato
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def free_port() -> int:
+    """A loopback port free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_cli(args: list[str], env: dict[str, str], log_path) -> tuple[subprocess.Popen, str]:  # noqa: ANN001 - Path
+    """Start ``recurrence-ledger serve ARGS`` on a free loopback port, its
+    environment ``env`` and nothing of this process's Redis or RL_*
+    settings, its output into ``log_path``; returns the process and its
+    base URL once /healthz answers (any status)."""
+    port = free_port()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "RL_"))}
+    handle = open(log_path, "wb")  # noqa: SIM115 - closed with the process
+    process = subprocess.Popen(
+        [sys.executable, "-m", "recurrence_ledger.cli", "serve", "--port", str(port), *args], cwd=REPO, stdout=handle, stderr=subprocess.STDOUT,
+        env={**base, "COLUMNS": "200", **env}, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited with {process.returncode}: {log_path.read_text()}")
+        try:
+            httpx.get(f"{url}/healthz", timeout=1)
+            return process, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    process.kill()
+    raise AssertionError(f"serve did not answer within 30 s: {log_path.read_text()}")
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 15 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -8,6 +8,11 @@ the view changes. A second scope whose revisions all have streak 0 shows "no
 revision has a streak" instead of an empty chart, "needing review 0" not in
 red, and a "none" row in the empty review table.
 
+With an API token (``test_dashboard_with_an_api_token…``), the page first
+shows only its token form, refuses a wrong token, then shows the scope with
+the token sent as a Bearer header on every API request, kept in
+sessionStorage only and never in a URL.
+
 Needs /usr/bin/chromium and tests/e2e/browser/node_modules: `bash
 deploy/ensure-browser.sh` installs both. The test fails — never skips — when
 they are missing. The screenshot is saved as ``<tmp_path>/dashboard.png``;
@@ -23,13 +28,14 @@ import selectors
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from recurrence_ledger.api import ApiSettings
 from recurrence_ledger.view import RedisView
-from tests.e2e.api_server import fed_view, running_api
+from tests.e2e.api_server import embedded_view, fed_view, running_api
 
 BROWSER_DIR = Path(__file__).resolve().parent / "browser"
 #: --review in dashboard.css (#b3261e) as getComputedStyle reports it.
@@ -77,13 +83,19 @@ def yield_label(row: dict) -> str:
     return f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "")
 
 
-def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, tmp_path, record_property):
+def browser_node() -> str:
+    """The node binary; fails (never skips) when Chromium or playwright-core is missing."""
     if not Path(CHROMIUM).is_file():
         pytest.fail(f"{CHROMIUM} is missing: run `bash deploy/ensure-browser.sh`")
     if not (BROWSER_DIR / "node_modules" / "playwright-core").is_dir():
         pytest.fail("playwright-core is not installed in tests/e2e/browser: run `bash deploy/ensure-browser.sh`")
     node = shutil.which("node")
     assert node, "node is not on PATH"
+    return node
+
+
+def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, tmp_path, record_property):
+    node = browser_node()
 
     screenshot = tmp_path / "dashboard.png"
     with fed_view(bootstrap, redis_url, tmp_path) as view, running_api(ApiSettings(redis_url=redis_url, topic_prefix=view.prefix)) as base_url:
@@ -185,3 +197,46 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
     print(f"dashboard screenshot: {screenshot} ({screenshot.stat().st_size} bytes)")
     if os.environ.get("RL_DASHBOARD_SCREENSHOT"):
         shutil.copyfile(screenshot, os.environ["RL_DASHBOARD_SCREENSHOT"])
+
+
+def test_dashboard_with_an_api_token_asks_once_and_shows_the_scope(redis_url, tmp_path):
+    node = browser_node()
+    token = f"dash-{uuid.uuid4().hex}"
+    with embedded_view(redis_url, tmp_path) as view:
+        record = view.expected[SCOPE]
+        settings = ApiSettings(redis_url=redis_url, topic_prefix=view.prefix, api_token=token)
+        with running_api(settings) as base_url:
+            env = {**os.environ, "RL_DASHBOARD_TOKEN": token, "RL_DASHBOARD_WRONG_TOKEN": "not-the-token-0123456789"}
+            driver = subprocess.Popen(
+                [node, str(BROWSER_DIR / "dashboard.mjs"), f"{base_url}/?refresh=400", str(tmp_path / "dashboard.png")],
+                cwd=BROWSER_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            )
+            try:
+                shown = read_line(driver, 60)
+                auth = shown["auth"]
+                # Before the token: the form only, no data, the API said 401.
+                assert auth["before"]["loginShown"] is True
+                assert auth["before"]["scopesShown"] is False and auth["before"]["detailShown"] is False
+                assert auth["before"]["scopeRows"] == 0 and auth["before"]["unauthorized"] >= 1
+                assert auth["before"]["status"] == "API token required"
+                assert auth["rejected"] == "The token was not accepted."
+                # With it: the scope, as the last statistics record says.
+                assert shown["scope"] == SCOPE and shown["asOf"] == str(record["as_of_position"])
+                assert shown["counters"]["needing_review"] == str(record["needing_review"])
+                assert shown["counters"]["selected"] == str(record["selected"])
+                assert shown["chart"]["data"] == [row["terminal_recurred_streak"] for row in record["top_revisions"]]
+                assert [row[0] for row in shown["scopes"]] == [SCOPE]
+                # The token: a Bearer header on every API request, never in a URL, kept in sessionStorage only.
+                assert auth["apiRequests"] >= 4 and auth["apiRequestsWithoutBearer"] == []
+                assert auth["urlsWithToken"] == [] and auth["locationHasToken"] is False
+                assert auth["sessionHasToken"] is True and auth["localStorageKeys"] == 0
+                assert auth["loginShown"] is False and auth["forgetShown"] is True
+                assert shown["stats"]["errors"] == 0 and shown["stats"]["notModified"] >= 1
+                # The refused token's 401 is the only console error (Chromium logs failed fetches).
+                assert [error for error in shown["consoleErrors"] if "401" not in error] == []
+                driver.stdin.close()
+                assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]
+            finally:
+                if driver.poll() is None:
+                    driver.kill()
+                    driver.wait()

@@ -4,6 +4,14 @@
 //
 // Usage: node dashboard.mjs URL SCREENSHOT.png
 //
+// With RL_DASHBOARD_TOKEN set (the API token; in the environment, not on the
+// command line), step 1 first waits for the page's token form, types
+// RL_DASHBOARD_WRONG_TOKEN (when set) and waits for the refusal, then types
+// the token; the snapshot then also has "auth": what the page showed before
+// the token, the refusal message, every request URL that contains the token
+// (none expected), the API requests sent without the Bearer token after it
+// was given, and where the page keeps it (sessionStorage only).
+//
 // Protocol (one JSON object per line on stdout):
 //   1. loads URL, waits for the first render and for one poll answered 304,
 //      saves a full-page screenshot to SCREENSHOT.png, prints a snapshot of
@@ -65,7 +73,10 @@ try {
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     headless: true,
     args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-gpu-sandbox", "--disable-quic", "--no-first-run",
+      // --disable-gpu-sandbox: on some kernels the GPU process's sandbox setup
+      // fails ("thread_helpers.cc Check failed: Permission denied") and takes
+      // the browser down; --no-sandbox alone does not turn it off.
+      "--headless", "--no-sandbox", "--disable-gpu-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
       "--disable-background-networking", "--disable-component-update", "--disable-sync",
     ],
     viewport: { width: 1100, height: 860 },
@@ -75,12 +86,64 @@ try {
   const consoleErrors = [];
   page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
   page.on("pageerror", (error) => consoleErrors.push(String(error)));
+  const token = process.env.RL_DASHBOARD_TOKEN || "";
+  const wrongToken = process.env.RL_DASHBOARD_WRONG_TOKEN || "";
+  const requests = []; // {url, bearer, afterToken}
+  let tokenGiven = false;
+  page.on("request", (request) => {
+    const auth = request.headers().authorization || "";
+    requests.push({ url: request.url(), bearer: token !== "" && auth === `Bearer ${token}`, afterToken: tokenGiven });
+  });
 
   await page.goto(url, { waitUntil: "load", timeout: 20000 });
+  let auth = null;
+  if (token) {
+    await page.waitForSelector("#login:not([hidden])", { timeout: 15000 });
+    const before = await page.evaluate(() => ({
+      loginShown: !document.querySelector("#login").hidden,
+      scopesShown: !document.querySelector("#scopes-section").hidden,
+      detailShown: !document.querySelector("#detail").hidden,
+      scopeRows: document.querySelectorAll("#scopes tbody tr").length,
+      status: document.querySelector("#status").textContent.trim(),
+      unauthorized: window.dashboardStats.unauthorized,
+    }));
+    let rejected = null;
+    if (wrongToken) {
+      await page.fill("#token-input", wrongToken);
+      await page.press("#token-input", "Enter");
+      await page.waitForSelector("#login:not([hidden]) #login-error:not([hidden])", { timeout: 15000 });
+      rejected = await page.textContent("#login-error");
+    }
+    tokenGiven = true;
+    await page.fill("#token-input", token);
+    await page.click("#login-form button[type=submit]");
+    auth = { before, rejected };
+  }
   await page.waitForSelector("body[data-ready='true'] #detail:not([hidden])", { timeout: 15000 });
   await page.waitForFunction(() => window.dashboardStats.notModified >= 1, null, { timeout: 15000 });
   await page.screenshot({ path: screenshot, fullPage: true });
-  console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
+  if (token) {
+    const stored = await page.evaluate((key) => ({
+      session: sessionStorage.getItem(key),
+      local: Object.keys(localStorage).length,
+      location: location.href,
+      loginShown: !document.querySelector("#login").hidden,
+      forgetShown: !document.querySelector("#forget-token").hidden,
+    }), "recurrence-ledger.api-token");
+    const api = requests.filter((r) => r.afterToken && new URL(r.url).pathname.startsWith("/scopes"));
+    auth = {
+      ...auth,
+      urlsWithToken: requests.filter((r) => r.url.includes(token) || (wrongToken && r.url.includes(wrongToken))).map((r) => r.url),
+      apiRequests: api.length,
+      apiRequestsWithoutBearer: api.filter((r) => !r.bearer).map((r) => r.url),
+      sessionHasToken: stored.session === token,
+      localStorageKeys: stored.local,
+      locationHasToken: stored.location.includes(token),
+      loginShown: stored.loginShown,
+      forgetShown: stored.forgetShown,
+    };
+  }
+  console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors, ...(auth ? { auth } : {}) }));
 
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) {
