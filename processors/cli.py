@@ -55,6 +55,21 @@ app = typer.Typer(
     # A traceback must not print local variables: they hold Redis URLs with passwords.
     pretty_exceptions_show_locals=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"recurrence-ledger {version('recurrence-ledger')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """recurrence-ledger: did what the agents learned from a failure help?"""
 console = stdout_console()
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
@@ -253,7 +268,7 @@ def _on_command_line(ctx: typer.Context, name: str) -> bool:
 @app.command("run")
 def run_command(
     ctx: typer.Context,
-    journal: Annotated[Optional[Path], typer.Argument(exists=True, dir_okay=False, help="Journal for the embedded runner (default: the packaged minimum case).")] = None,
+    journal: Annotated[Optional[Path], typer.Argument(exists=True, dir_okay=False, help="Journal for the embedded runner (default: the packaged example journal openapi_drift.jsonl).")] = None,
     out: Annotated[
         Optional[Path], typer.Option("--out", file_okay=False, help=f"Output directory of the embedded runner (default: ./{DEFAULT_RUN_OUT}, overwritten by the next run).")
     ] = None,
@@ -278,11 +293,13 @@ def run_command(
 ) -> None:
     """The main job: the Kafka worker, or the embedded runner without Kafka.
 
-    With KAFKA_BOOTSTRAP_SERVERS set, run is the Kafka worker (the worker
-    command, with the same options; missing topics are created with 8
-    partitions). Otherwise it runs the embedded runner on JOURNAL (default:
-    the packaged minimum case) and writes one <topic>.jsonl per output topic
-    into --out."""
+    With KAFKA_BOOTSTRAP_SERVERS set, run is the Kafka worker with the
+    worker's operational options below (the bootstrap comes from
+    KAFKA_BOOTSTRAP_SERVERS, a Schema Registry from SCHEMA_REGISTRY_URL or
+    the --kafka-config file; missing topics are created with 8 partitions).
+    Otherwise it runs the embedded runner on JOURNAL (default: the packaged
+    example journal openapi_drift.jsonl) and writes one <topic>.jsonl per
+    output topic into --out."""
     config = _config(review_threshold, top_revisions, provenance_horizon, max_pending_candidates)
     given = {name: _on_command_line(ctx, name) for name in ("topic_prefix", "kafka_config", *WORKER_OPTIONS)}
     if settings().bootstrap_servers:
@@ -613,7 +630,7 @@ def topics_acls_command(
 
 @topics_app.command("list")
 def topics_list_command() -> None:
-    """Print the catalogue: topic, direction, key, value schema, cleanup."""
+    """Print the catalogue: topic, direction, key, value schema, cleanup, retention, schema id."""
 
     table = Table(box=box.SIMPLE_HEAD)
     for column in ("topic", "direction", "key", "value", "cleanup", "retention ms", "schema id"):
@@ -674,9 +691,9 @@ def replay_command(
     kafka_config: KafkaConfigOption = None,
     start: Annotated[str, typer.Option("--from", help="earliest | offsets:TOPIC/P=O,… | timestamp:ISO-8601 | position:N")] = "earliest",
     topic_prefix: PrefixOption = "",
-    app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID)] = DEFAULT_APP_ID,
+    app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (its consumer group, changelog and replay group).")] = DEFAULT_APP_ID,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be re-read.")] = False,
-    output_format: Annotated[str, typer.Option("--output-format")] = "avro",
+    output_format: Annotated[str, typer.Option("--output-format", help="avro (Confluent-framed) or json, as the deployment's workers write.")] = "avro",
     as_json: Annotated[bool, typer.Option("--json", help="Print the plan and the summary as one JSON object.")] = False,
     review_threshold: ThresholdOption = 3,
     top_revisions: TopOption = 10,
