@@ -813,7 +813,8 @@ def rebuild_command(
             raise typer.Exit(1)
         with _kafka_errors():
             history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
-        console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes; {history}", highlight=False)
+        console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes", highlight=False)
+        console.print(history, highlight=False)
     if any(differences.values()) or revision_differences:
         raise typer.Exit(1)
 
@@ -926,7 +927,8 @@ def view_rebuild_command(
         codec = _codec(schema_registry_url, None, kafka_config)
         scopes = rebuild_from_topic(view, connection, topic_prefix, codec=codec)
         history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
-    console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)}); {history}", highlight=False)
+    console.print(f"{scopes} scopes written to {redis_url} (namespace {default_namespace(topic_prefix)})", highlight=False)
+    console.print(history, highlight=False)
 
 
 #: Keys ``view clear`` lists before deleting (the rest is counted).
