@@ -777,9 +777,10 @@ def with_runs(entries: Iterable[list], floor: int | None = None) -> list[dict]:
     position the selection before its verdict), each with ``run``: the name
     of the run it belongs to (contract §8) — the position of the avoided
     verdict that opened it, None for the run at the start of the history.
-    An avoided verdict opens its own run; every other observation belongs
-    to the run of the last avoided verdict before its position, or to
-    ``floor`` (the last avoided verdict before the kept ones). A selection's
+    An avoided verdict opens its own run (and so does the selection of its
+    outcome); every other observation belongs to the run of the last avoided
+    verdict before its position, or to ``floor`` (the last avoided verdict
+    before the kept ones). A selection's
     ``verdict`` is its outcome's terminal verdict among the kept ones
     (None: unknown, contract §7); a verdict's is its own event."""
     rows = [
@@ -796,8 +797,9 @@ def with_runs(entries: Iterable[list], floor: int | None = None) -> list[dict]:
     for row in rows:
         if row["event"] == "avoided":
             current = row["task_outcome_position"]
-        row["run"] = current
         row["verdict"] = terminal.get(row["task_outcome_id"]) if row["event"] == "selected" else row["event"]
+        # A selection whose outcome was avoided goes with its verdict, into the run that verdict opens.
+        row["run"] = row["task_outcome_position"] if row["event"] == "selected" and row["verdict"] == "avoided" else current
     return rows
 
 

@@ -65,7 +65,7 @@ try {
     executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
     headless: true,
     args: [
-      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--headless", "--no-sandbox", "--disable-gpu", "--in-process-gpu", "--disable-quic", "--no-first-run",
       "--disable-background-networking", "--disable-component-update", "--disable-sync",
     ],
     viewport: { width: 1100, height: 860 },
