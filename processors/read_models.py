@@ -188,6 +188,45 @@ end
 return {existed, wrote, rows}
 """
 
+#: One filtered page of the scope index, read-only. KEYS: the sort's index,
+#: the needing_review index. ARGV: needs_review ("", "1" or "0"), the scope id
+#: substring ("" for none), offset, limit. Returns {available, ids…}: the
+#: members of the sort's index in its order that pass the filters, counted,
+#: rows offset to offset + limit returned — in Redis, without sending the
+#: index to the caller.
+SCOPE_PAGE = """
+local needs, text = ARGV[1], ARGV[2]
+local first, last = tonumber(ARGV[3]) + 1, tonumber(ARGV[3]) + tonumber(ARGV[4])
+local page, seen = {}, 0
+local function passes(id)
+  if text ~= '' and string.find(id, text, 1, true) == nil then return false end
+  if needs == '' then return true end
+  local score = tonumber(redis.call('ZSCORE', KEYS[2], id) or '0')
+  return (needs == '1') == (score < 0)
+end
+local available
+if text == '' then
+  -- Only the needing_review filter: its count is exact without a pass, and the
+  -- walk stops once the page is full.
+  local needing = redis.call('ZCOUNT', KEYS[2], '-inf', '(0')
+  available = needs == '1' and needing or redis.call('ZCARD', KEYS[1]) - needing
+end
+local start, chunk = 0, 1000
+while true do
+  local ids = redis.call('ZRANGE', KEYS[1], start, start + chunk - 1)
+  for _, id in ipairs(ids) do
+    if passes(id) then
+      seen = seen + 1
+      if seen >= first and seen <= last then page[#page + 1] = id end
+    end
+  end
+  if #ids < chunk or (available ~= nil and seen >= last) then break end
+  start = start + chunk
+end
+table.insert(page, 1, available or seen)
+return page
+"""
+
 #: RecurrenceObservations of one partition. KEYS: applied hash, queue,
 #: queue items. ARGV: applied field, history limit, surface key prefix, JSON entries.
 APPLY_OBSERVATIONS = """
@@ -382,6 +421,7 @@ class ReadModels:
         self._observations = client.register_script(APPLY_OBSERVATIONS)
         self._candidates = client.register_script(APPLY_CANDIDATES)
         self._trend = client.register_script(APPLY_TREND)
+        self._scope_page = client.register_script(SCOPE_PAGE)
 
     # -- writes
 
@@ -605,9 +645,11 @@ class ReadModels:
         their stored records.
 
         Reads the scope index, never every scope's hash: without a filter
-        one ZRANGE of the page; with one, the index's members (and, for
-        another sort than scope_id, their scores: ZMSCORE), then the page's
-        records in one pipeline. When the index does not hold every scope
+        one ZRANGE of the page; with one, a read-only Lua script walks the
+        sort's index in Redis and sends back only the page (a scope id
+        substring: the whole index, O(scopes); needs_review alone: until the
+        page is full, its count from the needing_review index);
+        then the page's records in one pipeline. When the index does not hold every scope
         (a view written before it existed), the records of every scope are
         read and sorted here, as ``GET /scopes`` did before (``indexed``
         False): ``recurrence-ledger view rebuild`` writes the index."""
@@ -623,23 +665,17 @@ class ReadModels:
         if not filtered:
             ids = [_text(member_) for member_ in self.client.zrange(keys.scope_index(sort), offset, offset + limit - 1)]
             return self._page(total, total, ids, indexed=True)
-        if needs_review is True:
-            candidates = self.client.zrangebyscore(keys.scope_index("needing_review"), "-inf", "(0")
-        elif needs_review is False:
-            candidates = self.client.zrangebyscore(keys.scope_index("needing_review"), 0, "+inf")
-        else:
-            candidates = self.client.zrange(keys.scope_index("scope_id"), 0, -1)
-        ids = [_text(member_) for member_ in candidates]
-        if text is not None:
-            ids = [scope_id for scope_id in ids if text in scope_id]
-        if sort == "scope_id":
-            ids.sort()
-        elif sort == "needing_review" and text is None:
-            pass  # already in the index's order
-        elif ids:
-            scores = self.client.zmscore(keys.scope_index(sort), ids)
-            ids = [scope_id for _, scope_id in sorted(zip((s if s is not None else 2.0 for s in scores), ids, strict=True))]
-        return self._page(total, len(ids), ids[offset : offset + limit], indexed=True)
+        if sort == "needing_review" and text is None and needs_review is True:
+            # The needing_review index in its own order: the scopes with needing_review > 0 come first.
+            key = keys.scope_index("needing_review")
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zcount(key, "-inf", "(0")
+            pipe.zrangebyscore(key, "-inf", "(0", start=offset, num=limit)
+            available, members = pipe.execute()
+            return self._page(total, available, [_text(member_) for member_ in members], indexed=True)
+        flag = "" if needs_review is None else "1" if needs_review else "0"
+        result = self._scope_page(keys=[keys.scope_index(sort), keys.scope_index("needing_review")], args=[flag, text or "", offset, limit])
+        return self._page(total, int(result[0]), [_text(member_) for member_ in result[1:]], indexed=True)
 
     def _unindexed(self, sort: str, text: str | None, needs_review: bool | None) -> list[str]:
         every = sorted(_text(member_) for member_ in self.client.smembers(self.keys.scopes))
