@@ -315,7 +315,7 @@ def test_clear_deletes_only_this_namespace(make_view, histories, raw):
     for key in foreign:
         raw.set(key, "not mine")
     try:
-        assert view.clear() == 1 + 3 + 3 + 1  # scopes, 3 hashes, 3 sorted sets, 1 review set
+        assert view.clear() == 1 + 3 + 3 + 1 + 4  # scopes, 3 hashes, 3 sorted sets, 1 review set, the 4 sorted sets of the scope index
         assert sorted(_keys(raw, ns) + _keys(raw, f"{ns}x")) == sorted(foreign + nested_keys)
         assert view.read(WORKED_SCOPE) is None and view.scopes() == []
         assert nested.read(WORKED_SCOPE) == histories[WORKED_SCOPE][-1]
