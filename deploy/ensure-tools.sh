@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the system tools that deploy/ needs on a fresh Debian 12 machine:
 # Java 17 (headless), Maven (Kafka's jars, the Schema Registry build),
-# redis-server (with redis-cli) and curl (registry.sh's readiness probe).
+# redis-server (with redis-cli), curl (registry.sh's readiness probe) and
+# prometheus with promtool (prometheus.sh, the alerting rules' checks).
 # Uses apt-get
 # non-interactively, only for what is missing; does nothing when all are
 # present. Daemons are not started by the install (see _common.sh).
@@ -38,13 +39,16 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
     missing+=(redis-server)
 fi
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    missing+=(prometheus)
+fi
 # Used by the scripts themselves; present on any normal Debian install.
 command -v flock >/dev/null 2>&1 || missing+=(util-linux)
 command -v setsid >/dev/null 2>&1 || missing+=(util-linux)
 command -v timeout >/dev/null 2>&1 || missing+=(coreutils)
 
 if ((${#missing[@]} == 0)); then
-    log "all tools present (java $major, $(mvn -v 2>/dev/null | head -n 1 | sed -e $'s/\x1b\\[[0-9;]*m//g'), $(redis-server --version | awk '{print $3}'), $(curl --version | head -n 1 | awk '{print $1, $2}'))"
+    log "all tools present (java $major, $(mvn -v 2>/dev/null | head -n 1 | sed -e $'s/\x1b\\[[0-9;]*m//g'), $(redis-server --version | awk '{print $3}'), $(curl --version | head -n 1 | awk '{print $1, $2}'), prometheus $(prometheus --version 2>&1 | awk 'NR == 1 {print $3}'))"
     exit 0
 fi
 

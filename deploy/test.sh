@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the project with its test extras, start the local Kafka broker,
-# Redis and Schema Registry (deploy/services.sh), the secured broker
-# (deploy/kafka.sh --secure) and the secured Redis (deploy/redis.sh
+# Redis, Schema Registry and Prometheus (deploy/services.sh), the secured
+# broker (deploy/kafka.sh --secure) and the secured Redis (deploy/redis.sh
 # --secure), run the whole pytest suite against them, and
 # stop the services again — whatever the outcome. This is the README's test
 # command and what .ci/run calls.
@@ -12,7 +12,8 @@
 # deploy/services.sh (KAFKA_PORT, REDIS_PORT, SCHEMA_REGISTRY_PORT, …). When
 # KAFKA_BOOTSTRAP_SERVERS and REDIS_URL are already set, those services are
 # used and not started; likewise SCHEMA_REGISTRY_URL for the registry
-# (without it, deploy/registry.sh starts one).
+# (without it, deploy/registry.sh starts one); likewise PROMETHEUS_URL with
+# RL_PROMETHEUS_TARGETS for Prometheus (deploy/prometheus.sh).
 # The secured broker: RL_SECURE_KAFKA_PORT (19094; mTLS on the next port),
 # RL_SECURE_KAFKA_CONTROLLER_PORT (19093), RL_SECURE_RUN_DIR
 # (/tmp/recurrence-ledger-kafka-secure); when RL_SECURE_KAFKA_DIR is already
@@ -71,7 +72,7 @@ cleanup() {
 trap cleanup EXIT
 if [[ -z ${KAFKA_BOOTSTRAP_SERVERS:-} || -z ${REDIS_URL:-} ]]; then
     given_registry="${SCHEMA_REGISTRY_URL:-}"
-    for script in registry.sh redis.sh kafka.sh; do
+    for script in prometheus.sh registry.sh redis.sh kafka.sh; do
         bash "$SCRIPT_DIR/$script" status >/dev/null 2>&1 || stop_at_exit+=("$script")
     done
     env_lines="$(bash "$SCRIPT_DIR/services.sh" up)"
@@ -86,7 +87,15 @@ elif [[ -z ${SCHEMA_REGISTRY_URL:-} ]]; then
     SCHEMA_REGISTRY_URL="$(bash "$SCRIPT_DIR/registry.sh" url)"
     export SCHEMA_REGISTRY_URL
 fi
-echo "test.sh: KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL SCHEMA_REGISTRY_URL=$SCHEMA_REGISTRY_URL (stopped at exit: ${stop_at_exit[*]:-none})" >&2
+# Prometheus for the alerting rules' end-to-end test (tests/e2e/test_alerts.py).
+if [[ -z ${PROMETHEUS_URL:-} || -z ${RL_PROMETHEUS_TARGETS:-} ]]; then
+    bash "$SCRIPT_DIR/prometheus.sh" status >/dev/null 2>&1 || stop_at_exit+=(prometheus.sh)
+    bash "$SCRIPT_DIR/prometheus.sh" start >&2
+    PROMETHEUS_URL="$(bash "$SCRIPT_DIR/prometheus.sh" url)"
+    RL_PROMETHEUS_TARGETS="$(bash "$SCRIPT_DIR/prometheus.sh" targets)"
+    export PROMETHEUS_URL RL_PROMETHEUS_TARGETS
+fi
+echo "test.sh: KAFKA_BOOTSTRAP_SERVERS=$KAFKA_BOOTSTRAP_SERVERS REDIS_URL=$REDIS_URL SCHEMA_REGISTRY_URL=$SCHEMA_REGISTRY_URL PROMETHEUS_URL=$PROMETHEUS_URL (stopped at exit: ${stop_at_exit[*]:-none})" >&2
 
 # The secured broker for tests/e2e/secure (SASL_SSL, mTLS, ACLs); the tests
 # read its client material from RL_SECURE_KAFKA_DIR.

@@ -20,7 +20,8 @@ documentation, see below):
 
 | method and path | response |
 | --- | --- |
-| ``GET /scopes?limit=N&offset=M`` | ``ScopeList``: the scopes with their counters, paged (1 ≤ ``limit`` ≤ 1000, the default; ``total`` counts them all) |
+| ``GET /scopes?limit=N&offset=M&sort=…&filter=…&needs_review=…`` | ``ScopeList``: the scopes with their counters, paged (1 ≤ ``limit`` ≤ 1000, the default; ``total`` counts them all), sorted by ``sort`` (scope_id, needing_review, recurred, repeat_failure_rate) and filtered (``filter``: scope id substring; ``needs_review``), read through the scope index (``recurrence_ledger.read_models``) |
+| history endpoints | ``…/revisions/{artifact_id}/{revision}/history``, ``/scopes/{scope}/trend``, ``/review-queue``, the ``/timeline`` and ``/review`` pages: ``recurrence_ledger.api_history`` |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the recurrence statistics block (contract §8) plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
 | ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), 0 ≤ ``offset`` ≤ 1,000,000; anything else 400 |
 | ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set, with the review threshold the workers stored |
@@ -341,6 +342,9 @@ def check_origin(origin: str) -> str:
 # ----------------------------------------------------------------- reading the view
 
 
+#: ``sort`` of ``GET /scopes`` (``recurrence_ledger.view.SCOPE_SORTS``).
+ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]
+
 #: ``sort`` of ``GET /scopes/{scope}/revisions``.
 RevisionSort = Literal["streak", "recurred", "yield", "selected"]
 
@@ -568,6 +572,10 @@ class ScopeList(_Shape):
     total: int = Field(description="Scopes in the view.")
     limit: int
     offset: int
+    sort: ScopeSort = "scope_id"
+    filter: str | None = Field(None, description="The scope id substring filter, null when none.")
+    needs_review: bool | None = Field(None, description="The needs_review filter, null when none.")
+    available: int | None = Field(None, description="Scopes passing the filters (before offset and limit).")
     scopes: list[ScopeSummary]
 
 
@@ -803,6 +811,12 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         503: {"model": ErrorBody, "description": "Redis unavailable"},
     }
     conditional = {304: {"description": "Not Modified: If-None-Match matched the current ETag"}}
+    # History endpoints and pages (recurrence_ledger.api_history): read models kept by the view follower.
+    from recurrence_ledger.api_history import history_router
+    from recurrence_ledger.read_models import ReadModels, page_etag
+
+    app.include_router(history_router(reader._client, settings.resolved_namespace, settings.topic_prefix, errors, conditional))
+    scope_index = ReadModels(reader._client, settings.resolved_namespace)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, error: RequestValidationError) -> JSONResponse:
@@ -834,19 +848,26 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     def list_scopes(
         limit: Annotated[int, Query(ge=1, le=MAX_SCOPES_LIMIT, description=f"Scopes to return, 1–{MAX_SCOPES_LIMIT}.")] = MAX_SCOPES_LIMIT,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Scopes to skip first (paging).")] = 0,
+        sort: Annotated[ScopeSort, Query(description="scope_id (default), or largest first: needing_review, recurred, repeat_failure_rate (null last); ties by scope_id.")] = "scope_id",
+        filter: Annotated[str | None, Query(min_length=1, max_length=512, description="Only scopes whose id contains this text.")] = None,  # noqa: A002 - the parameter's name
+        needs_review: Annotated[bool | None, Query(description="true: only scopes with needing_review > 0; false: only the others.")] = None,
         if_none_match: IfNoneMatch = None,
     ) -> Response:
-        """The scopes in the view with their counters, sorted by scope id, paged
-        (``total`` says how many there are)."""
-        total, records = reader.records(offset, limit)
-        etag = list_etag(total, records)
+        """The scopes in the view with their counters, sorted by scope id (or
+        ``sort``), filtered, paged (``total`` says how many there are,
+        ``available`` how many pass the filters), from the scope index: a
+        page never reads every scope's hash."""
+        page = scope_index.scope_page(sort, filter, needs_review, offset, limit)
+        total, records = page.total, page.records
+        etag = page_etag(total, page.available, records)
         if etag_matches(if_none_match, etag):
             return answer(None, etag, if_none_match, None)
         scopes = []
         for raw in records.values():
             record = orjson.loads(raw)
             scopes.append(ScopeSummary(scope_id=record["scope_id"], **{name: record[name] for name in COUNTER_FIELDS}))
-        return answer(ScopeList(total=total, limit=limit, offset=offset, scopes=scopes), etag, None, None)
+        body = ScopeList(total=total, limit=limit, offset=offset, sort=sort, filter=filter, needs_review=needs_review, available=page.available, scopes=scopes)
+        return answer(body, etag, None, None)
 
     @app.get("/scopes/{scope:path}/statistics", response_model=ScopeStatistics, responses={**conditional, **errors}, tags=["statistics"])
     def scope_statistics(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:

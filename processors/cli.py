@@ -48,6 +48,7 @@ from recurrence_ledger.settings import (
 )
 from recurrence_ledger.topics import catalogue
 from recurrence_ledger.topics.catalogue import DEFAULT_MAX_OUTPUT_BYTES
+from recurrence_ledger.cli_history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, HistoryLimitOption, TrendLimitOption, rebuild_history
 
 app = typer.Typer(
     add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
@@ -788,6 +789,8 @@ def rebuild_command(
     schema_registry_url: RegistryOption = None,
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (its changelog holds the Unicode pin).")] = DEFAULT_APP_ID,
     accept_unicode_change: AcceptUnicodeOption = False,
+    history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
+    trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
 ) -> None:
     """Rebuild the derived views from the ledger topics and check them.
 
@@ -844,7 +847,10 @@ def rebuild_command(
         if view.pending:
             console.print(f"Redis at {view.where} did not answer: the view was not rewritten", style="red", highlight=False)
             raise typer.Exit(1)
+        with _kafka_errors():
+            history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
         console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes", highlight=False)
+        console.print(history, highlight=False)
     if any(differences.values()) or revision_differences:
         raise typer.Exit(1)
 
@@ -973,20 +979,28 @@ def view_rebuild_command(
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = 3,
     schema_registry_url: RegistryOption = None,
+    history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
+    trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
 ) -> None:
     """Rebuild the Redis view from the statistics topics.
 
     Reads the recurrence-statistics and revision-statistics topics whole,
-    then replaces the view's keys. --review-threshold must be the workers'
-    (it decides the review set and is stored with each scope)."""
+    then replaces the view's keys; then rebuilds the read models (verdict
+    histories, trends, review queue) from recurrence-observations,
+    review-candidates and recurrence-statistics. --review-threshold must be
+    the workers' (it decides the review set and is stored with each scope).
+    Stop the view follower while it runs."""
     from recurrence_ledger.runtime.view_topics import rebuild_from_topic
     from recurrence_ledger.view import default_namespace
 
     view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors(), _redis_errors(view):
-        scopes = rebuild_from_topic(view, connection, topic_prefix, codec=_codec(schema_registry_url, None, kafka_config))
+        codec = _codec(schema_registry_url, None, kafka_config)
+        scopes = rebuild_from_topic(view, connection, topic_prefix, codec=codec)
+        history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
     console.print(f"{scopes} scopes written to {view.where} (namespace {default_namespace(topic_prefix)})", highlight=False)
+    console.print(history, highlight=False)
 
 
 #: Keys ``view clear`` lists before deleting (the rest is counted).
@@ -1041,6 +1055,13 @@ def redis_errors() -> tuple[type[BaseException], ...]:
 from recurrence_ledger.cli_ops import register  # noqa: E402 - serve, rank, stats
 
 register(app)
+
+from recurrence_ledger import cli_history  # noqa: E402 - view follow
+
+cli_history.register(view_app, connect=_connect, make_codec=_codec, kafka_errors=_kafka_errors, options={
+    "bootstrap": BootstrapOption, "kafka_config": KafkaConfigOption, "prefix": PrefixOption, "threshold": ThresholdOption,
+    "registry": RegistryOption, "app_id": AppIdOption, "exit_when_idle": ExitWhenIdleOption,
+})
 
 
 def reflow_help(typer_app: typer.Typer) -> None:

@@ -54,6 +54,10 @@ ENV_REVIEW_THRESHOLD = "RL_REVIEW_THRESHOLD"
 ENV_MAX_PENDING_CANDIDATES = "RL_MAX_PENDING_CANDIDATES"
 #: Start although the deployment's state was built on another Unicode version (contract §10).
 ENV_ACCEPT_UNICODE_CHANGE = "RL_ACCEPT_UNICODE_CHANGE"
+#: Verdicts kept per revision in the history read model (``recurrence_ledger.read_models``).
+ENV_HISTORY_LIMIT = "RL_HISTORY_LIMIT"
+#: Trend points kept per scope in the trend read model.
+ENV_TREND_LIMIT = "RL_TREND_LIMIT"
 #: Log level of the worker (Python logging level name).
 ENV_LOG_LEVEL = "RL_LOG_LEVEL"
 #: Test hook of the worker: where to kill itself (``recurrence_ledger.runtime.worker``).

@@ -27,6 +27,11 @@ verbatim.
 | `{ns}:scope:{scope}:top` | sorted set | member = canonical JSON `{"artifact_ref": {…}, "signature_key": "…"}`, score = `terminal_recurred_streak`; only the rows of `top_revisions` |
 | `{ns}:scope:{scope}:review` | set | the same member strings, for the rows of `top_revisions` whose streak ≥ the view's review threshold (default 3) |
 | `{ns}:scope:{scope}:revisions` | hash | one field per Experience revision of the scope with a selection or a verdict, every revision and not only the top N: field = `revision_member(artifact_ref)`, the canonical JSON of the ArtifactRef (`{"artifact_id":"P1","family":"experience","revision":1}`); value = that revision's last RevisionStatistics record as canonical JSON (contract §4: scope_id, artifact_ref, signature_key, terminal_recurred_streak, needs_review, repair_surface, selected, recurred, avoided, yield, low_yield) |
+| `{ns}:scopes:by:{sort}` | sorted set | the scope index of `GET /scopes?sort=`: member = scope id, score from `scope_index` (`scope_id`: 0, so that Redis orders the members by their bytes; the counters negated, so that ascending order is largest first with ties by scope id) |
+
+The read models of the history (verdict history, trend, review queue) that
+`recurrence_ledger.read_models` keeps under the same namespace are listed
+there; :meth:`RedisView.clear` deletes them with the view.
 
 A dashboard reads one scope in one round trip: `HGETALL {ns}:scope:{scope}`.
 Each scope is written by one MULTI/EXEC transaction that replaces its hash,
@@ -113,6 +118,13 @@ REDIS_DOWN_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.RedisError,
 )
 
+#: Key patterns (after ``{ns}:``) of the read models of ``recurrence_ledger.read_models``:
+#: :meth:`RedisView.clear` deletes them with the view.
+READ_MODEL_KEYS = (
+    r"scope:[^:]+:(trend|review-queue|(history|history-meta|avoided):[^:]+:[0-9]+)"
+    r"|review-queue(:items|:surface:[a-z_]+)?|trend-totals|follow-applied"
+)
+
 #: Upper bound of the retry back-off (seconds) as a multiple of retry_seconds.
 MAX_BACKOFF_FACTOR = 30
 
@@ -147,6 +159,24 @@ def revision_member(artifact_ref: dict) -> str:
     return canonical_json(
         {"family": artifact_ref["family"], "artifact_id": artifact_ref["artifact_id"], "revision": artifact_ref["revision"]}
     ).decode()
+
+
+#: The orders of ``GET /scopes?sort=``, one ``{ns}:scopes:by:{sort}`` sorted set each.
+SCOPE_SORTS: tuple[str, ...] = ("scope_id", "needing_review", "recurred", "repeat_failure_rate")
+
+
+def scope_index(record: dict) -> dict[str, float]:
+    """The score of a ScopeStatistics record in each ``{ns}:scopes:by:{sort}``
+    sorted set (:data:`SCOPE_SORTS`): 0 for ``scope_id``; minus the count for
+    ``needing_review`` and ``recurred``; minus the rate for
+    ``repeat_failure_rate``, 1 (after every rate) when it is null."""
+    rate = record.get("repeat_failure_rate")
+    return {
+        "scope_id": 0,
+        "needing_review": -record["needing_review"],
+        "recurred": -record["recurred"],
+        "repeat_failure_rate": 1.0 if rate is None else -rate,
+    }
 
 
 def _latest_per_scope(records: Iterable[dict]) -> dict[str, dict]:
@@ -253,7 +283,9 @@ class RedisView:
         self._wrote = False  # this view wrote a scope since its last clear()
         self._needs_rebuild = False
         self._scopes_key = f"{namespace}:scopes"
-        self._key_pattern = re.compile(rf"{re.escape(namespace)}:(scopes|scope:[^:]+(:top|:review|:revisions)?)")
+        self._key_pattern = re.compile(
+            rf"{re.escape(namespace)}:(scopes|scope:[^:]+(:top|:review|:revisions)?|scopes:by:[a-z_]+|{READ_MODEL_KEYS})"
+        )
 
     # ------------------------------------------------------------ state
 
@@ -389,6 +421,8 @@ class RedisView:
             if write.review:
                 pipe.sadd(review_key, *write.review)
             pipe.sadd(self._scopes_key, scope_id)
+            for sort, score in scope_index(orjson.loads(write.fields["record"])).items():
+                pipe.zadd(f"{self.namespace}:scopes:by:{sort}", {scope_id: score})
         rows = list(pending.revisions.items())
         for start in range(0, len(rows), HSET_CHUNK):
             pipe.hset(f"{key}:revisions", mapping=dict(rows[start : start + HSET_CHUNK]))

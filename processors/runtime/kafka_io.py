@@ -107,12 +107,15 @@ class Prepared(NamedTuple):
 
 
 class RawRecord(NamedTuple):
-    """A record as read from a partition: value bytes undecoded (None for a tombstone)."""
+    """A record as read from a partition: value bytes undecoded (None for a
+    tombstone); ``timestamp`` its Kafka timestamp in ms (-1 when the broker
+    has none)."""
 
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
+    timestamp: int = -1
 
 
 def _scope_key(line: bytes) -> bytes | None:
@@ -364,7 +367,7 @@ def read_raw(bootstrap: str, physical_topic: str, timeout: float = 30.0, only_ke
                     raise KafkaException(error)
                 partition, offset = message.partition(), message.offset()
                 if partition in pending and offset < pending[partition] and (only_key is None or message.key() == only_key):
-                    records[partition].append(RawRecord(partition, offset, message.key(), message.value()))
+                    records[partition].append(RawRecord(partition, offset, message.key(), message.value(), message.timestamp()[1]))
                 polled += 1
                 near_end = offset + 1 >= ends.get(partition, 0) or polled % 1024 == 0
             if near_end:

@@ -105,6 +105,7 @@
     const total = list.total ?? list.scopes.length;
     $("#more-scopes").hidden = total <= list.scopes.length;
     $("#more-scopes").textContent = `The first ${list.scopes.length} of ${total} scopes.`;
+    if (window.rlScopes) window.rlScopes.pager(list);
     for (const scope of list.scopes) {
       const row = document.createElement("tr");
       row.dataset.scope = scope.scope_id;
@@ -146,7 +147,8 @@
       tr.dataset.revision = revisionLabel(row.artifact_ref);
       if (row.needs_review) tr.classList.add("needs-review");
       cell(tr, String(row.rank), "num");
-      cell(tr, revisionLabel(row.artifact_ref));
+      const revisionCell = cell(tr, revisionLabel(row.artifact_ref));
+      if (window.rlTimeline) window.rlTimeline.link(revisionCell, selected, row.artifact_ref); // opens its timeline
       cell(tr, row.signature_key);
       cell(tr, String(row.terminal_recurred_streak), "num").dataset.field = "streak";
       cell(tr, row.needs_review ? "needs review" : "", "flag");
@@ -270,20 +272,22 @@
     running = true;
     again = false;
     try {
-      const scopes = await getJSON("/scopes");
+      const scopes = await getJSON(window.rlScopes ? window.rlScopes.url() : "/scopes");
       if (scopes.changed) renderScopes(scopes.body);
       const ids = scopes.body.scopes.map((s) => s.scope_id);
-      if (!ids.includes(selected)) {
+      // A selected scope stays selected when paging or filters leave it off the list (it leaves when it leaves the view).
+      if (!selected || (!window.rlScopes && !ids.includes(selected))) {
         selected = ids[0] || "";
         if (selected) renderScopes(scopes.body);
       }
       $("#detail").hidden = !selected;
       if (selected) {
         const base = `/scopes/${encodeURIComponent(selected)}`;
-        const [record, revisions, review] = await Promise.all([
+        const [record, revisions, review, trend] = await Promise.all([
           getJSON(`${base}/statistics`),
           getJSON(`${base}/revisions?sort=streak&limit=${LIMIT}`),
           getJSON(`${base}/review-candidates`),
+          window.rlTrend ? getJSON(`${base}/trend`) : { body: null, changed: false },
         ]);
         if (record.body && revisions.body && review.body) {
           const changed = record.changed || revisions.changed || review.changed || $("#scope-name").textContent !== selected;
@@ -293,6 +297,10 @@
             renderReview(review.body);
             stats.renders += 1;
           }
+          if (window.rlTrend && (trend.changed || changed)) window.rlTrend.render(trend.body);
+        } else if (!record.body && ids.length && !ids.includes(selected)) {
+          selected = ""; // the scope left the view
+          again = true;
         }
       }
       document.body.dataset.ready = "true";
@@ -313,6 +321,7 @@
     }
   }
 
+  window.dashboardRefresh = refresh; // the scope list's controls (dashboard-history.js) ask for a refresh
   refresh();
   setInterval(refresh, REFRESH_MS);
 })();

@@ -67,7 +67,7 @@ def test_scopes_lists_each_scope_with_the_counters_of_its_last_record(api, view)
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
     assert response.json() == {
-        "total": len(view.expected), "limit": 1000, "offset": 0,
+        "total": len(view.expected), "limit": 1000, "offset": 0, "sort": "scope_id", "filter": None, "needs_review": None, "available": len(view.expected),
         "scopes": [{"scope_id": scope_id, **{name: rec[name] for name in COUNTER_FIELDS}} for scope_id, rec in sorted(view.expected.items())],
     }
     assert response.headers["etag"].startswith('"')
@@ -278,6 +278,8 @@ def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
     document = api.get("/openapi.json").json()
     assert set(document["paths"]) == {
         "/scopes", "/scopes/{scope}/statistics", "/scopes/{scope}/revisions", "/scopes/{scope}/review-candidates", "/healthz",
+        # the history endpoints (processors/api_history.py, tests/e2e/test_history_api.py)
+        "/scopes/{scope}/revisions/{artifact_id}/{revision}/history", "/scopes/{scope}/trend", "/review-queue",
     }
     revisions = document["paths"]["/scopes/{scope}/revisions"]["get"]
     assert {"200", "304", "400", "404", "503"} <= set(revisions["responses"])

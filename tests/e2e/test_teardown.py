@@ -74,14 +74,14 @@ def test_view_clear_removes_the_prefix_keys_only(redis_url):
         dry = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine)
         assert dry.returncode == 0, dry.stderr
         keys = sorted(client.keys(f"{default_namespace(mine)}:*"))
-        assert len(keys) == 2  # the scopes set and the scope's hash
+        assert len(keys) == 6  # the scopes set, the scope's hash and the 4 sorted sets of the scope index
         assert dry.stdout.splitlines() == [
-            f"would delete 2 keys of the Redis view {default_namespace(mine)} at {redis_url} (run again with --yes):",
+            f"would delete 6 keys of the Redis view {default_namespace(mine)} at {redis_url} (run again with --yes):",
             "  scopes (1): s1", "  keys:", *(f"    {key}" for key in keys),
         ]
         result = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine, "--yes")
         assert result.returncode == 0, result.stderr
-        assert "2 keys deleted" in result.stdout
+        assert "6 keys deleted" in result.stdout
         assert client.keys(f"{default_namespace(mine)}:*") == []
         assert client.exists(f"{default_namespace(theirs)}:scope:s1") == 1
         nothing = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine)

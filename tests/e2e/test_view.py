@@ -33,6 +33,7 @@ from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.ledger.statistics import revision_key
 from recurrence_ledger.view import (
     COUNTER_FIELDS,
+    SCOPE_SORTS,
     RedisView,
     default_namespace,
     escape_scope,
@@ -217,7 +218,7 @@ def test_key_layout_and_colon_in_a_scope_id(make_view, histories, raw):
     view = make_view()
     view.submit(_interleaved(histories))
     ns = view.namespace
-    expected = {f"{ns}:scopes"}
+    expected = {f"{ns}:scopes", *(f"{ns}:scopes:by:{sort}" for sort in SCOPE_SORTS)}  # the scope index of GET /scopes
     for scope_id, last in _last(histories).items():
         key = f"{ns}:scope:{escape_scope(scope_id)}"
         expected.add(key)
@@ -316,7 +317,7 @@ def test_clear_deletes_only_this_namespace(make_view, histories, raw):
     for key in foreign:
         raw.set(key, "not mine")
     try:
-        assert view.clear() == 1 + 3 + 3 + 1  # scopes, 3 hashes, 3 sorted sets, 1 review set
+        assert view.clear() == 1 + 3 + 3 + 1 + 4  # scopes, 3 hashes, 3 sorted sets, 1 review set, the 4 sorted sets of the scope index
         assert sorted(_keys(raw, ns) + _keys(raw, f"{ns}x")) == sorted(foreign + nested_keys)
         assert view.read(WORKED_SCOPE) is None and view.scopes() == []
         assert nested.read(WORKED_SCOPE) == histories[WORKED_SCOPE][-1]
@@ -399,7 +400,8 @@ def test_clear_deletes_the_revisions_hashes(make_view, histories, revision_recor
     keys = set(_keys(raw, ns))
     assert revision_keys <= keys
     assert f"{ns}:scope:migration-lock%3Acopy:revisions" in keys
-    assert view.clear() == len(keys) == 1 + 3 + 3 + 1 + 3  # scopes, 3 hashes, 3 sorted sets, 1 review set, 3 revisions hashes
+    # scopes, 3 hashes, 3 sorted sets, 1 review set, 3 revisions hashes, the 4 sorted sets of the scope index
+    assert view.clear() == len(keys) == 1 + 3 + 3 + 1 + 3 + 4
     assert _keys(raw, ns) == []
 
 

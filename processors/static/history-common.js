@@ -1,0 +1,94 @@
+// Shared by the history pages (timeline.html, review.html) and the dashboard's
+// history parts (dashboard-history.js): GET JSON with If-None-Match (an
+// unchanged answer is a 304 and costs no rendering), DOM cell helpers, labels.
+// Every value shown comes from the API; nothing is recomputed.
+"use strict";
+
+(() => {
+  const stats = (window.historyStats = { polls: 0, notModified: 0, renders: 0, errors: 0, lastError: null });
+  const cache = new Map(); // url -> {etag, body}
+
+  // GET url as JSON with If-None-Match. Returns {body, changed, status}; body is
+  // null for a 404. Throws on other errors (message from the API's detail).
+  async function getJSON(url) {
+    const previous = cache.get(url);
+    const headers = previous ? { "If-None-Match": previous.etag } : {};
+    stats.polls += 1;
+    const response = await fetch(url, { headers, cache: "no-store" });
+    if (response.status === 304 && previous) {
+      stats.notModified += 1;
+      return { body: previous.body, changed: false, status: 304 };
+    }
+    if (response.status === 404) {
+      cache.delete(url);
+      return { body: null, changed: true, status: 404 };
+    }
+    if (!response.ok) {
+      let detail = response.statusText;
+      try { detail = (await response.json()).detail; } catch (_) { /* not JSON */ }
+      throw new Error(`${response.status} ${typeof detail === "string" ? detail : JSON.stringify(detail)}`);
+    }
+    const body = await response.json();
+    cache.set(url, { etag: response.headers.get("ETag"), body });
+    return { body, changed: true, status: response.status };
+  }
+
+  function cell(row, text, className) {
+    const td = document.createElement("td");
+    td.textContent = text; // ids and signatures are data: never innerHTML
+    if (className) td.className = className;
+    row.appendChild(td);
+    return td;
+  }
+
+  function emptyRow(body, text) {
+    const tr = document.createElement("tr");
+    tr.className = "empty";
+    const td = cell(tr, text);
+    td.colSpan = body.closest("table").querySelectorAll("thead th").length;
+    body.appendChild(tr);
+  }
+
+  const revisionLabel = (ref) => `${ref.artifact_id} r${ref.revision}`;
+  const runLabel = (start) => (start === null || start === undefined ? "start of history" : `from ${start}`);
+  const timelineUrl = (scope, ref) =>
+    `/timeline?scope=${encodeURIComponent(scope)}&artifact_id=${encodeURIComponent(ref.artifact_id)}&revision=${ref.revision}`;
+
+  function setStatus(text, isError) {
+    const status = document.querySelector("#status");
+    if (!status) return;
+    status.textContent = text;
+    status.classList.toggle("error", Boolean(isError));
+  }
+
+  // Poll `refresh` now and every `ms`; errors are shown in #status and retried.
+  function poll(refresh, ms) {
+    let running = false;
+    let again = false;
+    async function tick() {
+      if (running) { again = true; return; }
+      running = true;
+      again = false;
+      try {
+        await refresh();
+        document.body.dataset.ready = "true";
+        setStatus(`live · refreshed ${new Date().toLocaleTimeString()} · every ${ms / 1000} s`, false);
+      } catch (error) {
+        stats.errors += 1;
+        stats.lastError = String(error);
+        setStatus(`cannot read the view: ${error.message} (retrying)`, true);
+      } finally {
+        running = false;
+        if (again) tick();
+      }
+    }
+    tick();
+    setInterval(tick, ms);
+    return tick;
+  }
+
+  const params = new URLSearchParams(location.search);
+  const refreshMs = Math.max(250, Number(params.get("refresh")) || 5000);
+
+  window.rlCommon = { getJSON, cell, emptyRow, revisionLabel, runLabel, timelineUrl, setStatus, poll, params, refreshMs, stats };
+})();

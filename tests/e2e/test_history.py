@@ -1,0 +1,304 @@
+"""The view follower and the history read models (processors/runtime/follower.py,
+processors/read_models.py) against the real broker and Redis: a real worker
+fed with the timeline journal (tests/e2e/history_fixtures.py) and the worked
+example writes the view after its commits, the follower (``view follow``, a
+process) reads the committed topics into the same view and the read models.
+
+- worker and follower converge on the same view keys, and a follower alone
+  (its own group, on a cleared namespace) writes exactly what the worker
+  wrote; the guard never puts back an older row;
+- the verdict history, runs, review queue and trend equal what the embedded
+  runner publishes for the same journal (contract §7, §8, §10);
+- ``view rebuild`` and ``rebuild --redis-url`` recreate read models equal to
+  the live ones, ``follow-applied`` offsets included; applying the topics
+  again (at-least-once) changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.read_models import FollowerView, ReadModels, with_runs, runs_of
+from recurrence_ledger.runtime.follower import decode
+from recurrence_ledger.runtime.kafka_io import read_raw
+from recurrence_ledger.schemas.codec import FIXED
+from recurrence_ledger.topics.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS
+from recurrence_ledger.view import RedisView, default_namespace
+from tests.conftest import CASES, read_jsonl
+from tests.e2e import harness
+from tests.e2e.history_fixtures import SCOPE, cli, namespace_keys, run_follower, snapshot, timeline_journal
+
+pytestmark = pytest.mark.broker
+
+VIEW_KEY_SUFFIXES = ("", ":top", ":review", ":revisions")
+
+
+def is_view_key(key: str, namespace: str) -> bool:
+    """A key of the view itself (not a read model)."""
+    rest = key[len(namespace) + 1 :]
+    if rest == "scopes" or rest.startswith("scopes:by:"):
+        return True
+    if not rest.startswith("scope:"):
+        return False
+    parts = rest.split(":")
+    return len(parts) == 2 or (len(parts) == 3 and f":{parts[2]}" in VIEW_KEY_SUFFIXES)
+
+
+class Fed:
+    """A prefix whose topics hold the journal's outputs, a namespace the
+    worker and the follower wrote, and the embedded runner's outputs."""
+
+    def __init__(self, prefix: str, workdir: Path, embedded: Path):
+        self.prefix = prefix
+        self.namespace = default_namespace(prefix)
+        self.workdir = workdir
+        self.embedded = embedded
+
+    def outputs(self, topic: str) -> list[dict]:
+        return read_jsonl(self.embedded / f"{topic}.jsonl")
+
+
+@pytest.fixture(scope="module")
+def fed(bootstrap, redis_url, tmp_path_factory) -> Iterator[Fed]:
+    workdir = tmp_path_factory.mktemp("history")
+    journal = timeline_journal(workdir / "timeline.jsonl", extra=CASES / "worked_example.jsonl")
+    prefix = harness.new_prefix()
+    try:
+        harness.prepare(bootstrap, prefix, partitions=2)
+        harness.publish(bootstrap, journal, prefix)
+        harness.run_to_idle(bootstrap, prefix, workdir / "worker.log", redis_url=redis_url)
+        run_follower(bootstrap, redis_url, prefix, workdir / "follower.log")
+        run_journal(journal, workdir / "embedded", show_progress=False)
+        yield Fed(prefix, workdir, workdir / "embedded")
+    finally:
+        harness.remove_prefix(bootstrap, prefix, redis_url)
+
+
+@pytest.fixture
+def client(redis_url) -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield connection
+    connection.close()
+
+
+def view_snapshot(client: redis.Redis, namespace: str) -> dict:
+    return snapshot(client, [key for key in namespace_keys(client, namespace) if is_view_key(key, namespace)])
+
+
+def read_model_snapshot(client: redis.Redis, namespace: str) -> dict:
+    pattern = ReadModels(client, namespace).keys.read_model_pattern()
+    return snapshot(client, [key for key in namespace_keys(client, namespace) if pattern.fullmatch(key)])
+
+
+# ----------------------------------------------------------------- the view
+
+
+def test_worker_and_follower_converge_and_a_follower_alone_writes_what_the_worker_wrote(fed, bootstrap, redis_url, client):
+    both = view_snapshot(client, fed.namespace)
+    assert f"{fed.namespace}:scope:{SCOPE}" in both and f"{fed.namespace}:scopes:by:recurred" in both
+    # A follower alone (its own group, app id "alone") on the cleared namespace writes what worker + follower wrote.
+    RedisView(redis_url, namespace=fed.namespace).clear()
+    assert view_snapshot(client, fed.namespace) == {}
+    run_follower(bootstrap, redis_url, fed.prefix, fed.workdir / "follower-alone.log", app_id="alone")
+    assert view_snapshot(client, fed.namespace) == both
+    # The worker's last records once more, through the worker's writing code (RedisView.submit): nothing changes.
+    statistics = {record["scope_id"]: record for record in fed.outputs("recurrence-statistics")}
+    worker = RedisView(redis_url, namespace=fed.namespace)
+    worker.submit(list(statistics.values()), revisions=fed.outputs("revision-statistics"))
+    worker.close()
+    assert view_snapshot(client, fed.namespace) == both
+
+
+def test_the_guard_never_puts_back_an_older_row(fed, redis_url, client):
+    history = [record for record in fed.outputs("recurrence-statistics") if record["scope_id"] == SCOPE]
+    rows = [row for row in fed.outputs("revision-statistics") if row["scope_id"] == SCOPE and row["artifact_ref"]["artifact_id"] == "T1"]
+    assert history[0]["as_of_position"] < history[-1]["as_of_position"] and len(rows) >= 3
+    namespace = f"rltest-guard-{fed.prefix}"
+    view = FollowerView(redis_url, namespace=namespace)
+    try:
+        view.submit([history[-1]], revisions=[rows[-1]])
+        latest = view_snapshot(client, namespace)
+        view.submit([history[0]], revisions=[rows[0]])  # older: left out
+        assert view.pending == 0 and view.stale_skipped == 2
+        assert view_snapshot(client, namespace) == latest
+        plain = RedisView(redis_url, namespace=f"{namespace}-plain")
+        plain.submit([history[-1]], revisions=[rows[-1]])
+        plain.close()
+        assert view_snapshot(client, f"{namespace}-plain") == {key.replace(namespace, f"{namespace}-plain"): value for key, value in latest.items()}
+    finally:
+        view.clear()
+        RedisView(redis_url, namespace=f"{namespace}-plain").clear()
+        view.close()
+
+
+# ----------------------------------------------------------------- the read models
+
+
+def observations_of(fed: Fed, artifact_id: str) -> list[tuple[int, str, str]]:
+    return sorted(
+        (record["task_outcome_position"], record["event"], record["task_outcome_ref"]["source_id"])
+        for record in fed.outputs("recurrence-observations")
+        if record["scope_id"] == SCOPE and record["artifact_ref"]["artifact_id"] == artifact_id
+    )
+
+
+def test_verdict_history_and_runs_equal_the_ledger(fed, client):
+    models = ReadModels(client, fed.namespace)
+    history = models.history(SCOPE, "T1", 1)
+    assert history is not None and history.review_threshold == 3
+    verdicts = history.verdicts()
+    assert sorted((row["task_outcome_position"], row["event"], row["task_outcome_id"]) for row in verdicts) == observations_of(fed, "T1")
+    assert history.total == len(verdicts) == 12
+    # Runs named as contract §8 names them, the unknown selection at 8, and every recurred verdict's failure_ref.
+    assert [(row["task_outcome_position"], row["event"], row["run"]) for row in verdicts if row["event"] != "selected"] == [
+        (4, "recurred", None), (5, "recurred", None), (6, "recurred", None), (7, "avoided", 7), (9, "recurred", 7), (10, "recurred", 7), (11, "recurred", 7),
+    ]
+    assert [row["task_outcome_position"] for row in verdicts if row["event"] == "selected" and row["verdict"] is None] == [8]
+    ledger_refs = {
+        record["task_outcome_ref"]["source_id"]: record["failure_ref"] for record in fed.outputs("recurrence-observations") if record["event"] == "recurred"
+    }
+    for row in verdicts:
+        if row["event"] == "recurred":
+            expected = ledger_refs[row["task_outcome_id"]]
+            assert row["failure_ref"] == {name: expected[name] for name in ("item_kind", "item_index", "item_digest")}
+    candidates = {record["run_start_position"]: record["candidate_id"] for record in fed.outputs("review-candidates") if record["scope_id"] == SCOPE}
+    runs = history.runs()
+    assert [(run["run_start_position"], run["recurred"], run["reaches_threshold"], run["current"], run["review_candidate"]) for run in runs] == [
+        (None, 3, True, False, None),  # its candidate left the queue with the avoided verdict at 7
+        (7, 3, True, True, candidates[7]),
+    ]
+    assert models.history(SCOPE, "U1", 1).verdicts()[0]["event"] == "recurred"
+    assert models.history("no-such-scope", "T1", 1) is None
+
+
+def test_review_queue_holds_the_candidates_no_avoided_verdict_followed(fed, client):
+    models = ReadModels(client, fed.namespace)
+    published = fed.outputs("review-candidates")
+    avoided = {}
+    for record in fed.outputs("recurrence-observations"):
+        if record["event"] == "avoided":
+            key = (record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])
+            avoided[key] = max(avoided.get(key, -1), record["task_outcome_position"])
+    open_ids = {
+        record["candidate_id"] for record in published
+        if avoided.get((record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"]), -2)
+        <= (record["run_start_position"] if record["run_start_position"] is not None else -1)
+    }
+    assert len(published) == 3 and len(open_ids) == 2  # timeline's run 7, the worked example's D2
+    page = models.review_queue(None, None, 0, 50)
+    assert page.total == page.available == 2
+    assert {item["candidate"]["candidate_id"] for item in page.items} == open_ids
+    assert [item["timestamp"] for item in page.items] == sorted(item["timestamp"] for item in page.items)
+    assert {item["candidate"]["candidate_id"]: item["candidate"] for item in page.items} == {record["candidate_id"]: record for record in published if record["candidate_id"] in open_ids}
+    assert [item["candidate"]["scope_id"] for item in models.review_queue(SCOPE, None, 0, 50).items] == [SCOPE]
+    assert models.review_queue(None, "working_state", 0, 50).available == 0
+    assert models.review_queue(SCOPE, "experience_content", 0, 50).available == 1
+
+
+def test_trend_has_one_point_per_statistics_record(fed, bootstrap, client):
+    records = [record for record in read_raw(bootstrap, fed.prefix + STATISTICS)]
+    mine = [decode(STATISTICS, raw.partition, raw.offset, raw.timestamp, raw.value, FIXED) for raw in records]
+    mine = [record for record in mine if record.value["scope_id"] == SCOPE]
+    page = ReadModels(client, fed.namespace).trend(SCOPE, 0, 1000)
+    assert page.total == page.retained == len(mine) == len(page.points)
+    rows = page.rows()
+    assert [row["as_of_position"] for row in rows] == [record.value["as_of_position"] for record in mine]
+    assert [row["timestamp"] for row in rows] == [record.timestamp for record in mine]
+    last = fed.outputs("recurrence-statistics")
+    last = [record for record in last if record["scope_id"] == SCOPE][-1]
+    assert {name: rows[-1][name] for name in ("selected", "recurred", "avoided", "unknown", "needing_review", "repeat_failure_rate")} == {
+        name: last[name] for name in ("selected", "recurred", "avoided", "unknown", "needing_review", "repeat_failure_rate")
+    }
+    # Paging by position never splits a position: from 0 with limit 3, then from next_from_position.
+    first = ReadModels(client, fed.namespace).trend(SCOPE, 0, 3)
+    second = ReadModels(client, fed.namespace).trend(SCOPE, first.next_from_position, 3)
+    assert [row["as_of_position"] for row in first.rows() + second.rows()] == [row["as_of_position"] for row in rows[:6]]
+
+
+def test_rebuild_recreates_the_live_read_models_and_applying_again_changes_nothing(fed, bootstrap, redis_url, client):
+    live = read_model_snapshot(client, fed.namespace)
+    assert any(":history:" in key for key in live) and f"{fed.namespace}:follow-applied" in live
+    view_before = view_snapshot(client, fed.namespace)
+
+    # At-least-once: every record of the three topics applied once more changes nothing.
+    again = []
+    for topic in (OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS):
+        again += [decode(topic, raw.partition, raw.offset, raw.timestamp, raw.value, FIXED) for raw in read_raw(bootstrap, fed.prefix + topic)]
+    counts = ReadModels(client, fed.namespace).apply(again)
+    assert (counts.observations, counts.candidates, counts.trend_points) == (0, 0, 0)
+    assert read_model_snapshot(client, fed.namespace) == live
+
+    result = cli("view", "rebuild", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "read models rebuilt" in " ".join(result.stdout.split())
+    assert read_model_snapshot(client, fed.namespace) == live
+    assert view_snapshot(client, fed.namespace) == view_before
+
+    result = cli("rebuild", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix, "--app-id", "ledger")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert read_model_snapshot(client, fed.namespace) == live
+
+    # view clear deletes the read models with the view.
+    scratch = f"rltest-clear-{fed.prefix}"
+    models = ReadModels(client, scratch)
+    models.apply(again)
+    assert namespace_keys(client, scratch)
+    RedisView(redis_url, namespace=scratch).clear()
+    assert namespace_keys(client, scratch) == []
+
+
+def test_history_is_bounded_with_a_total(redis_url, client):
+    """N kept per revision (here 5 of 12), the total counted, runs named
+    from the avoided positions even when their verdict was dropped."""
+    namespace = "rltest-bounded-history"
+    models = ReadModels(client, namespace, history_limit=5)
+    try:
+        records = []
+        for offset, (position, event) in enumerate([(1, "recurred"), (2, "avoided"), (3, "recurred"), (4, "recurred"), (5, "recurred"),
+                                                     (6, "avoided"), (7, "recurred"), (8, "recurred"), (9, "selected"), (10, "recurred"),
+                                                     (11, "recurred"), (12, "recurred")]):
+            records.append(synthetic_observation(offset, position, event))
+        models.apply(records[:7])
+        models.apply(records[7:])
+        history = models.history("bounded", "B1", 1)
+        assert history is None  # the scope is not in the view: the API answers 404
+        client.hset(f"{namespace}:scope:bounded", mapping={"as_of_position": 12, "review_threshold": 3})
+        history = models.history("bounded", "B1", 1)
+        assert history.total == 12 and len(history.entries) == 5
+        verdicts = history.verdicts()
+        assert [(row["task_outcome_position"], row["run"]) for row in verdicts] == [(8, 6), (9, 6), (10, 6), (11, 6), (12, 6)]
+        runs = history.runs(verdicts)
+        assert [(run["run_start_position"], run["recurred"], run["complete"], run["current"]) for run in runs] == [(6, 4, False, True)]
+        assert with_runs([[3, "recurred", "o3", None, None, None, "x"]], floor=2)[0]["run"] == 2
+        assert runs_of([], 3) == []
+    finally:
+        models.clear()
+        client.delete(f"{namespace}:scope:bounded")
+
+
+def synthetic_observation(offset: int, position: int, event: str):
+    """A RecurrenceObservation-shaped record of revision B1 r1 in scope
+    ``bounded`` (only what the read models read)."""
+    from recurrence_ledger.read_models import Located
+
+    failure = {"task_outcome_ref": {"source_type": "task_outcome", "source_id": f"o{position}"}, "item_kind": "check", "item_index": 0,
+               "item_digest": "sha256:" + "0" * 64} if event == "recurred" else None
+    value = {
+        "observation_id": "sha256:" + f"{position:064x}", "scope_id": "bounded", "artifact_ref": {"family": "experience", "artifact_id": "B1", "revision": 1},
+        "signature_key": "bounded failure", "event": event, "task_outcome_ref": {"source_type": "task_outcome", "source_id": f"o{position}"},
+        "task_outcome_position": position, "failure_ref": failure,
+    }
+    return Located(OBSERVATIONS, 0, offset, 1_700_000_000_000 + offset, value)
+
+
+def test_json_of_the_members_is_compact(fed, client):
+    """A history member is a short JSON list (the memory per verdict is
+    measured by benchmarks/read_models_benchmark.py)."""
+    members = client.zrange(f"{fed.namespace}:scope:{SCOPE}:history:T1:1", 0, -1)
+    assert all(isinstance(json.loads(member), list) and len(member) < 160 for member in members)
