@@ -320,7 +320,7 @@ def run_replay(
                         if cited is not None and emit.value["candidate_refs"] is None and cited not in existing.identities[CANDIDATE_SETS]:
                             # contract §6: the set precedes the first match that cites it.
                             existing.identities[CANDIDATE_SETS].add(cited)
-                            _produce(producer, topic_prefix, candidate_sets[cited], message.partition(), None, output_format)
+                            _produce(producer, topic_prefix, candidate_sets[cited], message.partition(), None, output_format, codec)
                             summary.written[CANDIDATE_SETS] += 1
                         existing.identities[emit.topic].add(identity)
                         _produce(producer, topic_prefix, emit, message.partition(), message.key(), output_format, codec)

@@ -515,7 +515,7 @@ class LedgerWorker:
         ``published`` state they update commits with them."""
         for task in self.tasks.values():
             for emit in task.processor.end_batch():
-                self._send(emit, task.partition, None, encode_emit(emit, self.config.output_format))
+                self._send(emit, task.partition, None, encode_emit(emit, self.config.output_format, self.codec, self.config.topic_prefix))
                 self._batch_outputs[emit.topic] = self._batch_outputs.get(emit.topic, 0) + 1
 
     def _commit(self) -> None:

@@ -12,6 +12,7 @@ import sys
 import redis
 from confluent_kafka.admin import AdminClient
 
+from recurrence_ledger.topics import catalogue
 from recurrence_ledger.view import RedisView, default_namespace
 from tests.e2e import harness
 
@@ -37,8 +38,9 @@ def test_topics_delete_removes_one_deployment_only(topic_prefix, bootstrap, admi
 
         dry = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger")
         assert dry.returncode == 0 and "would delete" in dry.stdout
-        assert "  topics (14):" in dry.stdout and "  consumer groups (2):" in dry.stdout
-        assert sum(name.startswith(topic_prefix) for name in admin.list_topics(timeout=10).topics) == 14  # 13 catalogue topics + the changelog
+        topics = len(catalogue.CATALOGUE) + 1  # the catalogue's topics and the changelog
+        assert f"  topics ({topics}):" in dry.stdout and "  consumer groups (2):" in dry.stdout
+        assert sum(name.startswith(topic_prefix) for name in admin.list_topics(timeout=10).topics) == topics
 
         result = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger", "--yes")
         assert result.returncode == 0, result.stdout + result.stderr
