@@ -10,11 +10,24 @@
 
   // GET url as JSON with If-None-Match. Returns {body, changed, status}; body is
   // null for a 404. Throws on other errors (message from the API's detail).
+  // The API token the dashboard keeps for this tab (dashboard.js explains
+  // why sessionStorage and a Bearer header, never a URL or a cookie).
+  const TOKEN_KEY = "recurrence-ledger.api-token";
+
+  function storedToken() {
+    try { return sessionStorage.getItem(TOKEN_KEY); } catch (_) { return null; }
+  }
+
   async function getJSON(url) {
     const previous = cache.get(url);
     const headers = previous ? { "If-None-Match": previous.etag } : {};
+    const token = storedToken();
+    if (token) headers.Authorization = `Bearer ${token}`;
     stats.polls += 1;
-    const response = await fetch(url, { headers, cache: "no-store" });
+    const response = await fetch(url, { headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
+    if (response.status === 401) {
+      throw new Error("401 this API needs its token: open the dashboard (/) in this tab and enter it there");
+    }
     if (response.status === 304 && previous) {
       stats.notModified += 1;
       return { body: previous.body, changed: false, status: 304 };
