@@ -71,13 +71,15 @@ CLIENT_DIR="$RUN_DIR/client"
 # The ACL rules of the secured mode's two users (docs/results.md, "Redis with
 # a password and TLS"): the view's keys only — rl:* covers every namespace
 # (rl:scopes, rl:scope:…, rl:<prefix>:…) — and only the commands that
-# recurrence_ledger.view (RedisView) and recurrence_ledger.api (ViewReader)
+# recurrence_ledger.view (RedisView), recurrence_ledger.api (ViewReader),
+# the view follower and the history read models (recurrence_ledger.read_models:
+# their Lua scripts run EVALSHA, and SCRIPT LOAD / EXISTS when Redis lacks them)
 # send. HELLO and AUTH need no grant; redis-py's CLIENT SETINFO is not
 # granted (redis-py ignores the refusal).
 # ledger, the writer: worker, view rebuild, view clear, rebuild --redis-url.
-LEDGER_ACL="resetkeys ~rl:* resetchannels -@all +ping +select +multi +exec +discard +exists +del +unlink +hset +zadd +sadd +hget +hgetall +hvals +smembers +zrevrange +zrangebyscore +scan"
+LEDGER_ACL="resetkeys ~rl:* resetchannels -@all +ping +select +multi +exec +discard +exists +del +unlink +get +set +hset +hdel +hincrby +hget +hmget +hgetall +hvals +zadd +zrem +zremrangebyrank +zscore +zcard +zcount +zrange +zrevrange +zrangebyscore +zrevrangebyscore +sadd +scard +smembers +scan +evalsha +eval +script|load +script|exists"
 # dashboard, the reader: serve, rank, stats; read-only key access (%R~).
-DASHBOARD_ACL="resetkeys %R~rl:* resetchannels -@all +ping +select +multi +exec +discard +hget +hmget +hgetall +smembers +zrange"
+DASHBOARD_ACL="resetkeys %R~rl:* resetchannels -@all +ping +select +multi +exec +discard +get +hget +hmget +hgetall +smembers +scard +zrange +zrevrange +zrangebyscore +zrevrangebyscore +zcard +zcount +zscore +evalsha_ro +script|load +script|exists"
 
 usage() {
     awk 'NR == 1 { next } /^# shellcheck|^[^#]/ { exit } { sub(/^# ?/, ""); print }' \

@@ -674,8 +674,18 @@ class ReadModels:
             available, members = pipe.execute()
             return self._page(total, available, [_text(member_) for member_ in members], indexed=True)
         flag = "" if needs_review is None else "1" if needs_review else "0"
-        result = self._scope_page(keys=[keys.scope_index(sort), keys.scope_index("needing_review")], args=[flag, text or "", offset, limit])
+        result = self._read_only_script(self._scope_page, [keys.scope_index(sort), keys.scope_index("needing_review")], [flag, text or "", offset, limit])
         return self._page(total, int(result[0]), [_text(member_) for member_ in result[1:]], indexed=True)
+
+    def _read_only_script(self, script, keys: list[str], args: list) -> list:  # noqa: ANN001 - redis.commands.core.Script
+        """Run a read-only Lua script with EVALSHA_RO (Redis ≥ 7), loading it
+        first when Redis lacks it: a reader whose ACL grants read-only key
+        access (``%R~``) may run it, where EVALSHA counts as a write."""
+        try:
+            return self.client.evalsha_ro(script.sha, len(keys), *keys, *args)
+        except redis.exceptions.NoScriptError:
+            self.client.script_load(script.script)
+            return self.client.evalsha_ro(script.sha, len(keys), *keys, *args)
 
     def _unindexed(self, sort: str, text: str | None, needs_review: bool | None) -> list[str]:
         every = sorted(_text(member_) for member_ in self.client.smembers(self.keys.scopes))

@@ -207,23 +207,29 @@ def test_a_worker_with_a_wrong_password_keeps_going_and_logs_no_password(bootstr
 # ----------------------------------------------------------------- the ACL
 
 #: What the product sends, per user (recurrence_ledger.view.RedisView writes
-#: and clears; recurrence_ledger.api.ViewReader reads), with sample keys.
+#: and clears; recurrence_ledger.api.ViewReader reads; the view follower and
+#: the history read models run Lua scripts by EVALSHA, loading them with
+#: SCRIPT LOAD when Redis lacks them), with sample keys.
 LEDGER_NEEDS = [
     ("ping",), ("select", "0"), ("multi",), ("exec",), ("discard",), ("exists", "rl:scopes"), ("del", "rl:scope:a"), ("unlink", "rl:scope:a"),
     ("hset", "rl:scope:a", "f", "v"), ("zadd", "rl:scope:a:top", "1", "m"), ("sadd", "rl:scopes", "a"), ("hget", "rl:scope:a", "record"),
     ("hgetall", "rl:scope:a"), ("hvals", "rl:scope:a:revisions"), ("smembers", "rl:scopes"), ("zrevrange", "rl:scope:a:top", "0", "0"),
     ("zrangebyscore", "rl:scope:a:top", "0", "+inf"), ("scan", "0", "MATCH", "rl:*"), ("hset", "rl:prod.:scope:a", "f", "v"),
+    ("get", "rl:follower:offsets"), ("set", "rl:follower:offsets", "v"), ("zrem", "rl:scope:a:top", "m"), ("hincrby", "rl:scope:a", "f", "1"),
+    ("evalsha", "0" * 40, "1", "rl:scope:a"), ("script", "load", "return 1"), ("script", "exists", "0" * 40),
 ]
 DASHBOARD_NEEDS = [
     ("ping",), ("select", "0"), ("multi",), ("exec",), ("smembers", "rl:scopes"), ("hget", "rl:scope:a", "record"),
     ("hmget", "rl:scope:a", "record", "review_threshold"), ("zrange", "rl:scope:a:top", "0", "-1", "WITHSCORES"), ("hgetall", "rl:scope:a:revisions"),
+    ("zrevrangebyscore", "rl:scope:a:history", "+inf", "-inf"), ("zcard", "rl:scopes:index"), ("scard", "rl:scopes"), ("evalsha_ro", "0" * 40, "1", "rl:scopes:index"),
 ]
 NOBODY = [
-    ("set", "rl:scope:a", "v"), ("get", "rl:scope:a"), ("hset", "other:key", "f", "v"), ("hget", "other:key", "f"), ("keys", "*"), ("flushall",),
-    ("flushdb",), ("config", "get", "requirepass"), ("acl", "list"), ("eval", "return 1", "0"), ("client", "list"), ("debug", "sleep", "0"),
+    ("hset", "other:key", "f", "v"), ("hget", "other:key", "f"), ("keys", "*"), ("flushall",),
+    ("flushdb",), ("config", "get", "requirepass"), ("acl", "list"), ("script", "flush"), ("function", "list"), ("client", "list"), ("debug", "sleep", "0"),
     ("subscribe", "rl:ch"), ("shutdown",),
 ]
-DASHBOARD_MAY_NOT = [("hset", "rl:scope:a", "f", "v"), ("del", "rl:scope:a"), ("unlink", "rl:scope:a"), ("sadd", "rl:scopes", "a"), ("scan", "0")]
+DASHBOARD_MAY_NOT = [("hset", "rl:scope:a", "f", "v"), ("del", "rl:scope:a"), ("unlink", "rl:scope:a"), ("sadd", "rl:scopes", "a"), ("scan", "0"),
+                     ("set", "rl:follower:offsets", "v"), ("zadd", "rl:scope:a:top", "1", "m"), ("evalsha", "0" * 40, "1", "rl:scope:a")]
 
 
 def dry_run(admin: redis.Redis, user: str, command: tuple[str, ...]) -> bool:
