@@ -36,6 +36,8 @@
   }
 
   document.addEventListener("DOMContentLoaded", () => {
+    // The filter form never submits (no inline handler: the page's CSP allows only its own scripts).
+    document.querySelectorAll("form.controls").forEach((form) => form.addEventListener("submit", (event) => event.preventDefault()));
     $("#scope-filter").addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => changed(true), 250); });
     $("#scope-sort").addEventListener("change", () => changed(true));
     $("#scope-review").addEventListener("change", () => changed(true));

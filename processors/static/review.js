@@ -4,6 +4,11 @@
 "use strict";
 
 (() => {
+  // The filter form never submits (no inline handler: the page's CSP allows only its own scripts).
+  document.addEventListener("DOMContentLoaded", () => {
+    document.querySelectorAll("form.controls").forEach((form) => form.addEventListener("submit", (event) => event.preventDefault()));
+  });
+
   const { getJSON, cell, emptyRow, revisionLabel, runLabel, timelineUrl, poll, params, refreshMs, stats } = window.rlCommon;
   const PAGE = 50;
   const $ = (selector) => document.querySelector(selector);
