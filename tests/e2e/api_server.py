@@ -43,9 +43,10 @@ class FedView:
 
 @contextlib.contextmanager
 def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORKED_EXAMPLE, *,
-             worker_args: tuple[str, ...] = (), config: LedgerConfig | None = None) -> Iterator[FedView]:
-    """Publish ``journal`` under a fresh topic prefix, run one worker (with
-    ``worker_args``) until it is idle (it projects into Redis), run the same
+             worker_args: tuple[str, ...] = (), config: LedgerConfig | None = None, transactions: int = 1) -> Iterator[FedView]:
+    """Publish ``journal`` under a fresh topic prefix (in ``transactions``
+    parts, a worker run after each), run one worker (with ``worker_args``)
+    until it is idle (it projects into Redis), run the same
     journal through ``run_journal`` (with ``config``, the same policy) into
     ``workdir / "embedded"``, and yield the view. At exit the view's
     namespace is cleared and the prefix's topics deleted (best effort).
@@ -56,9 +57,11 @@ def fed_view(bootstrap: str, redis_url: str, workdir: Path, journal: Path = WORK
     namespace = default_namespace(prefix)
     try:
         harness.prepare(bootstrap, prefix, partitions=2)
-        harness.publish(bootstrap, journal, prefix)
-        log = workdir / "worker.log"
-        harness.run_to_idle(bootstrap, prefix, log, redis_url=redis_url, extra=worker_args)
+        if transactions > 1:  # the view's rows then have that many versions (trend points)
+            harness.publish_in_transactions(bootstrap, journal, prefix, workdir, transactions, redis_url=redis_url, extra=worker_args)
+        else:
+            harness.publish(bootstrap, journal, prefix)
+            harness.run_to_idle(bootstrap, prefix, workdir / "worker.log", redis_url=redis_url, extra=worker_args)
         # view_batch=1: the view files hold every version of each row (tests
         # replay earlier rows); the last record per key is the same anyway.
         run_journal(journal, workdir / "embedded", config, show_progress=False, view_batch=1)

@@ -91,6 +91,21 @@ def run_to_idle(bootstrap: str, prefix: str, log_path: Path, **options) -> None:
     assert wait_exit(worker, 120, log_path) == 0, log_path.read_text()[-3000:]
 
 
+def publish_in_transactions(bootstrap: str, journal: Path, prefix: str, workdir: Path, chunks: int, **options) -> None:
+    """Publish ``journal`` in ``chunks`` consecutive parts, running one
+    worker (:func:`run_to_idle` with ``options``) to idle after each, so the
+    worker commits at least ``chunks`` transactions and a scope's view
+    records (one per changed key per transaction, contract §8) have a
+    history of that many versions."""
+    lines = [line for line in journal.read_text(encoding="utf-8").splitlines(keepends=True) if line.strip()]
+    size = -(-len(lines) // chunks)
+    for number, start in enumerate(range(0, len(lines), size)):
+        part = workdir / f"{journal.stem}.part{number}.jsonl"
+        part.write_text("".join(lines[start : start + size]), encoding="utf-8")
+        publish(bootstrap, part, prefix)
+        run_to_idle(bootstrap, prefix, workdir / f"worker.part{number}.log", **options)
+
+
 def wait_exit(process: subprocess.Popen, timeout: float, log_path: Path) -> int:
     """Wait for a worker to exit by itself; on timeout kill it and fail."""
     try:

@@ -29,7 +29,7 @@ HISTORY = f"/scopes/{SCOPE}/revisions/T1/1/history"
 @pytest.fixture(scope="module")
 def view(bootstrap, redis_url, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("history-api")
-    with fed_view(bootstrap, redis_url, workdir, journal=timeline_journal(workdir / "timeline.jsonl")) as fed:
+    with fed_view(bootstrap, redis_url, workdir, journal=timeline_journal(workdir / "timeline.jsonl"), transactions=4) as fed:
         run_follower(bootstrap, redis_url, fed.prefix, workdir / "follower.log")
         yield fed
 
@@ -82,7 +82,7 @@ def test_trend_points_and_paging(api, view):
     assert {name: last[name] for name in ("as_of_position", "selected", "recurred", "avoided", "unknown", "needing_review", "pending_outcomes")} == {
         name: expected[name] for name in ("as_of_position", "selected", "recurred", "avoided", "unknown", "needing_review", "pending_outcomes")}
     assert last["committed_at"].endswith("Z")
-    page = api.get(f"/scopes/{SCOPE}/trend", params={"from_position": 0, "limit": 4}).json()
+    page = api.get(f"/scopes/{SCOPE}/trend", params={"from_position": 0, "limit": 1}).json()
     rest = api.get(f"/scopes/{SCOPE}/trend", params={"from_position": page["next_from_position"], "limit": 1000}).json()
     assert page["points"] + rest["points"] == body["points"]
     assert api.get("/scopes/nope/trend").status_code == 404
