@@ -846,13 +846,15 @@ class _CatchUp:
     def lagging(self) -> tuple[list[PartitionLag], int]:
         """The input partitions not caught up, and the sum of the group's
         committed offsets (to see progress)."""
-        consumer = self.worker.consumer
-        metadata = consumer.list_topics(timeout=10)  # unfiltered: a named request could auto-create a topic
+        # The end offsets come from the probe: on the worker's own consumer
+        # each request waits behind its long-polling fetch (fetch.wait.max.ms).
+        probe = self._probe_consumer()
+        metadata = probe.list_topics(timeout=10)  # unfiltered: a named request could auto-create a topic
         partitions = [TopicPartition(topic, number) for topic in self.worker.inputs for number in sorted(metadata.topics[topic].partitions)]
         candidates: dict[tuple[str, int], tuple[int, int]] = {}
         progress = 0
-        for tp in consumer.committed(partitions, timeout=10):
-            low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10, cached=False)
+        for tp in self.worker.consumer.committed(partitions, timeout=10):
+            low, high = probe.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10, cached=False)
             start = tp.offset if tp.offset >= 0 else low  # auto.offset.reset=earliest
             progress += max(tp.offset, 0)
             if start < high:
@@ -864,21 +866,13 @@ class _CatchUp:
     def _readable(self, starts: dict[tuple[str, int], int]) -> set[tuple[str, int]]:
         """The partitions where a read_committed reader at ``starts`` gets a
         record before the end (or no answer within 10 s)."""
-        if self._probe is None:
-            self._probe = Consumer({
-                **client_config(self.worker.config.bootstrap),
-                "group.id": f"{self.worker.config.group_id}-catch-up-probe",  # never joins nor commits: assign() only
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "fetch.wait.max.ms": 10,
-            })
+        probe = self._probe_consumer()
         pending, readable = set(starts), set()
-        self._probe.assign([TopicPartition(topic, number, offset if offset > 0 else OFFSET_BEGINNING) for (topic, number), offset in starts.items()])
+        probe.assign([TopicPartition(topic, number, offset if offset > 0 else OFFSET_BEGINNING) for (topic, number), offset in starts.items()])
         deadline = time.monotonic() + 10
         try:
             while pending and time.monotonic() < deadline:
-                message = self._probe.poll(0.5)
+                message = probe.poll(0.5)
                 if message is None:
                     continue
                 key = (message.topic(), message.partition())
@@ -889,8 +883,21 @@ class _CatchUp:
                     continue
                 pending.discard(key)
         finally:
-            self._probe.unassign()
+            probe.unassign()
         return readable | pending
+
+    def _probe_consumer(self) -> Consumer:
+        """A read_committed consumer of this worker's own (assign only)."""
+        if self._probe is None:
+            self._probe = Consumer({
+                **client_config(self.worker.config.bootstrap),
+                "group.id": f"{self.worker.config.group_id}-catch-up-probe",  # never joins nor commits: assign() only
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+            })
+        return self._probe
 
     def with_owners(self, lagging: list[PartitionLag]) -> list[PartitionLag]:
         """``lagging`` with who holds each partition, from the group
