@@ -237,6 +237,27 @@ MaxBatchOption = Annotated[int, typer.Option("--max-batch", min=1, rich_help_pan
 ExitWhenIdleOption = Annotated[
     Optional[float], typer.Option("--exit-when-idle", rich_help_panel=WORKER_PANEL, help="Stop after this many seconds without input (batch jobs).")
 ]
+#: runtime.worker.DEFAULT_MAX_WAIT_CAUGHT_UP_S (not imported here: the worker module loads confluent-kafka).
+DEFAULT_MAX_WAIT_CAUGHT_UP_S = 120.0
+MaxWaitCaughtUpOption = Annotated[
+    float,
+    typer.Option(
+        "--max-wait-caught-up", min=0, rich_help_panel=WORKER_PANEL,
+        help="With --exit-when-idle: how long to wait, idle and without progress of the group, for every input partition of the group "
+             "to be committed to its end (exit 0); then exit 4 naming the partitions left.",
+    ),
+]
+StaticMembershipOption = Annotated[
+    bool,
+    typer.Option(
+        "--static-membership/--dynamic-membership", rich_help_panel=WORKER_PANEL,
+        help="Static group membership (group.instance.id = --instance-id): a restarted instance takes its partitions back at once; "
+             "a stopped one keeps them until its session times out.",
+    ),
+]
+SessionTimeoutOption = Annotated[
+    int, typer.Option("--session-timeout-ms", min=1, rich_help_panel=WORKER_PANEL, help="Consumer group session timeout (the broker allows 6,000–1,800,000 by default).")
+]
 CreateTopicsOption = Annotated[
     Optional[int],
     typer.Option("--create-topics", min=1, rich_help_panel=WORKER_PANEL, help="Create missing catalogue topics with this many partitions first."),
@@ -255,7 +276,7 @@ MaxOutputBytesOption = Annotated[
 #: The worker's operational options (WorkerConfig fields) that `run` takes as well.
 WORKER_OPTIONS = (
     "app_id", "instance_id", "output_format", "redis_url", "commit_interval_ms", "max_batch", "exit_when_idle", "create_topics",
-    "metrics_port", "max_output_bytes",
+    "metrics_port", "max_output_bytes", "max_wait_caught_up", "static_membership", "session_timeout_ms",
 )
 
 
@@ -281,6 +302,9 @@ def run_command(
     commit_interval_ms: CommitIntervalOption = 100,
     max_batch: MaxBatchOption = 2_000,
     exit_when_idle: ExitWhenIdleOption = None,
+    max_wait_caught_up: MaxWaitCaughtUpOption = DEFAULT_MAX_WAIT_CAUGHT_UP_S,
+    static_membership: StaticMembershipOption = True,
+    session_timeout_ms: SessionTimeoutOption = 10_000,
     create_topics: CreateTopicsOption = 8,
     metrics_port: MetricsPortOption = None,
     max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
@@ -318,6 +342,7 @@ def run_command(
             config, topic_prefix=topic_prefix, app_id=app_id, instance_id=instance_id, output_format=output_format,
             redis_url=redis_url, commit_interval_ms=commit_interval_ms, max_batch=max_batch, exit_when_idle_s=exit_when_idle,
             create_partitions=create_topics, metrics_port=metrics_port, max_output_bytes=max_output_bytes,
+            max_wait_caught_up_s=max_wait_caught_up, static_membership=static_membership, session_timeout_ms=session_timeout_ms,
         )
         connection = _connect(settings().bootstrap_servers, kafka_config)
         registry = _registry(settings().schema_registry_url, None, kafka_config)
@@ -443,10 +468,15 @@ def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 
 
 def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
     from recurrence_ledger.runtime.kafka_admin import CoPartitionError
+    from recurrence_ledger.runtime.worker import NOT_CAUGHT_UP_EXIT, NotCaughtUp
 
     with _refusing_to_start(CoPartitionError):
         with _kafka_errors():
-            run_worker(config)
+            try:
+                run_worker(config)
+            except NotCaughtUp as error:
+                console.print(f"error: batch run stopped before the group caught up, outputs are incomplete: {error}", style="red", highlight=False)
+                raise typer.Exit(NOT_CAUGHT_UP_EXIT) from None
 
 
 @contextlib.contextmanager
@@ -489,6 +519,9 @@ def worker_command(
     commit_interval_ms: CommitIntervalOption = 100,
     max_batch: MaxBatchOption = 2_000,
     exit_when_idle: ExitWhenIdleOption = None,
+    max_wait_caught_up: MaxWaitCaughtUpOption = DEFAULT_MAX_WAIT_CAUGHT_UP_S,
+    static_membership: StaticMembershipOption = True,
+    session_timeout_ms: SessionTimeoutOption = 10_000,
     create_topics: CreateTopicsOption = None,
     metrics_port: MetricsPortOption = None,
     max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
@@ -511,6 +544,9 @@ def worker_command(
         commit_interval_ms=commit_interval_ms,
         max_batch=max_batch,
         exit_when_idle_s=exit_when_idle,
+        max_wait_caught_up_s=max_wait_caught_up,
+        static_membership=static_membership,
+        session_timeout_ms=session_timeout_ms,
         redis_url=redis_url,
         create_partitions=create_topics,
         metrics_port=metrics_port,

@@ -76,6 +76,13 @@ _DELETED = object()
 #: Seconds one commit may block before the process exits for a restart.
 COMMIT_WATCHDOG_S = 120.0
 #: Largest record the worker produces (bytes); topics get max.message.bytes to match.
+#: Exit code of a batch run (``exit_when_idle_s``) that stopped with input
+#: partitions of its group not caught up (``NotCaughtUp``).
+NOT_CAUGHT_UP_EXIT = 4
+#: Seconds a batch run waits, idle, for the group to catch up by default.
+DEFAULT_MAX_WAIT_CAUGHT_UP_S = 120.0
+#: Seconds between two checks of the group's committed offsets while idle.
+CAUGHT_UP_CHECK_S = 1.0
 
 
 class FaultInjector:
@@ -114,6 +121,37 @@ class FaultInjector:
                 raise RuntimeError("fault injection: core_error")
 
         processor._finish_scope = failing  # type: ignore[method-assign]
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """An input partition whose committed offset (of the group) is short of
+    its end: ``committed`` (-1: none), ``end`` (the end offset a
+    read_committed consumer sees), ``owner`` (who holds it, as far as the
+    group coordinator says)."""
+
+    topic: str
+    partition: int
+    committed: int
+    end: int
+    owner: str
+
+    def __str__(self) -> str:
+        committed = "none" if self.committed < 0 else str(self.committed)
+        return f"{self.topic}[{self.partition}] (committed {committed}, end {self.end}, lag ≤ {self.end - max(self.committed, 0)}; {self.owner})"
+
+
+class NotCaughtUp(RecurrenceLedgerError):
+    """A batch run (``exit_when_idle_s``) stopped while input partitions of
+    its group were not processed to their end: the outputs are incomplete."""
+
+    def __init__(self, lagging: list[PartitionLag], waited_s: float):
+        self.lagging = lagging
+        self.partitions = sorted({(lag.topic, lag.partition) for lag in lagging})
+        super().__init__(
+            f"not caught up after waiting {waited_s:.0f} s without progress: {len(lagging)} input partition(s) of the group "
+            f"have records beyond their committed offset: " + "; ".join(map(str, lagging))
+        )
 
 
 class ChangelogStore(MutableMapping):
@@ -181,8 +219,19 @@ class WorkerConfig:
     - ``topic_prefix``: deployment prefix of every topic (contract §1).
     - ``output_format``: "avro" (Confluent-framed) or "json".
     - ``commit_interval_ms``: how often a transaction is committed.
-    - ``exit_when_idle_s``: stop after this many seconds without input (batch
-      jobs and tests); None runs forever.
+    - ``exit_when_idle_s``: a batch run: stop after this many seconds without
+      input, but only once every input partition of the group (not just this
+      member's) has its committed offset at its end ("caught up"); None runs
+      forever.
+    - ``max_wait_caught_up_s``: how long a batch run, idle, waits for the
+      group to catch up (the partitions of a killed member come to this one
+      when its session times out) while no committed offset of the group
+      advances; then ``run`` raises ``NotCaughtUp`` (exit code 4).
+    - ``static_membership``: join the group as a static member (KIP-345,
+      ``group.instance.id`` = ``instance_id``): a restarted instance takes its
+      partitions back at once, without a rebalance; a stopped one keeps them
+      until ``session_timeout_ms`` passes (it sends no LeaveGroup).
+    - ``session_timeout_ms``: the consumer's ``session.timeout.ms``.
     - ``redis_url``: the Redis view (None: no projection).
     - ``create_partitions``: create missing catalogue topics with this many
       partitions before starting (None: they must exist).
@@ -209,6 +258,9 @@ class WorkerConfig:
     commit_interval_ms: int = 100
     max_batch: int = 2_000
     exit_when_idle_s: float | None = None
+    max_wait_caught_up_s: float = DEFAULT_MAX_WAIT_CAUGHT_UP_S
+    static_membership: bool = True
+    session_timeout_ms: int = 10_000
     redis_url: str | None = None
     create_partitions: int | None = None
     metrics_port: int | None = None
@@ -291,9 +343,11 @@ def encode_emit(emit: Emit, output_format: str, wire: codec.Codec = codec.FIXED,
     return wire.encode(catalogue.BY_NAME[emit.topic].schema, emit.value, output_format, topic=catalogue.physical(emit.topic, topic_prefix))
 
 
-def input_consumer_config(bootstrap: Bootstrap, group_id: str) -> dict:
+def input_consumer_config(bootstrap: Bootstrap, group_id: str, instance_id: str | None = None, session_timeout_ms: int = 10_000) -> dict:
     """The worker's consumer settings for the input topics (also the
-    benchmark's passthrough baseline, so both read the same way)."""
+    benchmark's passthrough baseline, so both read the same way). With
+    ``instance_id``, a static member (KIP-345 ``group.instance.id``)."""
+    static = {"group.instance.id": instance_id} if instance_id else {}
     return {
         **client_config(bootstrap),
         "group.id": group_id,
@@ -304,8 +358,9 @@ def input_consumer_config(bootstrap: Bootstrap, group_id: str) -> dict:
         # member: co-partitioning (contract §1).
         "partition.assignment.strategy": "range",
         "enable.partition.eof": False,
-        "session.timeout.ms": 10_000,
-        "heartbeat.interval.ms": 1_000,
+        "session.timeout.ms": session_timeout_ms,
+        "heartbeat.interval.ms": min(1_000, session_timeout_ms // 3),
+        **static,
     }
 
 
@@ -328,7 +383,13 @@ class LedgerWorker:
         self.tasks: dict[int, Task] = {}
         self.running = True
         self.records_in = 0
-        self.consumer = Consumer(input_consumer_config(config.bootstrap, config.group_id))
+        # Static membership: the same instance id names the consumer's
+        # group.instance.id and (below) the transactional.id, so a restarted
+        # instance gets its partitions back at once (no rebalance) and fences
+        # its previous incarnation on both: the broker refuses the old
+        # consumer (FENCED_INSTANCE_ID) and the old producer (epoch bump).
+        self.consumer = Consumer(input_consumer_config(
+            config.bootstrap, config.group_id, config.instance_id if config.static_membership else None, config.session_timeout_ms))
         self.producer = Producer(
             {
                 **client_config(config.bootstrap),
@@ -356,11 +417,16 @@ class LedgerWorker:
         self._committing_since: float | None = None
         threading.Thread(target=self._watchdog, name="commit-watchdog", daemon=True).start()
         self._batch_outputs: dict[str, int] = {}
+        self._catch_up = _CatchUp(self)
+        self.not_caught_up: NotCaughtUp | None = None
 
     # -- lifecycle ----------------------------------------------------------------
     def run(self) -> None:
-        """Process until stopped (SIGTERM/SIGINT) or idle for
-        ``exit_when_idle_s``. Commits the open transaction on the way out."""
+        """Process until stopped (SIGTERM/SIGINT) or, with
+        ``exit_when_idle_s``, idle that long with every input partition of the
+        group caught up. Commits the open transaction on the way out. Raises
+        NotCaughtUp when a batch run gives up waiting for the group to catch
+        up (after ``max_wait_caught_up_s`` without progress)."""
         self.producer.init_transactions(30)
         self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         last_report = last_lag = self._last_activity = time.monotonic()
@@ -400,8 +466,7 @@ class LedgerWorker:
                 elif not messages and self.view is not None and self.view.pending:
                     self.view.flush(force=False)  # catch up after a Redis outage; respects its back-off
                 idle = self.config.exit_when_idle_s
-                if idle is not None and now - self._last_activity >= idle and not self._in_transaction and self.tasks:
-                    log.info("idle for %.1f s: stopping", idle)
+                if idle is not None and now - self._last_activity >= idle and not self._in_transaction and self._catch_up.done(now):
                     break
             clean = True
         finally:
@@ -419,7 +484,10 @@ class LedgerWorker:
             self.producer.flush(10)
             if self.view is not None:
                 self.view.flush()
+            self._catch_up.close()
             log.info("stopped after %d records", self.records_in)
+        if self.not_caught_up is not None:
+            raise self.not_caught_up
 
     def _update_lag(self) -> None:
         """Consumer lag per assigned input partition (cached watermarks)."""
@@ -439,6 +507,8 @@ class LedgerWorker:
     def _handle(self, message: Message) -> None:
         error = message.error()
         if error is not None:
+            if error.fatal():  # e.g. FENCED_INSTANCE_ID: another process runs with this instance id
+                raise KafkaException(error)
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume error: %s", error)
             return
@@ -709,6 +779,154 @@ class LedgerWorker:
             return count
         finally:
             restore.close()
+
+
+class _CatchUp:
+    """A batch run's exit condition (``exit_when_idle_s``): every partition
+    of every input topic is caught up by the group, not just this member's
+    assignment, so that a member that was given only some partitions (the
+    others still held by a killed member until its session times out) does
+    not exit as if the job were done.
+
+    A partition is caught up when a ``read_committed`` reader positioned at
+    the group's committed offset finds no record before the end. The offsets
+    are compared first (committed ≥ end offset: done); otherwise a probe
+    consumer reads from the committed offset, because the committed offset
+    of a transactional input stops short of the end by the commit marker
+    (KAFKA-6607, librdkafka#2539: the worker commits ``offset + 1`` of the
+    last record, not a position past the marker), and aborted records are
+    not records either. EOF before a record: caught up.
+
+    While idle but not caught up the worker keeps consuming (the partitions
+    come to it on the next rebalance); after ``max_wait_caught_up_s`` during
+    which no committed offset of the group advanced, it gives up and
+    ``LedgerWorker.run`` raises NotCaughtUp naming the partitions, their lag
+    and their holder."""
+
+    def __init__(self, worker: LedgerWorker):
+        self.worker = worker
+        self.next_check = 0.0
+        self.waiting_since: float | None = None
+        self.progress: int | None = None
+        self.reported: list[tuple[str, int]] | None = None
+        self._probe: Consumer | None = None
+
+    def done(self, now: float) -> bool:
+        """True when the loop should stop: caught up, or given up (then
+        ``worker.not_caught_up`` is set). Checks at most every CAUGHT_UP_CHECK_S."""
+        if now < self.next_check:
+            return False
+        self.next_check = now + CAUGHT_UP_CHECK_S
+        config = self.worker.config
+        try:
+            lagging, progress = self.lagging()
+        except KafkaException as error:
+            log.warning("cannot tell whether group %s is caught up: %s", config.group_id, error)
+            lagging, progress = None, self.progress
+        if lagging == []:
+            log.info("idle for %.1f s and caught up (every input partition of group %s is committed to its end): stopping",
+                     config.exit_when_idle_s, config.group_id)
+            return True
+        if self.waiting_since is None or progress != self.progress:
+            self.waiting_since, self.progress = now, progress
+        if lagging is None:
+            return False
+        keys = [(lag.topic, lag.partition) for lag in lagging]
+        waited = now - self.waiting_since
+        if waited >= config.max_wait_caught_up_s:
+            self.worker.not_caught_up = NotCaughtUp(self.with_owners(lagging), waited)
+            log.error("%s", self.worker.not_caught_up)
+            return True
+        if keys != self.reported:
+            self.reported = keys
+            log.warning("idle, but not caught up: waiting up to %.0f s without progress for %s",
+                        config.max_wait_caught_up_s, "; ".join(map(str, self.with_owners(lagging))))
+        return False
+
+    def lagging(self) -> tuple[list[PartitionLag], int]:
+        """The input partitions not caught up, and the sum of the group's
+        committed offsets (to see progress)."""
+        # The end offsets come from the probe: on the worker's own consumer
+        # each request waits behind its long-polling fetch (fetch.wait.max.ms).
+        probe = self._probe_consumer()
+        metadata = probe.list_topics(timeout=10)  # unfiltered: a named request could auto-create a topic
+        partitions = [TopicPartition(topic, number) for topic in self.worker.inputs for number in sorted(metadata.topics[topic].partitions)]
+        candidates: dict[tuple[str, int], tuple[int, int]] = {}
+        progress = 0
+        for tp in self.worker.consumer.committed(partitions, timeout=10):
+            low, high = probe.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10, cached=False)
+            start = tp.offset if tp.offset >= 0 else low  # auto.offset.reset=earliest
+            progress += max(tp.offset, 0)
+            if start < high:
+                candidates[(tp.topic, tp.partition)] = (tp.offset, high)
+        readable = self._readable({key: max(committed, 0) for key, (committed, _) in candidates.items()}) if candidates else set()
+        lagging = [PartitionLag(topic, number, *candidates[(topic, number)], "") for topic, number in sorted(readable)]
+        return lagging, progress
+
+    def _readable(self, starts: dict[tuple[str, int], int]) -> set[tuple[str, int]]:
+        """The partitions where a read_committed reader at ``starts`` gets a
+        record before the end (or no answer within 10 s)."""
+        probe = self._probe_consumer()
+        pending, readable = set(starts), set()
+        probe.assign([TopicPartition(topic, number, offset if offset > 0 else OFFSET_BEGINNING) for (topic, number), offset in starts.items()])
+        deadline = time.monotonic() + 10
+        try:
+            while pending and time.monotonic() < deadline:
+                message = probe.poll(0.5)
+                if message is None:
+                    continue
+                key = (message.topic(), message.partition())
+                if message.error() is None:
+                    readable.add(key)
+                elif message.error().code() != KafkaError._PARTITION_EOF:
+                    log.warning("catch-up probe: %s", message.error())
+                    continue
+                pending.discard(key)
+        finally:
+            probe.unassign()
+        return readable | pending
+
+    def _probe_consumer(self) -> Consumer:
+        """A read_committed consumer of this worker's own (assign only)."""
+        if self._probe is None:
+            self._probe = Consumer({
+                **client_config(self.worker.config.bootstrap),
+                "group.id": f"{self.worker.config.group_id}-catch-up-probe",  # never joins nor commits: assign() only
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "fetch.wait.max.ms": 10,
+            })
+        return self._probe
+
+    def with_owners(self, lagging: list[PartitionLag]) -> list[PartitionLag]:
+        """``lagging`` with who holds each partition, from the group
+        coordinator (best effort: a failure says so)."""
+        from confluent_kafka.admin import AdminClient
+
+        config = self.worker.config
+        owners: dict[tuple[str, int], str] = {}
+        default = "not assigned to any member (the group is rebalancing)"
+        try:
+            me = self.worker.consumer.memberid()
+            admin = AdminClient(client_config(config.bootstrap))
+            group = admin.describe_consumer_groups([config.group_id], request_timeout=10)[config.group_id].result(timeout=15)
+            for member in group.members:
+                if member.member_id == me:
+                    who = "assigned to this member, but no progress"
+                else:
+                    who = (f"not assigned to this member: held by member {member.group_instance_id or member.member_id} "
+                           f"({member.client_id}@{member.host}) until it stops or its session times out")
+                for tp in member.assignment.topic_partitions if member.assignment else ():
+                    owners[(tp.topic, tp.partition)] = who
+        except Exception as error:  # noqa: BLE001 - only the message's detail depends on it
+            default = f"holder unknown ({error})"
+        return [replace(lag, owner=owners.get((lag.topic, lag.partition), default)) for lag in lagging]
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
 
 
 def prepare_topics(config: WorkerConfig) -> int:
