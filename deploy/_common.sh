@@ -10,6 +10,29 @@ log() {
     printf '[%s] %s\n' "$RL_LOG_TAG" "$*" >&2
 }
 
+# usage -> the calling script's header comment (its lines after the first,
+# up to the first line that is not a comment) on stderr.
+usage() {
+    awk 'NR == 1 { next } /^# shellcheck|^[^#]/ { exit } { sub(/^# ?/, ""); print }' \
+        "${BASH_SOURCE[-1]}" >&2
+}
+
+# The java binary of the JVM services (kafka.sh, registry.sh): $JAVA, else
+# $JAVA_HOME/bin/java, else java on the PATH.
+if [[ -z ${JAVA:-} ]]; then
+    if [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/java ]]; then
+        JAVA="$JAVA_HOME/bin/java"
+    else
+        JAVA="java"
+    fi
+fi
+
+# require_java -> dies when $JAVA cannot be run.
+require_java() {
+    command -v "$JAVA" >/dev/null 2>&1 ||
+        die "java not found (run deploy/ensure-tools.sh or set JAVA/JAVA_HOME)"
+}
+
 die() {
     printf '[%s] ERROR: %s\n' "$RL_LOG_TAG" "$*" >&2
     exit 1

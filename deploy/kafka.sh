@@ -98,24 +98,6 @@ TLS_DIR="$RUN_DIR/tls"
 CLIENT_DIR="$RUN_DIR/client"
 MAIN_CLASS="kafka.Kafka"
 
-if [[ -n ${JAVA:-} ]]; then
-    :
-elif [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/java ]]; then
-    JAVA="$JAVA_HOME/bin/java"
-else
-    JAVA="java"
-fi
-
-usage() {
-    awk 'NR == 1 { next } /^# shellcheck|^[^#]/ { exit } { sub(/^# ?/, ""); print }' \
-        "${BASH_SOURCE[0]}" >&2
-}
-
-require_java() {
-    command -v "$JAVA" >/dev/null 2>&1 ||
-        die "java not found (run deploy/ensure-tools.sh or set JAVA/JAVA_HOME)"
-}
-
 # ---------------------------------------------------------------- fetch ----
 
 fetch_is_complete() {

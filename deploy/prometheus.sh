@@ -40,11 +40,6 @@ PID_FILE="$RUN_DIR/prometheus.pid"
 LOG_FILE="$RUN_DIR/prometheus.log"
 URL="http://$HOST:$PROMETHEUS_PORT"
 
-usage() {
-    awk 'NR == 1 { next } /^# shellcheck|^[^#]/ { exit } { sub(/^# ?/, ""); print }' \
-        "${BASH_SOURCE[0]}" >&2
-}
-
 ensure_installed() {
     if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
         return 0

@@ -81,11 +81,6 @@ LEDGER_ACL="resetkeys ~rl:* resetchannels -@all +ping +select +multi +exec +disc
 # dashboard, the reader: serve, rank, stats; read-only key access (%R~).
 DASHBOARD_ACL="resetkeys %R~rl:* resetchannels -@all +ping +select +multi +exec +discard +get +hget +hmget +hgetall +smembers +scard +zrange +zrevrange +zrangebyscore +zrevrangebyscore +zcard +zcount +zscore +evalsha_ro +script|load +script|exists"
 
-usage() {
-    awk 'NR == 1 { next } /^# shellcheck|^[^#]/ { exit } { sub(/^# ?/, ""); print }' \
-        "${BASH_SOURCE[0]}" >&2
-}
-
 ensure_installed() {
     if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
         return 0

@@ -66,24 +66,6 @@ RUN_DIR="${RL_REGISTRY_RUN_DIR:-/tmp/recurrence-ledger-registry}"
 PID_FILE="$RUN_DIR/registry.pid"
 LOG_FILE="$RUN_DIR/registry.log"
 
-if [[ -n ${JAVA:-} ]]; then
-    :
-elif [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/java ]]; then
-    JAVA="$JAVA_HOME/bin/java"
-else
-    JAVA="java"
-fi
-
-usage() {
-    awk 'NR == 1 { next } /^# shellcheck|^[^#]/ { exit } { sub(/^# ?/, ""); print }' \
-        "${BASH_SOURCE[0]}" >&2
-}
-
-require_java() {
-    command -v "$JAVA" >/dev/null 2>&1 ||
-        die "java not found (run deploy/ensure-tools.sh or set JAVA/JAVA_HOME)"
-}
-
 # ---------------------------------------------------------------- fetch ----
 
 # recipe_digest -> a digest of everything the build depends on, so that a

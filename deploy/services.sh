@@ -35,11 +35,6 @@ REDIS_PORT="${REDIS_PORT:-6379}"
 SCHEMA_REGISTRY_PORT="${SCHEMA_REGISTRY_PORT:-8081}"
 export KAFKA_PORT REDIS_PORT SCHEMA_REGISTRY_PORT
 
-usage() {
-    awk 'NR == 1 { next } /^# shellcheck|^[^#]/ { exit } { sub(/^# ?/, ""); print }' \
-        "${BASH_SOURCE[0]}" >&2
-}
-
 cmd_up() {
     local start_s=$SECONDS
     bash "$SCRIPT_DIR/ensure-tools.sh" >&2
