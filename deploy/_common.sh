@@ -27,6 +27,15 @@ if [[ -z ${JAVA:-} ]]; then
     fi
 fi
 
+# print_log_tail -> the last 40 lines of the calling script's LOG_FILE on stderr.
+print_log_tail() {
+    if [[ -f $LOG_FILE ]]; then
+        log "---- last 40 lines of $LOG_FILE ----"
+        tail -n 40 "$LOG_FILE" >&2
+        log "---- end of log ----"
+    fi
+}
+
 # require_java -> dies when $JAVA cannot be run.
 require_java() {
     command -v "$JAVA" >/dev/null 2>&1 ||

@@ -416,14 +416,6 @@ format_storage() {
     fi
 }
 
-print_log_tail() {
-    if [[ -f $LOG_FILE ]]; then
-        log "---- last 40 lines of $LOG_FILE ----"
-        tail -n 40 "$LOG_FILE" >&2
-        log "---- end of log ----"
-    fi
-}
-
 # wait_ready PID [KILL_ON_TIMEOUT] -> waits for "Kafka Server started" and an
 # open client port; on timeout, kills the broker when KILL_ON_TIMEOUT is 1.
 wait_ready() {

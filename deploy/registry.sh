@@ -171,14 +171,6 @@ answers() {
     curl -sf --max-time 2 -o /dev/null "$BASE_URL/subjects"
 }
 
-print_log_tail() {
-    if [[ -f $LOG_FILE ]]; then
-        log "---- last 40 lines of $LOG_FILE ----"
-        tail -n 40 "$LOG_FILE" >&2
-        log "---- end of log ----"
-    fi
-}
-
 # wait_ready PID [KILL_ON_TIMEOUT] -> waits until the subjects endpoint
 # answers; on timeout, kills the registry when KILL_ON_TIMEOUT is 1.
 wait_ready() {
