@@ -248,7 +248,8 @@ def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: f
     groups ``<prefix><app_id>`` and ``<prefix><app_id>-replay`` — the
     teardown of the Kafka Streams reset tool, for a prefix used for a trial.
     Stop the deployment's workers first (a group with members cannot be
-    deleted).
+    deleted; a group whose stopped static members' sessions have not yet
+    expired is retried until they have, within ``timeout`` seconds).
 
     Returns name → ``"deleted"`` | ``"absent"`` | the broker's error text,
     topics first, then groups. Raises KafkaException when the broker cannot
@@ -266,11 +267,26 @@ def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: f
                 result[name] = "deleted"
             except KafkaException as error:
                 result[name] = str(error.args[0].str())
-    for name, future in admin.delete_consumer_groups(groups, request_timeout=timeout).items():
-        try:
-            future.result(timeout=timeout + 10)
-            result[name] = "deleted"
-        except KafkaException as error:
-            code = error.args[0].code()
-            result[name] = "absent" if code in (KafkaError.GROUP_ID_NOT_FOUND,) else str(error.args[0].str())
+    # Workers are static group members (group.instance.id): a stopped one
+    # sends no LeaveGroup, so its group stays non-empty until its session
+    # times out (seconds). Retry a non-empty group until then, within ``timeout``.
+    deadline = time.monotonic() + timeout
+    remaining = list(groups)
+    while remaining:
+        retry = []
+        for name, future in admin.delete_consumer_groups(remaining, request_timeout=timeout).items():
+            try:
+                future.result(timeout=timeout + 10)
+                result[name] = "deleted"
+            except KafkaException as error:
+                code = error.args[0].code()
+                if code == KafkaError.GROUP_ID_NOT_FOUND:
+                    result[name] = "absent"
+                elif code == KafkaError.NON_EMPTY_GROUP and time.monotonic() < deadline:
+                    retry.append(name)
+                else:
+                    result[name] = str(error.args[0].str())
+        remaining = retry
+        if remaining:
+            time.sleep(1.0)
     return {name: result[name] for name in [*names, *groups]}
