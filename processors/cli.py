@@ -34,6 +34,7 @@ from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.settings import (
     ENV_ACCEPT_UNICODE_CHANGE,
     DEFAULT_APP_ID,
+    DEFAULT_MAX_WAIT_CAUGHT_UP_S,
     ENV_APP_ID,
     ENV_BOOTSTRAP_SERVERS,
     ENV_INSTANCE_ID,
@@ -237,8 +238,6 @@ MaxBatchOption = Annotated[int, typer.Option("--max-batch", min=1, rich_help_pan
 ExitWhenIdleOption = Annotated[
     Optional[float], typer.Option("--exit-when-idle", rich_help_panel=WORKER_PANEL, help="Stop after this many seconds without input (batch jobs).")
 ]
-#: runtime.worker.DEFAULT_MAX_WAIT_CAUGHT_UP_S (not imported here: the worker module loads confluent-kafka).
-DEFAULT_MAX_WAIT_CAUGHT_UP_S = 120.0
 MaxWaitCaughtUpOption = Annotated[
     float,
     typer.Option(
@@ -468,7 +467,7 @@ def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 
 
 def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
     from recurrence_ledger.runtime.kafka_admin import CoPartitionError
-    from recurrence_ledger.runtime.worker import NOT_CAUGHT_UP_EXIT, NotCaughtUp
+    from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
 
     with _refusing_to_start(CoPartitionError):
         with _kafka_errors():

@@ -68,6 +68,9 @@ ENV_SCHEMA_REGISTRY_URL = "SCHEMA_REGISTRY_URL"
 
 #: Default application id.
 DEFAULT_APP_ID = "recurrence-ledger"
+#: Seconds a batch run (``--exit-when-idle``) waits, idle, for its group to
+#: catch up by default (``recurrence_ledger.runtime.catch_up``).
+DEFAULT_MAX_WAIT_CAUGHT_UP_S = 120.0
 #: Default Redis of the read side.
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 

@@ -304,6 +304,14 @@ class LedgerProcessor:
         self._dirty.clear()
         return emits
 
+    def rolled_back(self) -> None:
+        """The store was returned to its state at the last :meth:`end_batch`
+        (a runtime's rollback of the open batch): drop the derived caches and
+        the batch's view marks, which re-applying the batch's records
+        rebuilds."""
+        self.state.invalidate_caches()
+        self._dirty.clear()
+
     def restore_candidate_set(self, scope_id: str, candidate_set_digest: str, size: int = 0) -> None:
         """Record an already-published CandidateSet (read back from
         candidate-sets) so it is not published again (contract §6)."""

@@ -10,8 +10,8 @@ open transaction) the view topics ``recurrence-statistics`` and
 1. writes the latest ScopeStatistics / RevisionStatistics record per key of
    the batch into the view (``recurrence_ledger.read_models.FollowerView``:
    ``RedisView``'s writing code behind a guard that never puts back an older
-   row than the stored one, whoever wrote it — the worker, which still
-   writes the view after each commit, or this follower replaying);
+   row than the stored one, whoever wrote it — another follower, or this
+   one replaying);
 2. applies the batch to the read models (``ReadModels.apply``: verdict
    history, trend, review queue; atomic per call, each partition's records
    applied once thanks to the ``follow-applied`` offsets kept in Redis);
@@ -29,7 +29,8 @@ it when it produced it; a foreign record on an output topic is not the
 view's to fix).
 
 It runs alone (``recurrence-ledger view follow``, until SIGTERM, or
-``--exit-when-idle``); another process may embed :class:`ViewFollower`.
+``--exit-when-idle``), or inside a worker started with a Redis URL (in a
+thread, ``worker.start_follower``; the worker drains it when it stops).
 
 Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 
@@ -76,6 +77,9 @@ if TYPE_CHECKING:
     from recurrence_ledger.schemas.registry import RegistrySettings
 
 log = logging.getLogger("recurrence_ledger.follower")
+
+#: Seconds without a new record after which a draining follower stops.
+DRAIN_IDLE_S = 1.0
 
 #: The topics the follower reads, with the schema and model of their values.
 FOLLOWED: dict[str, tuple[str, Any]] = {
@@ -187,10 +191,17 @@ class ViewFollower:
         self.running = True
         self.redis_ok = True
         self.applied = 0
+        self.idle_exit_s = config.exit_when_idle_s
 
     def stop(self, *_: Any) -> None:
         """Finish the current batch, then stop."""
         self.running = False
+
+    def drain(self, idle_s: float = DRAIN_IDLE_S) -> None:
+        """Stop once nothing new arrived for ``idle_s`` seconds (after being
+        assigned): what was committed before the call is then applied. The
+        worker calls it when it stops, for the follower it runs in-process."""
+        self.idle_exit_s = idle_s
 
     def run(self) -> None:
         """Follow until :meth:`stop` (SIGTERM) or idle for
@@ -216,7 +227,7 @@ class ViewFollower:
                 if now - last_lag >= 2 or not records:
                     self._update_lag()
                     last_lag = now
-                idle = self.config.exit_when_idle_s
+                idle = self.idle_exit_s
                 if idle is not None and assigned_once and now - last_activity >= idle:
                     log.info("idle for %.1f s: stopping", idle)
                     break

@@ -22,7 +22,7 @@ from recurrence_ledger.errors import RecurrenceLedgerError
 import functools
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -189,13 +189,25 @@ def _require_topics(client: Producer | Consumer, physical_topics: Iterable[str])
     return counts
 
 
-def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, on_delivery) -> None:
+def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None,
+            partition: int | None = None, on_delivery: Callable | None = None) -> None:
+    """The one produce path of the package: ``producer.produce`` (to
+    ``partition``, or the producer's partitioner when None), waiting for
+    room when librdkafka's local queue is full (BufferError: serve delivery
+    reports for 0.1 s, try again), then serve ready events without
+    blocking (``poll(0)``) so delivery reports never pile up."""
+    extra: dict[str, Any] = {}
+    if partition is not None:
+        extra["partition"] = partition
+    if on_delivery is not None:
+        extra["on_delivery"] = on_delivery
     while True:
         try:
-            producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-            return
+            producer.produce(topic, value=value, key=key, **extra)
+            break
         except BufferError:  # local queue full: serve delivery reports, retry
             producer.poll(0.1)
+    producer.poll(0)
 
 
 def publish_journal(
@@ -249,8 +261,8 @@ def publish_journal(
             record = prepare_line(line, fmt, per_kind, codec, topic_prefix)
             summary.raw += record.raw
             try:
-                _produce(producer, topic_prefix + record.topic, record.key, record.value,
-                         functools.partial(delivered, number, record.topic))
+                produce(producer, topic_prefix + record.topic, record.key, record.value,
+                        on_delivery=functools.partial(delivered, number, record.topic))
             except KafkaException as error:  # refused locally, e.g. MSG_SIZE_TOO_LARGE
                 failures.append((number, topic_prefix + record.topic, error.args[0].str()))
             if number % 512 == 0:
@@ -279,7 +291,7 @@ def publish_raw(bootstrap: str, physical_topic: str, key: bytes | None, value: b
     _require_topics(producer, [physical_topic])
     report: list[tuple[KafkaError | None, Message]] = []
     try:
-        _produce(producer, physical_topic, key, value, lambda error, message: report.append((error, message)))
+        produce(producer, physical_topic, key, value, on_delivery=lambda error, message: report.append((error, message)))
     except KafkaException as error:
         raise PublishError(f"{physical_topic}: {error.args[0].str()}", [(None, physical_topic, error.args[0].str())]) from None
     producer.flush(FLUSH_TIMEOUT_S)

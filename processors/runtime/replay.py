@@ -59,13 +59,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from recurrence_ledger.runtime.client_config import client_config
-from recurrence_ledger.runtime.kafka_io import read_raw, read_topic
+from recurrence_ledger.runtime.kafka_io import produce, read_raw, read_topic
 from recurrence_ledger.runtime.unicode_pin import check_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.intake import dead_letter
-from recurrence_ledger.runtime.worker import CoreFailure, encode_emit, process_message
+from recurrence_ledger.runtime.worker import CoreFailure, emit_key, encode_emit, process_message
 from recurrence_ledger.schemas.codec import AVRO, FIXED, Codec
 from recurrence_ledger.topics import catalogue
 from recurrence_ledger.topics.catalogue import (
@@ -381,10 +381,8 @@ def _facts(record: dict | None) -> bytes:
 def _produce(
     producer: Producer, topic_prefix: str, emit: Emit, partition: int, raw_key: bytes | None, output_format: str, codec: Codec
 ) -> None:
-    key = raw_key if emit.topic == DEAD_LETTER or emit.key is None else emit.key.encode("utf-8")
     value = encode_emit(emit, output_format, codec, topic_prefix)
-    producer.produce(catalogue.physical(emit.topic, topic_prefix), value=value, key=key, partition=partition)
-    producer.poll(0)
+    produce(producer, catalogue.physical(emit.topic, topic_prefix), emit_key(emit, raw_key), value, partition)
 
 
 def _position(message: Any, topic_prefix: str, codec: Codec) -> int:

@@ -1,0 +1,156 @@
+"""Checkpointing: one Kafka transaction carrying a batch's outputs, its state
+changes and its consumed offsets (docs/architecture.md, "The worker").
+
+The worker produces a batch's output records through :meth:`Checkpoint.
+produce` (the first one begins the transaction); :meth:`Checkpoint.commit`
+then produces the changelog records, sends the consumed offsets to the
+transaction with the consumer's group metadata (KIP-447,
+``send_offsets_to_transaction``) and commits it. Either everything of the
+batch becomes visible to ``read_committed`` readers, or nothing does.
+
+Errors follow the transactional producer's classes (librdkafka's
+transactional API, as confluent-kafka raises them as ``KafkaException``
+carrying a ``KafkaError``):
+
+- *retriable* (``KafkaError.retriable()``, e.g. the coordinator is moving or
+  the broker restarting): the same call is retried with a growing pause
+  (0.2 s × attempt, at most 2 s) for up to ``retry_budget_s``;
+- *abortable* (``txn_requires_abort()``), any other non-fatal error, or a
+  retriable one that outlived the budget: the transaction is aborted and
+  :class:`CheckpointAborted` raised — the caller rewinds (state from the
+  changelog, consumer positions to the committed offsets) and processes the
+  batch again;
+- *fatal* (``fatal()``, e.g. the producer was fenced by a newer instance
+  with the same transactional id): re-raised; the process must stop.
+
+A failing ``abort_transaction`` is re-raised as is (the broker aborts the
+transaction itself at ``transaction.timeout.ms``).
+
+The module talks to the producer only through confluent-kafka's Producer
+methods, so its error paths are unit-tested with a producer that raises
+scripted errors (tests/runtime/test_checkpoint.py); the worker's fault tests
+cover it against the real broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+
+from recurrence_ledger.errors import RecurrenceLedgerError
+from recurrence_ledger.runtime.faults import RuntimeHooks
+from recurrence_ledger.runtime.kafka_io import produce
+
+log = logging.getLogger("recurrence_ledger.worker")
+
+#: Seconds a retriable transactional error is retried before the batch is aborted.
+RETRY_BUDGET_S = 60.0
+#: Seconds each transactional call may block (librdkafka's timeout argument).
+CALL_TIMEOUT_S = 10.0
+#: Seconds an abort may block.
+ABORT_TIMEOUT_S = 30.0
+
+
+class CheckpointAborted(RecurrenceLedgerError):
+    """The transaction was aborted (its error is ``cause``): nothing of the
+    batch is visible; the caller must rewind and process it again."""
+
+    def __init__(self, cause: KafkaException):
+        super().__init__(f"transaction not committed ({cause.args[0]})")
+        self.cause = cause
+
+
+class Checkpoint:
+    """The open transaction of one worker (module docstring).
+
+    ``producer``: a transactional confluent-kafka Producer whose
+    ``init_transactions`` was called. ``group_metadata``: returns the
+    consumer's group metadata (``Consumer.consumer_group_metadata``).
+    ``sleep`` / ``clock``: injectable for tests.
+    """
+
+    def __init__(
+        self,
+        producer: Any,
+        group_metadata: Callable[[], Any],
+        hooks: RuntimeHooks | None = None,
+        retry_budget_s: float = RETRY_BUDGET_S,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.producer = producer
+        self.group_metadata = group_metadata
+        self.hooks = hooks or RuntimeHooks()
+        self.retry_budget_s = retry_budget_s
+        self.sleep = sleep
+        self.clock = clock
+        self.in_transaction = False
+        self.produced = 0  #: records produced in the open transaction
+
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int) -> None:
+        """Produce one record to ``topic[partition]`` in the open
+        transaction, beginning one when none is open."""
+        if not self.in_transaction:
+            self.producer.begin_transaction()
+            self.in_transaction = True
+            self.produced = 0
+        produce(self.producer, topic, key, value, partition)
+        self.produced += 1
+
+    def commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> None:
+        """Produce the ``changelog`` records ``(topic, partition, key,
+        value)``, send ``offsets`` (the next offset to consume per input
+        partition) and commit. A no-op without an open transaction and
+        nothing to write.
+
+        Raises CheckpointAborted after aborting the transaction, or the
+        KafkaException of a fatal error (module docstring)."""
+        for topic, partition, key, value in changelog:
+            self.produce(topic, key, value, partition)
+        if not self.in_transaction:
+            if offsets:  # offsets alone (e.g. only records of revoked partitions): still a transaction
+                self.producer.begin_transaction()
+                self.in_transaction = True
+            else:
+                return
+        try:
+            if offsets:
+                self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, self.group_metadata(), CALL_TIMEOUT_S))
+            self.hooks.at("offsets_sent")
+            self._retrying(lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
+        except KafkaException as error:
+            if error.args[0].fatal():
+                raise
+            self.abort(f"transaction not committed ({error.args[0]})")
+            raise CheckpointAborted(error) from error
+        self.in_transaction = False
+        self.hooks.at("committed")
+
+    def abort(self, why: str) -> None:
+        """Abort the open transaction (if any). Raises KafkaException when
+        the abort itself fails."""
+        if not self.in_transaction:
+            return
+        log.warning("%s: aborting the transaction", why)
+        self.in_transaction = False
+        self.producer.abort_transaction(ABORT_TIMEOUT_S)
+
+    def _retrying(self, operation: Callable[[], Any]) -> None:
+        """Run a transactional call, retrying retriable errors for up to
+        ``retry_budget_s``; then re-raise."""
+        deadline = self.clock() + self.retry_budget_s
+        attempt = 0
+        while True:
+            try:
+                operation()
+                return
+            except KafkaException as error:
+                attempt += 1
+                if not error.args[0].retriable() or self.clock() >= deadline:
+                    raise
+                log.warning("retriable transaction error (%s): retrying", error.args[0])
+                self.sleep(min(0.2 * attempt, 2.0))

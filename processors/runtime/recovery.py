@@ -1,0 +1,138 @@
+"""State recovery out of the rebalance callback.
+
+When partitions are assigned, the worker pauses them at once (in the
+``on_assign`` callback) and registers their stores here; the main loop then
+calls :meth:`Recovery.step` between two polls of its consumer until every
+registered partition is restored, and resumes each partition as soon as its
+store is. A long restore therefore never blocks inside ``on_assign`` — where
+it could outlast ``max.poll.interval.ms`` and make the group evict the
+member (quixstreams' ``RecoveryManager`` and Kafka Streams' restoring
+tasks work the same way: paused input, restore in the poll loop).
+
+One assign-only consumer (never joins a group; its ``group.id`` is
+``<group>-restore``, which the ``topics acls`` worker role covers) reads
+the changelog partitions with ``isolation.level=read_committed`` from the
+beginning to their end (``enable.partition.eof``): records of an aborted or
+open transaction are never restored.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from recurrence_ledger.runtime.client_config import Bootstrap, client_config
+from recurrence_ledger.runtime.faults import RuntimeHooks
+from recurrence_ledger.runtime.store import ChangelogStore
+
+log = logging.getLogger("recurrence_ledger.worker")
+
+#: Seconds one :meth:`Recovery.step` may spend restoring before it returns
+#: to the poll loop.
+STEP_BUDGET_S = 0.5
+
+
+class Recovery:
+    """Partitions whose stores are being restored (module docstring).
+
+    ``bootstrap``: the Kafka connection; ``group_id``: the worker's group
+    (the restore consumer uses ``<group_id>-restore``); ``changelog_topic``:
+    the physical changelog topic. ``consumer_factory`` is injectable for
+    tests."""
+
+    def __init__(self, bootstrap: Bootstrap, group_id: str, changelog_topic: str, hooks: RuntimeHooks | None = None,
+                 consumer_factory: Callable[[dict], Consumer] = Consumer):
+        self.bootstrap = bootstrap
+        self.group_id = group_id
+        self.changelog_topic = changelog_topic
+        self.hooks = hooks or RuntimeHooks()
+        self.consumer_factory = consumer_factory
+        self.pending: dict[int, ChangelogStore] = {}
+        self.restored: dict[int, int] = {}  #: records restored so far, per pending partition
+        self.started: dict[int, float] = {}
+        self._consumer: Consumer | None = None
+
+    @property
+    def recovering(self) -> bool:
+        """True while a registered partition is not restored yet."""
+        return bool(self.pending)
+
+    def add(self, partition: int, store: ChangelogStore) -> None:
+        """Register an (empty) store to restore from changelog partition
+        ``partition``."""
+        self.discard(partition)
+        self.pending[partition] = store
+        self.restored[partition] = 0
+        self.started[partition] = time.monotonic()
+        if self._consumer is not None:
+            self._consumer.incremental_assign([TopicPartition(self.changelog_topic, partition, OFFSET_BEGINNING)])
+
+    def discard(self, partition: int) -> None:
+        """Stop restoring ``partition`` (revoked or lost)."""
+        if self.pending.pop(partition, None) is not None:
+            self.restored.pop(partition, None)
+            self.started.pop(partition, None)
+            if self._consumer is not None:
+                self._consumer.incremental_unassign([TopicPartition(self.changelog_topic, partition)])
+
+    def step(self, budget_s: float = STEP_BUDGET_S) -> list[tuple[int, int, float]]:
+        """Restore for up to ``budget_s`` seconds. Returns the partitions
+        finished in this step as ``(partition, records restored, seconds
+        since registered)``. Raises KafkaException on a consumer error other
+        than end of partition."""
+        if not self.pending:
+            return []
+        consumer = self._restore_consumer()
+        finished: list[tuple[int, int, float]] = []
+        deadline = time.monotonic() + budget_s
+        while self.pending and time.monotonic() < deadline:
+            message = consumer.poll(min(0.1, max(0.0, deadline - time.monotonic())))
+            if message is None:
+                continue
+            number = message.partition()
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+                if number in self.pending:
+                    finished.append(self._finish(number))
+                continue
+            store = self.pending.get(number)
+            if store is None:  # discarded while in flight
+                continue
+            store.restore(message.key(), message.value())
+            self.restored[number] += 1
+            self.hooks.at("restoring")
+        return finished
+
+    def close(self) -> None:
+        """Close the restore consumer (if one was opened)."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    # -- internals -------------------------------------------------------------
+    def _finish(self, number: int) -> tuple[int, int, float]:
+        count, seconds = self.restored[number], time.monotonic() - self.started[number]
+        self.discard(number)
+        return number, count, seconds
+
+    def _restore_consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = self.consumer_factory({
+                **client_config(self.bootstrap),
+                "group.id": f"{self.group_id}-restore",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                # Do not let the broker hold the last fetch for 500 ms: the
+                # end of the partition is what recovery waits for.
+                "fetch.wait.max.ms": 10,
+            })
+            # Each changelog partition is read whole, from the beginning; an
+            # empty one finishes through its end-of-partition event.
+            self._consumer.incremental_assign([TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING) for number in sorted(self.pending)])
+        return self._consumer

@@ -1,0 +1,156 @@
+"""The partition state store: the core's state for one input partition,
+changelogged, with a rollback to the start of the open batch.
+
+The core (``recurrence_ledger.ledger``) reads and writes its state through a
+``MutableMapping[tuple, JSON value]`` (docs/contract.md §3). In the worker
+that mapping is a :class:`ChangelogStore`: a dict that
+
+- remembers which keys changed since the last checkpoint (``changes``), so
+  that the checkpoint can write them to the compacted changelog topic in the
+  same Kafka transaction as the outputs they produced — at most one
+  changelog record per changed key per transaction (Kafka Streams' record
+  cache does the same de-duplication before its changelog);
+- keeps, for every key the open batch reads or writes, the value the last
+  checkpoint left (serialized, the first time the batch touches the key), so
+  :meth:`rollback` returns the partition to exactly the state recovery from
+  the changelog would give — without reading the changelog again.
+
+Why snapshots of what was *read*, not a buffer of what is written: the core
+mutates the records it reads (a scope record, a list of heads) and writes
+them back, so by the time a write arrives the object it came from has
+already changed; a write buffer alone cannot undo a record. The snapshot is
+taken at the first touch per batch (one ``orjson.dumps`` per distinct key
+per batch, about what the changelog flush costs anyway) and reads after the
+first stay one dict lookup.
+
+A record's own transaction is built on top by the worker's ``Task``: when the
+core fails on a record (or its outputs are too large for Kafka), the task
+rolls the store back and re-applies the batch's earlier records of that
+partition (the core is deterministic, so the state is the same as before
+the failed record), and the failed record goes to dead-letter. Other
+partitions and the open Kafka transaction are not touched.
+
+Keys are the core's tuples; on the changelog they are canonical JSON arrays
+(``orjson.dumps(list(key))``), values JSON, deletions tombstones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+import orjson
+
+_DELETED = object()
+
+
+def encode_key(key: tuple) -> bytes:
+    """Changelog record key of a state key: canonical JSON array bytes."""
+    return orjson.dumps(list(key))
+
+
+def decode_key(raw: bytes) -> tuple:
+    """State key of a changelog record key (inverse of :func:`encode_key`)."""
+    return tuple(orjson.loads(raw))
+
+
+class ChangelogStore(MutableMapping):
+    """One partition's state (module docstring).
+
+    ``data``: the live state, ``{key tuple: JSON value}``. ``dirty``: keys
+    written since the last :meth:`flushed`, with their last value (or a
+    deletion mark). ``before``: serialized value at the rollback point (the
+    last :meth:`flushed` or :meth:`mark`) of every key touched since then
+    (None when the key did not exist).
+    """
+
+    def __init__(self) -> None:
+        self.data: dict[tuple, Any] = {}
+        self.dirty: dict[tuple, Any] = {}
+        self.before: dict[tuple, bytes | None] = {}
+        self._dirty_at_mark: dict[tuple, Any] = {}
+
+    def _touch(self, key: tuple) -> None:
+        value = self.data.get(key, _DELETED)
+        self.before[key] = None if value is _DELETED else orjson.dumps(value)
+
+    def __getitem__(self, key: tuple) -> Any:
+        if key not in self.before:
+            self._touch(key)
+        return self.data[key]
+
+    def get(self, key: tuple, default: Any = None) -> Any:  # hot path: skip the ABC's try/except
+        if key not in self.before:
+            self._touch(key)
+        return self.data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if key not in self.before:
+            self._touch(key)  # type: ignore[arg-type]
+        return key in self.data
+
+    def __setitem__(self, key: tuple, value: Any) -> None:
+        if key not in self.before:
+            self._touch(key)
+        self.data[key] = value
+        self.dirty[key] = value
+
+    def __delitem__(self, key: tuple) -> None:
+        if key not in self.before:
+            self._touch(key)
+        del self.data[key]
+        self.dirty[key] = _DELETED
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    # -- checkpoints ------------------------------------------------------------
+    def changes(self) -> list[tuple[bytes, bytes | None]]:
+        """Changelog records ``(key bytes, value bytes or None for a
+        tombstone)`` for every key written since the last :meth:`flushed`,
+        one per key, in first-write order."""
+        return [(encode_key(key), None if value is _DELETED else orjson.dumps(value)) for key, value in self.dirty.items()]
+
+    def flushed(self) -> None:
+        """The changes are committed (the checkpoint's transaction is): the
+        current state is the new rollback point, with nothing to write."""
+        self.dirty.clear()
+        self.before.clear()
+        self._dirty_at_mark = {}
+
+    def mark(self) -> None:
+        """Make the current state the rollback point, keeping the pending
+        changes for the next checkpoint (e.g. the Unicode pin written right
+        after recovery, before the partition's first record)."""
+        self.before.clear()
+        self._dirty_at_mark = dict(self.dirty)
+
+    def rollback(self) -> int:
+        """Return every key touched since the rollback point to its value
+        then (a deserialized copy, as recovery would load it), and the
+        pending changes to what they were then. Returns the number of keys
+        restored."""
+        dirty = dict(self._dirty_at_mark)
+        for key, raw in self.before.items():
+            if raw is None:
+                self.data.pop(key, None)
+            else:
+                self.data[key] = orjson.loads(raw)
+            if key in dirty:  # the object marked dirty may have been mutated since: use the restored copy
+                dirty[key] = self.data.get(key, _DELETED)
+        restored = len(self.before)
+        self.before.clear()
+        self.dirty = dirty
+        return restored
+
+    # -- recovery ---------------------------------------------------------------
+    def restore(self, key: bytes, value: bytes | None) -> None:
+        """Apply one changelog record (recovery; not a change to write back)."""
+        parts = decode_key(key)
+        if value is None:
+            self.data.pop(parts, None)
+        else:
+            self.data[parts] = orjson.loads(value)

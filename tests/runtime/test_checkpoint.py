@@ -1,0 +1,216 @@
+"""Checkpoint error paths without a broker (recurrence_ledger.runtime.checkpoint).
+
+The producer here is a stand-in with confluent-kafka's transactional
+Producer methods that records every call and raises scripted
+``KafkaException``s carrying real ``KafkaError``s of each class (retriable,
+abortable, fatal, other). The same paths against the real broker are in
+tests/e2e/test_faults.py (broker restart, SIGKILL at every point)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted
+from recurrence_ledger.runtime.faults import RuntimeHooks
+
+
+def retriable() -> KafkaException:
+    return KafkaException(KafkaError(KafkaError._TIMED_OUT, "coordinator moving", retriable=True))
+
+
+def abortable() -> KafkaException:
+    return KafkaException(KafkaError(KafkaError._STATE, "epoch bumped", txn_requires_abort=True))
+
+
+def fatal() -> KafkaException:
+    return KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True))
+
+
+def other() -> KafkaException:
+    return KafkaException(KafkaError(KafkaError._INVALID_ARG, "no class"))
+
+
+class ScriptedProducer:
+    """Records calls; ``failures[name]`` is a list of exceptions the next
+    calls of ``name`` raise, one each, before succeeding."""
+
+    def __init__(self, **failures: list[Exception]):
+        self.calls: list[tuple] = []
+        self.failures = {name: list(errors) for name, errors in failures.items()}
+        self.full_queue = 0  # produce() raises BufferError this many times first
+
+    def _call(self, name: str, *args) -> None:
+        self.calls.append((name, *args))
+        pending = self.failures.get(name)
+        if pending:
+            raise pending.pop(0)
+
+    def begin_transaction(self) -> None:
+        self._call("begin")
+
+    def produce(self, topic, value=None, key=None, partition=None) -> None:
+        if self.full_queue:
+            self.full_queue -= 1
+            self.calls.append(("buffer_full", topic))
+            raise BufferError("queue full")
+        self._call("produce", topic, partition, key, value)
+
+    def poll(self, timeout: float) -> int:
+        self.calls.append(("poll", timeout))
+        return 0
+
+    def send_offsets_to_transaction(self, offsets, metadata, timeout) -> None:
+        self._call("send_offsets", [(tp.topic, tp.partition, tp.offset) for tp in offsets], metadata)
+
+    def commit_transaction(self, timeout) -> None:
+        self._call("commit")
+
+    def abort_transaction(self, timeout) -> None:
+        self._call("abort")
+
+
+class Points(RuntimeHooks):
+    def __init__(self) -> None:
+        self.points: list[str] = []
+
+    def at(self, point: str) -> None:
+        self.points.append(point)
+
+
+class Clock:
+    """A clock that advances only when the checkpoint sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def checkpoint(producer: ScriptedProducer, budget: float = 60.0) -> tuple[Checkpoint, Points, Clock]:
+    points, clock = Points(), Clock()
+    return Checkpoint(producer, lambda: "group-metadata", points, retry_budget_s=budget, sleep=clock.sleep, clock=clock), points, clock
+
+
+def names(producer: ScriptedProducer) -> list[str]:
+    return [call[0] for call in producer.calls if call[0] != "poll"]
+
+
+OFFSETS = [TopicPartition("in", 0, 42)]
+CHANGELOG = [("app-changelog", 0, b'["scope","s"]', b"{}"), ("app-changelog", 0, b'["gone"]', None)]
+
+
+def test_a_clean_commit_begins_once_produces_outputs_then_changelog_sends_offsets_and_commits():
+    producer = ScriptedProducer()
+    cp, points, _ = checkpoint(producer)
+    cp.produce("out", b"k", b"v", 0)
+    cp.produce("out", b"k2", b"v2", 0)
+    assert cp.in_transaction and cp.produced == 2
+    cp.commit(CHANGELOG, OFFSETS)
+    assert names(producer) == ["begin", "produce", "produce", "produce", "produce", "send_offsets", "commit"]
+    produced = [call[1:] for call in producer.calls if call[0] == "produce"]
+    assert produced[2:] == [("app-changelog", 0, b'["scope","s"]', b"{}"), ("app-changelog", 0, b'["gone"]', None)]
+    assert ("send_offsets", [("in", 0, 42)], "group-metadata") in producer.calls
+    assert points.points == ["offsets_sent", "committed"]
+    assert not cp.in_transaction
+
+
+def test_nothing_to_write_commits_nothing():
+    producer = ScriptedProducer()
+    cp, points, _ = checkpoint(producer)
+    cp.commit([], [])
+    assert producer.calls == [] and points.points == []
+
+
+def test_offsets_alone_still_commit_in_a_transaction():
+    producer = ScriptedProducer()
+    cp, _, _ = checkpoint(producer)
+    cp.commit([], OFFSETS)
+    assert names(producer) == ["begin", "send_offsets", "commit"]
+
+
+def test_a_full_local_queue_waits_for_room_instead_of_failing():
+    producer = ScriptedProducer()
+    producer.full_queue = 2
+    cp, _, _ = checkpoint(producer)
+    cp.produce("out", b"k", b"v", 3)
+    assert [call[0] for call in producer.calls] == ["begin", "buffer_full", "poll", "buffer_full", "poll", "produce", "poll"]
+    assert ("produce", "out", 3, b"k", b"v") in producer.calls
+
+
+def test_retriable_errors_are_retried_with_a_growing_pause_then_commit():
+    producer = ScriptedProducer(send_offsets=[retriable()], commit=[retriable(), retriable()])
+    cp, points, clock = checkpoint(producer)
+    cp.produce("out", None, b"v", 0)
+    cp.commit([], OFFSETS)
+    assert names(producer) == ["begin", "produce", "send_offsets", "send_offsets", "commit", "commit", "commit"]
+    assert clock.sleeps == [0.2, 0.2, 0.4]
+    assert points.points == ["offsets_sent", "committed"] and not cp.in_transaction
+
+
+def test_a_retriable_error_that_outlives_the_budget_aborts():
+    producer = ScriptedProducer(commit=[retriable() for _ in range(100)])
+    cp, points, clock = checkpoint(producer, budget=3.0)
+    cp.produce("out", None, b"v", 0)
+    with pytest.raises(CheckpointAborted) as raised:
+        cp.commit([], OFFSETS)
+    assert raised.value.cause.args[0].code() == KafkaError._TIMED_OUT
+    assert names(producer)[-1] == "abort"
+    assert clock.now >= 3.0 and all(pause <= 2.0 for pause in clock.sleeps)
+    assert "committed" not in points.points and not cp.in_transaction
+
+
+@pytest.mark.parametrize("error", [abortable, other], ids=["abortable", "no-class"])
+def test_an_abortable_or_unclassified_commit_error_aborts_at_once(error):
+    producer = ScriptedProducer(commit=[error()])
+    cp, points, clock = checkpoint(producer)
+    cp.produce("out", None, b"v", 0)
+    with pytest.raises(CheckpointAborted):
+        cp.commit(CHANGELOG, OFFSETS)
+    assert names(producer)[-2:] == ["commit", "abort"]
+    assert clock.sleeps == [] and points.points == ["offsets_sent"]
+    # The next batch opens a new transaction.
+    cp.produce("out", None, b"v", 0)
+    assert names(producer)[-2:] == ["begin", "produce"]
+
+
+def test_an_abortable_send_offsets_error_aborts_before_commit():
+    producer = ScriptedProducer(send_offsets=[abortable()])
+    cp, points, _ = checkpoint(producer)
+    cp.produce("out", None, b"v", 0)
+    with pytest.raises(CheckpointAborted):
+        cp.commit([], OFFSETS)
+    assert "commit" not in names(producer) and names(producer)[-1] == "abort"
+    assert points.points == []
+
+
+def test_a_fatal_error_is_raised_without_an_abort():
+    producer = ScriptedProducer(commit=[fatal()])
+    cp, points, _ = checkpoint(producer)
+    cp.produce("out", None, b"v", 0)
+    with pytest.raises(KafkaException) as raised:
+        cp.commit([], OFFSETS)
+    assert raised.value.args[0].fatal()
+    assert "abort" not in names(producer) and "committed" not in points.points
+
+
+def test_a_failing_abort_is_raised():
+    producer = ScriptedProducer(commit=[abortable()], abort=[fatal()])
+    cp, _, _ = checkpoint(producer)
+    cp.produce("out", None, b"v", 0)
+    with pytest.raises(KafkaException) as raised:
+        cp.commit([], OFFSETS)
+    assert raised.value.args[0].code() == KafkaError._FENCED
+
+
+def test_abort_without_a_transaction_does_nothing():
+    producer = ScriptedProducer()
+    cp, _, _ = checkpoint(producer)
+    cp.abort("nothing open")
+    assert producer.calls == []

@@ -1,0 +1,121 @@
+"""Recovery in slices from the main loop, without a broker
+(recurrence_ledger.runtime.recovery). The restore consumer is a stand-in
+serving scripted changelog records and end-of-partition events; the real
+restore is covered by every e2e test that restarts a worker."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError
+
+from recurrence_ledger.runtime.faults import RuntimeHooks
+from recurrence_ledger.runtime.recovery import Recovery
+from recurrence_ledger.runtime.store import ChangelogStore, encode_key
+
+
+class Event:
+    def __init__(self, partition: int, key: bytes | None = None, value: bytes | None = None, error: KafkaError | None = None):
+        self._partition, self._key, self._value, self._error = partition, key, value, error
+
+    def partition(self) -> int:
+        return self._partition
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def error(self) -> KafkaError | None:
+        return self._error
+
+
+def eof(partition: int) -> Event:
+    return Event(partition, error=KafkaError(KafkaError._PARTITION_EOF))
+
+
+class ScriptedConsumer:
+    """Serves, per assigned partition, its scripted events in order."""
+
+    def __init__(self, script: dict[int, list[Event]]):
+        self.script = {number: list(events) for number, events in script.items()}
+        self.assigned: list[int] = []
+        self.config: dict | None = None
+        self.closed = False
+
+    def incremental_assign(self, partitions) -> None:
+        self.assigned += [tp.partition for tp in partitions]
+
+    def incremental_unassign(self, partitions) -> None:
+        for tp in partitions:
+            self.assigned.remove(tp.partition)
+
+    def poll(self, timeout: float):
+        for number in self.assigned:
+            if self.script.get(number):
+                return self.script[number].pop(0)
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Counting(RuntimeHooks):
+    def __init__(self) -> None:
+        self.restoring = 0
+
+    def at(self, point: str) -> None:
+        self.restoring += point == "restoring"
+
+
+def recovery(consumer: ScriptedConsumer, hooks: RuntimeHooks | None = None) -> Recovery:
+    def factory(config: dict) -> ScriptedConsumer:
+        consumer.config = config
+        return consumer
+
+    return Recovery("127.0.0.1:1", "group", "group-ledger-state-changelog", hooks, consumer_factory=factory)
+
+
+def test_partitions_are_restored_to_their_end_and_reported_once():
+    consumer = ScriptedConsumer({
+        0: [Event(0, encode_key(("a",)), b"1"), Event(0, encode_key(("b",)), b"2"), Event(0, encode_key(("a",)), None), eof(0)],
+        1: [eof(1)],
+    })
+    hooks = Counting()
+    manager = recovery(consumer, hooks)
+    stores = {0: ChangelogStore(), 1: ChangelogStore()}
+    for number, store in stores.items():
+        manager.add(number, store)
+    assert manager.recovering
+    finished = []
+    while manager.recovering:
+        finished += manager.step(budget_s=0.05)
+    assert sorted((number, count) for number, count, _ in finished) == [(0, 3), (1, 0)]
+    assert stores[0].data == {("b",): 2} and stores[1].data == {}
+    assert stores[0].changes() == []  # restored records are not changes to write back
+    assert hooks.restoring == 3
+    assert consumer.assigned == []  # finished partitions are unassigned
+    assert consumer.config["isolation.level"] == "read_committed" and consumer.config["group.id"] == "group-restore"
+    assert manager.step() == []
+    manager.close()
+    assert consumer.closed
+
+
+def test_a_discarded_partition_is_never_reported():
+    consumer = ScriptedConsumer({0: [Event(0, encode_key(("a",)), b"1")], 1: [eof(1)]})
+    manager = recovery(consumer)
+    manager.add(0, ChangelogStore())
+    manager.add(1, ChangelogStore())
+    finished = manager.step(budget_s=0.01)  # partition 0 has no end of partition yet
+    manager.discard(0)  # revoked while restoring
+    while manager.recovering:
+        finished += manager.step(budget_s=0.05)
+    assert [number for number, _, _ in finished] == [1]
+
+
+def test_a_slice_returns_within_its_budget_while_records_keep_coming():
+    endless = [Event(0, encode_key(("k", n)), b"0") for n in range(100_000)]
+    consumer = ScriptedConsumer({0: endless})
+    manager = recovery(consumer)
+    manager.add(0, ChangelogStore())
+    assert manager.step(budget_s=0.02) == []
+    assert manager.recovering and 0 < manager.restored[0] < 100_000
