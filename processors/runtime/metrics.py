@@ -9,9 +9,18 @@
 | ``recurrence_ledger_pending_outcomes`` | gauge | | outcomes held for missing provenance (sum over this worker's scopes, contract §5) |
 | ``recurrence_ledger_consumer_lag`` | gauge | topic, partition | high watermark − position, per assigned input partition |
 | ``recurrence_ledger_processing_latency_seconds`` | histogram | | record timestamp → its transaction committed |
+| ``recurrence_ledger_checkpoint_seconds`` | histogram | | one checkpoint: view records, changelog, offsets and commit of a transaction |
+| ``recurrence_ledger_gc_pause_seconds`` | histogram | generation | one pause of CPython's cyclic garbage collector (``gc.callbacks``) |
+
+The last two say where publish → visible latency goes when it is high
+(docs/operating.md, "Latency").
 """
 
 from __future__ import annotations
+
+import gc
+import time
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -43,9 +52,41 @@ class WorkerMetrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self.checkpoint = Histogram(
+            "recurrence_ledger_checkpoint_seconds", "One checkpoint (views, changelog, offsets, commit).",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10), registry=self.registry,
+        )
+        self.gc_pause = Histogram(
+            "recurrence_ledger_gc_pause_seconds", "One pause of the cyclic garbage collector.", ["generation"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1), registry=self.registry,
+        )
         self._pending_by_scope: dict[str, int] = {}
+        self._gc_started = 0.0
+        self.gc_summary: dict[int, tuple[int, float, float]] = {}  # generation -> (collections, seconds, longest)
         for reason in DEAD_LETTER_REASONS:
             self.dead_letters.labels(reason)
+
+    def watch_gc(self) -> None:
+        """Time every collection of CPython's cyclic GC into ``gc_pause``
+        (a ``gc.callbacks`` entry; call once per process)."""
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            pause = time.perf_counter() - self._gc_started
+            generation = info["generation"]
+            self.gc_pause.labels(str(generation)).observe(pause)
+            count, total, longest = self.gc_summary.get(generation, (0, 0.0, 0.0))
+            self.gc_summary[generation] = (count + 1, total + pause, max(longest, pause))
+
+    def describe_gc(self) -> str:
+        """One line: collections, total and longest pause per generation."""
+        return "; ".join(
+            f"gen{generation} {count}× {total * 1000:.0f} ms (longest {longest * 1000:.1f} ms)"
+            for generation, (count, total, longest) in sorted(self.gc_summary.items())
+        ) or "none"
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Start the HTTP text endpoint (``/metrics``) in a daemon thread."""

@@ -399,7 +399,7 @@ class LedgerWorker:
             self.producer.flush(10)
             self.recovery.close()
             self._catch_up.close()
-            log.info("stopped after %d records", self.records_in)
+            log.info("stopped after %d records; GC pauses: %s", self.records_in, self.metrics.describe_gc())
         if self.not_caught_up is not None:
             raise self.not_caught_up
 
@@ -507,6 +507,7 @@ class LedgerWorker:
         (``checkpoint.Checkpoint.commit``; on CheckpointAborted the worker
         rewinds: state restored from the changelog, consumer positions reset
         to the committed offsets, so the batch is processed again)."""
+        started = time.monotonic()
         self._publish_views()
         self.hooks.at("produced")
         tasks = [task for task in self.tasks.values() if task.ready]
@@ -520,9 +521,19 @@ class LedgerWorker:
             self._rewind()
             return
         finally:
+            self.metrics.checkpoint.observe(time.monotonic() - started)
             self._committing_since = None
         for task in tasks:
             task.checkpointed()
+        # What survives a checkpoint is almost all state (acyclic JSON
+        # values, freed by reference counting when replaced): move it out of
+        # the cyclic collector's generations, so a full collection never
+        # scans the whole store again. Full collections of a grown store
+        # paused the loop for 170 ms at 24k events (and growing with the
+        # state) — the tail of publish → visible latency (BENCHMARKS.md,
+        # "Latency"). Cyclic garbage still alive at a checkpoint is not
+        # collected afterwards; the loop creates none that outlives a batch.
+        gc.freeze()
         committed_at = time.time()
         for timestamp in self._batch_timestamps:
             self.metrics.latency.observe(max(0.0, committed_at - timestamp))
@@ -579,10 +590,7 @@ class LedgerWorker:
             self.consumer.resume([tp for tp in self.consumer.assignment() if tp.partition == number])
             log.info("partition %d restored: %d state records in %.2f s", number, restored, seconds)
         if not self.recovery.recovering:
-            # The restored state lives as long as the assignment: keep the
-            # cyclic collector from scanning it again and again (latency).
-            gc.collect()
-            gc.freeze()
+            gc.freeze()  # the restored state: see _commit
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Assign here, then pause at once: nothing is fetched for a partition
@@ -715,6 +723,7 @@ def run_worker(config: WorkerConfig) -> None:
     logging.basicConfig(level=settings().log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     partitions = prepare_topics(config)
     worker = LedgerWorker(config)
+    worker.metrics.watch_gc()
     if config.metrics_port:
         worker.metrics.serve(config.metrics_port)
     signal.signal(signal.SIGTERM, worker.stop)
