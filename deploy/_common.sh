@@ -106,8 +106,53 @@ stop_pid() {
 }
 
 # The service commands below expect the sourcing script to define RUN_DIR,
-# PID_FILE and running_pid (prints the pid of its running service, or
-# nothing).
+# PID_FILE, LOG_FILE and running_pid (prints the pid of its running
+# service, or nothing).
+
+# wait_pid_file NAME -> prints the pid a launcher wrote to PID_FILE (the
+# `setsid bash -c 'echo $$ >"$PID_FILE"; exec …' &` of kafka.sh and
+# registry.sh); dies when none appears within 5 s.
+wait_pid_file() {
+    local name=$1 i=0 pid
+    pid="$(read_pid "$PID_FILE")"
+    while [[ -z $pid ]]; do
+        ((i < 100)) || die "$name launcher did not write $PID_FILE"
+        sleep 0.05
+        i=$((i + 1))
+        pid="$(read_pid "$PID_FILE")"
+    done
+    echo "$pid"
+}
+
+# wait_answers NAME PID TIMEOUT_S KILL_ON_TIMEOUT PROBE... -> waits until
+# PROBE (a command) succeeds while PID lives. Dies with the log tail when
+# PID dies (and removes PID_FILE), or after TIMEOUT_S: then it first stops
+# PID when KILL_ON_TIMEOUT is 1 (a start that launched it), and otherwise
+# leaves it running and says how to stop it.
+wait_answers() {
+    local name=$1 pid=$2 timeout_s=$3 kill_on_timeout=$4 start_s=$SECONDS
+    shift 4
+    while :; do
+        if ! pid_alive "$pid"; then
+            print_log_tail
+            rm -f "$PID_FILE"
+            die "$name process $pid died during startup"
+        fi
+        if "$@"; then
+            return 0
+        fi
+        if ((SECONDS - start_s >= timeout_s)); then
+            print_log_tail
+            if ((kill_on_timeout)); then
+                stop_pid "unready $name" "$pid" 5
+                rm -f "$PID_FILE"
+                die "$name (pid $pid) not ready after ${timeout_s}s; killed it"
+            fi
+            die "$name (pid $pid) not ready after ${timeout_s}s; it is still running: 'deploy/$RL_LOG_TAG stop' to kill it"
+        fi
+        sleep 0.25
+    done
+}
 
 # service_pid WORD -> prints the pid in PID_FILE if that process is alive
 # and its command line contains WORD (a reused pid is not the service).

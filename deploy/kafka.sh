@@ -416,31 +416,17 @@ format_storage() {
     fi
 }
 
-# wait_ready PID [KILL_ON_TIMEOUT] -> waits for "Kafka Server started" and an
-# open client port; on timeout, kills the broker when KILL_ON_TIMEOUT is 1.
+# broker_ready -> 0 once this run's log says "Kafka Server started" and the
+# client port answers.
+broker_ready() {
+    grep -q 'Kafka Server started' "$LOG_FILE" 2>/dev/null &&
+        port_open "$HOST" "$KAFKA_PORT"
+}
+
+# wait_ready PID [KILL_ON_TIMEOUT] -> wait_answers for the broker (on
+# timeout, kills it when KILL_ON_TIMEOUT is 1).
 wait_ready() {
-    local pid=$1 kill_on_timeout=${2:-0} start_s=$SECONDS
-    while :; do
-        if ! pid_alive "$pid"; then
-            print_log_tail
-            rm -f "$PID_FILE"
-            die "broker process $pid died during startup"
-        fi
-        if grep -q 'Kafka Server started' "$LOG_FILE" 2>/dev/null &&
-            port_open "$HOST" "$KAFKA_PORT"; then
-            return 0
-        fi
-        if ((SECONDS - start_s >= KAFKA_START_TIMEOUT)); then
-            print_log_tail
-            if ((kill_on_timeout)); then
-                stop_pid "unready Kafka broker" "$pid" 5
-                rm -f "$PID_FILE"
-                die "broker (pid $pid) not ready after ${KAFKA_START_TIMEOUT}s; killed it"
-            fi
-            die "broker (pid $pid) not ready after ${KAFKA_START_TIMEOUT}s; it is still running: 'deploy/kafka.sh stop' to kill it"
-        fi
-        sleep 0.25
-    done
+    wait_answers "Kafka broker" "$1" "$KAFKA_START_TIMEOUT" "${2:-0}" broker_ready
 }
 
 cmd_start() {
@@ -508,13 +494,7 @@ cmd_start() {
         -cp "$LIB_DIR/*" "$MAIN_CLASS" "$SERVER_PROPS" \
         </dev/null >"$LOG_FILE" 2>&1 {LIFECYCLE_LOCK_FD}>&- &
 
-    local i=0
-    while [[ -z $(read_pid "$PID_FILE") ]]; do
-        ((i < 100)) || die "broker launcher did not write $PID_FILE"
-        sleep 0.05
-        i=$((i + 1))
-    done
-    pid="$(read_pid "$PID_FILE")"
+    pid="$(wait_pid_file "Kafka broker")"
     wait_ready "$pid" 1
     log "Kafka $KAFKA_VERSION ready (pid $pid) on $HOST:$KAFKA_PORT in $((SECONDS - start_s))s"
     if ((SECURE)); then

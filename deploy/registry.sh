@@ -171,27 +171,10 @@ answers() {
     curl -sf --max-time 2 -o /dev/null "$BASE_URL/subjects"
 }
 
-# wait_ready PID [KILL_ON_TIMEOUT] -> waits until the subjects endpoint
-# answers; on timeout, kills the registry when KILL_ON_TIMEOUT is 1.
+# wait_ready PID [KILL_ON_TIMEOUT] -> wait_answers until the subjects
+# endpoint answers (on timeout, kills the registry when KILL_ON_TIMEOUT is 1).
 wait_ready() {
-    local pid=$1 kill_on_timeout=${2:-0} start_s=$SECONDS
-    until answers; do
-        if ! pid_alive "$pid"; then
-            print_log_tail
-            rm -f "$PID_FILE"
-            die "registry process $pid died during startup"
-        fi
-        if ((SECONDS - start_s >= REGISTRY_START_TIMEOUT)); then
-            print_log_tail
-            if ((kill_on_timeout)); then
-                stop_pid "unready Schema Registry" "$pid" 5
-                rm -f "$PID_FILE"
-                die "registry (pid $pid) not ready after ${REGISTRY_START_TIMEOUT}s; killed it"
-            fi
-            die "registry (pid $pid) not ready after ${REGISTRY_START_TIMEOUT}s; it is still running: 'deploy/registry.sh stop' to kill it"
-        fi
-        sleep 0.25
-    done
+    wait_answers "Schema Registry" "$1" "$REGISTRY_START_TIMEOUT" "${2:-0}" answers
 }
 
 cmd_start() {
@@ -229,13 +212,7 @@ cmd_start() {
         -jar "$RUN_JAR" \
         </dev/null >"$LOG_FILE" 2>&1 {LIFECYCLE_LOCK_FD}>&- &
 
-    local i=0
-    while [[ -z $(read_pid "$PID_FILE") ]]; do
-        ((i < 100)) || die "registry launcher did not write $PID_FILE"
-        sleep 0.05
-        i=$((i + 1))
-    done
-    pid="$(read_pid "$PID_FILE")"
+    pid="$(wait_pid_file "Schema Registry")"
     wait_ready "$pid" 1
     log "Schema Registry ready (pid $pid) at $BASE_URL in $((SECONDS - start_s))s"
 }

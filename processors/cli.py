@@ -392,6 +392,8 @@ KafkaConfigOption = Annotated[
 ]
 PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix of every topic (contract §1).")]
 FormatOption = Annotated[str, typer.Option("--format", help="Value format: avro (Confluent-framed) or json.")]
+#: What ``topics delete`` says of the subjects when no registry is configured.
+NO_REGISTRY = "no Schema Registry configured (--schema-registry-url, SCHEMA_REGISTRY_URL or schema.registry.url in --kafka-config)"
 RegistryOption = Annotated[
     Optional[str],
     typer.Option("--schema-registry-url", envvar=ENV_SCHEMA_REGISTRY_URL,
@@ -602,22 +604,34 @@ def topics_delete_command(
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group and changelog).")] = DEFAULT_APP_ID,
+    schema_registry_url: RegistryOption = None,
     yes: Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")] = False,
 ) -> None:
-    """Delete a deployment's topics and consumer groups (asks for --yes).
+    """Delete a deployment's topics, consumer groups and registry subjects (asks for --yes).
 
     Deletes the catalogue topics under the prefix, the state changelog and
-    the consumer groups of the app id. Without --yes it only lists them.
-    Stop the deployment's workers first; its Redis keys go with
-    'recurrence-ledger view clear --yes'."""
+    the consumer groups of the app id, and with a Schema Registry the
+    <topic>-value subjects of the catalogue topics it deleted (soft, then
+    permanently). Without --yes it only lists them. Stop the deployment's
+    workers first; its Redis keys go with 'recurrence-ledger view clear
+    --yes'."""
     from recurrence_ledger.runtime.kafka_admin import delete_deployment, deployment_resources
 
     topics, groups = deployment_resources(topic_prefix, app_id)
+    registry = _registry(schema_registry_url, None, kafka_config)
+    catalogue_topics = [catalogue.physical(spec.name, topic_prefix) for spec in catalogue.CATALOGUE]
     if not yes:
         lines = ["would delete (run again with --yes):", f"  topics ({len(topics)}):"]
         lines += [f"    {name}" for name in topics]
         lines.append(f"  consumer groups ({len(groups)}):")
         lines += [f"    {name}" for name in groups]
+        if registry is None:
+            lines.append(f"  schema registry subjects: none, {NO_REGISTRY}")
+        else:
+            from recurrence_ledger.schemas.registry import subject
+
+            lines.append(f"  schema registry subjects ({len(catalogue_topics)}) at {registry.url}:")
+            lines += [f"    {subject(name)}" for name in catalogue_topics]
         console.print("\n".join(lines), highlight=False)
         return
     connection = _connect(bootstrap, kafka_config)
@@ -627,14 +641,28 @@ def topics_delete_command(
         console.print(f"{label}:", highlight=False)
         for name in names:
             console.print(f"  {name}: {result.get(name, '?')}", highlight=False)
-    if any(outcome not in ("deleted", "absent") for outcome in result.values()):
+    failed = any(outcome not in ("deleted", "absent") for outcome in result.values())
+    if registry is None:
+        console.print(f"schema registry subjects: none deleted, {NO_REGISTRY}", highlight=False)
+    else:
+        from recurrence_ledger.schemas.registry import delete_subjects
+
+        # Only the subjects of topics that are gone: a topic the broker kept still needs its schema.
+        gone = [name for name in catalogue_topics if result.get(name) in ("deleted", "absent")]
+        console.print(f"schema registry subjects at {registry.url}:", highlight=False)
+        with _kafka_errors():
+            subjects = delete_subjects(registry, gone)
+        for name, outcome in subjects.items():
+            console.print(f"  {name}: {outcome}", highlight=False)
+        failed = failed or any(outcome != "absent" and not outcome.startswith("deleted") for outcome in subjects.values())
+    if failed:
         raise typer.Exit(1)
 
 
 @topics_app.command("acls")
 def topics_acls_command(
     principal: Annotated[str, typer.Option("--principal", help="Principal to authorize, e.g. User:ledger.")],
-    role: Annotated[str, typer.Option("--role", help="worker | upstream (publish) | reader (export, rebuild, explain, view rebuild) | replay.")] = "worker",
+    role: Annotated[str, typer.Option("--role", help="worker | upstream (publish) | reader (export, rebuild, explain, view rebuild) | replay | follower (view follow).")] = "worker",
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, typer.Option("--app-id", envvar=ENV_APP_ID, help="The deployment's app id (group, changelog, transactional ids).")] = DEFAULT_APP_ID,
     create_topics: Annotated[bool, typer.Option("--create-topics", help="worker: also Create on every catalogue topic (the worker's --create-topics); without it an admin runs 'topics create'.")] = False,

@@ -21,6 +21,8 @@ ids of ``recurrence_ledger.topics.catalogue.SCHEMA_IDS``:
 - **subjects' compatibility**: ``topics create`` registers our schema
   under every catalogue subject and sets it to BACKWARD
   (:func:`configure_subjects`).
+- **deleting**: ``topics delete`` deletes the subjects of the deployment's
+  deleted topics, soft then permanently (:func:`delete_subjects`).
 
 A registry that does not answer is not a bad record: :class:`RegistryError`
 (``recurrence_ledger.schemas.codec``) is raised and nothing is
@@ -34,7 +36,7 @@ names Confluent's clients use; see :func:`registry_settings`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
@@ -58,6 +60,8 @@ except ImportError:  # pragma: no cover - older confluent-kafka
 
 #: Compatibility level ``topics create`` sets on the catalogue's subjects.
 BACKWARD = "BACKWARD"
+#: The registry's error code for a subject it does not have (HTTP 404).
+SUBJECT_NOT_FOUND = 40401
 #: Seconds one registry request may take (the client's default is no limit).
 REQUEST_TIMEOUT_S = 10.0
 
@@ -326,4 +330,40 @@ def configure_subjects(codec: RegistryCodec, topic_prefix: str = "", level: str 
         except _UNREACHABLE as error:
             raise _refusal(f"{name}: compatibility {level}", error) from error
         result[name] = f"id {schema_id}, {level}" if schema_id is not None else f"not registered, {level}"
+    return result
+
+
+def delete_subjects(settings: RegistrySettings, topics: Iterable[str], client: SchemaRegistryClient | None = None) -> dict[str, str]:
+    """Delete the value subject of each of ``topics`` (physical names; only
+    those subjects, nothing else of the registry): a soft delete, then the
+    permanent delete, so that the registry forgets them and a new deployment
+    under the same prefix starts from no schema. Backs ``topics delete``
+    with a registry. Returns ``subject -> "deleted (versions 1, 2)"`` |
+    ``"absent"`` (the registry has no such subject) | the registry's refusal.
+
+    A subject soft-deleted before (the soft delete is refused: HTTP 404 with
+    error code 40404 on Confluent's registry, 400 on Apicurio's) is still
+    permanently deleted. Raises RegistryError when the registry does not
+    answer (every further subject would wait for it too).
+    """
+    client = client if client is not None else SchemaRegistryClient.new_client(settings.client_config())
+    result: dict[str, str] = {}
+    for topic in topics:
+        name = subject(topic)
+        try:
+            try:
+                soft: list[int] = client.delete_subject(name)
+            except SchemaRegistryError as error:
+                if error.error_code == SUBJECT_NOT_FOUND:
+                    result[name] = "absent"
+                    continue
+                soft = []  # soft-deleted before, or refused: the permanent delete says which
+            versions = client.delete_subject(name, permanent=True)
+        except SchemaRegistryError as error:
+            result[name] = "absent" if error.error_code == SUBJECT_NOT_FOUND else str(_refusal(f"{name}: delete", error))
+            continue
+        except _UNREACHABLE as error:
+            raise _refusal(f"{name}: delete", error) from error
+        deleted = soft or versions
+        result[name] = f"deleted (versions {', '.join(str(version) for version in deleted)})" if deleted else "absent"
     return result

@@ -65,3 +65,31 @@ def test_other_roles():
 def test_bad_role_or_principal_is_a_usage_error(role, principal):
     result = run_cli("topics", "acls", "--principal", principal, "--role", role)
     assert result.returncode == 2
+
+
+FOLLOWER = [
+    *(f"{ADD} --operation Read --topic p.{name}" for name in (
+        "recurrence-statistics", "revision-statistics", "recurrence-observations", "review-candidates")),
+    f"{ADD} --operation Read --group p.app-view",
+]
+
+
+def test_follower_acls_are_printed_exactly():
+    result = run_cli("topics", "acls", "--principal", "User:ledger", "--role", "follower", "--topic-prefix", "p.", "--app-id", "app")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == FOLLOWER
+
+
+def test_follower_reads_exactly_what_a_view_follower_subscribes_to_in_its_group():
+    from recurrence_ledger.runtime.follower import FollowerConfig, ViewFollower
+
+    acls = role_acls("follower", "User:f", "p.", "app")
+    assert {(acl.operation, acl.pattern, acl.principal) for acl in acls} == {("READ", "LITERAL", "User:f")}
+    # A follower of the same deployment (nothing is contacted before run()).
+    follower = ViewFollower(FollowerConfig(bootstrap="127.0.0.1:1", redis_url="redis://127.0.0.1:1/0", app_id="app", topic_prefix="p."))
+    try:
+        assert sorted(acl.name for acl in acls if acl.resource_type == "TOPIC") == sorted(follower.topics) == [
+            "p.recurrence-observations", "p.recurrence-statistics", "p.review-candidates", "p.revision-statistics"]
+        assert [acl.name for acl in acls if acl.resource_type == "GROUP"] == [follower.config.group_id] == ["p.app-view"]
+    finally:
+        follower.consumer.close()

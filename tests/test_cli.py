@@ -304,7 +304,21 @@ def test_topics_delete_without_yes_lists_topics_and_groups_under_labels():
     assert lines[1].startswith("  topics (") and "    demo.source-journal" in lines
     assert "    demo.trial-ledger-state-changelog" in lines
     groups = lines.index("  consumer groups (2):")
-    assert lines[groups + 1 :] == ["    demo.trial", "    demo.trial-replay"]
+    assert lines[groups + 1 :] == [
+        "    demo.trial", "    demo.trial-replay",
+        "  schema registry subjects: none, no Schema Registry configured"
+        " (--schema-registry-url, SCHEMA_REGISTRY_URL or schema.registry.url in --kafka-config)",
+    ]
+
+
+def test_topics_delete_without_yes_lists_the_catalogue_subjects_with_a_registry():
+    result = run_cli("topics", "delete", "--bootstrap", "127.0.0.1:1", "--topic-prefix", "demo.", "--schema-registry-url", "http://127.0.0.1:1")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    listed = lines.index("  schema registry subjects (14) at http://127.0.0.1:1:")
+    assert lines[listed + 1 : listed + 3] == ["    demo.source-journal-value", "    demo.experience-revisions-value"]
+    assert lines[-1] == "    demo.dead-letter-value" and len(lines) == listed + 1 + 14
+    assert not any("changelog-value" in line for line in lines)  # the changelog is JSON: no subject
 
 
 def replay_summary(dry_run: bool = False):

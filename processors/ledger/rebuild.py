@@ -1,7 +1,10 @@
 """Derived views from the ledger alone (contract §7–§8; "derived views are
 rebuildable from it").
 
-``rebuild_views`` replays RecurrenceObservation records — in any order —
+``rebuild_views`` replays RecurrenceObservation records — in any order,
+each observation once: a record whose ``observation_id`` (its identity, the
+digest of the record without it, contract §7) was already replayed is a
+copy (a replay into a reset topic, a record produced twice) and is skipped —
 through the same streak code the processor uses, and returns per scope the
 ledger facts of ScopeStatistics: selected, recurred, avoided, unknown,
 needing_review and top_revisions. The remaining figures are not ledger facts
@@ -42,7 +45,8 @@ def rebuild_views(
     surfaces: dict[tuple[str, str, int], str] | None = None,
 ) -> dict[str, dict]:
     """Per scope, the DERIVED_FIELDS of ScopeStatistics from observation
-    records (dicts as published). Streaks are ordered by
+    records (dicts as published; a repeated observation_id counts once).
+    Streaks are ordered by
     task_outcome_position whatever the input order (contract §8), so a
     topic read partition by partition gives the live values. ``surfaces``
     (see :func:`surfaces_from`) fills the rows' repair_surface."""
@@ -66,7 +70,8 @@ def rebuild_revisions(
     surfaces: dict[tuple[str, str, int], str] | None = None,
 ) -> dict[tuple[str, str, int], dict]:
     """The ``revisions`` view from observation records alone: the
-    RevisionStatistics row of every revision with an observation, by
+    RevisionStatistics row of every revision with an observation (a
+    repeated observation_id counts once), by
     (scope_id, artifact_id, revision) — what the last revision-statistics
     record of each revision must be."""
     state, _ = _replay(observations, review_threshold, surfaces or {})
@@ -78,10 +83,15 @@ def rebuild_revisions(
 
 
 def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict) -> tuple[LedgerState, dict[str, dict]]:
-    """Observations through the processor's streak code: (state, scope records)."""
+    """Observations through the processor's streak code, each
+    ``observation_id`` once: (state, scope records)."""
     state = LedgerState()
     scopes: dict[str, dict] = {}
+    replayed: set[str] = set()
     for record in observations:
+        if record["observation_id"] in replayed:
+            continue  # the same observation again: its digest covers all its content
+        replayed.add(record["observation_id"])
         scope_id = record["scope_id"]
         scope = scopes.setdefault(scope_id, new_scope_record())
         event = record["event"]

@@ -26,6 +26,12 @@ contract §1). Roles, each for one principal:
   (kafka_io.READER_GROUP_ID: assign only, no offsets committed).
 - ``replay``: ``replay`` — the reader's ACLs, Write on the output topics (an
   idempotent producer) and Describe on the group ``<prefix><app_id>-replay``.
+- ``follower``: the view follower (``view follow``) — Read on the topics it
+  consumes (``follower.FOLLOWED``: the view topics ``recurrence-statistics``
+  and ``revision-statistics`` and the ledger topics
+  ``recurrence-observations`` and ``review-candidates``) and Read on its
+  consumer group ``<prefix><app_id>-view`` (``follower.view_group``: it
+  commits offsets there); nothing else (it writes only Redis).
 
 Every topic binding is LITERAL (one topic name each); only the
 transactional ids are PREFIXED. :func:`kafka_acls_commands` prints them as
@@ -39,11 +45,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from recurrence_ledger.runtime.client_config import Bootstrap
+from recurrence_ledger.runtime.follower import FOLLOWED, view_group
 from recurrence_ledger.runtime.kafka_io import READER_GROUP_ID
 from recurrence_ledger.topics import catalogue
 
 #: Roles :func:`role_acls` knows.
-ROLES = ("worker", "upstream", "reader", "replay")
+ROLES = ("worker", "upstream", "reader", "replay", "follower")
 #: Seconds an ACL request may take.
 ACL_TIMEOUT_S = 30.0
 
@@ -96,6 +103,9 @@ def role_acls(role: str, principal: str, topic_prefix: str = "", app_id: str = "
     everything = [catalogue.physical(spec.name, topic_prefix) for spec in catalogue.CATALOGUE]
     if role == "upstream":
         return _topics(principal, inputs, ("WRITE",))
+    if role == "follower":
+        followed = [catalogue.physical(name, topic_prefix) for name in FOLLOWED]
+        return _topics(principal, followed, ("READ",)) + [Acl("GROUP", view_group(app_id, topic_prefix), "LITERAL", "READ", principal)]
     group = catalogue.physical(app_id, topic_prefix)
     reader_group = Acl("GROUP", READER_GROUP_ID, "LITERAL", "DESCRIBE", principal)
     if role == "reader":

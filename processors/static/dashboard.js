@@ -33,48 +33,14 @@
   const COLORS = { fact: "#2f5d9b", review: "#b3261e" };
 
   const stats = (window.dashboardStats = { polls: 0, notModified: 0, renders: 0, errors: 0, unauthorized: 0, lastError: null });
-  const cache = new Map(); // url -> {etag, body}
-  const TOKEN_KEY = "recurrence-ledger.api-token";
+  // GET url as JSON (history-common.js), counted in window.dashboardStats.
+  const { jsonClient, Unauthorized, TOKEN_KEY, storedToken } = window.rlCommon;
+  const getJSON = jsonClient(stats);
   let awaitingToken = false; // the API said 401: no polling until a token is given
   let selected = decodeURIComponent((location.hash.match(/^#scope=(.*)$/) || [])[1] || "");
   let chart = null;
 
   const $ = (selector) => document.querySelector(selector);
-
-  class Unauthorized extends Error {}
-
-  function storedToken() {
-    try { return sessionStorage.getItem(TOKEN_KEY); } catch (_) { return null; }
-  }
-
-  // GET url as JSON with If-None-Match (and the API token, when the page
-  // has one). Returns {body, changed}; body is null for a 404 (the scope
-  // left the view). Throws Unauthorized for a 401, Error on other errors.
-  async function getJSON(url) {
-    const previous = cache.get(url);
-    const headers = previous ? { "If-None-Match": previous.etag } : {};
-    const token = storedToken();
-    if (token) headers.Authorization = `Bearer ${token}`;
-    stats.polls += 1;
-    const response = await fetch(url, { headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
-    if (response.status === 401) throw new Unauthorized(token ? "The token was not accepted." : "");
-    if (response.status === 304 && previous) {
-      stats.notModified += 1;
-      return { body: previous.body, changed: false };
-    }
-    if (response.status === 404) {
-      cache.delete(url);
-      return { body: null, changed: true };
-    }
-    if (!response.ok) {
-      let detail = response.statusText;
-      try { detail = (await response.json()).detail; } catch (_) { /* not JSON */ }
-      throw new Error(`${response.status} ${typeof detail === "string" ? detail : JSON.stringify(detail)}`);
-    }
-    const body = await response.json();
-    cache.set(url, { etag: response.headers.get("ETag"), body });
-    return { body, changed: true };
-  }
 
   function cell(row, text, className) {
     const td = document.createElement("td");
@@ -226,7 +192,7 @@
   function askForToken(message) {
     awaitingToken = true;
     try { sessionStorage.removeItem(TOKEN_KEY); } catch (_) { /* storage disabled */ }
-    cache.clear();
+    getJSON.forget();
     $("#login").hidden = false;
     $("#scopes-section").hidden = true;
     $("#detail").hidden = true;
@@ -309,7 +275,7 @@
     } catch (error) {
       if (error instanceof Unauthorized) {
         stats.unauthorized += 1;
-        askForToken(error.message);
+        askForToken(error.tokenRefused ? "The token was not accepted." : "");
         return;
       }
       stats.errors += 1;

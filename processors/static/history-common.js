@@ -1,15 +1,13 @@
-// Shared by the history pages (timeline.html, review.html) and the dashboard's
-// history parts (dashboard-history.js): GET JSON with If-None-Match (an
-// unchanged answer is a 304 and costs no rendering), DOM cell helpers, labels.
-// Every value shown comes from the API; nothing is recomputed.
+// Shared by the history pages (timeline.html, review.html) and the dashboard
+// (index.html loads it before dashboard.js): GET JSON with If-None-Match (an
+// unchanged answer is a 304 and costs no rendering) and the tab's API token,
+// DOM cell helpers, labels. Every value shown comes from the API; nothing is
+// recomputed.
 "use strict";
 
 (() => {
   const stats = (window.historyStats = { polls: 0, notModified: 0, renders: 0, errors: 0, lastError: null });
-  const cache = new Map(); // url -> {etag, body}
 
-  // GET url as JSON with If-None-Match. Returns {body, changed, status}; body is
-  // null for a 404. Throws on other errors (message from the API's detail).
   // The API token the dashboard keeps for this tab (dashboard.js explains
   // why sessionStorage and a Bearer header, never a URL or a cookie).
   const TOKEN_KEY = "recurrence-ledger.api-token";
@@ -18,32 +16,50 @@
     try { return sessionStorage.getItem(TOKEN_KEY); } catch (_) { return null; }
   }
 
-  async function getJSON(url) {
-    const previous = cache.get(url);
-    const headers = previous ? { "If-None-Match": previous.etag } : {};
-    const token = storedToken();
-    if (token) headers.Authorization = `Bearer ${token}`;
-    stats.polls += 1;
-    const response = await fetch(url, { headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
-    if (response.status === 401) {
-      throw new Error("401 this API needs its token: open the dashboard (/) in this tab and enter it there");
+  // What a getter throws for a 401: the API wants its token. tokenRefused:
+  // this tab sent one and the API did not accept it (else it sent none).
+  class Unauthorized extends Error {
+    constructor(tokenRefused) {
+      super("401 this API needs its token: open the dashboard (/) in this tab and enter it there");
+      this.tokenRefused = tokenRefused;
     }
-    if (response.status === 304 && previous) {
-      stats.notModified += 1;
-      return { body: previous.body, changed: false, status: 304 };
+  }
+
+  // jsonClient(counters) -> get(url): GET url as JSON with If-None-Match and
+  // the tab's API token (when it has one), with an ETag cache of its own;
+  // counts polls and 304s in counters. get returns {body, changed, status};
+  // body is null for a 404 (the scope left the view). It throws Unauthorized
+  // for a 401, Error on other errors (message from the API's detail).
+  // get.forget() empties its cache. Every page's getJSON is one of these.
+  function jsonClient(counters) {
+    const cache = new Map(); // url -> {etag, body}
+    async function get(url) {
+      const previous = cache.get(url);
+      const headers = previous ? { "If-None-Match": previous.etag } : {};
+      const token = storedToken();
+      if (token) headers.Authorization = `Bearer ${token}`;
+      counters.polls += 1;
+      const response = await fetch(url, { headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" });
+      if (response.status === 401) throw new Unauthorized(Boolean(token));
+      if (response.status === 304 && previous) {
+        counters.notModified += 1;
+        return { body: previous.body, changed: false, status: 304 };
+      }
+      if (response.status === 404) {
+        cache.delete(url);
+        return { body: null, changed: true, status: 404 };
+      }
+      if (!response.ok) {
+        let detail = response.statusText;
+        try { detail = (await response.json()).detail; } catch (_) { /* not JSON */ }
+        throw new Error(`${response.status} ${typeof detail === "string" ? detail : JSON.stringify(detail)}`);
+      }
+      const body = await response.json();
+      cache.set(url, { etag: response.headers.get("ETag"), body });
+      return { body, changed: true, status: response.status };
     }
-    if (response.status === 404) {
-      cache.delete(url);
-      return { body: null, changed: true, status: 404 };
-    }
-    if (!response.ok) {
-      let detail = response.statusText;
-      try { detail = (await response.json()).detail; } catch (_) { /* not JSON */ }
-      throw new Error(`${response.status} ${typeof detail === "string" ? detail : JSON.stringify(detail)}`);
-    }
-    const body = await response.json();
-    cache.set(url, { etag: response.headers.get("ETag"), body });
-    return { body, changed: true, status: response.status };
+    get.forget = () => cache.clear();
+    return get;
   }
 
   function cell(row, text, className) {
@@ -103,5 +119,5 @@
   const params = new URLSearchParams(location.search);
   const refreshMs = Math.max(250, Number(params.get("refresh")) || 5000);
 
-  window.rlCommon = { getJSON, cell, emptyRow, revisionLabel, runLabel, timelineUrl, setStatus, poll, params, refreshMs, stats };
+  window.rlCommon = { getJSON: jsonClient(stats), jsonClient, Unauthorized, TOKEN_KEY, storedToken, cell, emptyRow, revisionLabel, runLabel, timelineUrl, setStatus, poll, params, refreshMs, stats };
 })();

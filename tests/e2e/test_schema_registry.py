@@ -21,6 +21,7 @@ These tests fail, never skip, without SCHEMA_REGISTRY_URL.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import struct
@@ -192,6 +193,41 @@ def test_topics_create_registers_every_subject_with_backward_compatibility(topic
     with pytest.raises(SchemaRegistryError) as refused:
         registry.register_schema(journal_subject, Schema(source_event_schema(position_as_string), "AVRO"))
     assert refused.value.http_status_code == 409
+
+
+def test_topics_delete_deletes_the_deployment_subjects_and_no_other(topic_prefix, bootstrap, registry, schema_registry_url):
+    other = f"o{uuid4().hex[:8]}."
+    theirs = {subject(catalogue.physical(spec.name, other)) for spec in catalogue.CATALOGUE}
+    try:
+        for prefix in (topic_prefix, other):
+            created = cli("topics", "create", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--partitions", "1",
+                          "--schema-registry-url", schema_registry_url)
+            assert created.returncode == 0, created.stdout + created.stderr
+        journal_subject = subject(catalogue.physical(catalogue.SOURCE_JOURNAL, topic_prefix))
+        assert registry.register_schema(journal_subject, Schema(source_event_schema(add_agent_note), "AVRO")) > 0  # a version 2
+        mine = {subject(catalogue.physical(spec.name, topic_prefix)) for spec in catalogue.CATALOGUE}
+        assert mine | theirs <= set(registry.get_subjects())
+
+        deleted = cli("topics", "delete", "--yes", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix,
+                      "--schema-registry-url", schema_registry_url)
+        assert deleted.returncode == 0, deleted.stdout + deleted.stderr
+        printed = dict(line.strip().rsplit(": ", 1) for line in deleted.stdout.splitlines() if line.strip().endswith(")") and "-value: " in line)
+        assert printed == {name: "deleted (versions 1, 2)" if name == journal_subject else "deleted (versions 1)" for name in mine}
+        assert f"schema registry subjects at {schema_registry_url}:" in deleted.stdout
+        # Gone for good (not even soft-deleted), and the other deployment's subjects are all there.
+        assert not mine & set(registry.get_subjects(deleted=True))
+        assert theirs <= set(registry.get_subjects())
+
+        without = cli("topics", "delete", "--yes", "--bootstrap", bootstrap, "--topic-prefix", other)
+        assert without.returncode == 0, without.stdout + without.stderr
+        assert "schema registry subjects: none deleted, no Schema Registry configured" in without.stdout
+        assert theirs <= set(registry.get_subjects())
+    finally:
+        harness.remove_prefix(bootstrap, other)
+        for name in theirs:
+            for permanent in (False, True):
+                with contextlib.suppress(SchemaRegistryError):
+                    registry.delete_subject(name, permanent=permanent)
 
 
 def test_a_plain_confluent_producer_and_consumer_interoperate_with_the_worker(topic_prefix, bootstrap, registry, schema_registry_url, tmp_path):

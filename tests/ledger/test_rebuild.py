@@ -68,3 +68,39 @@ def test_a_lost_observation_changes_the_rebuilt_revision_row():
     lost = next(o for o in observations if o["event"] == "recurred")
     rebuilt = rebuild_revisions([o for o in observations if o is not lost], surfaces=surfaces_from([], rows))
     assert compare_revisions(rebuilt, rows) == [(lost["scope_id"], lost["artifact_ref"]["artifact_id"], lost["artifact_ref"]["revision"])]
+
+
+COUNTS = ("selected", "recurred", "avoided", "unknown", "needing_review")
+
+
+def test_a_repeated_observation_counts_once():
+    import json
+
+    journal, expected = case("minimum_case")
+    ledger = live([json.loads(line) for line in journal.read_text().splitlines()])
+    observations = ledger.out["recurrence-observations"]
+    surfaces = surfaces_from(latest(ledger).values())
+    assert {name: rebuild_views(observations, surfaces=surfaces)["migration-lock"][name] for name in COUNTS} == {
+        "selected": 3, "recurred": 2, "avoided": 1, "unknown": 1, "needing_review": 0}
+    recurred = next(o for o in observations if o["event"] == "recurred")
+    replays = {
+        "the topic replayed after a reset": observations + [dict(o) for o in observations],
+        "one record produced twice": [*observations, dict(recurred)],
+        "copies interleaved": [copy for o in reversed(observations) for copy in (o, dict(o))],
+    }
+    for what, doubled in replays.items():
+        rebuilt = rebuild_views(doubled, surfaces=surfaces)
+        assert {name: rebuilt["migration-lock"][name] for name in COUNTS} == {
+            name: expected["scopes"]["migration-lock"]["statistics"][name] for name in COUNTS}, what
+        assert compare(rebuilt, latest(ledger)) == {"migration-lock": []}, what
+        assert compare_revisions(rebuild_revisions(doubled, surfaces=surfaces), ledger.out["revision-statistics"]) == [], what
+
+
+def test_repeated_observations_of_a_generated_workload_count_once():
+    ledger = live(generate_journal(Workload(scopes=3, outcomes_per_scope=60, heads_per_scope=4, handoffs=2, seed=5)))
+    observations = list(ledger.out["recurrence-observations"])
+    doubled = observations + random.Random(3).sample(observations, len(observations) // 2)
+    random.Random(4).shuffle(doubled)
+    surfaces = surfaces_from(latest(ledger).values(), ledger.out["revision-statistics"])
+    assert compare(rebuild_views(doubled, surfaces=surfaces), latest(ledger)) == {scope: [] for scope in latest(ledger)}
+    assert compare_revisions(rebuild_revisions(doubled, surfaces=surfaces), ledger.out["revision-statistics"]) == []

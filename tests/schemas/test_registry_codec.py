@@ -14,6 +14,7 @@ from uuid import uuid4
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from recurrence_ledger.ledger.intake import BadRecord
@@ -21,7 +22,7 @@ from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.runtime.worker import process_message
 from recurrence_ledger.schemas import avro, codec
 from recurrence_ledger.schemas.codec import FIXED, RegistryError, make_codec
-from recurrence_ledger.schemas.registry import RegistryCodec, RegistrySettings, configure_subjects, registry_settings, subject
+from recurrence_ledger.schemas.registry import RegistryCodec, RegistrySettings, configure_subjects, delete_subjects, registry_settings, subject
 from recurrence_ledger.topics import catalogue
 from tests.conftest import case
 
@@ -214,3 +215,69 @@ def test_the_registered_schema_text_is_the_same_in_every_process():
     }
     assert texts == {avro.schema_json("ScopeStatistics")}
     assert avro.schema_json("ScopeStatistics").isascii()
+
+
+class ConfluentRules:
+    """A registry client that deletes subjects as Confluent's Schema Registry
+    does: a permanent delete only after a soft one (40405), a second soft
+    delete is refused (40404), an unknown subject is 40401. Records calls."""
+
+    def __init__(self, subjects: dict[str, list[int]], soft_deleted: tuple[str, ...] = ()):
+        self.subjects = dict(subjects)
+        self.soft_deleted = set(soft_deleted)
+        self.calls: list[tuple[str, bool]] = []
+
+    def delete_subject(self, name: str, permanent: bool = False) -> list[int]:
+        self.calls.append((name, permanent))
+        if name not in self.subjects:
+            raise SchemaRegistryError(404, 40401, f"Subject '{name}' not found.")
+        if not permanent:
+            if name in self.soft_deleted:
+                raise SchemaRegistryError(404, 40404, f"Subject '{name}' was soft deleted.")
+            self.soft_deleted.add(name)
+            return self.subjects[name]
+        if name not in self.soft_deleted:
+            raise SchemaRegistryError(404, 40405, f"Subject '{name}' was not deleted first before being permanently deleted")
+        self.soft_deleted.discard(name)
+        return self.subjects.pop(name)
+
+
+def test_delete_subjects_deletes_the_topics_subjects_soft_then_permanently():
+    registry = ConfluentRules(
+        {"p.task-outcomes-value": [1], "p.dead-letter-value": [1, 2], "p.candidate-sets-value": [3], "q.task-outcomes-value": [1]},
+        soft_deleted=("p.candidate-sets-value",),
+    )
+    result = delete_subjects(RegistrySettings("http://registry"), ["p.task-outcomes", "p.dead-letter", "p.candidate-sets", "p.source-journal"], registry)
+    assert result == {
+        "p.task-outcomes-value": "deleted (versions 1)",
+        "p.dead-letter-value": "deleted (versions 1, 2)",
+        "p.candidate-sets-value": "deleted (versions 3)",  # soft-deleted before: only the permanent delete was left
+        "p.source-journal-value": "absent",
+    }
+    assert registry.subjects == {"q.task-outcomes-value": [1]}  # another deployment's subject is untouched
+    assert registry.calls == [
+        ("p.task-outcomes-value", False), ("p.task-outcomes-value", True),
+        ("p.dead-letter-value", False), ("p.dead-letter-value", True),
+        ("p.candidate-sets-value", False), ("p.candidate-sets-value", True),
+        ("p.source-journal-value", False),
+    ]
+
+
+def test_delete_subjects_reports_a_refusal_and_raises_when_the_registry_does_not_answer():
+    class Refusing(ConfluentRules):
+        def delete_subject(self, name: str, permanent: bool = False) -> list[int]:
+            raise SchemaRegistryError(403, 40301, "User is denied operation Delete on this server.")
+
+    refused = delete_subjects(RegistrySettings("http://registry"), ["p.task-outcomes"], Refusing({}))
+    assert refused == {"p.task-outcomes-value": "p.task-outcomes-value: delete: the Schema Registry answered HTTP 403 (error code 40301): "
+                                                 "User is denied operation Delete on this server."}
+    with pytest.raises(RegistryError, match="p.task-outcomes-value: delete: the Schema Registry did not answer"):
+        delete_subjects(RegistrySettings("http://127.0.0.1:9", client={"max.retries": 0}), ["p.task-outcomes"])
+
+
+def test_delete_subjects_on_the_mock_registry_leaves_other_subjects(client):
+    for topic in ("p.task-outcomes", "q.task-outcomes"):
+        client.register_schema(subject(topic), Schema(avro.schema_json("TaskOutcome"), "AVRO"))
+    assert delete_subjects(RegistrySettings("mock://registry"), ["p.task-outcomes", "p.dead-letter"], client) == {
+        "p.task-outcomes-value": "deleted (versions 1)", "p.dead-letter-value": "absent"}
+    assert client.get_subjects() == ["q.task-outcomes-value"]

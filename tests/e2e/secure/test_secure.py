@@ -16,11 +16,13 @@ import urllib.request
 import uuid
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, ConsumerGroupTopicPartitions, Consumer, KafkaError, Producer, TopicPartition
 
 from recurrence_ledger.runtime.acls import describe_acls, role_acls
 from recurrence_ledger.runtime.client_config import client_config
+from recurrence_ledger.runtime.kafka_admin import admin_client
 from recurrence_ledger.topics import catalogue
+from recurrence_ledger.view import RedisView, default_namespace
 from tests.conftest import REPO, case
 from tests.e2e import harness
 from tests.e2e.secure.conftest import SecureBroker, delete_prefix
@@ -151,6 +153,36 @@ def test_upstream_may_not_write_outputs_or_read_the_changelog(pipeline, secure: 
         consumer.close()
     denied = run_cli("export", "recurrence-observations", "--out", "/dev/null", "--kafka-config", secure.files["upstream"], "--topic-prefix", prefix)
     assert denied.returncode == 1 and "recurrence-observations" in denied.stdout
+
+
+def test_view_follower_runs_with_only_the_follower_acls(pipeline, secure: SecureBroker, redis_url):
+    """User:upstream (its Write on the inputs, nothing to read) cannot
+    follow the view; given the follower role's bindings it follows the four
+    topics to their end in its group and applies every record."""
+    prefix = pipeline["prefix"]
+    follow = ("view", "follow", "--redis-url", redis_url, "--kafka-config", secure.files["upstream"], "--topic-prefix", prefix,
+              "--app-id", "ledger", "--exit-when-idle", "3")
+    view = RedisView(redis_url, namespace=default_namespace(prefix))
+    try:
+        denied = run_cli(*follow)
+        assert denied.returncode == 1, denied.stdout + denied.stderr
+        ok(run_cli("topics", "acls", "--principal", "User:upstream", "--role", "follower", "--topic-prefix", prefix, "--app-id", "ledger",
+                   "--apply", "--kafka-config", secure.files["admin"]))
+        followed = ok(run_cli(*follow))
+        records = sum(len(harness.lines(pipeline["kafka"][name])) for name in (
+            catalogue.STATISTICS, catalogue.REVISION_STATISTICS, catalogue.OBSERVATIONS, catalogue.REVIEW_CANDIDATES))
+        assert records > 0
+        assert f"view follower stopped: {records} records applied" in followed.stdout, followed.stdout + followed.stderr
+        assert set(role_acls("follower", "User:upstream", prefix, "ledger")) <= set(describe_acls(secure.admin, "User:upstream"))
+        # It committed its offsets in its own group (Read on the group).
+        group = catalogue.physical("ledger-view", prefix)
+        admin = admin_client(secure.admin)  # kept alive until its answer came
+        committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+        committed_topics = {tp.topic for tp in committed.topic_partitions if tp.offset > 0}
+        assert catalogue.physical(catalogue.OBSERVATIONS, prefix) in committed_topics, committed.topic_partitions
+    finally:
+        view.clear()
+        view.close()
 
 
 def test_applied_acls_are_exactly_the_printed_ones(secure: SecureBroker, secure_prefix):

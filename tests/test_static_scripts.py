@@ -1,0 +1,41 @@
+"""The pages' scripts without a bundler: the JSON getter (`getJSON`, with
+its ETag cache and the tab's API token) is implemented once, in
+history-common.js, and every page whose scripts call it loads that file
+first, from this service (the pages' CSP allows only 'self' scripts)."""
+
+import re
+from pathlib import Path
+
+STATIC = Path(__file__).resolve().parent.parent / "processors" / "static"
+SHARED = "history-common.js"
+SCRIPT_TAG = re.compile(r'<script\s+src="([^"]+)"')
+#: An implementation of the getter: the fetch with If-None-Match.
+IMPLEMENTATION = re.compile(r'"If-None-Match"')
+
+
+def page_scripts(page: str) -> list[str]:
+    """The file names of a page's <script src> tags under /static/, in order."""
+    sources = SCRIPT_TAG.findall((STATIC / page).read_text(encoding="utf-8"))
+    assert all(src.startswith("/static/") for src in sources), sources
+    return [src.removeprefix("/static/") for src in sources]
+
+
+def test_the_json_getter_is_implemented_once_in_the_shared_file():
+    implementing = sorted(path.name for path in STATIC.glob("*.js") if IMPLEMENTATION.search(path.read_text(encoding="utf-8")))
+    assert implementing == [SHARED]
+    assert [path.name for path in STATIC.glob("*.js") if "function getJSON" in path.read_text(encoding="utf-8")] == []
+
+
+def test_every_page_that_gets_json_loads_the_shared_file_first():
+    pages = {page.name: page_scripts(page.name) for page in STATIC.glob("*.html")}
+    assert pages == {
+        "index.html": ["vendor/chart.umd.min.js", SHARED, "dashboard-history.js", "dashboard.js"],
+        "review.html": [SHARED, "review.js"],
+        "timeline.html": ["vendor/chart.umd.min.js", SHARED, "timeline.js"],
+    }
+    for page, scripts in pages.items():
+        callers = [name for name in scripts if "getJSON(" in (STATIC / name).read_text(encoding="utf-8")]
+        assert callers, page
+        assert all(scripts.index(SHARED) < scripts.index(name) for name in callers), (page, scripts)
+    dashboard = (STATIC / "dashboard.js").read_text(encoding="utf-8")
+    assert "const getJSON = jsonClient(stats);" in dashboard
