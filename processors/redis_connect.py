@@ -23,7 +23,10 @@ Redis error only through :func:`describe_error`.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
@@ -153,3 +156,19 @@ def describe_error(error: BaseException, url: str | None = None) -> str:
     else:
         text = f"{type(error).__name__}: {message}"
     return scrub(text, url)
+
+
+def redacted_repr(instance: Any, url_fields: tuple[str, ...] = ("redis_url",)) -> str:
+    """``repr`` of a dataclass ``instance`` as the dataclass would print it
+    (fields with ``repr=True``, in order), with the fields named in
+    ``url_fields`` passed through :func:`redact_url` (None stays None).
+    For the configuration objects that carry a Redis URL."""
+    parts = []
+    for item in fields(instance):
+        if not item.repr:
+            continue
+        value = getattr(instance, item.name)
+        if item.name in url_fields and value is not None:
+            value = redact_url(value)
+        parts.append(f"{item.name}={value!r}")
+    return f"{type(instance).__name__}({', '.join(parts)})"

@@ -47,6 +47,7 @@ from fastavro import parse_schema
 from fastavro.read import SchemaResolutionError
 
 from recurrence_ledger.ledger.intake import BadRecord
+from recurrence_ledger.redis_connect import redact_url
 from recurrence_ledger.schemas import avro
 from recurrence_ledger.schemas.codec import Codec, RegistryError, schema_id_of
 from recurrence_ledger.topics import catalogue
@@ -97,6 +98,10 @@ class RegistrySettings:
     url: str
     auto_register: bool = True
     client: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:  # a URL may carry user:password (basic.auth.credentials.source=URL)
+        urls = ",".join(redact_url(url.strip()) for url in self.url.split(","))
+        return f"RegistrySettings(url={urls!r}, auto_register={self.auto_register!r})"
 
     def client_config(self) -> dict:
         """The SchemaRegistryClient configuration."""

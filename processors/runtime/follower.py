@@ -71,6 +71,7 @@ from recurrence_ledger.schemas.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger.topics import catalogue
 from recurrence_ledger.topics.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.redis_connect import redacted_repr
 from recurrence_ledger.view import REDIS_DOWN_ERRORS, default_namespace
 
 if TYPE_CHECKING:
@@ -119,6 +120,9 @@ class FollowerConfig:
     exit_when_idle_s: float | None = None
     metrics_port: int | None = None
     schema_registry: RegistrySettings | None = None
+
+    def __repr__(self) -> str:  # the Redis URL may hold a password
+        return redacted_repr(self)
 
     @property
     def group_id(self) -> str:

@@ -66,6 +66,7 @@ from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcess
 from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted
+from recurrence_ledger.redis_connect import redacted_repr
 from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import WorkerMetrics
@@ -118,7 +119,8 @@ class WorkerConfig:
       until ``session_timeout_ms`` passes (it sends no LeaveGroup).
     - ``session_timeout_ms``: the consumer's ``session.timeout.ms``.
     - ``redis_url``: run a view follower into this Redis in the same
-      process (None: none; ``view follow`` may run apart). Not in repr.
+      process (None: none; ``view follow`` may run apart). Its password is
+      redacted in ``repr``.
     - ``create_partitions``: create missing catalogue topics with this many
       partitions before starting (None: they must exist).
     - ``metrics_port``: serve Prometheus metrics on 127.0.0.1:<port>/metrics.
@@ -147,13 +149,16 @@ class WorkerConfig:
     max_wait_caught_up_s: float = DEFAULT_MAX_WAIT_CAUGHT_UP_S
     static_membership: bool = True
     session_timeout_ms: int = 10_000
-    redis_url: str | None = field(default=None, repr=False)  # may hold a password
+    redis_url: str | None = None  # may hold a password: redacted in repr
     create_partitions: int | None = None
     metrics_port: int | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
-    schema_registry: RegistrySettings | None = field(default=None, repr=False)  # may hold credentials
+    schema_registry: RegistrySettings | None = None  # its repr redacts credentials
     accept_unicode_change: bool = False
+
+    def __repr__(self) -> str:
+        return redacted_repr(self)
 
     @property
     def group_id(self) -> str:

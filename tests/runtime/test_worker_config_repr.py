@@ -2,12 +2,10 @@
 the Redis URL's password goes through ``redis_connect.redact_url`` (as
 ``api.ApiSettings`` does), and the Kafka connection keeps its own redacting
 repr (``client_config.KafkaConnection``: the values of ``SECRET_KEYS`` as
-``***``). The dataclass's default repr prints ``redis_url`` as given; the fix
-lands with the runtime split of ``runtime/worker.py``."""
+``***``). The follower's configuration and the Schema Registry settings
+inside a WorkerConfig are redacted the same way."""
 
 from __future__ import annotations
-
-import pytest
 
 from recurrence_ledger.redis_connect import redact_url
 from recurrence_ledger.runtime.client_config import KafkaConnection
@@ -17,7 +15,6 @@ REDIS_PASSWORD = "s3cret-redis-pw"
 KAFKA_PASSWORD = "s3cret-kafka-pw"
 
 
-@pytest.mark.xfail(strict=True, reason="WorkerConfig repr redaction lands with the runtime split")
 def test_worker_config_repr_redacts_the_redis_password_and_the_kafka_credentials():
     connection = KafkaConnection(
         "kafka-1.example.net:9094",
@@ -34,9 +31,20 @@ def test_worker_config_repr_redacts_the_redis_password_and_the_kafka_credentials
     assert config.redis_url == f"redis://:{REDIS_PASSWORD}@redis.example.net:6379/0"  # the value itself is untouched
 
 
-@pytest.mark.xfail(strict=True, reason="WorkerConfig repr redaction lands with the runtime split")
 def test_worker_config_repr_redacts_a_user_and_password_and_keeps_no_redis_url_as_none():
     with_user = WorkerConfig(bootstrap="127.0.0.1:9092", instance_id="w1", redis_url=f"rediss://ledger:{REDIS_PASSWORD}@redis.example.net:6380/2")
     assert REDIS_PASSWORD not in repr(with_user)
     assert "redis_url='rediss://ledger:***@redis.example.net:6380/2'" in repr(with_user)
     assert "redis_url=None" in repr(WorkerConfig(bootstrap="127.0.0.1:9092", instance_id="w1"))
+
+
+def test_follower_config_and_registry_settings_repr_redact_their_urls():
+    from recurrence_ledger.runtime.follower import FollowerConfig
+    from recurrence_ledger.schemas.registry import RegistrySettings
+
+    follower = FollowerConfig(bootstrap="127.0.0.1:9092", redis_url=f"redis://:{REDIS_PASSWORD}@r:6379/0")
+    assert REDIS_PASSWORD not in repr(follower) and "redis_url='redis://:***@r:6379/0'" in repr(follower)
+    registry = RegistrySettings(url=f"http://user:{KAFKA_PASSWORD}@sr-1:8081, http://sr-2:8081")
+    config = WorkerConfig(bootstrap="127.0.0.1:9092", instance_id="w1", schema_registry=registry)
+    assert KAFKA_PASSWORD not in repr(config)
+    assert "RegistrySettings(url='http://user:***@sr-1:8081,http://sr-2:8081', auto_register=True)" in repr(config)
