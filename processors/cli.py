@@ -643,7 +643,7 @@ def topics_delete_command(
             console.print(f"  {name}: {result.get(name, '?')}", highlight=False)
     failed = any(outcome not in ("deleted", "absent") for outcome in result.values())
     if registry is None:
-        console.print(f"schema registry subjects: none deleted, {NO_REGISTRY}", highlight=False)
+        console.print(f"schema registry subjects: left alone, {NO_REGISTRY}", highlight=False)
     else:
         from recurrence_ledger.schemas.registry import delete_subjects
 

@@ -333,6 +333,9 @@ class LedgerWorker:
         threading.Thread(target=self._watchdog, name="commit-watchdog", daemon=True).start()
         self._catch_up = CatchUp(self)
         self._unready: dict[tuple[str, int], int] = {}  # first offset per partition polled while restoring
+        # Records consumed since the last checkpoint (with or without
+        # outputs: their offsets must be committed either way).
+        self._batch_open = False
         self.not_caught_up: NotCaughtUp | None = None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -347,7 +350,7 @@ class LedgerWorker:
         self.producer.init_transactions(30)
         self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         last_report = last_lag = self._last_activity = time.monotonic()
-        transaction_started = 0.0
+        batch_started = 0.0
         reported = 0
         interval = self.config.commit_interval_ms / 1000
         clean = False
@@ -360,16 +363,16 @@ class LedgerWorker:
                 # full poll wait); when idle, wait up to `interval` for input.
                 if self.recovery.recovering:
                     wait = 0.0
-                elif self.checkpoint.in_transaction:
-                    wait = max(0.0, min(0.005, interval - (time.monotonic() - transaction_started)))
+                elif self._batch_open:
+                    wait = max(0.0, min(0.005, interval - (time.monotonic() - batch_started)))
                 else:
                     wait = interval
                 messages = self.consumer.consume(num_messages=self.config.max_batch, timeout=wait)
                 now = time.monotonic()
                 if messages:
                     self._last_activity = now
-                    if not self.checkpoint.in_transaction:
-                        transaction_started = now
+                    if not self._batch_open:
+                        batch_started, self._batch_open = now, True
                     self.hooks.at("consumed")
                     for message in messages:
                         self._handle(message)
@@ -383,19 +386,23 @@ class LedgerWorker:
                     rate = (self.records_in - reported) / (now - last_report)
                     log.info("processed %d records (%.0f/s); partitions %s", self.records_in, rate, sorted(self.tasks))
                     last_report, reported = now, self.records_in
-                if self.checkpoint.in_transaction and now - transaction_started >= interval:
+                # The batch is due by the clock after processing it, not
+                # before: a backlog's 2,000-record batches take longer than
+                # the interval, and each must be followed by its commit.
+                if self._batch_open and time.monotonic() - batch_started >= interval:
                     self._commit()
                 idle = self.config.exit_when_idle_s
-                if (idle is not None and now - self._last_activity >= idle and not self.checkpoint.in_transaction
+                if (idle is not None and now - self._last_activity >= idle and not self._batch_open
                         and not self.recovery.recovering and self._catch_up.done(now)):
                     break
             clean = True
         finally:
-            if self.checkpoint.in_transaction:
+            if self._batch_open:
                 if clean:
                     self._commit()
                 else:
                     # Never let close() → on_revoke commit a half-done batch.
+                    self._batch_open = False
                     try:
                         self.checkpoint.abort("stopping on an error")
                     except KafkaException as error:  # the broker aborts it on its own at the timeout
@@ -528,6 +535,7 @@ class LedgerWorker:
         finally:
             self.metrics.checkpoint.observe(time.monotonic() - started)
             self._committing_since = None
+        self._batch_open = False
         for task in tasks:
             task.checkpointed()
         # What survives a checkpoint is almost all state (acyclic JSON
@@ -565,6 +573,7 @@ class LedgerWorker:
         task restored again from the changelog, consumer positions at the
         committed offsets."""
         self._batch_timestamps, self._batch_outputs, self._pending_stats = [], {}, []
+        self._batch_open = False
         assignment = self.consumer.assignment()
         for committed in self.consumer.committed(assignment, timeout=30):
             offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
@@ -608,7 +617,7 @@ class LedgerWorker:
         log.info("assigned partitions %s: restoring %s in the main loop", sorted({tp.partition for tp in partitions}), numbers)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self.checkpoint.in_transaction:
+        if self._batch_open:
             self._commit()
         for number in {tp.partition for tp in partitions}:
             self.tasks.pop(number, None)
@@ -620,6 +629,7 @@ class LedgerWorker:
         # transaction must not commit their offsets.
         self.checkpoint.abort("partitions lost")
         self._batch_timestamps, self._batch_outputs, self._pending_stats = [], {}, []
+        self._batch_open = False
         for number in list(self.tasks):
             self.recovery.discard(number)
         self.tasks.clear()

@@ -220,7 +220,7 @@ def test_topics_delete_deletes_the_deployment_subjects_and_no_other(topic_prefix
 
         without = cli("topics", "delete", "--yes", "--bootstrap", bootstrap, "--topic-prefix", other)
         assert without.returncode == 0, without.stdout + without.stderr
-        assert "schema registry subjects: none deleted, no Schema Registry configured" in without.stdout
+        assert "schema registry subjects: left alone, no Schema Registry configured" in without.stdout
         assert theirs <= set(registry.get_subjects())
     finally:
         harness.remove_prefix(bootstrap, other)
