@@ -9,7 +9,7 @@ failure block (the *cited set*, distinct, in ArtifactRef order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
@@ -18,9 +18,8 @@ UNLINKED = "unlinked"
 PENDING = "pending"
 
 
-@dataclass(frozen=True)
-class Resolution:
-    """Outcome of resolving a Task Outcome's chain.
+class Resolution(NamedTuple):
+    """Outcome of resolving a Task Outcome's chain (an immutable tuple).
 
     ``status`` is LINKED, UNLINKED or PENDING. For LINKED, ``receipt_ref``
     (SourceRef dict), ``handoff_ref`` (ArtifactRef dict) and ``cited_set``

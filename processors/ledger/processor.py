@@ -547,7 +547,7 @@ class LedgerProcessor:
                 count_selected(state, scope_id, ref, signature_key, failure["repair_surface"])
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
                 _surface_count(scope, failure["repair_surface"], "selected")
-                if matching.head_at(state, scope_id, ref["artifact_id"], position) != ref["revision"]:
+                if matching.head_revision_at(state, scope, scope_id, ref["artifact_id"], position) != ref["revision"]:
                     scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + 1
                 hits = by_target.get((ref["artifact_id"], ref["revision"]), [])
                 if len(hits) == 1:
