@@ -516,7 +516,9 @@ class LedgerProcessor:
             if remembered is None:  # contract §6 replay rule: reuse, never re-decide
                 if snapshot is None:
                     if linked:
-                        snapshot = matching.CandidateSet.of(list(resolution.cited_set))
+                        snapshot = resolution.chain.candidate_set
+                        if snapshot is None:
+                            snapshot = resolution.chain.candidate_set = matching.CandidateSet.of(list(resolution.cited_set))
                     else:
                         snapshot = matching.scope_heads(state, scope, scope_id, position)
                         self._publish_candidate_set(scope_id, snapshot, emits)
