@@ -9,7 +9,7 @@ failure block (the *cited set*, distinct, in ArtifactRef order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
@@ -18,15 +18,16 @@ UNLINKED = "unlinked"
 PENDING = "pending"
 
 
-@dataclass(frozen=True)
-class Resolution:
-    """Outcome of resolving a Task Outcome's chain.
+class Resolution(NamedTuple):
+    """Outcome of resolving a Task Outcome's chain (an immutable tuple).
 
     ``status`` is LINKED, UNLINKED or PENDING. For LINKED, ``receipt_ref``
     (SourceRef dict), ``handoff_ref`` (ArtifactRef dict) and ``cited_set``
     (Experience ArtifactRef dicts with a failure block, sorted) are set. For
     PENDING, ``waiting_on`` names the missing entity as store key parts, e.g.
-    ``("receipt", "R12")`` or ``("experience", "E7", 1)``.
+    ``("receipt", "R12")`` or ``("experience", "E7", 1)``. For LINKED,
+    ``chain`` is the Handoff revision's cached :class:`CitedChain` (its
+    ``cited_set`` is this one).
     """
 
     status: str
@@ -34,6 +35,21 @@ class Resolution:
     handoff_ref: dict | None = None
     cited_set: tuple[dict, ...] = ()
     waiting_on: tuple | None = None
+    chain: CitedChain | None = None
+
+
+class CitedChain:
+    """What a Handoff revision resolves to once every revision it cites is
+    known: its cited set (contract §5) and, once a match needs it, that set
+    frozen as a ``matching.CandidateSet`` (§6). Both never change — the
+    Handoff, the cited Experience revisions and their failure blocks are
+    immutable — so ``LedgerState`` caches one per Handoff revision."""
+
+    __slots__ = ("cited_set", "candidate_set")
+
+    def __init__(self, cited_set: tuple[dict, ...]):
+        self.cited_set = cited_set
+        self.candidate_set = None
 
 
 def receipt_target(receipt: dict) -> dict | None:
@@ -71,17 +87,21 @@ def resolve(state: LedgerState, scope_id: str, outcome: dict) -> Resolution:
     target = receipt["resolves_to"]
     if target is None:
         return Resolution(UNLINKED)
-    handoff = state.get("handoff", scope_id, target["artifact_id"], target["revision"])
-    if handoff is None:
-        return Resolution(PENDING, waiting_on=("handoff", target["artifact_id"], target["revision"]))
-    cited_set = []
-    for artifact_id, revision in handoff["cites"]:
-        experience = state.get("experience", scope_id, artifact_id, revision)
-        if experience is None:
-            return Resolution(PENDING, waiting_on=("experience", artifact_id, revision))
-        if experience["failure"] is not None:
-            cited_set.append(experience_ref(artifact_id, revision))
-    return Resolution(LINKED, receipt_ref=receipt_ref, handoff_ref=target, cited_set=tuple(cited_set))
+    chain = state.cached_chain(scope_id, target["artifact_id"], target["revision"])
+    if chain is None:
+        handoff = state.get("handoff", scope_id, target["artifact_id"], target["revision"])
+        if handoff is None:
+            return Resolution(PENDING, waiting_on=("handoff", target["artifact_id"], target["revision"]))
+        cited_set = []
+        for artifact_id, revision in handoff["cites"]:
+            experience = state.get("experience", scope_id, artifact_id, revision)
+            if experience is None:
+                return Resolution(PENDING, waiting_on=("experience", artifact_id, revision))
+            if experience["failure"] is not None:
+                cited_set.append(experience_ref(artifact_id, revision))
+        chain = CitedChain(tuple(cited_set))
+        state.cache_chain(scope_id, target["artifact_id"], target["revision"], chain)
+    return Resolution(LINKED, receipt_ref=receipt_ref, handoff_ref=target, cited_set=chain.cited_set, chain=chain)
 
 
 def distinct_experience_citations(handoff: dict) -> list[list]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Container
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import orjson
 
@@ -52,9 +52,8 @@ def item_ref(outcome: dict, item_kind: str, item_index: int) -> dict:
     }
 
 
-@dataclass(frozen=True)
-class FailureItem:
-    """One failure item of a Task Outcome (contract §6).
+class FailureItem(NamedTuple):
+    """One failure item of a Task Outcome (contract §6), immutable.
 
     ``match_input`` is normalize(check.name) or normalize(observation.text);
     it may be "" (then the item matches nothing).
@@ -66,26 +65,40 @@ class FailureItem:
     ref: dict
 
 
+def _verified_by_key(items: list[tuple[bool, str]]) -> dict[str, list[int]]:
+    """normalized text → indexes of the verified, exact-evidence items with
+    that key, from ``(verified, key)`` pairs."""
+    by_key: dict[str, list[int]] = {}
+    for index, (verified, key) in enumerate(items):
+        if verified:
+            by_key.setdefault(key, []).append(index)
+    return by_key
+
+
 class OutcomeItems:
     """The evidence of one Task Outcome, normalized once: for each
     observation and check, whether it is verified with non-empty exact
     evidence and its normalized text/name. Shared by failure items (§6) and
     the avoided bindings (§7)."""
 
-    __slots__ = ("outcome", "observations", "checks")
+    __slots__ = ("outcome", "observations", "checks", "_verified_observations", "_verified_checks")
 
     def __init__(self, outcome: dict):
         self.outcome = outcome
         self.observations = [(is_verified_exact(item), normalize(item["text"])) for item in outcome["observations"]]
         self.checks = [(is_verified_exact(item), normalize(item["name"])) for item in outcome["checks"]]
+        self._verified_observations = _verified_by_key(self.observations)
+        self._verified_checks = _verified_by_key(self.checks)
 
     def verified_observations(self, key: str) -> list[int]:
-        """Indexes of verified, exact-evidence observations normalizing to ``key``."""
-        return [index for index, (verified, text) in enumerate(self.observations) if verified and text == key]
+        """Indexes of verified, exact-evidence observations normalizing to
+        ``key``, ascending (do not mutate)."""
+        return self._verified_observations.get(key, [])
 
     def verified_checks(self, key: str) -> list[int]:
-        """Indexes of verified, exact-evidence checks normalizing to ``key``."""
-        return [index for index, (verified, name) in enumerate(self.checks) if verified and name == key]
+        """Indexes of verified, exact-evidence checks normalizing to ``key``,
+        ascending (do not mutate)."""
+        return self._verified_checks.get(key, [])
 
     def failure_items(self) -> list[FailureItem]:
         """Failure items in a fixed order: checks by index, then observations.
@@ -250,6 +263,17 @@ def head_at(state: LedgerState, scope_id: str, artifact_id: str, position: int) 
         if published_at < position and (best is None or revision > best):
             best = revision
     return best
+
+
+def head_revision_at(state: LedgerState, scope: dict, scope_id: str, artifact_id: str, position: int) -> int | None:
+    """:func:`head_at`, answered from the scope's ``heads`` record (each
+    artifact's highest known revision) when every known Experience revision
+    of the scope precedes ``position`` (journal order), as is the rule; from
+    the artifact's history otherwise."""
+    if position > scope["max_experience_position"]:
+        head = state.get("heads", scope_id, default={}).get(artifact_id)
+        return None if head is None else head[0]
+    return head_at(state, scope_id, artifact_id, position)
 
 
 def scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int) -> CandidateSet:

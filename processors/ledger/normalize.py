@@ -6,6 +6,7 @@ vectors in ``tests/ledger/golden_vectors.json``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import unicodedata
 from typing import Any
@@ -19,8 +20,19 @@ def _strippable(char: str) -> bool:
     return unicodedata.category(char)[0] in _STRIP_CATEGORIES
 
 
+#: Texts up to this many code points have their key cached (check names and
+#: observation texts repeat across outcomes: "lint", a CI job name).
+_CACHED_LENGTH = 256
+#: Keys kept in the cache: with texts ≤ _CACHED_LENGTH code points at most
+#: some 30 MiB, in practice far less.
+_CACHE_SIZE = 16_384
+
+
 def normalize(text: str) -> str:
     """Return the comparison key of ``text`` (contract §4).
+
+    A pure function of ``text``; keys of texts up to 256 code points are
+    kept in a bounded LRU cache (``_normalize_cached``).
 
     Steps, in order: Unicode's compatibility caseless form
     NFKC(casefold(NFKC(text))); every run of whitespace becomes one space;
@@ -41,6 +53,13 @@ def normalize(text: str) -> str:
     The result is a comparison key, never a stored identity; "" matches
     nothing (callers must check).
     """
+    if len(text) <= _CACHED_LENGTH:
+        return _normalize_cached(text)
+    return _normalize_uncached(text)
+
+
+def _normalize_uncached(text: str) -> str:
+    """:func:`normalize` computed."""
     if text.isascii():
         folded = text.lower()  # NFKC is the identity on ASCII, and casefold is lower
     else:
@@ -54,6 +73,9 @@ def normalize(text: str) -> str:
     while end > start and _strippable(collapsed[end - 1]):
         end -= 1
     return collapsed[start:end]
+
+
+_normalize_cached = functools.lru_cache(maxsize=_CACHE_SIZE)(_normalize_uncached)
 
 
 def nfc_length(text: str) -> int:

@@ -319,7 +319,9 @@ class LedgerProcessor:
 
     def restore_match(self, match: dict) -> None:
         """Record an already-published RecurrenceMatch (read back from the
-        ledger topic) so the replay rule (contract §6) reuses it as is."""
+        ledger topic) so the replay rule (contract §6) reuses it as is. It
+        is kept as a ``match`` record, which ``_decide`` reads when the
+        outcome's own record holds no decision for the item."""
         failure_ref = match["failure_ref"]
         self.state.put(
             matching.remembered_match(match),
@@ -519,12 +521,22 @@ class LedgerProcessor:
 
         snapshot: matching.CandidateSet | None = None
         decided: list[tuple[dict, dict]] = []
-        for item in items:
-            remembered = state.get("match", scope_id, outcome_id, item.item_kind, item.item_index)
-            if remembered is None:  # contract §6 replay rule: reuse, never re-decide
+        outcome_record = state.get("outcome", scope_id, outcome_id) if items else None
+        merged = outcome_record.get("matches", ()) if outcome_record is not None else ()
+        for number, item in enumerate(items):
+            # contract §6 replay rule: reuse, never re-decide. A decision is
+            # kept in its outcome's record (``matches``, parallel to
+            # ``failure_refs``); a ``match`` record is one restored from the
+            # ledger topic (restore_match) or written before the two merged.
+            remembered = merged[number] if number < len(merged) else None
+            if remembered is None:
+                remembered = state.get("match", scope_id, outcome_id, item.item_kind, item.item_index)
+            if remembered is None:
                 if snapshot is None:
                     if linked:
-                        snapshot = matching.CandidateSet.of(list(resolution.cited_set))
+                        snapshot = resolution.chain.candidate_set
+                        if snapshot is None:
+                            snapshot = resolution.chain.candidate_set = matching.CandidateSet.of(list(resolution.cited_set))
                     else:
                         snapshot = matching.scope_heads(state, scope, scope_id, position)
                         self._publish_candidate_set(scope_id, snapshot, emits)
@@ -539,8 +551,10 @@ class LedgerProcessor:
                 check_record("match", match, snapshot)
                 self._emit(emits, MATCHES, scope_id, match)
                 remembered = matching.remembered_match(match)
-                state.put(remembered, "match", scope_id, outcome_id, item.item_kind, item.item_index)
             decided.append((item.ref, remembered))
+        if outcome_record is not None and len(merged) < len(decided):
+            outcome_record["matches"] = [remembered for _, remembered in decided]
+            state.put(outcome_record, "outcome", scope_id, outcome_id)
         by_target = verdicts.matched_items_by_target(decided)
 
         candidates: list[dict] = []
@@ -555,7 +569,7 @@ class LedgerProcessor:
                 count_selected(state, scope_id, ref, signature_key, failure["repair_surface"])
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
                 _surface_count(scope, failure["repair_surface"], "selected")
-                if matching.head_at(state, scope_id, ref["artifact_id"], position) != ref["revision"]:
+                if matching.head_revision_at(state, scope, scope_id, ref["artifact_id"], position) != ref["revision"]:
                     scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + 1
                 hits = by_target.get((ref["artifact_id"], ref["revision"]), [])
                 if len(hits) == 1:

@@ -110,6 +110,10 @@ def new_scope_record() -> dict:
     }
 
 
+#: Resolved Handoff chains kept in memory (``LedgerState.cache_chain``).
+CHAIN_CACHE_SIZE = 100_000
+
+
 class LedgerState:
     """Typed access to the store plus derived caches.
 
@@ -123,6 +127,7 @@ class LedgerState:
         self._rankings: dict[str, SortedList] = {}
         self._top: dict[str, tuple[int, list[dict], set[tuple[str, int]]]] = {}
         self._figures: dict[tuple[str, str, int], dict] = {}
+        self._chains: dict[tuple[str, str, int], Any] = {}
 
     # -- caches ---------------------------------------------------------
     def invalidate_caches(self) -> None:
@@ -132,6 +137,7 @@ class LedgerState:
         self._rankings.clear()
         self._top.clear()
         self._figures.clear()
+        self._chains.clear()
 
     def cached_heads_index(self, scope_id: str) -> Any:
         """The scope's cached ``matching.HeadsIndex`` (its current
@@ -142,6 +148,19 @@ class LedgerState:
         """Remember the scope's HeadsIndex; the processor keeps it in step
         with the ``heads`` record (``matching.head_changed``)."""
         self._heads_index[scope_id] = index
+
+    def cached_chain(self, scope_id: str, handoff_id: str, revision: int) -> Any:
+        """The ``chain.CitedChain`` of a Handoff revision, or None when not
+        resolved yet (or dropped)."""
+        return self._chains.get((scope_id, handoff_id, revision))
+
+    def cache_chain(self, scope_id: str, handoff_id: str, revision: int, chain: Any) -> None:
+        """Remember a Handoff revision's resolved chain. At most
+        ``CHAIN_CACHE_SIZE`` are kept: when full, the cache starts over
+        (every entry can be resolved again from the store)."""
+        if len(self._chains) >= CHAIN_CACHE_SIZE:
+            self._chains.clear()
+        self._chains[(scope_id, handoff_id, revision)] = chain
 
     def ranking(self, scope_id: str) -> SortedList:
         """Revisions with streak ≥ 1 of a scope, in top_revisions order
