@@ -662,13 +662,23 @@ def delete_prefixed(bootstrap: str, prefixes: list[str], groups: list[str]) -> i
                 future.result()
             except KafkaException as error:
                 print(f"  could not delete {name}: {error}", file=sys.stderr)
-    if groups:
+    # A worker stopped by SIGTERM is a static member that sent no LeaveGroup:
+    # its group stays non-empty until its session expires (10 s); retry until then.
+    deadline = time.monotonic() + 30
+    while groups:
+        retry = []
         for group, future in admin.delete_consumer_groups(groups, request_timeout=30).items():
             try:
                 future.result()
             except KafkaException as error:
-                if error.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+                code = error.args[0].code()
+                if code == KafkaError.NON_EMPTY_GROUP and time.monotonic() < deadline:
+                    retry.append(group)
+                elif code != KafkaError.GROUP_ID_NOT_FOUND:
                     print(f"  could not delete group {group}: {error}", file=sys.stderr)
+        groups = retry
+        if groups:
+            time.sleep(1.0)
     return len(names)
 
 
