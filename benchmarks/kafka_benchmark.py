@@ -77,10 +77,13 @@ rounds:
   at publish time). Its own confluent-kafka (quixstreams' pin) is used.
 
 events/s = input events / (t_end − t_start). t_start is the smallest
-CreateTime of the run's output records: librdkafka stamps a record when
+CreateTime of the run's output records, over every topic it wrote (the
+ledger produces its views at the end of each transaction, so its first
+output is a fact, not a view): librdkafka stamps a record when
 ``produce()`` is called, so this is when the process emitted its first
 output, and process start, imports, group join, assignment and changelog
-restore are not counted. t_end is when the last output became visible to a
+restore are not counted (nor what a process computes before its first
+``produce()``). t_end is when the last output became visible to a
 ``read_committed`` reader: every 20 ms this script asks the broker for the
 last stable offsets of the watched output topic (``AdminClient.
 list_offsets``, READ_COMMITTED), and t_end is the first sample showing the
@@ -421,6 +424,8 @@ class ThroughputRun:
     offsets_by_topic: dict[str, int] = field(default_factory=dict)  # logical topic → offsets advanced (with markers)
     assignments: list[str] = field(default_factory=list)  # "+1.23 s w1: assigned partitions [0, 1]" (ledger logs)
     settled_s: float | None = None  # last partition assignment − first output (several processes)
+    first_output_topic: str = ""  # where the first output (t_start) was
+    watched_first_output_s: float = 0.0  # first output on the watched topic − t_start
 
 
 def _child_env() -> dict[str, str]:
@@ -506,20 +511,24 @@ def timed_run(kind: str, commands: list[list[str]], bootstrap: str, watch: str, 
     if first_ts is None:
         raise RuntimeError(f"{kind}: no output on {watch}; log {log_paths[0]}")
     final_sum = sum(final.values())
-    end_sample = next(sample for sample in samples if sample[1] >= final_sum)
-    t_start, t_end = first_ts / 1000, end_sample[0]
-    # Machine CPU over [t_start, t_end]: the samples closest to both ends.
-    start_sample = min(samples, key=lambda sample: abs(sample[0] - t_start))
-    shares = cpu_shares(start_sample[2], end_sample[2])
-    # Records written: offsets advanced (transaction markers included) and records read back (markers excluded).
+    # Records written: offsets advanced (transaction markers included) and records read back (markers excluded);
+    # t_start is the first CreateTime over all of them (the ledger produces its views at the end of a transaction).
     if discover:
         other_starts |= {name: {} for name in admin.list_topics(timeout=10).topics if name.startswith(discover)}
     offsets_by_topic = {watch: final_sum - sum(starts.values())}
     records_by_topic = {watch: outputs}
+    first_by_topic = {watch: first_ts}
     for topic, topic_starts in other_starts.items():
         topic_ends = _topic_ends(admin, topic)
         offsets_by_topic[topic] = sum(topic_ends.values()) - sum(topic_starts.values())
-        records_by_topic[topic] = read_range(bootstrap, topic, topic_starts, topic_ends, timeout=300)[0] if offsets_by_topic[topic] else 0
+        records_by_topic[topic], first_by_topic[topic], _ = (read_range(bootstrap, topic, topic_starts, topic_ends, timeout=300)
+                                                             if offsets_by_topic[topic] else (0, None, []))
+    first_topic = min((topic for topic, ts in first_by_topic.items() if ts is not None), key=first_by_topic.__getitem__)
+    end_sample = next(sample for sample in samples if sample[1] >= final_sum)
+    t_start, t_end = first_by_topic[first_topic] / 1000, end_sample[0]
+    # Machine CPU over [t_start, t_end]: the samples closest to both ends.
+    start_sample = min(samples, key=lambda sample: abs(sample[0] - t_start))
+    shares = cpu_shares(start_sample[2], end_sample[2])
 
     def logical(topic: str) -> str:
         return topic.removeprefix(prefix)
@@ -528,7 +537,8 @@ def timed_run(kind: str, commands: list[list[str]], bootstrap: str, watch: str, 
         kind=kind, events=events, processes=len(processes), outputs=outputs, seconds=t_end - t_start,
         events_per_s=events / (t_end - t_start), wall_s=exited - launched, process_cpu_s=sum(cpu_each),
         process_cpu_s_each=cpu_each, cpu=shares, output_records_total=sum(offsets_by_topic.values()),
-        records_by_topic={logical(t): n for t, n in records_by_topic.items()},
+        records_by_topic={logical(t): n for t, n in records_by_topic.items()}, first_output_topic=logical(first_topic),
+        watched_first_output_s=first_ts / 1000 - t_start,
         offsets_by_topic={logical(t): n for t, n in offsets_by_topic.items()},
     )
     if kind.startswith("ledger"):
@@ -538,7 +548,7 @@ def timed_run(kind: str, commands: list[list[str]], bootstrap: str, watch: str, 
         if len(processes) > 1 and assigned:
             run.settled_s = max(assigned) - t_start
     print(f"  {kind}: {run.events_per_s:,.0f} events/s ({events:,} events in {run.seconds:.2f} s; {outputs:,} records on "
-          f"{logical(watch)}; {sum(records_by_topic.values()) / events:.2f} records/event, "
+          f"{logical(watch)}; first output on {run.first_output_topic}, {run.watched_first_output_s:.2f} s before the first on {logical(watch)}; {sum(records_by_topic.values()) / events:.2f} records/event, "
           f"{run.output_records_total - sum(records_by_topic.values()):,} transaction markers; process CPU "
           f"{' + '.join(f'{value:.1f}' for value in cpu_each)} s; wall {run.wall_s:.1f} s; CPU shares {_shares(shares)})",
           flush=True)
