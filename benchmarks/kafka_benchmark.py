@@ -9,7 +9,7 @@ topic, in the same run, and records the numbers in BENCHMARKS.md between
 the ``kafka-benchmark`` markers. Run with the local broker up
 (``env_lines="$(bash deploy/services.sh up)"; eval "$env_lines"``):
 
-    python benchmarks/kafka_benchmark.py            # full run (~10 min on the 2-core VM), writes BENCHMARKS.md
+    python benchmarks/kafka_benchmark.py            # full run (~7 min on the 2-core VM), writes BENCHMARKS.md
     python benchmarks/kafka_benchmark.py --quick    # smoke sizes (~1 min), prints only
     python benchmarks/kafka_benchmark.py --no-record             # full sizes, prints only
     python benchmarks/kafka_benchmark.py --no-quixstreams        # without the quixstreams row (noted)
