@@ -1,14 +1,30 @@
 """End-to-end benchmark of the Kafka worker on the real broker (not a test).
 
-Measures the ledger worker (``python -m recurrence_ledger.cli worker``, a separate
-process, as deployed) against a plain consume → produce passthrough written
-with the same client library (confluent-kafka), over the same pre-published
-input topic, in the same run, and records the numbers in BENCHMARKS.md
-between the ``kafka-benchmark`` markers. Run with the local broker up
+Measures the ledger worker (``python -m recurrence_ledger.cli worker``, run
+through its CLI as deployed, in one process and in two processes of one
+consumer group) against a plain consume → produce passthrough written with
+the same client library (confluent-kafka) and against a stateful
+exactly-once quixstreams application, over the same pre-published input
+topic, in the same run, and records the numbers in BENCHMARKS.md between
+the ``kafka-benchmark`` markers. Run with the local broker up
 (``env_lines="$(bash deploy/services.sh up)"; eval "$env_lines"``):
 
     python benchmarks/kafka_benchmark.py            # full run (~7 min on the 2-core VM), writes BENCHMARKS.md
-    python benchmarks/kafka_benchmark.py --quick    # smoke sizes (~30 s), prints only
+    python benchmarks/kafka_benchmark.py --quick    # smoke sizes (~1 min), prints only
+    python benchmarks/kafka_benchmark.py --no-record             # full sizes, prints only
+    python benchmarks/kafka_benchmark.py --no-quixstreams        # without the quixstreams row (noted)
+
+quixstreams is not a dependency of the project, and every quixstreams
+2.x/3.x release pins a confluent-kafka older than the project's, so it
+lives in a virtualenv of its own: the ``bench`` dependency group of
+pyproject.toml (from the repository root, pip ≥ 25.1)::
+
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install -U pip && .venv-bench/bin/pip install --group bench
+
+The quixstreams process runs under ``--quixstreams-python`` (default:
+``$RL_BENCH_QUIXSTREAMS_PYTHON``, else ``.venv-bench/bin/python`` when it
+exists, else this interpreter); the script stops before publishing, saying
+how to install it, when that interpreter cannot import quixstreams.
 
 Every run uses fresh topics under random prefixes (``kbench-<hex>.``) and
 deletes them and its consumer groups at the end (``--keep-topics`` keeps
@@ -22,11 +38,23 @@ of publishing, 2 per commit interval.
 Throughput (events/s). The workload (``recurrence_ledger.workload``) is published
 once, as Avro SourceEvents on ``source-journal`` (``kafka_io.
 publish_journal``), before anything consumes it. Then, one at a time, each
-in its own consumer group, a process drains that backlog and exits after 3 s
-without input; the three kinds are interleaved, ``--repeats`` rounds:
+in its own consumer group, a process (or two) drains that backlog and exits
+after 3 s without input; the five kinds are interleaved, ``--repeats``
+rounds:
 
 - ``ledger``: the worker (Avro outputs, a transaction every 100 ms, the
   default; no Redis view — Redis is not on the publish → output path);
+  ``--instance-id w1``, ``--exit-when-idle 3``;
+- ``ledger-2proc``: two workers started together with the same app id and
+  prefix (one consumer group) and ``--instance-id w1`` / ``w2``; with 4
+  partitions the range assignor gives each 2 partitions of every input
+  topic. The first to join takes all partitions until the other joins and
+  the group rebalances (static members; the broker's
+  ``group.initial.rebalance.delay.ms`` is 0): that rebalance is inside the
+  measured time, and the assignments are read from both workers' logs and
+  reported relative to t_start. A batch worker exits only once the whole
+  group is caught up, so both exit at the end. CPU = both processes,
+  summed; ``--no-two-processes`` skips this kind;
 - ``passthrough-alo``: plain at-least-once passthrough (:func:`passthrough`):
   subscribe with the worker's consumer settings (range assignor,
   read_committed, no auto commit, batches of 2,000), produce each record
@@ -34,13 +62,28 @@ without input; the three kinds are interleaved, ``--repeats`` rounds:
   every 100 ms flush the producer and commit the consumed offsets;
 - ``passthrough-tx``: the same with the worker's transaction pattern: begin,
   produce, every 100 ms ``send_offsets_to_transaction`` +
-  ``commit_transaction`` (the worker's producer settings).
+  ``commit_transaction`` (the worker's producer settings);
+- ``quixstreams``: a quixstreams ``Application`` (benchmarks/
+  quixstreams_baseline.py, started as ``kafka_benchmark.py
+  --quixstreams-child`` under ``--quixstreams-python``):
+  ``processing_guarantee="exactly-once"``, ``auto_offset_reset="earliest"``,
+  ``commit_interval`` 0.1 s (the worker's), reads ``source-journal`` as
+  bytes, keeps a counter per record key in its default state store
+  (RocksDB, with its changelog topic ``changelog__<group>--…--default``,
+  created by quixstreams) — one ``State.get`` + ``State.set`` per record —
+  and produces each record's key and value unchanged to its own output
+  topic, stamped with the processing time (``set_timestamp``; quixstreams
+  otherwise gives outputs their input's timestamp, which would put t_start
+  at publish time). Its own confluent-kafka (quixstreams' pin) is used.
 
 events/s = input events / (t_end − t_start). t_start is the smallest
-CreateTime of the run's output records: librdkafka stamps a record when
+CreateTime of the run's output records, over every topic it wrote (the
+ledger produces its views at the end of each transaction, so its first
+output is a fact, not a view): librdkafka stamps a record when
 ``produce()`` is called, so this is when the process emitted its first
 output, and process start, imports, group join, assignment and changelog
-restore are not counted. t_end is when the last output became visible to a
+restore are not counted (nor what a process computes before its first
+``produce()``). t_end is when the last output became visible to a
 ``read_committed`` reader: every 20 ms this script asks the broker for the
 last stable offsets of the watched output topic (``AdminClient.
 list_offsets``, READ_COMMITTED), and t_end is the first sample showing the
@@ -48,13 +91,25 @@ final value — so the idle tail before the process exits is not counted
 either; the error is about one sampling period. The watched topic is
 ``recurrence-statistics`` for the ledger (one record per scope changed in a
 transaction, contract §8, committed atomically with all other outputs of
-its transaction) and the
-passthrough's output topic otherwise. Output counts are checked afterwards
-by reading the committed records back. Also recorded over [t_start, t_end]:
-the process's CPU seconds (``wait4`` rusage, whole run) and the CPU shares
-of the machine (``/proc/stat``, ``/proc/<pid>/stat``; 2 cores = 100 %) used
-by the process, the broker (``deploy/kafka.sh``'s pid file), this script and
+its transaction) and the baseline's output topic otherwise. Output counts
+are checked afterwards by reading the committed records back. Also
+recorded over [t_start, t_end]: the process's CPU seconds (``wait4``
+rusage, whole run; two processes: the sum) and the CPU shares of the
+machine (``/proc/stat``, ``/proc/<pid>/stat``; 2 cores = 100 %) used by the
+process(es), the broker (``deploy/kafka.sh``'s pid file), this script and
 everything else ("other": the VM is shared).
+
+Records written per input event: after each run, every topic the process
+wrote — the ledger's output topics and its state changelog (created by
+this script before the run, so its start offsets are known), a
+baseline's output topic, quixstreams' changelog — is read back from the
+run's start offsets to its last stable offsets with a ``read_committed``
+consumer and its records are counted. Transaction markers occupy offsets
+but are never delivered, so they are excluded; offsets advanced − records
+read = the markers, reported separately. Split: ledger facts (matches,
+observations, review candidates, admission decisions), candidate sets,
+views (ScopeStatistics, RevisionStatistics), changelog, other (dead
+letters, a baseline's output).
 
 Latency at half of the maximum throughput. Rate = half the median ledger
 events/s just measured. For each commit interval (100 ms, the default, and
@@ -83,9 +138,13 @@ Per second of publishing, the CPU shares are sampled too; seconds in which
 of the events published in them is reported separately — a diagnostic of
 the shared VM, never what the target is checked against.
 
-Targets (checked on the medians): ledger events/s ≥ 50 % of the plain
-passthrough's (the ratio to the transactional one is shown too); p99 ≤ 250
-ms at half of the maximum throughput, per commit interval.
+Targets (checked on the medians): ledger (one process) ≥ 10,000 events/s;
+≥ 25 % of the quixstreams baseline's events/s; two processes ≥ 1.7× one
+process; ≤ 3 records written per input event (one process, markers
+excluded); ≥ 50 % of the plain passthrough's events/s (the ratio to the
+transactional one is shown too); p99 ≤ 250 ms at half of the maximum
+throughput, per commit interval (the target is the 100 ms one, the
+default).
 
 Dev options: ``--latency-rate R`` fixes the latency runs' rate;
 ``--repeats 0 --latency-rate R`` runs only the latency part (prints only).
@@ -110,13 +169,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import confluent_kafka
-import orjson
-from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--quixstreams-child"]:
+    # The quixstreams baseline runs under the interpreter of --quixstreams-python,
+    # which has quixstreams (and its older confluent-kafka) but not this project:
+    # dispatch before anything below is imported.
+    from benchmarks.quixstreams_baseline import main as _quixstreams_child
+
+    sys.exit(_quixstreams_child(sys.argv[2:]))
+
+import confluent_kafka  # noqa: E402
+import orjson  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, OffsetSpec  # noqa: E402
 
 from recurrence_ledger.runtime.kafka_admin import create_topics  # noqa: E402
 from recurrence_ledger.runtime.kafka_io import PRODUCER_CONFIG, prepare_line, publish_journal  # noqa: E402
@@ -136,6 +203,10 @@ QUIET_OTHER = 0.10
 #: Targets of the requirement.
 TARGET_RATIO = 0.5
 TARGET_P99_MS = 250.0
+TARGET_EVENTS_PER_S = 10_000
+TARGET_QUIXSTREAMS_RATIO = 0.25  # ledger, one process / the quixstreams stateful exactly-once baseline
+TARGET_TWO_PROCESSES = 1.7  # ledger, two processes / one process
+TARGET_RECORDS_PER_EVENT = 3.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,23 +297,27 @@ def _broker_pid() -> int | None:
         return None
 
 
-def _process_ticks(pid: int | None) -> float | None:
-    """utime + stime of a process (all its threads) in clock ticks, or None."""
-    if pid is None:
+def _process_ticks(pids: int | list[int] | None) -> float | None:
+    """utime + stime of a process (all its threads) in clock ticks, summed
+    over ``pids`` when given a list, or None when one is unreadable."""
+    if pids is None:
         return None
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return float(fields[11]) + float(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
+    total = 0.0
+    for pid in [pids] if isinstance(pids, int) else pids:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += float(fields[11]) + float(fields[12])
+        except (OSError, IndexError, ValueError):
+            return None
+    return total
 
 
 @dataclass
 class CpuSample:
     """Cumulative CPU counters at one moment, in clock ticks: the machine's
-    busy and total time (/proc/stat, all cores), and the process under test,
-    the broker and this script."""
+    busy and total time (/proc/stat, all cores), and the process(es) under
+    test (summed), the broker and this script."""
 
     at: float
     busy: float
@@ -252,7 +327,7 @@ class CpuSample:
     script: float | None
 
     @classmethod
-    def take(cls, at: float, process_pid: int | None, broker_pid: int | None) -> CpuSample:
+    def take(cls, at: float, process_pid: int | list[int] | None, broker_pid: int | None) -> CpuSample:
         with open("/proc/stat") as handle:
             fields = [float(value) for value in handle.readline().split()[1:]]
         idle = fields[3] + fields[4]  # idle + iowait
@@ -331,75 +406,154 @@ def read_range(bootstrap: str, topic: str, starts: dict[int, int], ends: dict[in
 
 @dataclass
 class ThroughputRun:
-    """One drain of the pre-published backlog by one process."""
+    """One drain of the pre-published backlog by one process (or by several
+    processes of one consumer group)."""
 
     kind: str
     events: int
+    processes: int = 1
     outputs: int = 0
     seconds: float = 0.0
     events_per_s: float = 0.0
     wall_s: float = 0.0
-    process_cpu_s: float = 0.0
-    cpu: dict[str, float] = field(default_factory=dict)  # cpu_shares over the active time
+    process_cpu_s: float = 0.0  # summed over the processes
+    process_cpu_s_each: list[float] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)  # cpu_shares over the active time ("process": all of them)
     output_records_total: int = 0  # every topic the process wrote, by offsets (includes transaction markers)
+    records_by_topic: dict[str, int] = field(default_factory=dict)  # logical topic → records read back (no markers)
+    offsets_by_topic: dict[str, int] = field(default_factory=dict)  # logical topic → offsets advanced (with markers)
+    assignments: list[str] = field(default_factory=list)  # "+1.23 s w1: assigned partitions [0, 1]" (ledger logs)
+    settled_s: float | None = None  # last partition assignment − first output (several processes)
+    first_output_topic: str = ""  # where the first output (t_start) was
+    watched_first_output_s: float = 0.0  # first output on the watched topic − t_start
 
 
 def _child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX", "RL_APP_ID", "RL_INSTANCE_ID")}
 
 
-def timed_run(kind: str, command: list[str], bootstrap: str, watch: str, other_outputs: list[str], partitions: int,
-              events: int, log_path: Path) -> ThroughputRun:
-    """Run ``command`` until it exits, sampling the last stable offsets of
-    ``watch`` every SAMPLE_S; see the module docstring for the method."""
+def _topic_ends(admin: AdminClient, topic: str) -> dict[int, int]:
+    """committed_ends over all partitions of ``topic``, {} when it does not exist."""
+    metadata = admin.list_topics(topic, timeout=10).topics.get(topic)
+    if metadata is None or metadata.error is not None or not metadata.partitions:
+        return {}
+    return committed_ends(admin, topic, len(metadata.partitions))
+
+
+def _assignment_lines(log_paths: list[Path], labels: list[str]) -> list[tuple[float, str]]:
+    """(wall time, "label: message") of the worker's "assigned partitions" and
+    "revoked partitions" log lines (its log format starts with asctime)."""
+    found = []
+    for path, label in zip(log_paths, labels):
+        for line in path.read_text(errors="replace").splitlines():
+            if "assigned partitions" not in line and "revoked partitions" not in line:
+                continue
+            try:
+                stamp, millis = line[:23].split(",")
+                at = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000
+            except ValueError:
+                continue
+            found.append((at, f"{label}: {line.split(': ', 1)[-1]}"))
+    return sorted(found)
+
+
+def timed_run(kind: str, commands: list[list[str]], bootstrap: str, watch: str, other_outputs: list[str], partitions: int,
+              events: int, log_paths: list[Path], prefix: str, discover: str | None = None) -> ThroughputRun:
+    """Start ``commands`` together (one process each) and wait until all have
+    exited, sampling the last stable offsets of ``watch`` every SAMPLE_S; see
+    the module docstring for the method. Afterwards the records written on
+    ``watch``, ``other_outputs`` and the topics whose names start with
+    ``discover`` (created during the run) are counted, by offsets and by
+    reading them back."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     starts = committed_ends(admin, watch, partitions)
-    other_starts = {topic: committed_ends(admin, topic, partitions) for topic in other_outputs}
+    other_starts = {topic: _topic_ends(admin, topic) for topic in other_outputs}
     samples: list[tuple[float, int, CpuSample]] = []  # (wall time, sum of LSOs, CPU counters)
     broker_pid = _broker_pid()
     launched = time.time()
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=_child_env(), start_new_session=True)
-    rusage = None
+    processes = []
+    for command, log_path in zip(commands, log_paths):
+        with open(log_path, "ab") as log:
+            processes.append(subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=_child_env(),
+                                              start_new_session=True))
+    pids = [process.pid for process in processes]
     try:
         while True:
-            cpu = CpuSample.take(time.time(), process.pid, broker_pid)
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+            cpu = CpuSample.take(time.time(), pids, broker_pid)
+            # Exited without reaping them (WNOWAIT): their /proc/<pid>/stat stays readable for the CPU samples.
+            exited_now = [os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None for pid in pids]
             ends = committed_ends(admin, watch, partitions)
             samples.append((time.time(), sum(ends.values()), cpu))
-            if pid:
-                rusage = usage
-                process.returncode = os.waitstatus_to_exitcode(status)
+            if all(exited_now):
                 break
+            if any(exited_now):
+                for pid, done in zip(pids, exited_now):
+                    status = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) if done else None
+                    if status is not None and status.si_status != 0:
+                        raise RuntimeError(f"{kind}: a process exited with {status.si_status} while the others run")
             time.sleep(SAMPLE_S)
+        cpu_each = []
+        for process in processes:
+            _, status, usage = os.wait4(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(status)
+            cpu_each.append(usage.ru_utime + usage.ru_stime)
     finally:
-        if process.returncode is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        for process in processes:
+            if process.returncode is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
     exited = time.time()
-    if process.returncode != 0:
-        raise RuntimeError(f"{kind} exited with {process.returncode}; log {log_path}:\n{log_path.read_text()[-3000:]}")
+    for process, log_path in zip(processes, log_paths):
+        if process.returncode != 0:
+            raise RuntimeError(f"{kind} exited with {process.returncode}; log {log_path}:\n{log_path.read_text()[-3000:]}")
     final = committed_ends(admin, watch, partitions)
     outputs, first_ts, _ = read_range(bootstrap, watch, starts, final)
     if first_ts is None:
-        raise RuntimeError(f"{kind}: no output on {watch}; log {log_path}")
+        raise RuntimeError(f"{kind}: no output on {watch}; log {log_paths[0]}")
     final_sum = sum(final.values())
+    # Records written: offsets advanced (transaction markers included) and records read back (markers excluded);
+    # t_start is the first CreateTime over all of them (the ledger produces its views at the end of a transaction).
+    if discover:
+        other_starts |= {name: {} for name in admin.list_topics(timeout=10).topics if name.startswith(discover)}
+    offsets_by_topic = {watch: final_sum - sum(starts.values())}
+    records_by_topic = {watch: outputs}
+    first_by_topic = {watch: first_ts}
+    for topic, topic_starts in other_starts.items():
+        topic_ends = _topic_ends(admin, topic)
+        offsets_by_topic[topic] = sum(topic_ends.values()) - sum(topic_starts.values())
+        records_by_topic[topic], first_by_topic[topic], _ = (read_range(bootstrap, topic, topic_starts, topic_ends, timeout=300)
+                                                             if offsets_by_topic[topic] else (0, None, []))
+    first_topic = min((topic for topic, ts in first_by_topic.items() if ts is not None), key=first_by_topic.__getitem__)
     end_sample = next(sample for sample in samples if sample[1] >= final_sum)
-    t_start, t_end = first_ts / 1000, end_sample[0]
+    t_start, t_end = first_by_topic[first_topic] / 1000, end_sample[0]
     # Machine CPU over [t_start, t_end]: the samples closest to both ends.
     start_sample = min(samples, key=lambda sample: abs(sample[0] - t_start))
     shares = cpu_shares(start_sample[2], end_sample[2])
-    written = sum(final.values()) - sum(starts.values())
-    for topic, topic_starts in other_starts.items():
-        written += sum(committed_ends(admin, topic, partitions).values()) - sum(topic_starts.values())
+
+    def logical(topic: str) -> str:
+        return topic.removeprefix(prefix)
+
     run = ThroughputRun(
-        kind=kind, events=events, outputs=outputs, seconds=t_end - t_start, events_per_s=events / (t_end - t_start),
-        wall_s=exited - launched, process_cpu_s=rusage.ru_utime + rusage.ru_stime,
-        cpu=shares, output_records_total=written,
+        kind=kind, events=events, processes=len(processes), outputs=outputs, seconds=t_end - t_start,
+        events_per_s=events / (t_end - t_start), wall_s=exited - launched, process_cpu_s=sum(cpu_each),
+        process_cpu_s_each=cpu_each, cpu=shares, output_records_total=sum(offsets_by_topic.values()),
+        records_by_topic={logical(t): n for t, n in records_by_topic.items()}, first_output_topic=logical(first_topic),
+        watched_first_output_s=first_ts / 1000 - t_start,
+        offsets_by_topic={logical(t): n for t, n in offsets_by_topic.items()},
     )
+    if kind.startswith("ledger"):
+        lines = _assignment_lines(log_paths, [f"w{i + 1}" for i in range(len(log_paths))])
+        run.assignments = [f"{at - t_start:+.2f} s {text}" for at, text in lines]
+        assigned = [at for at, text in lines if "assigned partitions" in text]
+        if len(processes) > 1 and assigned:
+            run.settled_s = max(assigned) - t_start
     print(f"  {kind}: {run.events_per_s:,.0f} events/s ({events:,} events in {run.seconds:.2f} s; {outputs:,} records on "
-          f"{watch.split('.', 1)[-1]}; process CPU {run.process_cpu_s:.1f} s; wall {run.wall_s:.1f} s; CPU shares {_shares(shares)})",
+          f"{logical(watch)}; first output on {run.first_output_topic}, {run.watched_first_output_s:.2f} s before the first on {logical(watch)}; {sum(records_by_topic.values()) / events:.2f} records/event, "
+          f"{run.output_records_total - sum(records_by_topic.values()):,} transaction markers; process CPU "
+          f"{' + '.join(f'{value:.1f}' for value in cpu_each)} s; wall {run.wall_s:.1f} s; CPU shares {_shares(shares)})",
           flush=True)
+    for line in run.assignments if len(processes) > 1 else ():
+        print(f"    {line}", flush=True)
     return run
 
 
@@ -652,24 +806,69 @@ def latency_run(bootstrap: str, partitions: int, lines: list[bytes], rate: float
 
 
 def delete_prefixed(bootstrap: str, prefixes: list[str], groups: list[str]) -> int:
-    """Delete every topic whose name starts with one of ``prefixes`` and the
+    """Delete every topic whose name contains one of ``prefixes`` (they start
+    with it, or, quixstreams' changelogs, contain the prefixed group) and the
     given consumer groups. Returns the number of topics deleted."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    names = [name for name in admin.list_topics(timeout=10).topics if any(name.startswith(p) for p in prefixes)]
+    names = [name for name in admin.list_topics(timeout=10).topics if any(p in name for p in prefixes)]
     if names:
         for name, future in admin.delete_topics(names, operation_timeout=30).items():
             try:
                 future.result()
             except KafkaException as error:
                 print(f"  could not delete {name}: {error}", file=sys.stderr)
-    if groups:
+    # A worker stopped by SIGTERM is a static member that sent no LeaveGroup:
+    # its group stays non-empty until its session expires (10 s); retry until then.
+    deadline = time.monotonic() + 30
+    while groups:
+        retry = []
         for group, future in admin.delete_consumer_groups(groups, request_timeout=30).items():
             try:
                 future.result()
             except KafkaException as error:
-                if error.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+                code = error.args[0].code()
+                if code == KafkaError.NON_EMPTY_GROUP and time.monotonic() < deadline:
+                    retry.append(group)
+                elif code != KafkaError.GROUP_ID_NOT_FOUND:
                     print(f"  could not delete group {group}: {error}", file=sys.stderr)
+        groups = retry
+        if groups:
+            time.sleep(1.0)
     return len(names)
+
+
+# ---------------------------------------------------------------------------------------------
+# The quixstreams baseline's interpreter
+# ---------------------------------------------------------------------------------------------
+#: Where the ``bench`` dependency group is installed by default (see quixstreams_python).
+QUIXSTREAMS_VENV = ".venv-bench"
+
+
+def default_quixstreams_python() -> str:
+    """$RL_BENCH_QUIXSTREAMS_PYTHON, else the repository's .venv-bench when
+    it exists, else this interpreter."""
+    venv_python = REPO / QUIXSTREAMS_VENV / "bin" / "python"
+    return os.environ.get("RL_BENCH_QUIXSTREAMS_PYTHON") or (str(venv_python) if venv_python.exists() else sys.executable)
+
+
+def quixstreams_versions(python: str) -> dict[str, str]:
+    """quixstreams and confluent-kafka versions that ``python`` imports; exits
+    with how to install them when it cannot import quixstreams."""
+    probe = subprocess.run([python, "-c", "import quixstreams, confluent_kafka; "
+                            "print(quixstreams.__version__, confluent_kafka.__version__, confluent_kafka.libversion()[0])"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        reason = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(
+            f"kafka_benchmark.py: the quixstreams baseline needs quixstreams, and {python} cannot import it ({reason}).\n"
+            "quixstreams pins an older confluent-kafka than this project's, so it goes in a virtualenv of its own, from the"
+            " `bench` dependency group of pyproject.toml (pip >= 25.1), run from the repository root:\n"
+            f"    python3 -m venv {QUIXSTREAMS_VENV} && {QUIXSTREAMS_VENV}/bin/pip install -U pip"
+            f" && {QUIXSTREAMS_VENV}/bin/pip install --group bench\n"
+            f"The script uses {QUIXSTREAMS_VENV}/bin/python when it exists (or --quixstreams-python PATH,"
+            " $RL_BENCH_QUIXSTREAMS_PYTHON). Or skip that row with --no-quixstreams.")
+    quixstreams, client, librdkafka = probe.stdout.split()
+    return {"python": python, "quixstreams": quixstreams, "confluent_kafka": client, "librdkafka": librdkafka}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -688,11 +887,18 @@ def main() -> None:
     parser.add_argument("--latency-repeats", type=int, default=2, help="latency runs per commit interval (interleaved)")
     parser.add_argument("--latency-intervals", default="100,50", help="worker commit intervals (ms) for the latency runs")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete the benchmark topics")
-    # The baseline process (internal).
+    parser.add_argument("--no-record", action="store_true", help="print only: do not write BENCHMARKS.md")
+    parser.add_argument("--no-two-processes", action="store_true", help="skip the two-process ledger runs")
+    parser.add_argument("--no-quixstreams", action="store_true", help="skip the quixstreams baseline (noted in the output)")
+    parser.add_argument("--quixstreams-python", default=default_quixstreams_python(),
+                        help=f"interpreter with quixstreams for the baseline (default: $RL_BENCH_QUIXSTREAMS_PYTHON, else"
+                             f" {QUIXSTREAMS_VENV}/bin/python in the repository when it exists, else this one)")
+    # The baseline processes (internal; --quixstreams-child is dispatched at the top of this file).
     parser.add_argument("--passthrough-child", choices=("alo", "tx"), help=argparse.SUPPRESS)
     parser.add_argument("--topic-prefix", help=argparse.SUPPRESS)
     parser.add_argument("--group", help=argparse.SUPPRESS)
     parser.add_argument("--out-topic", help=argparse.SUPPRESS)
+    parser.add_argument("--quixstreams-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     if args.passthrough_child:
@@ -702,6 +908,13 @@ def main() -> None:
         parser.error("--repeats 0 needs --latency-rate")
     if args.quick:
         args.scopes, args.outcomes_per_scope, args.repeats, args.latency_seconds, args.latency_repeats = 20, 100, 1, 5.0, 1
+    quixstreams = None
+    if args.no_quixstreams:
+        print("note: --no-quixstreams: the quixstreams baseline is skipped", flush=True)
+    elif args.repeats > 0:
+        quixstreams = quixstreams_versions(args.quixstreams_python)  # fails early, before publishing
+        print(f"quixstreams {quixstreams['quixstreams']} (confluent-kafka {quixstreams['confluent_kafka']}) under "
+              f"{quixstreams['python']}", flush=True)
 
     started = time.monotonic()
     load_start = _load()
@@ -714,8 +927,12 @@ def main() -> None:
     try:
         lines = [orjson.dumps(record) for record in generate_journal(shape)]
         events = len(lines)
-        runs_per_kind = ("ledger", "passthrough-alo", "passthrough-tx")
-        extra_topics = [(f"passthrough-{mode}-{rep}", {}) for mode in ("alo", "tx") for rep in range(args.repeats)]
+        runs_per_kind = ["ledger", "ledger-2proc", "passthrough-alo", "passthrough-tx", "quixstreams"]
+        if args.no_two_processes:
+            runs_per_kind.remove("ledger-2proc")
+        if quixstreams is None:
+            runs_per_kind.remove("quixstreams")
+        extra_topics = [(f"{kind}-{rep}", {}) for kind in runs_per_kind if not kind.startswith("ledger") for rep in range(args.repeats)]
         if args.repeats > 0:
             create_topics(bootstrap, partitions, prefix, extra=extra_topics)
             journal = workdir / "journal.jsonl"
@@ -728,24 +945,38 @@ def main() -> None:
         runs: dict[str, list[ThroughputRun]] = {kind: [] for kind in runs_per_kind}
         ledger_outputs = [prefix + name for name in catalogue.OUTPUT_TOPICS if name != STATISTICS]
         for rep in range(args.repeats):
-            app_id = f"kbench-ledger-{rep}"
-            groups.append(prefix + app_id)
-            command = [sys.executable, "-m", "recurrence_ledger.cli", "worker", "--bootstrap", bootstrap, "--topic-prefix", prefix,
-                       "--app-id", app_id, "--instance-id", "w1", "--exit-when-idle", "3"]
-            changelog = f"{prefix}{app_id}-ledger-state-changelog"
-            # The worker creates its changelog; create it first (same settings) so its records are counted.
-            create_topics(bootstrap, partitions, prefix, extra=[(f"{app_id}-ledger-state-changelog",
-                                                                 {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1"})])
-            runs["ledger"].append(timed_run("ledger", command, bootstrap, prefix + STATISTICS, [*ledger_outputs, changelog],
-                                            partitions, events, workdir / f"ledger-{rep}.log"))
-            for mode in ("alo", "tx"):
-                group = f"{prefix}kbench-passthrough-{mode}-{rep}"
-                groups.append(group)
-                out_topic = f"{prefix}passthrough-{mode}-{rep}"
-                command = [sys.executable, str(Path(__file__).resolve()), "--passthrough-child", mode, "--bootstrap", bootstrap,
-                           "--topic-prefix", prefix, "--group", group, "--out-topic", out_topic]
-                runs[f"passthrough-{mode}"].append(timed_run(f"passthrough-{mode}", command, bootstrap, out_topic, [],
-                                                             partitions, events, workdir / f"passthrough-{mode}-{rep}.log"))
+            for kind in runs_per_kind:
+                if kind.startswith("ledger"):
+                    instances = ["w1", "w2"] if kind == "ledger-2proc" else ["w1"]
+                    app_id = f"kbench-{kind}-{rep}"
+                    groups.append(prefix + app_id)
+                    commands = [[sys.executable, "-m", "recurrence_ledger.cli", "worker", "--bootstrap", bootstrap, "--topic-prefix",
+                                 prefix, "--app-id", app_id, "--instance-id", instance, "--exit-when-idle", "3"] for instance in instances]
+                    changelog = catalogue.changelog_name(app_id)
+                    # The worker creates its changelog; create it first (same settings) so its records are counted.
+                    create_topics(bootstrap, partitions, prefix, extra=[(changelog, {"cleanup.policy": "compact",
+                                                                                    "min.cleanable.dirty.ratio": "0.1"})])
+                    runs[kind].append(timed_run(kind, commands, bootstrap, prefix + STATISTICS, [*ledger_outputs, prefix + changelog],
+                                                partitions, events, [workdir / f"{kind}-{rep}-{i}.log" for i in instances], prefix))
+                elif kind.startswith("passthrough"):
+                    mode = kind.split("-")[1]
+                    group = f"{prefix}kbench-{kind}-{rep}"
+                    groups.append(group)
+                    out_topic = f"{prefix}{kind}-{rep}"
+                    command = [sys.executable, str(Path(__file__).resolve()), "--passthrough-child", mode, "--bootstrap", bootstrap,
+                               "--topic-prefix", prefix, "--group", group, "--out-topic", out_topic]
+                    runs[kind].append(timed_run(kind, [command], bootstrap, out_topic, [], partitions, events,
+                                                [workdir / f"{kind}-{rep}.log"], prefix))
+                else:
+                    group = f"{prefix}kbench-quixstreams-{rep}"
+                    groups.append(group)
+                    out_topic = f"{prefix}quixstreams-{rep}"
+                    command = [args.quixstreams_python, str(Path(__file__).resolve()), "--quixstreams-child", "--bootstrap", bootstrap,
+                               "--group", group, "--in-topic", prefix + catalogue.SOURCE_JOURNAL, "--out-topic", out_topic,
+                               "--state-dir", str(workdir / f"quixstreams-state-{rep}"), "--commit-interval-ms", "100",
+                               "--exit-when-idle", "3"]
+                    runs[kind].append(timed_run(kind, [command], bootstrap, out_topic, [], partitions, events,
+                                                [workdir / f"quixstreams-{rep}.log"], prefix, discover=f"changelog__{group}--"))
 
         median = {kind: statistics.median(run.events_per_s for run in kind_runs) if kind_runs else math.nan
                   for kind, kind_runs in runs.items()}
@@ -784,6 +1015,10 @@ def main() -> None:
         "median_events_per_s": median,
         "ratio_to_alo": median["ledger"] / median["passthrough-alo"],
         "ratio_to_tx": median["ledger"] / median["passthrough-tx"],
+        "ratio_2proc": median["ledger-2proc"] / median["ledger"] if "ledger-2proc" in median else None,
+        "ratio_to_quixstreams": median["ledger"] / median["quixstreams"] if "quixstreams" in median else None,
+        "records_per_event": {kind: [records_split(run) for run in runs[kind]] for kind in runs},
+        "quixstreams": quixstreams,
         "latency_rate": rate,
         "latency": [run.__dict__ for run in latency],
         "latency_by_interval": latency_by_interval,
@@ -794,9 +1029,33 @@ def main() -> None:
     }
     (workdir / "result.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2), flush=True)
-    if not args.quick and args.repeats > 0:
+    if not args.quick and not args.no_record and args.repeats > 0:
         write_markdown(result)
         print(f"wrote {BENCHMARKS_MD}")
+
+
+def records_split(run: ThroughputRun) -> dict[str, float]:
+    """Records written per input event, read back (transaction markers
+    excluded), by kind of topic: ledger facts (the ledger topics but
+    candidate sets), candidate sets, views, the state changelog, the rest
+    (dead letters, a baseline's output); and "markers": offsets taken by
+    transaction markers per event."""
+    split = dict.fromkeys(("ledger facts", "candidate sets", "views", "changelog", "other"), 0.0)
+    for topic, count in run.records_by_topic.items():
+        if topic == catalogue.CANDIDATE_SETS:
+            name = "candidate sets"
+        elif topic in catalogue.LEDGER_TOPICS:
+            name = "ledger facts"
+        elif topic in catalogue.VIEW_TOPICS:
+            name = "views"
+        elif topic.endswith("changelog") or topic.startswith("changelog__"):
+            name = "changelog"
+        else:
+            name = "other"
+        split[name] += count / run.events
+    split["total"] = sum(split.values())
+    split["markers"] = (sum(run.offsets_by_topic.values()) - sum(run.records_by_topic.values())) / run.events
+    return split
 
 
 def _code_revision() -> str:
@@ -824,41 +1083,93 @@ def write_markdown(r: dict) -> None:
     runs = r["runs"]
 
     def row(kind: str, label: str) -> str:
+        if not runs.get(kind):
+            return f"| {label} | not run | | | | |"
         values = " / ".join(f"{run['events_per_s']:,.0f}" for run in runs[kind])
         seconds = " / ".join(f"{run['seconds']:.1f}" for run in runs[kind])
-        cpu = " / ".join(f"{run['process_cpu_s']:.1f}" for run in runs[kind])
+        cpu = " / ".join(" + ".join(f"{value:.1f}" for value in run["process_cpu_s_each"]) for run in runs[kind])
         shares = " / ".join(f"{_pct(run['cpu'], 'process')}, {_pct(run['cpu'], 'broker')}, {_pct(run['cpu'], 'other')}"
                             for run in runs[kind])
         return f"| {label} | {values} | **{median[kind]:,.0f}** | {seconds} s | {cpu} s | {shares} |"
 
+    def records_row(kind: str, label: str) -> str:
+        splits = r["records_per_event"].get(kind) or []
+        if not splits:
+            return f"| {label} | not run | | | | | | |"
+        cells = [" / ".join(f"{split[name]:.2f}" for split in splits)
+                 for name in ("ledger facts", "candidate sets", "views", "changelog", "other", "total", "markers")]
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    def target(label: str, ratio: float | None, measured: str, ok: bool) -> str:
+        return f"| {label} | {measured} | {_met(ok)} |" if ratio is not None else f"| {label} | not run | |"
+
     ledger = runs["ledger"]
     per_event_ms = statistics.median(run["process_cpu_s"] / run["events"] * 1000 for run in ledger)
+    records = statistics.median(split["total"] for split in r["records_per_event"]["ledger"])
+    quix = r.get("quixstreams")
+    quix_label = (f"quixstreams {quix['quixstreams']} `Application`, stateful exactly-once (counter per key in RocksDB +"
+                  f" changelog, checkpoint every 100 ms; confluent-kafka {quix['confluent_kafka']})" if quix else
+                  "quixstreams stateful exactly-once baseline (skipped: `--no-quixstreams`)")
+    two = runs.get("ledger-2proc") or []
     lines = [
         f"Recorded {r['date']} by `python benchmarks/kafka_benchmark.py` (code {r['code']}; {r['machine']}; one Kafka 3.9.1"
         f" KRaft broker on the same VM, `deploy/services.sh`). Script run time {r['script_seconds'] / 60:.1f} min."
         f" Load average at start / end: {r['load_start']} / {r['load_end']} — the VM was shared with other work while this"
-        " ran; \"other\" below is the share of the machine's CPU (2 cores = 100 %) used by processes other than the one"
+        " ran; \"other\" below is the share of the machine's CPU (2 cores = 100 %) used by processes other than the one(s)"
         " measured, the broker and the benchmark script.",
         "",
         f"Workload: {r['events']:,} source events (`recurrence_ledger.workload`, {r['scopes']} scopes × {r['outcomes_per_scope']:,}"
         " outcomes, 10 heads and 5 Handoffs per scope — the core benchmark's workload), published beforehand as Avro"
-        f" SourceEvents on `source-journal`, {r['partitions']} partitions per topic. Each process drains that backlog in its"
-        " own consumer group: events/s = input events / (first output's CreateTime → last output visible to a"
-        " `read_committed` reader), so start-up, group join and the idle tail are excluded (method: the script's docstring).",
+        f" SourceEvents on `source-journal`, {r['partitions']} partitions per topic. Each process (or pair of processes) drains"
+        " that backlog in its own consumer group: events/s = input events / (first output's CreateTime → last output visible"
+        " to a `read_committed` reader), so start-up, group join and the idle tail are excluded (method: the script's docstring).",
         "",
-        f"| process | events/s ({r['repeats']} runs, interleaved) | median | active time | process CPU | CPU share: process, broker, other |",
+        f"| process | events/s ({r['repeats']} runs, interleaved) | median | active time | process CPU | CPU share: process(es), broker, other |",
         "| --- | --- | --- | --- | --- | --- |",
-        row("ledger", "ledger worker (`recurrence_ledger.cli worker`, Avro out, transactions every 100 ms, no Redis)"),
+        row("ledger", "ledger worker, one process (`recurrence_ledger.cli worker`, Avro out, transactions every 100 ms, no Redis)"),
+        row("ledger-2proc", "ledger worker, two processes in one group (`--instance-id w1` / `w2`, 2 partitions each; CPU of both)"),
         row("passthrough-alo", "passthrough, at-least-once (produce; flush + commit offsets every 100 ms)"),
         row("passthrough-tx", "passthrough, transactional (begin / produce / send_offsets / commit every 100 ms)"),
+        row("quixstreams", quix_label),
         "",
-        f"The ledger writes {ledger[0]['outputs']:,} ScopeStatistics records per run (one per scope changed in a transaction) and"
-        f" ≈{ledger[0]['output_records_total'] / ledger[0]['events']:.1f} records per input event over all output topics"
-        f" and its changelog (by offsets, transaction markers included); its process uses {per_event_ms:.2f} ms of CPU per"
-        " event (one Python process for all partitions).",
+    ]
+    if two:
+        settled = " / ".join(f"{run['settled_s']:.1f} s" if run["settled_s"] is not None else "?" for run in two)
+        lines += [
+            "Two processes: both are started together; the one that joins first takes all partitions, and the group is"
+            f" rebalanced when the other joins. Last partition assignment after the first output: {settled} (the"
+            " rebalance is inside the measured time). First run's assignments, seconds from its first output: "
+            + "; ".join(f"`{line}`" for line in two[0]["assignments"]) + ".",
+            "",
+        ]
+    lines += [
+        "Records written per input event, counted by reading every output topic and the state changelog back with a"
+        " `read_committed` consumer (transaction markers take offsets but are not delivered, so they are not counted;"
+        " \"markers\" = offsets advanced − records read, per event). Ledger facts: matches, observations, review candidates,"
+        " admission decisions; views: ScopeStatistics and RevisionStatistics; \"other\": dead letters, or a baseline's output."
+        " One value per run.",
+        "",
+        "| process | ledger facts | candidate sets | views | changelog | other | total | transaction markers |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        records_row("ledger", "ledger worker, one process"),
+        records_row("ledger-2proc", "ledger worker, two processes"),
+        records_row("quixstreams", "quixstreams baseline"),
+        "",
+        f"The ledger's process uses {per_event_ms:.2f} ms of CPU per event (one Python process for all partitions).",
         "",
         "| target | measured | |",
         "| --- | --- | --- |",
+        f"| ledger throughput ≥ {TARGET_EVENTS_PER_S:,} events/s (one process) | {median['ledger']:,.0f} events/s"
+        + (f" (two processes: {median['ledger-2proc']:,.0f})" if two else "")
+        + f" | {_met(median['ledger'] >= TARGET_EVENTS_PER_S)} |",
+        target(f"ledger, one process, ≥ {TARGET_QUIXSTREAMS_RATIO:.0%} of the quixstreams stateful exactly-once baseline",
+               r["ratio_to_quixstreams"], f"{r['ratio_to_quixstreams'] or 0:.1%} ({median['ledger']:,.0f} /"
+               f" {median.get('quixstreams', 0):,.0f} events/s)", (r["ratio_to_quixstreams"] or 0) >= TARGET_QUIXSTREAMS_RATIO),
+        target(f"ledger, two processes ≥ {TARGET_TWO_PROCESSES}× one process", r["ratio_2proc"],
+               f"{r['ratio_2proc'] or 0:.2f}× ({median.get('ledger-2proc', 0):,.0f} / {median['ledger']:,.0f} events/s)",
+               (r["ratio_2proc"] or 0) >= TARGET_TWO_PROCESSES),
+        f"| records written per input event ≤ {TARGET_RECORDS_PER_EVENT:g} (one process, markers excluded) | {records:.2f}"
+        f" | {_met(records <= TARGET_RECORDS_PER_EVENT)} |",
         f"| ledger throughput ≥ 50 % of the plain passthrough | {r['ratio_to_alo']:.1%} ({median['ledger']:,.0f} /"
         f" {median['passthrough-alo']:,.0f} events/s) | {_met(r['ratio_to_alo'] >= TARGET_RATIO)} |",
         f"| (same, against the transactional passthrough) | {r['ratio_to_tx']:.1%} ({median['ledger']:,.0f} /"
