@@ -750,13 +750,17 @@ def run_worker(config: WorkerConfig) -> None:
     signal.signal(signal.SIGINT, worker.stop)
     log.info("worker %s of group %s: %d partitions, inputs %s", config.instance_id, config.group_id, partitions, worker.inputs)
     follower = start_follower(config) if config.redis_url else None
+    clean = False
     try:
         worker.run()
+        clean = True
     finally:
         if follower is not None:
             view, thread = follower
-            view.drain()
-            thread.join(FOLLOWER_DRAIN_S)
-            if thread.is_alive():
-                log.warning("the view follower did not catch up within %.0f s (is Redis down?); the view is behind the ledger", FOLLOWER_DRAIN_S)
-                view.stop()
+            if clean:  # a stop or a finished batch: let the view catch up with what was committed
+                view.drain()
+                thread.join(FOLLOWER_DRAIN_S)
+                if thread.is_alive():
+                    log.warning("the view follower did not catch up within %.0f s (is Redis down?); the view is behind the ledger", FOLLOWER_DRAIN_S)
+            view.stop()
+            thread.join(5.0)
