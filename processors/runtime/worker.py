@@ -754,6 +754,9 @@ def run_worker(config: WorkerConfig) -> None:
     try:
         worker.run()
         clean = True
+    except NotCaughtUp:
+        clean = True  # what was committed is right, only incomplete: the view should show it
+        raise
     finally:
         if follower is not None:
             view, thread = follower
