@@ -746,7 +746,7 @@ def export_command(
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
         count = export_topic(connection, topic, out, topic_prefix=topic_prefix, codec=_codec(schema_registry_url, None, kafka_config))
-    console.print(f"{count} records → {out}")
+    console.print(f"{count} record{'' if count == 1 else 's'} → {out}")
 
 
 @app.command("replay")

@@ -196,6 +196,7 @@ class ViewFollower:
         self.redis_ok = True
         self.applied = 0
         self.idle_exit_s = config.exit_when_idle_s
+        self.draining = False
 
     def stop(self, *_: Any) -> None:
         """Finish the current batch, then stop."""
@@ -206,6 +207,7 @@ class ViewFollower:
         assigned): what was committed before the call is then applied. The
         worker calls it when it stops, for the follower it runs in-process."""
         self.idle_exit_s = idle_s
+        self.draining = True
 
     def run(self) -> None:
         """Follow until :meth:`stop` (SIGTERM) or idle for
@@ -233,7 +235,7 @@ class ViewFollower:
                     last_lag = now
                 idle = self.idle_exit_s
                 if idle is not None and assigned_once and now - last_activity >= idle:
-                    log.info("idle for %.1f s: stopping", idle)
+                    log.info("idle for %.1f s: stopping%s", idle, " (the worker stopped; the view has what it committed)" if self.draining else "")
                     break
         finally:
             self.consumer.close()

@@ -66,7 +66,7 @@ from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcess
 from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted
-from recurrence_ledger.redis_connect import redacted_repr
+from recurrence_ledger.redis_connect import redact_url, redacted_repr
 from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import WorkerMetrics
@@ -729,6 +729,7 @@ def start_follower(config: WorkerConfig) -> tuple[ViewFollower, threading.Thread
 
     thread = threading.Thread(target=follow, name="view-follower", daemon=True)
     thread.start()
+    log.info("view follower in this process: %s into %s (group %s)", sorted(follower.topics), redact_url(config.redis_url), follower.config.group_id)
     return follower, thread
 
 
