@@ -9,8 +9,24 @@ Two kinds:
   records per batch, restarts from a simulated compacted changelog — and
   compared with a run that never saw the failed records;
 - broker tests (``@pytest.mark.broker``): real worker processes through the
-  e2e harness, compared with ``run-journal`` on the journal without the
+  e2e harness, compared with run-journal's core on the journal without the
   records the worker dead-lettered.
+
+Failing when written (branch ``break``; the diagnosis is in each docstring):
+
+- test_a_core_failure_in_the_middle_of_a_record_leaves_no_trace_in_the_views
+  (``LedgerProcessor.rolled_back`` keeps ``_revisions_touched``: end_batch
+  then raises TypeError and stops the worker);
+- test_many_oversized_records_in_one_batch_do_not_make_the_batch_quadratic and
+  test_a_backlog_with_many_oversized_records_still_completes (every
+  rollback re-applies the whole batch so far: quadratic, past the 30 s
+  transaction timeout, the producer is fenced, the worker exits 1 — again
+  on every restart);
+- test_replaying_a_finished_run_with_parked_records_writes_nothing (replay
+  applies the records the worker parked);
+- test_no_output_exceeds_max_output_bytes (view records are not checked);
+- test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger (a batch
+  run waits FOLLOWER_DRAIN_S = 60 s on a Redis that is down before exiting).
 """
 
 from __future__ import annotations
@@ -19,7 +35,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -391,22 +406,28 @@ def _assert_equals_reference_without_parked(bootstrap, prefix, journal, tmp_path
     "runs",
     [
         # several failing records on different partitions, over crashes at each point of the cycle
-        ["core_error:5,committed:3", "core_error:17,produced:4", "core_error:9,offsets_sent:2", "core_error:3,consumed:5", "core_error:11"],
+        ["core_error:5,committed:2", "core_error:17,produced:2", "core_error:9,offsets_sent:2", "core_error:3,consumed:4", "core_error:11"],
         # a failure, then a crash while restoring, then failures again
         ["core_error:2,committed:2", "core_error:40,restoring:5", "core_error:1"],
     ],
     ids=["each-point", "restoring"],
 )
 def test_core_errors_with_sigkills_equal_run_journal_without_the_parked_records(runs, topic_prefix, bootstrap, broker_journal, tmp_path):
+    """Each run but the last is SIGKILLed at its point — or, once the input
+    is used up before the point comes, exits idle."""
     from tests.e2e import harness
 
     harness.prepare(bootstrap, topic_prefix, partitions=3)
     harness.publish(bootstrap, broker_journal, topic_prefix)
     log = tmp_path / "worker.log"
+    small = ("--max-batch", "5", "--commit-interval-ms", "10")  # many small transactions
+    codes = []
     for fault in runs[:-1]:
-        crashed = _start(bootstrap, topic_prefix, log, fault=fault, idle_exit=None)
-        assert crashed.wait(timeout=60) == -9, f"{fault} not reached:\n{log.read_text()[-3000:]}"
-    last = _start(bootstrap, topic_prefix, log, fault=runs[-1])
+        crashed = _start(bootstrap, topic_prefix, log, fault=fault, idle_exit=2, extra=small)
+        codes.append(crashed.wait(timeout=60))
+    print("crash runs:", codes)
+    assert set(codes) <= {-9, 0} and codes.count(-9) >= 2, codes
+    last = _start(bootstrap, topic_prefix, log, fault=runs[-1], extra=small)
     assert harness.wait_exit(last, 60, log) == 0
     _, parked = _assert_equals_reference_without_parked(bootstrap, topic_prefix, broker_journal, tmp_path)
     assert parked, "no record was parked"
@@ -482,7 +503,9 @@ def test_oversized_outputs_mixed_with_normal_ones_over_a_crash(topic_prefix, boo
 def test_no_output_exceeds_max_output_bytes(topic_prefix, bootstrap, broker_journal, tmp_path):
     """--max-output-bytes is the "largest output value the worker produces"
     (WorkerConfig, docs/kafka.md): the view records of a transaction
-    (ScopeStatistics, RevisionStatistics) are outputs too."""
+    (ScopeStatistics, RevisionStatistics) are outputs too. (Dead letters
+    are left out: their raw bytes are capped by MAX_DEAD_LETTER_RAW, far
+    below Kafka's limit, though not below this test's small limit.)"""
     from recurrence_ledger.runtime.kafka_io import read_raw
     from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
     from tests.e2e import harness
@@ -493,6 +516,8 @@ def test_no_output_exceeds_max_output_bytes(topic_prefix, bootstrap, broker_jour
     harness.run_to_idle(bootstrap, topic_prefix, log, extra=("--max-output-bytes", "330"))
     too_large = {}
     for topic in OUTPUT_TOPICS:
+        if topic == "dead-letter":
+            continue
         sizes = [len(r.value) for r in read_raw(bootstrap, harness.physical(topic_prefix, topic), timeout=30) if r.value is not None]
         if sizes and max(sizes) > 330:
             too_large[topic] = max(sizes)
@@ -661,34 +686,48 @@ def test_after_a_short_batch_run_redis_holds_the_final_views(idle_exit, topic_pr
 
 @pytest.mark.broker
 def test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger(topic_prefix, bootstrap, broker_journal, tmp_path):
-    """A Redis of this test's own (never the shared one) goes down while the
-    worker runs: the ledger must finish as fast as without it, exactly
-    once; the process exits 0."""
+    """A Redis of this test's own (never the shared one) goes down after the
+    follower wrote the first half's views; the second half is published
+    then. The ledger must process it as fast as with Redis up, exactly
+    once, and the batch run must exit 0 — without waiting long on a Redis
+    that is gone."""
+    from recurrence_ledger.view import RedisView, default_namespace
     from tests.e2e import harness
+    from tests.e2e.test_faults import assert_exactly_once
 
     port = _free_port()
     env = {**os.environ, "REDIS_PORT": str(port), "RL_REDIS_RUN_DIR": str(tmp_path / "redis")}
     redis_sh = str(harness.REPO / "deploy" / "redis.sh")
     redis_url = f"redis://127.0.0.1:{port}/0"
+    lines = broker_journal.read_text().splitlines(keepends=True)
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(lines[: len(lines) // 2]))
+    second.write_text("".join(lines[len(lines) // 2 :]))
     subprocess.run(["bash", redis_sh, "start"], env=env, check=True, timeout=60, capture_output=True)
     harness.prepare(bootstrap, topic_prefix, partitions=3)
-    harness.publish(bootstrap, broker_journal, topic_prefix)
+    harness.publish(bootstrap, first, topic_prefix)
     log = tmp_path / "worker.log"
     try:
-        worker = _start(bootstrap, topic_prefix, log, redis_url=redis_url, idle_exit=2, extra=("--max-batch", "20"))
-        observations = harness.physical(topic_prefix, "recurrence-observations")
-        harness.wait_until(lambda: harness.count_records(bootstrap, observations) > 20, 30, "first outputs")
+        worker = _start(bootstrap, topic_prefix, log, redis_url=redis_url, idle_exit=8)
+        view = RedisView(redis_url, namespace=default_namespace(topic_prefix))
+        harness.wait_until(lambda: view.read("scope-00000") is not None, 30, "the follower's first views")
+        view.close()
         subprocess.run(["bash", redis_sh, "stop"], env=env, timeout=60, capture_output=True)
-        stopped = time.monotonic()
-        code = worker.wait(timeout=120)
-        exited = time.monotonic() - stopped
-        print(f"worker exited {exited:.1f} s after Redis stopped; log tail:\n{log.read_text()[-1500:]}")
-        assert code == 0
+        harness.publish(bootstrap, second, topic_prefix)
+        published = time.monotonic()
         reference = harness.embedded(broker_journal, tmp_path / "reference")
-        from tests.e2e.test_faults import assert_exactly_once
-
+        observations = harness.physical(topic_prefix, "recurrence-observations")
+        want = len(_lines(reference["recurrence-observations"]))
+        harness.wait_until(lambda: harness.count_records(bootstrap, observations) >= want, 30, "the ledger's outputs with Redis down")
+        caught_up = time.monotonic() - published
+        code = worker.wait(timeout=120)
+        exited = time.monotonic() - published
+        print(f"ledger complete {caught_up:.1f} s after the second half was published, worker exited after {exited:.1f} s; "
+              f"log tail:\n{log.read_text()[-1200:]}")
+        assert code == 0
         assert_exactly_once(bootstrap, topic_prefix, reference, tmp_path / "kafka")
-        assert exited < 30, f"the batch run exited {exited:.0f} s after Redis stopped"
+        assert caught_up < 15
+        assert exited - caught_up < 30, f"the batch run exited {exited - caught_up:.0f} s after its ledger was complete (Redis down)"
     finally:
         subprocess.run(["bash", redis_sh, "stop"], env=env, timeout=60, capture_output=True)
 
