@@ -176,6 +176,7 @@ class LedgerProcessor:
         # The batch's changed view keys: scope_id → its changed revisions
         # (artifact_id, revision); see end_batch.
         self._dirty: dict[str, dict[tuple[str, int], None]] = {}
+        self._dirty_at_mark: dict[str, dict[tuple[str, int], None]] = {}
 
     # -- public ---------------------------------------------------------------
     def apply(self, kind: str, value: dict) -> ApplyResult:
@@ -304,13 +305,18 @@ class LedgerProcessor:
         self._dirty.clear()
         return emits
 
+    def mark(self) -> None:
+        """Remember the batch's view marks as they are now: the runtime made
+        the current state its rollback point (see :meth:`rolled_back`)."""
+        self._dirty_at_mark = {scope_id: dict(revisions) for scope_id, revisions in self._dirty.items()}
+
     def rolled_back(self) -> None:
-        """The store was returned to its state at the last :meth:`end_batch`
-        (a runtime's rollback of the open batch): drop the derived caches and
-        the batch's view marks, which re-applying the batch's records
-        rebuilds."""
+        """The store was returned to its state at the last :meth:`mark` (a
+        runtime's rollback of one record): drop the derived caches, the
+        revisions the failed record touched, and the view marks it added."""
         self.state.invalidate_caches()
-        self._dirty.clear()
+        self._revisions_touched.clear()
+        self._dirty = {scope_id: dict(revisions) for scope_id, revisions in self._dirty_at_mark.items()}
 
     def restore_candidate_set(self, scope_id: str, candidate_set_digest: str, size: int = 0) -> None:
         """Record an already-published CandidateSet (read back from

@@ -65,7 +65,7 @@ from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.intake import dead_letter
-from recurrence_ledger.runtime.worker import CoreFailure, emit_key, encode_emit, process_message
+from recurrence_ledger.runtime.worker import ROLLED_BACK_REASONS, CoreFailure, emit_key, encode_emit, process_message
 from recurrence_ledger.schemas.codec import AVRO, FIXED, Codec
 from recurrence_ledger.topics import catalogue
 from recurrence_ledger.topics.catalogue import (
@@ -202,9 +202,11 @@ class _Ledger:
         self.identities[REVIEW_CANDIDATES] = {
             value["candidate_id"] for _, _, _, value in read_topic(bootstrap, REVIEW_CANDIDATES, topic_prefix=topic_prefix, codec=codec)
         }
-        self.identities[DEAD_LETTER] = {
-            (value["topic"], value["partition"], value["offset"]) for _, _, _, value in read_topic(bootstrap, DEAD_LETTER, topic_prefix=topic_prefix, codec=codec)
-        }
+        dead_letters = [value for _, _, _, value in read_topic(bootstrap, DEAD_LETTER, topic_prefix=topic_prefix, codec=codec)]
+        self.identities[DEAD_LETTER] = {(value["topic"], value["partition"], value["offset"]) for value in dead_letters}
+        #: Input records the worker rolled back and parked (never applied):
+        #: a replay must not apply them either.
+        self.parked = {(value["topic"], value["partition"], value["offset"]) for value in dead_letters if value["reason"] in ROLLED_BACK_REASONS}
         self.identities[ADMISSION_DECISIONS] = {
             (value["scope_id"], value["candidate_id"]) for _, _, _, value in read_topic(bootstrap, ADMISSION_DECISIONS, topic_prefix=topic_prefix, codec=codec)
         }
@@ -301,10 +303,13 @@ def run_replay(
                     in_window = message.offset() >= window[key]
                     if in_window and start.mode == "position":
                         in_window = _position(message, topic_prefix, codec) >= start.position
-                    try:
-                        emits = process_message(processors[message.partition()], message, topic_prefix, codec)
-                    except CoreFailure as failure:
-                        emits = [dead_letter(failure.coordinates, failure.raw, "internal_error", str(failure))]
+                    if (message.topic(), message.partition(), message.offset()) in existing.parked:
+                        emits = []  # rolled back and dead-lettered by the worker: never part of its state
+                    else:
+                        try:
+                            emits = process_message(processors[message.partition()], message, topic_prefix, codec)
+                        except CoreFailure as failure:
+                            emits = [dead_letter(failure.coordinates, failure.raw, "internal_error", str(failure))]
                     for emit in emits:
                         identity = existing.identity(emit.topic, emit.value)
                         if emit.topic == CANDIDATE_SETS:

@@ -83,6 +83,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("recurrence_ledger.worker")
 
+#: Dead-letter reasons of input records the worker rolled back and parked:
+#: their state changes were undone, so nothing (replay included) applies them.
+ROLLED_BACK_REASONS = ("internal_error", "oversized_output")
 #: Seconds one commit may block before the process exits for a restart.
 COMMIT_WATCHDOG_S = 120.0
 #: Seconds a stopping worker gives its in-process view follower to apply
@@ -190,19 +193,32 @@ class Task:
         self.ready = False
 
     def rollback(self, reapply: Callable[[Message], Any]) -> int:
-        """Undo the records applied since the last checkpoint and apply
-        them again with ``reapply`` (their outputs are already produced and
-        must be discarded): the state is then the one before the record that
-        failed. Returns the number of records re-applied."""
+        """Undo the record that just failed: return the store and the
+        processor to the rollback point (the last checkpoint, or the last
+        rollback), apply the records applied since then again with
+        ``reapply`` (their outputs are already produced and must be
+        discarded), and make that state the new rollback point — so each
+        record of a batch is re-applied at most once however many fail.
+        Returns the number of records re-applied."""
         self.store.rollback()
         self.processor.rolled_back()
         for message in self.applied:
             reapply(message)
-        return len(self.applied)
+        reapplied = len(self.applied)
+        self.mark()
+        return reapplied
+
+    def mark(self) -> None:
+        """Make the current state the rollback point (pending changes and
+        view marks kept for the next checkpoint)."""
+        self.store.mark()
+        self.processor.mark()
+        self.applied.clear()
 
     def checkpointed(self) -> None:
         """The checkpoint committed this task's changes and offsets."""
         self.store.flushed()
+        self.processor.mark()
         self.applied.clear()
         self.offsets.clear()
 
@@ -604,7 +620,7 @@ class LedgerWorker:
             if task is None:
                 continue
             self._pin_unicode(task)
-            task.store.mark()
+            task.mark()
             task.ready = True
             self.consumer.resume([tp for tp in self.consumer.assignment() if tp.partition == number])
             log.info("partition %d restored: %d state records in %.2f s", number, restored, seconds)
@@ -761,7 +777,9 @@ def run_worker(config: WorkerConfig) -> None:
     finally:
         if follower is not None:
             view, thread = follower
-            if clean:  # a stop or a finished batch: let the view catch up with what was committed
+            if clean and not view.redis_ok:
+                log.warning("Redis is down: not waiting for the view follower; the view is behind the ledger until a follower catches up")
+            elif clean:  # a stop or a finished batch: let the view catch up with what was committed
                 view.drain()
                 thread.join(FOLLOWER_DRAIN_S)
                 if thread.is_alive():

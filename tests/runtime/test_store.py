@@ -125,7 +125,7 @@ def run(records_: list[Record], fail_at: int | None = None, batch: int = 4) -> t
     rolled back as the worker does. Returns (emits of kept records, final
     state, changelog records of every checkpoint)."""
     task = Task(0, LedgerConfig())
-    task.store.mark()
+    task.mark()
     task.ready = True
     outputs, changelog = [], []
 
