@@ -388,7 +388,9 @@ class LedgerWorker:
                 # median publish → output at 1,000 events/s). Then take what
                 # is already fetched, without waiting.
                 first = self.consumer.poll(wait)
-                messages = [] if first is None else [first, *self.consumer.consume(num_messages=self.config.max_batch - 1, timeout=0)]
+                messages = [] if first is None else [first]
+                if first is not None and self.config.max_batch > 1:
+                    messages += self.consumer.consume(num_messages=self.config.max_batch - 1, timeout=0)
                 now = time.monotonic()
                 if messages:
                     self._last_activity = now
