@@ -51,35 +51,13 @@ from recurrence_ledger.runtime.worker import Task, process_message
 from recurrence_ledger.topics.catalogue import LEDGER_TOPICS, VIEW_TOPICS
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import final_views
+from tests.consumed import Record, consumed
 
 FUZZ_WORKLOAD = Workload(scopes=5, outcomes_per_scope=60, heads_per_scope=4, handoffs=2, seed=29, candidates=0.3)
 
 
-class Record:
-    """A consumed record as the worker sees it (confluent-kafka Message's getters)."""
-
-    def __init__(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes):
-        self._topic, self._partition, self._offset, self._key, self._value = topic, partition, offset, key, value
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes:
-        return self._value
-
-
 def journal_records(workload: Workload = FUZZ_WORKLOAD) -> list[Record]:
-    lines = [json.dumps(record).encode("utf-8") for record in generate_journal(workload)]
-    return [Record(item.topic, 0, offset, item.key, item.value) for offset, item in enumerate(map(prepare_line, lines))]
+    return consumed(json.dumps(record).encode("utf-8") for record in generate_journal(workload))
 
 
 class Simulated:

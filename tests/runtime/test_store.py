@@ -13,39 +13,15 @@ import orjson
 import pytest
 
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.runtime.kafka_io import prepare_line
 from recurrence_ledger.runtime.store import ChangelogStore, decode_key, encode_key
 from recurrence_ledger.runtime.worker import Task, process_message
 from tests.conftest import CASE_NAMES, case
-
-
-class Record:
-    """A consumed record as the worker sees it (confluent-kafka Message's getters)."""
-
-    def __init__(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes):
-        self._topic, self._partition, self._offset, self._key, self._value = topic, partition, offset, key, value
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes:
-        return self._value
+from tests.consumed import Record, consumed
 
 
 def records(name: str) -> list[Record]:
     journal, _ = case(name)
-    lines = [line for line in journal.read_bytes().splitlines() if line.strip()]
-    prepared = [prepare_line(line) for line in lines]
-    return [Record(item.topic, 0, offset, item.key, item.value) for offset, item in enumerate(prepared)]
+    return consumed(line for line in journal.read_bytes().splitlines() if line.strip())
 
 
 def state_of(store: ChangelogStore) -> bytes:
