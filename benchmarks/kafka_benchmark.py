@@ -189,8 +189,8 @@ from recurrence_ledger.runtime.kafka_admin import create_topics  # noqa: E402
 from recurrence_ledger.runtime.kafka_io import PRODUCER_CONFIG, prepare_line, publish_journal  # noqa: E402
 from recurrence_ledger.runtime.worker import input_consumer_config  # noqa: E402
 from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
-from recurrence_ledger.schemas.codec import decode_value  # noqa: E402
-from recurrence_ledger.topics import catalogue  # noqa: E402
+from recurrence_ledger.serde.codec import decode_value  # noqa: E402
+from recurrence_ledger import catalogue  # noqa: E402
 
 from benchmarks.record import BENCHMARKS_MD, write_block  # noqa: E402
 

@@ -98,6 +98,6 @@ def final_views(topic: str, records: list[dict]) -> dict[tuple, dict]:
 
 def read_outputs(out_dir: Path) -> dict[str, list[dict]]:
     """Every output topic file of an embedded run."""
-    from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
+    from recurrence_ledger.catalogue import OUTPUT_TOPICS
 
     return {topic: read_jsonl(out_dir / f"{topic}.jsonl") for topic in OUTPUT_TOPICS}

@@ -12,7 +12,7 @@ from typing import Any
 
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
-from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
+from recurrence_ledger.catalogue import OUTPUT_TOPICS
 
 
 def ev(ref: str = "ci:run") -> list[dict]:

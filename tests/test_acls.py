@@ -81,7 +81,7 @@ def test_follower_acls_are_printed_exactly():
 
 
 def test_follower_reads_exactly_what_a_view_follower_subscribes_to_in_its_group():
-    from recurrence_ledger.runtime.follower import FollowerConfig, ViewFollower
+    from recurrence_ledger.read.follower import FollowerConfig, ViewFollower
 
     acls = role_acls("follower", "User:f", "p.", "app")
     assert {(acl.operation, acl.pattern, acl.principal) for acl in acls} == {("READ", "LITERAL", "User:f")}

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
+from recurrence_ledger.catalogue import OUTPUT_TOPICS
 from tests.conftest import case, facts, read_jsonl, read_outputs
 
 
@@ -73,7 +73,7 @@ def test_run_without_out_writes_to_one_stable_folder_and_says_where(tmp_path):
 def test_admission_lines_count_candidates_not_reasons():
     from collections import Counter
 
-    from recurrence_ledger.cli import admission_lines
+    from recurrence_ledger.cli.main import admission_lines
 
     assert admission_lines(Counter()) == []
     several = Counter({"accepted": 2, "rejected": 3, "near_duplicates": 1, "no_failure_evidence": 3, "cue_restates_outcome": 1})
@@ -89,7 +89,7 @@ def test_admission_lines_count_candidates_not_reasons():
 def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkeypatch):
     from typer.testing import CliRunner
 
-    from recurrence_ledger import cli
+    from recurrence_ledger.cli import main as cli
     from recurrence_ledger.runtime import worker
 
     from recurrence_ledger.settings import settings
@@ -196,7 +196,7 @@ def test_help_texts_are_plain_text_without_markup_or_internal_references(monkeyp
     from typer import rich_utils
     from typer.testing import CliRunner
 
-    from recurrence_ledger.cli import app
+    from recurrence_ledger.cli.main import app
 
     for command in ("", *COMMANDS):
         for columns in ("100", "80"):
@@ -252,7 +252,7 @@ def rank_output(monkeypatch, revisions: dict, width: int, *args: str):
     from rich.console import Console
     from typer.testing import CliRunner
 
-    from recurrence_ledger import cli, cli_ops
+    from recurrence_ledger.cli import main as cli, ops as cli_ops
 
     monkeypatch.setattr(cli_ops, "_reader", lambda redis_url, topic_prefix: FakeReader(revisions))
     monkeypatch.setattr(cli_ops, "console", Console(width=width))
@@ -333,7 +333,7 @@ def replay_summary(dry_run: bool = False):
 def test_replay_prints_a_readable_summary_and_json(monkeypatch):
     from typer.testing import CliRunner
 
-    from recurrence_ledger import cli
+    from recurrence_ledger.cli import main as cli
     from recurrence_ledger.runtime import replay
 
     monkeypatch.setattr(replay, "run_replay", lambda *args, **kwargs: replay_summary(kwargs["dry_run"]))
@@ -359,7 +359,7 @@ def test_replay_prints_a_readable_summary_and_json(monkeypatch):
 
 def test_serve_has_no_review_threshold_of_its_own():
     # The threshold is the workers' policy, stored in the view; a serve flag could only relabel it.
-    from recurrence_ledger.api import ApiSettings
+    from recurrence_ledger.api.app import ApiSettings
 
     result = run_cli("serve", "--help", env={"COLUMNS": "200"})
     assert result.returncode == 0 and "--review-threshold" not in result.stdout

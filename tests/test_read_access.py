@@ -1,5 +1,5 @@
 """Who may read the view, without services: printable Redis URLs and
-errors (recurrence_ledger.redis_connect), the API token's rules and its
+errors (recurrence_ledger.read.connect), the API token's rules and its
 constant-time check, CORS origins, the loopback rule of ``serve`` and what
 ``--help`` shows. The same behaviour against real uvicorn, Redis and
 redis-server with ACLs and TLS is in tests/e2e/test_read_access.py and
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from recurrence_ledger import api
-from recurrence_ledger.api import ApiSettings, BearerToken, check_api_token, check_origin, host_name, is_public, read_api_token
-from recurrence_ledger.cli_ops import is_loopback
-from recurrence_ledger.redis_connect import describe_error, redact_url, redis_client, scrub
+from recurrence_ledger.api import app as api
+from recurrence_ledger.api.app import ApiSettings, BearerToken, check_api_token, check_origin, host_name, is_public, read_api_token
+from recurrence_ledger.cli.ops import is_loopback
+from recurrence_ledger.read.connect import describe_error, redact_url, redis_client, scrub
 from tests.conftest import REPO
 
 PASSWORD = "S3cret-pw/with%40chars"
@@ -225,7 +225,7 @@ def test_the_static_page_never_submits_the_token_as_a_form_field():
 
 def test_the_uvicorn_factory_takes_the_token_from_the_environment():
     code = (
-        "from fastapi.testclient import TestClient; from recurrence_ledger.api import create_app; "
+        "from fastapi.testclient import TestClient; from recurrence_ledger.api.app import create_app; "
         "c = TestClient(create_app()); "
         "print(c.get('/scopes').status_code, c.get('/scopes', headers={'Authorization': 'Bearer %s'}).status_code != 401)" % TOKEN
     )

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 import shlex
 
-from recurrence_ledger.api_history import explain_command, iso
-from recurrence_ledger.read_models import pad, runs_of, with_runs
+from recurrence_ledger.api.history import explain_command, iso
+from recurrence_ledger.read.history import pad, runs_of, with_runs
 from recurrence_ledger.runtime.metrics import DEAD_LETTER_REASONS, WorkerMetrics
-from recurrence_ledger.view import SCOPE_SORTS, scope_index
+from recurrence_ledger.read.projection import SCOPE_SORTS, scope_index
 from tests.conftest import REPO
 
 

@@ -8,7 +8,7 @@ Every :class:`Entry` is one record:
   runner (``recurrence_ledger.ledger.intake.ingest_journal_line``) — or the logical
   Kafka input topic it is published on (``"source-journal"`` or a per-kind
   topic such as ``"task-outcomes"``), read by the worker through
-  ``recurrence_ledger.schemas.codec.decode_source`` then ``intake.ingest``;
+  ``recurrence_ledger.serde.codec.decode_source`` then ``intake.ingest``;
 - ``key`` / ``value``: the record's key and value bytes exactly as they are
   written (``None``: a null key or a tombstone); journal lines have no key;
 - ``expected_reason``: the reason code of the one dead letter it must cause
@@ -34,7 +34,7 @@ is (what ``recurrence_ledger.runtime.kafka_io.publish_journal`` does with a bad 
 by its scope_id: :func:`as_source_journal` gives its key and the reason it
 must get there — the same code for a line starting with ``{`` (JSON), and
 ``bad_magic_byte`` for any other (neither JSON nor an Avro frame,
-``recurrence_ledger.schemas.codec``).
+``recurrence_ledger.serde.codec``).
 
 The conflicts are built against the minimum case's own records, so running
 the corpus between its records must leave its outputs unchanged.
@@ -57,10 +57,10 @@ from typing import Any, NamedTuple
 
 from recurrence_ledger.ledger.intake import MAX_DEAD_LETTER_RAW, BadRecord, Coordinates, dead_letter, ingest, validate
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
-from recurrence_ledger.schemas import codec
+from recurrence_ledger.serde import codec
 from tests.conftest import CASES
 from tests.journal import mutated
-from recurrence_ledger.topics import catalogue
+from recurrence_ledger import catalogue
 
 MINIMUM_CASE = CASES / "minimum_case.jsonl"
 SCOPE = "migration-lock"
@@ -579,7 +579,7 @@ def kafka_ingest(processor: LedgerProcessor, logical_topic: str, key: bytes | No
                  partition: int = 0, offset: int = 0) -> list[Emit]:
     """One Kafka record through the worker's path without a broker (see
     ``recurrence_ledger.runtime.worker``): a record without key is a key_mismatch, then
-    ``recurrence_ledger.schemas.codec.decode_source`` and ``intake.ingest``; a BadRecord from
+    ``recurrence_ledger.serde.codec.decode_source`` and ``intake.ingest``; a BadRecord from
     decoding becomes one dead letter. Anything else raised is a defect and
     propagates (the worker would park it as internal_error)."""
     text_key = key.decode("utf-8", "replace") if key is not None else None

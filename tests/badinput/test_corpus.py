@@ -7,7 +7,7 @@ dead-lettered and match as contract §4 says.
 Journal entries go through the embedded path (``ingest_journal_line``, and
 ``run_journal`` on one file holding the whole corpus); Kafka entries and
 journal lines read from ``source-journal`` go through the worker's decode
-path (``recurrence_ledger.schemas.codec.decode_source`` then ``intake.ingest``). Known defects
+path (``recurrence_ledger.serde.codec.decode_source`` then ``intake.ingest``). Known defects
 are ``xfail(strict=True)`` with the defect in the reason (see corpus.py).
 """
 
@@ -23,7 +23,7 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json, normalize
 from recurrence_ledger.ledger.processor import LedgerProcessor
-from recurrence_ledger.topics.catalogue import LEDGER_TOPICS as FACT_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
+from recurrence_ledger.catalogue import LEDGER_TOPICS as FACT_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
 from recurrence_ledger.ledger import models
 from tests.badinput import corpus
 from tests.badinput.corpus import (

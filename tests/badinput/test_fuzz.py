@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, decode_journal_line, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
-from recurrence_ledger.topics.catalogue import DEAD_LETTER
+from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger import models
-from recurrence_ledger.schemas import codec
+from recurrence_ledger.serde import codec
 from tests.badinput import corpus
 from tests.badinput.corpus import KEY, SOURCE_JOURNAL
-from recurrence_ledger.topics.catalogue import INPUT_TOPICS
+from recurrence_ledger.catalogue import INPUT_TOPICS
 
 VALID = corpus.valid_lines()
 RECORDS = [json.loads(line) for line in VALID]

@@ -19,10 +19,10 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from recurrence_ledger.api import ApiSettings, create_app
+from recurrence_ledger.api.app import ApiSettings, create_app
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.view import RedisView, default_namespace
+from recurrence_ledger.read.projection import RedisView, default_namespace
 from tests.conftest import CASES, REPO
 from tests.e2e import harness
 

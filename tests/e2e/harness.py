@@ -20,10 +20,10 @@ from confluent_kafka.admin import AdminClient
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.runtime.kafka_admin import create_topics
 from recurrence_ledger.runtime.kafka_io import export_topic, publish_journal, read_raw
-from recurrence_ledger.schemas.codec import FIXED, Codec
-from recurrence_ledger.topics.catalogue import LEDGER_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
-from recurrence_ledger.view import RedisView, default_namespace
-from recurrence_ledger.topics import catalogue
+from recurrence_ledger.serde.codec import FIXED, Codec
+from recurrence_ledger.catalogue import LEDGER_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
+from recurrence_ledger.read.projection import RedisView, default_namespace
+from recurrence_ledger import catalogue
 from tests.conftest import final_views
 
 REPO = Path(__file__).resolve().parents[2]

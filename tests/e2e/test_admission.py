@@ -10,7 +10,7 @@ from recurrence_ledger.runtime.replay import parse_start, run_replay
 from tests.e2e import harness
 from tests.journal import check, experience, outcome, write_journal
 
-EXAMPLE = harness.REPO / "processors" / "examples" / "openapi_drift.jsonl"
+EXAMPLE = harness.REPO / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
 
 
 

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.api import ApiSettings
-from recurrence_ledger.view import RedisView
+from recurrence_ledger.api.app import ApiSettings
+from recurrence_ledger.read.projection import RedisView
 from tests.e2e.api_server import embedded_view, fed_view, running_api
 
 BROWSER_DIR = Path(__file__).resolve().parent / "browser"

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from recurrence_ledger.view import RedisView, default_namespace
+from recurrence_ledger.read.projection import RedisView, default_namespace
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
 
@@ -194,7 +194,7 @@ def test_a_record_with_an_output_too_large_for_kafka_is_parked_not_applied(topic
     cannot be produced: each is rewound and dead-lettered as
     oversized_output, the worker goes on, and every other output equals
     run-journal's on the journal without those two records."""
-    journal = harness.REPO / "processors" / "examples" / "openapi_drift.jsonl"
+    journal = harness.REPO / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
     lines = journal.read_text().splitlines(keepends=True)
     harness.prepare(bootstrap, topic_prefix, partitions=1)
     harness.publish(bootstrap, journal, topic_prefix)

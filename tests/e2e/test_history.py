@@ -24,12 +24,12 @@ import pytest
 import redis
 
 from recurrence_ledger.embedded import run_journal
-from recurrence_ledger.read_models import FollowerView, ReadModels, with_runs, runs_of
-from recurrence_ledger.runtime.follower import decode
+from recurrence_ledger.read.history import FollowerView, ReadModels, with_runs, runs_of
+from recurrence_ledger.read.follower import decode
 from recurrence_ledger.runtime.kafka_io import read_raw
-from recurrence_ledger.schemas.codec import FIXED
-from recurrence_ledger.topics.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS
-from recurrence_ledger.view import RedisView, default_namespace
+from recurrence_ledger.serde.codec import FIXED
+from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS
+from recurrence_ledger.read.projection import RedisView, default_namespace
 from tests.conftest import CASES, read_jsonl
 from tests.e2e import harness
 from tests.e2e.history_fixtures import SCOPE, cli, namespace_keys, run_follower, snapshot, timeline_journal
@@ -288,7 +288,7 @@ def test_history_is_bounded_with_a_total(redis_url, client):
 def synthetic_observation(offset: int, position: int, event: str):
     """A RecurrenceObservation-shaped record of revision B1 r1 in scope
     ``bounded`` (only what the read models read)."""
-    from recurrence_ledger.read_models import Located
+    from recurrence_ledger.read.history import Located
 
     failure = {"task_outcome_ref": {"source_type": "task_outcome", "source_id": f"o{position}"}, "item_kind": "check", "item_index": 0,
                "item_digest": "sha256:" + "0" * 64} if event == "recurred" else None

@@ -15,8 +15,8 @@ import httpx
 import pytest
 import redis
 
-from recurrence_ledger.api import ApiSettings
-from recurrence_ledger.view import SCOPE_SORTS, RedisView, scope_index
+from recurrence_ledger.api.app import ApiSettings
+from recurrence_ledger.read.projection import SCOPE_SORTS, RedisView, scope_index
 from tests.e2e import harness
 from tests.e2e.api_server import fed_view, running_api
 from tests.e2e.history_fixtures import SCOPE, run_follower, timeline_journal

@@ -34,13 +34,13 @@ from recurrence_ledger.runtime.kafka_io import (
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, ingest, validate
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import LedgerProcessor
-from recurrence_ledger.schemas.avro import SCHEMA_DIR
-from recurrence_ledger.schemas.codec import decode_source
+from recurrence_ledger.serde.avro import SCHEMA_DIR
+from recurrence_ledger.serde.codec import decode_source
 from tests.conftest import case, read_jsonl
 from tests.e2e.conftest import topic_configs, topic_names
 from tests.partitioner import java_partition
 from tests.journal import check, experience, handoff, outcome, receipt, write_journal
-from recurrence_ledger.topics.catalogue import CATALOGUE, INPUT_TOPICS, SCHEMA_IDS, SOURCE_JOURNAL
+from recurrence_ledger.catalogue import CATALOGUE, INPUT_TOPICS, SCHEMA_IDS, SOURCE_JOURNAL
 
 pytestmark = pytest.mark.broker
 
@@ -243,7 +243,7 @@ def test_raw_poison_lines_are_published_as_is_and_dead_letter_like_the_embedded_
         assert kafka_reason(line) == embedded[line], line
     assert embedded[POISON_LINES[0]] == "malformed_json"
     # A raw value whose first byte is not "{" is read as an Avro frame by
-    # recurrence_ledger.schemas.codec (see the report: bad_magic_byte, not malformed_json).
+    # recurrence_ledger.serde.codec (see the report: bad_magic_byte, not malformed_json).
     assert kafka_reason(POISON_LINES[0]) == "bad_magic_byte"
 
     with pytest.raises(UndecodableRecord) as raised:
@@ -277,7 +277,7 @@ def test_avro_values_are_confluent_framed_for_a_plain_consumer(bootstrap, topic_
     records = read_jsonl(journal)
     publish_journal(bootstrap, journal, topic_prefix=topic_prefix, show_progress=False)
 
-    # A consumer that knows nothing of recurrence_ledger.schemas.codec: magic byte, schema id,
+    # A consumer that knows nothing of recurrence_ledger.serde.codec: magic byte, schema id,
     # then a schemaless Avro body readable with the .avsc file.
     schema = fastavro.schema.load_schema(str(SCHEMA_DIR / "recurrence_ledger.SourceEvent.avsc"))
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"plain-{uuid4().hex[:8]}", "auto.offset.reset": "earliest", "enable.auto.commit": False})

@@ -11,7 +11,7 @@ Expected values are never hand-written: they are the last
 ``recurrence-statistics`` record per scope) of ``run_journal`` on the same
 journal with the same policy (contract §10). Orders and filters are
 re-derived here from those records with keys written independently of
-``recurrence_ledger.api``.
+``recurrence_ledger.api.app``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import httpx
 import pytest
 import redis
 
-from recurrence_ledger.api import ApiSettings
+from recurrence_ledger.api.app import ApiSettings
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.view import RedisView, revision_member
+from recurrence_ledger.read.projection import RedisView, revision_member
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import read_jsonl
 from tests.e2e.api_server import fed_view, running_api

@@ -48,7 +48,7 @@ from recurrence_ledger.ledger.state import pin_unicode_version
 from recurrence_ledger.runtime.kafka_io import prepare_line
 from recurrence_ledger.runtime.store import encode_key
 from recurrence_ledger.runtime.worker import Task, process_message
-from recurrence_ledger.topics.catalogue import LEDGER_TOPICS, VIEW_TOPICS
+from recurrence_ledger.catalogue import LEDGER_TOPICS, VIEW_TOPICS
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import final_views
 from tests.consumed import Record, consumed
@@ -314,7 +314,7 @@ def embedded_without_flush(journal: Path, out: Path, dropped: set[bytes] = froze
     from recurrence_ledger.embedded import JsonlSink, RunSummary, journal_lines
     from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
     from recurrence_ledger.ledger.processor import LedgerProcessor
-    from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS, SOURCE_JOURNAL
+    from recurrence_ledger.catalogue import OUTPUT_TOPICS, SOURCE_JOURNAL
 
     processor = LedgerProcessor(validate_outputs=True)
     summary = RunSummary()
@@ -490,7 +490,7 @@ def test_no_ledger_output_exceeds_max_output_bytes(topic_prefix, bootstrap, brok
     scope. (Dead letters are left out: their raw bytes are capped by
     MAX_DEAD_LETTER_RAW, far below Kafka's limit, not below this one.)"""
     from recurrence_ledger.runtime.kafka_io import read_raw
-    from recurrence_ledger.topics.catalogue import DEAD_LETTER, OUTPUT_TOPICS, VIEW_TOPICS
+    from recurrence_ledger.catalogue import DEAD_LETTER, OUTPUT_TOPICS, VIEW_TOPICS
     from tests.e2e import harness
 
     harness.prepare(bootstrap, topic_prefix, partitions=1)
@@ -642,7 +642,7 @@ def _free_port() -> int:
 
 
 def _assert_redis_holds(redis_url, prefix, kafka) -> None:
-    from recurrence_ledger.view import RedisView, default_namespace
+    from recurrence_ledger.read.projection import RedisView, default_namespace
     from tests.e2e import harness
 
     view = RedisView(redis_url, namespace=default_namespace(prefix))
@@ -688,7 +688,7 @@ def test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger(topic_prefix, 
     although the follower is in its Redis back-off and cannot progress.
     Fix: give up the drain at once (or after a few seconds) while
     ``follower.redis_ok`` is False."""
-    from recurrence_ledger.view import RedisView, default_namespace
+    from recurrence_ledger.read.projection import RedisView, default_namespace
     from tests.e2e import harness
     from tests.e2e.test_faults import assert_exactly_once
 

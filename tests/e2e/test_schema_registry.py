@@ -41,9 +41,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.runtime.kafka_admin import create_topics
-from recurrence_ledger.schemas import avro
-from recurrence_ledger.schemas.registry import RegistryCodec, RegistrySettings, subject
-from recurrence_ledger.topics import catalogue
+from recurrence_ledger.serde import avro
+from recurrence_ledger.serde.registry import RegistryCodec, RegistrySettings, subject
+from recurrence_ledger import catalogue
 from tests.conftest import case, facts
 from tests.e2e import harness
 

@@ -12,8 +12,8 @@ import sys
 import redis
 from confluent_kafka.admin import AdminClient
 
-from recurrence_ledger.topics import catalogue
-from recurrence_ledger.view import RedisView, default_namespace
+from recurrence_ledger import catalogue
+from recurrence_ledger.read.projection import RedisView, default_namespace
 from tests.e2e import harness
 
 
@@ -31,7 +31,7 @@ def test_topics_delete_removes_one_deployment_only(topic_prefix, bootstrap, admi
     harness.prepare(bootstrap, topic_prefix, partitions=1)
     harness.prepare(bootstrap, other, partitions=1)
     try:
-        harness.publish(bootstrap, harness.REPO / "processors" / "examples" / "openapi_drift.jsonl", topic_prefix)
+        harness.publish(bootstrap, harness.REPO / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl", topic_prefix)
         log = tmp_path / "worker.log"
         harness.run_to_idle(bootstrap, topic_prefix, log)  # creates the changelog and the group
         assert f"{topic_prefix}ledger" in groups(admin)

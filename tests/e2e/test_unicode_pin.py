@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 
 from recurrence_ledger.runtime.unicode_pin import CHANGELOG_KEY, recorded_versions
-from recurrence_ledger.topics import catalogue
+from recurrence_ledger import catalogue
 from tests.conftest import case
 from tests.e2e import harness
 

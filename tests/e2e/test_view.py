@@ -31,7 +31,7 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.ledger.statistics import revision_key
-from recurrence_ledger.view import (
+from recurrence_ledger.read.projection import (
     COUNTER_FIELDS,
     SCOPE_SORTS,
     RedisView,
@@ -41,7 +41,7 @@ from recurrence_ledger.view import (
     revision_member,
 )
 from recurrence_ledger.runtime.view_topics import rebuild_from_topic
-from recurrence_ledger.schemas.codec import encode
+from recurrence_ledger.serde.codec import encode
 from tests.conftest import REPO, case, read_jsonl
 
 pytestmark = pytest.mark.broker
@@ -475,7 +475,7 @@ def test_redis_down_keeps_pending_fast_and_catches_up(second_redis, histories, c
     per scope; Redis back: one flush writes them. A Redis without persistence
     comes back empty, so a scope written before the outage and not submitted
     since is missing — the view says so (needs_rebuild)."""
-    caplog.set_level(logging.INFO, logger="recurrence_ledger.view")
+    caplog.set_level(logging.INFO, logger="recurrence_ledger.read.projection")
     view = RedisView(second_redis.url, namespace=_namespace(), retry_seconds=0.5)
     try:
         updated = {scope_id: h for scope_id, h in histories.items() if scope_id != COPY_SCOPE}
@@ -581,7 +581,7 @@ def _create_statistics_topic(bootstrap: str, topic: str, name: str = "recurrence
     ``name`` and wait until every partition has a leader."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from recurrence_ledger.topics.catalogue import BY_NAME
+    from recurrence_ledger.catalogue import BY_NAME
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     spec = BY_NAME[name]

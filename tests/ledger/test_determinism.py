@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from recurrence_ledger.embedded import run_journal
-from recurrence_ledger.topics.catalogue import OUTPUT_TOPICS
+from recurrence_ledger.catalogue import OUTPUT_TOPICS
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, case
 from tests.journal import Ledger, write_journal

@@ -23,26 +23,22 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "recurrence_ledger"
-#: Where each part of the import package lives in the repository (pyproject's package-dir).
-PACKAGE_DIRS = {PACKAGE: REPO / "processors", f"{PACKAGE}.schemas": REPO / "schemas", f"{PACKAGE}.topics": REPO / "topics"}
-CORE = REPO / "processors" / "ledger"
+#: The import package's folder (path = import path, the source root processors/).
+PACKAGE_DIR = REPO / "processors" / PACKAGE
+CORE = PACKAGE_DIR / "ledger"
 FORBIDDEN = ("faust", "aiokafka", "confluent_kafka", "kafka", "redis", "fastavro", "rocksdict", "mode", "aiohttp", "fastapi", "uvicorn")
 CORE_MODULES = sorted(f"{PACKAGE}.ledger.{p.stem}" for p in CORE.glob("*.py") if p.stem != "__init__")
 #: What the core may import from the rest of the package.
-CORE_MAY_IMPORT = {"errors", "topics"}
+CORE_MAY_IMPORT = {"errors", "catalogue"}
 
 
 def package_modules() -> dict[str, Path]:
     """Every module of the import package → its source file."""
     modules: dict[str, Path] = {}
-    for package, root in PACKAGE_DIRS.items():
-        for path in root.rglob("*.py"):
-            relative = path.relative_to(root).with_suffix("")
-            parts = [p for p in relative.parts if p != "__init__"]
-            name = ".".join([package, *parts])
-            if name.startswith(f"{PACKAGE}.schemas") and root != PACKAGE_DIRS[f"{PACKAGE}.schemas"]:
-                continue
-            modules[name] = path
+    for path in PACKAGE_DIR.rglob("*.py"):
+        relative = path.relative_to(PACKAGE_DIR).with_suffix("")
+        parts = [p for p in relative.parts if p != "__init__"]
+        modules[".".join([PACKAGE, *parts])] = path
     return modules
 
 
@@ -106,16 +102,16 @@ def test_core_source_does_no_file_or_network_io():
 def test_the_core_imports_only_itself_and_its_leaves():
     graph = unit_graph()
     assert graph["ledger"] <= CORE_MAY_IMPORT, graph["ledger"]
-    assert graph["errors"] == set() and graph["topics"] <= {"errors"}
-    # The schema codecs import the core (it owns the models), never the reverse.
-    assert "ledger" in graph["schemas"]
+    assert graph["errors"] == set() and graph["catalogue"] <= {"errors"}
+    # The codecs import the core (it owns the models), never the reverse.
+    assert "ledger" in graph["serde"]
 
 
 def test_the_parts_of_the_package_form_no_import_cycle():
     graph = unit_graph()
-    assert {"ledger", "runtime", "schemas", "topics", "errors", "settings", "cli", "api", "view", "embedded"} <= set(graph)
+    assert {"ledger", "runtime", "serde", "catalogue", "errors", "settings", "cli", "api", "read", "embedded"} <= set(graph)
     order = list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
-    assert order.index("ledger") < order.index("schemas") < order.index("runtime")
+    assert order.index("ledger") < order.index("serde") < order.index("runtime")
 
 
 def test_nothing_imports_the_old_top_level_names():

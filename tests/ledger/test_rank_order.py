@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import get_args
 
-from recurrence_ledger.api import select_revisions
-from recurrence_ledger.cli_ops import ranked_rows
+from recurrence_ledger.api.app import select_revisions
+from recurrence_ledger.cli.ops import ranked_rows
 from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
 from recurrence_ledger.workload import Workload, generate_journal

@@ -13,7 +13,7 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.intake import validate
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import LedgerProcessor
-from recurrence_ledger.topics.catalogue import LEDGER_TOPICS, REVISION_STATISTICS, STATISTICS, VIEW_TOPICS
+from recurrence_ledger.catalogue import LEDGER_TOPICS, REVISION_STATISTICS, STATISTICS, VIEW_TOPICS
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import final_views, read_jsonl, view_key
 from tests.journal import Ledger, experience, handoff, write_journal

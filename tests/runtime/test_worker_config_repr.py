@@ -7,7 +7,7 @@ inside a WorkerConfig are redacted the same way."""
 
 from __future__ import annotations
 
-from recurrence_ledger.redis_connect import redact_url
+from recurrence_ledger.read.connect import redact_url
 from recurrence_ledger.runtime.client_config import KafkaConnection
 from recurrence_ledger.runtime.worker import WorkerConfig
 
@@ -39,8 +39,8 @@ def test_worker_config_repr_redacts_a_user_and_password_and_keeps_no_redis_url_a
 
 
 def test_follower_config_and_registry_settings_repr_redact_their_urls():
-    from recurrence_ledger.runtime.follower import FollowerConfig
-    from recurrence_ledger.schemas.registry import RegistrySettings
+    from recurrence_ledger.read.follower import FollowerConfig
+    from recurrence_ledger.serde.registry import RegistrySettings
 
     follower = FollowerConfig(bootstrap="127.0.0.1:9092", redis_url=f"redis://:{REDIS_PASSWORD}@r:6379/0")
     assert REDIS_PASSWORD not in repr(follower) and "redis_url='redis://:***@r:6379/0'" in repr(follower)

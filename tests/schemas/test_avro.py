@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.workload import Workload, generate_journal
 from recurrence_ledger.ledger import models
-from recurrence_ledger.schemas import avro
+from recurrence_ledger.serde import avro
 from tests.conftest import CASE_NAMES, case, read_outputs
 
 OUTPUT_MODELS = {
@@ -26,7 +26,7 @@ OUTPUT_MODELS = {
     "candidate-sets": ("CandidateSet", models.CandidateSet),
 }
 #: The packaged example journal: it has admission candidates.
-EXAMPLE = Path(__file__).resolve().parents[2] / "processors" / "examples" / "openapi_drift.jsonl"
+EXAMPLE = Path(__file__).resolve().parents[2] / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
 
 
 def example_records() -> list[dict]:
@@ -82,8 +82,8 @@ def test_a_revision_1_match_under_schema_id_6_still_decodes(tmp_path):
     """Matches written before rev. 2 (candidate_refs always a list, schema id
     6) stay readable: the codec decodes id 6 with the revision-1 schema; the
     current schema is written under its own id."""
-    from recurrence_ledger.schemas import codec
-    from recurrence_ledger.topics.catalogue import PREVIOUS_SCHEMA_IDS, SCHEMA_IDS
+    from recurrence_ledger.serde import codec
+    from recurrence_ledger.catalogue import PREVIOUS_SCHEMA_IDS, SCHEMA_IDS
 
     journal, _ = case("minimum_case")
     run_journal(journal, tmp_path, show_progress=False)

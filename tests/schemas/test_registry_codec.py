@@ -1,4 +1,4 @@
-"""The Schema Registry codec (recurrence_ledger.schemas.registry) on
+"""The Schema Registry codec (recurrence_ledger.serde.registry) on
 confluent-kafka's in-process mock registry: framing with the registry's
 ids, schema resolution of other writers' schemas, the reason codes of what
 does not resolve, and the client settings. The same behaviours against a
@@ -20,10 +20,10 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.runtime.worker import process_message
-from recurrence_ledger.schemas import avro, codec
-from recurrence_ledger.schemas.codec import FIXED, RegistryError, make_codec
-from recurrence_ledger.schemas.registry import RegistryCodec, RegistrySettings, configure_subjects, delete_subjects, registry_settings, subject
-from recurrence_ledger.topics import catalogue
+from recurrence_ledger.serde import avro, codec
+from recurrence_ledger.serde.codec import FIXED, RegistryError, make_codec
+from recurrence_ledger.serde.registry import RegistryCodec, RegistrySettings, configure_subjects, delete_subjects, registry_settings, subject
+from recurrence_ledger import catalogue
 from tests.conftest import case
 
 TASK_OUTCOMES = "p.task-outcomes"
@@ -208,7 +208,7 @@ def test_the_registered_schema_text_is_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = "from recurrence_ledger.schemas import avro; import sys; sys.stdout.write(avro.schema_json('ScopeStatistics'))"
+    code = "from recurrence_ledger.serde import avro; import sys; sys.stdout.write(avro.schema_json('ScopeStatistics'))"
     texts = {
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed}).stdout
         for seed in ("1", "2", "3", "4")

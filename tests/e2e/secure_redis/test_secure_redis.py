@@ -21,7 +21,7 @@ import httpx
 import pytest
 import redis
 
-from recurrence_ledger.api import ApiSettings
+from recurrence_ledger.api.app import ApiSettings
 from tests.conftest import REPO
 from tests.e2e import harness
 from tests.e2e.api_server import fed_view, running_api, serve_cli, stop_process
@@ -206,7 +206,7 @@ def test_a_worker_with_a_wrong_password_keeps_going_and_logs_no_password(bootstr
 
 # ----------------------------------------------------------------- the ACL
 
-#: What the product sends, per user (recurrence_ledger.view.RedisView writes
+#: What the product sends, per user (recurrence_ledger.read.projection.RedisView writes
 #: and clears; recurrence_ledger.api.ViewReader reads; the view follower and
 #: the history read models run Lua scripts by EVALSHA, loading them with
 #: SCRIPT LOAD when Redis lacks them), with sample keys.

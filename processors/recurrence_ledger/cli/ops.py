@@ -1,0 +1,419 @@
+"""Operator commands of the ``recurrence-ledger`` CLI: ``serve``, ``rank`` and
+``stats``. ``register(app)`` adds them to the main Typer app.
+
+``rank`` and ``stats`` read the Redis view that the workers project from the
+``recurrence-statistics`` and ``revision-statistics`` topics (contract §8,
+§14; key layout in ``recurrence_ledger.read.projection``), with the same reader as the HTTP
+API (``recurrence_ledger.api.ViewReader``); they never recompute a rule. Both take
+``--redis-url`` (env REDIS_URL: ``redis://user:password@host:port/db`` for
+an ACL user, ``rediss://…`` for TLS, with the CA in the URL's
+``ssl_ca_certs`` or RL_REDIS_CA_FILE; ``recurrence_ledger.read.connect``)
+and ``--topic-prefix`` (env RL_TOPIC_PREFIX, which names the view's
+namespace as the worker does). Exit codes: 0, 1 when Redis does not answer,
+refuses the credentials or the TLS handshake, or ``--scope`` names a scope
+the view does not hold, 2 for a usage error. A Redis URL is only ever
+printed without its password.
+
+``serve`` runs the HTTP API (``recurrence_ledger.api.app``); who may read it is
+decided here: the API token (RL_API_TOKEN, or ``--token-file`` /
+RL_API_TOKEN_FILE), ``--cors-origin``, and the bind address — without a
+token only a loopback ``--host`` unless ``--allow-unauthenticated``.
+
+``rank`` lists every revision of every scope (or of ``--scope``) that has a
+selection or a verdict — the view's revisions hash, one last
+RevisionStatistics record per revision, not only each scope's top N
+— each with artifact_ref, signature_key, terminal_recurred_streak,
+needs_review and the revision's figures (repair_surface, selected / recurred /
+avoided counts, yield, low_yield). It orders them as the API's
+``sort=streak`` does (``recurrence_ledger.ledger.statistics.rank_key``:
+streak, then ArtifactRef, then signature_key, then scope id); ``--surface`` keeps the rows of one repair_surface, ``--low-yield`` the
+low-yield ones, ``--limit`` the first N.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import redis
+import typer
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+
+from recurrence_ledger.api.app import ApiSettings, ViewReader
+from recurrence_ledger.embedded import stdout_console
+from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
+from recurrence_ledger.read.connect import describe_error, redact_url
+from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REDIS_URL, ENV_TOPIC_PREFIX, settings as process_settings
+
+console = stdout_console()
+errors = Console(stderr=True)
+
+
+RedisOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--redis-url", envvar=ENV_REDIS_URL, show_default=False,
+        help="Redis holding the view (default redis://127.0.0.1:6379/0): redis://user:password@host:port/db, or rediss://… for TLS "
+        "(CA: ?ssl_ca_certs=FILE or RL_REDIS_CA_FILE). Prefer the REDIS_URL variable for a URL with a password: command lines are visible to other users.",
+    ),
+]
+PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix; names the view's namespace.")]
+ScopeOption = Annotated[Optional[str], typer.Option("--scope", help="Only this scope (default: every scope in the view).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _reader(redis_url: str | None, topic_prefix: str) -> ViewReader:
+    """The view reader of ``rank`` / ``stats``; exit 2 for a URL or CA file
+    redis-py cannot use."""
+    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix)
+    try:
+        return ViewReader(settings.redis_url, settings.resolved_namespace, ca_file=settings.redis_ca_file)
+    except ValueError as error:
+        errors.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _fail(message: str) -> typer.Exit:
+    errors.print(f"error: {message}", style="red", highlight=False)
+    return typer.Exit(1)
+
+
+def _read_scopes(reader: ViewReader, scope: str | None, read: Callable[[str], Any]) -> dict[str, Any]:
+    """``scope_id -> read(scope_id)`` for ``scope`` or every scope of the
+    view, sorted, leaving out scopes ``read`` finds nothing for. Raises
+    typer.Exit(1) for an unknown scope or when Redis is down."""
+    try:
+        scope_ids = [scope] if scope is not None else reader.scope_ids()
+        found = {scope_id: read(scope_id) for scope_id in scope_ids}
+    except redis.RedisError as error:
+        raise _fail(f"cannot read the Redis view {reader.namespace} at {reader.where}: {describe_error(error)}") from None
+    if scope is not None and found[scope] is None:
+        raise _fail(f"unknown scope {scope!r}: not in the Redis view {reader.namespace}")
+    return {scope_id: value for scope_id, value in found.items() if value is not None}
+
+
+def _snapshots(reader: ViewReader, scope: str | None) -> dict:
+    """``scope_id -> ScopeSnapshot`` for ``scope`` or every scope, sorted.
+    Raises typer.Exit(1) for an unknown scope or when Redis is down."""
+    return _read_scopes(reader, scope, reader.snapshot)
+
+
+#: The RevisionStatistics fields ``rank`` prints besides the ArtifactRef and signature.
+ROW_FIELDS = ("terminal_recurred_streak", "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "needs_review")
+
+
+def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | None = None, low_yield: bool = False) -> list[dict]:
+    """The rows ``rank`` prints: ``revisions`` maps a scope id to
+    its RevisionStatistics rows (every revision of the scope, as
+    ``recurrence_ledger.api.ViewReader.revisions`` reads them); keeps those whose
+    repair_surface is ``surface`` when given and only low-yield ones with
+    ``low_yield``; sorts them in contract §8 order
+    (``recurrence_ledger.ledger.statistics.rank_key``: streak, ArtifactRef,
+    signature_key, scope id — the API's ``sort=streak`` order) and returns the first
+    ``limit``. Each row: ``{rank, scope_id, artifact_ref, signature_key,
+    terminal_recurred_streak, repair_surface, selected, recurred, avoided,
+    yield, low_yield, needs_review}``."""
+    rows = [
+        {
+            "scope_id": scope_id,
+            "artifact_ref": row["artifact_ref"],
+            "signature_key": row["signature_key"],
+            **{name: row[name] for name in ROW_FIELDS},
+        }
+        for scope_id, scope_rows in revisions.items()
+        for row in scope_rows
+    ]
+    if surface is not None:
+        rows = [row for row in rows if row["repair_surface"] == surface]
+    if low_yield:
+        rows = [row for row in rows if row["low_yield"]]
+    rows.sort(key=rank_key)
+    return [{"rank": rank, **row} for rank, row in enumerate(rows[:limit], start=1)]
+
+
+def _revisions(reader: ViewReader, scope: str | None) -> dict[str, list[dict]]:
+    """``scope_id -> RevisionStatistics rows`` (the view's revisions hash) for ``scope`` or every scope, sorted by scope id. Raises
+    typer.Exit(1) for an unknown scope or when Redis is down."""
+    return {scope_id: snap.rows for scope_id, snap in _read_scopes(reader, scope, reader.revisions).items()}
+
+
+#: ``(column, header, right-aligned)`` of the ``rank`` table, in order.
+RANK_COLUMNS = (
+    ("rank", "#", True), ("scope", "scope", False), ("revision", "revision", False), ("signature", "signature", False),
+    ("surface", "surface", False), ("streak", "streak", True), ("recurred", "recurred", True), ("avoided", "avoided", True),
+    ("yield", "yield", True), ("review", "review", False),
+)
+#: How the ``rank`` table is narrowed while it is wider than the terminal,
+#: step by step: ("cut", column, width) cuts a column's cells to that width
+#: with an ellipsis (no other cell is ever cut); ("drop", column, …) leaves
+#: those columns out (yield still tells how recurred and avoided compare;
+#: --json has them).
+RANK_NARROWING = (
+    ("cut", "signature", 24), ("drop", "recurred", "avoided"), ("cut", "signature", 16), ("cut", "scope", 12),
+    ("cut", "revision", 12), ("cut", "surface", 10), ("cut", "signature", 8),
+)
+#: Spaces between two columns of a table with pad_edge=False, collapse_padding=True, show_edge=False.
+COLUMN_GAP = 2
+
+
+def revision_label(artifact_ref: dict) -> str:
+    """``P1 r2`` (the family is left out when it is experience, as it is for
+    every revision the view holds)."""
+    family = "" if artifact_ref["family"] == "experience" else f"{artifact_ref['family']}/"
+    return f"{family}{artifact_ref['artifact_id']} r{artifact_ref['revision']}"
+
+
+def rank_table(rows: list[dict], title: str, width: int) -> tuple[Table, list[str]]:
+    """The ``rank`` table of ``rows`` (:func:`ranked_rows`) fitted to
+    ``width`` columns: one line per row, never a cell broken over lines.
+    The scope column is left out when every row has the same scope (the
+    title names it); while the table is too wide it is narrowed as
+    :data:`RANK_NARROWING` says. Returns the table and the names of the
+    columns left out."""
+    scopes = sorted({row["scope_id"] for row in rows})
+    cells: dict[str, list[str]] = {
+        "rank": [str(row["rank"]) for row in rows],
+        "scope": [row["scope_id"] for row in rows],
+        "revision": [revision_label(row["artifact_ref"]) for row in rows],
+        "signature": [row["signature_key"] for row in rows],
+        "surface": [row["repair_surface"] or "-" for row in rows],
+        "streak": [str(row["terminal_recurred_streak"]) for row in rows],
+        "recurred": [str(row["recurred"]) for row in rows],
+        "avoided": [str(row["avoided"]) for row in rows],
+        "yield": ["-" if row["yield"] is None else f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "") for row in rows],
+        "review": ["yes" if row["needs_review"] else "" for row in rows],
+    }
+    columns = [column for column in RANK_COLUMNS if not (column[0] == "scope" and len(scopes) == 1)]
+    natural = {name: max([cell_len(header), *(cell_len(cell) for cell in cells[name])]) for name, header, _ in columns}
+    widths = dict(natural)
+
+    def total() -> int:
+        return sum(widths.values()) + COLUMN_GAP * (len(widths) - 1)
+
+    left_out: list[str] = []
+    cut: set[str] = set()
+    for step, name, *rest in RANK_NARROWING:
+        if total() <= width or name not in widths:
+            continue
+        if step == "drop":
+            for dropped in (name, *rest):
+                del widths[dropped]
+                left_out.append(dropped)
+        elif widths[name] > rest[0]:
+            widths[name] = max(rest[0], widths[name] - (total() - width))
+            cut.add(name)
+    # Width a left-out column freed goes back to the cut ones, signature first.
+    for _step, name, *_ in RANK_NARROWING:
+        if name in cut and total() < width:
+            widths[name] = min(natural[name], widths[name] + width - total())
+    if len(scopes) == 1:
+        title += f", scope {scopes[0]}"
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, show_edge=False)
+    for name, header, right in columns:
+        if name in widths:
+            fixed = {"width": widths[name]} if name in cut else {}
+            table.add_column(header, justify="right" if right else "left", no_wrap=True, overflow="ellipsis", **fixed)
+    for index, row in enumerate(rows):
+        table.add_row(*(cells[name][index] for name, _, _ in columns if name in widths), style="red" if row["needs_review"] else None)
+    return table, left_out
+
+
+def rank_command(
+    scope: ScopeOption = None,
+    surface: Annotated[Optional[str], typer.Option("--surface", help="Only revisions with this repair_surface: " + ", ".join(REPAIR_SURFACES) + ".")] = None,
+    low_yield: Annotated[bool, typer.Option("--low-yield", help="Only low-yield revisions (selected ≥ 3, yield < 0.3).")] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to print.")] = 10,
+    as_json: JsonOption = False,
+    redis_url: RedisOption = None,
+    topic_prefix: PrefixOption = "",
+) -> None:
+    """Every revision by streak, from the Redis view.
+
+    Lists every revision with a selection or a verdict (not only each
+    scope's top N) in the order of the API's sort=streak: streak, then
+    ArtifactRef, then signature, then scope. Each row has the revision's
+    repair_surface, recurred and avoided counts, yield and review flag; the
+    table fits the terminal (long cells end with an ellipsis), --json prints
+    every field."""
+    if surface is not None and surface not in REPAIR_SURFACES:
+        raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
+    reader = _reader(redis_url, topic_prefix)
+    try:
+        rows = ranked_rows(_revisions(reader, scope), limit, surface, low_yield)
+    finally:
+        reader.close()
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    filters = (f" with repair_surface {surface}" if surface else "") + (" with a low yield" if low_yield else "")
+    if not rows:
+        where = f"scope {scope}" if scope is not None else "any scope"
+        console.print(f"no revisions{filters} in {where} of the Redis view {reader.namespace}", highlight=False)
+        return
+    title = f"revisions by streak ({reader.namespace})" + (f", repair_surface {surface}" if surface else "") + (", low yield" if low_yield else "")
+    table, left_out = rank_table(rows, title, console.width)
+    console.print(table.title, style="bold", highlight=False)
+    table.title = None
+    console.print(table)
+    console.print(
+        "Ordered by streak, then ArtifactRef, then signature (as the API's sort=streak). yield = avoided / (avoided + recurred), "
+        "- without terminal verdicts; low = low yield (selected ≥ 3, yield < 0.3), surfaced only."
+        + (f" Left out at this width: {', '.join(left_out)} (see --json)." if left_out else ""),
+        style="dim", highlight=False,
+    )
+
+
+STAT_COLUMNS = ("as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "late_revisions")
+#: Short two-line headers, so that the table fits 80 columns.
+STAT_HEADERS = {
+    "as_of_position": "as of",
+    "selected": "selected",
+    "recurred": "recurred",
+    "avoided": "avoided",
+    "needing_review": "needing\nreview",
+    "unknown": "unknown",
+    "unlinked_handoff_citations": "unlinked\ncitations",
+    "pending_outcomes": "pending",
+    "late_revisions": "late",
+}
+
+
+def stats_command(
+    scope: ScopeOption = None,
+    as_json: JsonOption = False,
+    redis_url: RedisOption = None,
+    topic_prefix: PrefixOption = "",
+) -> None:
+    """Each scope's statistics record (contract §8), from the Redis view.
+
+    --json prints a JSON array of the records, sorted by scope id, exactly
+    as the view stores them."""
+    reader = _reader(redis_url, topic_prefix)
+    try:
+        snapshots = _snapshots(reader, scope)
+    finally:
+        reader.close()
+    records = [snap.record for snap in snapshots.values()]
+    if as_json:
+        print(json.dumps(records, ensure_ascii=False))
+        return
+    if not records:
+        console.print(f"no scopes in the Redis view {reader.namespace}: no statistics record has been projected into it", highlight=False)
+        return
+    table = Table(title=f"recurrence statistics ({reader.namespace})", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("scope", overflow="fold")
+    for name in STAT_COLUMNS:
+        table.add_column(STAT_HEADERS[name], justify="right")
+    for record in records:
+        table.add_row(record["scope_id"], *(str(record[name]) for name in STAT_COLUMNS))
+    console.print(table)
+    console.print(
+        "unknown, unlinked Handoff citations and pending outcomes are evidence gaps (coverage), not failures; "
+        "late = late revisions.",
+        style="dim", highlight=False,
+    )
+
+
+#: Host names that are loopback whatever they resolve to.
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a --host value) is a loopback address or
+    ``localhost``. Any other name counts as non-loopback (it could resolve
+    to anything), and so do 0.0.0.0 and :: (every interface)."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_command(
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on. Without an API token only a loopback address (see --allow-unauthenticated).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
+    redis_url: RedisOption = None,
+    topic_prefix: PrefixOption = "",
+    token_file: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--token-file", envvar=ENV_API_TOKEN_FILE, dir_okay=False, show_default=False,
+            help=f"File holding the API token (or set {ENV_API_TOKEN}). With a token, every endpoint but /healthz, the dashboard page, "
+            "its static files and the docs answers 401 without Authorization: Bearer <token>.",
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        Optional[list[str]],
+        typer.Option("--cors-origin", show_default=False, help="An origin (scheme://host[:port]) whose web pages may call the API; repeatable. Default: none, no CORS headers."),
+    ] = None,
+    allow_unauthenticated: Annotated[
+        bool, typer.Option("--allow-unauthenticated", help="Serve without an API token on a non-loopback --host: anyone who reaches the port reads the view.")
+    ] = False,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve the statistics API and the dashboard (uvicorn).
+
+    GET / is the dashboard, /scopes… the JSON API, /docs and /redoc its
+    documentation (no CDN), /openapi.json, /healthz. The review threshold it
+    shows is the one the workers stored in the view.
+
+    With an API token (RL_API_TOKEN or --token-file) every /scopes… request
+    needs Authorization: Bearer <token>; the dashboard asks for the token
+    once per browser tab. Without a token serve listens on loopback only,
+    unless --allow-unauthenticated. Exit code 2 for an unusable token, origin
+    or Redis URL, or a non-loopback --host without a token."""
+    from recurrence_ledger.api.app import api_token_from_env, check_origin, read_api_token, serve
+
+    env = process_settings()
+    try:
+        if token_file is not None:
+            token = read_api_token(env.api_token.get_secret_value() if env.api_token else None, token_file)
+        else:
+            token = api_token_from_env()
+        origins = tuple(check_origin(origin) for origin in cors_origin or ())
+    except ValueError as error:
+        errors.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
+    if token is None and not is_loopback(host) and not allow_unauthenticated:
+        errors.print(
+            f"error: refusing to serve the view without an API token on {host}, which is not a loopback address: anyone who "
+            f"reaches the port could read it. Set {ENV_API_TOKEN} or --token-file FILE, or --host 127.0.0.1, or (on a network "
+            "you trust) --allow-unauthenticated.",
+            style="red", highlight=False,
+        )
+        raise typer.Exit(2)
+    # Without a token on loopback, answer only requests addressed to a
+    # loopback name: a web page cannot then reach the API through a DNS
+    # name it rebinds to 127.0.0.1.
+    allowed_hosts = ("127.0.0.1", "localhost", "::1", host.strip("[]").lower()) if token is None and is_loopback(host) else ()
+    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix, api_token=token, cors_origins=origins, allowed_hosts=allowed_hosts)
+    if token is not None:
+        access = "API token required"
+    elif allowed_hosts:
+        access = "no API token: loopback only"
+    else:
+        access = "no API token (--allow-unauthenticated): anyone who reaches the port reads the view"
+    console.print(
+        f"serving http://{host}:{port}/ (view {settings.resolved_namespace} on {redact_url(settings.redis_url)}; {access}"
+        + (f"; CORS for {', '.join(origins)}" if origins else "") + ")",
+        style="bold", highlight=False,
+    )
+    try:
+        serve(settings, host=host, port=port, log_level=log_level)
+    except ValueError as error:  # the Redis URL or CA file
+        errors.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve``, ``rank`` and ``stats`` to ``app``."""
+    app.command("serve")(serve_command)
+    app.command("rank")(rank_command)
+    app.command("stats")(stats_command)

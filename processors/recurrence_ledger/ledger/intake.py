@@ -1,0 +1,226 @@
+"""contract §9: from a decoded record to the core, and bad input to dead-letter.
+
+Shared by the embedded runner and the Kafka worker so that both reject the
+same records with the same reason codes. Byte decoding of Avro lives in the
+shell (``recurrence_ledger.serde.codec``); JSON text is decoded here because it is a pure
+function of the bytes.
+
+Reason codes (machine-readable, stable):
+
+=====================  ==========================================================
+reason                 meaning
+=====================  ==========================================================
+malformed_json         not UTF-8, not JSON, NaN/Infinity, too deeply nested, or
+                       an object with a repeated key
+invalid_envelope       a journal line that is not ``{"topic": str, "value": {…}}``
+unknown_topic          the record names no input topic of contract §1
+missing_field          a required field is absent
+unexpected_field       a field the schema does not know
+wrong_type             a field of the wrong JSON/Avro type
+too_long               a string or list over its bound (recurrence_ledger.ledger.models MAX_*)
+invalid_value          a value outside its enum/range/pattern or a §3 field rule
+identity_conflict      same identity, different content (§3; first version stands)
+position_conflict      journal position already used in the scope (§3)
+too_many_pending       an admission candidate that would wait in a scope already
+                       holding ``max_pending_candidates`` waiting ones
+key_mismatch           Kafka key differs from the value's scope_id (§1)
+bad_magic_byte         Avro frame does not start with the Confluent magic byte 0
+unknown_schema_id      Avro frame names a schema id this deployment does not know
+schema_mismatch        (Schema Registry) the frame's writer schema does not
+                       resolve to the topic's schema (Avro schema resolution)
+undecodable_avro       Avro body does not decode with the named schema
+oversized_record       the raw record exceeds the accepted record size
+internal_error         the core raised; the record is parked, the worker goes on
+oversized_output       (worker) an output of the record would exceed the worker's
+                       max_output_bytes; the record is parked, not applied
+=====================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from recurrence_ledger.errors import RecurrenceLedgerError
+
+import base64
+import json
+from typing import Any, NamedTuple
+
+from pydantic import ValidationError
+
+from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
+from recurrence_ledger.catalogue import DEAD_LETTER
+from recurrence_ledger.ledger.models import SOURCE_KINDS
+
+#: Largest record accepted (bytes). Kafka's default message.max.bytes is ~1 MiB.
+MAX_RECORD_BYTES = 1_048_576
+#: The UTF-8 byte-order mark (U+FEFF), ignored at the start of a JSON record
+#: value and of a journal file (contract §9 rev. 2).
+BOM = b"\xef\xbb\xbf"
+#: Largest raw record kept whole in a dead letter: base64 grows it by 4/3, and
+#: the dead letter must itself fit in a Kafka message.
+MAX_DEAD_LETTER_RAW = 262_144
+
+
+class Coordinates(NamedTuple):
+    """Where a record came from: topic, partition, offset and key. The
+    embedded runner uses topic "source-journal", partition None and the
+    0-based line number as offset."""
+
+    topic: str
+    partition: int | None
+    offset: int | None
+    key: str | None
+
+
+class BadRecord(RecurrenceLedgerError):
+    """A record that goes to dead-letter: ``reason`` is a code from the table
+    in this module's docstring, ``message`` is for humans."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def _no_constants(name: str) -> Any:
+    raise BadRecord("malformed_json", f"JSON constant {name} is not allowed")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise BadRecord("malformed_json", f"object repeats the key {name!r}")
+            seen.add(name)
+    return result
+
+
+def decode_json(raw: bytes) -> Any:
+    """Strict JSON decoding of one record's bytes. A UTF-8 byte-order mark
+    at the start is ignored (contract §9); anywhere else it is text.
+
+    Raises BadRecord(malformed_json | oversized_record).
+    """
+    if len(raw) > MAX_RECORD_BYTES:
+        raise BadRecord("oversized_record", f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
+    if raw.startswith(BOM):
+        raw = raw[len(BOM):]  # contract §9 (rev. 2): one leading byte-order mark is ignored (RFC 8259 allows it)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BadRecord("malformed_json", f"not UTF-8: {error}") from None
+    try:
+        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as error:
+        raise BadRecord("malformed_json", f"not JSON: {error}") from None
+    except RecursionError:
+        raise BadRecord("malformed_json", "JSON nested too deeply") from None
+    except ValueError as error:  # e.g. an integer literal over Python's digit limit
+        raise BadRecord("malformed_json", f"not decodable JSON: {error}"[:300]) from None
+
+
+def decode_journal_line(raw: bytes) -> tuple[str, Any]:
+    """Split one journal line (``docs/journals.md`` format; also the JSON
+    form of a ``source-journal`` record) into ``(topic, value)``.
+
+    Raises BadRecord(malformed_json | invalid_envelope | unknown_topic).
+    """
+    envelope = decode_json(raw)
+    if not isinstance(envelope, dict) or set(envelope) != {"topic", "value"} or not isinstance(envelope["topic"], str):
+        raise BadRecord("invalid_envelope", 'a journal record is {"topic": "<input topic>", "value": {...}}')
+    if envelope["topic"] not in SOURCE_KINDS:
+        raise BadRecord("unknown_topic", f"unknown input topic {envelope['topic'][:100]!r}")
+    return envelope["topic"], envelope["value"]
+
+
+_TYPE_REASONS = {
+    "missing": "missing_field",
+    "extra_forbidden": "unexpected_field",
+    "string_too_long": "too_long",
+    "too_long": "too_long",
+}
+
+
+def _reason(error: dict) -> str:
+    kind = error["type"]
+    if kind in _TYPE_REASONS:
+        return _TYPE_REASONS[kind]
+    if kind == "literal_error" and not isinstance(error.get("input"), str):
+        return "wrong_type"  # every enum of the contract is a string
+    if kind.endswith("_type") or kind in ("is_instance_of", "int_from_float", "model_attributes_type", "union_tag_invalid"):
+        return "wrong_type"
+    return "invalid_value"
+
+
+def validate(topic: str, value: Any) -> dict:
+    """Validate a decoded value as the event kind of input ``topic`` and
+    return its canonical form (the model's JSON dump, every field present) —
+    what ``LedgerProcessor.apply`` takes.
+
+    Raises BadRecord(unknown_topic | missing_field | unexpected_field |
+    wrong_type | too_long | invalid_value) using the first pydantic error.
+    """
+    model = SOURCE_KINDS.get(topic)
+    if model is None:
+        raise BadRecord("unknown_topic", f"unknown input topic {topic[:100]!r}")
+    try:
+        return model.model_validate(value).model_dump(mode="json")
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        location = ".".join(str(part) for part in first["loc"]) or "(record)"
+        raise BadRecord(_reason(first), f"{model.__name__}.{location}: {first['msg']}") from None
+
+
+def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str) -> Emit:
+    """The DeadLetter record (contract §9) for ``raw`` read at ``coordinates``.
+
+    A record over MAX_DEAD_LETTER_RAW bytes keeps only its first
+    MAX_DEAD_LETTER_RAW bytes in ``raw`` (the message says so): the original
+    stays in its input topic at the given coordinates.
+    """
+    if len(raw) > MAX_DEAD_LETTER_RAW:
+        message = f"{message} [raw truncated to the first {MAX_DEAD_LETTER_RAW} of {len(raw)} bytes]"
+        raw = raw[:MAX_DEAD_LETTER_RAW]
+    return Emit(
+        DEAD_LETTER,
+        coordinates.key,
+        {
+            "topic": coordinates.topic,
+            "partition": coordinates.partition,
+            "offset": coordinates.offset,
+            "key": coordinates.key,
+            "raw": base64.b64encode(raw).decode("ascii"),
+            "reason": reason,
+            "message": message[:1200],
+        },
+    )
+
+
+def ingest(processor: LedgerProcessor, topic: str, value: Any, raw: bytes, coordinates: Coordinates) -> list[Emit]:
+    """Validate a decoded record, apply it, and turn every failure into one
+    dead-letter emit. Never raises for bad input: the caller goes on with
+    the next record (contract §9).
+
+    ``coordinates.key``, when set (Kafka), must equal the value's scope_id so
+    that one scope stays on one partition (contract §1).
+    """
+    try:
+        event = validate(topic, value)
+        if coordinates.key is not None and coordinates.key != event["scope_id"]:
+            raise BadRecord("key_mismatch", f"record key {coordinates.key[:100]!r} is not its scope_id {event['scope_id'][:100]!r}")
+        result = processor.apply(topic, event)
+    except BadRecord as bad:
+        return [dead_letter(coordinates, raw, bad.reason, bad.message)]
+    if result.rejection is not None:
+        return [dead_letter(coordinates, raw, result.rejection.reason, result.rejection.message)]
+    return result.emits
+
+
+def ingest_journal_line(processor: LedgerProcessor, raw: bytes, coordinates: Coordinates) -> list[Emit]:
+    """Decode one journal / source-journal JSON record and ``ingest`` it."""
+    try:
+        topic, value = decode_journal_line(raw)
+    except BadRecord as bad:
+        return [dead_letter(coordinates, raw, bad.reason, bad.message)]
+    return ingest(processor, topic, value, raw, coordinates)

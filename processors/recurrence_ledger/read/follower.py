@@ -1,0 +1,418 @@
+"""The view follower: the Redis view and the history's read models, fed from
+the committed topics.
+
+A consumer in its own group, ``<prefix><app_id>-view``, reads with
+``isolation.level=read_committed`` (it never sees a record of an aborted or
+open transaction) the view topics ``recurrence-statistics`` and
+``revision-statistics`` and the ledger topics ``recurrence-observations`` and
+``review-candidates`` (contract §1), and for each batch it polled:
+
+1. writes the latest ScopeStatistics / RevisionStatistics record per key of
+   the batch into the view (``recurrence_ledger.read.history.FollowerView``:
+   ``RedisView``'s writing code behind a guard that never puts back an older
+   row than the stored one, whoever wrote it — another follower, or this
+   one replaying);
+2. applies the batch to the read models (``ReadModels.apply``: verdict
+   history, trend, review queue; atomic per call, each partition's records
+   applied once thanks to the ``follow-applied`` offsets kept in Redis);
+3. commits the batch's offsets to its group — only once both writes
+   succeeded. So delivery is at-least-once into idempotent writes: a
+   follower killed between 2 and 3 reads the batch again and changes
+   nothing.
+
+While Redis does not answer, the follower pauses its partitions (it stays in
+its group), retries with a back-off of up to 30 s, and resumes where it
+stopped; nothing is lost because nothing was committed. A record that does
+not decode or validate is logged, counted in
+``recurrence_ledger_view_skipped_total`` and skipped (the worker validated
+it when it produced it; a foreign record on an output topic is not the
+view's to fix).
+
+It runs alone (``recurrence-ledger view follow``, until SIGTERM, or
+``--exit-when-idle``), or inside a worker started with a Redis URL (in a
+thread, ``worker.start_follower``; the worker drains it when it stops).
+
+Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
+
+| metric | type | labels | meaning |
+| --- | --- | --- | --- |
+| ``recurrence_ledger_view_records_total`` | counter | topic | records applied to Redis |
+| ``recurrence_ledger_view_skipped_total`` | counter | topic | records skipped (undecodable or invalid) |
+| ``recurrence_ledger_view_lag`` | gauge | topic, partition | high watermark − position per assigned partition: how far the view is behind the ledger |
+| ``recurrence_ledger_view_last_applied_timestamp_seconds`` | gauge | | Kafka timestamp of the newest record applied |
+| ``recurrence_ledger_view_redis_up`` | gauge | | 1 when the last write succeeded, 0 while Redis is down |
+| ``recurrence_ledger_view_batch_seconds`` | histogram | | one batch: Redis writes and offset commit |
+
+:func:`rebuild_read_models` recreates the read models from the topics
+(read whole, like ``view_topics.rebuild_from_topic`` reads the view topics)
+through the same scripts; ``recurrence-ledger view rebuild`` and ``rebuild
+--redis-url`` call it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from pydantic import ValidationError
+
+from recurrence_ledger.ledger.intake import BadRecord
+from recurrence_ledger.ledger.models import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
+from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, FollowerView, Located, ReadModels
+from recurrence_ledger.runtime.client_config import Bootstrap, client_config
+from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
+from recurrence_ledger.serde.codec import FIXED, Codec
+from recurrence_ledger.settings import DEFAULT_APP_ID
+from recurrence_ledger import catalogue
+from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.read.connect import redacted_repr
+from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS, default_namespace
+
+if TYPE_CHECKING:
+    from recurrence_ledger.serde.registry import RegistrySettings
+
+log = logging.getLogger("recurrence_ledger.follower")
+
+#: Seconds without a new record after which a draining follower stops.
+DRAIN_IDLE_S = 1.0
+
+#: The topics the follower reads, with the schema and model of their values.
+FOLLOWED: dict[str, tuple[str, Any]] = {
+    STATISTICS: ("ScopeStatistics", ScopeStatistics),
+    REVISION_STATISTICS: ("RevisionStatistics", RevisionStatistics),
+    OBSERVATIONS: ("RecurrenceObservation", RecurrenceObservation),
+    REVIEW_CANDIDATES: ("ReviewCandidate", ReviewCandidate),
+}
+#: Records per MULTI/EXEC when a rebuild applies the topics.
+REBUILD_CHUNK = 5000
+#: Longest wait between two attempts while Redis is down (seconds).
+MAX_BACKOFF_S = 30.0
+
+
+def view_group(app_id: str, topic_prefix: str = "") -> str:
+    """The follower's consumer group: ``<prefix><app_id>-view``."""
+    return catalogue.physical(f"{app_id}-view", topic_prefix)
+
+
+@dataclass(frozen=True)
+class FollowerConfig:
+    """How one follower runs. ``review_threshold``: the workers'
+    ``--review-threshold`` (stored with each scope, decides its review set);
+    ``history_limit`` / ``trend_limit``: verdicts kept per revision and
+    trend points per scope; ``exit_when_idle_s``: stop after this many
+    seconds without a record (tests, batch jobs); ``metrics_port``: serve
+    Prometheus metrics on 127.0.0.1."""
+
+    bootstrap: Bootstrap
+    redis_url: str
+    app_id: str = DEFAULT_APP_ID
+    topic_prefix: str = ""
+    review_threshold: int = 3
+    history_limit: int = DEFAULT_HISTORY_LIMIT
+    trend_limit: int = DEFAULT_TREND_LIMIT
+    max_batch: int = 2000
+    exit_when_idle_s: float | None = None
+    metrics_port: int | None = None
+    schema_registry: RegistrySettings | None = None
+
+    def __repr__(self) -> str:  # the Redis URL may hold a password
+        return redacted_repr(self)
+
+    @property
+    def group_id(self) -> str:
+        return view_group(self.app_id, self.topic_prefix)
+
+    @property
+    def namespace(self) -> str:
+        return default_namespace(self.topic_prefix)
+
+
+class FollowerMetrics:
+    """The follower's metrics in their own registry (module docstring)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.records = Counter("recurrence_ledger_view_records", "Records applied to the Redis view and read models.", ["topic"], registry=self.registry)
+        self.skipped = Counter("recurrence_ledger_view_skipped", "Records skipped: undecodable or invalid.", ["topic"], registry=self.registry)
+        self.lag = Gauge("recurrence_ledger_view_lag", "High watermark minus position of the view follower.", ["topic", "partition"], registry=self.registry)
+        self.last_applied = Gauge(
+            "recurrence_ledger_view_last_applied_timestamp_seconds", "Kafka timestamp of the newest record applied.", registry=self.registry
+        )
+        self.redis_up = Gauge("recurrence_ledger_view_redis_up", "1 when the last Redis write succeeded.", registry=self.registry)
+        self.batch = Histogram(
+            "recurrence_ledger_view_batch_seconds", "One batch: Redis writes and offset commit.",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry,
+        )
+        for topic in FOLLOWED:
+            self.records.labels(topic)
+            self.skipped.labels(topic)
+        self.redis_up.set(1)
+
+    def serve(self, port: int, address: str = "127.0.0.1") -> None:
+        start_http_server(port, addr=address, registry=self.registry)
+
+
+def decode(message_topic: str, partition: int, offset: int, timestamp: int, raw: bytes | None, codec: Codec) -> Located | None:
+    """A followed record as a :class:`Located` (logical topic), validated
+    with its model; None for a tombstone. Raises BadRecord /
+    pydantic.ValidationError for a record that does not decode or
+    validate."""
+    if raw is None:
+        return None
+    schema, model = FOLLOWED[message_topic]
+    value = codec.decode_value(raw, (schema,))
+    model.model_validate(value)
+    return Located(message_topic, partition, offset, timestamp, value)
+
+
+class ViewFollower:
+    """The loop described in the module docstring."""
+
+    def __init__(self, config: FollowerConfig, codec: Codec = FIXED):
+        self.config = config
+        self.codec = codec
+        self.topics = {catalogue.physical(name, config.topic_prefix): name for name in FOLLOWED}
+        self.view = FollowerView(config.redis_url, namespace=config.namespace, review_threshold=config.review_threshold)
+        self.models = ReadModels(self.view._client, config.namespace, config.history_limit, config.trend_limit)
+        self.metrics = FollowerMetrics()
+        self.consumer = Consumer({
+            **client_config(config.bootstrap),
+            "group.id": config.group_id,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 1_000,
+            "max.poll.interval.ms": 300_000,
+        })
+        self.running = True
+        self.redis_ok = True
+        self.applied = 0
+        self.idle_exit_s = config.exit_when_idle_s
+        self.draining = False
+
+    def stop(self, *_: Any) -> None:
+        """Finish the current batch, then stop."""
+        self.running = False
+
+    def drain(self, idle_s: float = DRAIN_IDLE_S) -> None:
+        """Stop once nothing new arrived for ``idle_s`` seconds (after being
+        assigned): what was committed before the call is then applied. The
+        worker calls it when it stops, for the follower it runs in-process."""
+        self.idle_exit_s = idle_s
+        self.draining = True
+
+    def run(self) -> None:
+        """Follow until :meth:`stop` (SIGTERM) or idle for
+        ``exit_when_idle_s``. Raises LookupError when a followed topic does
+        not exist."""
+        _require_topics(self.consumer, list(self.topics))
+        self.consumer.subscribe(list(self.topics))
+        last_activity = last_lag = time.monotonic()
+        assigned_once = False
+        try:
+            while self.running:
+                messages = self.consumer.consume(num_messages=self.config.max_batch, timeout=0.5)
+                now = time.monotonic()
+                records = [message for message in messages if self._usable(message)]
+                if records:
+                    started = time.monotonic()
+                    if not self._apply(records):
+                        break
+                    self._commit(records)
+                    self.metrics.batch.observe(time.monotonic() - started)
+                    last_activity = now
+                assigned_once = assigned_once or bool(self.consumer.assignment())
+                if now - last_lag >= 2 or not records:
+                    self._update_lag()
+                    last_lag = now
+                idle = self.idle_exit_s
+                if idle is not None and assigned_once and now - last_activity >= idle:
+                    log.info("idle for %.1f s: stopping%s", idle, " (the worker stopped; the view has what it committed)" if self.draining else "")
+                    break
+        finally:
+            self.consumer.close()
+            self.view.close()
+            log.info("view follower stopped after %d records", self.applied)
+
+    @staticmethod
+    def _usable(message: Message) -> bool:
+        error = message.error()
+        if error is None:
+            return True
+        if error.code() != KafkaError._PARTITION_EOF:
+            if error.fatal():
+                raise KafkaException(error)
+            log.warning("consumer error: %s", error)
+        return False
+
+    def _decode(self, messages: Iterable[Message]) -> list[Located]:
+        located = []
+        for message in messages:
+            topic = self.topics[message.topic()]
+            try:
+                record = decode(topic, message.partition(), message.offset(), message.timestamp()[1], message.value(), self.codec)
+            except (BadRecord, ValidationError, ValueError, KeyError) as error:
+                self.metrics.skipped.labels(topic).inc()
+                log.warning("%s[%d]@%d skipped: %s", message.topic(), message.partition(), message.offset(), str(error)[:300])
+                continue
+            if record is not None:
+                located.append(record)
+        return located
+
+    def _apply(self, messages: list[Message]) -> bool:
+        """Write one batch into Redis, retrying while Redis is down (the
+        partitions paused meanwhile). False when stopped before it was written."""
+        batch = self._decode(messages)
+        statistics = [record.value for record in batch if record.topic == STATISTICS]
+        revisions = [record.value for record in batch if record.topic == REVISION_STATISTICS]
+        if statistics or revisions:
+            self.view.submit(statistics, revisions=revisions)
+        backoff, paused = 0.5, False
+        try:
+            while True:
+                try:
+                    if self.view.pending:
+                        self.view.flush(force=True)
+                        if self.view.pending:
+                            raise redis_down("the view's records were not written")
+                    self.models.apply(batch)
+                    break
+                except REDIS_DOWN_ERRORS as error:
+                    if self.redis_ok:
+                        log.warning("Redis is down (%s: %s): pausing, offsets not committed, retrying", type(error).__name__, error)
+                    self.redis_ok = False
+                    self.metrics.redis_up.set(0)
+                    if not paused:
+                        self.consumer.pause(self.consumer.assignment())
+                        paused = True
+                    deadline = time.monotonic() + backoff
+                    while self.running and time.monotonic() < deadline:
+                        self.consumer.poll(min(0.2, backoff))  # stays in the group; paused partitions deliver nothing
+                    if not self.running:
+                        return False
+                    backoff = min(backoff * 2, MAX_BACKOFF_S)
+        finally:
+            if paused:
+                self.consumer.resume(self.consumer.assignment())
+        if not self.redis_ok:
+            log.info("Redis is back: batch written")
+        self.redis_ok = True
+        self.metrics.redis_up.set(1)
+        for record in batch:
+            self.metrics.records.labels(record.topic).inc()
+        if batch:
+            self.metrics.last_applied.set(max(record.timestamp for record in batch) / 1000)
+        self.applied += len(batch)
+        return True
+
+    def _commit(self, messages: list[Message]) -> None:
+        """Commit the offsets after the batch (synchronously). A commit the
+        group refuses (a rebalance took the partition away) is logged: the
+        next owner reads the batch again and the idempotent writes change
+        nothing."""
+        ends: dict[tuple[str, int], int] = {}
+        for message in messages:
+            key = (message.topic(), message.partition())
+            ends[key] = max(ends.get(key, 0), message.offset() + 1)
+        try:
+            self.consumer.commit(offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in ends.items()], asynchronous=False)
+        except KafkaException as error:
+            log.warning("offset commit refused (%s): the batch will be read again, without effect", error.args[0])
+
+    def _update_lag(self) -> None:
+        try:
+            positions = self.consumer.position(self.consumer.assignment())
+        except KafkaException:
+            return
+        for tp in positions:
+            try:
+                _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            except KafkaException:
+                continue
+            if high >= 0:
+                position = tp.offset if tp.offset >= 0 else None
+                if position is None:
+                    committed = self.consumer.committed([TopicPartition(tp.topic, tp.partition)], timeout=5)[0].offset
+                    position = committed if committed >= 0 else 0
+                self.metrics.lag.labels(self.topics[tp.topic], str(tp.partition)).set(max(0, high - position))
+
+
+def redis_down(message: str) -> Exception:
+    import redis
+
+    return redis.exceptions.ConnectionError(message)
+
+
+def run_follower(config: FollowerConfig, codec: Codec = FIXED) -> int:
+    """Run one follower until SIGTERM/SIGINT or idle; returns the records
+    applied. Raises LookupError when a followed topic does not exist."""
+    follower = ViewFollower(config, codec)
+    if config.metrics_port:
+        follower.metrics.serve(config.metrics_port)
+    signal.signal(signal.SIGTERM, follower.stop)
+    signal.signal(signal.SIGINT, follower.stop)
+    log.info("view follower of group %s: %s into %s (namespace %s)", config.group_id, sorted(follower.topics), config.redis_url, config.namespace)
+    follower.run()
+    return follower.applied
+
+
+# ----------------------------------------------------------------- rebuilding
+
+
+@dataclass(frozen=True)
+class RebuildSummary:
+    """What :func:`rebuild_read_models` applied."""
+
+    observations: int
+    candidates: int
+    trend_points: int
+    skipped: int
+    seconds: float
+
+
+def rebuild_read_models(models: ReadModels, bootstrap: Bootstrap, topic_prefix: str = "", timeout: float = 60, codec: Codec = FIXED) -> RebuildSummary:
+    """Recreate the read models of ``models`` from the topics: read
+    ``recurrence-observations``, ``review-candidates`` and
+    ``recurrence-statistics`` whole (``read_raw``: read_committed, every
+    partition to its end), then clear the read models and apply every
+    record through ``ReadModels.apply``, each partition in offset order —
+    what a follower that read them all holds, ``follow-applied`` offsets
+    included (so a follower behind them skips what the rebuild applied).
+
+    The trend is rebuilt from the ScopeStatistics records the compacted
+    topic still holds: the last record of each scope always, older ones
+    only until compaction removes them (``min.compaction.lag.ms`` keeps
+    them for that long). Records that do not decode or validate are logged
+    and skipped. Raises what ``read_raw`` raises (nothing is cleared then)
+    and redis errors. Stop the follower while it runs."""
+    started = time.monotonic()
+    records: list[Located] = []
+    skipped = 0
+    for name in (OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS):
+        physical_topic = catalogue.physical(name, topic_prefix)
+        for raw in read_raw(bootstrap, physical_topic, timeout):
+            try:
+                record = decode(name, raw.partition, raw.offset, raw.timestamp, raw.value, codec)
+            except (BadRecord, ValidationError, ValueError, KeyError) as error:
+                skipped += 1
+                log.warning("%s[%d]@%d skipped: %s", physical_topic, raw.partition, raw.offset, str(error)[:300])
+                continue
+            if record is not None:
+                records.append(record)
+    models.clear()
+    records.sort(key=lambda record: (record.topic, record.partition, record.offset))
+    observations = candidates = trend_points = 0
+    for start in range(0, len(records), REBUILD_CHUNK):  # one MULTI/EXEC per chunk, not one for the whole topic
+        counts = models.apply(records[start : start + REBUILD_CHUNK])
+        observations, candidates, trend_points = observations + counts.observations, candidates + counts.candidates, trend_points + counts.trend_points
+    summary = RebuildSummary(observations, candidates, trend_points, skipped, time.monotonic() - started)
+    log.info("read models %s rebuilt: %s", models.keys.namespace, summary)
+    return summary

@@ -1,0 +1,160 @@
+"""Reading the view topics and rebuilding the Redis view from them.
+
+The compacted ``recurrence-statistics`` and ``revision-statistics`` topics
+(contract §1, §8) are the source of the Redis view
+(``recurrence_ledger.read.projection``); this module reads them to their end and backs
+``recurrence-ledger view rebuild`` and ``rebuild``. It lives in the runtime
+because it talks to Kafka; the view itself knows only Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import orjson
+
+from recurrence_ledger.ledger.intake import BadRecord
+from recurrence_ledger.runtime.kafka_io import read_raw
+from recurrence_ledger.serde.codec import FIXED, Codec
+from recurrence_ledger.catalogue import REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.read.projection import RedisView, _Pending, revision_member
+
+log = logging.getLogger(__name__)
+
+
+def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30, codec: Codec = FIXED) -> dict[str, dict]:
+    """The last ScopeStatistics record per scope in the physical
+    ``topic_prefix + "recurrence-statistics"`` topic (contract §1, §8).
+
+    The topic is read to its end with ``recurrence_ledger.runtime.kafka_io.read_raw``
+    (read_committed, every partition from the beginning, no group offsets);
+    values are decoded with ``codec.decode_value(raw, ("ScopeStatistics",))``
+    (``recurrence_ledger.serde.codec``); a tombstone removes its key's scope; an
+    undecodable record is logged and skipped.
+
+    Raises what ``read_raw`` raises: LookupError when the topic does not
+    exist, TimeoutError when the end is not reached within ``timeout``
+    seconds, KafkaException on a broker error.
+    """
+    topic = topic_prefix + STATISTICS
+    latest: dict[str, dict] = {}
+    for record in read_raw(bootstrap, topic, timeout):
+        if record.value is None:
+            if record.key is not None:
+                latest.pop(record.key.decode("utf-8", "replace"), None)
+            continue
+        try:
+            value = codec.decode_value(record.value, ("ScopeStatistics",))
+        except BadRecord as error:
+            log.warning("%s[%d]@%d skipped: %s (%s)", topic, record.partition, record.offset, error.message, error.reason)
+            continue
+        latest[value["scope_id"]] = value
+    return latest
+
+
+def read_revision_statistics_topic(
+    bootstrap: str, topic_prefix: str = "", timeout: float = 30, codec: Codec = FIXED
+) -> dict[str, dict[str, dict]]:
+    """The last RevisionStatistics record per revision in the physical
+    ``topic_prefix + "revision-statistics"`` topic, as
+    ``scope_id -> {revision_member(artifact_ref) -> record}``.
+
+    Read like :func:`read_statistics_topic` (``read_raw``: read_committed,
+    every partition to its end, no group offsets; a revision's records all
+    share a key, hence a partition, so the last one read is its current
+    row); values decoded with ``codec.decode_value(raw,
+    ("RevisionStatistics",))``. A tombstone removes the revision its key
+    names (``recurrence_ledger.ledger.statistics.revision_key``: canonical JSON of
+    ``{"artifact_ref", "scope_id"}``); an undecodable record or key is
+    logged and skipped.
+
+    Raises what ``read_raw`` raises: LookupError when the topic does not
+    exist, TimeoutError when the end is not reached within ``timeout``
+    seconds, KafkaException on a broker error.
+    """
+    topic = topic_prefix + REVISION_STATISTICS
+    latest: dict[tuple[str, str], dict] = {}
+    for record in read_raw(bootstrap, topic, timeout):
+        if record.value is None:
+            try:
+                key = orjson.loads(record.key or b"")
+                latest.pop((key["scope_id"], revision_member(key["artifact_ref"])), None)
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                log.warning("%s[%d]@%d: tombstone with an unreadable key skipped", topic, record.partition, record.offset)
+            continue
+        try:
+            value = codec.decode_value(record.value, ("RevisionStatistics",))
+            where = (value["scope_id"], revision_member(value["artifact_ref"]))
+        except BadRecord as error:
+            log.warning("%s[%d]@%d skipped: %s (%s)", topic, record.partition, record.offset, error.message, error.reason)
+            continue
+        except (KeyError, TypeError):
+            log.warning("%s[%d]@%d skipped: no scope_id or artifact_ref", topic, record.partition, record.offset)
+            continue
+        latest[where] = value
+    by_scope: dict[str, dict[str, dict]] = {}
+    for (scope_id, member_), value in latest.items():
+        by_scope.setdefault(scope_id, {})[member_] = value
+    return by_scope
+
+
+def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30, codec: Codec = FIXED) -> int:
+    """Rebuild ``view`` from the compacted ``recurrence-statistics`` topic
+    (contract §1, §8) and ``revision-statistics`` topic: read both
+    physical topics whole (``read_statistics_topic``,
+    ``read_revision_statistics_topic``), then clear the namespace and write
+    the last record of every scope together with the last row of each of its
+    revisions, one MULTI/EXEC per scope; returns the number of scopes with a
+    statistics record written. Backs ``recurrence-ledger view rebuild``.
+
+    The namespace is cleared only once both topics have been read and every
+    record prepared, so dashboards see it empty only while the writes run. A
+    topic record that is not a valid ScopeStatistics / RevisionStatistics is
+    logged and skipped. Records still pending in the view (submitted by its
+    owner, so not older than what was published) are flushed afterwards and
+    win. Raises what ``read_statistics_topic`` raises — LookupError also
+    when the ``revision-statistics`` topic is missing (workers create it on
+    start) — with nothing cleared then, and redis errors: unlike ``submit``,
+    a rebuild must tell its caller it failed.
+    """
+    started = time.monotonic()
+    latest = read_statistics_topic(bootstrap, topic_prefix, timeout, codec)
+    revisions = read_revision_statistics_topic(bootstrap, topic_prefix, timeout, codec)
+    prepared: dict[str, _Pending] = {}
+    for scope_id, record in latest.items():
+        try:
+            prepared[scope_id] = _Pending(scope=view._prepare(record))
+        except ValueError as error:
+            log.warning("%s%s: record of scope %r skipped: %s", topic_prefix, STATISTICS, scope_id, str(error)[:500])
+    rows = 0
+    for scope_id, by_member in revisions.items():
+        for member_, record in by_member.items():
+            try:
+                value = view._prepare_revision(record)
+            except ValueError as error:
+                log.warning(
+                    "%s%s: row of %r %s skipped: %s", topic_prefix, REVISION_STATISTICS, scope_id, member_, str(error)[:500]
+                )
+                continue
+            prepared.setdefault(scope_id, _Pending()).revisions[member_] = value
+            rows += 1
+    view.clear()
+    for scope_id, pending in prepared.items():
+        view._write(scope_id, pending)
+    view._needs_rebuild = False
+    view._succeeded()
+    view.flush()
+    scopes = sum(1 for pending in prepared.values() if pending.scope is not None)
+    log.info(
+        "Redis view %s rebuilt from %s%s and %s%s: %d scope(s), %d revision row(s) in %.2f s",
+        view.namespace,
+        topic_prefix,
+        STATISTICS,
+        topic_prefix,
+        REVISION_STATISTICS,
+        scopes,
+        rows,
+        time.monotonic() - started,
+    )
+    return scopes
