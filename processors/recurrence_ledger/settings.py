@@ -48,10 +48,8 @@ ENV_APP_ID = "RL_APP_ID"
 ENV_INSTANCE_ID = "RL_INSTANCE_ID"
 #: Port of the worker's Prometheus endpoint.
 ENV_METRICS_PORT = "RL_METRICS_PORT"
-#: Ledger policy: streak at which a revision needs review (contract §8).
-ENV_REVIEW_THRESHOLD = "RL_REVIEW_THRESHOLD"
-#: Ledger policy: waiting admission candidates per scope (contract §12).
-ENV_MAX_PENDING_CANDIDATES = "RL_MAX_PENDING_CANDIDATES"
+# The ledger policy's and the runtime batching's variables (RL_REVIEW_THRESHOLD,
+# RL_MAX_BATCH, ...) are named with their settings in recurrence_ledger.policy.
 #: Start although the deployment's state was built on another Unicode version (contract §10).
 ENV_ACCEPT_UNICODE_CHANGE = "RL_ACCEPT_UNICODE_CHANGE"
 #: Verdicts kept per revision in the history read model (``recurrence_ledger.read.history``).

@@ -39,7 +39,6 @@ from recurrence_ledger.settings import (
     ENV_BOOTSTRAP_SERVERS,
     ENV_INSTANCE_ID,
     ENV_KAFKA_CONFIG_FILE,
-    ENV_MAX_PENDING_CANDIDATES,
     ENV_METRICS_PORT,
     ENV_REDIS_URL,
     ENV_SCHEMA_REGISTRY_URL,
@@ -47,7 +46,7 @@ from recurrence_ledger.settings import (
     kafka_environment,
     settings,
 )
-from recurrence_ledger import catalogue
+from recurrence_ledger import catalogue, policy
 from recurrence_ledger.catalogue import DEFAULT_MAX_OUTPUT_BYTES
 from recurrence_ledger.cli.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, HistoryLimitOption, TrendLimitOption, rebuild_history
 
@@ -97,7 +96,7 @@ ViewBatchOption = Annotated[
 
 PendingCandidatesOption = Annotated[
     int,
-    typer.Option("--max-pending-candidates", min=1, envvar=ENV_MAX_PENDING_CANDIDATES, rich_help_panel=POLICY_PANEL,
+    typer.Option("--max-pending-candidates", min=1, envvar=policy.MAX_PENDING_CANDIDATES.env, rich_help_panel=POLICY_PANEL,
                  help="Admission candidates one scope may hold waiting for Task Outcomes; one more is dead-lettered (too_many_pending)."),
 ]
 

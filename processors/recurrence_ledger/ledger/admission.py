@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from recurrence_ledger import policy
 from recurrence_ledger.ledger.normalize import digest, nfc_length, normalize
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
@@ -54,9 +55,10 @@ MAX_CHECK_SUBJECT_LENGTH = 512
 #: have); ``failure_refs_total`` / ``near_duplicates_total`` give the counts.
 MAX_DECISION_FAILURE_REFS = 256
 MAX_NEAR_DUPLICATES = 16
-#: Rule 5's threshold 0.8 as the exact fraction 4/5: a score is compared as
+#: Rule 5's threshold (``policy.NEAR_DUPLICATE_THRESHOLD``, 4/5) as
+#: (numerator, denominator): a score is compared as
 #: ``5 * 2|A∩B| ≥ 4 * (|A| + |B|)``, never as a rounded float.
-NEAR_DUPLICATE = (4, 5)
+NEAR_DUPLICATE = policy.NEAR_DUPLICATE_THRESHOLD.default.as_integer_ratio()
 
 
 def cue_bigrams(key: str) -> Counter:

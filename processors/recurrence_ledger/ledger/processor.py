@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
+from recurrence_ledger import policy
 from recurrence_ledger.ledger import admission, chain, matching, verdicts
 from recurrence_ledger.ledger.normalize import digest, normalize
 from recurrence_ledger.ledger.state import LedgerState, Store
@@ -99,11 +100,11 @@ class ApplyResult:
 
 @dataclass(frozen=True)
 class LedgerConfig:
-    """Deployment policy (contract §5, §8).
+    """Deployment policy (contract §5, §8, §12); every default and bound is
+    the :mod:`recurrence_ledger.policy` setting of the same name.
 
-    - ``review_threshold``: streak at which a revision needs review
-      (default 3).
-    - ``top_revisions_limit``: N of ``top_revisions`` (default 10).
+    - ``review_threshold``: streak at which a revision needs review.
+    - ``top_revisions_limit``: N of ``top_revisions``.
     - ``provenance_horizon``: how many journal positions a pending outcome
       may wait, counted on its scope's ``as_of_position``, before it is
       decided as unlinked (missing provenance). None waits until ``flush``
@@ -115,22 +116,20 @@ class LedgerConfig:
       again later. It bounds the per-scope waiting index: 5,000 entries of
       the longest ids (512 four-byte characters) are ~10 MB, below a 16 MiB
       changelog record.
+
+    Raises ValueError for a value below its setting's minimum.
     """
 
-    review_threshold: int = 3
-    top_revisions_limit: int = 10
-    provenance_horizon: int | None = 10_000
-    max_pending_candidates: int = 5_000
+    review_threshold: int = policy.REVIEW_THRESHOLD.default
+    top_revisions_limit: int = policy.TOP_REVISIONS.default
+    provenance_horizon: int | None = policy.PROVENANCE_HORIZON.default
+    max_pending_candidates: int = policy.MAX_PENDING_CANDIDATES.default
 
     def __post_init__(self) -> None:
-        if self.review_threshold < 1:
-            raise ValueError("review_threshold must be ≥ 1")
-        if self.top_revisions_limit < 0:
-            raise ValueError("top_revisions_limit must be ≥ 0")
-        if self.provenance_horizon is not None and self.provenance_horizon < 1:
-            raise ValueError("provenance_horizon must be ≥ 1 or None")
-        if self.max_pending_candidates < 1:
-            raise ValueError("max_pending_candidates must be ≥ 1")
+        policy.REVIEW_THRESHOLD.check(self.review_threshold)
+        policy.TOP_REVISIONS.check(self.top_revisions_limit)
+        policy.PROVENANCE_HORIZON.check(self.provenance_horizon)
+        policy.MAX_PENDING_CANDIDATES.check(self.max_pending_candidates)
 
 
 def _identity(kind: str, value: dict) -> tuple:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from recurrence_ledger import policy
 from recurrence_ledger.ledger.state import LedgerState, new_scope_record
 from recurrence_ledger.ledger.statistics import revision_id, revision_statistics, top_revisions
 from recurrence_ledger.ledger.streaks import count_selected, record_verdict
@@ -40,8 +41,8 @@ def surfaces_from(statistics: Iterable[dict], revision_rows: Iterable[dict] = ()
 
 def rebuild_views(
     observations: Iterable[dict],
-    review_threshold: int = 3,
-    top_limit: int = 10,
+    review_threshold: int = policy.REVIEW_THRESHOLD.default,
+    top_limit: int = policy.TOP_REVISIONS.default,
     surfaces: dict[tuple[str, str, int], str] | None = None,
 ) -> dict[str, dict]:
     """Per scope, the DERIVED_FIELDS of ScopeStatistics from observation
@@ -66,7 +67,7 @@ def rebuild_views(
 
 def rebuild_revisions(
     observations: Iterable[dict],
-    review_threshold: int = 3,
+    review_threshold: int = policy.REVIEW_THRESHOLD.default,
     surfaces: dict[tuple[str, str, int], str] | None = None,
 ) -> dict[tuple[str, str, int], dict]:
     """The ``revisions`` view from observation records alone: the

@@ -62,6 +62,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from pydantic import ValidationError
 
+from recurrence_ledger import policy
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.models import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, FollowerView, Located, ReadModels
@@ -113,10 +114,10 @@ class FollowerConfig:
     redis_url: str
     app_id: str = DEFAULT_APP_ID
     topic_prefix: str = ""
-    review_threshold: int = 3
+    review_threshold: int = policy.REVIEW_THRESHOLD.default
     history_limit: int = DEFAULT_HISTORY_LIMIT
     trend_limit: int = DEFAULT_TREND_LIMIT
-    max_batch: int = 2000
+    max_batch: int = policy.MAX_BATCH.default
     exit_when_idle_s: float | None = None
     metrics_port: int | None = None
     schema_registry: RegistrySettings | None = None

@@ -81,6 +81,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from recurrence_ledger import policy
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.models import RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
@@ -252,7 +253,7 @@ class RedisView:
         self,
         url: str,
         namespace: str = "rl",
-        review_threshold: int = 3,
+        review_threshold: int = policy.REVIEW_THRESHOLD.default,
         retry_seconds: float = 1.0,
         socket_timeout: float = 0.5,
         ca_file: str | Path | None = None,

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
+from recurrence_ledger import policy
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
@@ -146,8 +147,8 @@ class WorkerConfig:
     instance_id: str = field(default_factory=lambda: settings().worker_instance_id)
     topic_prefix: str = ""
     output_format: str = codec.AVRO
-    commit_interval_ms: int = 100
-    max_batch: int = 2_000
+    commit_interval_ms: int = policy.COMMIT_INTERVAL_MS.default
+    max_batch: int = policy.MAX_BATCH.default
     exit_when_idle_s: float | None = None
     max_wait_caught_up_s: float = DEFAULT_MAX_WAIT_CAUGHT_UP_S
     static_membership: bool = True

@@ -1,0 +1,117 @@
+"""The deployment's policy: every tunable the ledger and its runners take,
+each defined once with its default, its environment variable, its command
+line option and its help text.
+
+A :class:`Setting` is the single definition of one tunable. The core's
+:class:`recurrence_ledger.ledger.processor.LedgerConfig` takes its defaults
+from here, the CLI builds its options from here (``--review-threshold``
+with envvar ``RL_REVIEW_THRESHOLD`` and the help below), the worker and
+the view follower take their batching defaults from here, and the docs
+table of settings (docs/operating.md) is printed from :data:`SETTINGS`.
+Nothing else writes one of these defaults as a literal; a test checks it.
+
+This module is a leaf: it imports nothing of the package, so the pure core
+may import it (docs/architecture.md).
+
+Contract sections: the review threshold and the top-N of ``top_revisions``
+are §8, the provenance horizon §5, the near-duplicate threshold and the
+pending-candidate bound §12 (docs/contract.md); the commit interval and
+batch size are the Kafka runtime's (docs/kafka.md) and never change a
+ledger fact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Generic, TypeVar
+
+T = TypeVar("T", int, Fraction)
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """One tunable of the deployment.
+
+    - ``name``: the field name (``LedgerConfig``/``WorkerConfig`` attribute).
+    - ``option``: the command line option (``--review-threshold``).
+    - ``env``: the environment variable that sets the option's value.
+    - ``default``: the value when neither is given.
+    - ``minimum``: the smallest accepted value (inclusive).
+    - ``unit``: what the number counts, for the docs (``journal positions``).
+    - ``section``: the rule in docs/contract.md (``§8``) or the runtime doc.
+    - ``help``: one line for ``--help`` and the docs.
+    - ``optional``: ``None`` is a value (the provenance horizon: wait until
+      the end of the journal).
+    """
+
+    name: str
+    option: str
+    env: str
+    default: T | None
+    minimum: T
+    unit: str
+    section: str
+    help: str
+    optional: bool = False
+
+    def check(self, value: T | None) -> None:
+        """Raise ValueError when ``value`` is below :attr:`minimum` (``None``
+        is accepted only where the setting is :attr:`optional`)."""
+        if value is None:
+            if not self.optional:
+                raise ValueError(f"{self.name} must be set")
+            return
+        if value < self.minimum:
+            raise ValueError(f"{self.name} must be ≥ {self.minimum}, got {value}")
+
+
+REVIEW_THRESHOLD: Setting[int] = Setting(
+    "review_threshold", "--review-threshold", "RL_REVIEW_THRESHOLD", 3, 1, "consecutive recurred verdicts", "§8",
+    "Streak at which a revision needs review (contract §8).",
+)
+TOP_REVISIONS: Setting[int] = Setting(
+    "top_revisions_limit", "--top-revisions", "RL_TOP_REVISIONS", 10, 0, "rows", "§8",
+    "N of top_revisions (contract §8).",
+)
+PROVENANCE_HORIZON: Setting[int] = Setting(
+    "provenance_horizon", "--provenance-horizon", "RL_PROVENANCE_HORIZON", 10_000, 1, "journal positions", "§5",
+    "Journal positions a pending outcome may wait (contract §5); end of file always decides.",
+    optional=True,
+)
+MAX_PENDING_CANDIDATES: Setting[int] = Setting(
+    "max_pending_candidates", "--max-pending-candidates", "RL_MAX_PENDING_CANDIDATES", 5_000, 1, "candidates per scope", "§12",
+    "Admission candidates one scope may hold waiting for Task Outcomes; one more is dead-lettered (too_many_pending).",
+)
+#: Admission rule 5's Sørensen–Dice threshold 0.8, as the exact fraction 4/5:
+#: a score is compared as ``5 * 2|A∩B| ≥ 4 * (|A| + |B|)``, never as a float.
+NEAR_DUPLICATE_THRESHOLD: Setting[Fraction] = Setting(
+    "near_duplicate_threshold", "--near-duplicate-threshold", "RL_NEAR_DUPLICATE_THRESHOLD", Fraction(4, 5), Fraction(0),
+    "Sørensen–Dice score of cue bigrams", "§12",
+    "Score at which an admission candidate's cue is a near-duplicate of a current head's (contract §12, rule 5).",
+)
+COMMIT_INTERVAL_MS: Setting[int] = Setting(
+    "commit_interval_ms", "--commit-interval-ms", "RL_COMMIT_INTERVAL_MS", 100, 10, "milliseconds", "kafka.md",
+    "Transaction commit interval.",
+)
+MAX_BATCH: Setting[int] = Setting(
+    "max_batch", "--max-batch", "RL_MAX_BATCH", 2_000, 1, "records", "kafka.md",
+    "Records consumed per poll.",
+)
+
+#: The ledger policy: what decides ledger facts and views (contract §5, §8, §12).
+LEDGER_SETTINGS: tuple[Setting, ...] = (REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD)
+#: The runtime's batching: how often and how much, never what.
+RUNTIME_SETTINGS: tuple[Setting, ...] = (COMMIT_INTERVAL_MS, MAX_BATCH)
+#: Every setting, in the order of the docs table.
+SETTINGS: tuple[Setting, ...] = LEDGER_SETTINGS + RUNTIME_SETTINGS
+
+
+def markdown_table() -> str:
+    """The docs table of every setting (option, variable, default, unit,
+    rule), as Markdown; docs/operating.md carries it and a test keeps the two
+    equal."""
+    rows = ["| option | environment | default | unit | rule | what |", "| --- | --- | --- | --- | --- | --- |"]
+    for setting in SETTINGS:
+        rows.append(f"| `{setting.option}` | `{setting.env}` | {setting.default} | {setting.unit} | {setting.section} | {setting.help} |")
+    return "\n".join(rows) + "\n"
