@@ -68,7 +68,7 @@ def unit_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {unit(name): set() for name in modules}
     for name, path in modules.items():
         for target in imported_modules(path):
-            if target in modules and unit(target) != unit(name):
+            if target in modules and target != PACKAGE and unit(target) != unit(name):
                 graph[unit(name)].add(unit(target))
     return graph
 
