@@ -22,7 +22,8 @@ import uvicorn
 from recurrence_ledger.api.app import ApiSettings, create_app
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.read.projection import RedisView, default_namespace
+from recurrence_ledger.read.projection import RedisView
+from recurrence_ledger.read.keys import default_namespace
 from tests.conftest import CASES, REPO
 from tests.e2e import harness
 

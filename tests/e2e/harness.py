@@ -22,7 +22,8 @@ from recurrence_ledger.runtime.kafka_admin import create_topics
 from recurrence_ledger.runtime.kafka_io import export_topic, publish_journal, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.catalogue import LEDGER_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
-from recurrence_ledger.read.projection import RedisView, default_namespace
+from recurrence_ledger.read.projection import RedisView
+from recurrence_ledger.read.keys import default_namespace
 from recurrence_ledger import catalogue
 from tests.conftest import final_views
 

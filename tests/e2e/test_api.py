@@ -19,7 +19,8 @@ import redis
 
 from recurrence_ledger.api.app import ApiSettings
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.read.projection import COUNTER_FIELDS, RedisView, default_namespace
+from recurrence_ledger.read.projection import COUNTER_FIELDS, RedisView
+from recurrence_ledger.read.keys import default_namespace
 from tests.e2e.api_server import fed_view, running_api
 
 SCOPE = "dns-mirror"

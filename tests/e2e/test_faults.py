@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from recurrence_ledger.read.projection import RedisView, default_namespace
+from recurrence_ledger.read.projection import RedisView
+from recurrence_ledger.read.keys import default_namespace
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
 

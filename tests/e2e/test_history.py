@@ -29,7 +29,8 @@ from recurrence_ledger.read.follower import decode
 from recurrence_ledger.runtime.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS
-from recurrence_ledger.read.projection import RedisView, default_namespace
+from recurrence_ledger.read.projection import RedisView
+from recurrence_ledger.read.keys import default_namespace
 from tests.conftest import CASES, read_jsonl
 from tests.e2e import harness
 from tests.e2e.history_fixtures import SCOPE, cli, namespace_keys, run_follower, snapshot, timeline_journal

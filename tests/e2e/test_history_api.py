@@ -16,7 +16,8 @@ import pytest
 import redis
 
 from recurrence_ledger.api.app import ApiSettings
-from recurrence_ledger.read.projection import SCOPE_SORTS, RedisView, scope_index
+from recurrence_ledger.read.projection import RedisView, scope_index
+from recurrence_ledger.read.keys import SCOPE_SORTS
 from tests.e2e import harness
 from tests.e2e.api_server import fed_view, running_api
 from tests.e2e.history_fixtures import SCOPE, run_follower, timeline_journal

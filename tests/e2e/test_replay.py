@@ -109,7 +109,8 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
 
     import redis as redis_client
 
-    from recurrence_ledger.read.projection import RedisView, default_namespace
+    from recurrence_ledger.read.projection import RedisView
+    from recurrence_ledger.read.keys import default_namespace
 
     journal = write_journal(
         tmp_path / "journal.jsonl", generate_journal(Workload(scopes=5, outcomes_per_scope=40, heads_per_scope=3, handoffs=2, seed=2, candidates=0.3))

@@ -642,7 +642,8 @@ def _free_port() -> int:
 
 
 def _assert_redis_holds(redis_url, prefix, kafka) -> None:
-    from recurrence_ledger.read.projection import RedisView, default_namespace
+    from recurrence_ledger.read.projection import RedisView
+    from recurrence_ledger.read.keys import default_namespace
     from tests.e2e import harness
 
     view = RedisView(redis_url, namespace=default_namespace(prefix))
@@ -688,7 +689,8 @@ def test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger(topic_prefix, 
     although the follower is in its Redis back-off and cannot progress.
     Fix: give up the drain at once (or after a few seconds) while
     ``follower.redis_ok`` is False."""
-    from recurrence_ledger.read.projection import RedisView, default_namespace
+    from recurrence_ledger.read.projection import RedisView
+    from recurrence_ledger.read.keys import default_namespace
     from tests.e2e import harness
     from tests.e2e.test_faults import assert_exactly_once
 

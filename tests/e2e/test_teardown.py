@@ -13,7 +13,8 @@ import redis
 from confluent_kafka.admin import AdminClient
 
 from recurrence_ledger import catalogue
-from recurrence_ledger.read.projection import RedisView, default_namespace
+from recurrence_ledger.read.projection import RedisView
+from recurrence_ledger.read.keys import default_namespace
 from tests.e2e import harness
 
 

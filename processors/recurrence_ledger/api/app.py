@@ -113,7 +113,8 @@ from starlette.middleware.cors import CORSMiddleware
 
 from recurrence_ledger.read.connect import describe_error, redact_url, redis_client
 from recurrence_ledger.settings import DEFAULT_REDIS_URL, ENV_API_TOKEN, settings
-from recurrence_ledger.read.projection import COUNTER_FIELDS, default_namespace, escape_scope
+from recurrence_ledger.read.projection import COUNTER_FIELDS
+from recurrence_ledger.read.keys import default_namespace, escape_scope
 from recurrence_ledger.ledger.models import MAX_ID_LENGTH, ArtifactRef, RepairSurface, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
 

@@ -864,7 +864,7 @@ def rebuild_command(
     from recurrence_ledger.runtime.kafka_io import read_topic
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
     from recurrence_ledger.runtime.view_topics import read_revision_statistics_topic, read_statistics_topic
-    from recurrence_ledger.read.projection import default_namespace
+    from recurrence_ledger.read.keys import default_namespace
 
     connection = _connect(bootstrap, kafka_config)
     from recurrence_ledger.runtime.unicode_pin import check_changelog
@@ -1053,7 +1053,7 @@ def view_rebuild_command(
     the workers' (it decides the review set and is stored with each scope).
     Stop the view follower while it runs."""
     from recurrence_ledger.runtime.view_topics import rebuild_from_topic
-    from recurrence_ledger.read.projection import default_namespace
+    from recurrence_ledger.read.keys import default_namespace
 
     view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
     connection = _connect(bootstrap, kafka_config)
@@ -1081,7 +1081,7 @@ def view_clear_command(
     nothing else. Without --yes it lists the scopes and keys it would
     delete. 'recurrence-ledger view rebuild' writes the view again from the
     topics."""
-    from recurrence_ledger.read.projection import default_namespace
+    from recurrence_ledger.read.keys import default_namespace
 
     namespace = default_namespace(topic_prefix)
     view = _redis_view(redis_url, namespace)

@@ -73,7 +73,8 @@ from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.read.connect import redacted_repr
-from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS, default_namespace
+from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
+from recurrence_ledger.read.keys import default_namespace
 
 if TYPE_CHECKING:
     from recurrence_ledger.serde.registry import RegistrySettings

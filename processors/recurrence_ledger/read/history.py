@@ -9,28 +9,7 @@ Like the view, they are never a source of truth: every one is derived from
 the ledger topics (``recurrence-observations``, ``review-candidates``) and
 the ``recurrence-statistics`` view topic, and can be dropped and rebuilt.
 
-Redis key layout
-----------------
-
-Under the view's namespace ``{ns}``; ``{scope}`` and ``{artifact}`` are
-escaped as the view escapes scope ids (``%`` → ``%25``, ``:`` → ``%3A``),
-``{revision}`` is the revision number. Positions written as 19 digits (zero
-padded) compare exactly as text; sorted-set scores are doubles, exact up to
-2^53.
-
-| key | type | content |
-| --- | --- | --- |
-| ``{ns}:scope:{scope}:history:{artifact}:{revision}`` | sorted set | the newest N (``history_limit``, default 1,000) selected / recurred / avoided observations of the revision, score = task_outcome_position, member = JSON ``[position, event, task outcome source_id, failure item_kind, item_index, item_digest, observation id prefix]`` (the failure item null but for recurred) |
-| ``{ns}:scope:{scope}:history-meta:{artifact}:{revision}`` | hash | ``total`` and ``selected`` / ``recurred`` / ``avoided``: observations ever applied (not only the N kept); ``signature_key``; ``c:{candidate_id}`` = ``{run start, 19 digits or empty for null}|{repair_surface}`` for each review candidate of the revision still open |
-| ``{ns}:scope:{scope}:avoided:{artifact}:{revision}`` | sorted set | every avoided verdict's position (member = 19 digits, score = position): names the runs of the oldest kept verdicts, closes review candidates |
-| ``{ns}:scope:{scope}:trend`` | sorted set | the newest N (``trend_limit``, default 1,000) trend points of the scope: one per ScopeStatistics record read, score = as_of_position, member = JSON ``[partition, offset, Kafka timestamp ms, as_of_position, selected, recurred, avoided, unknown, unlinked_handoff_citations, pending_outcomes, needing_review, repeat_failure_rate]`` |
-| ``{ns}:trend-totals`` | hash | scope id → trend points ever applied |
-| ``{ns}:review-queue`` | sorted set | the open review candidates of every scope (member = candidate_id, score = the record's Kafka timestamp in ms: oldest first) |
-| ``{ns}:review-queue:items`` | hash | candidate_id → JSON ``{"candidate": ReviewCandidate, "timestamp": ms}`` |
-| ``{ns}:scope:{scope}:review-queue`` | sorted set | the scope's open candidates, as ``{ns}:review-queue`` |
-| ``{ns}:review-queue:surface:{surface}`` | sorted set | the open candidates of one repair_surface |
-| ``{ns}:follow-applied`` | hash | ``{logical topic}:{partition}`` → the next offset of that partition to apply to the read models |
-| ``{ns}:scopes:by:{sort}`` | sorted set | the scope index (``recurrence_ledger.read.projection.scope_index``), written with each scope by every writer of the view |
+Redis key layout: ``recurrence_ledger.read.keys`` (the one owner of every key name).
 
 A review candidate is **open** while no avoided verdict of its revision has a
 position after its run's start (``run_start_position``; null: any avoided
@@ -65,7 +44,8 @@ import orjson
 import redis
 
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS
-from recurrence_ledger.read.projection import READ_MODEL_KEYS, SCOPE_SORTS, RedisView, _Pending, escape_scope, revision_member, scope_index
+from recurrence_ledger.read.keys import SCOPE_SORTS, Keys
+from recurrence_ledger.read.projection import RedisView, _Pending, revision_member, scope_index
 
 #: Default number of verdicts kept per revision, and of trend points per scope.
 DEFAULT_HISTORY_LIMIT = 1000
@@ -84,67 +64,6 @@ EVENT_ORDER = {"selected": 0, "recurred": 1, "avoided": 1}
 def pad(position: int) -> str:
     """A position as 19 digits: positions (≤ 2^63 − 1) compare as text."""
     return f"{position:019d}"
-
-
-# ----------------------------------------------------------------- keys
-
-
-@dataclass(frozen=True)
-class Keys:
-    """The read-model key names of one namespace (layout in the module
-    docstring)."""
-
-    namespace: str
-
-    def scope(self, scope_id: str) -> str:
-        return f"{self.namespace}:scope:{escape_scope(scope_id)}"
-
-    def history(self, scope_id: str, artifact_id: str, revision: int) -> str:
-        return f"{self.scope(scope_id)}:history:{escape_scope(artifact_id)}:{revision}"
-
-    def history_meta(self, scope_id: str, artifact_id: str, revision: int) -> str:
-        return f"{self.scope(scope_id)}:history-meta:{escape_scope(artifact_id)}:{revision}"
-
-    def avoided(self, scope_id: str, artifact_id: str, revision: int) -> str:
-        return f"{self.scope(scope_id)}:avoided:{escape_scope(artifact_id)}:{revision}"
-
-    def trend(self, scope_id: str) -> str:
-        return f"{self.scope(scope_id)}:trend"
-
-    def scope_queue(self, scope_id: str) -> str:
-        return f"{self.scope(scope_id)}:review-queue"
-
-    @property
-    def queue(self) -> str:
-        return f"{self.namespace}:review-queue"
-
-    @property
-    def queue_items(self) -> str:
-        return f"{self.namespace}:review-queue:items"
-
-    @property
-    def surface_prefix(self) -> str:
-        return f"{self.namespace}:review-queue:surface:"
-
-    @property
-    def trend_totals(self) -> str:
-        return f"{self.namespace}:trend-totals"
-
-    @property
-    def applied(self) -> str:
-        return f"{self.namespace}:follow-applied"
-
-    def scope_index(self, sort: str) -> str:
-        return f"{self.namespace}:scopes:by:{sort}"
-
-    @property
-    def scopes(self) -> str:
-        return f"{self.namespace}:scopes"
-
-    def read_model_pattern(self) -> re.Pattern:
-        """Full match of every read-model key of the namespace (not the
-        view's own keys, nor the scope index)."""
-        return re.compile(rf"{re.escape(self.namespace)}:({READ_MODEL_KEYS})")
 
 
 # ----------------------------------------------------------------- Lua
@@ -507,7 +426,7 @@ class ReadModels:
         pattern = self.keys.read_model_pattern()
         deleted = 0
         batch: list = []
-        for key in self.client.scan_iter(match=f"{_glob_escape(self.keys.namespace)}:*", count=1000):
+        for key in self.client.scan_iter(match=self.keys.glob(), count=1000):
             text = key.decode() if isinstance(key, bytes) else key
             if pattern.fullmatch(text):
                 batch.append(key)
@@ -524,7 +443,7 @@ class ReadModels:
         review_queue, applied, and keys (how many)."""
         pattern = self.keys.read_model_pattern()
         kinds = {"history": 0, "trend": 0, "review_queue": 0, "applied": 0, "keys": 0}
-        for key in self.client.scan_iter(match=f"{_glob_escape(self.keys.namespace)}:*", count=1000):
+        for key in self.client.scan_iter(match=self.keys.glob(), count=1000):
             text = key.decode() if isinstance(key, bytes) else key
             if not pattern.fullmatch(text):
                 continue
@@ -709,10 +628,6 @@ class ReadModels:
             pipe.hget(self.keys.scope(scope_id), "record")
         records = {scope_id: _bytes(raw) for scope_id, raw in zip(ids, pipe.execute(), strict=True) if raw is not None}
         return ScopePage(total, available, records, indexed)
-
-
-def _glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 def _text(value: bytes | str) -> str:

@@ -10,28 +10,7 @@ it with `RedisView.submit` in publication order, after each committed
 transaction; Redis being down, unreachable or hung never stops or slows the
 worker (the latest record of each scope and of each revision waits in memory).
 
-Redis key layout
-----------------
-
-Every key lives under a namespace `ns` (default `rl`; a deployment with the
-topic prefix `prod.` uses `rl:prod.`, see `default_namespace`). `{scope}` is the
-scope id with `%` written as `%25` and `:` as `%3A`, so that no scope id can
-reach another scope's keys (a scope named `a:top` would otherwise own the
-sorted set of scope `a`); scope ids without those two characters appear
-verbatim.
-
-| key | type | content |
-| --- | --- | --- |
-| `{ns}:scopes` | set | the scope ids (verbatim, not escaped) |
-| `{ns}:scope:{scope}` | hash | `as_of_position`, `selected`, `recurred`, `avoided`, `unknown`, `unlinked_handoff_citations`, `needing_review`, `pending_outcomes`, `late_revisions` as integer strings; `top_revisions` (canonical JSON list, contract §8 order); `record` (the whole ScopeStatistics record as canonical JSON, contract §4); `review_threshold` (integer string: the writer's review threshold — the worker's `--review-threshold` — which decided the review set; absent in views written before it was stored) |
-| `{ns}:scope:{scope}:top` | sorted set | member = canonical JSON `{"artifact_ref": {…}, "signature_key": "…"}`, score = `terminal_recurred_streak`; only the rows of `top_revisions` |
-| `{ns}:scope:{scope}:review` | set | the same member strings, for the rows of `top_revisions` whose streak ≥ the view's review threshold (default 3) |
-| `{ns}:scope:{scope}:revisions` | hash | one field per Experience revision of the scope with a selection or a verdict, every revision and not only the top N: field = `revision_member(artifact_ref)`, the canonical JSON of the ArtifactRef (`{"artifact_id":"P1","family":"experience","revision":1}`); value = that revision's last RevisionStatistics record as canonical JSON (contract §4: scope_id, artifact_ref, signature_key, terminal_recurred_streak, needs_review, repair_surface, selected, recurred, avoided, yield, low_yield) |
-| `{ns}:scopes:by:{sort}` | sorted set | the scope index of `GET /scopes?sort=`: member = scope id, score from `scope_index` (`scope_id`: 0, so that Redis orders the members by their bytes; the counters negated, so that ascending order is largest first with ties by scope id) |
-
-The read models of the history (verdict history, trend, review queue) that
-`recurrence_ledger.read.history` keeps under the same namespace are listed
-there; :meth:`RedisView.clear` deletes them with the view.
+Redis key layout: ``recurrence_ledger.read.keys`` (the one owner of every key name).
 
 A dashboard reads one scope in one round trip: `HGETALL {ns}:scope:{scope}`.
 Each scope is written by one MULTI/EXEC transaction that replaces its hash,
@@ -86,6 +65,7 @@ from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.models import RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.read.connect import redact_url, redis_client
+from recurrence_ledger.read.keys import SCOPE_SORTS, Keys, default_namespace, escape_scope, glob_escape
 
 log = logging.getLogger(__name__)
 
@@ -119,29 +99,8 @@ REDIS_DOWN_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.RedisError,
 )
 
-#: Key patterns (after ``{ns}:``) of the read models of ``recurrence_ledger.read.history``:
-#: :meth:`RedisView.clear` deletes them with the view.
-READ_MODEL_KEYS = (
-    r"scope:[^:]+:(trend|review-queue|(history|history-meta|avoided):[^:]+:[0-9]+)"
-    r"|review-queue(:items|:surface:[a-z_]+)?|trend-totals|follow-applied"
-)
-
 #: Upper bound of the retry back-off (seconds) as a multiple of retry_seconds.
 MAX_BACKOFF_FACTOR = 30
-
-
-def default_namespace(topic_prefix: str) -> str:
-    """The namespace of a deployment: "rl" without a topic prefix, else
-    ``"rl:" + topic_prefix`` ("rl:prod." for the prefix "prod."), as the
-    worker names it. ``clear`` of "rl" never touches "rl:prod.:…" keys (it
-    deletes this layout's keys only)."""
-    return f"rl:{topic_prefix}" if topic_prefix else "rl"
-
-
-def escape_scope(scope_id: str) -> str:
-    """The ``{scope}`` part of a key: ``%`` → ``%25``, ``:`` → ``%3A``; every
-    other character verbatim. Injective, and the result has no ``:``."""
-    return scope_id.replace("%", "%25").replace(":", "%3A")
 
 
 def member(row: dict) -> str:
@@ -160,10 +119,6 @@ def revision_member(artifact_ref: dict) -> str:
     return canonical_json(
         {"family": artifact_ref["family"], "artifact_id": artifact_ref["artifact_id"], "revision": artifact_ref["revision"]}
     ).decode()
-
-
-#: The orders of ``GET /scopes?sort=``, one ``{ns}:scopes:by:{sort}`` sorted set each.
-SCOPE_SORTS: tuple[str, ...] = ("scope_id", "needing_review", "recurred", "repeat_failure_rate")
 
 
 def scope_index(record: dict) -> dict[str, float]:
@@ -198,10 +153,6 @@ def _latest_per_revision(records: Iterable[dict]) -> dict[tuple[str, str], dict]
         except (KeyError, TypeError):
             raise ValueError(f"not a RevisionStatistics record (no scope_id or artifact_ref): {str(record)[:200]}") from None
     return latest
-
-
-def _glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
 @dataclass(frozen=True)
@@ -283,10 +234,9 @@ class RedisView:
         self._retry_at = 0.0  # time.monotonic() before which submit does not try
         self._wrote = False  # this view wrote a scope since its last clear()
         self._needs_rebuild = False
-        self._scopes_key = f"{namespace}:scopes"
-        self._key_pattern = re.compile(
-            rf"{re.escape(namespace)}:(scopes|scope:[^:]+(:top|:review|:revisions)?|scopes:by:[a-z_]+|{READ_MODEL_KEYS})"
-        )
+        self.layout = Keys(namespace)
+        self._scopes_key = self.layout.scopes
+        self._key_pattern = self.layout.layout_pattern()
 
     # ------------------------------------------------------------ state
 
@@ -317,12 +267,12 @@ class RedisView:
 
     def scope_key(self, scope_id: str) -> str:
         """``{ns}:scope:{scope}`` (the hash) of a scope id."""
-        return f"{self.namespace}:scope:{escape_scope(scope_id)}"
+        return self.layout.scope(scope_id)
 
     def revisions_key(self, scope_id: str) -> str:
         """``{ns}:scope:{scope}:revisions`` (the revisions hash) of a
         scope id."""
-        return f"{self.scope_key(scope_id)}:revisions"
+        return self.layout.revisions(scope_id)
 
     # ------------------------------------------------------------ writes
 
@@ -409,7 +359,7 @@ class RedisView:
         notice a namespace that vanished after this view wrote to it. Raises
         redis errors."""
         key = self.scope_key(scope_id)
-        top_key, review_key = f"{key}:top", f"{key}:review"
+        top_key, review_key = self.layout.top(scope_id), self.layout.review(scope_id)
         pipe = self._client.pipeline(transaction=True)
         if check_namespace:
             pipe.exists(self._scopes_key)
@@ -423,10 +373,10 @@ class RedisView:
                 pipe.sadd(review_key, *write.review)
             pipe.sadd(self._scopes_key, scope_id)
             for sort, score in scope_index(orjson.loads(write.fields["record"])).items():
-                pipe.zadd(f"{self.namespace}:scopes:by:{sort}", {scope_id: score})
+                pipe.zadd(self.layout.scope_index(sort), {scope_id: score})
         rows = list(pending.revisions.items())
         for start in range(0, len(rows), HSET_CHUNK):
-            pipe.hset(f"{key}:revisions", mapping=dict(rows[start : start + HSET_CHUNK]))
+            pipe.hset(self.layout.revisions(scope_id), mapping=dict(rows[start : start + HSET_CHUNK]))
         results = pipe.execute()
         if check_namespace and self._wrote and not results[0] and not self._needs_rebuild:
             self._needs_rebuild = True
@@ -488,7 +438,7 @@ class RedisView:
         order. Raises redis errors."""
         if limit <= 0:
             return []
-        key = f"{self.scope_key(scope_id)}:top"
+        key = self.layout.top(scope_id)
         cut = self._client.zrevrange(key, limit - 1, limit - 1, withscores=True)
         floor = cut[0][1] if cut else "-inf"
         rows = []
@@ -516,13 +466,13 @@ class RedisView:
     def review(self, scope_id: str) -> set[str]:
         """The review-set members of a scope (see the layout's limits).
         Raises redis errors."""
-        return set(self._client.smembers(f"{self.scope_key(scope_id)}:review"))
+        return set(self._client.smembers(self.layout.review(scope_id)))
 
     def keys(self) -> Iterator[str]:
         """Every key of the namespace that :meth:`clear` deletes (SCAN, never
         KEYS; unordered): only keys of this layout, so namespace ``rl``
         never lists ``rl:other:…`` keys. Raises redis errors."""
-        for key in self._client.scan_iter(match=f"{_glob_escape(self.namespace)}:*", count=1000):
+        for key in self._client.scan_iter(match=self.layout.glob(), count=1000):
             if self._key_pattern.fullmatch(key):
                 yield key
 

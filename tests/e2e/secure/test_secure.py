@@ -22,7 +22,8 @@ from recurrence_ledger.runtime.acls import describe_acls, role_acls
 from recurrence_ledger.runtime.client_config import client_config
 from recurrence_ledger.runtime.kafka_admin import admin_client
 from recurrence_ledger import catalogue
-from recurrence_ledger.read.projection import RedisView, default_namespace
+from recurrence_ledger.read.projection import RedisView
+from recurrence_ledger.read.keys import default_namespace
 from tests.conftest import REPO, case
 from tests.e2e import harness
 from tests.e2e.secure.conftest import SecureBroker, delete_prefix
