@@ -1,17 +1,36 @@
 """The topic catalogue (contract §1): every topic the ledger reads or writes,
 with its key, value schema, cleanup policy and retention.
 
-Logical names are the contract's and are defined here once: every other
-module imports them. A deployment may prefix every name (``--topic-prefix``
-/ ``RL_TOPIC_PREFIX``, e.g. "prod."; the prefix is passed in, this module
-reads no environment). Input topics must all have the same
-partition count (co-partitioning by scope_id); output topics get the same
-count so a scope's outputs stay on the partition of its inputs.
+The catalogue is data: ``topics/catalogue.toml``, shipped in the package
+through the link ``processors/recurrence_ledger/topics`` (package data
+``topics/*.toml``), read and checked once when this module is imported
+(:func:`load`; a broken file raises :class:`CatalogueError`). Every topic
+name is written there once; this module gives each its Python name
+(``SOURCE_JOURNAL``, ``MATCHES``…), which every other module imports.
+``topics create``/``list``/``delete``, the ACL printer, the Schema
+Registry subjects and the topic table of docs/contract.md §1
+(:func:`markdown_table`) all come from it.
+
+A deployment may prefix every name (``--topic-prefix`` / ``RL_TOPIC_PREFIX``,
+e.g. "prod."; the prefix is passed in, this module reads no environment).
+Input topics must all have the same partition count (co-partitioning by
+scope_id); output topics get the same count so a scope's outputs stay on
+the partition of its inputs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic.dataclasses import dataclass
+
+from recurrence_ledger.errors import RecurrenceLedgerError
+
+#: The catalogue file (topics/catalogue.toml in the repository).
+CATALOGUE_FILE = Path(__file__).resolve().parent / "topics" / "catalogue.toml"
 
 #: Retention for "long retention" input topics and append-only ledgers: -1 = forever.
 FOREVER = -1
@@ -24,40 +43,41 @@ RECORD_OVERHEAD_BYTES = 64 * 1024
 #: Default largest output value the worker produces (bytes).
 DEFAULT_MAX_OUTPUT_BYTES = MAX_MESSAGE_BYTES - RECORD_OVERHEAD_BYTES
 
-# Logical topic names (contract §1).
-SOURCE_JOURNAL = "source-journal"
-EXPERIENCE_REVISIONS = "experience-revisions"
-HANDOFF_REVISIONS = "handoff-revisions"
-HANDOFF_RECEIPTS = "handoff-receipts"
-TASK_OUTCOMES = "task-outcomes"
-EXPERIENCE_CANDIDATES = "experience-candidates"
-MATCHES = "recurrence-matches"
-OBSERVATIONS = "recurrence-observations"
-REVIEW_CANDIDATES = "review-candidates"
-STATISTICS = "recurrence-statistics"
-REVISION_STATISTICS = "revision-statistics"
-ADMISSION_DECISIONS = "admission-decisions"
-CANDIDATE_SETS = "candidate-sets"
-DEAD_LETTER = "dead-letter"
+
+class CatalogueError(RecurrenceLedgerError):
+    """The topic catalogue file is missing, is not TOML, or breaks its rules
+    (a field missing, unknown or of the wrong type; a name, Python name or
+    schema id used twice; a direction that does not fit the role). The
+    message names the file and every problem."""
 
 
-@dataclass(frozen=True)
+_Text = Annotated[StrictStr, Field(min_length=1)]
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class TopicSpec:
-    """One topic of contract §1.
+    """One topic of contract §1: one ``[[topic]]`` of the catalogue file.
 
     ``name``: logical name. ``direction``: "in" or "out". ``key``: what the
     record key is. ``schema``: Avro record name under schemas/ (the value).
     ``cleanup_policy``: "delete" or "compact". ``retention_ms``: -1 forever.
     ``schema_id``: the id written in the Confluent wire-format frame.
+    ``constant``: its Python name in this module. ``role``: "input",
+    "fact" (a ledger fact), "view" or "dead-letter". ``contract``,
+    ``about``: the contract section of the value and a note, for the docs.
     """
 
-    name: str
-    direction: str
-    key: str
-    schema: str
-    cleanup_policy: str
-    retention_ms: int
-    schema_id: int
+    name: Annotated[StrictStr, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
+    direction: Literal["in", "out"]
+    key: _Text
+    schema: Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Za-z0-9]*$")]
+    cleanup_policy: Literal["delete", "compact"]
+    retention_ms: Annotated[StrictInt, Field(ge=FOREVER)]
+    schema_id: Annotated[StrictInt, Field(ge=1, lt=2**31)]
+    constant: Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]
+    role: Literal["input", "fact", "view", "dead-letter"]
+    contract: StrictStr = ""
+    about: StrictStr = ""
 
     def config(self) -> dict[str, str]:
         """Topic configs for AdminClient.create_topics."""
@@ -72,57 +92,119 @@ class TopicSpec:
         return config
 
 
-#: Schema ids of the Confluent wire-format frame. Without a Schema Registry
-#: these fixed ids are the registry (``recurrence_ledger.serde.codec``); a deployment with a
-#: registry registers schemas/*.avsc under these ids' subjects.
-SCHEMA_IDS: dict[str, int] = {
-    "SourceEvent": 1,
-    "ExperienceRevision": 2,
-    "HandoffRevision": 3,
-    "HandoffReceipt": 4,
-    "TaskOutcome": 5,
-    "RecurrenceObservation": 7,
-    "ReviewCandidate": 8,
-    "ScopeStatistics": 9,
-    "DeadLetter": 10,
-    "ExperienceCandidate": 11,
-    "AdmissionDecision": 12,
-    "RevisionStatistics": 13,
-    "CandidateSet": 14,
-    # Rev. 2: candidate_refs became nullable (contract §6), so the record got
-    # a new id; its revision-1 form keeps id 6 (PREVIOUS_SCHEMA_IDS).
-    "RecurrenceMatch": 15,
-}
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class PreviousSchema:
+    """An earlier form of a record (``[[previous_schema]]``), still read and
+    never written: its id, record name and schema file
+    ``schemas/recurrence_ledger.<file>.avsc``."""
+
+    schema_id: Annotated[StrictInt, Field(ge=1, lt=2**31)]
+    schema: _Text
+    file: _Text
+
+
+class Catalogue(BaseModel):
+    """The catalogue file, checked: topics in catalogue order and the
+    previous schema ids."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    topic: Annotated[tuple[TopicSpec, ...], Field(min_length=1)]
+    previous_schema: tuple[PreviousSchema, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Catalogue:
+        problems = []
+        for field in ("name", "constant"):
+            values = [getattr(spec, field) for spec in self.topic]
+            problems += [f"{field} {value!r} is used by more than one topic" for value in sorted({v for v in values if values.count(v) > 1})]
+        schema_by_id: dict[int, str] = {}
+        id_by_schema: dict[str, int] = {}
+        for spec in self.topic:
+            if (spec.direction == "in") != (spec.role == "input"):
+                problems.append(f"topic {spec.name!r}: direction {spec.direction!r} does not fit role {spec.role!r}")
+            if schema_by_id.setdefault(spec.schema_id, spec.schema) != spec.schema:
+                problems.append(f"schema id {spec.schema_id} is given to {schema_by_id[spec.schema_id]!r} and {spec.schema!r}")
+            if id_by_schema.setdefault(spec.schema, spec.schema_id) != spec.schema_id:
+                problems.append(f"schema {spec.schema!r} has two schema ids, {id_by_schema[spec.schema]} and {spec.schema_id}")
+        for previous in self.previous_schema:
+            if previous.schema_id in schema_by_id:
+                problems.append(f"previous schema id {previous.schema_id} is also a current schema id")
+            if previous.schema not in id_by_schema:
+                problems.append(f"previous schema id {previous.schema_id}: {previous.schema!r} is the schema of no topic")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def load(path: Path = CATALOGUE_FILE) -> Catalogue:
+    """Read and check a catalogue file (TOML). Raises CatalogueError naming
+    the file and, for a file that breaks the rules, every problem with
+    where it is (``topic 14 (dead-letter).schema_id: …``)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise CatalogueError(f"topic catalogue {path}: {error}") from None
+    try:
+        return Catalogue.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(f"{_where(data, problem['loc'])}: {problem['msg']}" for problem in error.errors(include_url=False))
+        raise CatalogueError(f"topic catalogue {path}: {problems}") from None
+
+
+def _where(data: dict, loc: tuple) -> str:
+    """A validation error's location in the file's words: ``[[topic]]``
+    entries by number (from 1) and name."""
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int) and parts:
+            entries = data.get(parts[-1])
+            entry = entries[part] if isinstance(entries, list) and part < len(entries) else None
+            name = entry.get("name") if isinstance(entry, dict) else None
+            parts[-1] += f" {part + 1}" + (f" ({name})" if isinstance(name, str) else "")
+        else:
+            parts.append(str(part))
+    return ".".join(parts) or "file"
+
+
+_LOADED = load()
+CATALOGUE: tuple[TopicSpec, ...] = _LOADED.topic
+_NAMES: dict[str, str] = {spec.constant: spec.name for spec in CATALOGUE}
+
+
+def _name(constant: str) -> str:
+    try:
+        return _NAMES[constant]
+    except KeyError:
+        raise CatalogueError(f"topic catalogue {CATALOGUE_FILE}: no topic has constant = {constant!r}") from None
+
+
+# Logical topic names (contract §1), from the file.
+SOURCE_JOURNAL = _name("SOURCE_JOURNAL")
+EXPERIENCE_REVISIONS = _name("EXPERIENCE_REVISIONS")
+HANDOFF_REVISIONS = _name("HANDOFF_REVISIONS")
+HANDOFF_RECEIPTS = _name("HANDOFF_RECEIPTS")
+TASK_OUTCOMES = _name("TASK_OUTCOMES")
+EXPERIENCE_CANDIDATES = _name("EXPERIENCE_CANDIDATES")
+MATCHES = _name("MATCHES")
+OBSERVATIONS = _name("OBSERVATIONS")
+REVIEW_CANDIDATES = _name("REVIEW_CANDIDATES")
+STATISTICS = _name("STATISTICS")
+REVISION_STATISTICS = _name("REVISION_STATISTICS")
+ADMISSION_DECISIONS = _name("ADMISSION_DECISIONS")
+CANDIDATE_SETS = _name("CANDIDATE_SETS")
+DEAD_LETTER = _name("DEAD_LETTER")
+
+#: Schema ids of the Confluent wire-format frame, by record name, in id
+#: order. Without a Schema Registry these fixed ids are the registry
+#: (``recurrence_ledger.serde.codec``); a deployment with a registry
+#: registers schemas/*.avsc under these ids' subjects.
+SCHEMA_IDS: dict[str, int] = dict(sorted(((spec.schema, spec.schema_id) for spec in CATALOGUE), key=lambda item: item[1]))
 #: Ids of earlier forms of a record, still read and never written: id →
 #: (record name, schema file ``schemas/recurrence_ledger.<file>.avsc``).
 #: RecurrenceMatches written before rev. 2 (candidate_refs always a list)
 #: stay readable on their topic.
-PREVIOUS_SCHEMA_IDS: dict[int, tuple[str, str]] = {
-    6: ("RecurrenceMatch", "RecurrenceMatch.rev1"),
-}
-
-
-def _spec(name: str, direction: str, key: str, schema: str, cleanup: str = "delete", retention: int = FOREVER) -> TopicSpec:
-    return TopicSpec(name, direction, key, schema, cleanup, retention, SCHEMA_IDS[schema])
-
-
-CATALOGUE: tuple[TopicSpec, ...] = (
-    _spec(SOURCE_JOURNAL, "in", "scope_id", "SourceEvent"),
-    _spec(EXPERIENCE_REVISIONS, "in", "scope_id", "ExperienceRevision"),
-    _spec(HANDOFF_REVISIONS, "in", "scope_id", "HandoffRevision"),
-    _spec(HANDOFF_RECEIPTS, "in", "scope_id", "HandoffReceipt"),
-    _spec(TASK_OUTCOMES, "in", "scope_id", "TaskOutcome"),
-    _spec(EXPERIENCE_CANDIDATES, "in", "scope_id", "ExperienceCandidate"),
-    _spec(MATCHES, "out", "scope_id", "RecurrenceMatch"),
-    _spec(OBSERVATIONS, "out", "scope_id", "RecurrenceObservation"),
-    _spec(REVIEW_CANDIDATES, "out", "scope_id", "ReviewCandidate", retention=SEVEN_DAYS_MS * 52),
-    _spec(STATISTICS, "out", "scope_id", "ScopeStatistics", cleanup="compact"),
-    _spec(REVISION_STATISTICS, "out", "scope_id + artifact_ref (canonical JSON)", "RevisionStatistics", cleanup="compact"),
-    _spec(ADMISSION_DECISIONS, "out", "scope_id", "AdmissionDecision"),
-    # One record per (scope, digest), never deleted: matches refer to it.
-    _spec(CANDIDATE_SETS, "out", "scope_id + candidate_set_digest (canonical JSON)", "CandidateSet", cleanup="compact"),
-    _spec(DEAD_LETTER, "out", "original key", "DeadLetter", retention=SEVEN_DAYS_MS * 4),
-)
+PREVIOUS_SCHEMA_IDS: dict[int, tuple[str, str]] = {previous.schema_id: (previous.schema, previous.file) for previous in _LOADED.previous_schema}
 
 BY_NAME: dict[str, TopicSpec] = {spec.name: spec for spec in CATALOGUE}
 INPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.direction == "in")
@@ -130,9 +212,9 @@ INPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.di
 #: and of every per-topic listing.
 OUTPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.direction == "out")
 #: The immutable ledger facts (contract §10): compared byte for byte between runners.
-LEDGER_TOPICS: tuple[str, ...] = (MATCHES, OBSERVATIONS, REVIEW_CANDIDATES, ADMISSION_DECISIONS, CANDIDATE_SETS)
+LEDGER_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.role == "fact")
 #: The views (compacted tables, contract §8): compared by final value per key.
-VIEW_TOPICS: tuple[str, ...] = (STATISTICS, REVISION_STATISTICS)
+VIEW_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.role == "view")
 SCHEMA_BY_ID: dict[int, str] = {schema_id: name for name, schema_id in SCHEMA_IDS.items()}
 
 
@@ -148,7 +230,6 @@ def replay_group(group_id: str) -> str:
     return f"{group_id}-replay"
 
 
-
 def physical(name: str, topic_prefix: str) -> str:
     """The Kafka topic name of logical topic ``name`` in the deployment whose
     prefix is ``topic_prefix`` ("" for none)."""
@@ -161,3 +242,42 @@ def logical(physical_name: str, topic_prefix: str) -> str:
     if not physical_name.startswith(topic_prefix) or physical_name[len(topic_prefix):] not in BY_NAME:
         raise KeyError(physical_name)
     return physical_name[len(topic_prefix):]
+
+
+_ROLE_NOTES = {"fact": "ledger fact", "view": "view"}
+
+
+def _retention(spec: TopicSpec) -> str:
+    if spec.cleanup_policy == "compact":
+        return "compact"
+    if spec.retention_ms == FOREVER:
+        return "delete (kept forever)"
+    weeks, rest = divmod(spec.retention_ms, SEVEN_DAYS_MS)
+    if rest or not weeks:
+        return f"delete ({spec.retention_ms} ms)"
+    return f"delete ({weeks} week{'s' if weeks > 1 else ''})"
+
+
+def _value(spec: TopicSpec) -> str:
+    notes = [note for note in (_ROLE_NOTES.get(spec.role, ""), spec.about) if note]
+    section = f" ({spec.contract})" if spec.contract else ""
+    return f"{spec.schema}{section}" + (f": {', '.join(notes)}" if notes else "")
+
+
+def _schema_id(spec: TopicSpec) -> str:
+    earlier = sorted(schema_id for schema_id, (schema, _) in PREVIOUS_SCHEMA_IDS.items() if schema == spec.schema)
+    return str(spec.schema_id) + (f" (earlier: {', '.join(map(str, earlier))})" if earlier else "")
+
+
+def markdown_table() -> str:
+    """The topic table of docs/contract.md §1 (Markdown, one row per topic
+    in catalogue order, ending in a newline): topic, direction, record key,
+    value, cleanup and default retention, fixed schema id. The doc holds
+    it verbatim (tests/test_catalogue.py)."""
+    rows = [
+        "| topic | direction | record key | value | cleanup (default retention) | fixed schema id |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for spec in CATALOGUE:
+        rows.append(f"| `{spec.name}` | {spec.direction} | {spec.key} | {_value(spec)} | {_retention(spec)} | {_schema_id(spec)} |")
+    return "\n".join(rows) + "\n"

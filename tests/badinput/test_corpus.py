@@ -24,7 +24,7 @@ from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json, normalize
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.catalogue import LEDGER_TOPICS as FACT_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
-from recurrence_ledger.ledger import models
+from recurrence_ledger.ledger.records import DeadLetter
 from tests.badinput import corpus
 from tests.badinput.corpus import (
     CORPUS,
@@ -116,7 +116,7 @@ def assert_one_dead_letter(dead_letters: list[dict], *, topic: str, partition, o
     assert dead["message"]
     if len(raw or b"") > len(corpus.kept_raw(raw)):
         assert "truncated" in dead["message"]
-    models.DeadLetter.model_validate(dead)
+    DeadLetter.model_validate(dead)
 
 
 # --------------------------------------------------------------------- the corpus itself

@@ -23,6 +23,7 @@ from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
 from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger import models
+from recurrence_ledger.ledger.records import DeadLetter
 from recurrence_ledger.serde import codec
 from tests.badinput import corpus
 from tests.badinput.corpus import KEY, SOURCE_JOURNAL
@@ -165,7 +166,7 @@ def check_emits(emits: list[Emit]) -> None:
         assert isinstance(emit, Emit)
         corpus.wire_size(emit)
         if emit.topic == DEAD_LETTER:
-            models.DeadLetter.model_validate(emit.value)
+            DeadLetter.model_validate(emit.value)
 
 
 def rejected_alone(emits: list[Emit]) -> bool:

@@ -30,7 +30,8 @@ from recurrence_ledger.ledger.rebuild import (
 from recurrence_ledger.catalogue import MAX_MESSAGE_BYTES
 from recurrence_ledger.workload import Workload, generate_journal
 from recurrence_ledger.serde import avro, codec
-from recurrence_ledger.ledger.models import AdmissionDecision, ExperienceContent, RevisionStatistics
+from recurrence_ledger.ledger.models import ExperienceContent
+from recurrence_ledger.ledger.records import AdmissionDecision, RevisionStatistics
 from tests.journal import Ledger, check, claim, experience, handoff, outcome, receipt
 from tests.ledger.test_admission import FAILED, S, candidate, decisions
 

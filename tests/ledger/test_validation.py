@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from recurrence_ledger.ledger.validation import LedgerInvariantError, check_record
-from recurrence_ledger.ledger.models import RecurrenceMatch, RecurrenceObservation
+from recurrence_ledger.ledger.records import RecurrenceMatch, RecurrenceObservation
 from tests.journal import Ledger, check, claim, experience, handoff, outcome, receipt
 
 S = "scope"

@@ -13,18 +13,30 @@ from pydantic import BaseModel
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.workload import Workload, generate_journal
 from recurrence_ledger.ledger import models
+from recurrence_ledger.ledger.records import (
+    AdmissionDecision,
+    CandidateSet,
+    DeadLetter,
+    RecurrenceMatch,
+    RecurrenceObservation,
+    ReviewCandidate,
+    RevisionStatistics,
+    ScopeStatistics,
+)
 from recurrence_ledger.serde import avro
 from tests.conftest import CASE_NAMES, case, read_outputs
 
 OUTPUT_MODELS = {
-    "recurrence-matches": ("RecurrenceMatch", models.RecurrenceMatch),
-    "recurrence-observations": ("RecurrenceObservation", models.RecurrenceObservation),
-    "review-candidates": ("ReviewCandidate", models.ReviewCandidate),
-    "recurrence-statistics": ("ScopeStatistics", models.ScopeStatistics),
-    "revision-statistics": ("RevisionStatistics", models.RevisionStatistics),
-    "admission-decisions": ("AdmissionDecision", models.AdmissionDecision),
-    "candidate-sets": ("CandidateSet", models.CandidateSet),
+    "recurrence-matches": ("RecurrenceMatch", RecurrenceMatch),
+    "recurrence-observations": ("RecurrenceObservation", RecurrenceObservation),
+    "review-candidates": ("ReviewCandidate", ReviewCandidate),
+    "recurrence-statistics": ("ScopeStatistics", ScopeStatistics),
+    "revision-statistics": ("RevisionStatistics", RevisionStatistics),
+    "admission-decisions": ("AdmissionDecision", AdmissionDecision),
+    "candidate-sets": ("CandidateSet", CandidateSet),
 }
+#: The model of every record that travels on a topic, by its name (the Avro record's).
+TOPIC_MODELS = {model.__name__: model for model in [*models.SOURCE_KINDS.values(), *(model for _, model in OUTPUT_MODELS.values()), DeadLetter]}
 #: The packaged example journal: it has admission candidates.
 EXAMPLE = Path(__file__).resolve().parents[2] / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
 
@@ -93,7 +105,7 @@ def test_a_revision_1_match_under_schema_id_6_still_decodes(tmp_path):
     old_frame = b"\x00\x00\x00\x00\x06" + avro.encode("RecurrenceMatch.rev1", legacy)
     assert PREVIOUS_SCHEMA_IDS[6] == ("RecurrenceMatch", "RecurrenceMatch.rev1") and SCHEMA_IDS["RecurrenceMatch"] != 6
     assert codec.decode_value(old_frame, ("RecurrenceMatch",)) == legacy
-    models.RecurrenceMatch.model_validate(legacy)  # an inline scope_heads set stays valid
+    RecurrenceMatch.model_validate(legacy)  # an inline scope_heads set stays valid
     new_frame = codec.encode("RecurrenceMatch", match)
     assert new_frame[1:5] == SCHEMA_IDS["RecurrenceMatch"].to_bytes(4, "big")
     assert codec.decode_value(new_frame, ("RecurrenceMatch",)) == match
@@ -104,7 +116,7 @@ def test_a_revision_1_match_under_schema_id_6_still_decodes(tmp_path):
 def test_dead_letter_round_trips():
     value = {"topic": "source-journal", "partition": 3, "offset": 17, "key": "s1", "raw": "e30=", "reason": "malformed_json", "message": "m"}
     assert avro.decode("DeadLetter", avro.encode("DeadLetter", value)) == value
-    models.DeadLetter.model_validate(value)
+    DeadLetter.model_validate(value)
 
 
 def _avro_fields(schema) -> dict:
@@ -154,7 +166,7 @@ def _nested_record(avro_type):
 
 @pytest.mark.parametrize(
     ("schema", "model"),
-    [(name, getattr(models, name)) for name in avro.TOPIC_RECORDS if name != "SourceEvent"],
+    [(name, TOPIC_MODELS[name]) for name in avro.TOPIC_RECORDS if name != "SourceEvent"],
 )
 def test_avro_fields_equal_model_fields(schema, model):
     from fastavro.schema import expand_schema

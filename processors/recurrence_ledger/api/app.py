@@ -115,7 +115,8 @@ from recurrence_ledger.read.connect import describe_error, redact_url, redis_cli
 from recurrence_ledger.settings import DEFAULT_REDIS_URL, ENV_API_TOKEN, settings
 from recurrence_ledger.read.projection import COUNTER_FIELDS
 from recurrence_ledger.read.keys import default_namespace, escape_scope
-from recurrence_ledger.ledger.models import MAX_ID_LENGTH, ArtifactRef, RepairSurface, ScopeStatistics
+from recurrence_ledger.ledger.models import MAX_ID_LENGTH, ArtifactRef, RepairSurface
+from recurrence_ledger.ledger.records import ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
 
 #: Directory of the dashboard's static files (package data).

@@ -46,7 +46,8 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
+from recurrence_ledger.ledger.processor import LedgerProcessor
+from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger.models import SOURCE_KINDS
 

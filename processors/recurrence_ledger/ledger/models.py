@@ -1,13 +1,13 @@
-"""Pydantic v2 models of every event in contract §2–§9.
+"""Pydantic v2 models of the contract's value types (§2) and input events
+(§3, and the admission candidates of §12).
 
-Inputs (§3) are validated strictly: no type coercion, no unknown fields, and
+Inputs are validated strictly: no type coercion, no unknown fields, and
 the field rules of §3 (families, source types, 1–512 character cues that do not
 normalize to empty, at most MAX_HANDOFF_CITATIONS citations). String lengths
 count code points of the NFC form (contract §3, :func:`at_most`). A record that
 fails validation goes to dead-letter (§9); see ``recurrence_ledger.ledger.intake``.
 
-Outputs (§6–§8) carry the validation matrix of contract §13 as model
-validators, so a record that breaks it can never be published.
+The output records (§4, §6–§9) are ``recurrence_ledger.ledger.records``.
 
 This module imports pydantic only: it is part of the pure core's closure.
 """
@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from recurrence_ledger.ledger.normalize import nfc_length, normalize
 from recurrence_ledger.catalogue import EXPERIENCE_CANDIDATES, EXPERIENCE_REVISIONS, HANDOFF_RECEIPTS, HANDOFF_REVISIONS, TASK_OUTCOMES
-from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
 #: contract §3: recall_cue and check_subject have at most 512 characters.
 MAX_FAILURE_CUE_LENGTH = 512
@@ -71,8 +70,9 @@ CheckStatus = Literal["passed", "failed", "timed_out", "unavailable", "skipped",
 Basis = Literal["verified", "declared"]
 
 
-class _Value(BaseModel):
-    """Immutable, strict value: no coercion, unknown fields rejected."""
+class Value(BaseModel):
+    """Base of every model of the contract (inputs and output records):
+    immutable, strict — no coercion, unknown fields rejected."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
@@ -80,7 +80,7 @@ class _Value(BaseModel):
 # --------------------------------------------------------------------- §2
 
 
-class ArtifactRef(_Value):
+class ArtifactRef(Value):
     """contract §2: ``{family, artifact_id, revision}``; total order by the
     tuple (family, artifact_id, revision) — see :meth:`sort_key`."""
 
@@ -93,14 +93,14 @@ class ArtifactRef(_Value):
         return (self.family, self.artifact_id, self.revision)
 
 
-class SourceRef(_Value):
+class SourceRef(Value):
     """contract §2: ``{source_type, source_id}``."""
 
     source_type: Literal["task_outcome", "handoff_receipt"]
     source_id: Id
 
 
-class EvidenceRef(_Value):
+class EvidenceRef(Value):
     """contract §2: ``{kind, ref}``; kind "exact" with a non-blank ``ref``
     makes evidence non-empty exact. A blank ``ref`` is valid input (the event
     is accepted and stored) that counts as no evidence
@@ -119,7 +119,7 @@ def _reject_blank(value: str, field: str) -> str:
     return value
 
 
-class FailureSignature(_Value):
+class FailureSignature(Value):
     """FailureSignature (contract §3): the recall_cue is the match key."""
 
     recall_cue: CueText
@@ -131,7 +131,7 @@ class FailureSignature(_Value):
         return _reject_blank(value, "recall_cue")
 
 
-class FailureVerification(_Value):
+class FailureVerification(Value):
     """FailureVerification (contract §3): exact normalized bindings for avoided (§7)."""
 
     condition: Text
@@ -143,7 +143,7 @@ class FailureVerification(_Value):
         return _reject_blank(value, "check_subject")
 
 
-class FailureRecord(_Value):
+class FailureRecord(Value):
     """FailureRecord (contract §3): signature, repair_surface, verification."""
 
     signature: FailureSignature
@@ -151,7 +151,7 @@ class FailureRecord(_Value):
     verification: FailureVerification
 
 
-class ExperienceContent(_Value):
+class ExperienceContent(Value):
     """ExperienceContent (contract §3) with the optional failure block."""
 
     situation: Text
@@ -161,7 +161,7 @@ class ExperienceContent(_Value):
     failure: FailureRecord | None = None
 
 
-class ExperienceRevision(_Value):
+class ExperienceRevision(Value):
     """contract §3: a published, immutable Experience revision."""
 
     scope_id: Id
@@ -177,20 +177,20 @@ class ExperienceRevision(_Value):
         return value
 
 
-class ArtifactCitation(_Value):
+class ArtifactCitation(Value):
     """HandoffArtifactCitation: one cited artifact revision."""
 
     artifact_ref: ArtifactRef
 
 
-class MemoryCitation(_Value):
+class MemoryCitation(Value):
     """HandoffMemoryCitation: carried through, not used by the ledger."""
 
     entry_id: Id
     version_id: Id
 
 
-class HandoffRevision(_Value):
+class HandoffRevision(Value):
     """contract §3: a published Handoff revision with its citations."""
 
     scope_id: Id
@@ -207,7 +207,7 @@ class HandoffRevision(_Value):
         return value
 
 
-class HandoffReceipt(_Value):
+class HandoffReceipt(Value):
     """contract §3: which Handoff revision a successor agent received.
 
     Any status / selection / evidence_status string is a valid event; only
@@ -231,7 +231,7 @@ class HandoffReceipt(_Value):
         return value
 
 
-class WorkClaim(_Value):
+class WorkClaim(Value):
     """A Task Outcome observation (WorkClaim, contract §3)."""
 
     text: Text
@@ -239,7 +239,7 @@ class WorkClaim(_Value):
     evidence: Annotated[list[EvidenceRef], Field(max_length=MAX_EVIDENCE)] = []
 
 
-class TaskCheck(_Value):
+class TaskCheck(Value):
     """A Task Outcome check (TaskCheck, contract §3); ``details`` is never a match input."""
 
     name: Text
@@ -249,7 +249,7 @@ class TaskCheck(_Value):
     details: Text | None = None
 
 
-class TaskOutcome(_Value):
+class TaskOutcome(Value):
     """contract §3: how a task ended, with embedded claims and checks."""
 
     scope_id: Id
@@ -281,7 +281,7 @@ SourceEventModel = ExperienceRevision | HandoffRevision | HandoffReceipt | TaskO
 # --------------------------------------------------------------------- admission
 
 
-class CandidateSignature(_Value):
+class CandidateSignature(Value):
     """The proposed FailureSignature. Unlike a published revision's, the cue
     is not bounded to 512 characters or checked for blankness here: those are
     admission rule 2's rejections (``recurrence_ledger.ledger.admission``), not bad
@@ -291,7 +291,7 @@ class CandidateSignature(_Value):
     symptom: Text | None = None
 
 
-class CandidateVerification(_Value):
+class CandidateVerification(Value):
     """The proposed FailureVerification; blank bindings are admission rule
     4's rejections, not bad input."""
 
@@ -299,7 +299,7 @@ class CandidateVerification(_Value):
     check_subject: Text
 
 
-class CandidateFailure(_Value):
+class CandidateFailure(Value):
     """The proposed FailureRecord; ``repair_surface`` and ``verification``
     may be absent (admission rules 3 and 4 reject it then)."""
 
@@ -308,7 +308,7 @@ class CandidateFailure(_Value):
     verification: CandidateVerification | None = None
 
 
-class CandidateContent(_Value):
+class CandidateContent(Value):
     """The proposed ExperienceContent; ``failure`` null is rejected by
     admission (``missing_failure_record``)."""
 
@@ -319,7 +319,7 @@ class CandidateContent(_Value):
     failure: CandidateFailure | None = None
 
 
-class ExperienceCandidate(_Value):
+class ExperienceCandidate(Value):
     """A proposed failure record awaiting admission (contract §12;
     input topic ``experience-candidates``, keyed by scope_id).
 
@@ -350,275 +350,3 @@ SOURCE_KINDS: dict[str, type[BaseModel]] = {
     TASK_OUTCOMES: TaskOutcome,
     EXPERIENCE_CANDIDATES: ExperienceCandidate,
 }
-
-
-# --------------------------------------------------------------------- §4/§6/§7 outputs
-
-
-class TaskOutcomeItemRef(_Value):
-    """contract §4: a ledger-local locator of one embedded item of a Task
-    Outcome; ``item_digest`` = digest of that item (see ``normalize.item_digest``)."""
-
-    task_outcome_ref: SourceRef
-    item_kind: Literal["observation", "check"]
-    item_index: Annotated[int, Field(ge=0)]
-    item_digest: Digest
-
-
-class RecurrenceMatch(_Value):
-    """contract §6: RecurrenceMatch, with ``match_digest``.
-
-    Validation (contract §13): candidate_refs are sorted and distinct, plus
-    ``recurrence_ledger.ledger.validation.match_violations`` (candidate_refs
-    null only for a scope_heads set, which is a CandidateSet on
-    candidate-sets; matches written before rev. 2 carry the list inline).
-    """
-
-    scope_id: Id
-    task_outcome_ref: SourceRef
-    task_outcome_position: Position
-    failure_ref: TaskOutcomeItemRef
-    candidate_set_mode: Literal["handoff_citations", "scope_heads"]
-    candidate_refs: list[ArtifactRef] | None
-    candidate_set_digest: Digest
-    result: Literal["matched", "unmatched", "ambiguous"]
-    artifact_ref: ArtifactRef | None = None
-    signature_key: str | None = None
-    match_digest: Digest
-
-    @model_validator(mode="after")
-    def _matrix(self) -> RecurrenceMatch:
-        _sorted_and_distinct(self.candidate_refs or [])
-        problems = match_violations(self.model_dump(mode="json"))
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-
-def _sorted_and_distinct(refs: list[ArtifactRef]) -> None:
-    keys = [ref.sort_key() for ref in refs]
-    if keys != sorted(set(keys)):
-        raise ValueError("candidate_refs must be sorted by ArtifactRef order and distinct")
-
-
-class CandidateSet(_Value):
-    """contract §6 (rev. 2): a frozen scope_heads candidate set, published
-    once per (scope_id, candidate_set_digest) on ``candidate-sets``.
-    ``candidate_set_digest`` is the digest of ``candidate_refs`` (by
-    construction; pinned by the golden vectors, not recomputed here)."""
-
-    scope_id: Id
-    candidate_set_digest: Digest
-    candidate_refs: list[ArtifactRef]
-
-    @model_validator(mode="after")
-    def _sorted(self) -> CandidateSet:
-        _sorted_and_distinct(self.candidate_refs)
-        if any(ref.family != "experience" for ref in self.candidate_refs):
-            raise ValueError("a candidate set holds Experience revisions only")
-        return self
-
-
-class RecurrenceObservation(_Value):
-    """contract §7: RecurrenceObservation; the validation matrix (§13) is
-    ``recurrence_ledger.ledger.validation.observation_violations``."""
-
-    observation_id: Digest
-    scope_id: Id
-    artifact_ref: ArtifactRef
-    signature_key: Annotated[str, Field(min_length=1)]
-    event: Literal["selected", "recurred", "avoided"]
-    match_basis: Literal["exact"] = "exact"
-    task_outcome_ref: SourceRef
-    task_outcome_position: Position
-    handoff_receipt_ref: SourceRef | None = None
-    handoff_ref: ArtifactRef | None = None
-    condition_ref: TaskOutcomeItemRef | None = None
-    check_ref: TaskOutcomeItemRef | None = None
-    failure_ref: TaskOutcomeItemRef | None = None
-    recurrence_match_digest: Digest | None = None
-
-    @model_validator(mode="after")
-    def _matrix(self) -> RecurrenceObservation:
-        problems = observation_violations(self.model_dump(mode="json"))
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-
-# --------------------------------------------------------------------- §8
-
-
-class RecurrenceStreak(_Value):
-    """RecurrenceStreak — one row of ``top_revisions`` (contract §8) — plus the
-    revision's yield figures: repair_surface, selected / recurred / avoided
-    counts, ``yield`` = avoided / (avoided + recurred) (None without terminal
-    verdicts) and ``low_yield`` (selected ≥ 3 and yield < 0.3; surfaced only,
-    contract §14)."""
-
-    artifact_ref: ArtifactRef
-    signature_key: str
-    terminal_recurred_streak: Annotated[int, Field(ge=0)]
-    repair_surface: RepairSurface | None = None
-    selected: Annotated[int, Field(ge=0)] = 0
-    recurred: Annotated[int, Field(ge=0)] = 0
-    avoided: Annotated[int, Field(ge=0)] = 0
-    yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
-    low_yield: bool = False
-
-
-class ReviewCandidate(_Value):
-    """contract §8: an Experience revision candidate for human review.
-
-    ``run_start_position`` names the run: the position of the avoided verdict
-    that opened it, or None for the start of the revision's history.
-    """
-
-    candidate_id: Digest
-    scope_id: Id
-    artifact_ref: ArtifactRef
-    signature_key: str
-    repair_surface: Literal["experience_content"]
-    streak: Annotated[int, Field(ge=1)]
-    run_start_position: Position | None
-    reason: str
-    failure_refs: list[TaskOutcomeItemRef]
-
-
-class SurfaceCounts(_Value):
-    """Selected / recurred / avoided events of one repair_surface."""
-
-    selected: Annotated[int, Field(ge=0)]
-    recurred: Annotated[int, Field(ge=0)]
-    avoided: Annotated[int, Field(ge=0)]
-
-
-class ScopeStatistics(_Value):
-    """contract §8: the recurrence statistics block for one scope plus
-    ``as_of_position`` and the operational gauges ``pending_outcomes`` and
-    ``late_revisions``, plus the yield metrics ``repeat_failure_rate``,
-    ``stale_revision_selections`` and ``by_repair_surface``. Re-published
-    whenever it changes (compacted topic)."""
-
-    scope_id: Id
-    as_of_position: Position
-    selected: Annotated[int, Field(ge=0)]
-    recurred: Annotated[int, Field(ge=0)]
-    avoided: Annotated[int, Field(ge=0)]
-    unknown: Annotated[int, Field(ge=0)]
-    unlinked_handoff_citations: Annotated[int, Field(ge=0)]
-    needing_review: Annotated[int, Field(ge=0)]
-    top_revisions: list[RecurrenceStreak]
-    pending_outcomes: Annotated[int, Field(ge=0)]
-    late_revisions: Annotated[int, Field(ge=0)]
-    repeat_failure_rate: Annotated[float | None, Field(ge=0, le=1)] = None
-    stale_revision_selections: Annotated[int, Field(ge=0)] = 0
-    by_repair_surface: dict[RepairSurface, SurfaceCounts] = {}
-
-
-class RevisionStatistics(_Value):
-    """One row of the ``revisions`` view (yield metrics for every
-    revision, not only the top N): the latest figures of one Experience
-    revision with verdicts or selections, re-published whenever they change
-    on the compacted ``revision-statistics`` topic (key: scope_id and
-    artifact_ref, see ``recurrence_ledger.ledger.statistics.revision_key``).
-
-    ``needs_review``: streak ≥ the deployment's review threshold (contract §8).
-    """
-
-    scope_id: Id
-    artifact_ref: ArtifactRef
-    signature_key: str
-    terminal_recurred_streak: Annotated[int, Field(ge=0)]
-    needs_review: bool
-    repair_surface: RepairSurface | None = None
-    selected: Annotated[int, Field(ge=0)] = 0
-    recurred: Annotated[int, Field(ge=0)] = 0
-    avoided: Annotated[int, Field(ge=0)] = 0
-    yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
-    low_yield: bool = False
-
-
-class NearDuplicate(_Value):
-    """Admission rule 5: a current head whose normalized cue is within
-    Sørensen–Dice ≥ 0.8 (token bigrams) of the candidate's; ``same_cue``
-    when the normalized cues are identical (future matches would be
-    ambiguous). A suggestion, never a rejection."""
-
-    artifact_ref: ArtifactRef
-    signature_key: str
-    score: Annotated[float, Field(ge=0, le=1)]
-    same_cue: bool
-
-
-AdmissionReason = Literal[
-    "no_failure_evidence",
-    "missing_source",
-    "missing_failure_record",
-    "empty_cue",
-    "cue_too_long",
-    "cue_restates_outcome",
-    "missing_repair_surface",
-    "missing_verification",
-    "empty_condition",
-    "empty_check_subject",
-    "check_subject_too_long",
-]
-
-
-class AdmissionDecision(_Value):
-    """The immutable decision on one ExperienceCandidate (contract §12,
-    rules 1–6; topic ``admission-decisions``), one per (scope_id,
-    candidate_id).
-
-    ``reasons``: every rule the candidate breaks, in rule order (empty when
-    accepted). ``failure_refs``: the failure items of its cited Task Outcomes
-    it relied on (rule 1), the first 256 of ``failure_refs_total``;
-    ``near_duplicates`` the best 16 of ``near_duplicates_total``. ``missing_sources``: cited Task Outcomes the
-    ledger had not seen when the provenance horizon passed. ``cited_sources``
-    as the candidate gave them (rule 6). ``decision_digest`` = digest of the
-    record without it.
-    """
-
-    candidate_id: Id
-    scope_id: Id
-    journal_position: Position
-    decision: Literal["accepted", "rejected"]
-    reasons: list[AdmissionReason]
-    signature_key: str | None = None
-    repair_surface: RepairSurface | None = None
-    failure_refs: list[TaskOutcomeItemRef]
-    failure_refs_total: Annotated[int, Field(ge=0)]
-    missing_sources: list[SourceRef]
-    cited_sources: list[SourceRef]
-    near_duplicates: list[NearDuplicate]
-    near_duplicates_total: Annotated[int, Field(ge=0)]
-    decision_digest: Digest
-
-    @model_validator(mode="after")
-    def _consistent(self) -> AdmissionDecision:
-        if (self.decision == "accepted") != (not self.reasons):
-            raise ValueError("an accepted decision has no reasons; a rejected one has at least one")
-        if self.decision == "accepted" and not self.failure_refs:
-            raise ValueError("an accepted decision relies on at least one failure item (rule 1)")
-        return self
-
-
-# --------------------------------------------------------------------- §9
-
-
-class DeadLetter(_Value):
-    """contract §9: a record that could not be applied.
-
-    ``partition``/``offset`` are the Kafka coordinates; the embedded runner
-    uses partition None and the 0-based line number as offset. ``raw`` is the
-    record's bytes in base64.
-    """
-
-    topic: str
-    partition: int | None
-    offset: int | None
-    key: str | None
-    raw: str
-    reason: str
-    message: str

@@ -64,7 +64,7 @@ from pydantic import ValidationError
 
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.intake import BadRecord
-from recurrence_ledger.ledger.models import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, FollowerView, Located, ReadModels
 from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw

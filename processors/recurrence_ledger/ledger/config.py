@@ -1,0 +1,43 @@
+"""The core's deployment policy (``LedgerConfig``): the
+:mod:`recurrence_ledger.policy` settings the ledger's decisions depend on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recurrence_ledger import policy
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    """Deployment policy (contract §5, §8, §12); every default and bound is
+    the :mod:`recurrence_ledger.policy` setting of the same name.
+
+    - ``review_threshold``: streak at which a revision needs review.
+    - ``top_revisions_limit``: N of ``top_revisions``.
+    - ``provenance_horizon``: how many journal positions a pending outcome
+      may wait, counted on its scope's ``as_of_position``, before it is
+      decided as unlinked (missing provenance). None waits until ``flush``
+      (end of a journal file in the embedded runner). Positions, not wall
+      time, so the decision is the same on every replay.
+    - ``max_pending_candidates``: how many admission candidates one scope
+      may hold while they wait for cited Task Outcomes; one more that would
+      wait goes to dead-letter (``too_many_pending``) and may be published
+      again later. It bounds the per-scope waiting index: 5,000 entries of
+      the longest ids (512 four-byte characters) are ~10 MB, below a 16 MiB
+      changelog record.
+
+    Raises ValueError for a value below its setting's minimum.
+    """
+
+    review_threshold: int = policy.REVIEW_THRESHOLD.default
+    top_revisions_limit: int = policy.TOP_REVISIONS.default
+    provenance_horizon: int | None = policy.PROVENANCE_HORIZON.default
+    max_pending_candidates: int = policy.MAX_PENDING_CANDIDATES.default
+
+    def __post_init__(self) -> None:
+        policy.REVIEW_THRESHOLD.check(self.review_threshold)
+        policy.TOP_REVISIONS.check(self.top_revisions_limit)
+        policy.PROVENANCE_HORIZON.check(self.provenance_horizon)
+        policy.MAX_PENDING_CANDIDATES.check(self.max_pending_candidates)

@@ -1,0 +1,290 @@
+"""Pydantic v2 models of the ledger's output records (contract §4, §6–§9, §12).
+
+Each carries the validation matrix of contract §13 as model validators, so
+a record that breaks it can never be published (``LedgerProcessor`` with
+``validate_outputs``; the tests). The value types they are made of (§2)
+and the input events (§3) are ``recurrence_ledger.ledger.models``.
+
+This module imports pydantic only: it is part of the pure core's closure.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from recurrence_ledger.ledger.models import ArtifactRef, Digest, Id, Position, RepairSurface, SourceRef, Value
+from recurrence_ledger.ledger.validation import match_violations, observation_violations
+
+
+# --------------------------------------------------------------------- §4/§6/§7 outputs
+
+
+class TaskOutcomeItemRef(Value):
+    """contract §4: a ledger-local locator of one embedded item of a Task
+    Outcome; ``item_digest`` = digest of that item (see ``normalize.item_digest``)."""
+
+    task_outcome_ref: SourceRef
+    item_kind: Literal["observation", "check"]
+    item_index: Annotated[int, Field(ge=0)]
+    item_digest: Digest
+
+
+class RecurrenceMatch(Value):
+    """contract §6: RecurrenceMatch, with ``match_digest``.
+
+    Validation (contract §13): candidate_refs are sorted and distinct, plus
+    ``recurrence_ledger.ledger.validation.match_violations`` (candidate_refs
+    null only for a scope_heads set, which is a CandidateSet on
+    candidate-sets; matches written before rev. 2 carry the list inline).
+    """
+
+    scope_id: Id
+    task_outcome_ref: SourceRef
+    task_outcome_position: Position
+    failure_ref: TaskOutcomeItemRef
+    candidate_set_mode: Literal["handoff_citations", "scope_heads"]
+    candidate_refs: list[ArtifactRef] | None
+    candidate_set_digest: Digest
+    result: Literal["matched", "unmatched", "ambiguous"]
+    artifact_ref: ArtifactRef | None = None
+    signature_key: str | None = None
+    match_digest: Digest
+
+    @model_validator(mode="after")
+    def _matrix(self) -> RecurrenceMatch:
+        _sorted_and_distinct(self.candidate_refs or [])
+        problems = match_violations(self.model_dump(mode="json"))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def _sorted_and_distinct(refs: list[ArtifactRef]) -> None:
+    keys = [ref.sort_key() for ref in refs]
+    if keys != sorted(set(keys)):
+        raise ValueError("candidate_refs must be sorted by ArtifactRef order and distinct")
+
+
+class CandidateSet(Value):
+    """contract §6 (rev. 2): a frozen scope_heads candidate set, published
+    once per (scope_id, candidate_set_digest) on ``candidate-sets``.
+    ``candidate_set_digest`` is the digest of ``candidate_refs`` (by
+    construction; pinned by the golden vectors, not recomputed here)."""
+
+    scope_id: Id
+    candidate_set_digest: Digest
+    candidate_refs: list[ArtifactRef]
+
+    @model_validator(mode="after")
+    def _sorted(self) -> CandidateSet:
+        _sorted_and_distinct(self.candidate_refs)
+        if any(ref.family != "experience" for ref in self.candidate_refs):
+            raise ValueError("a candidate set holds Experience revisions only")
+        return self
+
+
+class RecurrenceObservation(Value):
+    """contract §7: RecurrenceObservation; the validation matrix (§13) is
+    ``recurrence_ledger.ledger.validation.observation_violations``."""
+
+    observation_id: Digest
+    scope_id: Id
+    artifact_ref: ArtifactRef
+    signature_key: Annotated[str, Field(min_length=1)]
+    event: Literal["selected", "recurred", "avoided"]
+    match_basis: Literal["exact"] = "exact"
+    task_outcome_ref: SourceRef
+    task_outcome_position: Position
+    handoff_receipt_ref: SourceRef | None = None
+    handoff_ref: ArtifactRef | None = None
+    condition_ref: TaskOutcomeItemRef | None = None
+    check_ref: TaskOutcomeItemRef | None = None
+    failure_ref: TaskOutcomeItemRef | None = None
+    recurrence_match_digest: Digest | None = None
+
+    @model_validator(mode="after")
+    def _matrix(self) -> RecurrenceObservation:
+        problems = observation_violations(self.model_dump(mode="json"))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+# --------------------------------------------------------------------- §8
+
+
+class RecurrenceStreak(Value):
+    """RecurrenceStreak — one row of ``top_revisions`` (contract §8) — plus the
+    revision's yield figures: repair_surface, selected / recurred / avoided
+    counts, ``yield`` = avoided / (avoided + recurred) (None without terminal
+    verdicts) and ``low_yield`` (selected ≥ 3 and yield < 0.3; surfaced only,
+    contract §14)."""
+
+    artifact_ref: ArtifactRef
+    signature_key: str
+    terminal_recurred_streak: Annotated[int, Field(ge=0)]
+    repair_surface: RepairSurface | None = None
+    selected: Annotated[int, Field(ge=0)] = 0
+    recurred: Annotated[int, Field(ge=0)] = 0
+    avoided: Annotated[int, Field(ge=0)] = 0
+    yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
+    low_yield: bool = False
+
+
+class ReviewCandidate(Value):
+    """contract §8: an Experience revision candidate for human review.
+
+    ``run_start_position`` names the run: the position of the avoided verdict
+    that opened it, or None for the start of the revision's history.
+    """
+
+    candidate_id: Digest
+    scope_id: Id
+    artifact_ref: ArtifactRef
+    signature_key: str
+    repair_surface: Literal["experience_content"]
+    streak: Annotated[int, Field(ge=1)]
+    run_start_position: Position | None
+    reason: str
+    failure_refs: list[TaskOutcomeItemRef]
+
+
+class SurfaceCounts(Value):
+    """Selected / recurred / avoided events of one repair_surface."""
+
+    selected: Annotated[int, Field(ge=0)]
+    recurred: Annotated[int, Field(ge=0)]
+    avoided: Annotated[int, Field(ge=0)]
+
+
+class ScopeStatistics(Value):
+    """contract §8: the recurrence statistics block for one scope plus
+    ``as_of_position`` and the operational gauges ``pending_outcomes`` and
+    ``late_revisions``, plus the yield metrics ``repeat_failure_rate``,
+    ``stale_revision_selections`` and ``by_repair_surface``. Re-published
+    whenever it changes (compacted topic)."""
+
+    scope_id: Id
+    as_of_position: Position
+    selected: Annotated[int, Field(ge=0)]
+    recurred: Annotated[int, Field(ge=0)]
+    avoided: Annotated[int, Field(ge=0)]
+    unknown: Annotated[int, Field(ge=0)]
+    unlinked_handoff_citations: Annotated[int, Field(ge=0)]
+    needing_review: Annotated[int, Field(ge=0)]
+    top_revisions: list[RecurrenceStreak]
+    pending_outcomes: Annotated[int, Field(ge=0)]
+    late_revisions: Annotated[int, Field(ge=0)]
+    repeat_failure_rate: Annotated[float | None, Field(ge=0, le=1)] = None
+    stale_revision_selections: Annotated[int, Field(ge=0)] = 0
+    by_repair_surface: dict[RepairSurface, SurfaceCounts] = {}
+
+
+class RevisionStatistics(Value):
+    """One row of the ``revisions`` view (yield metrics for every
+    revision, not only the top N): the latest figures of one Experience
+    revision with verdicts or selections, re-published whenever they change
+    on the compacted ``revision-statistics`` topic (key: scope_id and
+    artifact_ref, see ``recurrence_ledger.ledger.statistics.revision_key``).
+
+    ``needs_review``: streak ≥ the deployment's review threshold (contract §8).
+    """
+
+    scope_id: Id
+    artifact_ref: ArtifactRef
+    signature_key: str
+    terminal_recurred_streak: Annotated[int, Field(ge=0)]
+    needs_review: bool
+    repair_surface: RepairSurface | None = None
+    selected: Annotated[int, Field(ge=0)] = 0
+    recurred: Annotated[int, Field(ge=0)] = 0
+    avoided: Annotated[int, Field(ge=0)] = 0
+    yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
+    low_yield: bool = False
+
+
+class NearDuplicate(Value):
+    """Admission rule 5: a current head whose normalized cue is within
+    Sørensen–Dice ≥ 0.8 (token bigrams) of the candidate's; ``same_cue``
+    when the normalized cues are identical (future matches would be
+    ambiguous). A suggestion, never a rejection."""
+
+    artifact_ref: ArtifactRef
+    signature_key: str
+    score: Annotated[float, Field(ge=0, le=1)]
+    same_cue: bool
+
+
+AdmissionReason = Literal[
+    "no_failure_evidence",
+    "missing_source",
+    "missing_failure_record",
+    "empty_cue",
+    "cue_too_long",
+    "cue_restates_outcome",
+    "missing_repair_surface",
+    "missing_verification",
+    "empty_condition",
+    "empty_check_subject",
+    "check_subject_too_long",
+]
+
+
+class AdmissionDecision(Value):
+    """The immutable decision on one ExperienceCandidate (contract §12,
+    rules 1–6; topic ``admission-decisions``), one per (scope_id,
+    candidate_id).
+
+    ``reasons``: every rule the candidate breaks, in rule order (empty when
+    accepted). ``failure_refs``: the failure items of its cited Task Outcomes
+    it relied on (rule 1), the first 256 of ``failure_refs_total``;
+    ``near_duplicates`` the best 16 of ``near_duplicates_total``. ``missing_sources``: cited Task Outcomes the
+    ledger had not seen when the provenance horizon passed. ``cited_sources``
+    as the candidate gave them (rule 6). ``decision_digest`` = digest of the
+    record without it.
+    """
+
+    candidate_id: Id
+    scope_id: Id
+    journal_position: Position
+    decision: Literal["accepted", "rejected"]
+    reasons: list[AdmissionReason]
+    signature_key: str | None = None
+    repair_surface: RepairSurface | None = None
+    failure_refs: list[TaskOutcomeItemRef]
+    failure_refs_total: Annotated[int, Field(ge=0)]
+    missing_sources: list[SourceRef]
+    cited_sources: list[SourceRef]
+    near_duplicates: list[NearDuplicate]
+    near_duplicates_total: Annotated[int, Field(ge=0)]
+    decision_digest: Digest
+
+    @model_validator(mode="after")
+    def _consistent(self) -> AdmissionDecision:
+        if (self.decision == "accepted") != (not self.reasons):
+            raise ValueError("an accepted decision has no reasons; a rejected one has at least one")
+        if self.decision == "accepted" and not self.failure_refs:
+            raise ValueError("an accepted decision relies on at least one failure item (rule 1)")
+        return self
+
+
+# --------------------------------------------------------------------- §9
+
+
+class DeadLetter(Value):
+    """contract §9: a record that could not be applied.
+
+    ``partition``/``offset`` are the Kafka coordinates; the embedded runner
+    uses partition None and the 0-based line number as offset. ``raw`` is the
+    record's bytes in base64.
+    """
+
+    topic: str
+    partition: int | None
+    offset: int | None
+    key: str | None
+    raw: str
+    reason: str
+    message: str
