@@ -73,7 +73,7 @@ def test_run_without_out_writes_to_one_stable_folder_and_says_where(tmp_path):
 def test_admission_lines_count_candidates_not_reasons():
     from collections import Counter
 
-    from recurrence_ledger.cli.main import admission_lines
+    from recurrence_ledger.cli.run import admission_lines
 
     assert admission_lines(Counter()) == []
     several = Counter({"accepted": 2, "rejected": 3, "near_duplicates": 1, "no_failure_evidence": 3, "cue_restates_outcome": 1})
@@ -89,7 +89,7 @@ def test_admission_lines_count_candidates_not_reasons():
 def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkeypatch):
     from typer.testing import CliRunner
 
-    from recurrence_ledger.cli import main as cli
+    from recurrence_ledger.cli import main as cli, run as cli_run
     from recurrence_ledger.runtime import worker
 
     from recurrence_ledger.settings import settings
@@ -97,10 +97,10 @@ def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkey
     started = []
     monkeypatch.setattr(worker, "run_worker", started.append)
     # No broker here: the connection check is the secured-broker tests' concern.
-    monkeypatch.setattr(cli, "_connect", lambda bootstrap, kafka_config: bootstrap)
+    monkeypatch.setattr(cli_run, "_connect", lambda bootstrap, kafka_config: bootstrap)
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
     settings.cache_clear()
-    monkeypatch.setattr(cli, "settings", settings)
+    monkeypatch.setattr(cli_run, "settings", settings)
     result = CliRunner().invoke(cli.app, [
         "run", "--metrics-port", "9178", "--app-id", "trial", "--exit-when-idle", "5", "--commit-interval-ms", "250",
         "--topic-prefix", "demo.", "--review-threshold", "4",
@@ -333,11 +333,11 @@ def replay_summary(dry_run: bool = False):
 def test_replay_prints_a_readable_summary_and_json(monkeypatch):
     from typer.testing import CliRunner
 
-    from recurrence_ledger.cli import main as cli
+    from recurrence_ledger.cli import main as cli, replay as cli_replay
     from recurrence_ledger.runtime import replay
 
     monkeypatch.setattr(replay, "run_replay", lambda *args, **kwargs: replay_summary(kwargs["dry_run"]))
-    monkeypatch.setattr(cli, "_connect", lambda bootstrap, kafka_config: bootstrap)  # no broker in this test
+    monkeypatch.setattr(cli_replay, "_connect", lambda bootstrap, kafka_config: bootstrap)  # no broker in this test
     result = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-3:] == [

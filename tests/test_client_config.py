@@ -167,7 +167,7 @@ def test_plain_bootstrap_is_the_old_base_config():
 def test_one_properties_file_carries_kafka_and_schema_registry_settings(tmp_path):
     """The Schema Registry keys of a client properties file go to the
     registry client, the rest to librdkafka; neither refuses the other's."""
-    from recurrence_ledger.cli import main as cli
+    from recurrence_ledger.cli import clients as cli
 
     path = tmp_path / "client.properties"
     path.write_text(

@@ -1,5 +1,5 @@
 """Operator commands of the ``recurrence-ledger`` CLI: ``serve``, ``rank`` and
-``stats``. ``register(app)`` adds them to the main Typer app.
+``stats``.
 
 ``rank`` and ``stats`` read the Redis view that the workers project from the
 ``recurrence-statistics`` and ``revision-statistics`` topics (contract §8,
@@ -46,26 +46,18 @@ from rich.console import Console
 from rich.table import Table
 
 from recurrence_ledger.api.app import ApiSettings, ViewReader
+from recurrence_ledger.cli.options import ReadRedisOption, ViewPrefixOption, json_option
 from recurrence_ledger.embedded import stdout_console
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
 from recurrence_ledger.read.connect import describe_error, redact_url
-from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REDIS_URL, ENV_TOPIC_PREFIX, settings as process_settings
+from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, settings as process_settings
 
 console = stdout_console()
 errors = Console(stderr=True)
 
 
-RedisOption = Annotated[
-    Optional[str],
-    typer.Option(
-        "--redis-url", envvar=ENV_REDIS_URL, show_default=False,
-        help="Redis holding the view (default redis://127.0.0.1:6379/0): redis://user:password@host:port/db, or rediss://… for TLS "
-        "(CA: ?ssl_ca_certs=FILE or RL_REDIS_CA_FILE). Prefer the REDIS_URL variable for a URL with a password: command lines are visible to other users.",
-    ),
-]
-PrefixOption = Annotated[str, typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help="Deployment prefix; names the view's namespace.")]
 ScopeOption = Annotated[Optional[str], typer.Option("--scope", help="Only this scope (default: every scope in the view).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JsonOption = Annotated[bool, json_option("Print JSON instead of a table.")]
 
 
 def _reader(redis_url: str | None, topic_prefix: str) -> ViewReader:
@@ -230,8 +222,8 @@ def rank_command(
     low_yield: Annotated[bool, typer.Option("--low-yield", help="Only low-yield revisions (selected ≥ 3, yield < 0.3).")] = False,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to print.")] = 10,
     as_json: JsonOption = False,
-    redis_url: RedisOption = None,
-    topic_prefix: PrefixOption = "",
+    redis_url: ReadRedisOption = None,
+    topic_prefix: ViewPrefixOption = "",
 ) -> None:
     """Every revision by streak, from the Redis view.
 
@@ -287,8 +279,8 @@ STAT_HEADERS = {
 def stats_command(
     scope: ScopeOption = None,
     as_json: JsonOption = False,
-    redis_url: RedisOption = None,
-    topic_prefix: PrefixOption = "",
+    redis_url: ReadRedisOption = None,
+    topic_prefix: ViewPrefixOption = "",
 ) -> None:
     """Each scope's statistics record (contract §8), from the Redis view.
 
@@ -339,8 +331,8 @@ def is_loopback(host: str) -> bool:
 def serve_command(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on. Without an API token only a loopback address (see --allow-unauthenticated).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
-    redis_url: RedisOption = None,
-    topic_prefix: PrefixOption = "",
+    redis_url: ReadRedisOption = None,
+    topic_prefix: ViewPrefixOption = "",
     token_file: Annotated[
         Optional[Path],
         typer.Option(
@@ -410,10 +402,3 @@ def serve_command(
     except ValueError as error:  # the Redis URL or CA file
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``serve``, ``rank`` and ``stats`` to ``app``."""
-    app.command("serve")(serve_command)
-    app.command("rank")(rank_command)
-    app.command("stats")(stats_command)

@@ -1,0 +1,130 @@
+"""The clients a command opens (its Kafka connection, Schema Registry,
+value codec and Redis view) and how their errors reach the user: one red
+line (never a secret) and an exit code, 2 for unusable settings, 1 for a
+service that does not answer or refuses. Heavy libraries are imported
+lazily, when a command needs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from recurrence_ledger import policy
+from recurrence_ledger.embedded import stdout_console
+from recurrence_ledger.settings import kafka_environment, settings
+
+console = stdout_console()
+
+
+def _registry(url: str | None, auto_register: bool | None = None, kafka_config: Path | None = None):  # noqa: ANN202 - lazy import
+    """The registry settings of a command, or None (fixed-id framing):
+    ``--schema-registry-url`` / SCHEMA_REGISTRY_URL, or the registry keys
+    (``schema.registry.url``, ``basic.auth.user.info``, …) of the
+    ``--kafka-config`` file. Exit 2 for unusable registry settings."""
+    from recurrence_ledger.runtime.client_config import ClientConfigError, is_registry_key, read_properties
+    from recurrence_ledger.serde.registry import registry_settings
+
+    try:
+        properties = {k: v for k, v in read_properties(kafka_config).items() if is_registry_key(k)} if kafka_config else {}
+        return registry_settings(url, properties, auto_register=auto_register)
+    except (ClientConfigError, ValueError) as error:
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def _codec(url: str | None, auto_register: bool | None = None, kafka_config: Path | None = None):  # noqa: ANN202 - lazy import
+    """The value codec of a command (recurrence_ledger.serde.codec)."""
+    from recurrence_ledger.serde.codec import make_codec
+
+    return make_codec(_registry(url, auto_register, kafka_config))
+
+
+@contextlib.contextmanager
+def _kafka_errors() -> Iterator[None]:
+    """Turn the errors a user can cause (missing topics, no broker, a topic
+    outside the catalogue, a Schema Registry that refuses or does not
+    answer, values framed for another codec) into one red line and exit
+    code 1."""
+    from confluent_kafka import KafkaException
+
+    from recurrence_ledger.runtime.kafka_io import UndecodableRecord
+    from recurrence_ledger.serde.codec import RegistryError
+
+    try:
+        yield
+    except (LookupError, KafkaException, TimeoutError, RegistryError, UndecodableRecord) as error:
+        message = error.args[0] if isinstance(error, KafkaException) and error.args else error
+        console.print(f"error: {message}", style="red", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 - lazy import
+    """The command's Kafka connection (``--bootstrap`` + ``--kafka-config`` +
+    KAFKA_* overrides), checked within client_config.CONNECT_TIMEOUT_S:
+    exit 2 for unusable settings, 1 when the cluster cannot be reached or
+    refuses the credentials or the TLS handshake. Never prints a secret."""
+    from recurrence_ledger.runtime.client_config import ClientConfigError, KafkaConnectionError, check_connection, load_connection
+
+    try:
+        connection = load_connection(bootstrap, kafka_config, kafka_environment())
+        check_connection(connection)
+    except ClientConfigError as error:
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except KafkaConnectionError as error:
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    return connection
+
+
+@contextlib.contextmanager
+def _refusing_to_start(*errors: type[Exception]) -> Iterator[None]:
+    """Turn a refusal to start (topics not co-partitioned, or a state built
+    on another Unicode version, contract §10) into one red line and exit
+    code 2."""
+    from recurrence_ledger.ledger.state import UnicodeVersionChanged
+
+    try:
+        yield
+    except (UnicodeVersionChanged, *errors) as error:
+        console.print(f"refusing to start: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def _redis_view(redis_url: str, namespace: str, review_threshold: int = policy.REVIEW_THRESHOLD.default):  # noqa: ANN202 - lazy import
+    """The RedisView of a command (the CA of RL_REDIS_CA_FILE for a
+    rediss:// URL without one); exit 2 for a URL or CA file redis-py cannot
+    use."""
+    from recurrence_ledger.read.projection import RedisView
+
+    try:
+        return RedisView(redis_url, namespace=namespace, review_threshold=review_threshold, ca_file=settings().redis_ca_file)
+    except ValueError as error:
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a Redis that does not answer (redis imported lazily)."""
+    import redis
+
+    return (redis.RedisError, OSError)
+
+
+@contextlib.contextmanager
+def _redis_errors(view: Any) -> Iterator[None]:
+    """Turn a Redis that does not answer, refuses the credentials, a
+    permission or the TLS handshake into one red line (the URL without its
+    password) and exit code 1. ``view``: the RedisView (imported lazily)."""
+    from recurrence_ledger.read.connect import describe_error
+
+    try:
+        yield
+    except redis_errors() as error:
+        console.print(f"error: Redis view {view.namespace} at {view.where}: {describe_error(error)}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None

@@ -1,0 +1,96 @@
+"""``recurrence-ledger explain``: why an outcome counted the way it did
+(``recurrence_ledger.ledger.explain``), from a journal file or from the
+topics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from recurrence_ledger import catalogue
+from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console
+from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption, json_option
+
+def explain_command(
+    scope: Annotated[str, typer.Argument(help="scope_id")],
+    task_outcome_id: Annotated[str, typer.Argument(help="source_id of the Task Outcome")],
+    journal: Annotated[Optional[Path], typer.Option("--journal", exists=True, dir_okay=False, help="Explain from a journal file (embedded run) instead of Kafka.")] = None,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+    topic_prefix: PrefixOption = "",
+    as_json: Annotated[bool, json_option()] = False,
+    schema_registry_url: RegistryOption = None,
+) -> None:
+    """Why an outcome counted the way it did.
+
+    Shows the evidence chain receipt → Handoff → cited revisions, each
+    failure item with its RecurrenceMatch, and for every revision the
+    verdict or the exact reason there is none."""
+    from recurrence_ledger.ledger.explain import OutcomeNotFound, explain_outcome
+
+    if journal is not None:
+        from recurrence_ledger.embedded import journal_ledger
+
+        events, outputs = journal_ledger(journal)
+        matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
+        candidate_sets = outputs[catalogue.CANDIDATE_SETS]
+    elif bootstrap or kafka_config:
+        from recurrence_ledger.runtime.kafka_io import read_topic
+
+        connection = _connect(bootstrap, kafka_config)
+        with _kafka_errors():
+            codec = _codec(schema_registry_url, None, kafka_config)
+            events = []
+            for name in catalogue.INPUT_TOPICS:
+                for *_, value in read_topic(connection, name, topic_prefix=topic_prefix, codec=codec):
+                    events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
+            matches = [value for *_, value in read_topic(connection, catalogue.MATCHES, topic_prefix=topic_prefix, codec=codec)]
+            observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
+            from recurrence_ledger.runtime.kafka_io import read_candidate_sets
+
+            wanted = {(m["scope_id"], m["candidate_set_digest"]) for m in matches
+                      if m["candidate_refs"] is None and (m["scope_id"], m["task_outcome_ref"]["source_id"]) == (scope, task_outcome_id)}
+            candidate_sets = read_candidate_sets(connection, wanted, topic_prefix=topic_prefix, codec=codec) if wanted else []
+    else:
+        raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
+    try:
+        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations, candidate_sets)
+    except OutcomeNotFound as error:
+        console.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(explanation, indent=2, ensure_ascii=False))
+        return
+    print_explanation(explanation)
+
+
+def print_explanation(explanation: dict) -> None:
+    """The explanation as a tree (user text escaped from rich markup)."""
+    from rich.markup import escape
+    from rich.tree import Tree
+
+    outcome = explanation["task_outcome"]
+    chain = explanation["chain"]
+    tree = Tree(escape(f"{outcome['source_id']} in {explanation['scope_id']} (position {outcome['journal_position']}, {outcome['status']})"))
+    link = tree.add(escape(f"chain: {chain['status']} — {chain['reason']}"))
+    if chain["handoff"]:
+        link.add(escape(f"receipt {chain['receipt']} → Handoff {chain['handoff']} → cited failure-bearing revisions: {', '.join(chain['cited']) or 'none'}"))
+    items = tree.add(f"failure items: {len(explanation['failure_items'])}")
+    for item in explanation["failure_items"]:
+        match = item["match"]
+        text = f"{item['item_kind']}[{item['item_index']}] '{item['match_input']}'"
+        if match is None:
+            items.add(escape(f"{text}: no RecurrenceMatch recorded"))
+        else:
+            target = f" → {match['target']}" if match["target"] else ""
+            candidates = (f"candidate set {match['candidate_set_digest']} not found on candidate-sets" if match["candidates"] is None
+                          else f"candidates {', '.join(match['candidates']) or 'none'}")
+            items.add(escape(f"{text}: {match['result']}{target} ({match['candidate_set_mode']}, {candidates})"))
+    revisions = tree.add("revisions")
+    for row in explanation["revisions"]:
+        selected = "selected, " if row["selected"] else ""
+        revisions.add(escape(f"{row['artifact_ref']} ({row['repair_surface']}): {selected}{row['reason']}"))
+    console.print(tree, highlight=False)

@@ -1,0 +1,323 @@
+"""Every option that more than one command takes, each defined once.
+
+The ledger policy's options (``--review-threshold``, ``--top-revisions``,
+``--provenance-horizon``, ``--max-pending-candidates``) and the runtime's
+batching options (``--commit-interval-ms``, ``--max-batch``) are built from
+their :mod:`recurrence_ledger.policy` settings: option name, environment
+variable (``RL_REVIEW_THRESHOLD`` …), minimum and help; a command gives the
+setting's default (``review_threshold: ThresholdOption =
+policy.REVIEW_THRESHOLD.default``), never a number of its own.
+
+An option whose help says what it is for in each command (``--redis-url``,
+``--app-id``, ``--topic-prefix``, ``--bootstrap``, ``--kafka-config``) is
+declared by one function here (flag, environment variable, secrecy); each
+of its variants is an ``Annotated`` type below it.
+
+:class:`OptionSet` and :func:`takes` give several commands one set of
+options: :data:`LEDGER_POLICY` (every command that runs the ledger) and
+:data:`WORKER_OPERATION` (``run`` and ``worker``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Generic, Optional, TypeVar
+
+import typer
+
+from recurrence_ledger import policy
+from recurrence_ledger.catalogue import DEFAULT_MAX_OUTPUT_BYTES
+from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.settings import (
+    DEFAULT_APP_ID,
+    DEFAULT_MAX_WAIT_CAUGHT_UP_S,
+    ENV_ACCEPT_UNICODE_CHANGE,
+    ENV_APP_ID,
+    ENV_BOOTSTRAP_SERVERS,
+    ENV_HISTORY_LIMIT,
+    ENV_INSTANCE_ID,
+    ENV_KAFKA_CONFIG_FILE,
+    ENV_METRICS_PORT,
+    ENV_REDIS_URL,
+    ENV_SCHEMA_REGISTRY_URL,
+    ENV_TOPIC_PREFIX,
+    ENV_TREND_LIMIT,
+)
+
+T = TypeVar("T")
+
+#: Help panels grouping the options of the commands that run the ledger.
+WORKER_PANEL = "Kafka worker operation"
+POLICY_PANEL = "Ledger policy"
+
+
+def setting_option(setting: policy.Setting, panel: str) -> Any:
+    """The option of a policy setting: its flag, environment variable,
+    minimum and help, in help panel ``panel``."""
+    return typer.Option(setting.option, envvar=setting.env, min=setting.minimum, rich_help_panel=panel, help=setting.help)
+
+
+ThresholdOption = Annotated[int, setting_option(policy.REVIEW_THRESHOLD, POLICY_PANEL)]
+TopOption = Annotated[int, setting_option(policy.TOP_REVISIONS, POLICY_PANEL)]
+HorizonOption = Annotated[Optional[int], setting_option(policy.PROVENANCE_HORIZON, POLICY_PANEL)]
+PendingCandidatesOption = Annotated[int, setting_option(policy.MAX_PENDING_CANDIDATES, POLICY_PANEL)]
+CommitIntervalOption = Annotated[int, setting_option(policy.COMMIT_INTERVAL_MS, WORKER_PANEL)]
+MaxBatchOption = Annotated[int, setting_option(policy.MAX_BATCH, WORKER_PANEL)]
+
+# -- Kafka, Schema Registry -------------------------------------------------------
+
+
+def bootstrap_option(what: str) -> Any:
+    """``--bootstrap`` (env KAFKA_BOOTSTRAP_SERVERS), ``what`` its help."""
+    return typer.Option("--bootstrap", envvar=ENV_BOOTSTRAP_SERVERS, help=what)
+
+
+def kafka_config_option(what: str, **panel: str) -> Any:
+    """``--kafka-config FILE`` (env KAFKA_CONFIG_FILE), ``what`` its help."""
+    return typer.Option("--kafka-config", envvar=ENV_KAFKA_CONFIG_FILE, dir_okay=False, show_default=False, help=what, **panel)
+
+
+def topic_prefix_option(what: str, **panel: str) -> Any:
+    """``--topic-prefix`` (env RL_TOPIC_PREFIX), ``what`` its help."""
+    return typer.Option("--topic-prefix", envvar=ENV_TOPIC_PREFIX, help=what, **panel)
+
+
+def app_id_option(what: str, **panel: str) -> Any:
+    """``--app-id`` (env RL_APP_ID), ``what`` its help."""
+    return typer.Option("--app-id", envvar=ENV_APP_ID, help=what, **panel)
+
+
+BootstrapOption = Annotated[Optional[str], bootstrap_option("Kafka bootstrap servers (default: bootstrap.servers of the --kafka-config file).")]
+KafkaConfigOption = Annotated[
+    Optional[Path],
+    kafka_config_option(
+        "Kafka client properties file (Java client.properties format: security.protocol, SASL, trust store; see docs/kafka.md). "
+        "KAFKA_* variables override it."
+    ),
+]
+PrefixOption = Annotated[str, topic_prefix_option("Deployment prefix of every topic (contract §1).")]
+#: The prefix of a command that only reads the Redis view (rank, stats, serve).
+ViewPrefixOption = Annotated[str, topic_prefix_option("Deployment prefix; names the view's namespace.")]
+#: The deployment's app id of a command that tears down or replays it.
+DeploymentAppIdOption = Annotated[str, app_id_option("The deployment's app id (group and changelog).")]
+RegistryOption = Annotated[
+    Optional[str],
+    typer.Option("--schema-registry-url", envvar=ENV_SCHEMA_REGISTRY_URL,
+                 help="Schema Registry (Confluent API) whose ids frame Avro values; without it, the catalogue's fixed ids."),
+]
+AutoRegisterOption = Annotated[
+    Optional[bool],
+    typer.Option("--auto-register/--no-auto-register",
+                 help="With a Schema Registry: register our schemas under <topic>-value (default), or only look them up."),
+]
+AcceptUnicodeOption = Annotated[
+    bool,
+    typer.Option("--accept-unicode-change", envvar=ENV_ACCEPT_UNICODE_CHANGE,
+                 help="Start even though the deployment's state was built on another Unicode version (contract §10; docs/upgrading.md)."),
+]
+
+
+def output_format_option(what: str, **panel: str) -> Any:
+    """``--output-format`` (avro or json), ``what`` its help."""
+    return typer.Option("--output-format", help=what, **panel)
+
+
+# -- Redis ------------------------------------------------------------------------
+
+#: What every --redis-url help says about the URL.
+REDIS_URL_HELP = (
+    "redis://user:password@host:port/db, or rediss://… for TLS (CA: ?ssl_ca_certs=FILE or RL_REDIS_CA_FILE); "
+    "prefer the REDIS_URL variable for a URL with a password (command lines are visible to other users)"
+)
+
+
+def redis_url_option(what: str, **panel: str) -> Any:
+    """``--redis-url`` (env REDIS_URL, its value never shown as a default):
+    ``what`` the Redis is for, then :data:`REDIS_URL_HELP`."""
+    return typer.Option("--redis-url", envvar=ENV_REDIS_URL, show_default=False, help=f"{what}: {REDIS_URL_HELP}.", **panel)
+
+
+#: The Redis view a ``view`` command reads or writes (required).
+ViewRedisOption = Annotated[str, redis_url_option("Redis holding the view")]
+#: The Redis view ``rank``, ``stats`` and ``serve`` read (ApiSettings' default without it).
+ReadRedisOption = Annotated[Optional[str], redis_url_option("Redis holding the view (default redis://127.0.0.1:6379/0)")]
+#: ``rebuild``'s optional Redis view to rewrite.
+RewriteRedisOption = Annotated[Optional[str], redis_url_option("Also rewrite the Redis view")]
+WorkerRedisOption = Annotated[Optional[str], redis_url_option("Redis for the statistics view (optional)", rich_help_panel=WORKER_PANEL)]
+HistoryLimitOption = Annotated[
+    int, typer.Option("--history-limit", min=1, envvar=ENV_HISTORY_LIMIT, help="Verdicts kept per revision in its history (the newest; the total is counted).")
+]
+TrendLimitOption = Annotated[int, typer.Option("--trend-limit", min=1, envvar=ENV_TREND_LIMIT, help="Trend points kept per scope (the newest).")]
+
+# -- running ------------------------------------------------------------------------
+
+
+def metrics_port_option(**panel: str) -> Any:
+    """``--metrics-port`` (env RL_METRICS_PORT)."""
+    return typer.Option("--metrics-port", envvar=ENV_METRICS_PORT, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.", **panel)
+
+
+def exit_when_idle_option(**panel: str) -> Any:
+    """``--exit-when-idle SECONDS`` of a batch job."""
+    return typer.Option("--exit-when-idle", help="Stop after this many seconds without input (batch jobs).", **panel)
+
+
+MetricsPortOption = Annotated[Optional[int], metrics_port_option()]
+ViewBatchOption = Annotated[
+    int,
+    typer.Option("--view-batch", min=1,
+                 help="Embedded runner: journal records per batch of the view files (at most one record per changed key per batch, contract §8)."),
+]
+ExitWhenIdleOption = Annotated[Optional[float], exit_when_idle_option()]
+#: Partitions of the catalogue topics that `topics create` and `run` create.
+DEFAULT_PARTITIONS = 8
+YesOption = Annotated[bool, typer.Option("--yes", help="Really delete; without it, only list what would go.")]
+
+
+def json_option(what: str = "Print JSON.") -> Any:
+    """``--json``, ``what`` its help."""
+    return typer.Option("--json", help=what)
+
+
+# -- option sets ----------------------------------------------------------------------
+
+
+class OptionSet(Generic[T]):
+    """Options several commands take as one: the parameters of ``build``
+    (each an ``Annotated`` option with its default) and the value ``build``
+    makes of them, which a command taking the set (:func:`takes`) receives
+    in their place."""
+
+    def __init__(self, build: Callable[..., T], parameters: tuple[inspect.Parameter, ...] | None = None) -> None:
+        self.build = build
+        self.parameters = parameters or tuple(
+            parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY) for parameter in inspect.signature(build, eval_str=True).parameters.values()
+        )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The parameter names of the options, in order."""
+        return tuple(parameter.name for parameter in self.parameters)
+
+    def with_defaults(self, **defaults: Any) -> OptionSet[T]:
+        """The same set with other defaults for some options (``KeyError``
+        for a name it does not have)."""
+        unknown = set(defaults) - set(self.names)
+        if unknown:
+            raise KeyError(f"no such options: {sorted(unknown)}")
+        return OptionSet(self.build, tuple(p.replace(default=defaults.get(p.name, p.default)) for p in self.parameters))
+
+
+def takes(**sets: OptionSet) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the options of each set: its parameter named after a
+    set (``ledger: LedgerConfig``) is replaced by the set's options, and the
+    command is called with that parameter holding the set's value. Raises
+    TypeError (at import) when two options take one name."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command, eval_str=True)
+        parameters: list[inspect.Parameter] = []
+        for parameter in signature.parameters.values():
+            parameters += sets[parameter.name].parameters if parameter.name in sets else [parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY)]
+        names = [parameter.name for parameter in parameters]
+        if len(set(names)) != len(names):
+            raise TypeError(f"{command.__name__}: options {sorted({n for n in names if names.count(n) > 1})} are taken twice")
+
+        @functools.wraps(command)
+        def with_sets(**values: Any) -> Any:
+            for name, option_set in sets.items():
+                values[name] = option_set.build(**{option: values.pop(option) for option in option_set.names})
+            return command(**values)
+
+        with_sets.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        with_sets.__annotations__ = {parameter.name: parameter.annotation for parameter in parameters}
+        return with_sets
+
+    return decorate
+
+
+def ledger_policy(
+    review_threshold: ThresholdOption = policy.REVIEW_THRESHOLD.default,
+    top_revisions: TopOption = policy.TOP_REVISIONS.default,
+    provenance_horizon: HorizonOption = policy.PROVENANCE_HORIZON.default,
+    max_pending_candidates: PendingCandidatesOption = policy.MAX_PENDING_CANDIDATES.default,
+) -> LedgerConfig:
+    """The ledger policy of a command that runs the ledger (contract §5, §8,
+    §12), as the core's LedgerConfig."""
+    return LedgerConfig(
+        review_threshold=review_threshold, top_revisions_limit=top_revisions, provenance_horizon=provenance_horizon,
+        max_pending_candidates=max_pending_candidates,
+    )
+
+
+AppIdOption = Annotated[str, app_id_option("Consumer group id and changelog prefix.", rich_help_panel=WORKER_PANEL)]
+InstanceIdOption = Annotated[
+    Optional[str],
+    typer.Option("--instance-id", envvar=ENV_INSTANCE_ID, rich_help_panel=WORKER_PANEL, help="Stable id of this worker (transactional id suffix; default: host name)."),
+]
+OutputFormatOption = Annotated[str, output_format_option("avro (Confluent-framed) or json.", rich_help_panel=WORKER_PANEL)]
+MaxWaitCaughtUpOption = Annotated[
+    float,
+    typer.Option(
+        "--max-wait-caught-up", min=0, rich_help_panel=WORKER_PANEL,
+        help="With --exit-when-idle: how long to wait, idle and without progress of the group, for every input partition of the group "
+             "to be committed to its end (exit 0); then exit 4 naming the partitions left.",
+    ),
+]
+StaticMembershipOption = Annotated[
+    bool,
+    typer.Option(
+        "--static-membership/--dynamic-membership", rich_help_panel=WORKER_PANEL,
+        help="Static group membership (group.instance.id = --instance-id): a restarted instance takes its partitions back at once; "
+             "a stopped one keeps them until its session times out.",
+    ),
+]
+SessionTimeoutOption = Annotated[
+    int, typer.Option("--session-timeout-ms", min=1, rich_help_panel=WORKER_PANEL, help="Consumer group session timeout (the broker allows 6,000–1,800,000 by default).")
+]
+CreateTopicsOption = Annotated[
+    Optional[int],
+    typer.Option("--create-topics", min=1, rich_help_panel=WORKER_PANEL, help="Create missing catalogue topics with this many partitions first."),
+]
+MaxOutputBytesOption = Annotated[
+    int,
+    typer.Option(
+        "--max-output-bytes", min=256, rich_help_panel=WORKER_PANEL,
+        help="Largest output value; a record with a larger output is dead-lettered (oversized_output). Dead letters themselves are not held to it.",
+    ),
+]
+
+
+def worker_operation(
+    app_id: AppIdOption = DEFAULT_APP_ID,
+    instance_id: InstanceIdOption = None,
+    output_format: OutputFormatOption = "avro",
+    redis_url: WorkerRedisOption = None,
+    commit_interval_ms: CommitIntervalOption = policy.COMMIT_INTERVAL_MS.default,
+    max_batch: MaxBatchOption = policy.MAX_BATCH.default,
+    exit_when_idle: Annotated[Optional[float], exit_when_idle_option(rich_help_panel=WORKER_PANEL)] = None,
+    max_wait_caught_up: MaxWaitCaughtUpOption = DEFAULT_MAX_WAIT_CAUGHT_UP_S,
+    static_membership: StaticMembershipOption = True,
+    session_timeout_ms: SessionTimeoutOption = 10_000,
+    create_topics: CreateTopicsOption = None,
+    metrics_port: Annotated[Optional[int], metrics_port_option(rich_help_panel=WORKER_PANEL)] = None,
+    max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
+) -> dict[str, Any]:
+    """The Kafka worker's operation, as ``runtime.worker.WorkerConfig``
+    fields (``instance_id`` left out when not given: the host name)."""
+    fields = {
+        "app_id": app_id, "output_format": output_format, "redis_url": redis_url, "commit_interval_ms": commit_interval_ms,
+        "max_batch": max_batch, "exit_when_idle_s": exit_when_idle, "max_wait_caught_up_s": max_wait_caught_up,
+        "static_membership": static_membership, "session_timeout_ms": session_timeout_ms, "create_partitions": create_topics,
+        "metrics_port": metrics_port, "max_output_bytes": max_output_bytes,
+    }
+    return {**fields, "instance_id": instance_id} if instance_id else fields
+
+
+#: The ledger policy options: run-journal, run, worker, replay.
+LEDGER_POLICY = OptionSet(ledger_policy)
+#: The worker's operational options: run and worker (run without Kafka refuses them).
+WORKER_OPERATION = OptionSet(worker_operation)

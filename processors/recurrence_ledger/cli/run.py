@@ -1,0 +1,275 @@
+"""The commands that run the ledger: ``run-journal`` (contract §11 exactly),
+``run`` (the main job: the Kafka worker when KAFKA_BOOTSTRAP_SERVERS is set,
+otherwise the embedded runner on a journal, by default the minimum
+checkable evidence case shipped with the package) and ``worker``.
+
+``run`` and ``worker`` take one set of worker options
+(:data:`recurrence_ledger.cli.options.WORKER_OPERATION`), and with
+``run-journal`` one set of ledger policy options
+(:data:`recurrence_ledger.cli.options.LEDGER_POLICY`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from recurrence_ledger.cli.clients import _connect, _kafka_errors, _refusing_to_start, _registry, console
+from recurrence_ledger.cli.options import (
+    DEFAULT_PARTITIONS,
+    LEDGER_POLICY,
+    WORKER_OPERATION,
+    WORKER_PANEL,
+    AcceptUnicodeOption,
+    AutoRegisterOption,
+    BootstrapOption,
+    KafkaConfigOption,
+    PrefixOption,
+    RegistryOption,
+    ViewBatchOption,
+    kafka_config_option,
+    takes,
+    topic_prefix_option,
+)
+from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, RunSummary, run_journal
+from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.settings import settings
+
+EXAMPLE_JOURNAL = "openapi_drift.jsonl"
+
+
+def print_summary(summary: RunSummary, out_dir: Path) -> None:
+    """Per scope: selected / recurred / avoided / unknown / needing review
+    (the last statistics record of each scope), then its top revisions."""
+    table = Table(title="recurrence statistics (last record per scope)", box=box.SIMPLE_HEAD)
+    table.add_column("scope", overflow="fold")
+    for column in ("selected", "recurred", "avoided", "unknown", "needing review"):
+        table.add_column(column, justify="right")
+    for scope_id, stats in sorted(summary.statistics.items()):
+        table.add_row(scope_id, *(str(stats[name]) for name in ("selected", "recurred", "avoided", "unknown", "needing_review")))
+    console.print(table)
+    for scope_id, stats in sorted(summary.statistics.items()):
+        console.print(
+            f"[bold]{scope_id}[/bold]: as_of_position {stats['as_of_position']}, "
+            f"unlinked_handoff_citations {stats['unlinked_handoff_citations']}, "
+            f"pending_outcomes {stats['pending_outcomes']}, late_revisions {stats['late_revisions']}"
+        )
+        for row in stats["top_revisions"]:
+            ref = row["artifact_ref"]
+            console.print(
+                f"  streak {row['terminal_recurred_streak']}: {ref['artifact_id']} r{ref['revision']} "
+                f"'{row['signature_key']}'",
+                highlight=False,
+            )
+    for line in admission_lines(summary.admission):
+        console.print(line, highlight=False)
+    counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
+    console.print(f"{summary.lines} journal records → {counts}", highlight=False)
+    console.print(f"output files: {out_dir.resolve()}/<topic>.jsonl (one per output topic)", highlight=False)
+
+
+def admission_lines(admission: Counter) -> list[str]:
+    """The admission summary of a run, one line per figure, so that a
+    candidate rejected for three reasons reads as one rejection:
+
+        admission: 2 candidates
+          1 accepted
+          1 rejected — reasons: cue_restates_outcome, no_failure_evidence
+          1 with near-duplicate suggestions
+
+    With several rejected candidates each reason carries the number of
+    candidates giving it (one candidate can give several). [] without
+    candidates. ``admission`` is ``RunSummary.admission``."""
+    counts = dict(admission)
+    accepted, rejected, near = (counts.pop(name, 0) for name in ("accepted", "rejected", "near_duplicates"))
+    if not accepted + rejected:
+        return []
+    lines = [f"admission: {accepted + rejected} candidate{'s' if accepted + rejected != 1 else ''}", f"  {accepted} accepted"]
+    reasons = sorted((reason, count) for reason, count in counts.items() if count)
+    if rejected == 1:
+        lines.append(f"  1 rejected — reasons: {', '.join(reason for reason, _ in reasons)}")
+    elif rejected:
+        given = ", ".join(f"{reason} {count}" for reason, count in reasons)
+        lines.append(f"  {rejected} rejected — reasons (candidates giving each; one candidate can give several): {given}")
+    else:
+        lines.append("  0 rejected")
+    lines.append(f"  {near} with near-duplicate suggestions")
+    return lines
+
+
+#: run-journal's exit code when journal lines were dead-lettered: not 1 (an
+#: error that stopped the run) and not 2 (a usage error): the run finished,
+#: but part of the journal is not in the ledger — with one bad early line
+#: (say an Experience revision), every outcome that relied on it counts
+#: differently, and nothing else would tell.
+DEAD_LETTERS_EXIT = 3
+
+
+def warn_dead_letters(summary: RunSummary, out_dir: Path) -> None:
+    """A loud warning on stderr: how many journal lines were dead-lettered,
+    by reason, and where they are."""
+    reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.dead_letter_reasons.items()))
+    Console(stderr=True).print(
+        f"WARNING: {summary.dead_letters} of {summary.lines} journal lines were dead-lettered ({reasons}) and are not "
+        f"in the ledger; every event that relied on them may count differently. See {out_dir}/dead-letter.jsonl.",
+        style="bold red", highlight=False, soft_wrap=True,
+    )
+
+
+@takes(ledger=LEDGER_POLICY)
+def run_journal_command(
+    journal: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="Journal file (JSON Lines).")],
+    out: Annotated[Path, typer.Option("--out", file_okay=False, help="Output directory: one <topic>.jsonl per output topic.")],
+    ledger: LedgerConfig,
+    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
+    allow_dead_letters: Annotated[bool, typer.Option("--allow-dead-letters", help=f"Exit 0 even when journal lines were dead-lettered (the warning is still printed); without it such a run exits {DEAD_LETTERS_EXIT}.")] = False,
+) -> None:
+    """Process a journal file with the embedded runner (contract §11).
+
+    Exit code: 0 when every line was applied; 3 when any line was
+    dead-lettered (a warning with the count is printed; the output files are
+    complete all the same), unless --allow-dead-letters; 2 for a usage error."""
+    summary = run_journal(journal, out, ledger, show_progress=not quiet, view_batch=view_batch)
+    if not quiet:
+        print_summary(summary, out)
+    if summary.dead_letters:
+        warn_dead_letters(summary, out)
+        if not allow_dead_letters:
+            raise typer.Exit(DEAD_LETTERS_EXIT)
+
+
+#: Default output folder of `run` on the embedded runner, in the current
+#: directory: one stable place, overwritten by the next run.
+DEFAULT_RUN_OUT = Path("recurrence-ledger-out")
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter ``name`` was given on the command line (not from
+    its default or environment variable)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+@takes(worker=WORKER_OPERATION.with_defaults(create_topics=DEFAULT_PARTITIONS), ledger=LEDGER_POLICY)
+def run_command(
+    ctx: typer.Context,
+    journal: Annotated[Optional[Path], typer.Argument(exists=True, dir_okay=False, help="Journal for the embedded runner (default: the packaged example journal openapi_drift.jsonl).")] = None,
+    out: Annotated[
+        Optional[Path], typer.Option("--out", file_okay=False, help=f"Output directory of the embedded runner (default: ./{DEFAULT_RUN_OUT}, overwritten by the next run).")
+    ] = None,
+    topic_prefix: Annotated[str, topic_prefix_option("Deployment prefix of every topic.", rich_help_panel=WORKER_PANEL)] = "",
+    *,
+    worker: dict[str, Any],
+    ledger: LedgerConfig,
+    kafka_config: Annotated[Optional[Path], kafka_config_option(
+        "Kafka client properties file (Java client.properties format; see docs/kafka.md); with KAFKA_BOOTSTRAP_SERVERS set, run is the worker.",
+        rich_help_panel=WORKER_PANEL)] = None,
+    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
+) -> None:
+    """The main job: the Kafka worker, or the embedded runner without Kafka.
+
+    With KAFKA_BOOTSTRAP_SERVERS set, run is the Kafka worker with the
+    worker's operational options below (the bootstrap comes from
+    KAFKA_BOOTSTRAP_SERVERS, a Schema Registry from SCHEMA_REGISTRY_URL or
+    the --kafka-config file; missing topics are created with 8 partitions).
+    Otherwise it runs the embedded runner on JOURNAL (default: the packaged
+    example journal openapi_drift.jsonl) and writes one <topic>.jsonl per
+    output topic into --out."""
+    given = {name: _on_command_line(ctx, name) for name in ("topic_prefix", "kafka_config", *WORKER_OPERATION.names)}
+    if settings().bootstrap_servers:
+        if journal is not None or out is not None:
+            console.print(
+                "KAFKA_BOOTSTRAP_SERVERS is set, so `run` starts the Kafka worker, which reads topics, not files: "
+                "load a journal with `recurrence-ledger publish JOURNAL` and read results with `recurrence-ledger export`; "
+                "or unset KAFKA_BOOTSTRAP_SERVERS to run JOURNAL with the embedded runner.",
+                style="red",
+            )
+            raise typer.Exit(2)
+        from recurrence_ledger.runtime.worker import run_worker, worker_config_from_env
+
+        worker_config = worker_config_from_env(ledger, topic_prefix=topic_prefix, **worker)
+        connection = _connect(settings().bootstrap_servers, kafka_config)
+        registry = _registry(settings().schema_registry_url, None, kafka_config)
+        worker_config = replace(worker_config, bootstrap=connection, schema_registry=registry or worker_config.schema_registry)
+        console.print(
+            f"Kafka worker on {settings().bootstrap_servers} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}"
+            + (f", metrics on 127.0.0.1:{worker['metrics_port']}/metrics" if worker["metrics_port"] else ""),
+            style="bold", highlight=False,
+        )
+        _run_worker_or_exit(run_worker, worker_config)
+        return
+    kafka_only = [f"--{name.replace('_', '-')}" for name, on_command_line in given.items() if on_command_line]
+    if kafka_only:
+        raise typer.BadParameter(
+            "only the Kafka worker takes it, and KAFKA_BOOTSTRAP_SERVERS is not set: `run` runs the embedded runner "
+            "on a journal file. Set KAFKA_BOOTSTRAP_SERVERS to run the worker.",
+            param_hint=", ".join(f"'{name}'" for name in kafka_only),
+        )
+    out_dir = out or DEFAULT_RUN_OUT
+    try:
+        if journal is None:
+            with resources.as_file(resources.files("recurrence_ledger.examples") / EXAMPLE_JOURNAL) as packaged:
+                console.print(
+                    f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): packaged journal {EXAMPLE_JOURNAL} → {out_dir}/",
+                    style="bold", highlight=False,
+                )
+                summary = run_journal(packaged, out_dir, ledger, view_batch=view_batch)
+        else:
+            console.print(f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): {journal} → {out_dir}/", style="bold", highlight=False)
+            summary = run_journal(journal, out_dir, ledger, view_batch=view_batch)
+    except OSError as error:
+        console.print(f"error: cannot write the output files to {out_dir}: {error}; choose a folder with --out DIR", style="red", highlight=False)
+        raise typer.Exit(1) from None
+    print_summary(summary, out_dir)
+    if summary.dead_letters:
+        warn_dead_letters(summary, out_dir)  # the demo warns but exits 0; run-journal is the one for scripts
+    if out is None:
+        console.print(f"(the default folder ./{DEFAULT_RUN_OUT}: the next run overwrites it; --out DIR for another one)", style="dim", highlight=False)
+
+
+def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
+    from recurrence_ledger.runtime.kafka_admin import CoPartitionError
+    from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
+
+    with _refusing_to_start(CoPartitionError):
+        with _kafka_errors():
+            try:
+                run_worker(config)
+            except NotCaughtUp as error:
+                console.print(f"error: batch run stopped before the group caught up, outputs are incomplete: {error}", style="red", highlight=False)
+                raise typer.Exit(NOT_CAUGHT_UP_EXIT) from None
+
+
+@takes(worker=WORKER_OPERATION, ledger=LEDGER_POLICY)
+def worker_command(
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+    topic_prefix: PrefixOption = "",
+    *,
+    worker: dict[str, Any],
+    ledger: LedgerConfig,
+    schema_registry_url: RegistryOption = None,
+    auto_register: AutoRegisterOption = None,
+    accept_unicode_change: AcceptUnicodeOption = False,
+) -> None:
+    """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
+    from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
+
+    config = WorkerConfig(
+        bootstrap=_connect(bootstrap, kafka_config),
+        topic_prefix=topic_prefix,
+        ledger=ledger,
+        schema_registry=_registry(schema_registry_url, auto_register, kafka_config),
+        accept_unicode_change=accept_unicode_change,
+        **worker,
+    )
+    _run_worker_or_exit(run_worker, config)

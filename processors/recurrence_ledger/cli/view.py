@@ -1,0 +1,159 @@
+"""``recurrence-ledger view``: the Redis statistics view and its read
+models (``recurrence_ledger.read``): ``rebuild`` from the topics, ``clear``
+a deployment's keys, ``follow`` the committed topics into Redis.
+:func:`rebuild_history` is also the read-model part of ``rebuild
+--redis-url``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+import typer
+
+from recurrence_ledger import policy
+from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, _redis_errors, _redis_view, console
+from recurrence_ledger.cli.options import (
+    BootstrapOption,
+    ExitWhenIdleOption,
+    HistoryLimitOption,
+    KafkaConfigOption,
+    MetricsPortOption,
+    PrefixOption,
+    RegistryOption,
+    ThresholdOption,
+    TrendLimitOption,
+    ViewRedisOption,
+    YesOption,
+    app_id_option,
+)
+from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT
+from recurrence_ledger.settings import DEFAULT_APP_ID, settings
+
+view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True, rich_markup_mode="rich")
+
+
+def rebuild_history(view: Any, connection: Any, topic_prefix: str, codec: Any, history_limit: int = DEFAULT_HISTORY_LIMIT,
+                    trend_limit: int = DEFAULT_TREND_LIMIT) -> str:
+    """Rebuild the read models next to ``view`` (a RedisView) from the
+    topics; returns a one-line summary. Raises what
+    ``rebuild_read_models`` raises."""
+    from recurrence_ledger.read.follower import rebuild_read_models
+    from recurrence_ledger.read.history import ReadModels
+
+    summary = rebuild_read_models(ReadModels(view._client, view.namespace, history_limit, trend_limit), connection, topic_prefix, codec=codec)
+    return (
+        f"read models rebuilt: {summary.observations} observations (verdict histories), {summary.candidates} review candidates, "
+        f"{summary.trend_points} trend points" + (f", {summary.skipped} records skipped" if summary.skipped else "")
+    )
+
+
+@view_app.command("rebuild")
+def view_rebuild_command(
+    redis_url: ViewRedisOption,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+    topic_prefix: PrefixOption = "",
+    review_threshold: ThresholdOption = policy.REVIEW_THRESHOLD.default,
+    schema_registry_url: RegistryOption = None,
+    history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
+    trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
+) -> None:
+    """Rebuild the Redis view from the statistics topics.
+
+    Reads the recurrence-statistics and revision-statistics topics whole,
+    then replaces the view's keys; then rebuilds the read models (verdict
+    histories, trends, review queue) from recurrence-observations,
+    review-candidates and recurrence-statistics. --review-threshold must be
+    the workers' (it decides the review set and is stored with each scope).
+    Stop the view follower while it runs."""
+    from recurrence_ledger.runtime.view_topics import rebuild_from_topic
+    from recurrence_ledger.read.keys import default_namespace
+
+    view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
+    connection = _connect(bootstrap, kafka_config)
+    with _kafka_errors(), _redis_errors(view):
+        codec = _codec(schema_registry_url, None, kafka_config)
+        scopes = rebuild_from_topic(view, connection, topic_prefix, codec=codec)
+        history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
+    console.print(f"{scopes} scopes written to {view.where} (namespace {default_namespace(topic_prefix)})", highlight=False)
+    console.print(history, highlight=False)
+
+
+#: Keys ``view clear`` lists before deleting (the rest is counted).
+LISTED_KEYS = 20
+
+
+@view_app.command("clear")
+def view_clear_command(
+    redis_url: ViewRedisOption,
+    topic_prefix: PrefixOption = "",
+    yes: YesOption = False,
+) -> None:
+    """Delete the Redis view's keys of a deployment (asks for --yes).
+
+    Deletes every key of the view's namespace (the topic prefix's) and
+    nothing else. Without --yes it lists the scopes and keys it would
+    delete. 'recurrence-ledger view rebuild' writes the view again from the
+    topics."""
+    from recurrence_ledger.read.keys import default_namespace
+
+    namespace = default_namespace(topic_prefix)
+    view = _redis_view(redis_url, namespace)
+    try:
+        with _redis_errors(view):
+            if yes:
+                deleted = view.clear()
+                console.print(f"{deleted} keys deleted from {view.where} (namespace {namespace})", highlight=False)
+                return
+            keys = sorted(view.keys())
+            scopes = view.scopes()
+    finally:
+        view.close()
+    if not keys:
+        console.print(f"nothing to delete: the Redis view {namespace} at {view.where} has no keys", highlight=False)
+        return
+    lines = [f"would delete {len(keys)} keys of the Redis view {namespace} at {view.where} (run again with --yes):"]
+    lines.append(f"  scopes ({len(scopes)}): {', '.join(scopes) or 'none'}")
+    lines.append("  keys:")
+    lines += [f"    {key}" for key in keys[:LISTED_KEYS]]
+    if len(keys) > LISTED_KEYS:
+        lines.append(f"    … and {len(keys) - LISTED_KEYS} more")
+    console.print("\n".join(lines), highlight=False)
+
+
+@view_app.command("follow")
+def view_follow_command(
+    redis_url: ViewRedisOption,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+    topic_prefix: PrefixOption = "",
+    app_id: Annotated[str, app_id_option("The deployment's app id (the follower's group is PREFIX+APP_ID-view).")] = DEFAULT_APP_ID,
+    review_threshold: ThresholdOption = policy.REVIEW_THRESHOLD.default,
+    history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
+    trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
+    schema_registry_url: RegistryOption = None,
+    exit_when_idle: ExitWhenIdleOption = None,
+    metrics_port: MetricsPortOption = None,
+) -> None:
+    """Follow the committed topics into the Redis view and its history.
+
+    Reads recurrence-statistics, revision-statistics, recurrence-observations
+    and review-candidates (read_committed, consumer group PREFIX+APP_ID-view),
+    writes the view and the read models (verdict histories, trends, the review
+    queue) and commits its offsets once Redis has them. Runs until SIGTERM, or
+    until --exit-when-idle seconds pass without a record. --review-threshold,
+    --history-limit and --trend-limit must be those of the workers and of view
+    rebuild."""
+    from recurrence_ledger.read.follower import FollowerConfig, run_follower
+
+    logging.basicConfig(level=settings().log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    connection = _connect(bootstrap, kafka_config)
+    codec = _codec(schema_registry_url, None, kafka_config)
+    config = FollowerConfig(
+        bootstrap=connection, redis_url=redis_url, app_id=app_id, topic_prefix=topic_prefix, review_threshold=review_threshold,
+        history_limit=history_limit, trend_limit=trend_limit, exit_when_idle_s=exit_when_idle, metrics_port=metrics_port,
+    )
+    with _kafka_errors():
+        applied = run_follower(config, codec)
+    console.print(f"view follower stopped: {applied} records applied to {redis_url} (namespace {config.namespace})", highlight=False)
