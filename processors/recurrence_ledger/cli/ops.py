@@ -45,7 +45,7 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
-from recurrence_ledger.api.app import ApiSettings
+from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.embedded import stdout_console
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
 from recurrence_ledger.read.connect import describe_error, redact_url
@@ -370,7 +370,8 @@ def serve_command(
     once per browser tab. Without a token serve listens on loopback only,
     unless --allow-unauthenticated. Exit code 2 for an unusable token, origin
     or Redis URL, or a non-loopback --host without a token."""
-    from recurrence_ledger.api.app import api_token_from_env, check_origin, read_api_token, serve
+    from recurrence_ledger.api.app import serve
+    from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token
 
     env = process_settings()
     try:
