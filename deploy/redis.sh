@@ -71,7 +71,7 @@ CLIENT_DIR="$RUN_DIR/client"
 # The ACL rules of the secured mode's two users (docs/results.md, "Redis with
 # a password and TLS"): the view's keys only — rl:* covers every namespace
 # (rl:scopes, rl:scope:…, rl:<prefix>:…) — and only the commands that
-# recurrence_ledger.read.projection (RedisView), recurrence_ledger.api.app (ViewReader),
+# recurrence_ledger.read.projection (RedisView), recurrence_ledger.read.reader (ViewReader),
 # the view follower and the history read models (recurrence_ledger.read.history:
 # their Lua scripts run EVALSHA, and SCRIPT LOAD / EXISTS when Redis lacks them)
 # send. HELLO and AUTH need no grant; redis-py's CLIENT SETINFO is not

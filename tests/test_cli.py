@@ -359,7 +359,7 @@ def test_replay_prints_a_readable_summary_and_json(monkeypatch):
 
 def test_serve_has_no_review_threshold_of_its_own():
     # The threshold is the workers' policy, stored in the view; a serve flag could only relabel it.
-    from recurrence_ledger.api.app import ApiSettings
+    from recurrence_ledger.api.settings import ApiSettings
 
     result = run_cli("serve", "--help", env={"COLUMNS": "200"})
     assert result.returncode == 0 and "--review-threshold" not in result.stdout

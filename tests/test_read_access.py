@@ -17,7 +17,8 @@ import pytest
 import redis
 
 from recurrence_ledger.api import app as api
-from recurrence_ledger.api.app import ApiSettings, BearerToken, check_api_token, check_origin, host_name, is_public, read_api_token
+from recurrence_ledger.api.auth import BearerToken, host_name, is_public
+from recurrence_ledger.api.settings import ApiSettings, check_api_token, check_origin, read_api_token
 from recurrence_ledger.cli.ops import is_loopback
 from recurrence_ledger.read.connect import describe_error, redact_url, redis_client, scrub
 from tests.conftest import REPO
@@ -128,7 +129,7 @@ def test_bearer_token_is_compared_with_compare_digest(monkeypatch):
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(api.hmac, "compare_digest", spy)
+    monkeypatch.setattr(hmac, "compare_digest", spy)
     token = BearerToken(TOKEN)
     assert token.accepts([(b"authorization", f"Bearer {TOKEN}".encode())])
     assert token.accepts([(b"authorization", f"bearer   {TOKEN}".encode())])

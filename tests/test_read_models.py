@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from recurrence_ledger.api.history import explain_command, iso
+from recurrence_ledger.api.routes.history import explain_command, iso
 from recurrence_ledger.read.history import pad, runs_of, with_runs
 from recurrence_ledger.runtime.metrics import DEAD_LETTER_REASONS, WorkerMetrics
 from recurrence_ledger.read.projection import scope_index

@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from recurrence_ledger.api.app import ApiSettings, create_app
+from recurrence_ledger.api.app import create_app
+from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.read.projection import RedisView

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import redis
 
-from recurrence_ledger.api.app import ApiSettings
+from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.read.projection import COUNTER_FIELDS, RedisView
 from recurrence_ledger.read.keys import default_namespace

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.api.app import ApiSettings
+from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.read.projection import RedisView
 from tests.e2e.api_server import embedded_view, fed_view, running_api
 

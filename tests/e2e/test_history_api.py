@@ -15,7 +15,7 @@ import httpx
 import pytest
 import redis
 
-from recurrence_ledger.api.app import ApiSettings
+from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.read.projection import RedisView, scope_index
 from recurrence_ledger.read.keys import SCOPE_SORTS
 from tests.e2e import harness

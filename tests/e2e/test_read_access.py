@@ -16,8 +16,10 @@ import httpx
 import pytest
 from fastapi.routing import APIRoute
 
-from recurrence_ledger.api import app as api
-from recurrence_ledger.api.app import MAX_LIMIT, MAX_OFFSET, MAX_SCOPES_LIMIT, ApiSettings, create_app
+from recurrence_ledger.api import auth as api
+from recurrence_ledger.api.app import create_app
+from recurrence_ledger.api.params import MAX_LIMIT, MAX_OFFSET, MAX_SCOPES_LIMIT
+from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.ledger.models import MAX_ID_LENGTH
 from recurrence_ledger.read.projection import RedisView
 from tests.e2e.api_server import embedded_view, running_api, serve_cli, stop_process

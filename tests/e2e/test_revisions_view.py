@@ -27,7 +27,7 @@ import httpx
 import pytest
 import redis
 
-from recurrence_ledger.api.app import ApiSettings
+from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.read.projection import RedisView, revision_member

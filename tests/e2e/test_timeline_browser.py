@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.api.app import ApiSettings
+from recurrence_ledger.api.settings import ApiSettings
 from tests.conftest import CASES, read_jsonl
 from tests.e2e.api_server import fed_view, running_api
 from tests.e2e.history_fixtures import SCOPE, run_follower, timeline_journal

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from recurrence_ledger.api.app import select_revisions
+from recurrence_ledger.read.reader import select_revisions
 from recurrence_ledger.cli.ops import ranked_rows
 from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key

@@ -45,11 +45,12 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
-from recurrence_ledger.api.app import ApiSettings, ViewReader
+from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.cli.options import ReadRedisOption, ViewPrefixOption, json_option
 from recurrence_ledger.embedded import stdout_console
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
 from recurrence_ledger.read.connect import describe_error, redact_url
+from recurrence_ledger.read.reader import ViewReader
 from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, settings as process_settings
 
 console = stdout_console()
@@ -361,7 +362,8 @@ def serve_command(
     once per browser tab. Without a token serve listens on loopback only,
     unless --allow-unauthenticated. Exit code 2 for an unusable token, origin
     or Redis URL, or a non-loopback --host without a token."""
-    from recurrence_ledger.api.app import api_token_from_env, check_origin, read_api_token, serve
+    from recurrence_ledger.api.app import serve
+    from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token
 
     env = process_settings()
     try:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 import redis
 
-from recurrence_ledger.api.app import ApiSettings
+from recurrence_ledger.api.settings import ApiSettings
 from tests.conftest import REPO
 from tests.e2e import harness
 from tests.e2e.api_server import fed_view, running_api, serve_cli, stop_process

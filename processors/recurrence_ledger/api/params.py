@@ -1,0 +1,70 @@
+"""The parameters every route of the operator API shares: the bounds of
+its paged endpoints, the ``If-None-Match`` header, the scope id in a path,
+and :func:`known_query_only`, the dependency that makes an undeclared query
+parameter a 400 on every route.
+
+Bounds: every response is bounded whatever the view holds, and an offset
+above :data:`MAX_OFFSET` is a client's error (400), not an empty page.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Header, Path, Request
+from fastapi.exceptions import RequestValidationError
+
+from recurrence_ledger.ledger.models import MAX_ID_LENGTH
+
+#: Largest ``limit`` of ``GET /scopes/{scope}/revisions``.
+MAX_LIMIT = 100
+#: Default ``limit`` of ``GET /scopes/{scope}/revisions``: a page size of
+#: the API, not the workers' ``--top-revisions`` (``policy.TOP_REVISIONS``),
+#: which the endpoint does not depend on (the view's revisions hash holds
+#: every revision).
+DEFAULT_REVISIONS_LIMIT = 10
+#: Largest ``limit`` (and the default) of ``GET /scopes``.
+MAX_SCOPES_LIMIT = 1000
+#: Largest ``limit`` of the history and the trend (the default N kept).
+MAX_HISTORY_LIMIT = 1000
+#: Largest ``limit`` of the review queue.
+MAX_QUEUE_LIMIT = 200
+#: Largest ``offset`` of the paged endpoints: beyond any real deployment, so
+#: a larger one is a client's error (400), not an empty page.
+MAX_OFFSET = 1_000_000
+#: Largest position (Avro long).
+MAX_POSITION = 2**63 - 1
+
+IfNoneMatch = Annotated[str | None, Header(description="An ETag from an earlier response: 304 when unchanged.")]
+#: A scope id in a path: no longer than a scope id can be (ledger.models.MAX_ID_LENGTH), so
+#: a longer one answers 400 rather than a 404 quoting it back.
+ScopeId = Annotated[str, Path(max_length=MAX_ID_LENGTH, description=f"The scope id (at most {MAX_ID_LENGTH} characters).")]
+
+_known_query: dict[int, frozenset[str]] = {}
+
+
+def _query_names(dependant) -> frozenset[str]:  # noqa: ANN001 - fastapi.dependencies.models.Dependant
+    """The query parameter names a route's dependant declares, its
+    sub-dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return frozenset(names)
+
+
+def known_query_only(request: Request) -> None:
+    """Every route's dependency: a query parameter the endpoint does not
+    declare is a client error (400 naming it), never silently ignored.
+    Raises RequestValidationError."""
+    route = request.scope.get("route")
+    known = _known_query.get(id(route))
+    if known is None:
+        dependant = getattr(route, "dependant", None)
+        known = _query_names(dependant) if dependant is not None else frozenset()
+        _known_query[id(route)] = known
+    unknown = [name for name in dict.fromkeys(request.query_params.keys()) if name not in known]
+    if unknown:
+        takes = f"this endpoint takes {', '.join(sorted(known))}" if known else "this endpoint takes none"
+        raise RequestValidationError(
+            [{"loc": ("query", name), "msg": f"unknown query parameter {name!r}; {takes}", "type": "unknown_parameter"} for name in unknown]
+        )

@@ -1,0 +1,77 @@
+"""How the operator API answers: conditional requests (every JSON answer
+carries an ``ETag``; a matching ``If-None-Match`` gets ``304 Not Modified``
+with no body), ``X-As-Of-Position`` on the scope endpoints, the 404 of
+something the view does not hold, the error responses every route
+documents (:data:`ERRORS`, :data:`CONDITIONAL`), and the HTML pages from
+the package's static files (:data:`STATIC_DIR`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi.responses import FileResponse, JSONResponse, Response
+from pydantic import BaseModel
+
+from recurrence_ledger.api.schemas import ErrorBody
+
+#: Directory of the dashboard's static files (package data), served under ``/static/``.
+STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+
+#: The documented 400 / 404 / 503 answers of the scope endpoints.
+ERRORS: dict[int, dict] = {
+    400: {"model": ErrorBody, "description": "Unknown or bad query parameter"},
+    404: {"model": ErrorBody, "description": "Unknown scope"},
+    503: {"model": ErrorBody, "description": "Redis unavailable"},
+}
+#: The documented 304 of every JSON endpoint.
+CONDITIONAL: dict[int, dict] = {304: {"description": "Not Modified: If-None-Match matched the current ETag"}}
+
+
+@dataclass(frozen=True)
+class RawJson:
+    """A response body that is already JSON bytes (the view's canonical record)."""
+
+    data: bytes
+
+
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 §13.1.2: ``If-None-Match`` matches when it is ``*`` or lists
+    the tag under weak comparison (``W/`` ignored)."""
+    if not if_none_match:
+        return False
+    if if_none_match.strip() == "*":
+        return True
+    wanted = etag.removeprefix("W/")
+    return any(tag.strip().removeprefix("W/") == wanted for tag in if_none_match.split(","))
+
+
+def answer(body: BaseModel | RawJson | None, etag: str, if_none_match: str | None, as_of: int | None) -> Response:
+    """The JSON answer of ``body`` with its ``ETag`` (and
+    ``X-As-Of-Position`` when ``as_of`` is not None); ``304 Not Modified``
+    without a body when ``body`` is None or ``if_none_match`` matches
+    ``etag``."""
+    headers = {"ETag": etag, "Cache-Control": "no-cache"}
+    if as_of is not None:
+        headers["X-As-Of-Position"] = str(as_of)
+    if body is None or etag_matches(if_none_match, etag):
+        return Response(status_code=304, headers=headers)
+    content = body.data if isinstance(body, RawJson) else body.model_dump_json()
+    return Response(content, media_type="application/json", headers=headers)
+
+
+def not_found(what: str, namespace: str) -> JSONResponse:
+    """404 saying ``what`` the view of ``namespace`` does not hold."""
+    return JSONResponse({"detail": f"{what} (not in the view {namespace})"}, status_code=404)
+
+
+def unknown_scope(scope: str, namespace: str) -> JSONResponse:
+    """404 for a scope the view of ``namespace`` does not hold."""
+    return not_found(f"unknown scope {scope!r}", namespace)
+
+
+def page(name: str, headers: dict[str, str] | None = None) -> FileResponse:
+    """The HTML page ``name`` of :data:`STATIC_DIR`, never cached without
+    revalidation, with ``headers`` besides."""
+    return FileResponse(STATIC_DIR / name, media_type="text/html", headers={"Cache-Control": "no-cache", **(headers or {})})

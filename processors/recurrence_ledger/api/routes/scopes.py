@@ -1,0 +1,66 @@
+"""``GET /scopes`` (every scope with its counters, sorted, filtered and
+paged through the scope index of ``recurrence_ledger.read.history``) and
+``GET /scopes/{scope}/statistics`` (the scope's ScopeStatistics record, byte
+for byte the view's)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import orjson
+from fastapi import FastAPI, Query
+from fastapi.responses import Response
+
+from recurrence_ledger.api.params import MAX_OFFSET, MAX_SCOPES_LIMIT, IfNoneMatch, ScopeId
+from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, RawJson, answer, etag_matches, unknown_scope
+from recurrence_ledger.api.schemas import ScopeList, ScopeSort, ScopeSummary
+from recurrence_ledger.ledger.records import ScopeStatistics
+from recurrence_ledger.read.history import ReadModels, page_etag
+from recurrence_ledger.read.projection import COUNTER_FIELDS
+from recurrence_ledger.read.reader import ViewReader
+
+
+def register(app: FastAPI, reader: ViewReader, models: ReadModels) -> None:
+    """Add the scope routes to ``app``: the view through ``reader``, the
+    scope index through ``models``."""
+
+    @app.get("/scopes", response_model=ScopeList, responses={**CONDITIONAL, 400: ERRORS[400], 503: ERRORS[503]}, tags=["statistics"])
+    def list_scopes(
+        limit: Annotated[int, Query(ge=1, le=MAX_SCOPES_LIMIT, description=f"Scopes to return, 1–{MAX_SCOPES_LIMIT}.")] = MAX_SCOPES_LIMIT,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Scopes to skip first (paging).")] = 0,
+        sort: Annotated[ScopeSort, Query(description="scope_id (default), or largest first: needing_review, recurred, repeat_failure_rate (null last); ties by scope_id.")] = "scope_id",
+        filter: Annotated[str | None, Query(min_length=1, max_length=512, description="Only scopes whose id contains this text.")] = None,  # noqa: A002 - the parameter's name
+        needs_review: Annotated[bool | None, Query(description="true: only scopes with needing_review > 0; false: only the others.")] = None,
+        if_none_match: IfNoneMatch = None,
+    ) -> Response:
+        """The scopes in the view with their counters, sorted by scope id (or
+        ``sort``), filtered, paged (``total`` says how many there are,
+        ``available`` how many pass the filters), from the scope index: a
+        page never reads every scope's hash."""
+        page = models.scope_page(sort, filter, needs_review, offset, limit)
+        total, records = page.total, page.records
+        etag = page_etag(total, page.available, records)
+        if etag_matches(if_none_match, etag):
+            return answer(None, etag, if_none_match, None)
+        scopes = []
+        for raw in records.values():
+            record = orjson.loads(raw)
+            scopes.append(ScopeSummary(scope_id=record["scope_id"], **{name: record[name] for name in COUNTER_FIELDS}))
+        body = ScopeList(total=total, limit=limit, offset=offset, sort=sort, filter=filter, needs_review=needs_review, available=page.available, scopes=scopes)
+        return answer(body, etag, None, None)
+
+    @app.get("/scopes/{scope:path}/statistics", response_model=ScopeStatistics, responses={**CONDITIONAL, **ERRORS}, tags=["statistics"])
+    def scope_statistics(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
+        """The scope's ScopeStatistics record (contract §8): the recurrence
+        statistics block (selected, recurred, avoided, unknown,
+        unlinked_handoff_citations, needing_review, top_revisions) plus
+        as_of_position and the gauges pending_outcomes and late_revisions —
+        the last record the workers published, as the view stores it."""
+        snap = reader.snapshot(scope)
+        if snap is None:
+            return unknown_scope(scope, reader.namespace)
+        if etag_matches(if_none_match, snap.etag):
+            return answer(None, snap.etag, if_none_match, snap.record["as_of_position"])
+        # The stored canonical JSON (contract §4) as is, once checked against its shape.
+        ScopeStatistics.model_validate(snap.record)
+        return answer(RawJson(snap.record_bytes), snap.etag, None, snap.record["as_of_position"])

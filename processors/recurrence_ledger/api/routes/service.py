@@ -1,0 +1,48 @@
+"""The service's own routes: ``GET /healthz`` (whether Redis answers; no
+API token needed, and with one set, why Redis is down is only told to a
+request that carries it) and ``GET /`` (the dashboard page, with
+:data:`recurrence_ledger.api.auth.DASHBOARD_HEADERS`; its query parameters
+are read by the page's script)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import redis
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import FileResponse, JSONResponse
+
+from recurrence_ledger.api.auth import DASHBOARD_HEADERS, BearerToken
+from recurrence_ledger.api.responses import ERRORS, page
+from recurrence_ledger.api.schemas import Health
+from recurrence_ledger.read.connect import describe_error
+from recurrence_ledger.read.reader import ViewReader
+
+
+def register(app: FastAPI, reader: ViewReader, redis_url: str, token: BearerToken | None) -> None:
+    """Add ``/healthz`` (PING through ``reader``; ``redis_url`` names Redis
+    in the detail of an outage, ``token`` decides who is told it) and the
+    dashboard page to ``app``."""
+
+    @app.get(
+        "/healthz", response_model=Health, responses={400: ERRORS[400], 503: {"model": Health, "description": "Redis does not answer"}}, tags=["service"]
+    )
+    def healthz(request: Request) -> JSONResponse:
+        """200 when Redis answers PING, else 503. It needs no API token; with
+        one set, why Redis is down (``detail``) is only told to a request
+        that carries the token."""
+        try:
+            reader.ping()
+        except redis.RedisError as error:
+            told = token is None or token.accepts(request.scope["headers"])
+            detail = describe_error(error, redis_url) if told else None
+            body = Health(status="unavailable", redis="down", namespace=reader.namespace, detail=detail)
+            return JSONResponse(body.model_dump(), status_code=503)
+        return JSONResponse(Health(status="ok", redis="up", namespace=reader.namespace).model_dump())
+
+    @app.get("/", include_in_schema=False)
+    def dashboard(
+        refresh: Annotated[str | None, Query(description="Milliseconds between polls (read by the page's script).")] = None,
+        limit: Annotated[str | None, Query(description="Revisions the page shows (read by the page's script).")] = None,
+    ) -> FileResponse:
+        return page("index.html", DASHBOARD_HEADERS)

@@ -1,0 +1,279 @@
+"""The response shapes of the operator API (pydantic models): what every
+endpoint answers, and so what ``GET /openapi.json`` documents. The view's
+endpoints (``/scopes``, ``…/statistics`` — the core's ScopeStatistics —,
+``…/revisions``, ``…/review-candidates``, ``/healthz``) and the history's
+(``…/history``, ``…/trend``, ``/review-queue``; read models of
+``recurrence_ledger.read.history``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface
+from recurrence_ledger.ledger.statistics import LOW_YIELD, LOW_YIELD_MIN_SELECTED
+
+#: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
+ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]
+
+#: ``sort`` of ``GET /scopes/{scope}/revisions``
+#: (``recurrence_ledger.read.reader.REVISION_SORTS``).
+RevisionSort = Literal["streak", "recurred", "yield", "selected"]
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+# ----------------------------------------------------------------- the view
+
+
+class ScopeSummary(_Shape):
+    """One scope's counters (contract §8): ledger facts (selected, recurred,
+    avoided, needing_review), the evidence-coverage figures (unknown,
+    unlinked_handoff_citations) and the operational gauges
+    (pending_outcomes, late_revisions)."""
+
+    scope_id: str
+    as_of_position: int = Field(description="Highest journal position applied in the scope (pending outcomes included).")
+    selected: int
+    recurred: int
+    avoided: int
+    unknown: int = Field(description="Linked selections without a terminal verdict: an evidence gap, not a failure.")
+    unlinked_handoff_citations: int = Field(description="Handoff citations no Task Outcome was linked through: provenance coverage, not a failure.")
+    needing_review: int = Field(description="Revisions whose streak ≥ the review threshold (the true count, even beyond top_revisions).")
+    pending_outcomes: int = Field(description="Gauge: outcomes waiting for their receipt, Handoff or cited Experience.")
+    late_revisions: int = Field(description="Gauge: revisions that arrived after outcomes that could have cited them.")
+
+
+class ScopeList(_Shape):
+    """``GET /scopes``: the scopes of the namespace, sorted by scope_id,
+    ``offset`` to ``offset + limit``; ``total``: scopes in the namespace."""
+
+    total: int = Field(description="Scopes in the view.")
+    limit: int
+    offset: int
+    sort: ScopeSort = "scope_id"
+    filter: str | None = Field(None, description="The scope id substring filter, null when none.")
+    needs_review: bool | None = Field(None, description="The needs_review filter, null when none.")
+    available: int | None = Field(None, description="Scopes passing the filters (before offset and limit).")
+    scopes: list[ScopeSummary]
+
+
+class _Figures(_Shape):
+    """The revision's figures: from its RevisionStatistics row
+    (``/revisions``) or its ``top_revisions`` row (``/review-candidates``)."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
+
+    repair_surface: RepairSurface | None = Field(None, description="The revision's repair_surface (contract §3); null when the ledger does not know it.")
+    selected: int = Field(0, description="Selections of the revision linked to a Task Outcome.")
+    recurred: int = Field(0, description="Terminal recurred verdicts of the revision.")
+    avoided: int = Field(0, description="Terminal avoided verdicts of the revision.")
+    yield_: float | None = Field(None, alias="yield", description="avoided / (avoided + recurred), rounded to 4 decimals; null without terminal verdicts.")
+    low_yield: bool = Field(False, description=f"selected ≥ {LOW_YIELD_MIN_SELECTED} and yield < {LOW_YIELD} (surfaced only, never retired: contract §14).")
+
+
+class RevisionRow(_Figures):
+    """One revision of the scope (its last RevisionStatistics record,
+    contract §14) with its streak, review flag and figures."""
+
+    rank: int = Field(description="1-based position in the requested order, after the filters (offset included).")
+    artifact_ref: ArtifactRef
+    signature_key: str
+    terminal_recurred_streak: int = Field(description="Terminal recurred verdicts since the last avoided one (contract §8).")
+    needs_review: bool = Field(description="Streak ≥ the workers' review threshold (contract §8), as the worker published it.")
+
+
+class RevisionList(_Shape):
+    """``GET /scopes/{scope}/revisions``: the rows of every revision
+    of the scope with a selection or a verdict — not only the top N — that
+    pass the filters, in the order of ``sort``, rows ``offset`` to
+    ``offset + limit``. ``total``: revisions the view holds for the scope;
+    ``available``: those passing the filters; ``complete``: the rows come
+    from every revision of the scope (always true: the revisions view holds them all)."""
+
+    scope_id: str
+    as_of_position: int
+    sort: RevisionSort = Field(
+        description="streak: contract §8 order (streak desc, ArtifactRef, signature_key); recurred / selected: that count desc; "
+        "yield: lowest first, null last; ties in contract §8 order."
+    )
+    surface: RepairSurface | None = Field(None, description="The repair_surface filter, null when none.")
+    low_yield: bool | None = Field(None, description="The low_yield filter, null when none.")
+    needs_review: bool | None = Field(None, description="The needs_review filter, null when none.")
+    limit: int
+    offset: int
+    total: int = Field(description="Revisions of the scope in the view.")
+    available: int = Field(description="Revisions passing the filters (before offset and limit).")
+    complete: bool = Field(description="True: every revision of the scope is covered, not only the top N.")
+    revisions: list[RevisionRow]
+
+
+class ReviewRow(_Figures):
+    """A revision needing review (member of the view's review set) with its
+    figures; ``repair_surface`` says what to review."""
+
+    artifact_ref: ArtifactRef
+    signature_key: str
+    terminal_recurred_streak: int
+
+
+class ReviewList(_Shape):
+    """``GET /scopes/{scope}/review-candidates``: the revisions needing review
+    (streak ≥ the threshold, contract §8) from the view's review set, in
+    contract §8 order, each with its repair_surface and figures. These are
+    revisions, not ReviewCandidate records: the ReviewCandidate records
+    themselves (one per run, experience_content only, with reason and
+    failure_refs) live on the
+    ``review-candidates`` topic. ``complete`` is false when more revisions
+    need review (``needing_review``) than the view's top N holds."""
+
+    scope_id: str
+    as_of_position: int
+    review_threshold: int | None = Field(
+        description="The review threshold the workers applied (their --review-threshold), as they stored it in the view with the scope; "
+        "it decided which revisions are listed. null when the view was written before the threshold was stored: rebuild it."
+    )
+    needing_review: int
+    complete: bool
+    revisions: list[ReviewRow]
+
+
+class Health(_Shape):
+    """``GET /healthz``: ``status`` ok (Redis answers) or unavailable."""
+
+    status: Literal["ok", "unavailable"]
+    redis: Literal["up", "down"]
+    namespace: str
+    detail: str | None = None
+
+
+class ErrorBody(_Shape):
+    """Error responses: 400 (``detail`` is a list of parameter errors), 404,
+    503 (``detail`` is a message)."""
+
+    detail: str | list[dict]
+
+
+# ----------------------------------------------------------------- the history
+
+
+class ItemRef(_Shape):
+    """A failure item of a Task Outcome (contract §6 TaskOutcomeItemRef)."""
+
+    task_outcome_ref: dict = Field(description='{"source_type": "task_outcome", "source_id": …}')
+    item_kind: Literal["observation", "check"]
+    item_index: int
+    item_digest: str
+
+
+class Verdict(_Shape):
+    """One observation of the revision's history."""
+
+    task_outcome_id: str = Field(description="source_id of the Task Outcome.")
+    task_outcome_position: int
+    event: Literal["selected", "recurred", "avoided"]
+    verdict: Literal["recurred", "avoided"] | None = Field(
+        description="The outcome's terminal verdict for this revision: the event itself for recurred / avoided; for a selection, its "
+        "outcome's verdict among the kept history, null when it has none (an unknown selection, contract §7)."
+    )
+    failure_ref: ItemRef | None = Field(description="The failure item of a recurred verdict; null otherwise.")
+    run_start_position: int | None = Field(
+        description="The run it belongs to (contract §8): the position of the avoided verdict that opened it (an avoided verdict opens "
+        "its own run), null for the run at the start of the history."
+    )
+    observation_id_prefix: str = Field(description="The first 16 hex digits of the observation_id.")
+    explain: str = Field(description="The command line that explains this outcome from Kafka.")
+
+
+class Run(_Shape):
+    """A run of the revision (contract §8), from the kept history."""
+
+    run_start_position: int | None = Field(description="Its name: the position of its opening avoided verdict, null for the start of the history.")
+    recurred: int = Field(description="Its recurred verdicts among the kept history.")
+    first_position: int
+    last_position: int
+    reaches_threshold: bool = Field(description="recurred ≥ the review threshold.")
+    current: bool = Field(description="The revision's last run: its recurred count is the streak.")
+    complete: bool = Field(description="Every observation of the run is kept (false for the oldest run of a truncated history).")
+    review_candidate: str | None = Field(description="candidate_id of the run's review candidate while it waits in the review queue.")
+
+
+class RevisionHistoryBody(_Shape):
+    """``GET …/history``: the verdict history of one revision."""
+
+    scope_id: str
+    as_of_position: int
+    artifact_ref: ArtifactRef
+    signature_key: str | None
+    repair_surface: RepairSurface | None
+    terminal_recurred_streak: int | None = Field(description="From the revision's view row; null when the view has none.")
+    needs_review: bool | None
+    review_threshold: int | None = Field(description="The workers' review threshold stored with the scope (null: a view written before it was stored).")
+    order: Literal["newest", "oldest"] = Field(description="newest: by task_outcome_position descending; oldest: ascending.")
+    limit: int
+    offset: int
+    total: int = Field(description="Observations of the revision ever recorded in the history.")
+    retained: int = Field(description="Observations kept (the newest N by position).")
+    truncated: bool = Field(description="total > retained: older observations were dropped.")
+    runs: list[Run] = Field(description="Runs of the kept history, oldest first.")
+    verdicts: list[Verdict] = Field(description="Rows offset to offset + limit in the requested order.")
+
+
+class TrendPoint(_Shape):
+    """One ScopeStatistics record (one per batch the workers committed)."""
+
+    as_of_position: int
+    committed_at: str = Field(description="The record's Kafka timestamp, ISO 8601 UTC.")
+    timestamp_ms: int
+    selected: int
+    recurred: int
+    avoided: int
+    unknown: int
+    unlinked_handoff_citations: int
+    pending_outcomes: int
+    needing_review: int
+    repeat_failure_rate: float | None
+
+
+class ScopeTrend(_Shape):
+    """``GET /scopes/{scope}/trend``: points with as_of_position ≥ from_position, oldest first."""
+
+    scope_id: str
+    as_of_position: int
+    from_position: int
+    limit: int
+    total: int = Field(description="Points ever recorded for the scope.")
+    retained: int = Field(description="Points kept (the newest N).")
+    next_from_position: int | None = Field(description="from_position of the next page; null when this page reaches the newest point.")
+    points: list[TrendPoint]
+
+
+class QueueItem(_Shape):
+    """A ReviewCandidate (contract §8) waiting for review."""
+
+    candidate_id: str
+    scope_id: str
+    artifact_ref: ArtifactRef
+    signature_key: str
+    repair_surface: RepairSurface
+    streak: int = Field(description="The run's recurrence count when the candidate was published.")
+    run_start_position: int | None
+    reason: str
+    failure_refs: list[ItemRef]
+    published_at: str = Field(description="The candidate record's Kafka timestamp, ISO 8601 UTC.")
+
+
+class ReviewQueue(_Shape):
+    """``GET /review-queue``: open candidates, oldest first."""
+
+    total: int = Field(description="Open candidates in every scope.")
+    available: int = Field(description="Open candidates passing the filters.")
+    scope: str | None
+    surface: RepairSurface | None
+    limit: int
+    offset: int
+    candidates: list[QueueItem]
