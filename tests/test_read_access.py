@@ -19,7 +19,8 @@ import redis
 from recurrence_ledger.api import app as api
 from recurrence_ledger.api.app import ApiSettings, BearerToken, check_api_token, check_origin, host_name, is_public, read_api_token
 from recurrence_ledger.cli.ops import is_loopback
-from recurrence_ledger.read.connect import describe_error, redact_url, redis_client, scrub
+from recurrence_ledger.read.connect import describe_error, redis_client
+from recurrence_ledger.redact import redact_url, scrub
 from tests.conftest import REPO
 
 PASSWORD = "S3cret-pw/with%40chars"

@@ -111,7 +111,8 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.middleware.cors import CORSMiddleware
 
-from recurrence_ledger.read.connect import describe_error, redact_url, redis_client
+from recurrence_ledger.read.connect import describe_error, redis_client
+from recurrence_ledger.redact import redact_url
 from recurrence_ledger.settings import DEFAULT_REDIS_URL, ENV_API_TOKEN, settings
 from recurrence_ledger.read.projection import COUNTER_FIELDS
 from recurrence_ledger.read.keys import default_namespace, escape_scope

@@ -48,7 +48,8 @@ from rich.table import Table
 from recurrence_ledger.api.app import ApiSettings, ViewReader
 from recurrence_ledger.embedded import stdout_console
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
-from recurrence_ledger.read.connect import describe_error, redact_url
+from recurrence_ledger.read.connect import describe_error
+from recurrence_ledger.redact import redact_url
 from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REDIS_URL, ENV_TOPIC_PREFIX, settings as process_settings
 
 console = stdout_console()

@@ -72,7 +72,7 @@ from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS
-from recurrence_ledger.read.connect import redacted_repr
+from recurrence_ledger.redact import redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
 from recurrence_ledger.read.keys import default_namespace
 

@@ -64,8 +64,9 @@ from recurrence_ledger import policy
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.models import RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
-from recurrence_ledger.read.connect import redact_url, redis_client
-from recurrence_ledger.read.keys import SCOPE_SORTS, Keys, default_namespace, escape_scope, glob_escape
+from recurrence_ledger.read.connect import redis_client
+from recurrence_ledger.redact import redact_url
+from recurrence_ledger.read.keys import Keys
 
 log = logging.getLogger(__name__)
 
