@@ -38,7 +38,7 @@ from recurrence_ledger.read.projection import (
     member,
     revision_member,
 )
-from recurrence_ledger.runtime.view_topics import rebuild_from_topic
+from recurrence_ledger.read.rebuild import rebuild_from_topic
 from recurrence_ledger.serde.codec import encode
 from tests.conftest import REPO, case, read_jsonl
 

@@ -863,7 +863,7 @@ def rebuild_command(
     when the deployment's state was built on another Unicode version."""
     from recurrence_ledger.runtime.kafka_io import read_topic
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
-    from recurrence_ledger.runtime.view_topics import read_revision_statistics_topic, read_statistics_topic
+    from recurrence_ledger.read.rebuild import read_revision_statistics_topic, read_statistics_topic
     from recurrence_ledger.read.keys import default_namespace
 
     connection = _connect(bootstrap, kafka_config)
@@ -1052,7 +1052,7 @@ def view_rebuild_command(
     review-candidates and recurrence-statistics. --review-threshold must be
     the workers' (it decides the review set and is stored with each scope).
     Stop the view follower while it runs."""
-    from recurrence_ledger.runtime.view_topics import rebuild_from_topic
+    from recurrence_ledger.read.rebuild import rebuild_from_topic
     from recurrence_ledger.read.keys import default_namespace
 
     view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)

@@ -44,9 +44,9 @@ Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 | ``recurrence_ledger_view_batch_seconds`` | histogram | | one batch: Redis writes and offset commit |
 
 :func:`rebuild_read_models` recreates the read models from the topics
-(read whole, like ``view_topics.rebuild_from_topic`` reads the view topics)
-through the same scripts; ``recurrence-ledger view rebuild`` and ``rebuild
---redis-url`` call it.
+(read whole, like ``recurrence_ledger.read.rebuild.rebuild_from_topic``
+reads the view topics) through the same scripts; ``recurrence-ledger view
+rebuild`` and ``rebuild --redis-url`` call it.
 """
 
 from __future__ import annotations

@@ -5,10 +5,11 @@ read): the `recurrence-statistics` records of every scope and the
 The projection is a materialized view of the compacted
 `recurrence-statistics` and `revision-statistics` topics, never a source of
 truth: it can be dropped and rebuilt from the topics at any time
-(`recurrence_ledger.runtime.view_topics.rebuild_from_topic`, CLI `recurrence-ledger view rebuild`). The worker feeds
-it with `RedisView.submit` in publication order, after each committed
-transaction; Redis being down, unreachable or hung never stops or slows the
-worker (the latest record of each scope and of each revision waits in memory).
+(`recurrence_ledger.read.rebuild.rebuild_from_topic`, CLI `recurrence-ledger
+view rebuild`). The worker feeds it with `RedisView.submit` in publication
+order, after each committed transaction; Redis being down, unreachable or
+hung never stops or slows the worker (the latest record of each scope and of
+each revision waits in memory).
 
 Redis key layout: ``recurrence_ledger.read.keys`` (the one owner of every key name).
 
@@ -263,7 +264,7 @@ class RedisView:
         """True once this view saw its namespace vanish after it had written
         to it (a Redis restarted without persistence, or a ``clear`` from
         another process): scopes that were not pending are missing until
-        ``recurrence_ledger.runtime.view_topics.rebuild_from_topic`` runs."""
+        ``recurrence_ledger.read.rebuild.rebuild_from_topic`` runs."""
         return self._needs_rebuild
 
     def scope_key(self, scope_id: str) -> str:
