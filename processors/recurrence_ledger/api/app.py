@@ -815,7 +815,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     conditional = {304: {"description": "Not Modified: If-None-Match matched the current ETag"}}
     # History endpoints and pages (recurrence_ledger.api.history): read models kept by the view follower.
     from recurrence_ledger.api.history import history_router
-    from recurrence_ledger.read.history import ReadModels, page_etag
+    from recurrence_ledger.read.history import ReadModels
+    from recurrence_ledger.read.pages import page_etag
 
     app.include_router(history_router(reader._client, settings.resolved_namespace, settings.topic_prefix, errors, conditional))
     scope_index = ReadModels(reader._client, settings.resolved_namespace)

@@ -8,7 +8,7 @@ open transaction) the view topics ``recurrence-statistics`` and
 ``review-candidates`` (contract §1), and for each batch it polled:
 
 1. writes the latest ScopeStatistics / RevisionStatistics record per key of
-   the batch into the view (``recurrence_ledger.read.history.FollowerView``:
+   the batch into the view (``recurrence_ledger.read.follower_view.FollowerView``:
    ``RedisView``'s writing code behind a guard that never puts back an older
    row than the stored one, whoever wrote it — another follower, or this
    one replaying);
@@ -65,7 +65,9 @@ from pydantic import ValidationError
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.models import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
-from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, FollowerView, Located, ReadModels
+from recurrence_ledger.read.follower_view import FollowerView
+from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, ReadModels
+from recurrence_ledger.read.records import Located
 from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec

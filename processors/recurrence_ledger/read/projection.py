@@ -125,9 +125,10 @@ def revision_member(artifact_ref: dict) -> str:
 
 def scope_index(record: dict) -> dict[str, float]:
     """The score of a ScopeStatistics record in each ``{ns}:scopes:by:{sort}``
-    sorted set (:data:`SCOPE_SORTS`): 0 for ``scope_id``; minus the count for
-    ``needing_review`` and ``recurred``; minus the rate for
-    ``repeat_failure_rate``, 1 (after every rate) when it is null."""
+    sorted set (``recurrence_ledger.read.keys.SCOPE_SORTS``): 0 for
+    ``scope_id``; minus the count for ``needing_review`` and ``recurred``;
+    minus the rate for ``repeat_failure_rate``, 1 (after every rate) when it
+    is null."""
     rate = record.get("repeat_failure_rate")
     return {
         "scope_id": 0,
@@ -180,14 +181,15 @@ class _Pending:
 
 class RedisView:
     """The Redis projection of ``recurrence-statistics`` (contract §8) and
-    ``revision-statistics``; key layout in this module's docstring.
+    ``revision-statistics``; key layout in ``recurrence_ledger.read.keys``.
 
     ``url``: a redis-py URL (``redis://127.0.0.1:6379/0``;
     ``redis://user:password@host:port/db`` for an ACL user, ``rediss://…``
     for TLS: ``recurrence_ledger.read.connect``). ``ca_file``: the CA
     certificates of a ``rediss://`` URL without ``ssl_ca_certs``
-    (``RL_REDIS_CA_FILE``). ``namespace``: the
-    key prefix (``default_namespace()`` gives the deployment's).
+    (``RL_REDIS_CA_FILE``). ``namespace``: the key prefix
+    (``recurrence_ledger.read.keys.default_namespace()`` gives the
+    deployment's).
     ``review_threshold``: streak (≥ 1) at which a ``top_revisions`` row goes
     into the review set — use the worker's ``--review-threshold``.
     ``retry_seconds``: after a failed write, no new attempt from ``submit``
