@@ -46,7 +46,8 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from recurrence_ledger.embedded import run_journal  # noqa: E402
-from recurrence_ledger.read.history import Located, ReadModels  # noqa: E402
+from recurrence_ledger.read.history import ReadModels  # noqa: E402
+from recurrence_ledger.read.records import Located  # noqa: E402
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS  # noqa: E402
 from recurrence_ledger.read.projection import RedisView  # noqa: E402
 from recurrence_ledger.read.keys import SCOPE_SORTS, default_namespace  # noqa: E402

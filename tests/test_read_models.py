@@ -9,7 +9,8 @@ import re
 import shlex
 
 from recurrence_ledger.api.routes.history import explain_command, iso
-from recurrence_ledger.read.history import pad, runs_of, with_runs
+from recurrence_ledger.read.pages import runs_of, with_runs
+from recurrence_ledger.read.records import pad
 from recurrence_ledger.runtime.metrics import DEAD_LETTER_REASONS, WorkerMetrics
 from recurrence_ledger.read.projection import scope_index
 from recurrence_ledger.read.keys import SCOPE_SORTS

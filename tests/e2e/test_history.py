@@ -24,7 +24,9 @@ import pytest
 import redis
 
 from recurrence_ledger.embedded import run_journal
-from recurrence_ledger.read.history import FollowerView, ReadModels, with_runs, runs_of
+from recurrence_ledger.read.follower_view import FollowerView
+from recurrence_ledger.read.history import ReadModels
+from recurrence_ledger.read.pages import with_runs, runs_of
 from recurrence_ledger.read.follower import decode
 from recurrence_ledger.runtime.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED
@@ -289,7 +291,7 @@ def test_history_is_bounded_with_a_total(redis_url, client):
 def synthetic_observation(offset: int, position: int, event: str):
     """A RecurrenceObservation-shaped record of revision B1 r1 in scope
     ``bounded`` (only what the read models read)."""
-    from recurrence_ledger.read.history import Located
+    from recurrence_ledger.read.records import Located
 
     failure = {"task_outcome_ref": {"source_type": "task_outcome", "source_id": f"o{position}"}, "item_kind": "check", "item_index": 0,
                "item_digest": "sha256:" + "0" * 64} if event == "recurred" else None

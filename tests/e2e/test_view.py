@@ -31,16 +31,14 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.ledger.statistics import revision_key
+from recurrence_ledger.read.keys import SCOPE_SORTS, default_namespace, escape_scope
 from recurrence_ledger.read.projection import (
     COUNTER_FIELDS,
-    SCOPE_SORTS,
     RedisView,
-    default_namespace,
-    escape_scope,
     member,
     revision_member,
 )
-from recurrence_ledger.runtime.view_topics import rebuild_from_topic
+from recurrence_ledger.read.rebuild import rebuild_from_topic
 from recurrence_ledger.serde.codec import encode
 from tests.conftest import REPO, case, read_jsonl
 

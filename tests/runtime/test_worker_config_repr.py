@@ -7,7 +7,7 @@ inside a WorkerConfig are redacted the same way."""
 
 from __future__ import annotations
 
-from recurrence_ledger.read.connect import redact_url
+from recurrence_ledger.redact import redact_url
 from recurrence_ledger.runtime.client_config import KafkaConnection
 from recurrence_ledger.runtime.worker import WorkerConfig
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from recurrence_ledger.read.connect import redact_url
+from recurrence_ledger.redact import redact_url
 from recurrence_ledger.read.keys import default_namespace
 from recurrence_ledger.settings import DEFAULT_REDIS_URL, ENV_API_TOKEN, settings
 

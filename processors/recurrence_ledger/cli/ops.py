@@ -49,8 +49,9 @@ from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.cli.options import ReadRedisOption, ViewPrefixOption, json_option
 from recurrence_ledger.embedded import stdout_console
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
-from recurrence_ledger.read.connect import describe_error, redact_url
+from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader
+from recurrence_ledger.redact import redact_url
 from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, settings as process_settings
 
 console = stdout_console()

@@ -67,7 +67,7 @@ def view_rebuild_command(
     review-candidates and recurrence-statistics. --review-threshold must be
     the workers' (it decides the review set and is stored with each scope).
     Stop the view follower while it runs."""
-    from recurrence_ledger.runtime.view_topics import rebuild_from_topic
+    from recurrence_ledger.read.rebuild import rebuild_from_topic
     from recurrence_ledger.read.keys import default_namespace
 
     view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)

@@ -8,7 +8,7 @@ open transaction) the view topics ``recurrence-statistics`` and
 ``review-candidates`` (contract §1), and for each batch it polled:
 
 1. writes the latest ScopeStatistics / RevisionStatistics record per key of
-   the batch into the view (``recurrence_ledger.read.history.FollowerView``:
+   the batch into the view (``recurrence_ledger.read.follower_view.FollowerView``:
    ``RedisView``'s writing code behind a guard that never puts back an older
    row than the stored one, whoever wrote it — another follower, or this
    one replaying);
@@ -44,9 +44,9 @@ Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 | ``recurrence_ledger_view_batch_seconds`` | histogram | | one batch: Redis writes and offset commit |
 
 :func:`rebuild_read_models` recreates the read models from the topics
-(read whole, like ``view_topics.rebuild_from_topic`` reads the view topics)
-through the same scripts; ``recurrence-ledger view rebuild`` and ``rebuild
---redis-url`` call it.
+(read whole, like ``recurrence_ledger.read.rebuild.rebuild_from_topic``
+reads the view topics) through the same scripts; ``recurrence-ledger view
+rebuild`` and ``rebuild --redis-url`` call it.
 """
 
 from __future__ import annotations
@@ -65,14 +65,16 @@ from pydantic import ValidationError
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
-from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, FollowerView, Located, ReadModels
+from recurrence_ledger.read.follower_view import FollowerView
+from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, ReadModels
+from recurrence_ledger.read.records import Located
 from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS
-from recurrence_ledger.read.connect import redacted_repr
+from recurrence_ledger.redact import redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
 from recurrence_ledger.read.keys import default_namespace
 

@@ -44,6 +44,26 @@ padded) compare exactly as text; sorted-set scores are doubles, exact up to
 | ``{ns}:review-queue:surface:{surface}`` | sorted set | the open candidates of one repair_surface |
 | ``{ns}:follow-applied`` | hash | ``{logical topic}:{partition}`` → the next offset of that partition to apply to the read models |
 | ``{ns}:scopes:by:{sort}`` | sorted set | the scope index (``recurrence_ledger.read.projection.scope_index``), written with each scope by every writer of the view |
+
+The keys the Lua scripts get
+----------------------------
+
+The scripts (``recurrence_ledger/read/lua/``, run through
+``recurrence_ledger.read.scripts``) spell no key: Python passes every key
+they touch, built here.
+
+| script | KEYS | keys inside ARGV |
+| --- | --- | --- |
+| ``guarded_write`` | scope hash, ``:top``, ``:review``, ``{ns}:scopes``, ``:revisions``, then :meth:`Keys.scope_index_keys` | none |
+| ``scope_page`` | the sort's :meth:`Keys.scope_index`, the ``needing_review`` one | none |
+| ``apply_observations`` | :attr:`Keys.applied`, :attr:`Keys.queue`, :attr:`Keys.queue_items` | per record: :meth:`Keys.history`, :meth:`Keys.history_meta`, :meth:`Keys.avoided`, :meth:`Keys.scope_queue`; and the prefix :attr:`Keys.surface_prefix`, to which the script appends the ``repair_surface`` it reads from a history-meta ``c:`` field (giving :meth:`Keys.surface`) |
+| ``apply_candidates`` | :attr:`Keys.applied`, :attr:`Keys.queue`, :attr:`Keys.queue_items` | per record: :meth:`Keys.scope_queue`, :meth:`Keys.surface`, :meth:`Keys.history_meta`, :meth:`Keys.avoided` |
+| ``apply_trend`` | :attr:`Keys.applied`, :attr:`Keys.trend_totals` | per record: :meth:`Keys.trend` |
+
+The ``follow-applied`` fields (``{logical topic}:{partition}``) are
+:meth:`Keys.applied_field`. Keys passed inside ARGV are not declared to
+Redis: like the view's transactions, the scripts need a single Redis, not
+Redis Cluster.
 """
 
 from __future__ import annotations
@@ -107,45 +127,72 @@ class Keys:
         return f"{self.scope(scope_id)}:revisions"
 
     def history(self, scope_id: str, artifact_id: str, revision: int) -> str:
+        """``{ns}:scope:{scope}:history:{artifact}:{revision}``: the revision's kept observations."""
         return f"{self.scope(scope_id)}:history:{escape_scope(artifact_id)}:{revision}"
 
     def history_meta(self, scope_id: str, artifact_id: str, revision: int) -> str:
+        """``{ns}:scope:{scope}:history-meta:{artifact}:{revision}``: the revision's counts and open candidates."""
         return f"{self.scope(scope_id)}:history-meta:{escape_scope(artifact_id)}:{revision}"
 
     def avoided(self, scope_id: str, artifact_id: str, revision: int) -> str:
+        """``{ns}:scope:{scope}:avoided:{artifact}:{revision}``: the revision's avoided positions."""
         return f"{self.scope(scope_id)}:avoided:{escape_scope(artifact_id)}:{revision}"
 
     def trend(self, scope_id: str) -> str:
+        """``{ns}:scope:{scope}:trend``: the scope's trend points."""
         return f"{self.scope(scope_id)}:trend"
 
     def scope_queue(self, scope_id: str) -> str:
+        """``{ns}:scope:{scope}:review-queue``: the scope's open review candidates."""
         return f"{self.scope(scope_id)}:review-queue"
 
     @property
     def queue(self) -> str:
+        """``{ns}:review-queue``: the open review candidates of every scope."""
         return f"{self.namespace}:review-queue"
 
     @property
     def queue_items(self) -> str:
+        """``{ns}:review-queue:items``: candidate_id → queue item."""
         return f"{self.namespace}:review-queue:items"
 
     @property
     def surface_prefix(self) -> str:
+        """``{ns}:review-queue:surface:``: the prefix of the :meth:`surface`
+        keys (passed to the ``apply_observations`` script)."""
         return f"{self.namespace}:review-queue:surface:"
+
+    def surface(self, surface: str) -> str:
+        """``{ns}:review-queue:surface:{surface}``: the open candidates of one repair_surface."""
+        return self.surface_prefix + surface
 
     @property
     def trend_totals(self) -> str:
+        """``{ns}:trend-totals``: scope id → trend points ever applied."""
         return f"{self.namespace}:trend-totals"
 
     @property
     def applied(self) -> str:
+        """``{ns}:follow-applied``: the next offset to apply per topic partition."""
         return f"{self.namespace}:follow-applied"
 
+    @staticmethod
+    def applied_field(topic: str, partition: int) -> str:
+        """The field of :attr:`applied` of one partition of a logical topic:
+        ``{topic}:{partition}``."""
+        return f"{topic}:{partition}"
+
     def scope_index(self, sort: str) -> str:
-        return f"{self.namespace}:scopes:by:{sort}"
+        """``{ns}:scopes:by:{sort}``: the scope index in one order of :data:`SCOPE_SORTS`."""
+        return f"{self.scope_index_prefix}{sort}"
+
+    def scope_index_keys(self) -> tuple[str, ...]:
+        """The :meth:`scope_index` key of every sort, in :data:`SCOPE_SORTS` order."""
+        return tuple(self.scope_index(sort) for sort in SCOPE_SORTS)
 
     @property
     def scopes(self) -> str:
+        """``{ns}:scopes``: the set of scope ids."""
         return f"{self.namespace}:scopes"
 
     @property
@@ -166,3 +213,19 @@ class Keys:
         """Full match of every read-model key of the namespace (not the
         view's own keys, nor the scope index)."""
         return re.compile(rf"{re.escape(self.namespace)}:({READ_MODEL_KEYS})")
+
+    def read_model_kind(self, key: str) -> str | None:
+        """What a key of the namespace holds, for ``ReadModels.memory``:
+        ``history`` (the three per-revision keys), ``trend`` (a trend or the
+        trend totals), ``review_queue`` (every review-queue key) or
+        ``applied`` (``follow-applied``); None for a key that is not a read
+        model of this namespace."""
+        if not self.read_model_pattern().fullmatch(key):
+            return None
+        parts = key[len(self.namespace) + 1 :].split(":")
+        name = parts[2] if parts[0] == "scope" else parts[0]
+        if name in ("history", "history-meta", "avoided"):
+            return "history"
+        if name in ("trend", "trend-totals"):
+            return "trend"
+        return "review_queue" if name == "review-queue" else "applied"

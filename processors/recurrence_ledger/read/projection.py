@@ -5,10 +5,11 @@ read): the `recurrence-statistics` records of every scope and the
 The projection is a materialized view of the compacted
 `recurrence-statistics` and `revision-statistics` topics, never a source of
 truth: it can be dropped and rebuilt from the topics at any time
-(`recurrence_ledger.runtime.view_topics.rebuild_from_topic`, CLI `recurrence-ledger view rebuild`). The worker feeds
-it with `RedisView.submit` in publication order, after each committed
-transaction; Redis being down, unreachable or hung never stops or slows the
-worker (the latest record of each scope and of each revision waits in memory).
+(`recurrence_ledger.read.rebuild.rebuild_from_topic`, CLI `recurrence-ledger
+view rebuild`). The worker feeds it with `RedisView.submit` in publication
+order, after each committed transaction; Redis being down, unreachable or
+hung never stops or slows the worker (the latest record of each scope and of
+each revision waits in memory).
 
 Redis key layout: ``recurrence_ledger.read.keys`` (the one owner of every key name).
 
@@ -64,8 +65,9 @@ from recurrence_ledger import policy
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
-from recurrence_ledger.read.connect import redact_url, redis_client
-from recurrence_ledger.read.keys import SCOPE_SORTS, Keys, default_namespace, escape_scope, glob_escape
+from recurrence_ledger.read.connect import redis_client
+from recurrence_ledger.redact import redact_url
+from recurrence_ledger.read.keys import Keys
 
 log = logging.getLogger(__name__)
 
@@ -123,9 +125,10 @@ def revision_member(artifact_ref: dict) -> str:
 
 def scope_index(record: dict) -> dict[str, float]:
     """The score of a ScopeStatistics record in each ``{ns}:scopes:by:{sort}``
-    sorted set (:data:`SCOPE_SORTS`): 0 for ``scope_id``; minus the count for
-    ``needing_review`` and ``recurred``; minus the rate for
-    ``repeat_failure_rate``, 1 (after every rate) when it is null."""
+    sorted set (``recurrence_ledger.read.keys.SCOPE_SORTS``): 0 for
+    ``scope_id``; minus the count for ``needing_review`` and ``recurred``;
+    minus the rate for ``repeat_failure_rate``, 1 (after every rate) when it
+    is null."""
     rate = record.get("repeat_failure_rate")
     return {
         "scope_id": 0,
@@ -178,14 +181,15 @@ class _Pending:
 
 class RedisView:
     """The Redis projection of ``recurrence-statistics`` (contract §8) and
-    ``revision-statistics``; key layout in this module's docstring.
+    ``revision-statistics``; key layout in ``recurrence_ledger.read.keys``.
 
     ``url``: a redis-py URL (``redis://127.0.0.1:6379/0``;
     ``redis://user:password@host:port/db`` for an ACL user, ``rediss://…``
     for TLS: ``recurrence_ledger.read.connect``). ``ca_file``: the CA
     certificates of a ``rediss://`` URL without ``ssl_ca_certs``
-    (``RL_REDIS_CA_FILE``). ``namespace``: the
-    key prefix (``default_namespace()`` gives the deployment's).
+    (``RL_REDIS_CA_FILE``). ``namespace``: the key prefix
+    (``recurrence_ledger.read.keys.default_namespace()`` gives the
+    deployment's).
     ``review_threshold``: streak (≥ 1) at which a ``top_revisions`` row goes
     into the review set — use the worker's ``--review-threshold``.
     ``retry_seconds``: after a failed write, no new attempt from ``submit``
@@ -262,7 +266,7 @@ class RedisView:
         """True once this view saw its namespace vanish after it had written
         to it (a Redis restarted without persistence, or a ``clear`` from
         another process): scopes that were not pending are missing until
-        ``recurrence_ledger.runtime.view_topics.rebuild_from_topic`` runs."""
+        ``recurrence_ledger.read.rebuild.rebuild_from_topic`` runs."""
         return self._needs_rebuild
 
     def scope_key(self, scope_id: str) -> str:

@@ -25,7 +25,8 @@ import orjson
 import redis
 
 from recurrence_ledger.ledger.statistics import rank_key
-from recurrence_ledger.read.connect import redact_url, redis_client
+from recurrence_ledger.read.connect import redis_client
+from recurrence_ledger.redact import redact_url
 from recurrence_ledger.read.keys import Keys
 
 #: Seconds for connect and for each Redis reply: a dashboard must see an

@@ -67,7 +67,7 @@ from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcess
 from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted
-from recurrence_ledger.read.connect import redact_url, redacted_repr
+from recurrence_ledger.redact import redact_url, redacted_repr
 from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import WorkerMetrics

@@ -47,7 +47,7 @@ from fastavro import parse_schema
 from fastavro.read import SchemaResolutionError
 
 from recurrence_ledger.ledger.intake import BadRecord
-from recurrence_ledger.read.connect import redact_url
+from recurrence_ledger.redact import redact_url
 from recurrence_ledger.serde import avro
 from recurrence_ledger.serde.codec import Codec, RegistryError, schema_id_of
 from recurrence_ledger import catalogue

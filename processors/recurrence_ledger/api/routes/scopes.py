@@ -15,7 +15,8 @@ from recurrence_ledger.api.params import MAX_OFFSET, MAX_SCOPES_LIMIT, IfNoneMat
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, RawJson, answer, etag_matches, unknown_scope
 from recurrence_ledger.api.schemas import ScopeList, ScopeSort, ScopeSummary
 from recurrence_ledger.ledger.records import ScopeStatistics
-from recurrence_ledger.read.history import ReadModels, page_etag
+from recurrence_ledger.read.history import ReadModels
+from recurrence_ledger.read.pages import page_etag
 from recurrence_ledger.read.projection import COUNTER_FIELDS
 from recurrence_ledger.read.reader import ViewReader
 

@@ -1,10 +1,11 @@
-"""Reading the view topics and rebuilding the Redis view from them.
+"""The Redis view rebuilt from the committed view topics.
 
 The compacted ``recurrence-statistics`` and ``revision-statistics`` topics
 (contract §1, §8) are the source of the Redis view
-(``recurrence_ledger.read.projection``); this module reads them to their end and backs
-``recurrence-ledger view rebuild`` and ``rebuild``. It lives in the runtime
-because it talks to Kafka; the view itself knows only Redis.
+(``recurrence_ledger.read.projection``); this module reads them to their end
+(through the runtime's ``read_raw``) and backs ``recurrence-ledger view
+rebuild`` and ``rebuild``. The view itself knows only Redis; the read models
+of the history are rebuilt by ``recurrence_ledger.read.follower.rebuild_read_models``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,66 @@
+"""The view as the view follower writes it (``recurrence_ledger.read.follower``):
+``RedisView``'s writing code behind a guard, so that a follower never puts
+back an older row than the one Redis holds, whoever wrote it (a worker
+writing the view after its commits, or the follower itself replaying after
+a restart).
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from recurrence_ledger.read.keys import SCOPE_SORTS
+from recurrence_ledger.read.projection import RedisView, _Pending, scope_index
+from recurrence_ledger.read.records import pad
+from recurrence_ledger.read.scripts import scripts
+
+
+class FollowerView(RedisView):
+    """``RedisView`` whose scope writes are guarded: a scope's keys are
+    replaced only when the record's ``as_of_position`` is ≥ the stored one,
+    a revision row only when its ``selected + recurred + avoided`` is ≥ the
+    stored row's. Both grow with every record of the key in publication
+    order (a scope's position is the highest applied; observations are
+    never withdrawn), so an older record never replaces a newer one,
+    whoever wrote the newer one. A record equal on that measure is written
+    (the later read wins). Each scope is one Lua script (``guarded_write``:
+    atomic, one round trip) writing exactly the keys and values
+    ``RedisView._write`` writes (fields prepared by ``RedisView._prepare``),
+    the scope index included. Everything else (pending records, back-off,
+    ``submit``/``flush``) is RedisView's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._guarded = scripts(self._client).guarded_write
+        #: Scope records and revision rows left out by the guard since creation.
+        self.stale_skipped = 0
+
+    def _write(self, scope_id: str, pending: _Pending, check_namespace: bool = False) -> None:
+        layout = self.layout
+        write = pending.scope
+        payload: dict = {"scope_id": scope_id, "scope": None, "rows": []}
+        if write is not None:
+            record = orjson.loads(write.fields["record"])
+            index = scope_index(record)
+            payload["scope"] = {
+                "pos": pad(record["as_of_position"]),
+                "fields": [item for name, value in write.fields.items() for item in (name, value.decode() if isinstance(value, bytes) else value)],
+                "top": [item for member_, score in write.top.items() for item in (score, member_)],
+                "review": list(write.review),
+                "index": [index[sort] for sort in SCOPE_SORTS],
+            }
+        for member_, value in pending.revisions.items():
+            row = orjson.loads(value)
+            payload["rows"].append([member_, value.decode(), row["selected"] + row["recurred"] + row["avoided"]])
+        existed, wrote, rows = self._guarded(
+            keys=[
+                layout.scope(scope_id), layout.top(scope_id), layout.review(scope_id), layout.scopes, layout.revisions(scope_id),
+                *layout.scope_index_keys(),
+            ],
+            args=[orjson.dumps(payload)],
+        )
+        self.stale_skipped += (write is not None and not wrote) + len(pending.revisions) - rows
+        if check_namespace and self._wrote and not existed and not self._needs_rebuild:
+            self._needs_rebuild = True
+        if write is not None and wrote:
+            self._wrote = True

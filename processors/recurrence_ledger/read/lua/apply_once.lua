@@ -1,0 +1,24 @@
+-- The head of every apply_* script (recurrence_ledger.read.scripts prepends
+-- it): exactly-once application of one partition's records.
+-- apply_once(field, entries, apply): calls apply(e) for each entry (in offset
+-- order, e.o its offset) at or past the partition's follow-applied offset,
+-- the field `field` of the hash KEYS[1], and moves that offset past them in
+-- the same script. Returns the number of entries applied.
+-- trim(key, limit): keeps the newest `limit` members of the sorted set `key`.
+local function apply_once(field, entries, apply)
+  local nxt = tonumber(redis.call('HGET', KEYS[1], field) or '0')
+  local applied = 0
+  for _, e in ipairs(entries) do
+    if e.o >= nxt then
+      apply(e)
+      nxt = e.o + 1
+      applied = applied + 1
+    end
+  end
+  redis.call('HSET', KEYS[1], field, nxt)
+  return applied
+end
+local function trim(key, limit)
+  local n = redis.call('ZCARD', key)
+  if n > limit then redis.call('ZREMRANGEBYRANK', key, 0, n - limit - 1) end
+end
