@@ -16,90 +16,21 @@ is made by :func:`redis_client` from a redis-py URL:
   pass through as redis-py reads them;
 - ``unix:///path/redis.sock[?db=…&password=…]``.
 
-A URL is shown to people only through :func:`redact_url` (the password,
+A URL is shown to people only through ``recurrence_ledger.redact.redact_url`` (the password,
 and any ``password`` / ``ssl_password`` query value, become ``***``), and a
 Redis error only through :func:`describe_error`.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import redis
 
-#: What stands for a secret in a printed URL.
-REDACTED = "***"
-
-#: URL query parameters that carry a secret (redis-py passes unknown query
-#: parameters to the connection as keyword arguments).
-SECRET_QUERY_KEYS = frozenset({"password", "ssl_password"})
-
-
-def _userinfo(url: str) -> tuple[str, str | None, str]:
-    """``(scheme://, user info or None, rest)`` of ``url``, the user info
-    being everything before the last ``@`` ahead of the query — also when
-    a password holds an unencoded ``/``, ``#`` or ``?``, which URL parsers
-    (redis-py's too) would take for the start of the path."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url, None, ""
-    head, qmark, query = rest.partition("?")
-    if "@" in head:
-        userinfo, _, after = head.rpartition("@")
-        return scheme + "://", userinfo, after + qmark + query
-    if "@" in query and "@" not in rest.split("?", 1)[0]:
-        # "redis://u:pa?ss@h/0": the password ran into what looks like a query.
-        userinfo, _, after = rest.rpartition("@")
-        if "/" not in userinfo.split(":", 1)[0]:
-            return scheme + "://", userinfo, after
-    return scheme + "://", None, rest
-
-
-def redact_url(url: str | None) -> str:
-    """``url`` fit to print: the password of the user-info part and the
-    values of :data:`SECRET_QUERY_KEYS` replaced by ``***``; the scheme,
-    user name, host, port, database and other query parameters kept.
-    ``"(none)"`` for None; ``"<unparseable Redis URL>"`` for text that is
-    not a URL (it could be a secret pasted in the wrong place)."""
-    if url is None:
-        return "(none)"
-    prefix, userinfo, rest = _userinfo(url)
-    if not rest and userinfo is None or "://" not in url or not url.split("://", 1)[0].isalpha():
-        return "<unparseable Redis URL>"
-    if userinfo is not None:
-        user, has_password, _ = userinfo.partition(":")
-        prefix += (f"{user}:{REDACTED}@" if has_password else f"{user}@")
-    base, qmark, query = rest.partition("?")
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        if any(key in SECRET_QUERY_KEYS for key, _ in pairs):
-            query = urlencode([(key, REDACTED if key in SECRET_QUERY_KEYS else value) for key, value in pairs], safe="/*")
-    return prefix + base + qmark + query
-
-
-def url_secrets(url: str | None) -> list[str]:
-    """The secrets a URL carries (its password, as written and decoded, and
-    secret query values), for scrubbing them out of any text."""
-    if not url:
-        return []
-    _, userinfo, rest = _userinfo(url)
-    found: list[str] = []
-    if userinfo is not None and ":" in userinfo:
-        password = userinfo.split(":", 1)[1]
-        found += [password, unquote(password)]
-    found += [value for key, value in parse_qsl(rest.partition("?")[2]) if key in SECRET_QUERY_KEYS]
-    return [secret for secret in dict.fromkeys(found) if secret]
-
-
-def scrub(text: str, url: str | None) -> str:
-    """``text`` with every secret of ``url`` replaced by ``***``."""
-    for secret in url_secrets(url):
-        text = text.replace(secret, REDACTED)
-    return text
+# Saying where without a secret is the leaf recurrence_ledger.redact's (serde and
+# runtime use it too, and they import nothing of the read side).
+from recurrence_ledger.redact import REDACTED, SECRET_QUERY_KEYS, redact_url, redacted_repr, scrub, split_userinfo, url_secrets  # noqa: F401
 
 
 def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> redis.Redis:
@@ -125,7 +56,7 @@ def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> r
     try:
         return redis.Redis.from_url(url, **options)
     except ValueError:
-        if _userinfo(url)[1] is not None:
+        if split_userinfo(url)[1] is not None:
             # redis-py's message may quote a piece of a password it took for a port.
             raise ValueError(
                 f"the Redis URL {redact_url(url)} cannot be used; characters such as / @ : ? # in a user name or password must be "
@@ -156,19 +87,3 @@ def describe_error(error: BaseException, url: str | None = None) -> str:
     else:
         text = f"{type(error).__name__}: {message}"
     return scrub(text, url)
-
-
-def redacted_repr(instance: Any, url_fields: tuple[str, ...] = ("redis_url",)) -> str:
-    """``repr`` of a dataclass ``instance`` as the dataclass would print it
-    (fields with ``repr=True``, in order), with the fields named in
-    ``url_fields`` passed through :func:`redact_url` (None stays None).
-    For the configuration objects that carry a Redis URL."""
-    parts = []
-    for item in fields(instance):
-        if not item.repr:
-            continue
-        value = getattr(instance, item.name)
-        if item.name in url_fields and value is not None:
-            value = redact_url(value)
-        parts.append(f"{item.name}={value!r}")
-    return f"{type(instance).__name__}({', '.join(parts)})"
