@@ -8,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.runtime.client_config import (
-    ClientConfigError,
-    KafkaConnection,
-    client_config,
-    env_overrides,
-    load_connection,
-    parse_jaas,
-    read_properties,
-    translate,
-)
+from recurrence_ledger.runtime.client_config import ClientConfigError, KafkaConnection, client_config
+from recurrence_ledger.runtime.client_properties import env_overrides, load_connection, parse_jaas, read_properties, translate
 
 SECRET = "s3cr3t-Pa55=word;\\x"
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"

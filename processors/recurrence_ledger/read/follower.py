@@ -66,7 +66,7 @@ from recurrence_ledger import policy
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.models import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, FollowerView, Located, ReadModels
-from recurrence_ledger.runtime.client_config import Bootstrap, client_config
+from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
@@ -183,17 +183,13 @@ class ViewFollower:
         self.view = FollowerView(config.redis_url, namespace=config.namespace, review_threshold=config.review_threshold)
         self.models = ReadModels(self.view._client, config.namespace, config.history_limit, config.trend_limit)
         self.metrics = FollowerMetrics()
-        self.consumer = Consumer({
-            **client_config(config.bootstrap),
-            "group.id": config.group_id,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
+        self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, {
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
             "session.timeout.ms": 10_000,
             "heartbeat.interval.ms": 1_000,
             "max.poll.interval.ms": 300_000,
-        })
+        }))
         self.running = True
         self.redis_ok = True
         self.applied = 0
