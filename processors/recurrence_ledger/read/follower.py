@@ -72,7 +72,7 @@ from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS
-from recurrence_ledger.read.connect import redacted_repr
+from recurrence_ledger.redact import redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
 from recurrence_ledger.read.keys import default_namespace
 
@@ -99,7 +99,7 @@ MAX_BACKOFF_S = 30.0
 
 def view_group(app_id: str, topic_prefix: str = "") -> str:
     """The follower's consumer group: ``<prefix><app_id>-view``."""
-    return catalogue.physical(f"{app_id}-view", topic_prefix)
+    return catalogue.view_follower_group(app_id, topic_prefix)
 
 
 @dataclass(frozen=True)
