@@ -334,11 +334,11 @@ def run_command(
                 style="red",
             )
             raise typer.Exit(2)
-        from recurrence_ledger.runtime.worker import run_worker, worker_config_from_env
+        from recurrence_ledger.runtime.worker_config import worker_config_from_env
 
         worker_config = worker_config_from_env(
             config, topic_prefix=topic_prefix, app_id=app_id, instance_id=instance_id, output_format=output_format,
-            redis_url=redis_url, commit_interval_ms=commit_interval_ms, max_batch=max_batch, exit_when_idle_s=exit_when_idle,
+            commit_interval_ms=commit_interval_ms, max_batch=max_batch, exit_when_idle_s=exit_when_idle,
             create_partitions=create_topics, metrics_port=metrics_port, max_output_bytes=max_output_bytes,
             max_wait_caught_up_s=max_wait_caught_up, static_membership=static_membership, session_timeout_ms=session_timeout_ms,
         )
@@ -350,7 +350,7 @@ def run_command(
             + (f", metrics on 127.0.0.1:{metrics_port}/metrics" if metrics_port else ""),
             style="bold", highlight=False,
         )
-        _run_worker_or_exit(run_worker, worker_config)
+        _run_worker_or_exit(worker_config, redis_url)
         return
     kafka_only = [f"--{name.replace('_', '-')}" for name, on_command_line in given.items() if on_command_line]
     if kafka_only:
@@ -468,14 +468,22 @@ def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 
     return connection
 
 
-def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
+def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: ANN001 - lazy import
+    """Run the worker ``config``; with ``redis_url``, with its view follower
+    in the same process (composed by the read side, read.beside)."""
     from recurrence_ledger.runtime.kafka_admin import CoPartitionError
     from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
+    from recurrence_ledger.runtime.worker import run_worker
 
     with _refusing_to_start(CoPartitionError):
         with _kafka_errors():
             try:
-                run_worker(config)
+                if redis_url:
+                    from recurrence_ledger.read.beside import run_worker_with_follower
+
+                    run_worker_with_follower(config, redis_url)
+                else:
+                    run_worker(config)
             except NotCaughtUp as error:
                 console.print(f"error: batch run stopped before the group caught up, outputs are incomplete: {error}", style="red", highlight=False)
                 raise typer.Exit(NOT_CAUGHT_UP_EXIT) from None
@@ -536,7 +544,7 @@ def worker_command(
     accept_unicode_change: AcceptUnicodeOption = False,
 ) -> None:
     """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
-    from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
+    from recurrence_ledger.runtime.worker_config import WorkerConfig
 
     config = WorkerConfig(
         bootstrap=_connect(bootstrap, kafka_config),
@@ -549,7 +557,6 @@ def worker_command(
         max_wait_caught_up_s=max_wait_caught_up,
         static_membership=static_membership,
         session_timeout_ms=session_timeout_ms,
-        redis_url=redis_url,
         create_partitions=create_topics,
         metrics_port=metrics_port,
         max_output_bytes=max_output_bytes,
@@ -558,7 +565,7 @@ def worker_command(
         **({"instance_id": instance_id} if instance_id else {}),
         accept_unicode_change=accept_unicode_change,
     )
-    _run_worker_or_exit(run_worker, config)
+    _run_worker_or_exit(config, redis_url)
 
 
 topics_app = typer.Typer(help="The topic catalogue (contract §1).", no_args_is_help=True, rich_markup_mode="rich")

@@ -30,7 +30,7 @@ import redis
 
 # Saying where without a secret is the leaf recurrence_ledger.redact's (serde and
 # runtime use it too, and they import nothing of the read side).
-from recurrence_ledger.redact import REDACTED, SECRET_QUERY_KEYS, redact_url, redacted_repr, scrub, split_userinfo, url_secrets  # noqa: F401
+from recurrence_ledger.redact import redact_url, redacted_repr, scrub, split_userinfo  # noqa: F401 - redacted_repr, scrub: for importers of this module
 
 
 def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> redis.Redis:

@@ -30,7 +30,7 @@ view's to fix).
 
 It runs alone (``recurrence-ledger view follow``, until SIGTERM, or
 ``--exit-when-idle``), or inside a worker started with a Redis URL (in a
-thread, ``worker.start_follower``; the worker drains it when it stops).
+thread, ``recurrence_ledger.read.beside``; drained when the worker stops).
 
 Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 

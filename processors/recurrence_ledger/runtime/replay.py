@@ -65,7 +65,7 @@ from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.intake import dead_letter
-from recurrence_ledger.runtime.worker import ROLLED_BACK_REASONS, CoreFailure, emit_key, encode_emit, process_message
+from recurrence_ledger.runtime.records import ROLLED_BACK_REASONS, CoreFailure, emit_key, encode_emit, process_message
 from recurrence_ledger.serde.codec import AVRO, FIXED, Codec
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import (
