@@ -116,7 +116,7 @@ events/s just measured. For each commit interval (100 ms, the default, and
 50 ms; ``--latency-intervals``), ``--latency-repeats`` times, interleaved,
 on fresh topics: a worker is started and, once it logs its partition
 assignment, this script publishes a prefix of the same workload at that
-rate with the idempotent producer of ``kafka_io.PRODUCER_CONFIG`` (values
+rate with the idempotent producer of ``kafka_io.publisher_config`` (values
 encoded beforehand), noting the time just before each ``produce()``. A
 ``read_committed`` consumer thread here (``fetch.wait.max.ms`` 10, so it
 adds little itself), assigned to ``recurrence-statistics`` and
@@ -186,8 +186,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaErr
 from confluent_kafka.admin import AdminClient, OffsetSpec  # noqa: E402
 
 from recurrence_ledger.runtime.kafka_admin import create_topics  # noqa: E402
-from recurrence_ledger.runtime.kafka_io import PRODUCER_CONFIG, prepare_line, publish_journal  # noqa: E402
-from recurrence_ledger.runtime.worker import input_consumer_config  # noqa: E402
+from recurrence_ledger.runtime.kafka_io import prepare_line, publish_journal, publisher_config  # noqa: E402
+from recurrence_ledger.runtime.worker_config import input_consumer_config  # noqa: E402
 from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
 from recurrence_ledger.serde.codec import decode_value  # noqa: E402
 from recurrence_ledger import catalogue  # noqa: E402
@@ -681,7 +681,7 @@ def latency_run(bootstrap: str, partitions: int, lines: list[bytes], rate: float
                 raise RuntimeError(f"latency worker did not start; log {log_path}:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.05)
         time.sleep(0.5)
-        producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+        producer = Producer(publisher_config(bootstrap))
         topic = prefix + catalogue.SOURCE_JOURNAL
         sent = [0.0] * len(prepared)
         sent_wall = [0.0] * len(prepared)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
 from tests.conftest import case, facts, read_jsonl, read_outputs
 
@@ -99,6 +101,7 @@ def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkey
     # No broker here: the connection check is the secured-broker tests' concern.
     monkeypatch.setattr(cli_run, "_connect", lambda bootstrap, kafka_config: bootstrap)
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.delenv("REDIS_URL", raising=False)  # a Redis URL adds the view follower (the next test)
     settings.cache_clear()
     monkeypatch.setattr(cli_run, "settings", settings)
     result = CliRunner().invoke(cli.app, [
@@ -112,6 +115,30 @@ def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkey
     assert (config.topic_prefix, config.create_partitions, config.ledger.review_threshold) == ("demo.", 8, 4)
     assert "metrics on 127.0.0.1:9178/metrics" in result.output
     settings.cache_clear()
+
+
+@pytest.mark.parametrize("command", ["run", "worker"])
+def test_a_redis_url_runs_the_worker_with_its_view_follower_beside_it(monkeypatch, command):
+    from typer.testing import CliRunner
+
+    from recurrence_ledger.cli import main as cli, run as cli_run
+    from recurrence_ledger.read import beside
+    from recurrence_ledger.runtime import worker
+    from recurrence_ledger.settings import settings
+
+    alone, with_follower = [], []
+    monkeypatch.setattr(worker, "run_worker", alone.append)
+    monkeypatch.setattr(beside, "run_worker_with_follower", lambda config, redis_url: with_follower.append((config, redis_url)))
+    monkeypatch.setattr(cli_run, "_connect", lambda bootstrap, kafka_config: bootstrap)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    settings.cache_clear()
+    monkeypatch.setattr(cli_run, "settings", settings)
+    result = CliRunner().invoke(cli.app, [command, "--redis-url", "redis://127.0.0.1:1/0", "--app-id", "trial"])
+    settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    [(config, redis_url)] = with_follower
+    assert not alone and redis_url == "redis://127.0.0.1:1/0" and config.app_id == "trial"
 
 
 def test_run_without_kafka_refuses_worker_options():

@@ -8,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.runtime.client_config import (
-    ClientConfigError,
-    KafkaConnection,
-    client_config,
-    env_overrides,
-    load_connection,
-    parse_jaas,
-    read_properties,
-    translate,
-)
+from recurrence_ledger.runtime.client_config import ClientConfigError, KafkaConnection, client_config
+from recurrence_ledger.runtime.client_properties import env_overrides, load_connection, parse_jaas, read_properties, translate
 
 SECRET = "s3cr3t-Pa55=word;\\x"
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -185,3 +177,27 @@ def test_one_properties_file_carries_kafka_and_schema_registry_settings(tmp_path
     assert registry is not None and registry.url == "https://registry:8081/apis/ccompat/v7"
     assert registry.auto_register is False
     assert cli._registry(None, None, None) is None
+
+
+def test_every_consumer_reads_committed_records_and_every_producer_is_idempotent():
+    """client_config's builders: one place for what every client of the
+    package is told (a Consumer/Producer accepts these dicts; no broker)."""
+    from confluent_kafka import Consumer, Producer
+
+    from recurrence_ledger.runtime.client_config import consumer_config, producer_config
+    from recurrence_ledger.runtime.worker_config import WorkerConfig, input_consumer_config, output_producer_config
+
+    connection = KafkaConnection("h:9093", {"security.protocol": "SSL", "ssl.ca.location": "/ca.pem"})
+    consumer = consumer_config(connection, "g", {"enable.partition.eof": True})
+    assert consumer == {
+        "bootstrap.servers": "h:9093", "security.protocol": "SSL", "ssl.ca.location": "/ca.pem",
+        "group.id": "g", "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
+    }
+    with pytest.raises(ValueError, match="read_committed"):
+        consumer_config("h:9092", "g", {"isolation.level": "read_uncommitted"})
+    assert producer_config("h:9092") == {"bootstrap.servers": "h:9092", "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    worker = WorkerConfig(bootstrap="127.0.0.1:1", app_id="app", topic_prefix="p.", instance_id="w1")
+    assert output_producer_config(worker)["transactional.id"] == "p.app-w1"
+    assert input_consumer_config("127.0.0.1:1", "p.app", "w1")["isolation.level"] == "read_committed"
+    Consumer(input_consumer_config("127.0.0.1:1", "p.app", "w1")).close()  # librdkafka takes them as they are
+    Producer(output_producer_config(worker))

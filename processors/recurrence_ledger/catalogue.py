@@ -215,6 +215,9 @@ OUTPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.d
 LEDGER_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.role == "fact")
 #: The views (compacted tables, contract §8): compared by final value per key.
 VIEW_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.role == "view")
+#: What the view follower reads (``recurrence_ledger.read.follower``): the
+#: views and the ledger topics its read models are built from.
+FOLLOWED_TOPICS: tuple[str, ...] = (*VIEW_TOPICS, OBSERVATIONS, REVIEW_CANDIDATES)
 SCHEMA_BY_ID: dict[int, str] = {schema_id: name for name, schema_id in SCHEMA_IDS.items()}
 
 
@@ -228,6 +231,13 @@ def replay_group(group_id: str) -> str:
     """Consumer group of the replay jobs of the deployment whose group is
     ``group_id`` (it commits no offsets)."""
     return f"{group_id}-replay"
+
+
+def view_follower_group(app_id: str, topic_prefix: str = "") -> str:
+    """Consumer group of a deployment's view followers (``view follow``, or
+    in a worker's process): ``<prefix><app_id>-view``; it commits its
+    offsets there."""
+    return physical(f"{app_id}-view", topic_prefix)
 
 
 def physical(name: str, topic_prefix: str) -> str:

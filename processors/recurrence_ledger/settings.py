@@ -120,6 +120,6 @@ def settings() -> Settings:
 def kafka_environment() -> dict[str, str]:
     """Every ``KAFKA_*`` environment variable of the process, read once like
     :func:`settings`: the Kafka client overrides
-    (``recurrence_ledger.runtime.client_config.env_overrides`` picks the
+    (``recurrence_ledger.runtime.client_properties.env_overrides`` picks the
     settings among them)."""
     return {name: value for name, value in os.environ.items() if name.startswith(KAFKA_ENV_PREFIX)}

@@ -578,7 +578,7 @@ def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
 def kafka_ingest(processor: LedgerProcessor, logical_topic: str, key: bytes | None, value: bytes | None,
                  partition: int = 0, offset: int = 0) -> list[Emit]:
     """One Kafka record through the worker's path without a broker (see
-    ``recurrence_ledger.runtime.worker``): a record without key is a key_mismatch, then
+    ``recurrence_ledger.runtime.records``): a record without key is a key_mismatch, then
     ``recurrence_ledger.serde.codec.decode_source`` and ``intake.ingest``; a BadRecord from
     decoding becomes one dead letter. Anything else raised is a defect and
     propagates (the worker would park it as internal_error)."""

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer
 
 from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT
-from recurrence_ledger.runtime.worker import input_consumer_config
+from recurrence_ledger.runtime.worker_config import input_consumer_config
 from recurrence_ledger import catalogue
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness

@@ -47,7 +47,8 @@ from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import pin_unicode_version
 from recurrence_ledger.runtime.kafka_io import prepare_line
 from recurrence_ledger.runtime.store import encode_key
-from recurrence_ledger.runtime.worker import Task, process_message
+from recurrence_ledger.runtime.records import process_message
+from recurrence_ledger.runtime.task import Task
 from recurrence_ledger.catalogue import LEDGER_TOPICS, VIEW_TOPICS
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import final_views
@@ -265,7 +266,7 @@ def test_many_oversized_records_in_one_batch_do_not_make_the_batch_quadratic():
     one-partition backlog must be processed (failures included) within 5 s."""
     import time as clock
 
-    from recurrence_ledger.runtime.worker import encode_emit
+    from recurrence_ledger.runtime.records import encode_emit
 
     every = journal_records(Workload(scopes=10, outcomes_per_scope=200, heads_per_scope=4, handoffs=2, seed=5))[:1000]
     sim = Simulated()

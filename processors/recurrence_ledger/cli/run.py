@@ -194,8 +194,9 @@ def run_command(
                 style="red",
             )
             raise typer.Exit(2)
-        from recurrence_ledger.runtime.worker import run_worker, worker_config_from_env
+        from recurrence_ledger.runtime.worker_config import worker_config_from_env
 
+        redis_url = worker.pop("redis_url")
         worker_config = worker_config_from_env(ledger, topic_prefix=topic_prefix, **worker)
         connection = _connect(settings().bootstrap_servers, kafka_config)
         registry = _registry(settings().schema_registry_url, None, kafka_config)
@@ -205,7 +206,7 @@ def run_command(
             + (f", metrics on 127.0.0.1:{worker['metrics_port']}/metrics" if worker["metrics_port"] else ""),
             style="bold", highlight=False,
         )
-        _run_worker_or_exit(run_worker, worker_config)
+        _run_worker_or_exit(worker_config, redis_url)
         return
     kafka_only = [f"--{name.replace('_', '-')}" for name, on_command_line in given.items() if on_command_line]
     if kafka_only:
@@ -236,14 +237,22 @@ def run_command(
         console.print(f"(the default folder ./{DEFAULT_RUN_OUT}: the next run overwrites it; --out DIR for another one)", style="dim", highlight=False)
 
 
-def _run_worker_or_exit(run_worker, config) -> None:  # noqa: ANN001 - lazy import
+def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: ANN001 - lazy import
+    """Run the worker ``config``; with ``redis_url``, with its view follower
+    in the same process (composed by the read side, ``read.beside``)."""
     from recurrence_ledger.runtime.kafka_admin import CoPartitionError
     from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
+    from recurrence_ledger.runtime.worker import run_worker
 
     with _refusing_to_start(CoPartitionError):
         with _kafka_errors():
             try:
-                run_worker(config)
+                if redis_url:
+                    from recurrence_ledger.read.beside import run_worker_with_follower
+
+                    run_worker_with_follower(config, redis_url)
+                else:
+                    run_worker(config)
             except NotCaughtUp as error:
                 console.print(f"error: batch run stopped before the group caught up, outputs are incomplete: {error}", style="red", highlight=False)
                 raise typer.Exit(NOT_CAUGHT_UP_EXIT) from None
@@ -262,8 +271,9 @@ def worker_command(
     accept_unicode_change: AcceptUnicodeOption = False,
 ) -> None:
     """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
-    from recurrence_ledger.runtime.worker import WorkerConfig, run_worker
+    from recurrence_ledger.runtime.worker_config import WorkerConfig
 
+    redis_url = worker.pop("redis_url")
     config = WorkerConfig(
         bootstrap=_connect(bootstrap, kafka_config),
         topic_prefix=topic_prefix,
@@ -272,4 +282,4 @@ def worker_command(
         accept_unicode_change=accept_unicode_change,
         **worker,
     )
-    _run_worker_or_exit(run_worker, config)
+    _run_worker_or_exit(config, redis_url)

@@ -30,7 +30,7 @@ view's to fix).
 
 It runs alone (``recurrence-ledger view follow``, until SIGTERM, or
 ``--exit-when-idle``), or inside a worker started with a Redis URL (in a
-thread, ``worker.start_follower``; the worker drains it when it stops).
+thread, ``recurrence_ledger.read.beside``; drained when the worker stops).
 
 Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 
@@ -68,7 +68,7 @@ from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandid
 from recurrence_ledger.read.follower_view import FollowerView
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, ReadModels
 from recurrence_ledger.read.records import Located
-from recurrence_ledger.runtime.client_config import Bootstrap, client_config
+from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
@@ -101,7 +101,7 @@ MAX_BACKOFF_S = 30.0
 
 def view_group(app_id: str, topic_prefix: str = "") -> str:
     """The follower's consumer group: ``<prefix><app_id>-view``."""
-    return catalogue.physical(f"{app_id}-view", topic_prefix)
+    return catalogue.view_follower_group(app_id, topic_prefix)
 
 
 @dataclass(frozen=True)
@@ -185,17 +185,13 @@ class ViewFollower:
         self.view = FollowerView(config.redis_url, namespace=config.namespace, review_threshold=config.review_threshold)
         self.models = ReadModels(self.view._client, config.namespace, config.history_limit, config.trend_limit)
         self.metrics = FollowerMetrics()
-        self.consumer = Consumer({
-            **client_config(config.bootstrap),
-            "group.id": config.group_id,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
+        self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, {
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
             "session.timeout.ms": 10_000,
             "heartbeat.interval.ms": 1_000,
             "max.poll.interval.ms": 300_000,
-        })
+        }))
         self.running = True
         self.redis_ok = True
         self.applied = 0

@@ -27,11 +27,12 @@ contract §1). Roles, each for one principal:
 - ``replay``: ``replay`` — the reader's ACLs, Write on the output topics (an
   idempotent producer) and Describe on the group ``<prefix><app_id>-replay``.
 - ``follower``: the view follower (``view follow``) — Read on the topics it
-  consumes (``follower.FOLLOWED``: the view topics ``recurrence-statistics``
-  and ``revision-statistics`` and the ledger topics
-  ``recurrence-observations`` and ``review-candidates``) and Read on its
-  consumer group ``<prefix><app_id>-view`` (``follower.view_group``: it
-  commits offsets there); nothing else (it writes only Redis).
+  consumes (``catalogue.FOLLOWED_TOPICS``: the view topics
+  ``recurrence-statistics`` and ``revision-statistics`` and the ledger
+  topics ``recurrence-observations`` and ``review-candidates``) and Read on
+  its consumer group ``<prefix><app_id>-view``
+  (``catalogue.view_follower_group``: it commits offsets there); nothing
+  else (it writes only Redis).
 
 Every topic binding is LITERAL (one topic name each); only the
 transactional ids are PREFIXED. :func:`kafka_acls_commands` prints them as
@@ -45,7 +46,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from recurrence_ledger.runtime.client_config import Bootstrap
-from recurrence_ledger.read.follower import FOLLOWED, view_group
 from recurrence_ledger.runtime.kafka_io import READER_GROUP_ID
 from recurrence_ledger import catalogue
 
@@ -104,8 +104,8 @@ def role_acls(role: str, principal: str, topic_prefix: str = "", app_id: str = "
     if role == "upstream":
         return _topics(principal, inputs, ("WRITE",))
     if role == "follower":
-        followed = [catalogue.physical(name, topic_prefix) for name in FOLLOWED]
-        return _topics(principal, followed, ("READ",)) + [Acl("GROUP", view_group(app_id, topic_prefix), "LITERAL", "READ", principal)]
+        followed = [catalogue.physical(name, topic_prefix) for name in catalogue.FOLLOWED_TOPICS]
+        return _topics(principal, followed, ("READ",)) + [Acl("GROUP", catalogue.view_follower_group(app_id, topic_prefix), "LITERAL", "READ", principal)]
     group = catalogue.physical(app_id, topic_prefix)
     reader_group = Acl("GROUP", READER_GROUP_ID, "LITERAL", "DESCRIBE", principal)
     if role == "reader":

@@ -14,15 +14,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.runtime.client_config import client_config
-
-if TYPE_CHECKING:
-    from recurrence_ledger.runtime.worker import LedgerWorker
+from recurrence_ledger.runtime.client_config import Bootstrap, client_config, consumer_config
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -81,13 +77,24 @@ class CatchUp:
     not records either. EOF before a record: caught up.
 
     While idle but not caught up the worker keeps consuming (the partitions
-    come to it on the next rebalance); after ``max_wait_caught_up_s`` during
-    which no committed offset of the group advanced, it gives up and
-    ``LedgerWorker.run`` raises NotCaughtUp naming the partitions, their lag
-    and their holder."""
+    come to it on the next rebalance); after ``max_wait_s`` during which no
+    committed offset of the group advanced, it gives up: :attr:`not_caught_up`
+    names the partitions, their lag and their holder, and
+    ``LedgerWorker.run`` raises it.
 
-    def __init__(self, worker: LedgerWorker):
-        self.worker = worker
+    ``consumer``: the worker's own (the group's committed offsets, its
+    member id); ``inputs``: the physical input topics; ``bootstrap`` and
+    ``group_id``: the worker's; ``idle_s``: its ``exit_when_idle_s`` (for
+    the log line); ``max_wait_s``: its ``max_wait_caught_up_s``."""
+
+    def __init__(self, consumer: Consumer, inputs: list[str], bootstrap: Bootstrap, group_id: str, idle_s: float | None, max_wait_s: float):
+        self.consumer = consumer
+        self.inputs = inputs
+        self.bootstrap = bootstrap
+        self.group_id = group_id
+        self.idle_s = idle_s
+        self.max_wait_s = max_wait_s
+        self.not_caught_up: NotCaughtUp | None = None
         self.next_check = 0.0
         self.waiting_since: float | None = None
         self.progress: int | None = None
@@ -96,19 +103,18 @@ class CatchUp:
 
     def done(self, now: float) -> bool:
         """True when the loop should stop: caught up, or given up (then
-        ``worker.not_caught_up`` is set). Checks at most every CAUGHT_UP_CHECK_S."""
+        :attr:`not_caught_up` is set). Checks at most every CAUGHT_UP_CHECK_S."""
         if now < self.next_check:
             return False
         self.next_check = now + CAUGHT_UP_CHECK_S
-        config = self.worker.config
         try:
             lagging, progress = self.lagging()
         except KafkaException as error:
-            log.warning("cannot tell whether group %s is caught up: %s", config.group_id, error)
+            log.warning("cannot tell whether group %s is caught up: %s", self.group_id, error)
             lagging, progress = None, self.progress
         if lagging == []:
             log.info("idle for %.1f s and caught up (every input partition of group %s is committed to its end): stopping",
-                     config.exit_when_idle_s, config.group_id)
+                     self.idle_s, self.group_id)
             return True
         if self.waiting_since is None or progress != self.progress:
             self.waiting_since, self.progress = now, progress
@@ -116,14 +122,14 @@ class CatchUp:
             return False
         keys = [(lag.topic, lag.partition) for lag in lagging]
         waited = now - self.waiting_since
-        if waited >= config.max_wait_caught_up_s:
-            self.worker.not_caught_up = NotCaughtUp(self.with_owners(lagging), waited)
-            log.error("%s", self.worker.not_caught_up)
+        if waited >= self.max_wait_s:
+            self.not_caught_up = NotCaughtUp(self.with_owners(lagging), waited)
+            log.error("%s", self.not_caught_up)
             return True
         if keys != self.reported:
             self.reported = keys
             log.warning("idle, but not caught up: waiting up to %.0f s without progress for %s",
-                        config.max_wait_caught_up_s, "; ".join(map(str, self.with_owners(lagging))))
+                        self.max_wait_s, "; ".join(map(str, self.with_owners(lagging))))
         return False
 
     def lagging(self) -> tuple[list[PartitionLag], int]:
@@ -133,10 +139,10 @@ class CatchUp:
         # each request waits behind its long-polling fetch (fetch.wait.max.ms).
         probe = self._probe_consumer()
         metadata = probe.list_topics(timeout=10)  # unfiltered: a named request could auto-create a topic
-        partitions = [TopicPartition(topic, number) for topic in self.worker.inputs for number in sorted(metadata.topics[topic].partitions)]
+        partitions = [TopicPartition(topic, number) for topic in self.inputs for number in sorted(metadata.topics[topic].partitions)]
         candidates: dict[tuple[str, int], tuple[int, int]] = {}
         progress = 0
-        for tp in self.worker.consumer.committed(partitions, timeout=10):
+        for tp in self.consumer.committed(partitions, timeout=10):
             low, high = probe.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10, cached=False)
             start = tp.offset if tp.offset >= 0 else low  # auto.offset.reset=earliest
             progress += max(tp.offset, 0)
@@ -172,14 +178,11 @@ class CatchUp:
     def _probe_consumer(self) -> Consumer:
         """A read_committed consumer of this worker's own (assign only)."""
         if self._probe is None:
-            self._probe = Consumer({
-                **client_config(self.worker.config.bootstrap),
-                "group.id": f"{self.worker.config.group_id}-catch-up-probe",  # never joins nor commits: assign() only
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
+            # Never joins nor commits under its group: assign() only.
+            self._probe = Consumer(consumer_config(self.bootstrap, f"{self.group_id}-catch-up-probe", {
                 "enable.partition.eof": True,
                 "fetch.wait.max.ms": 10,
-            })
+            }))
         return self._probe
 
     def with_owners(self, lagging: list[PartitionLag]) -> list[PartitionLag]:
@@ -187,13 +190,12 @@ class CatchUp:
         coordinator (best effort: a failure says so)."""
         from confluent_kafka.admin import AdminClient
 
-        config = self.worker.config
         owners: dict[tuple[str, int], str] = {}
         default = "not assigned to any member (the group is rebalancing)"
         try:
-            me = self.worker.consumer.memberid()
-            admin = AdminClient(client_config(config.bootstrap))
-            group = admin.describe_consumer_groups([config.group_id], request_timeout=10)[config.group_id].result(timeout=15)
+            me = self.consumer.memberid()
+            admin = AdminClient(client_config(self.bootstrap))
+            group = admin.describe_consumer_groups([self.group_id], request_timeout=10)[self.group_id].result(timeout=15)
             for member in group.members:
                 if member.member_id == me:
                     who = "assigned to this member, but no progress"

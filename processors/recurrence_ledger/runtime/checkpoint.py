@@ -24,7 +24,8 @@ carrying a ``KafkaError``):
   with the same transactional id): re-raised; the process must stop.
 
 A failing ``abort_transaction`` is re-raised as is (the broker aborts the
-transaction itself at ``transaction.timeout.ms``).
+transaction itself at ``transaction.timeout.ms``). A commit that blocks
+longer than :data:`COMMIT_WATCHDOG_S` ends the process (:meth:`Checkpoint.watch`).
 
 The module talks to the producer only through confluent-kafka's Producer
 methods, so its error paths are unit-tested with a producer that raises
@@ -35,6 +36,8 @@ cover it against the real broker.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -53,6 +56,8 @@ RETRY_BUDGET_S = 60.0
 CALL_TIMEOUT_S = 10.0
 #: Seconds an abort may block.
 ABORT_TIMEOUT_S = 30.0
+#: Seconds one commit may block before the process exits for a restart.
+COMMIT_WATCHDOG_S = 120.0
 
 
 class CheckpointAborted(RecurrenceLedgerError):
@@ -90,6 +95,25 @@ class Checkpoint:
         self.clock = clock
         self.in_transaction = False
         self.produced = 0  #: records produced in the open transaction
+        self.committing_since: float | None = None  #: ``clock()`` when the running commit began
+
+    def watch(self, limit_s: float = COMMIT_WATCHDOG_S) -> None:
+        """Exit the process (code 3) when one commit has been blocked for
+        ``limit_s`` (checked every second, in a daemon thread): seen once in
+        ~8 broker-restart runs, librdkafka's commit_transaction did not
+        return after its timeout. The open transaction is aborted by the
+        broker, so a supervisor's restart keeps outputs exactly once
+        (tests/e2e/test_faults.py)."""
+
+        def watchdog() -> None:
+            while True:
+                time.sleep(1.0)
+                since = self.committing_since
+                if since is not None and self.clock() - since > limit_s:
+                    log.critical("a transaction commit has been blocked for %.0f s: exiting for a restart", limit_s)
+                    os._exit(3)
+
+        threading.Thread(target=watchdog, name="commit-watchdog", daemon=True).start()
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int) -> None:
         """Produce one record to ``topic[partition]`` in the open
@@ -109,6 +133,13 @@ class Checkpoint:
 
         Raises CheckpointAborted after aborting the transaction, or the
         KafkaException of a fatal error (module docstring)."""
+        self.committing_since = self.clock()
+        try:
+            self._commit(changelog, offsets)
+        finally:
+            self.committing_since = None
+
+    def _commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> None:
         for topic, partition, key, value in changelog:
             self.produce(topic, key, value, partition)
         if not self.in_transaction:

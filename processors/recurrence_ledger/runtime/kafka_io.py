@@ -17,8 +17,6 @@ partitions when the worker produces with a Java-compatible client
 
 from __future__ import annotations
 
-from recurrence_ledger.errors import RecurrenceLedgerError
-
 import functools
 import time
 import uuid
@@ -29,20 +27,18 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from recurrence_ledger.embedded import file_progress, journal_lines
-from recurrence_ledger.runtime.client_config import client_config
+from recurrence_ledger.errors import RecurrenceLedgerError
+from recurrence_ledger.embedded import file_progress, journal_lines  # the journal-file reader: runtime may import embedded, not the reverse
+from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config, producer_config
 from recurrence_ledger.runtime.kafka_admin import is_transient
 from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.serde.codec import AVRO, FIXED, JSON, Codec
-from recurrence_ledger.catalogue import BY_NAME, INPUT_TOPICS, SOURCE_JOURNAL
+from recurrence_ledger.catalogue import BY_NAME, CANDIDATE_SETS, INPUT_TOPICS, SOURCE_JOURNAL
 
-#: Producer settings for publishing source events: idempotent (no duplicate
-#: and no reordering on retries), acknowledged by every in-sync replica.
-PRODUCER_CONFIG: dict[str, Any] = {
-    "enable.idempotence": True,
-    "acks": "all",
-    "linger.ms": 5,
+#: The publisher's own producer settings, beyond those of every producer of
+#: the package (``client_config.producer_config``: idempotent, ``acks=all``).
+PUBLISH_SETTINGS: dict[str, Any] = {
     "partitioner": "murmur2_random",
     # Never let a typo'd topic be auto-created with the broker's default
     # partition count (it would not be co-partitioned).
@@ -168,8 +164,10 @@ def prepare_line(line: bytes, fmt: str = AVRO, per_kind: bool = False, codec: Co
         return Prepared(SOURCE_JOURNAL, _scope_key(line), line, True)
 
 
-def _producer(bootstrap: str) -> Producer:
-    return Producer({**client_config(bootstrap), **PRODUCER_CONFIG})
+def publisher_config(bootstrap: Bootstrap) -> dict[str, Any]:
+    """The configuration of the producer that publishes source events:
+    ``producer_config`` with :data:`PUBLISH_SETTINGS`."""
+    return producer_config(bootstrap, settings=PUBLISH_SETTINGS)
 
 
 def _require_topics(client: Producer | Consumer, physical_topics: Iterable[str]) -> dict[str, int]:
@@ -227,7 +225,7 @@ def publish_journal(
     kind's topic (see :func:`prepare_line` for the value and for lines that
     are published raw). ``fmt``: "avro" (framed by ``codec``) or "json".
 
-    Uses an idempotent producer (``PRODUCER_CONFIG``) and shows a rich
+    Uses an idempotent producer (:func:`publisher_config`) and shows a rich
     progress bar (bytes of the file) on stderr unless ``show_progress`` is
     False. Returns a PublishSummary once every record is acknowledged.
 
@@ -241,7 +239,7 @@ def publish_journal(
     if fmt not in (AVRO, JSON):
         raise ValueError(f"fmt must be {AVRO!r} or {JSON!r}, not {fmt!r}")
     started = time.monotonic()
-    producer = _producer(bootstrap)
+    producer = Producer(publisher_config(bootstrap))
     targets = (SOURCE_JOURNAL, *(_SOURCE_KINDS if per_kind else ()))
     _require_topics(producer, [topic_prefix + name for name in targets])
     summary = PublishSummary(topics={name: 0 for name in targets})
@@ -287,7 +285,7 @@ def publish_raw(bootstrap: str, physical_topic: str, key: bytes | None, value: b
     Raises LookupError when the topic does not exist, PublishError when the
     record is not delivered within FLUSH_TIMEOUT_S seconds.
     """
-    producer = _producer(bootstrap)
+    producer = Producer(publisher_config(bootstrap))
     _require_topics(producer, [physical_topic])
     report: list[tuple[KafkaError | None, Message]] = []
     try:
@@ -337,17 +335,11 @@ def read_raw(bootstrap: str, physical_topic: str, timeout: float = 30.0, only_ke
     KafkaException on a non-transient consumer error.
     """
     deadline = time.monotonic() + timeout
-    consumer = Consumer(
-        {
-            **client_config(bootstrap),
-            "group.id": READER_GROUP_ID,
-            "client.id": f"{READER_GROUP_ID}-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "fetch.wait.max.ms": 100,
-        }
-    )
+    consumer = Consumer(consumer_config(bootstrap, READER_GROUP_ID, {
+        "client.id": f"{READER_GROUP_ID}-{uuid.uuid4().hex[:8]}",
+        "enable.auto.offset.store": False,
+        "fetch.wait.max.ms": 100,
+    }))
     try:
         partitions = _require_topics(consumer, [physical_topic])[physical_topic]
         ends: dict[int, int] = {}
@@ -404,18 +396,21 @@ def read_topic(
     :func:`read_raw` raises, RegistryError when a Schema Registry does not
     answer.
     """
-    spec = BY_NAME[logical_topic]
+    schema = BY_NAME[logical_topic].schema
     physical_topic = topic_prefix + logical_topic
-    result = []
-    for record in read_raw(bootstrap, physical_topic, timeout):
-        if record.value is None:
-            raise UndecodableRecord(physical_topic, record.partition, record.offset, "missing_field", "tombstone (null value)")
-        try:
-            value = codec.decode_value(record.value, (spec.schema,))
-        except BadRecord as bad:
-            raise UndecodableRecord(physical_topic, record.partition, record.offset, bad.reason, bad.message) from None
-        result.append((record.partition, record.offset, record.key, value))
-    return result
+    return [(record.partition, record.offset, record.key, _decoded(physical_topic, record, schema, codec))
+            for record in read_raw(bootstrap, physical_topic, timeout)]
+
+
+def _decoded(physical_topic: str, record: RawRecord, schema: str, codec: Codec) -> dict:
+    """``record``'s value decoded with ``codec.decode_value`` as ``schema``.
+    Raises UndecodableRecord for a tombstone or a value that does not decode."""
+    if record.value is None:
+        raise UndecodableRecord(physical_topic, record.partition, record.offset, "missing_field", "tombstone (null value)")
+    try:
+        return codec.decode_value(record.value, (schema,))
+    except BadRecord as bad:
+        raise UndecodableRecord(physical_topic, record.partition, record.offset, bad.reason, bad.message) from None
 
 
 def read_candidate_sets(
@@ -428,21 +423,11 @@ def read_candidate_sets(
     before their value — a whole scope_heads set — is decoded. Raises what
     :func:`read_topic` raises."""
     from recurrence_ledger.ledger.matching import candidate_set_key
-    from recurrence_ledger.catalogue import CANDIDATE_SETS
 
     keys = None if wanted is None else {candidate_set_key(scope_id, digest).encode("utf-8") for scope_id, digest in wanted}
     physical_topic = topic_prefix + CANDIDATE_SETS
-    result = []
-    for record in read_raw(bootstrap, physical_topic, timeout):
-        if keys is not None and record.key not in keys:
-            continue
-        if record.value is None:
-            raise UndecodableRecord(physical_topic, record.partition, record.offset, "missing_field", "tombstone (null value)")
-        try:
-            result.append(codec.decode_value(record.value, (BY_NAME[CANDIDATE_SETS].schema,)))
-        except BadRecord as bad:
-            raise UndecodableRecord(physical_topic, record.partition, record.offset, bad.reason, bad.message) from None
-    return result
+    return [_decoded(physical_topic, record, BY_NAME[CANDIDATE_SETS].schema, codec)
+            for record in read_raw(bootstrap, physical_topic, timeout) if keys is None or record.key in keys]
 
 
 def export_topic(

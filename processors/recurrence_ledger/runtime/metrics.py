@@ -22,7 +22,10 @@ import gc
 import time
 from typing import Any
 
+from confluent_kafka import Consumer, KafkaException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from recurrence_ledger.catalogue import STATISTICS
 
 #: The dead-letter reason codes of contract §9. Their counters exist from the
 #: start at 0, so that the first dead letter of a reason is an increase that
@@ -97,3 +100,46 @@ class WorkerMetrics:
         for record in records:
             self._pending_by_scope[record["scope_id"]] = record["pending_outcomes"]
         self.pending.set(sum(self._pending_by_scope.values()))
+
+    def update_lag(self, consumer: Consumer) -> None:
+        """Consumer lag per partition assigned to ``consumer`` (its cached
+        watermarks; a partition without one yet is skipped)."""
+        for tp in consumer.position(consumer.assignment()):
+            try:
+                _, high = consumer.get_watermark_offsets(tp, cached=True)
+            except KafkaException:
+                continue
+            if high >= 0 and tp.offset >= 0:
+                self.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - tp.offset))
+
+
+class BatchStats:
+    """What the open transaction reports to :class:`WorkerMetrics` once it
+    commits: its input records' timestamps (seconds; the latency
+    histogram), its outputs per logical topic, and the ScopeStatistics it
+    produced (the pending-outcomes gauge). Dropped when it aborts."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget the batch (a commit, an abort, lost partitions)."""
+        self.timestamps: list[float] = []
+        self.outputs: dict[str, int] = {}
+        self.statistics: list[dict] = []
+
+    def output(self, topic: str, value: dict) -> None:
+        """One output record of logical ``topic`` with ``value``."""
+        self.outputs[topic] = self.outputs.get(topic, 0) + 1
+        if topic == STATISTICS:
+            self.statistics.append(value)
+
+    def committed(self, metrics: WorkerMetrics, committed_at: float) -> None:
+        """The batch committed at ``committed_at`` (wall clock, seconds):
+        observe it into ``metrics``, then forget it."""
+        for timestamp in self.timestamps:
+            metrics.latency.observe(max(0.0, committed_at - timestamp))
+        for topic, count in self.outputs.items():
+            metrics.outputs.labels(topic).inc(count)
+        metrics.statistics(self.statistics)
+        self.clear()

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from recurrence_ledger.runtime.client_config import Bootstrap, client_config
+from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.faults import RuntimeHooks
 from recurrence_ledger.runtime.store import ChangelogStore
 
@@ -122,16 +122,12 @@ class Recovery:
 
     def _restore_consumer(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = self.consumer_factory({
-                **client_config(self.bootstrap),
-                "group.id": f"{self.group_id}-restore",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
+            self._consumer = self.consumer_factory(consumer_config(self.bootstrap, f"{self.group_id}-restore", {
                 "enable.partition.eof": True,
                 # Do not let the broker hold the last fetch for 500 ms: the
                 # end of the partition is what recovery waits for.
                 "fetch.wait.max.ms": 10,
-            })
+            }))
             # Each changelog partition is read whole, from the beginning; an
             # empty one finishes through its end-of-partition event.
             self._consumer.incremental_assign([TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING) for number in sorted(self.pending)])

@@ -58,14 +58,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from recurrence_ledger.runtime.client_config import client_config
+from recurrence_ledger.runtime.client_config import consumer_config, producer_config
 from recurrence_ledger.runtime.kafka_io import produce, read_raw, read_topic
 from recurrence_ledger.runtime.unicode_pin import check_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.intake import dead_letter
-from recurrence_ledger.runtime.worker import ROLLED_BACK_REASONS, CoreFailure, emit_key, encode_emit, process_message
+from recurrence_ledger.runtime.records import ROLLED_BACK_REASONS, CoreFailure, emit_key, encode_emit, process_message
 from recurrence_ledger.serde.codec import AVRO, FIXED, Codec
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import (
@@ -147,15 +147,7 @@ class ReplaySummary:
 
 
 def _consumer(bootstrap: str, group: str) -> Consumer:
-    return Consumer(
-        {
-            **client_config(bootstrap),
-            "group.id": group,
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
+    return Consumer(consumer_config(bootstrap, group, {"enable.partition.eof": True}))
 
 
 def plan(bootstrap: str, topic_prefix: str, start: ReplayStart, group: str) -> list[PartitionRange]:
@@ -277,7 +269,7 @@ def run_replay(
     total = sum(r.end - r.low for r in ranges)
 
     consumer = _consumer(bootstrap, group)
-    producer = Producer({**client_config(bootstrap), "enable.idempotence": True, "acks": "all", "linger.ms": 5})
+    producer = Producer(producer_config(bootstrap))
     final_statistics: dict[str, tuple[int, dict]] = {}
     final_revisions: dict[tuple, tuple[int, Emit]] = {}
     candidate_sets: dict[tuple[str, str], Emit] = {}  # every set the replay's processors published

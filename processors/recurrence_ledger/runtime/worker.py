@@ -7,13 +7,13 @@ the runtime's parts:
 - one consumer in the application's consumer group subscribes to every input
   topic of contract §1 with the *range* assignor, so partition p of every
   input topic lands on the same worker (co-partitioning by scope_id);
-- each assigned partition p is a :class:`Task`: a ``LedgerProcessor`` over a
+- each assigned partition p is a ``task.Task``: a ``LedgerProcessor`` over a
   ``store.ChangelogStore`` whose changelog is partition p of the compacted
   ``<app_id>-ledger-state-changelog``. On assignment the partition is
   paused and its store restored in the main loop (``recovery.Recovery``),
   then resumed;
 - a record the core fails on (or whose outputs are too large for Kafka) is
-  rolled back on its own (``Task.apply``): the partition's store returns to
+  rolled back on its own (``Task.rollback``): the partition's store returns to
   the last checkpoint and the batch's earlier records of that partition are
   applied again; the record goes to dead-letter; nothing else is undone;
 - every ``commit_interval_ms`` a checkpoint (``checkpoint.Checkpoint``): one
@@ -28,10 +28,15 @@ visible to ``read_committed`` consumers: no duplicate and no lost match,
 observation, review candidate or statistics record, and the state recovered
 from the changelog is exactly the state that produced the committed outputs.
 
-The Redis view is not written from here: with a Redis URL the process also
-runs a view follower (``follower.ViewFollower``, its own consumer of the
-committed view topics, in a thread), so the ledger never waits on Redis and
-the read side can run apart (``view follow``).
+The Redis view is not written from here, and nothing of the read side is
+imported: :func:`run_worker` takes a :class:`Companion` — something run
+beside the loop in the same process, started when the worker is built and
+finished when its loop ends. ``recurrence_ledger.read.beside`` passes a view
+follower (its own consumer of the committed view topics, in a thread), so
+the ledger never waits on Redis and the read side can run apart
+(``view follow``). Records are decoded and outputs encoded by
+``recurrence_ledger.runtime.records``; the configuration and the client
+settings are ``recurrence_ledger.runtime.worker_config``'s.
 
 Why not Faust tables here: faust-streaming's ``exactly_once`` sends records to
 topics the app does not itself consume outside the transaction
@@ -49,254 +54,45 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import signal
-import threading
 import time
-import unicodedata
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from recurrence_ledger import policy
-from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
-from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
-from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
+from recurrence_ledger import catalogue
+from recurrence_ledger.catalogue import DEAD_LETTER
+from recurrence_ledger.ledger.intake import Coordinates
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted
-from recurrence_ledger.redact import redact_url, redacted_repr
-from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
-from recurrence_ledger.runtime.metrics import WorkerMetrics
+from recurrence_ledger.runtime.metrics import BatchStats, WorkerMetrics
+from recurrence_ledger.runtime.records import CoreFailure, OutputRecord, Outputs, process_message
 from recurrence_ledger.runtime.recovery import Recovery
-from recurrence_ledger.runtime.store import ChangelogStore
+from recurrence_ledger.runtime.task import Task
+from recurrence_ledger.runtime.worker_config import WorkerConfig, input_consumer_config, output_producer_config, prepare_topics
 from recurrence_ledger.serde import codec
-from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_MAX_WAIT_CAUGHT_UP_S, ENV_BOOTSTRAP_SERVERS, settings
-from recurrence_ledger import catalogue
-from recurrence_ledger.catalogue import DEAD_LETTER, DEFAULT_MAX_OUTPUT_BYTES, MAX_MESSAGE_BYTES, STATISTICS
-
-if TYPE_CHECKING:
-    from recurrence_ledger.read.follower import ViewFollower
-    from recurrence_ledger.serde.registry import RegistrySettings
+from recurrence_ledger.settings import settings
 
 log = logging.getLogger("recurrence_ledger.worker")
 
-#: Dead-letter reasons of input records the worker rolled back and parked:
-#: their state changes were undone, so nothing (replay included) applies them.
-ROLLED_BACK_REASONS = ("internal_error", "oversized_output")
-#: Seconds one commit may block before the process exits for a restart.
-COMMIT_WATCHDOG_S = 120.0
-#: Seconds a stopping worker gives its in-process view follower to apply
-#: what the last transactions committed.
-FOLLOWER_DRAIN_S = 60.0
+class Companion(Protocol):
+    """Something a worker process runs beside its loop (the read side's
+    in-process view follower, ``recurrence_ledger.read.beside``).
+    :func:`run_worker` calls :meth:`start` once the worker is built (an
+    exception stops the run before anything is consumed) and
+    :meth:`finish` when the loop has ended, before ``run_worker`` returns or
+    raises."""
 
+    def start(self) -> None:
+        """Start beside the worker (e.g. a thread); return at once."""
 
-@dataclass(frozen=True)
-class WorkerConfig:
-    """How one worker process runs.
-
-    - ``bootstrap``: Kafka bootstrap servers, or a
-      ``client_config.KafkaConnection`` (bootstrap + security settings).
-    - ``app_id``: with the topic prefix, the consumer group id and the
-      changelog topic's name (``<prefix><app_id>-ledger-state-changelog``);
-      all workers of one deployment share it.
-    - ``instance_id``: stable per worker instance; the transactional id is
-      ``<group id>-<instance_id>``, so a restarted instance fences its
-      previous incarnation and aborts its open transaction at once.
-    - ``topic_prefix``: deployment prefix of every topic (contract §1).
-    - ``output_format``: "avro" (Confluent-framed) or "json".
-    - ``commit_interval_ms``: how often a transaction is committed.
-    - ``exit_when_idle_s``: a batch run: stop after this many seconds without
-      input, but only once every input partition of the group (not just this
-      member's) has its committed offset at its end ("caught up"); None runs
-      forever.
-    - ``max_wait_caught_up_s``: how long a batch run, idle, waits for the
-      group to catch up (the partitions of a killed member come to this one
-      when its session times out) while no committed offset of the group
-      advances; then ``run`` raises ``NotCaughtUp`` (exit code 4).
-    - ``static_membership``: join the group as a static member (KIP-345,
-      ``group.instance.id`` = ``instance_id``): a restarted instance takes its
-      partitions back at once, without a rebalance; a stopped one keeps them
-      until ``session_timeout_ms`` passes (it sends no LeaveGroup).
-    - ``session_timeout_ms``: the consumer's ``session.timeout.ms``.
-    - ``redis_url``: run a view follower into this Redis in the same
-      process (None: none; ``view follow`` may run apart). Its password is
-      redacted in ``repr``.
-    - ``create_partitions``: create missing catalogue topics with this many
-      partitions before starting (None: they must exist).
-    - ``metrics_port``: serve Prometheus metrics on 127.0.0.1:<port>/metrics.
-    - ``max_output_bytes``: largest output value (bytes, as encoded) the
-      worker produces. An input record whose outputs include a larger one is
-      not applied: the transaction is rewound and the record goes to
-      dead-letter as ``oversized_output`` (Kafka would refuse the output,
-      and every restart would fail on it again). Default: the producer's
-      message.max.bytes (16 MiB) less 64 KiB for the key and record overhead.
-    - ``schema_registry``: frame Avro values with a Schema Registry's ids
-      (``recurrence_ledger.serde.registry``); None: the fixed ids.
-    - ``accept_unicode_change``: start even when a partition's state was
-      built on another Unicode version than this runtime's, and record this
-      runtime's (contract §10; without it the worker refuses to start,
-      ``recurrence_ledger.runtime.unicode_pin``).
-    """
-
-    bootstrap: Bootstrap
-    app_id: str = DEFAULT_APP_ID
-    instance_id: str = field(default_factory=lambda: settings().worker_instance_id)
-    topic_prefix: str = ""
-    output_format: str = codec.AVRO
-    commit_interval_ms: int = policy.COMMIT_INTERVAL_MS.default
-    max_batch: int = policy.MAX_BATCH.default
-    exit_when_idle_s: float | None = None
-    max_wait_caught_up_s: float = DEFAULT_MAX_WAIT_CAUGHT_UP_S
-    static_membership: bool = True
-    session_timeout_ms: int = 10_000
-    redis_url: str | None = None  # may hold a password: redacted in repr
-    create_partitions: int | None = None
-    metrics_port: int | None = None
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
-    ledger: LedgerConfig = field(default_factory=LedgerConfig)
-    schema_registry: RegistrySettings | None = None  # its repr redacts credentials
-    accept_unicode_change: bool = False
-
-    def __repr__(self) -> str:
-        return redacted_repr(self)
-
-    @property
-    def group_id(self) -> str:
-        """Consumer group id: the prefixed app_id (Kafka Streams' application.id)."""
-        return catalogue.physical(self.app_id, self.topic_prefix)
-
-    @property
-    def changelog_name(self) -> str:
-        """Logical name of the state changelog topic."""
-        return catalogue.changelog_name(self.app_id)
-
-    @property
-    def changelog_topic(self) -> str:
-        """Physical name of the state changelog topic (compacted)."""
-        return catalogue.physical(self.changelog_name, self.topic_prefix)
-
-
-class Task:
-    """One assigned partition: its store, processor, pending offsets, and
-    the records applied since the last checkpoint (to re-apply them after
-    a rollback). ``ready`` is False until its store is restored."""
-
-    def __init__(self, partition: int, config: LedgerConfig):
-        self.partition = partition
-        self.store = ChangelogStore()
-        self.processor = LedgerProcessor(self.store, config)
-        self.offsets: dict[str, int] = {}  # physical input topic → next offset to commit
-        self.applied: list[Message] = []
-        self.ready = False
-
-    def rollback(self, reapply: Callable[[Message], Any]) -> int:
-        """Undo the record that just failed: return the store and the
-        processor to the rollback point (the last checkpoint, or the last
-        rollback), apply the records applied since then again with
-        ``reapply`` (their outputs are already produced and must be
-        discarded), and make that state the new rollback point — so each
-        record of a batch is re-applied at most once however many fail.
-        Returns the number of records re-applied."""
-        self.store.rollback()
-        self.processor.rolled_back()
-        for message in self.applied:
-            reapply(message)
-        reapplied = len(self.applied)
-        self.mark()
-        return reapplied
-
-    def mark(self) -> None:
-        """Make the current state the rollback point (pending changes and
-        view marks kept for the next checkpoint)."""
-        self.store.mark()
-        self.processor.mark()
-        self.applied.clear()
-
-    def checkpointed(self) -> None:
-        """The checkpoint committed this task's changes and offsets."""
-        self.store.flushed()
-        self.processor.mark()
-        self.applied.clear()
-        self.offsets.clear()
-
-
-class CoreFailure(RecurrenceLedgerError):
-    """The core raised on a record: its state may be half-applied, so the
-    caller must not commit it (the worker rewinds and parks the record)."""
-
-    def __init__(self, coordinates: Coordinates, raw: bytes, error: Exception):
-        super().__init__(f"{type(error).__name__}: {error}")
-        self.coordinates = coordinates
-        self.raw = raw
-
-
-def process_message(processor: LedgerProcessor, message: Message, topic_prefix: str, wire: codec.Codec = codec.FIXED) -> list[Emit]:
-    """Decode one input record and apply it: the whole shell of contract §9.
-
-    Returns the emits, or one dead-letter emit for a record without a key
-    (or one that is not the UTF-8 bytes of the value's scope_id), one that
-    does not decode (with ``wire``) or validate. Raises CoreFailure when the
-    core itself raised — a bug, after which the processor's state cannot be
-    trusted — and RegistryError when a Schema Registry does not answer.
-    """
-    physical_topic = message.topic()
-    raw = message.value()
-    raw_key = message.key()
-    try:
-        key = raw_key.decode("utf-8") if raw_key is not None else None
-    except UnicodeDecodeError:
-        key = raw_key.decode("utf-8", "replace")
-        coordinates = Coordinates(physical_topic, message.partition(), message.offset(), key)
-        return [dead_letter(coordinates, raw or b"", "key_mismatch", "record key is not UTF-8, so it cannot be a scope_id (contract §1)")]
-    coordinates = Coordinates(physical_topic, message.partition(), message.offset(), key)
-    try:
-        if raw_key is None:
-            raise BadRecord("key_mismatch", "record has no key; the key must be its scope_id (contract §1)")
-        kind, value = wire.decode_source(catalogue.logical(physical_topic, topic_prefix), raw)
-        return ingest(processor, kind, value, raw, coordinates)
-    except BadRecord as bad:
-        return [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
-    except codec.RegistryError:
-        raise  # the Schema Registry is unreachable: not the record's fault, never dead-letter it
-    except Exception as error:
-        log.exception("internal error on %s[%d]@%d", physical_topic, message.partition(), message.offset())
-        raise CoreFailure(coordinates, raw or b"", error) from error
-
-
-def emit_key(emit: Emit, raw_key: bytes | None) -> bytes | None:
-    """Record key of an output: the emit's key (UTF-8), or the input's key
-    for a dead letter or an emit without one."""
-    return raw_key if emit.topic == DEAD_LETTER or emit.key is None else emit.key.encode("utf-8")
-
-
-def encode_emit(emit: Emit, output_format: str, wire: codec.Codec = codec.FIXED, topic_prefix: str = "") -> bytes:
-    """The wire value of an output record (Avro framed by ``wire``, or JSON)."""
-    return wire.encode(catalogue.BY_NAME[emit.topic].schema, emit.value, output_format, topic=catalogue.physical(emit.topic, topic_prefix))
-
-
-def input_consumer_config(bootstrap: Bootstrap, group_id: str, instance_id: str | None = None, session_timeout_ms: int = 10_000) -> dict:
-    """The worker's consumer settings for the input topics (also the
-    benchmark's passthrough baseline, so both read the same way). With
-    ``instance_id``, a static member (KIP-345 ``group.instance.id``)."""
-    static = {"group.instance.id": instance_id} if instance_id else {}
-    return {
-        **client_config(bootstrap),
-        "group.id": group_id,
-        "isolation.level": "read_committed",
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        # Range assigns partition p of every subscribed topic to the same
-        # member: co-partitioning (contract §1).
-        "partition.assignment.strategy": "range",
-        "enable.partition.eof": False,
-        "session.timeout.ms": session_timeout_ms,
-        "heartbeat.interval.ms": min(1_000, session_timeout_ms // 3),
-        **static,
-    }
+    def finish(self, clean: bool) -> None:
+        """The worker's loop ended: ``clean`` after a stop or a finished
+        batch run (one that gave up NotCaughtUp too: what it committed is
+        right, only incomplete), False when it failed. Returns once done
+        (bounded: the process exits after it)."""
 
 
 class LedgerWorker:
@@ -309,51 +105,32 @@ class LedgerWorker:
         self.config = config
         prefix = config.topic_prefix
         self.inputs = [catalogue.physical(name, prefix) for name in catalogue.INPUT_TOPICS]
-        self.outputs = {name: catalogue.physical(name, prefix) for name in catalogue.OUTPUT_TOPICS}
         self.codec = codec.make_codec(config.schema_registry)
         if config.output_format == codec.AVRO:  # a registry that refuses our schemas stops the worker here
-            self.codec.prepare({self.outputs[name]: catalogue.BY_NAME[name].schema for name in catalogue.OUTPUT_TOPICS})
+            self.codec.prepare({catalogue.physical(name, prefix): catalogue.BY_NAME[name].schema for name in catalogue.OUTPUT_TOPICS})
+        self.outputs = Outputs(config.output_format, self.codec, prefix, config.max_output_bytes)
         self.tasks: dict[int, Task] = {}
         self.running = True
         self.records_in = 0
         self.hooks = hooks if hooks is not None else FaultInjector(settings().fault_inject)
         # Static membership: the same instance id names the consumer's
-        # group.instance.id and (below) the transactional.id, so a restarted
+        # group.instance.id and the transactional.id, so a restarted
         # instance gets its partitions back at once (no rebalance) and fences
-        # its previous incarnation on both: the broker refuses the old
-        # consumer (FENCED_INSTANCE_ID) and the old producer (epoch bump).
+        # its previous incarnation on both (worker_config.output_producer_config).
         self.consumer = Consumer(input_consumer_config(
             config.bootstrap, config.group_id, config.instance_id if config.static_membership else None, config.session_timeout_ms))
-        self.producer = Producer(
-            {
-                **client_config(config.bootstrap),
-                "transactional.id": f"{config.group_id}-{config.instance_id}",
-                "transaction.timeout.ms": 30_000,
-                "linger.ms": 5,
-                # Large state records (a scope's heads, a long streak run) and
-                # RecurrenceMatches over thousands of heads: the changelog and
-                # ledger topics are created with max.message.bytes to match.
-                "message.max.bytes": MAX_MESSAGE_BYTES,
-                "compression.type": "lz4",
-            }
-        )
+        self.producer = Producer(output_producer_config(config))
         self.checkpoint = Checkpoint(self.producer, self.consumer.consumer_group_metadata, self.hooks)
         self.recovery = Recovery(config.bootstrap, config.group_id, config.changelog_topic, self.hooks)
         self.metrics = WorkerMetrics()
-        # The batch's ScopeStatistics (for the pending-outcomes gauge), input
-        # timestamps (latency histogram) and output counts, until it commits.
-        self._pending_stats: list[dict] = []
-        self._batch_timestamps: list[float] = []
-        self._batch_outputs: dict[str, int] = {}
+        self._batch = BatchStats()  # the open transaction's metrics, until it commits
         self._last_activity = time.monotonic()
-        self._committing_since: float | None = None
-        threading.Thread(target=self._watchdog, name="commit-watchdog", daemon=True).start()
-        self._catch_up = CatchUp(self)
+        self.checkpoint.watch()
+        self._catch_up = CatchUp(self.consumer, self.inputs, config.bootstrap, config.group_id, config.exit_when_idle_s, config.max_wait_caught_up_s)
         self._unready: dict[tuple[str, int], int] = {}  # first offset per partition polled while restoring
         # Records consumed since the last checkpoint (with or without
         # outputs: their offsets must be committed either way).
         self._batch_open = False
-        self.not_caught_up: NotCaughtUp | None = None
 
     # -- lifecycle ----------------------------------------------------------------
     def run(self) -> None:
@@ -404,7 +181,7 @@ class LedgerWorker:
                         self.consumer.seek(TopicPartition(topic, number, offset))
                     self._unready.clear()
                 if now - last_lag >= 2:
-                    self._update_lag()
+                    self.metrics.update_lag(self.consumer)
                     last_lag = now
                 if now - last_report >= 10:
                     rate = (self.records_in - reported) / (now - last_report)
@@ -436,18 +213,8 @@ class LedgerWorker:
             self.recovery.close()
             self._catch_up.close()
             log.info("stopped after %d records; GC pauses: %s", self.records_in, self.metrics.describe_gc())
-        if self.not_caught_up is not None:
-            raise self.not_caught_up
-
-    def _update_lag(self) -> None:
-        """Consumer lag per assigned input partition (cached watermarks)."""
-        for tp in self.consumer.position(self.consumer.assignment()):
-            try:
-                _, high = self.consumer.get_watermark_offsets(tp, cached=True)
-            except KafkaException:
-                continue
-            if high >= 0 and tp.offset >= 0:
-                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - tp.offset))
+        if self._catch_up.not_caught_up is not None:
+            raise self._catch_up.not_caught_up
 
     def stop(self, *_: Any) -> None:
         """Ask the loop to finish after the current batch."""
@@ -472,28 +239,26 @@ class LedgerWorker:
         self.metrics.records.labels(message.topic()).inc()
         kind, timestamp = message.timestamp()
         if kind != TIMESTAMP_NOT_AVAILABLE:
-            self._batch_timestamps.append(timestamp / 1000)
-        emits, values, failure = self._apply(task, message)
+            self._batch.timestamps.append(timestamp / 1000)
+        records, failure = self._apply(task, message)
         if failure is not None:
             # Undo this record alone, then park it in dead-letter.
             reason, text = failure
             reapplied = task.rollback(self._reapply(task))
             log.warning("%s[%d]@%d rolled back (%s: %s; %d earlier records of the batch re-applied) and dead-lettered",
                         message.topic(), message.partition(), message.offset(), reason, text[:200], reapplied)
-            emit = dead_letter(Coordinates(message.topic(), message.partition(), message.offset(), (message.key() or b"").decode("utf-8", "replace")),
-                               message.value() or b"", reason, text)
-            emits, values = [emit], [encode_emit(emit, self.config.output_format, self.codec, self.config.topic_prefix)]
+            records = [self.outputs.rolled_back(message, reason, text)]
         else:
             task.applied.append(message)
-        for emit, value in zip(emits, values):
-            self._send(emit, task.partition, message.key(), value)
-            if emit.topic == DEAD_LETTER:
-                self.metrics.dead_letters.labels(emit.value["reason"]).inc()
+        for record in records:
+            self._send(record, task.partition)
+            if record.emit.topic == DEAD_LETTER:
+                self.metrics.dead_letters.labels(record.emit.value["reason"]).inc()
         task.offsets[message.topic()] = message.offset() + 1
 
-    def _apply(self, task: Task, message: Message) -> tuple[list[Emit], list[bytes], tuple[str, str] | None]:
-        """Decode, apply and encode one record: ``(emits, values, None)``, or
-        ``([], [], (reason, message))`` when the record must be rolled back
+    def _apply(self, task: Task, message: Message) -> tuple[list[OutputRecord], tuple[str, str] | None]:
+        """Decode, apply and encode one record: ``(records, None)``, or
+        ``([], (reason, message))`` when the record must be rolled back
         (the core or a hook raised: ``internal_error``; an output too large:
         ``oversized_output``)."""
         try:
@@ -501,31 +266,25 @@ class LedgerWorker:
             if self.hooks.active:
                 self.hooks.applied(Coordinates(message.topic(), message.partition(), message.offset(), None))
         except CoreFailure as failure:
-            return [], [], ("internal_error", str(failure)[:1000])
+            return [], ("internal_error", str(failure)[:1000])
         except (codec.RegistryError, KafkaException):
             raise
         except Exception as error:  # a hook failing the record: handled like the core failing on it
-            return [], [], ("internal_error", f"{type(error).__name__}: {error}"[:1000])
-        values = [encode_emit(emit, self.config.output_format, self.codec, self.config.topic_prefix) for emit in emits]
-        for emit, value in zip(emits, values):
-            if len(value) > self.config.max_output_bytes:
-                return [], [], ("oversized_output", (
-                    f"its {emit.topic} output is {len(value)} bytes; the worker's limit is "
-                    f"{self.config.max_output_bytes} (max_output_bytes)"))
-        return emits, values, None
+            return [], ("internal_error", f"{type(error).__name__}: {error}"[:1000])
+        records = self.outputs.records(emits, message.key())
+        oversized = self.outputs.oversized(records)
+        return ([], ("oversized_output", oversized)) if oversized is not None else (records, None)
 
     def _reapply(self, task: Task) -> Callable[[Message], Any]:
         def reapply(message: Message) -> None:
             process_message(task.processor, message, self.config.topic_prefix, self.codec)
         return reapply
 
-    def _send(self, emit: Emit, partition: int, raw_key: bytes | None, value: bytes) -> None:
+    def _send(self, record: OutputRecord, partition: int) -> None:
         # Outputs go to the input's partition: a scope's outputs stay
         # co-partitioned with its inputs whatever partitioner producers use.
-        self.checkpoint.produce(self.outputs[emit.topic], emit_key(emit, raw_key), value, partition)
-        self._batch_outputs[emit.topic] = self._batch_outputs.get(emit.topic, 0) + 1
-        if emit.topic == STATISTICS:
-            self._pending_stats.append(emit.value)
+        self.checkpoint.produce(record.topic, record.key, record.value, partition)
+        self._batch.output(record.emit.topic, record.emit.value)
 
     # -- checkpoints ------------------------------------------------------------------
     def _publish_views(self) -> None:
@@ -534,8 +293,8 @@ class LedgerWorker:
         ``published`` state they update commits with them."""
         for task in self.tasks.values():
             if task.ready:
-                for emit in task.processor.end_batch():
-                    self._send(emit, task.partition, None, encode_emit(emit, self.config.output_format, self.codec, self.config.topic_prefix))
+                for record in self.outputs.records(task.processor.end_batch(), None):
+                    self._send(record, task.partition)
 
     def _commit(self) -> None:
         """View records, then changelog records + offsets + commit,
@@ -549,7 +308,6 @@ class LedgerWorker:
         tasks = [task for task in self.tasks.values() if task.ready]
         changelog = [(self.config.changelog_topic, task.partition, key, value) for task in tasks for key, value in task.store.changes()]
         offsets = [TopicPartition(topic, task.partition, offset) for task in tasks for topic, offset in task.offsets.items()]
-        self._committing_since = time.monotonic()
         try:
             self.checkpoint.commit(changelog, offsets)
         except CheckpointAborted as aborted:
@@ -558,7 +316,6 @@ class LedgerWorker:
             return
         finally:
             self.metrics.checkpoint.observe(time.monotonic() - started)
-            self._committing_since = None
         self._batch_open = False
         for task in tasks:
             task.checkpointed()
@@ -571,32 +328,13 @@ class LedgerWorker:
         # "Latency"). Cyclic garbage still alive at a checkpoint is not
         # collected afterwards; the loop creates none that outlives a batch.
         gc.freeze()
-        committed_at = time.time()
-        for timestamp in self._batch_timestamps:
-            self.metrics.latency.observe(max(0.0, committed_at - timestamp))
-        for topic, count in self._batch_outputs.items():
-            self.metrics.outputs.labels(topic).inc(count)
-        self.metrics.statistics(self._pending_stats)
-        self._batch_timestamps, self._batch_outputs, self._pending_stats = [], {}, []
-
-    def _watchdog(self) -> None:
-        """Exit (code 3) when one commit has been blocked for
-        COMMIT_WATCHDOG_S: seen once in ~8 broker-restart runs, librdkafka's
-        commit_transaction did not return after its timeout. The open
-        transaction is aborted by the broker, so a supervisor's restart keeps
-        outputs exactly once (tests/e2e/test_faults.py)."""
-        while True:
-            time.sleep(1.0)
-            since = self._committing_since
-            if since is not None and time.monotonic() - since > COMMIT_WATCHDOG_S:
-                log.critical("a transaction commit has been blocked for %.0f s: exiting for a restart", COMMIT_WATCHDOG_S)
-                os._exit(3)
+        self._batch.committed(self.metrics, time.time())
 
     def _rewind(self) -> None:
         """Back to the last committed transaction (after an abort): every
         task restored again from the changelog, consumer positions at the
         committed offsets."""
-        self._batch_timestamps, self._batch_outputs, self._pending_stats = [], {}, []
+        self._batch.clear()
         self._batch_open = False
         assignment = self.consumer.assignment()
         for committed in self.consumer.committed(assignment, timeout=30):
@@ -622,7 +360,7 @@ class LedgerWorker:
             task = self.tasks.get(number)
             if task is None:
                 continue
-            self._pin_unicode(task)
+            task.pin_unicode(self.config.accept_unicode_change, self.config.changelog_topic)
             task.mark()
             task.ready = True
             self.consumer.resume([tp for tp in self.consumer.assignment() if tp.partition == number])
@@ -652,114 +390,23 @@ class LedgerWorker:
         # Lost (not revoked): another member may own them already; our open
         # transaction must not commit their offsets.
         self.checkpoint.abort("partitions lost")
-        self._batch_timestamps, self._batch_outputs, self._pending_stats = [], {}, []
+        self._batch.clear()
         self._batch_open = False
         for number in list(self.tasks):
             self.recovery.discard(number)
         self.tasks.clear()
         log.warning("partitions lost %s: state dropped, will restore on reassignment", sorted({tp.partition for tp in partitions}))
 
-    def _pin_unicode(self, task: Task) -> None:
-        """contract §10: check the Unicode version recorded in the restored
-        state against this runtime's, and record it (a new partition, or one
-        restored from a changelog written before the pin existed). Raises
-        UnicodeVersionChanged — from the main loop, so the worker stops
-        before it processes anything — unless accept_unicode_change."""
-        try:
-            previous = pin_unicode_version(task.store, self.config.accept_unicode_change)
-        except UnicodeVersionChanged as error:
-            raise UnicodeVersionChanged(
-                error.recorded, error.runtime, f"partition {task.partition} of {self.config.changelog_topic}",
-            ) from None
-        if previous is not None and previous != unicodedata.unidata_version:
-            log.warning(
-                "partition %d: state built with Unicode %s, this runtime has Unicode %s: accepted "
-                "(--accept-unicode-change), recording Unicode %s", task.partition, previous,
-                unicodedata.unidata_version, unicodedata.unidata_version,
-            )
 
-
-def prepare_topics(config: WorkerConfig) -> int:
-    """Refuse to start unless the input topics are co-partitioned; create
-    missing output topics and the changelog with the same partition count;
-    check they all agree. Returns the partition count. With
-    ``config.create_partitions`` set, missing catalogue topics are first
-    created with that many partitions (a fresh deployment).
-
-    Raises ``recurrence_ledger.runtime.kafka_admin.CoPartitionError`` with every topic's
-    count when they differ or an input topic is missing.
-    """
-    from recurrence_ledger.runtime.kafka_admin import check_copartitioned, create_topics
-
-    prefix = config.topic_prefix
-    if config.create_partitions:
-        create_topics(config.bootstrap, config.create_partitions, prefix)
-    inputs = [catalogue.physical(name, prefix) for name in catalogue.INPUT_TOPICS]
-    partitions = check_copartitioned(config.bootstrap, inputs)
-    changelog_config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "max.message.bytes": str(MAX_MESSAGE_BYTES)}
-    create_topics(config.bootstrap, partitions, prefix, extra=[(config.changelog_name, changelog_config)])
-    outputs = [catalogue.physical(name, prefix) for name in catalogue.OUTPUT_TOPICS]
-    return check_copartitioned(config.bootstrap, [*inputs, *outputs, config.changelog_topic])
-
-
-def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any) -> WorkerConfig:
-    """WorkerConfig from the process settings (KAFKA_BOOTSTRAP_SERVERS,
-    REDIS_URL, RL_TOPIC_PREFIX, RL_APP_ID, RL_INSTANCE_ID,
-    SCHEMA_REGISTRY_URL, RL_ACCEPT_UNICODE_CHANGE; see
-    ``recurrence_ledger.settings``), then ``overrides`` (None values
-    ignored). Raises ValueError when no bootstrap servers are configured."""
-    env = settings()
-    if not env.bootstrap_servers:
-        raise ValueError(f"{ENV_BOOTSTRAP_SERVERS} is not set")
-    config = WorkerConfig(
-        bootstrap=env.bootstrap_servers,
-        app_id=env.app_id,
-        instance_id=env.worker_instance_id,
-        topic_prefix=env.topic_prefix,
-        redis_url=env.redis_url,
-        ledger=ledger or LedgerConfig(),
-        accept_unicode_change=env.accept_unicode_change,
-    )
-    if env.schema_registry_url:
-        from recurrence_ledger.serde.registry import registry_settings
-
-        config = replace(config, schema_registry=registry_settings(env.schema_registry_url))
-    return replace(config, **{name: value for name, value in overrides.items() if value is not None})
-
-
-def start_follower(config: WorkerConfig) -> tuple[ViewFollower, threading.Thread]:
-    """The in-process view follower of a worker with a Redis URL: a
-    ``follower.ViewFollower`` (own consumer group ``<prefix><app_id>-view``)
-    running in a daemon thread. An error in it is logged; the ledger goes on."""
-    from recurrence_ledger.read.follower import FollowerConfig, ViewFollower
-
-    assert config.redis_url is not None
-    follower = ViewFollower(
-        FollowerConfig(bootstrap=config.bootstrap, redis_url=config.redis_url, app_id=config.app_id, topic_prefix=config.topic_prefix,
-                       review_threshold=config.ledger.review_threshold, schema_registry=config.schema_registry),
-        codec.make_codec(config.schema_registry),
-    )
-
-    def follow() -> None:
-        try:
-            follower.run()
-        except Exception:  # noqa: BLE001 - the read side must never stop the ledger
-            log.exception("the view follower stopped on an error; the ledger goes on (run `view follow` to catch the view up)")
-
-    thread = threading.Thread(target=follow, name="view-follower", daemon=True)
-    thread.start()
-    log.info("view follower in this process: %s into %s (group %s)", sorted(follower.topics), redact_url(config.redis_url), follower.config.group_id)
-    return follower, thread
-
-
-def run_worker(config: WorkerConfig) -> None:
+def run_worker(config: WorkerConfig, companion: Companion | None = None) -> None:
     """Prepare the topics and run one worker until SIGTERM/SIGINT (or idle
-    timeout), with its view follower when ``config.redis_url`` is set (on
-    the way out the follower gets up to FOLLOWER_DRAIN_S to apply what was
-    committed). Raises CoPartitionError before consuming anything when the
-    topics are not co-partitioned, and UnicodeVersionChanged when an
-    assigned partition's state was built on another Unicode version (before
-    any of its records is processed)."""
+    timeout), with ``companion`` beside its loop (:class:`Companion`: e.g.
+    ``read.beside``'s view follower, which gets up to 60 s on the way out to
+    apply what was committed). Raises CoPartitionError before consuming
+    anything when the topics are not co-partitioned, NotCaughtUp when a
+    batch run gives up waiting for its group, and UnicodeVersionChanged when
+    an assigned partition's state was built on another Unicode version
+    (before any of its records is processed)."""
     logging.basicConfig(level=settings().log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     partitions = prepare_topics(config)
     worker = LedgerWorker(config)
@@ -769,7 +416,8 @@ def run_worker(config: WorkerConfig) -> None:
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
     log.info("worker %s of group %s: %d partitions, inputs %s", config.instance_id, config.group_id, partitions, worker.inputs)
-    follower = start_follower(config) if config.redis_url else None
+    if companion is not None:
+        companion.start()
     clean = False
     try:
         worker.run()
@@ -778,14 +426,5 @@ def run_worker(config: WorkerConfig) -> None:
         clean = True  # what was committed is right, only incomplete: the view should show it
         raise
     finally:
-        if follower is not None:
-            view, thread = follower
-            if clean and not view.redis_ok:
-                log.warning("Redis is down: not waiting for the view follower; the view is behind the ledger until a follower catches up")
-            elif clean:  # a stop or a finished batch: let the view catch up with what was committed
-                view.drain()
-                thread.join(FOLLOWER_DRAIN_S)
-                if thread.is_alive():
-                    log.warning("the view follower did not catch up within %.0f s (is Redis down?); the view is behind the ledger", FOLLOWER_DRAIN_S)
-            view.stop()
-            thread.join(5.0)
+        if companion is not None:
+            companion.finish(clean)

@@ -25,7 +25,7 @@ ids of ``recurrence_ledger.catalogue.SCHEMA_IDS``:
   deleted topics, soft then permanently (:func:`delete_subjects`).
 
 A registry that does not answer is not a bad record: :class:`RegistryError`
-(``recurrence_ledger.serde.codec``) is raised and nothing is
+(``recurrence_ledger.serde.wire``, imported by ``serde.codec``) is raised and nothing is
 dead-lettered. The client caches every schema it has seen, so a running
 worker needs the registry only for schema ids it has not met yet.
 
@@ -49,7 +49,7 @@ from fastavro.read import SchemaResolutionError
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.redact import redact_url
 from recurrence_ledger.serde import avro
-from recurrence_ledger.serde.codec import Codec, RegistryError, schema_id_of
+from recurrence_ledger.serde.wire import Codec, RegistryError, schema_id_of
 from recurrence_ledger import catalogue
 
 try:  # the HTTP library the client uses (httpx2 or httpx)

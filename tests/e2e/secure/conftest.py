@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 
-from recurrence_ledger.runtime.client_config import KafkaConnection, check_connection, load_connection, read_properties
+from recurrence_ledger.runtime.client_config import KafkaConnection, check_connection
+from recurrence_ledger.runtime.client_properties import load_connection, read_properties
 from recurrence_ledger.runtime.kafka_admin import admin_client
 
 #: Properties files deploy/kafka.sh --secure writes.

@@ -1,0 +1,81 @@
+"""One assigned partition of a worker (:class:`Task`): its state store and
+processor, the offsets to commit, and the records applied since the last
+checkpoint — what a rollback re-applies.
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Message
+
+from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
+from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
+from recurrence_ledger.runtime.store import ChangelogStore
+
+log = logging.getLogger("recurrence_ledger.worker")
+
+
+class Task:
+    """One assigned partition: its store, processor, pending offsets, and
+    the records applied since the last checkpoint (to re-apply them after
+    a rollback). ``ready`` is False until its store is restored."""
+
+    def __init__(self, partition: int, config: LedgerConfig):
+        self.partition = partition
+        self.store = ChangelogStore()
+        self.processor = LedgerProcessor(self.store, config)
+        self.offsets: dict[str, int] = {}  # physical input topic → next offset to commit
+        self.applied: list[Message] = []
+        self.ready = False
+
+    def rollback(self, reapply: Callable[[Message], Any]) -> int:
+        """Undo the record that just failed: return the store and the
+        processor to the rollback point (the last checkpoint, or the last
+        rollback), apply the records applied since then again with
+        ``reapply`` (their outputs are already produced and must be
+        discarded), and make that state the new rollback point — so each
+        record of a batch is re-applied at most once however many fail.
+        Returns the number of records re-applied."""
+        self.store.rollback()
+        self.processor.rolled_back()
+        for message in self.applied:
+            reapply(message)
+        reapplied = len(self.applied)
+        self.mark()
+        return reapplied
+
+    def mark(self) -> None:
+        """Make the current state the rollback point (pending changes and
+        view marks kept for the next checkpoint)."""
+        self.store.mark()
+        self.processor.mark()
+        self.applied.clear()
+
+    def checkpointed(self) -> None:
+        """The checkpoint committed this task's changes and offsets."""
+        self.store.flushed()
+        self.processor.mark()
+        self.applied.clear()
+        self.offsets.clear()
+
+    def pin_unicode(self, accept_change: bool, changelog_topic: str) -> None:
+        """contract §10: check the Unicode version recorded in the restored
+        state against this runtime's, and record it (a new partition, or one
+        restored from a changelog written before the pin existed). Raises
+        UnicodeVersionChanged naming the partition of ``changelog_topic`` —
+        the worker calls it from its main loop, so it stops before it
+        processes anything — unless ``accept_change``."""
+        try:
+            previous = pin_unicode_version(self.store, accept_change)
+        except UnicodeVersionChanged as error:
+            raise UnicodeVersionChanged(error.recorded, error.runtime, f"partition {self.partition} of {changelog_topic}") from None
+        if previous is not None and previous != unicodedata.unidata_version:
+            log.warning(
+                "partition %d: state built with Unicode %s, this runtime has Unicode %s: accepted "
+                "(--accept-unicode-change), recording Unicode %s", self.partition, previous,
+                unicodedata.unidata_version, unicodedata.unidata_version,
+            )
