@@ -94,6 +94,27 @@ def test_dice_scores(vector):
     assert dice(vector["first"], vector["second"]) == vector["score"]
 
 
+def words(prefix: str, first: int, last: int) -> list[str]:
+    return [f"{prefix}{number}" for number in range(first, last + 1)]
+
+
+def test_near_duplicates_sort_by_the_exact_score_not_the_published_one():
+    """A candidate of 65 bigrams (t1 … t66). Head "A" shares all 65 of its 97
+    bigrams: 130/162 = 65/81 = 0.80247 → 0.8025. Head "B" shares 63 of its
+    92: 126/157 = 0.80255 → 0.8025. Same published score; B is the nearer,
+    so it comes first although "A" < "B"."""
+    from tests.ledger.test_admission import FAILED, candidate, decisions
+    from tests.journal import Ledger, experience
+
+    scope = "svc"
+    head_a = " ".join(words("t", 1, 66) + words("x", 1, 32))
+    head_b = " ".join(words("t", 1, 64) + words("y", 1, 29))
+    ledger = Ledger().feed(FAILED, experience(scope, 10, "A", cue=head_a), experience(scope, 11, "B", cue=head_b))
+    ledger.feed(candidate("C1", cue=" ".join(words("t", 1, 66))))
+    rows = decisions(ledger)["C1"]["near_duplicates"]
+    assert [(row["artifact_ref"]["artifact_id"], row["score"]) for row in rows] == [("B", 0.8025), ("A", 0.8025)]
+
+
 # --------------------------------------------------------------------- §19.4 integers
 
 

@@ -144,9 +144,10 @@ def canonical_json(value: Any) -> bytes:
     byte for byte what ``json.dumps(value, sort_keys=True, separators=(",",
     ":"), ensure_ascii=False)`` gives for our value types, produced by orjson
     (about 10x faster; pinned by the golden vectors).
-    Floats appear only as ratios rounded to 4 decimals (yield, Dice scores),
-    never NaN or infinite; orjson writes their shortest round-trip form,
-    the same as ``json.dumps``. Raises ``ValueError`` on a lone
+    Floats appear only as ratios published with 4 decimals (yield,
+    repeat_failure_rate, Dice scores: ``ratios.published_ratio``), never NaN
+    or infinite; orjson writes their shortest round-trip form, the same as
+    ``json.dumps``, so at most 4 decimals. Raises ``ValueError`` on a lone
     surrogate, an integer outside 64 bits or a non-JSON type.
     """
     try:
