@@ -32,9 +32,10 @@ Every :class:`Entry` is one record:
 A journal line read from Kafka is a ``source-journal`` record published as
 is (what ``recurrence_ledger.runtime.kafka_io.publish_journal`` does with a bad line), keyed
 by its scope_id: :func:`as_source_journal` gives its key and the reason it
-must get there — the same code for a line starting with ``{`` (JSON), and
-``bad_magic_byte`` for any other (neither JSON nor an Avro frame,
-``recurrence_ledger.serde.codec``).
+must get there — the same code for a line the worker reads as JSON (its
+first byte after JSON whitespace starts a JSON value, or a BOM: contract
+§9), and ``bad_magic_byte`` for any other (neither JSON nor an Avro frame,
+``recurrence_ledger.ledger.intake.is_json_value``).
 
 The conflicts are built against the minimum case's own records, so running
 the corpus between its records must leave its outputs unchanged.
