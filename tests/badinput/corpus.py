@@ -32,9 +32,10 @@ Every :class:`Entry` is one record:
 A journal line read from Kafka is a ``source-journal`` record published as
 is (what ``recurrence_ledger.runtime.kafka_io.publish_journal`` does with a bad line), keyed
 by its scope_id: :func:`as_source_journal` gives its key and the reason it
-must get there — the same code for a line starting with ``{`` (JSON), and
-``bad_magic_byte`` for any other (neither JSON nor an Avro frame,
-``recurrence_ledger.serde.codec``).
+must get there — the same code for a line the worker reads as JSON (its
+first byte after JSON whitespace starts a JSON value, or a BOM: contract
+§9), and ``bad_magic_byte`` for any other (neither JSON nor an Avro frame,
+``recurrence_ledger.ledger.intake.is_json_value``).
 
 The conflicts are built against the minimum case's own records, so running
 the corpus between its records must leave its outputs unchanged.
@@ -269,8 +270,12 @@ def _journal_entries() -> list[Entry]:
     add("deep-nesting", b'{"topic":"task-outcomes","value":' + b'{"a":' * 50_000 + b"1" + b"}" * 50_001,
         "malformed_json", "50,000 nested objects inside the envelope")
     add("deep-array", b"[" * 100_000 + b"]" * 100_000, "malformed_json", "100,000 nested arrays")
-    add("huge-int-literal", with_position(probe, "9" * 5000), "malformed_json",
-        "a 5000-digit integer where the position goes: beyond the decoder's limit (like too-deep nesting)")
+    add("huge-int-literal", with_position(probe, "9" * 5000), "invalid_value",
+        "a 5000-digit integer where the position goes: outside 64 bits whatever CPython's digit limit (contract §19)")
+    add("huge-int-unknown-field", with_position(probe, '1000,"retries":-' + "9" * 20), "invalid_value",
+        "a 20-digit negative integer in an unknown field: outside 64 bits is invalid_value before any schema rule")
+    add("huge-int-and-repeated-key", with_position(probe, "9" * 5000 + ',"journal_position":4'), "malformed_json",
+        "a 5000-digit integer in a record that repeats a key: not JSON wins over the integer")
 
     # -- envelope ---------------------------------------------------------------------
     add("envelope-array", jline(["task-outcomes", probe["value"]]), "invalid_envelope", "an array instead of the envelope object")
@@ -422,8 +427,12 @@ def _kafka_entries() -> list[Entry]:
     add("magic-1", sj, b"\x01" + frame[1:], "bad_magic_byte", "magic byte 1")
     add("magic-ff", sj, b"\xff" + frame[1:], "bad_magic_byte", "magic byte 0xff")
     add("empty-value", sj, b"", "bad_magic_byte", "an empty (not null) value")
-    add("json-array", sj, jline(["task-outcomes", probe["value"]]), "bad_magic_byte",
-        "a JSON array: only a value starting with '{' is read as JSON")
+    add("json-array", sj, jline(["task-outcomes", probe["value"]]), "invalid_envelope",
+        "a JSON array on source-journal: JSON, but not the envelope object (like a journal line)")
+    add("json-string", sj, b'"just a string"', "invalid_envelope", "a JSON string on source-journal")
+    add("json-deep-array", sj, b"[" * 100_000, "malformed_json", "100,000 nested '[' on source-journal: JSON nested too deeply")
+    add("whitespace-then-garbage", sj, b" \r\n\x07garbage", "bad_magic_byte", "JSON whitespace, then byte 0x07")
+    add("whitespace-only", sj, b" \t\r\n", "malformed_json", "JSON whitespace only: JSON text without a value")
     add("schema-id-999", sj, b"\x00" + struct.pack(">I", 999) + body, "unknown_schema_id", "frame with schema id 999")
     add("schema-id-max", sj, b"\x00\xff\xff\xff\xff" + body, "unknown_schema_id", "frame with schema id 2^32-1")
     add("schema-of-per-kind-topic", sj, outcome_frame, "unknown_schema_id",
@@ -455,7 +464,8 @@ def _kafka_entries() -> list[Entry]:
     add("json-envelope-topic-number", sj, jline({"topic": 4, "value": probe["value"]}), "invalid_envelope", "a numeric topic")
     add("json-nan", sj, with_position(probe, "NaN"), "malformed_json", "JSON with NaN")
     add("json-not-utf8", sj, jline(probe).replace(b"O-corpus", b"O-\xffcorpus"), "malformed_json", "JSON with invalid UTF-8")
-    add("json-huge-int", sj, with_position(probe, "9" * 5000), "malformed_json", "JSON with a 5000-digit integer")
+    add("json-huge-int", sj, with_position(probe, "9" * 5000), "invalid_value", "JSON with a 5000-digit integer")
+    add("json-20-digit-int", sj, with_position(probe, "1" + "0" * 19), "invalid_value", "JSON with the 20-digit integer 10^19")
     oversized_json = jline(mutated(experience, ("value", "content", "lesson"), "x" * 1_100_000))
     add("json-oversized", sj, oversized_json, "oversized_record", "a 1.1 MB JSON record")
     big_valid = mutated(probe, ("value", "observations"),
@@ -498,6 +508,13 @@ def _kafka_entries() -> list[Entry]:
     # -- per-kind topics ----------------------------------------------------------------------
     to, er, hr, rc = "task-outcomes", "experience-revisions", "handoff-revisions", "handoff-receipts"
     add("wrong-magic", to, b"\x07not avro", "bad_magic_byte", "text that is neither JSON nor a frame")
+    add("json-string", to, b'"just a string"', "wrong_type", "a JSON string: JSON, but not an event object")
+    add("json-number", to, b" 42\n", "wrong_type", "a JSON number with whitespace around it")
+    add("json-true", to, b"true", "wrong_type", "JSON true")
+    add("json-null", to, b"null", "wrong_type", "JSON null (not a tombstone: the value has 4 bytes)")
+    add("json-array", to, jline([probe["value"]]), "wrong_type", "the event inside a JSON array")
+    add("json-deep-array", to, b"[" * 100_000, "malformed_json", "100,000 nested '[': JSON nested too deeply (contract §9)")
+    add("json-like-word", to, b"nope", "malformed_json", "starts like JSON null, is not JSON")
     add("schema-of-other-kind", to, per_kind(experience), "unknown_schema_id", "an ExperienceRevision frame on task-outcomes")
     add("source-event-frame", to, frame, "unknown_schema_id", "a SourceEvent frame on a per-kind topic")
     add("truncated", to, outcome_frame[:-3], "undecodable_avro", "a TaskOutcome frame missing its last 3 bytes")
@@ -555,8 +572,10 @@ def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
     """``(key, reason)`` of a journal entry published as is on
     source-journal: keyed by the value's scope_id when one can be read (else
     the minimum case's scope), and the same reason when the line is JSON
-    (starts with ``{`` or a UTF-8 BOM), else ``bad_magic_byte`` — or ``unknown_schema_id``
-    when it starts with byte 0, which reads as a frame header naming id 0."""
+    (it starts with a UTF-8 BOM, or its first byte after JSON whitespace is
+    ``{``, ``[``, ``"``, a digit, ``-``, ``t``, ``f`` or ``n``: contract §9),
+    else ``bad_magic_byte`` — or ``unknown_schema_id`` when it starts with
+    byte 0, which reads as a frame header naming id 0."""
     assert entry.target == JOURNAL
     if entry.value[:1] == b"\x00":  # read as a frame header with schema id 0
         return KEY, "unknown_schema_id"
@@ -568,7 +587,8 @@ def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
             key = scope_id.encode("utf-8")
     except (ValueError, AttributeError, RecursionError, UnicodeEncodeError):
         pass
-    is_json = entry.value[:1] == b"{" or entry.value.startswith(b"\xef\xbb\xbf")  # a leading BOM is JSON's (§9)
+    first = entry.value.lstrip(b" \t\n\r")[:1]
+    is_json = entry.value.startswith(b"\xef\xbb\xbf") or (first != b"" and first in b'{["-0123456789tfn')  # §9
     return key, (entry.expected_reason if is_json else "bad_magic_byte")
 
 

@@ -1,7 +1,8 @@
 """contract §2 (rev. 2): an exact evidence item whose ``ref`` is blank
-(empty once whitespace is stripped) counts as no evidence — for a failure
-item, for the avoided condition and for the bound check — while the event
-itself is accepted and stored, never dead-lettered."""
+(rev. 3, §19.1: only White_Space, controls and format characters such as
+zero-width spaces, word joiners and BOMs) counts as no evidence — for a
+failure item, for the avoided condition and for the bound check — while the
+event itself is accepted and stored, never dead-lettered."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ S = "scope"
 CUE = "port already bound"
 CONDITION = "tests started in sandbox"
 SUBJECT = "ports free before pytest"
-BLANKS = ["", "   ", "\t\n", "\u00a0\u3000"]  # no-break space and ideographic space are whitespace too
+BLANKS = [
+    "", "   ", "\t\n", "\u00a0\u3000",  # no-break space and ideographic space are whitespace too
+    "\u200b\u200b", "\u2060", "\ufeff", "\u200b\u2060\ufeff \u200b",  # rev. 3: zero-width spaces, word joiners, BOMs
+    "\x00\x7f", "\u200e\u00ad",  # rev. 3: controls, a left-to-right mark and a soft hyphen
+]
 
 
 def blank(ref: str) -> list[dict]:
@@ -77,3 +82,11 @@ def test_an_outcome_with_only_blank_locators_is_stored_like_any_other():
     changed = outcome(S, 2, "O1", checks=[check(CUE, evidence=blank("  "))])
     ledger.feed(changed)
     assert ledger.reasons() == ["identity_conflict"]  # the first version stands
+
+
+@pytest.mark.parametrize("ref", ["\u200b.\u200b", "\u3164", "\u2800"])
+def test_a_locator_with_one_visible_character_is_evidence(ref):
+    """Hangul filler (Lo) and braille blank (So) look empty but are neither
+    White_Space nor Cc/Cf: they are locators."""
+    ledger = Ledger().feed(experience(S, 1, "E1"), outcome(S, 2, "O1", checks=[check(CUE, evidence=blank(ref))]))
+    assert ledger.matches() == [("O1", "check", 0, "scope_heads", "matched", "E1r1")]

@@ -1,10 +1,12 @@
 """contract §4 (rev. 2): normalize() is Unicode's compatibility caseless
-form NFKC(casefold(NFKC(s))) followed by the whitespace and edge rules.
+form NFKC(casefold(NFKC(s))) followed by the whitespace and edge rules;
+(rev. 3, §19.2) the whitespace rule collapses runs of ``White_Space`` only.
 
 Pins how many single code points get a different key than under revision
-1's casefold(NFKC(s)) — on the Unicode version of this runtime (contract
-§10: a deployment pins its Unicode version; a new one must be looked at
-here and in docs/upgrading.md).
+1's casefold(NFKC(s)), and which code points change the key of a text they
+stand inside from revision 2 to revision 3 — on the Unicode version of this
+runtime (contract §10: a deployment pins its Unicode version; a new one
+must be looked at here and in docs/upgrading.md).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.ledger.normalize import canonical_json, digest, normalize
+from recurrence_ledger.ledger.normalize import WHITE_SPACE, canonical_json, digest, is_blank, normalize
 
 VECTORS = json.loads((Path(__file__).parent / "golden_vectors.json").read_text(encoding="utf-8"))
 
@@ -33,16 +35,34 @@ CHANGED = {
 }
 
 
-def revision_1_normalize(text: str) -> str:
-    """normalize() as revision 1 defined it: casefold(NFKC(text)), then the
-    same whitespace and edge rules."""
-    collapsed = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+#: Unicode version → the code points whose key changed from revision 2 to
+#: revision 3 (§19.2) inside a text ("a" + c + "b"): str.split() split at
+#: them, White_Space does not hold them. Alone (or at an edge) they are
+#: stripped either way, so no single code point's key changed.
+CHANGED_REVISION_3 = {"14.0.0": [0x1C, 0x1D, 0x1E, 0x1F]}
+
+
+def _strip_edges(collapsed: str) -> str:
     start, end = 0, len(collapsed)
     while start < end and unicodedata.category(collapsed[start])[0] in "PZC":
         start += 1
     while end > start and unicodedata.category(collapsed[end - 1])[0] in "PZC":
         end -= 1
     return collapsed[start:end]
+
+
+def revision_1_normalize(text: str) -> str:
+    """normalize() as revision 1 defined it: casefold(NFKC(text)), then
+    revision 2's whitespace rule and the edge rule."""
+    return _strip_edges(" ".join(unicodedata.normalize("NFKC", text).casefold().split()))
+
+
+def revision_2_normalize(text: str) -> str:
+    """normalize() as revision 2 defined it: NFKC(casefold(NFKC(text))),
+    runs of what ``str.split()`` splits at become one space, then the edge
+    rule."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return _strip_edges(" ".join(folded.split()))
 
 
 def every_code_point():
@@ -68,12 +88,15 @@ def test_the_two_spellings_of_the_golden_vector_give_one_key():
     assert len(set(vector["revision_1_keys"])) == 2
 
 
-def test_26_code_points_change_key_from_revision_1():
+def test_26_code_points_change_key_from_revision_1_and_none_from_revision_2():
     version = unicodedata.unidata_version
     assert version in CHANGED, f"Unicode {version} is not pinned here: count the changed code points and update docs/upgrading.md"
-    changed = [ord(char) for char in every_code_point() if normalize(char) != revision_1_normalize(char)]
+    keys = {char: normalize(char) for char in every_code_point()}
+    changed = [ord(char) for char, key in keys.items() if key != revision_1_normalize(char)]
     assert changed == CHANGED[version]
     assert len(changed) == 26
+    # Revision 3 changes no single code point's key (see CHANGED_REVISION_3).
+    assert [ord(char) for char, key in keys.items() if key != revision_2_normalize(char)] == []
 
 
 @pytest.mark.parametrize("code_point", CHANGED["14.0.0"])
@@ -92,3 +115,41 @@ def test_keys_are_stable_under_normalize():
     (a stored key compared again gives itself)."""
     unstable = [char for char in every_code_point() if normalize(normalize(char)) != normalize(char)]
     assert unstable == []
+
+
+def test_white_space_is_the_proplist_set():
+    """The constant against this runtime's database: Python's whitespace
+    (str.isspace: bidi classes WS, B, S or category Zs) is White_Space plus
+    U+001C–U+001F, and every White_Space character is a separator or a
+    control."""
+    spaces = {char for char in every_code_point() if char.isspace()}
+    assert spaces - WHITE_SPACE == {"\x1c", "\x1d", "\x1e", "\x1f"}
+    assert WHITE_SPACE <= spaces
+    assert len(WHITE_SPACE) == 25
+    assert {unicodedata.category(char) for char in WHITE_SPACE} == {"Cc", "Zs", "Zl", "Zp"}
+
+
+def test_str_split_splits_at_white_space_and_u001c_to_u001f_only():
+    """The premise of normalize's fast path (str.split for texts without
+    U+001C–U+001F)."""
+    split_at = {char for char in every_code_point() if len(f"a{char}b".split()) == 2}
+    assert split_at == WHITE_SPACE | {"\x1c", "\x1d", "\x1e", "\x1f"}
+
+
+def test_u001c_to_u001f_change_key_from_revision_2_inside_a_text():
+    version = unicodedata.unidata_version
+    assert version in CHANGED_REVISION_3, f"Unicode {version} is not pinned here: list the changed code points and update docs/upgrading.md"
+    changed = [ord(char) for char in every_code_point() if normalize(f"a{char}b") != revision_2_normalize(f"a{char}b")]
+    assert changed == CHANGED_REVISION_3[version]
+    for code_point in changed:
+        assert normalize(f"a{chr(code_point)}b") == f"a{chr(code_point)}b"  # kept, not a space
+        assert revision_2_normalize(f"a{chr(code_point)}b") == "a b"
+
+
+def test_every_blank_character_has_an_empty_key():
+    """is_blank (contract §2, §19.1): White_Space, Cc or Cf — and such a
+    character alone always normalizes to "", so a blank cue is also one
+    that normalizes to empty."""
+    blank = [char for char in every_code_point() if is_blank(char)]
+    assert {unicodedata.category(char) for char in blank} == {"Cc", "Cf", "Zs", "Zl", "Zp"}
+    assert all(normalize(char) == "" for char in blank)

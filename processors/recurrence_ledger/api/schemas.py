@@ -73,7 +73,7 @@ class _Figures(_Shape):
     recurred: int = Field(0, description="Terminal recurred verdicts of the revision.")
     avoided: int = Field(0, description="Terminal avoided verdicts of the revision.")
     yield_: float | None = Field(None, alias="yield", description="avoided / (avoided + recurred), rounded to 4 decimals; null without terminal verdicts.")
-    low_yield: bool = Field(False, description=f"selected ≥ {LOW_YIELD_MIN_SELECTED} and yield < {LOW_YIELD} (surfaced only, never retired: contract §14).")
+    low_yield: bool = Field(False, description=f"selected ≥ {LOW_YIELD_MIN_SELECTED} and yield < {float(LOW_YIELD)} (surfaced only, never retired: contract §14).")
 
 
 class RevisionRow(_Figures):

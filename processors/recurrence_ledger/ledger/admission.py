@@ -38,9 +38,11 @@ single reason ``missing_failure_record``.
 from __future__ import annotations
 
 from collections import Counter
+from fractions import Fraction
 
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.normalize import digest, nfc_length, normalize
+from recurrence_ledger.ledger.ratios import published_ratio
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
 #: contract §3, §12: a cue has at most 512 characters — counted in code
@@ -89,7 +91,9 @@ def dice_parts(first: Counter, second: Counter) -> tuple[int, int]:
 
 def dice(first_key: str, second_key: str) -> float:
     """Sørensen–Dice coefficient of two normalized cues over token bigrams
-    (:func:`cue_bigrams`), rounded to 4 decimals; 0.0 when either is empty.
+    (:func:`cue_bigrams`), published with 4 decimals
+    (``ratios.published_ratio``: the exact fraction, ties to even); 0.0 when
+    either is empty.
 
     >>> dice("openapi codegen drift", "openapi codegen drift")
     1.0
@@ -97,7 +101,7 @@ def dice(first_key: str, second_key: str) -> float:
     0.0
     """
     shared, total = dice_parts(cue_bigrams(first_key), cue_bigrams(second_key))
-    return round(shared / total, 4) if total and shared else 0.0
+    return published_ratio(shared, total) if total and shared else 0.0
 
 
 def is_near_duplicate(shared: int, total: int) -> bool:
@@ -156,7 +160,8 @@ def probe_grams(state: LedgerState, scope_id: str, bag: Counter) -> list[str]:
 def near_duplicates(state: LedgerState, scope_id: str, key: str, own_artifact_id: str | None) -> list[dict]:
     """Rule 5: the current heads of the scope whose cue is a near-duplicate
     of normalized cue ``key``, as NearDuplicate dicts sorted by score
-    descending, then ArtifactRef order. Only heads found in the postings of
+    descending (the exact fraction, not the published 4 decimals), then
+    ArtifactRef order. Only heads found in the postings of
     :func:`probe_grams` are scored, exactly; ``own_artifact_id``'s head is
     skipped. [] for an empty key."""
     bag = cue_bigrams(key)
@@ -174,16 +179,15 @@ def near_duplicates(state: LedgerState, scope_id: str, key: str, own_artifact_id
             continue  # length filter: 0.8 needs 2a/3 ≤ b ≤ 3a/2
         shared, total = dice_parts(bag, cue_bigrams(head_key))
         if is_near_duplicate(shared, total):
-            found.append(
-                {
-                    "artifact_ref": experience_ref(artifact_id, revision),
-                    "signature_key": head_key,
-                    "score": round(shared / total, 4),
-                    "same_cue": head_key == key,
-                }
-            )
-    found.sort(key=lambda row: (-row["score"], row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]))
-    return found
+            row = {
+                "artifact_ref": experience_ref(artifact_id, revision),
+                "signature_key": head_key,
+                "score": published_ratio(shared, total),
+                "same_cue": head_key == key,
+            }
+            found.append((-Fraction(shared, total), artifact_id, revision, row))
+    found.sort(key=lambda entry: entry[:3])
+    return [row for *_, row in found]
 
 
 # -- rules 2–4 -----------------------------------------------------------------

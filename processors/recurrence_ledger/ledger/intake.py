@@ -12,19 +12,23 @@ reason                 meaning
 =====================  ==========================================================
 malformed_json         not UTF-8, not JSON, NaN/Infinity, too deeply nested, or
                        an object with a repeated key
-invalid_envelope       a journal line that is not ``{"topic": str, "value": {…}}``
+invalid_envelope       a journal line or source-journal JSON value that is not
+                       ``{"topic": str, "value": {…}}``
 unknown_topic          the record names no input topic of contract §1
 missing_field          a required field is absent
 unexpected_field       a field the schema does not know
-wrong_type             a field of the wrong JSON/Avro type
+wrong_type             a field of the wrong JSON/Avro type; (Kafka) a per-kind
+                       value that is JSON but not an object
 too_long               a string or list over its bound (recurrence_ledger.ledger.models MAX_*)
-invalid_value          a value outside its enum/range/pattern or a §3 field rule
+invalid_value          a value outside its enum/range/pattern or a §3 field rule;
+                       a JSON integer outside the signed 64-bit range
 identity_conflict      same identity, different content (§3; first version stands)
 position_conflict      journal position already used in the scope (§3)
 too_many_pending       an admission candidate that would wait in a scope already
                        holding ``max_pending_candidates`` waiting ones
 key_mismatch           Kafka key differs from the value's scope_id (§1)
-bad_magic_byte         Avro frame does not start with the Confluent magic byte 0
+bad_magic_byte         (Kafka) neither JSON nor a Confluent frame (magic byte 0,
+                       then a 4-byte schema id): the message names the byte seen
 unknown_schema_id      Avro frame names a schema id this deployment does not know
 schema_mismatch        (Schema Registry) the frame's writer schema does not
                        resolve to the topic's schema (Avro schema resolution)
@@ -48,7 +52,7 @@ from pydantic import ValidationError
 
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
-from recurrence_ledger.catalogue import DEAD_LETTER
+from recurrence_ledger.catalogue import BY_NAME, DEAD_LETTER, SOURCE_JOURNAL
 from recurrence_ledger.ledger.models import SOURCE_KINDS
 
 #: Largest record accepted (bytes). Kafka's default message.max.bytes is ~1 MiB.
@@ -59,6 +63,21 @@ BOM = b"\xef\xbb\xbf"
 #: Largest raw record kept whole in a dead letter: base64 grows it by 4/3, and
 #: the dead letter must itself fit in a Kafka message.
 MAX_DEAD_LETTER_RAW = 262_144
+#: Longest dead-letter message (characters), a truncation note included.
+MAX_DEAD_LETTER_MESSAGE = 1_200
+#: The signed 64-bit range (Avro long): a JSON integer outside it is
+#: ``invalid_value`` (contract §19 rev. 3), decided without converting it.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: Digits of the longest integer in that range (2**63 has 19); CPython
+#: converts at least 640 digits under any ``sys.set_int_max_str_digits``.
+_INT64_DIGITS = 19
+#: JSON's insignificant whitespace (RFC 8259 §2).
+JSON_WHITESPACE = b" \t\n\r"
+#: The bytes a JSON text can start with after its whitespace: an object,
+#: an array, a string, a number, true, false or null (RFC 8259).
+JSON_FIRST_BYTES = frozenset(b'{["-0123456789tfn')
+#: A Confluent wire-format frame: magic byte 0, then a 4-byte schema id.
+FRAME_MAGIC, FRAME_HEADER_BYTES = 0, 5
 
 
 class Coordinates(NamedTuple):
@@ -101,7 +120,15 @@ def decode_json(raw: bytes) -> Any:
     """Strict JSON decoding of one record's bytes. A UTF-8 byte-order mark
     at the start is ignored (contract §9); anywhere else it is text.
 
-    Raises BadRecord(malformed_json | oversized_record).
+    An integer outside the signed 64-bit range is ``invalid_value`` however
+    many digits it has (contract §19 rev. 3): integer literals are checked
+    by their digits and never converted when longer than 19, so the reason
+    does not depend on CPython's integer string conversion limit
+    (``sys.set_int_max_str_digits``, ``PYTHONINTMAXSTRDIGITS``). A text that
+    is not valid JSON is ``malformed_json`` even when it also holds such an
+    integer.
+
+    Raises BadRecord(malformed_json | oversized_record | invalid_value).
     """
     if len(raw) > MAX_RECORD_BYTES:
         raise BadRecord("oversized_record", f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
@@ -111,14 +138,77 @@ def decode_json(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise BadRecord("malformed_json", f"not UTF-8: {error}") from None
+    out_of_range: list[str] = []
+
+    def parse_int(literal: str) -> int:
+        if len(literal) - literal.startswith("-") <= _INT64_DIGITS:
+            number = int(literal)
+            if INT64_MIN <= number <= INT64_MAX:
+                return number
+        out_of_range.append(literal)
+        return 0  # never seen: the record is rejected below
+
     try:
-        return json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys, parse_int=parse_int)
     except json.JSONDecodeError as error:
         raise BadRecord("malformed_json", f"not JSON: {error}") from None
     except RecursionError:
         raise BadRecord("malformed_json", "JSON nested too deeply") from None
-    except ValueError as error:  # e.g. an integer literal over Python's digit limit
-        raise BadRecord("malformed_json", f"not decodable JSON: {error}"[:300]) from None
+    if out_of_range:
+        literal = out_of_range[0]
+        shown = literal if len(literal) <= 40 else f"of {len(literal) - literal.startswith('-')} digits"
+        raise BadRecord("invalid_value", f"the integer {shown} is outside the signed 64-bit range")
+    return value
+
+
+def is_json_value(raw: bytes) -> bool:
+    """How a Kafka record value is read (contract §9), from its first bytes:
+    True when it is JSON text — it starts with a UTF-8 byte-order mark, or
+    its first byte that is not JSON whitespace starts a JSON value (``{``,
+    ``[``, ``"``, a digit, ``-``, ``t``, ``f``, ``n``), or it is JSON
+    whitespace only — and False when it is a Confluent frame (byte 0 is the
+    magic byte 0 and the 4-byte schema id follows). A pure function of the
+    bytes.
+
+    Raises BadRecord(bad_magic_byte) for anything else, naming the byte seen.
+    """
+    if raw.startswith(BOM):
+        return True
+    if raw[:1] == bytes([FRAME_MAGIC]):
+        if len(raw) < FRAME_HEADER_BYTES:
+            raise BadRecord("bad_magic_byte", f"value of {len(raw)} bytes starts with the magic byte 0x00 but is shorter "
+                                              f"than a Confluent frame header ({FRAME_HEADER_BYTES} bytes)")
+        return False
+    if not raw:
+        raise BadRecord("bad_magic_byte", "value is empty: neither JSON nor a Confluent-framed Avro record")
+    text = raw.lstrip(JSON_WHITESPACE)
+    if not text or text[0] in JSON_FIRST_BYTES:
+        return True
+    where = "first byte" if len(text) == len(raw) else f"first byte after {len(raw) - len(text)} bytes of whitespace"
+    raise BadRecord("bad_magic_byte", f"value is neither JSON nor a Confluent-framed Avro record ({where} 0x{text[0]:02x})")
+
+
+#: JSON type names for messages.
+_JSON_TYPES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false", type(None): "null"}
+
+
+def decode_json_value(raw: bytes, expected: tuple[str, ...]) -> dict:
+    """The object of a JSON Kafka record value read as one of the schemas
+    ``expected`` (:func:`decode_json`). A JSON value that is not an object is
+    ``invalid_envelope`` on source-journal (``expected`` holds its
+    SourceEvent schema; like a journal line) and ``wrong_type`` elsewhere:
+    JSON, but not an event object.
+
+    Raises BadRecord(malformed_json | oversized_record | invalid_value |
+    invalid_envelope | wrong_type).
+    """
+    value = decode_json(raw)
+    if isinstance(value, dict):
+        return value
+    kind = _JSON_TYPES[type(value)]
+    if BY_NAME[SOURCE_JOURNAL].schema in expected:
+        raise BadRecord("invalid_envelope", f'a source-journal value is {{"topic": "<input topic>", "value": {{...}}}}, not {kind}')
+    raise BadRecord("wrong_type", f"the value is JSON but {kind}, not an event object")
 
 
 def decode_journal_line(raw: bytes) -> tuple[str, Any]:
@@ -177,11 +267,15 @@ def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str)
     """The DeadLetter record (contract §9) for ``raw`` read at ``coordinates``.
 
     A record over MAX_DEAD_LETTER_RAW bytes keeps only its first
-    MAX_DEAD_LETTER_RAW bytes in ``raw`` (the message says so): the original
-    stays in its input topic at the given coordinates.
+    MAX_DEAD_LETTER_RAW bytes in ``raw``: the original stays in its input
+    topic at the given coordinates. ``message`` is cut to
+    MAX_DEAD_LETTER_MESSAGE characters; when ``raw`` was cut, the message
+    is cut shorter and ends with a note giving the original size, so the
+    note is always there (contract §19 rev. 3).
     """
     if len(raw) > MAX_DEAD_LETTER_RAW:
-        message = f"{message} [raw truncated to the first {MAX_DEAD_LETTER_RAW} of {len(raw)} bytes]"
+        note = f" [raw truncated to the first {MAX_DEAD_LETTER_RAW} of {len(raw)} bytes]"
+        message = message[:MAX_DEAD_LETTER_MESSAGE - len(note)] + note
         raw = raw[:MAX_DEAD_LETTER_RAW]
     return Emit(
         DEAD_LETTER,
@@ -193,7 +287,7 @@ def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str)
             "key": coordinates.key,
             "raw": base64.b64encode(raw).decode("ascii"),
             "reason": reason,
-            "message": message[:1200],
+            "message": message[:MAX_DEAD_LETTER_MESSAGE],
         },
     )
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import orjson
 
-from recurrence_ledger.ledger.normalize import canonical_json, digest, digest_bytes, normalize
+from recurrence_ledger.ledger.normalize import canonical_json, digest, digest_bytes, is_blank, normalize
 from recurrence_ledger.ledger.state import LedgerState, experience_ref, ref_order
 
 FAILED_CHECK_STATUSES = frozenset({"failed", "timed_out", "unavailable"})
@@ -23,11 +23,11 @@ FAILED_OUTCOME_STATUSES = frozenset({"failed", "blocked"})
 
 def has_exact_evidence(item: dict) -> bool:
     """Non-empty exact evidence (contract §2): at least one EvidenceRef of
-    kind "exact" whose ``ref`` is not blank. Blank = empty once whitespace
-    (``str.strip``: Unicode White_Space, e.g. U+00A0 or U+3000) is stripped;
+    kind "exact" whose ``ref`` is not blank (``normalize.is_blank``: only
+    White_Space, controls and format characters such as U+200B, rev. 3);
     such an item stays in the event and its digest, but a claim with no
     locator cannot be checked, so it counts as no evidence (rev. 2)."""
-    return any(evidence["kind"] == "exact" and evidence["ref"].strip() for evidence in item["evidence"])
+    return any(evidence["kind"] == "exact" and not is_blank(evidence["ref"]) for evidence in item["evidence"])
 
 
 def is_verified_exact(item: dict) -> bool:

@@ -102,8 +102,10 @@ class SourceRef(Value):
 
 class EvidenceRef(Value):
     """contract §2: ``{kind, ref}``; kind "exact" with a non-blank ``ref``
-    makes evidence non-empty exact. A blank ``ref`` is valid input (the event
-    is accepted and stored) that counts as no evidence
+    makes evidence non-empty exact. A blank ``ref`` (only White_Space,
+    controls and format characters such as U+200B, U+2060 or U+FEFF:
+    ``recurrence_ledger.ledger.normalize.is_blank``, rev. 3) is valid input
+    (the event is accepted and stored) that counts as no evidence
     (``recurrence_ledger.ledger.matching.has_exact_evidence``)."""
 
     kind: Literal["exact", "summary"]

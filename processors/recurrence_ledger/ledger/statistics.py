@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import get_args
 
 from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.ratios import published_ratio
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 from recurrence_ledger.ledger.streaks import streak_length
 
@@ -70,30 +72,41 @@ def rank_key(row: dict) -> tuple:
 
 
 def _rate(recurred: int, avoided: int) -> float | None:
-    """recurred / (recurred + avoided), 4 decimals; None without verdicts."""
-    return round(recurred / (recurred + avoided), 4) if recurred + avoided else None
+    """recurred / (recurred + avoided) as published (``ratios.published_ratio``:
+    4 decimals, ties to even); None without verdicts."""
+    return published_ratio(recurred, recurred + avoided)
 
 
 #: low_yield (surfaced only, contract §14): at
-#: least this many selections and a yield below LOW_YIELD.
+#: least this many selections and a yield below LOW_YIELD, compared as
+#: exact fractions (§19 rev. 3: 10·avoided < 3·(avoided + recurred)).
 LOW_YIELD_MIN_SELECTED = 3
-LOW_YIELD = 0.3
+LOW_YIELD = Fraction(3, 10)
+
+
+def is_low_yield(selected: int, recurred: int, avoided: int) -> bool:
+    """low_yield: ``selected`` ≥ 3 and avoided / (avoided + recurred) <
+    3/10, on the exact fraction (a yield of 0.29995 is low although it is
+    published as 0.3); False without terminal verdicts."""
+    verdicts = avoided + recurred
+    return selected >= LOW_YIELD_MIN_SELECTED and verdicts > 0 and Fraction(avoided, verdicts) < LOW_YIELD
 
 
 def revision_figures(record: dict | None) -> dict:
     """A revision's repair_surface, selected / recurred / avoided counts,
     ``yield`` = avoided / (avoided + recurred) over terminal verdicts (None
-    when there are none; rounded to 4 decimals) and ``low_yield``."""
+    when there are none; published with 4 decimals, ``ratios.published_ratio``)
+    and ``low_yield`` (:func:`is_low_yield`)."""
     record = record or {}
     recurred, avoided, selected = record.get("recurred", 0), record.get("avoided", 0), record.get("selected", 0)
-    revision_yield = round(avoided / (avoided + recurred), 4) if avoided + recurred else None
+    revision_yield = published_ratio(avoided, avoided + recurred)
     return {
         "repair_surface": record.get("repair_surface") or None,
         "selected": selected,
         "recurred": recurred,
         "avoided": avoided,
         "yield": revision_yield,
-        "low_yield": revision_yield is not None and selected >= LOW_YIELD_MIN_SELECTED and revision_yield < LOW_YIELD,
+        "low_yield": is_low_yield(selected, recurred, avoided),
     }
 
 

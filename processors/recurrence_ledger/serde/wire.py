@@ -15,8 +15,9 @@ comes from is the :class:`Codec`'s business:
   Confluent serializers interoperate (docs/kafka.md, "Schema Registry").
 
 JSON is accepted on input as an option for simple producers: a value whose
-first byte is ``{``, or that starts with a UTF-8 byte-order mark, is JSON
-(the same shapes as the Avro records; the BOM is ignored, contract §9). Output
+first byte that is not JSON whitespace starts a JSON value, or that starts
+with a UTF-8 byte-order mark, is JSON (the same shapes as the Avro records;
+the BOM is ignored; ``intake.is_json_value``, contract §9). Output
 values are Avro by default, or canonical JSON when a deployment asks for it.
 Both codecs share these rules; they differ only in how an Avro value is
 framed and read.
@@ -34,7 +35,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.ledger.intake import BOM, MAX_RECORD_BYTES, BadRecord, decode_json
+from recurrence_ledger.ledger.intake import MAX_RECORD_BYTES, BadRecord, decode_json_value, is_json_value
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.serde import avro
 from recurrence_ledger.catalogue import BY_NAME, PREVIOUS_SCHEMA_IDS, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
@@ -111,16 +112,14 @@ class Codec(ABC):
 
         Raises BadRecord(malformed_json | oversized_record | bad_magic_byte |
         unknown_schema_id | schema_mismatch | undecodable_avro |
-        invalid_envelope), RegistryError (registry codec) when the registry
+        invalid_envelope | wrong_type | invalid_value), RegistryError
+        (registry codec) when the registry
         does not answer.
         """
         if len(raw) > MAX_RECORD_BYTES:
             raise BadRecord("oversized_record", f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
-        if raw[:1] == b"{" or raw.startswith(BOM):  # JSON, with or without a leading BOM (contract §9)
-            value = decode_json(raw)
-            if not isinstance(value, dict):
-                raise BadRecord("invalid_envelope", "a JSON value must be an object")
-            return value
+        if is_json_value(raw):  # by its first bytes (contract §9)
+            return decode_json_value(raw, expected)
         return self._decode_avro(raw, expected)
 
     def decode_source(self, logical_topic: str, raw: bytes | None) -> tuple[str, Any]:
