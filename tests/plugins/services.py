@@ -17,7 +17,10 @@ fed, a pipeline on the secured broker) run on one worker, so that fixture
 is built once (``xdist_group`` named after the module); a test marked
 ``serial`` runs while no other test runs (an exclusive lock between the
 workers, shared by every other test; consecutive serial tests, all in the
-``serial`` group, hold it together).
+``serial`` group, hold it together). xdist 3.8 reads the groups from node
+ids it rewrites, which pytest 9.2 no longer lets it do (pytest-xdist issue
+1386): the workers write each test's group to a file of the run, and the
+controller schedules with GroupScheduling, which reads it.
 
 Service fixtures fail — never skip — when their service is not configured
 or does not answer: a service test that silently skips proves nothing.
@@ -48,6 +51,7 @@ or does not answer: a service test that silently skips proves nothing.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -124,6 +128,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("serial"))
         elif services and _shares_a_service_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    if hasattr(config, "workerinput") and config.getoption("loadgroup", False):  # a worker has dist "no", loadgroup set
+        _write_groups(config, items)
     if strays:
         raise pytest.UsageError(
             "tests/e2e/ holds service tests only; these use no service fixture (tests/plugins/services.py), "
@@ -163,15 +169,68 @@ class RunLock:
 RUN_LOCK = pytest.StashKey[RunLock]()
 
 
+def _run_file(testrunuid: str, suffix: str) -> Path:
+    """A file shared by the controller and the workers of one xdist run."""
+    return Path(tempfile.gettempdir()) / f"pytest-run-{testrunuid}.{suffix}"
+
+
+def _write_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a worker: ``{node id: xdist group}`` of the collection, for GroupScheduling."""
+    groups = {}
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default")) for mark in item.iter_markers("xdist_group")})
+        if names:
+            groups[item.nodeid] = "_".join(names)
+    path = _run_file(config.workerinput["testrunuid"], "groups.json")
+    partial = path.with_name(f"{path.name}.{config.workerinput['workerid']}")
+    partial.write_text(json.dumps(groups))
+    os.replace(partial, path)  # every worker writes the same content
+
+
+def _group_scheduling():
+    from xdist.scheduler import LoadGroupScheduling
+
+    class GroupScheduling(LoadGroupScheduling):
+        """xdist's loadgroup, its groups read from the file the workers
+        wrote (node ids with an ``@group`` suffix still count)."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):
+                return super()._split_scope(nodeid)
+            if self.groups is None:
+                path = _run_file(self.config.getoption("testrunuid"), "groups.json")
+                self.groups = json.loads(path.read_text()) if path.is_file() else {}
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getoption("dist", None) == "loadgroup":
+        return _group_scheduling()(config, log)
+    return None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)  # set in an xdist worker only
+    if workerinput is None and config.getoption("testrunuid", None) is None and config.getoption("numprocesses", None):
+        config.option.testrunuid = uuid4().hex  # the controller's, passed to the workers: it names the run's files
     if workerinput is not None:
         # A worker starts with COLUMNS and LINES set (80x24) where a plain run
         # has neither; the CLI's consoles (recurrence_ledger.embedded.stdout_console)
         # follow them, in this process and in the CLI runs: print as in a plain run.
         for name in TERMINAL_ENV:
             os.environ.pop(name, None)
-        config.stash[RUN_LOCK] = RunLock(Path(tempfile.gettempdir()) / f"pytest-run-{workerinput['testrunuid']}.lock")
+        config.stash[RUN_LOCK] = RunLock(_run_file(workerinput["testrunuid"], "lock"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and config.getoption("testrunuid", None):
+        for suffix in ("groups.json", "lock", "lock.turnstile"):
+            _run_file(config.getoption("testrunuid"), suffix).unlink(missing_ok=True)
 
 
 @pytest.hookimpl(wrapper=True)
