@@ -250,6 +250,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
             lock.release()
 
 
+def _configured(variable: str) -> str:
+    """The value of environment variable ``variable``; fails the test when it is unset or empty."""
+    value = os.environ.get(variable)
+    if not value:
+        pytest.fail(f"{variable} is not set: {SET_UP}")
+    return value
+
+
 # ----------------------------------------------------------------- Kafka
 
 
@@ -259,9 +267,7 @@ def bootstrap() -> str:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    servers = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not servers:
-        pytest.fail(f"KAFKA_BOOTSTRAP_SERVERS is not set: {SET_UP}")
+    servers = _configured("KAFKA_BOOTSTRAP_SERVERS")
     try:
         AdminClient({"bootstrap.servers": servers}).list_topics(timeout=SERVICE_TIMEOUT_S)
     except KafkaException as error:
@@ -397,9 +403,7 @@ def redis_url() -> str:
     """``redis://…`` of the test Redis; fails the test when there is none."""
     import redis
 
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        pytest.fail(f"REDIS_URL is not set: {SET_UP}")
+    url = _configured("REDIS_URL")
     try:
         redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2).ping()
     except redis.exceptions.RedisError as error:
