@@ -17,10 +17,13 @@ fed, a pipeline on the secured broker) run on one worker, so that fixture
 is built once (``xdist_group`` named after the module); a test marked
 ``serial`` runs while no other test runs (an exclusive lock between the
 workers, shared by every other test; consecutive serial tests, all in the
-``serial`` group, hold it together). xdist 3.8 reads the groups from node
-ids it rewrites, which pytest 9.2 no longer lets it do (pytest-xdist issue
-1386): the workers write each test's group to a file of the run, and the
-controller schedules with GroupScheduling, which reads it.
+``serial`` group, hold it together); the Schema Registry tests run one
+after the other (``registry`` group: the registry answered concurrent
+registrations of new subjects with spurious HTTP 409s). xdist 3.8 reads
+the groups from node ids it rewrites, which pytest 9.2 no longer lets it
+do (pytest-xdist issue 1386): the workers write each test's group to a
+file of the run, and the controller schedules with GroupScheduling, which
+reads it.
 
 Service fixtures fail — never skip — when their service is not configured
 or does not answer: a service test that silently skips proves nothing.
@@ -40,7 +43,7 @@ or does not answer: a service test that silently skips proves nothing.
 - ``schema_registry_url`` (session): ``SCHEMA_REGISTRY_URL``, answering
   ``GET /subjects``. The variable is taken out of the environment when this
   plugin loads: every other test, and the workers and CLI runs they start,
-  use the fixed-id framing.
+  use the fixed-id framing (xdist workers get it from the controller).
 - ``prometheus`` (session): ``(PROMETHEUS_URL, RL_PROMETHEUS_TARGETS folder)``
   of the Prometheus deploy/prometheus.sh runs, ready; ``promtool``: its path.
 - ``browser``: the ``node`` binary, with Chromium and playwright-core in
@@ -126,6 +129,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             strays.append(item.nodeid)
         if item.get_closest_marker("serial"):
             item.add_marker(pytest.mark.xdist_group("serial"))
+        elif "registry" in services:
+            item.add_marker(pytest.mark.xdist_group("registry"))
         elif services and _shares_a_service_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     if hasattr(config, "workerinput") and config.getoption("loadgroup", False):  # a worker has dist "no", loadgroup set
@@ -421,12 +426,19 @@ def redis_server(tmp_path: Path) -> Iterator[Callable[[], RedisServer]]:
 # ----------------------------------------------------------------- Schema Registry
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """In the xdist controller: give each worker the SCHEMA_REGISTRY_URL
+    this plugin took out of the environment before the workers started."""
+    node.workerinput["schema_registry_url"] = SCHEMA_REGISTRY_URL
+
+
 @pytest.fixture(scope="session")
-def schema_registry_url() -> str:
+def schema_registry_url(pytestconfig: pytest.Config) -> str:
     """Base URL of the Schema Registry's Confluent API; fails the test when there is none."""
     import httpx
 
-    url = SCHEMA_REGISTRY_URL
+    url = getattr(pytestconfig, "workerinput", {}).get("schema_registry_url", SCHEMA_REGISTRY_URL)
     if not url:
         pytest.fail(f"SCHEMA_REGISTRY_URL is not set: {SET_UP}")
     try:
