@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Install the project with its test extras, start the local Kafka broker,
-# Redis, Schema Registry and Prometheus (deploy/services.sh), the secured
-# broker (deploy/kafka.sh --secure) and the secured Redis (deploy/redis.sh
-# --secure), run the whole pytest suite against them, and
-# stop the services again — whatever the outcome. This is the README's test
-# command and what .ci/run calls.
+# Install the project with its test extras and run the fast suite (the
+# tests that need no service: pytest -m "not services", on FAST_WORKERS
+# pytest-xdist workers); then start the local Kafka broker, Redis, Schema
+# Registry and Prometheus (deploy/services.sh), the secured broker
+# (deploy/kafka.sh --secure) and the secured Redis (deploy/redis.sh
+# --secure), run the service tests against them (pytest -m services, on
+# SERVICE_WORKERS workers: they mostly wait on brokers and worker
+# processes), and stop the services again — whatever the outcome. Every
+# test runs once. This is the README's test command and what .ci/run calls.
 #
-# Usage: bash deploy/test.sh [pytest args…]
+# Usage: bash deploy/test.sh [pytest args…]   (given to both runs; a run
+#        that the arguments leave without a test is skipped, not failed)
 #
-# Environment: PYTHON (default python3); the ports and run dirs of
+# Environment: PYTHON (default python3); FAST_WORKERS (default 2) and
+# SERVICE_WORKERS (default 3), pytest-xdist's -n of each run; the ports and run dirs of
 # deploy/services.sh (KAFKA_PORT, REDIS_PORT, SCHEMA_REGISTRY_PORT, …). When
 # KAFKA_BOOTSTRAP_SERVERS and REDIS_URL are already set, those services are
 # used and not started; likewise SCHEMA_REGISTRY_URL for the registry
@@ -32,6 +37,22 @@ cd "$REPO_DIR"
 
 echo "test.sh: installing recurrence-ledger with test extras" >&2
 "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e ".[test]" >&2
+
+# run_pytest ARGS… -> pytest ARGS…; exit code 5 (no test selected: the
+# caller's arguments name tests of the other run only) is not a failure.
+run_pytest() {
+    local code=0
+    "$PYTHON" -m pytest "$@" || code=$?
+    if ((code == 5)); then
+        echo "test.sh: no test selected by: pytest $*" >&2
+    elif ((code != 0)); then
+        exit "$code"
+    fi
+}
+
+# The fast suite first: no service is started for it, nor used.
+echo "test.sh: the fast suite (pytest -m 'not services' -n ${FAST_WORKERS:-2})" >&2
+run_pytest -m "not services" -n "${FAST_WORKERS:-2}" "$@"
 
 # secure_kafka CMD -> deploy/kafka.sh --secure CMD on the secured broker's
 # own ports and run dir (never the plain broker's KAFKA_PORT/RL_RUN_DIR).
@@ -120,4 +141,5 @@ echo "test.sh: RL_SECURE_REDIS_DIR=$RL_SECURE_REDIS_DIR (secured Redis started h
 # Debian's chromium and playwright-core for the dashboard's browser test.
 bash "$SCRIPT_DIR/ensure-browser.sh"
 
-"$PYTHON" -m pytest "$@"
+echo "test.sh: the service tests (pytest -m services -n ${SERVICE_WORKERS:-3} --dist loadgroup)" >&2
+run_pytest -m services -n "${SERVICE_WORKERS:-3}" --dist loadgroup "$@"

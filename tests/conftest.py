@@ -1,21 +1,18 @@
 """Helpers for every test suite: the fixture cases under tests/cases
-and the extraction of their facts from output files."""
+and the extraction of their facts from output files. The service
+fixtures, the markers that follow from them and the CLI runner are the
+plugins in tests/plugins/."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.plugins.services", "tests.plugins.secure"]
+
 REPO = Path(__file__).resolve().parent.parent
-#: The Schema Registry that deploy/services.sh starts and exports as
-#: SCHEMA_REGISTRY_URL, for tests/e2e/test_schema_registry.py. Taken out of
-#: the environment when the tests are collected: every other test, and the
-#: workers and CLI runs they start, uses the fixed-id framing, and the
-#: ``--schema-registry-url`` option would otherwise read the variable.
-SCHEMA_REGISTRY_URL = os.environ.pop("SCHEMA_REGISTRY_URL", None)
 CASES = REPO / "tests" / "cases"
 #: Every case in tests/cases (tests/cases/README.md): the case-driven tests
 #: run each of them. Adding a case is adding its name here.

@@ -4,14 +4,10 @@ tests/e2e/secure apply them and run the worker under them)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from recurrence_ledger.runtime.acls import role_acls
-from tests.conftest import REPO
+from tests.plugins.processes import run_cli  # no Kafka settings from the environment: the printed commands name BOOTSTRAP
 
 ADD = "kafka-acls --bootstrap-server BOOTSTRAP --command-config admin.properties --add --allow-principal User:ledger"
 WORKER = [
@@ -28,13 +24,6 @@ WORKER = [
     f"{ADD} --operation Write --transactional-id p.app- --resource-pattern-type prefixed",
     f"{ADD} --operation Describe --transactional-id p.app- --resource-pattern-type prefixed",
 ]
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    """The CLI in a subprocess with no Kafka settings from the environment
-    (the printed commands then name the placeholder BOOTSTRAP)."""
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("KAFKA_")}
-    return subprocess.run([sys.executable, "-m", "recurrence_ledger.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=60, env=environment)
 
 
 def test_worker_acls_are_printed_exactly():

@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+
+import pytest
 
 import pytest
 
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
 from tests.conftest import case, facts, read_jsonl, read_outputs
+from tests.plugins import processes
+
+#: The CLI as a user runs it, in the test's own working directory (below).
+run_cli = functools.partial(processes.run_cli, cwd=None)
 
 
-def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
-    environment.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True, env=environment, timeout=120, cwd=cwd,
-    )
+@pytest.fixture(autouse=True)
+def own_working_directory(tmp_path, monkeypatch):
+    """Each test runs in a folder of its own, so that a run without --out
+    (./recurrence-ledger-out) never meets another test's, in this process
+    or in another xdist worker."""
+    monkeypatch.chdir(tmp_path)
 
 
 def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):

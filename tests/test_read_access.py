@@ -7,6 +7,7 @@ tests/e2e/secure_redis."""
 
 from __future__ import annotations
 
+import functools
 import hmac
 import os
 import subprocess
@@ -23,6 +24,7 @@ from recurrence_ledger.cli.ops import is_loopback
 from recurrence_ledger.read.connect import describe_error, redis_client
 from recurrence_ledger.redact import redact_url, scrub
 from tests.conftest import REPO
+from tests.plugins import processes
 
 PASSWORD = "S3cret-pw/with%40chars"
 TOKEN = "tok-0123456789abcdef-XYZ"
@@ -170,12 +172,7 @@ def test_loopback_hosts(host, loopback):
 # ----------------------------------------------------------------- the CLI
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "RL_", "KAFKA_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", *args], cwd=REPO, capture_output=True, text=True,
-        env={**base, "COLUMNS": "200", **(env or {})}, timeout=60, check=False,
-    )
+run_cli = functools.partial(processes.run_cli, columns=200)
 
 
 @pytest.mark.parametrize("command", [("serve",), ("rank",), ("stats",), ("view", "rebuild"), ("view", "clear"), ("worker",), ("run",), ("rebuild",)])

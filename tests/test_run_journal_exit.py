@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tests.journal import check, experience, line, outcome, write_journal
-from tests.test_cli import run_cli
+from tests.plugins.processes import run_cli
 
 GOOD = [experience("s", 1, "E1"), outcome("s", 2, "O1", checks=[check("port already bound")])]
 BAD = [b'{"topic": "task-outcomes", "value": {', json.dumps({"topic": "nope", "value": {}}).encode()]

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ from recurrence_ledger.read.projection import RedisView
 from recurrence_ledger.read.keys import default_namespace
 from tests.conftest import CASES, REPO
 from tests.e2e import harness
+from tests.plugins.processes import cli_command, cli_env, free_port
 
 WORKED_EXAMPLE = CASES / "worked_example.jsonl"
 
@@ -120,24 +119,16 @@ def running_api(settings: ApiSettings, startup_timeout: float = 15.0) -> Iterato
         sock.close()
 
 
-def free_port() -> int:
-    """A loopback port free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def serve_cli(args: list[str], env: dict[str, str], log_path) -> tuple[subprocess.Popen, str]:  # noqa: ANN001 - Path
     """Start ``recurrence-ledger serve ARGS`` on a free loopback port, its
-    environment ``env`` and nothing of this process's Redis or RL_*
-    settings, its output into ``log_path``; returns the process and its
+    environment ``env`` and none of this process's deployment settings
+    (tests.plugins.processes.cli_env), its output into ``log_path``; returns the process and its
     base URL once /healthz answers (any status)."""
     port = free_port()
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "RL_"))}
     handle = open(log_path, "wb")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(
-        [sys.executable, "-m", "recurrence_ledger.cli", "serve", "--port", str(port), *args], cwd=REPO, stdout=handle, stderr=subprocess.STDOUT,
-        env={**base, "COLUMNS": "200", **env}, start_new_session=True,
+        cli_command("serve", "--port", port, *args), cwd=REPO, stdout=handle, stderr=subprocess.STDOUT,
+        env=cli_env(env, columns=200), start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

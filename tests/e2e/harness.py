@@ -8,14 +8,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.runtime.kafka_admin import create_topics
@@ -26,6 +25,7 @@ from recurrence_ledger.read.projection import RedisView
 from recurrence_ledger.read.keys import default_namespace
 from recurrence_ledger import catalogue
 from tests.conftest import final_views
+from tests.plugins.processes import cli_command, cli_env
 
 REPO = Path(__file__).resolve().parents[2]
 # LEDGER_TOPICS: the ledger facts, compared byte for byte (contract §10);
@@ -61,6 +61,20 @@ def remove_prefix(bootstrap: str, prefix: str, redis_url: str | None = None) -> 
             future.result(timeout=30)
 
 
+def topic_names(admin: AdminClient) -> set[str]:
+    """Every topic name on the broker (unfiltered metadata: a request naming
+    a topic would auto-create it on this broker)."""
+    return set(admin.list_topics(timeout=10).topics)
+
+
+def topic_configs(admin: AdminClient, physical_topic: str) -> dict[str, str]:
+    """``config name -> value`` of a topic as the broker describes it
+    (defaults included). Raises KafkaException for an unknown topic."""
+    resource = ConfigResource(ResourceType.TOPIC, physical_topic)
+    entries = admin.describe_configs([resource])[resource].result(timeout=10)
+    return {name: entry.value for name, entry in entries.items()}
+
+
 def prepare(bootstrap: str, prefix: str, partitions: int) -> None:
     """Create the catalogue's topics under ``prefix``."""
     create_topics(bootstrap, partitions, prefix)
@@ -69,20 +83,21 @@ def prepare(bootstrap: str, prefix: str, partitions: int) -> None:
 def start_worker(bootstrap: str, prefix: str, log_path: Path, *, instance: str = "w1", app_id: str | None = None,
                  redis_url: str | None = None, idle_exit: float | None = 4.0, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     """Start ``recurrence-ledger worker`` as a separate process (its own
-    session, so a SIGKILL hits only it)."""
-    args = [
-        sys.executable, "-m", "recurrence_ledger.cli", "worker",
+    session, so a SIGKILL hits only it) with the CLI runs' environment
+    (tests.plugins.processes.cli_env) and this process's RL_FAULT_INJECT."""
+    args = cli_command(
+        "worker",
         "--bootstrap", bootstrap, "--topic-prefix", prefix,
         "--app-id", app_id or "ledger", "--instance-id", instance,
         "--commit-interval-ms", "50", *extra,
-    ]
+    )
     if idle_exit is not None:
         args += ["--exit-when-idle", str(idle_exit)]
     if redis_url:
         args += ["--redis-url", redis_url]
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
     handle = open(log_path, "ab")
-    return subprocess.Popen(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return subprocess.Popen(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=cli_env(keep=("RL_FAULT_INJECT",)),
+                            start_new_session=True)
 
 
 def run_to_idle(bootstrap: str, prefix: str, log_path: Path, **options) -> None:

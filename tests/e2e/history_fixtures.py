@@ -14,12 +14,12 @@ queue. A second revision U1 r1 (working_state) recurs once at 12.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import redis
 
 from tests.e2e.harness import REPO
+from tests.plugins.processes import cli_command, cli_env
 from tests.journal import check, claim, experience, handoff, outcome, receipt, write_journal
 
 SCOPE = "timeline-demo"
@@ -63,12 +63,12 @@ def run_follower(bootstrap: str, redis_url: str, prefix: str, log_path: Path, *,
                  extra: tuple[str, ...] = ()) -> None:
     """Run ``recurrence-ledger view follow`` until it is idle; AssertionError
     with its output unless it exits 0."""
-    args = [
-        sys.executable, "-m", "recurrence_ledger.cli", "view", "follow", "--bootstrap", bootstrap, "--redis-url", redis_url,
-        "--topic-prefix", prefix, "--app-id", app_id, "--exit-when-idle", str(idle), *extra,
-    ]
+    args = cli_command(
+        "view", "follow", "--bootstrap", bootstrap, "--redis-url", redis_url,
+        "--topic-prefix", prefix, "--app-id", app_id, "--exit-when-idle", idle, *extra,
+    )
     with open(log_path, "ab") as handle:
-        result = subprocess.run(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, timeout=120)
+        result = subprocess.run(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=cli_env(), timeout=120)
     assert result.returncode == 0, log_path.read_text()[-3000:]
 
 
@@ -94,7 +94,3 @@ def namespace_keys(client: redis.Redis, namespace: str) -> list[str]:
     """Every key under ``namespace:``, sorted."""
     return sorted(client.scan_iter(match=f"{namespace}:*", count=1000))
 
-
-def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    """``recurrence-ledger ARGS`` as a subprocess (text output)."""
-    return subprocess.run([sys.executable, "-m", "recurrence_ledger.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)

@@ -12,66 +12,30 @@
   a real view follower's lag and Redis gauges are scraped too.
 
 Fails — never skips — when promtool, PROMETHEUS_URL or the targets folder is
-missing.
+missing (the ``promtool`` and ``prometheus`` fixtures, tests/plugins/services.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
-import pytest
 
 from recurrence_ledger.runtime.kafka_io import publish_raw
 from tests.e2e import harness
 from tests.e2e.harness import REPO
-
-pytestmark = pytest.mark.broker
+from tests.plugins.processes import cli_command, cli_env, free_port
 
 RULES_DIR = REPO / "deploy" / "prometheus"
 ALERT = "RecurrenceLedgerDeadLetters"
 
 
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail("promtool is missing: `bash deploy/ensure-tools.sh` installs Debian's prometheus package")
-    return path
-
-
-@pytest.fixture(scope="module")
-def prometheus() -> tuple[str, Path]:
-    url = os.environ.get("PROMETHEUS_URL")
-    targets = os.environ.get("RL_PROMETHEUS_TARGETS")
-    if not url or not targets:
-        pytest.fail('PROMETHEUS_URL / RL_PROMETHEUS_TARGETS are not set: start Prometheus with env_lines="$(bash deploy/services.sh up)"; eval "$env_lines"')
-    try:
-        httpx.get(f"{url}/-/ready", timeout=5).raise_for_status()
-    except httpx.HTTPError as error:
-        pytest.fail(f"Prometheus at {url} is not ready: {error}")
-    if not Path(targets).is_dir():
-        pytest.fail(f"the targets folder {targets} does not exist")
-    return url.rstrip("/"), Path(targets)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_promtool_checks_and_unit_tests_the_rules():
-    tool = promtool()
-    checked = subprocess.run([tool, "check", "rules", str(RULES_DIR / "rules.yml")], capture_output=True, text=True, timeout=60)
+def test_promtool_checks_and_unit_tests_the_rules(promtool):
+    checked = subprocess.run([promtool, "check", "rules", str(RULES_DIR / "rules.yml")], capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    tested = subprocess.run([tool, "test", "rules", "rules.test.yml"], cwd=RULES_DIR, capture_output=True, text=True, timeout=120)
+    tested = subprocess.run([promtool, "test", "rules", "rules.test.yml"], cwd=RULES_DIR, capture_output=True, text=True, timeout=120)
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "SUCCESS" in tested.stdout
 
@@ -99,9 +63,9 @@ def test_dead_letter_alert_goes_pending_then_firing_in_prometheus(bootstrap, red
         harness.prepare(bootstrap, prefix, partitions=2)
         worker = harness.start_worker(bootstrap, prefix, tmp_path / "worker.log", idle_exit=None, extra=("--metrics-port", str(port)))
         follower = subprocess.Popen(
-            [sys.executable, "-m", "recurrence_ledger.cli", "view", "follow", "--bootstrap", bootstrap, "--redis-url", redis_url,
-             "--topic-prefix", prefix, "--app-id", "ledger", "--metrics-port", str(view_port)],
-            cwd=REPO, stdout=open(tmp_path / "follower.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True,
+            cli_command("view", "follow", "--bootstrap", bootstrap, "--redis-url", redis_url,
+                        "--topic-prefix", prefix, "--app-id", "ledger", "--metrics-port", view_port),
+            cwd=REPO, stdout=open(tmp_path / "follower.log", "wb"), stderr=subprocess.STDOUT, env=cli_env(), start_new_session=True,
         )
         target.write_text(json.dumps([{"targets": [f"127.0.0.1:{port}"], "labels": {"deployment": prefix}}]))
         view_target.write_text(json.dumps([{"targets": [f"127.0.0.1:{view_port}"], "labels": {"deployment": prefix}}]))

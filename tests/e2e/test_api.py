@@ -7,10 +7,8 @@ same journal (contract §8, §10) — never hand-written numbers."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import uuid
 
 import httpx
@@ -22,6 +20,7 @@ from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.read.projection import COUNTER_FIELDS, RedisView
 from recurrence_ledger.read.keys import default_namespace
 from tests.e2e.api_server import fed_view, running_api
+from tests.plugins.processes import run_cli
 
 SCOPE = "dns-mirror"
 
@@ -319,26 +318,12 @@ def test_health_and_dashboard_assets(api):
     assert api.get("/static/dashboard.js").status_code == 200
 
 
-def test_redis_down_answers_503():
-    with running_api(ApiSettings(redis_url="redis://127.0.0.1:1/0", namespace="rl:unreachable.")) as base_url:
-        health = httpx.get(f"{base_url}/healthz")
-        assert health.status_code == 503 and health.json()["redis"] == "down"
-        for path in ("/scopes", f"/scopes/{SCOPE}/statistics"):
-            response = httpx.get(base_url + path)
-            assert response.status_code == 503
-            assert response.json()["detail"].startswith("Redis unavailable")
-
-
 # ----------------------------------------------------------------- CLI
 
 
 def cli(view, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
-    env["COLUMNS"] = "200"
-    return subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", *args, "--redis-url", view.redis_url, "--topic-prefix", view.prefix],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )
+    """``recurrence-ledger ARGS`` on ``view``'s Redis and topic prefix."""
+    return run_cli(*args, "--redis-url", view.redis_url, "--topic-prefix", view.prefix, columns=200)
 
 
 def test_stats_json_is_the_statistics_record(view):
@@ -413,12 +398,7 @@ def test_rank_and_api_sort_streak_list_tied_revisions_in_the_same_order(redis_ur
         assert writer.pending == 0
         with running_api(ApiSettings(redis_url=redis_url, topic_prefix=prefix)) as base_url:
             body = httpx.get(f"{base_url}/scopes/{scope_id}/revisions", params={"sort": "streak", "limit": 100}).json()
-        env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
-        ranked = subprocess.run(
-            [sys.executable, "-m", "recurrence_ledger.cli", "rank", "--scope", scope_id, "--limit", "100", "--json",
-             "--redis-url", redis_url, "--topic-prefix", prefix],
-            capture_output=True, text=True, env=env, timeout=120, check=False,
-        )
+        ranked = run_cli("rank", "--scope", scope_id, "--limit", "100", "--json", "--redis-url", redis_url, "--topic-prefix", prefix)
         assert ranked.returncode == 0, ranked.stderr
         ident = lambda r: (r["rank"], r["artifact_ref"], r["signature_key"], r["terminal_recurred_streak"])  # noqa: E731
         assert [ident(r) for r in json.loads(ranked.stdout)] == [ident(r) for r in body["revisions"]]
@@ -432,9 +412,5 @@ def test_rank_and_stats_errors(view):
     unknown = cli(view, "stats", "--scope", "no-such-scope")
     assert unknown.returncode == 1 and "unknown scope" in unknown.stderr
     assert cli(view, "rank", "--surface", "nonsense").returncode == 2
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
-    down = subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", "stats", "--redis-url", "redis://127.0.0.1:1/0"],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )
+    down = run_cli("stats", "--redis-url", "redis://127.0.0.1:1/0")
     assert down.returncode == 1 and "cannot read the Redis view" in down.stderr

@@ -28,9 +28,7 @@ from recurrence_ledger.runtime.kafka_io import publish_raw
 from tests.badinput import corpus
 from tests.badinput.corpus import HOSTILE_VALID_REPLAYS, JOURNAL, JOURNAL_ENTRIES, KAFKA_ENTRIES, SOURCE_JOURNAL, Entry
 from tests.e2e import harness
-from tests.e2e.conftest import topic_names
-
-pytestmark = pytest.mark.broker
+from tests.e2e.harness import topic_names
 
 VALID = corpus.valid_lines()
 #: Seconds a worker may take from start to its idle exit before it counts as stalled.

@@ -29,15 +29,12 @@ import shutil
 import subprocess
 import time
 import uuid
-from pathlib import Path
-
-import pytest
 
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.read.projection import RedisView
 from tests.e2e.api_server import embedded_view, fed_view, running_api
+from tests.plugins.services import BROWSER_DIR
 
-BROWSER_DIR = Path(__file__).resolve().parent / "browser"
 #: --review in dashboard.css (#b3261e) as getComputedStyle reports it.
 REVIEW_RED = "rgb(179, 38, 30)"
 QUIET = "quiet"
@@ -56,7 +53,6 @@ def quiet_scope(record: dict) -> tuple[dict, list[dict]]:
     statistics = {**record, "scope_id": QUIET, "selected": 2, "recurred": 0, "avoided": 2, "unknown": 0, "unlinked_handoff_citations": 0,
                   "needing_review": 0, "top_revisions": [], "pending_outcomes": 0, "late_revisions": 0, "repeat_failure_rate": 0.0}
     return statistics, rows
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SCOPE = "dns-mirror"
 
 
@@ -83,19 +79,8 @@ def yield_label(row: dict) -> str:
     return f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "")
 
 
-def browser_node() -> str:
-    """The node binary; fails (never skips) when Chromium or playwright-core is missing."""
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: run `bash deploy/ensure-browser.sh`")
-    if not (BROWSER_DIR / "node_modules" / "playwright-core").is_dir():
-        pytest.fail("playwright-core is not installed in tests/e2e/browser: run `bash deploy/ensure-browser.sh`")
-    node = shutil.which("node")
-    assert node, "node is not on PATH"
-    return node
-
-
-def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, tmp_path, record_property):
-    node = browser_node()
+def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, browser, tmp_path, record_property):
+    node = browser
 
     screenshot = tmp_path / "dashboard.png"
     with fed_view(bootstrap, redis_url, tmp_path) as view, running_api(ApiSettings(redis_url=redis_url, topic_prefix=view.prefix)) as base_url:
@@ -199,8 +184,8 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
         shutil.copyfile(screenshot, os.environ["RL_DASHBOARD_SCREENSHOT"])
 
 
-def test_dashboard_with_an_api_token_asks_once_and_shows_the_scope(redis_url, tmp_path):
-    node = browser_node()
+def test_dashboard_with_an_api_token_asks_once_and_shows_the_scope(redis_url, browser, tmp_path):
+    node = browser
     token = f"dash-{uuid.uuid4().hex}"
     with embedded_view(redis_url, tmp_path) as view:
         record = view.expected[SCOPE]

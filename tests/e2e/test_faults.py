@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import time
 
 import pytest
@@ -33,12 +31,6 @@ def journal(tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(journal, tmp_path_factory):
     return harness.embedded(journal, tmp_path_factory.mktemp("reference"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def assert_exactly_once(bootstrap, prefix, reference, out):
@@ -104,40 +96,35 @@ def test_scale_from_one_to_two_workers_and_back(topic_prefix, bootstrap, journal
     assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
 
 
-def test_broker_restart_mid_stream(journal, reference, tmp_path):
-    port, controller = free_port(), free_port()
-    env = {**os.environ, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller), "RL_RUN_DIR": str(tmp_path / "broker")}
-    kafka_sh = str(harness.REPO / "deploy" / "kafka.sh")
-    subprocess.run(["bash", kafka_sh, "start"], env=env, check=True, timeout=120, capture_output=True)
-    try:
-        bootstrap = f"127.0.0.1:{port}"
-        prefix = harness.new_prefix()
-        harness.prepare(bootstrap, prefix, partitions=2)
-        harness.publish(bootstrap, journal, prefix)
-        log = tmp_path / "worker.log"
-        worker = start(bootstrap, prefix, log, idle_exit=10)
-        observations = harness.physical(prefix, "recurrence-observations")
-        harness.wait_until(lambda: harness.count_records(bootstrap, observations) > 20, 60, "first outputs")
-        started = time.monotonic()
-        subprocess.run(["bash", kafka_sh, "restart-keep-data"], env=env, check=True, timeout=120, capture_output=True)
-        print(f"broker restarted in {time.monotonic() - started:.1f} s")
-        code = harness.wait_exit(worker, 240, log)
-        if code == 3:
-            # The commit watchdog fired (a commit blocked past its timeout
-            # after the restart): restart it as a supervisor would.
-            print("worker exited for a restart (commit watchdog); restarting it")
-            code = harness.wait_exit(start(bootstrap, prefix, log, idle_exit=10), 240, log)
-        assert code == 0
-        assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
-    finally:
-        subprocess.run(["bash", kafka_sh, "stop"], env=env, timeout=60, capture_output=True)
+def test_broker_restart_mid_stream(kafka_server, journal, reference, tmp_path):
+    """On a broker of the test's own (free ports, its own run dir): the
+    shared broker and the tests running on it are not disturbed."""
+    broker = kafka_server()
+    broker.start()
+    bootstrap = broker.bootstrap
+    prefix = harness.new_prefix()
+    harness.prepare(bootstrap, prefix, partitions=2)
+    harness.publish(bootstrap, journal, prefix)
+    log = tmp_path / "worker.log"
+    worker = start(bootstrap, prefix, log, idle_exit=10)
+    observations = harness.physical(prefix, "recurrence-observations")
+    harness.wait_until(lambda: harness.count_records(bootstrap, observations) > 20, 60, "first outputs")
+    started = time.monotonic()
+    broker.restart_keep_data()
+    print(f"broker restarted in {time.monotonic() - started:.1f} s")
+    code = harness.wait_exit(worker, 240, log)
+    if code == 3:
+        # The commit watchdog fired (a commit blocked past its timeout
+        # after the restart): restart it as a supervisor would.
+        print("worker exited for a restart (commit watchdog); restarting it")
+        code = harness.wait_exit(start(bootstrap, prefix, log, idle_exit=10), 240, log)
+    assert code == 0
+    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
 
 
-def test_redis_down_for_part_of_the_run(topic_prefix, bootstrap, journal, reference, tmp_path):
-    port = free_port()
-    env = {**os.environ, "REDIS_PORT": str(port), "RL_REDIS_RUN_DIR": str(tmp_path / "redis")}
-    redis_sh = str(harness.REPO / "deploy" / "redis.sh")
-    redis_url = f"redis://127.0.0.1:{port}/0"
+def test_redis_down_for_part_of_the_run(topic_prefix, bootstrap, redis_server, journal, reference, tmp_path):
+    server = redis_server()  # the test's own: stopped by the fixture
+    redis_url = server.url
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=4)
     harness.publish(bootstrap, journal, prefix)
@@ -145,16 +132,13 @@ def test_redis_down_for_part_of_the_run(topic_prefix, bootstrap, journal, refere
     # Redis is down when the worker starts and comes back half way.
     worker = start(bootstrap, prefix, log, redis_url=redis_url, idle_exit=6)
     observations = harness.physical(prefix, "recurrence-observations")
-    try:
-        harness.wait_until(lambda: harness.count_records(bootstrap, observations) > 100, 60, "outputs while Redis is down")
-        subprocess.run(["bash", redis_sh, "start"], env=env, check=True, timeout=60, capture_output=True)
-        assert harness.wait_exit(worker, 180, log) == 0
-        assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
-        view = RedisView(redis_url, namespace=default_namespace(prefix))
-        for scope_id, record in harness.last_statistics(reference["recurrence-statistics"]).items():
-            assert view.read(scope_id) == record
-    finally:
-        subprocess.run(["bash", redis_sh, "stop"], env=env, timeout=60, capture_output=True)
+    harness.wait_until(lambda: harness.count_records(bootstrap, observations) > 100, 60, "outputs while Redis is down")
+    server.start()
+    assert harness.wait_exit(worker, 180, log) == 0
+    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    view = RedisView(redis_url, namespace=default_namespace(prefix))
+    for scope_id, record in harness.last_statistics(reference["recurrence-statistics"]).items():
+        assert view.read(scope_id) == record
 
 
 def test_a_core_failure_is_never_committed_half_applied(topic_prefix, bootstrap, tmp_path):

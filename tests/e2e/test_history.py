@@ -35,9 +35,8 @@ from recurrence_ledger.read.projection import RedisView
 from recurrence_ledger.read.keys import default_namespace
 from tests.conftest import CASES, read_jsonl
 from tests.e2e import harness
-from tests.e2e.history_fixtures import SCOPE, cli, namespace_keys, run_follower, snapshot, timeline_journal
-
-pytestmark = pytest.mark.broker
+from tests.e2e.history_fixtures import SCOPE, namespace_keys, run_follower, snapshot, timeline_journal
+from tests.plugins.processes import run_cli
 
 VIEW_KEY_SUFFIXES = ("", ":top", ":review", ":revisions")
 
@@ -240,13 +239,13 @@ def test_rebuild_recreates_the_live_read_models_and_applying_again_changes_nothi
     assert (counts.observations, counts.candidates, counts.trend_points) == (0, 0, 0)
     assert read_model_snapshot(client, fed.namespace) == live
 
-    result = cli("view", "rebuild", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix)
+    result = run_cli("view", "rebuild", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "read models rebuilt" in " ".join(result.stdout.split())
     assert read_model_snapshot(client, fed.namespace) == live
     assert view_snapshot(client, fed.namespace) == view_before
 
-    result = cli("rebuild", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix, "--app-id", "ledger")
+    result = run_cli("rebuild", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix, "--app-id", "ledger")
     assert result.returncode == 0, result.stdout + result.stderr
     assert read_model_snapshot(client, fed.namespace) == live
 

@@ -22,8 +22,6 @@ from tests.e2e import harness
 from tests.e2e.api_server import fed_view, running_api
 from tests.e2e.history_fixtures import SCOPE, run_follower, timeline_journal
 
-pytestmark = pytest.mark.broker
-
 HISTORY = f"/scopes/{SCOPE}/revisions/T1/1/history"
 
 

@@ -37,12 +37,10 @@ from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.serde.avro import SCHEMA_DIR
 from recurrence_ledger.serde.codec import decode_source
 from tests.conftest import case, read_jsonl
-from tests.e2e.conftest import topic_configs, topic_names
+from tests.e2e.harness import topic_configs, topic_names
 from tests.partitioner import java_partition
 from tests.journal import check, experience, handoff, outcome, receipt, write_journal
 from recurrence_ledger.catalogue import CATALOGUE, INPUT_TOPICS, SCHEMA_IDS, SOURCE_JOURNAL
-
-pytestmark = pytest.mark.broker
 
 KINDS = ("experience-revisions", "handoff-revisions", "handoff-receipts", "task-outcomes")
 #: The one scope of tests/cases/worked_example.jsonl.

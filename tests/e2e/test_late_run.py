@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from tests.conftest import facts
 from tests.e2e import harness
 from tests.journal import write_journal
 from tests.ledger.test_review_runs import late_run_case
-
-pytestmark = pytest.mark.broker
 
 
 def test_late_run_on_per_kind_topics_gives_its_candidate(topic_prefix, bootstrap, tmp_path):

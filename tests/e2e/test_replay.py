@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from recurrence_ledger.runtime.replay import parse_start, run_replay
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import case
 from tests.e2e import harness
 from tests.journal import check, experience, outcome, write_journal
+from tests.plugins.processes import run_cli
 
 
 
@@ -21,16 +20,6 @@ from tests.journal import check, experience, outcome, write_journal
 def output_counts(bootstrap, prefix):
     return {topic: harness.count_records(bootstrap, harness.physical(prefix, topic)) for topic in harness.LEDGER_TOPICS}
 
-
-
-def test_parse_start_forms():
-    assert parse_start("earliest").mode == "earliest"
-    assert parse_start("position:42").position == 42
-    assert parse_start("offsets:source-journal/0=5,task-outcomes/1=7").offsets == (("source-journal", 0, 5), ("task-outcomes", 1, 7))
-    assert parse_start("timestamp:2026-11-29T10:00:00+00:00").timestamp_ms == 1_795_946_400_000
-    for bad in ("latest", "offsets:recurrence-matches/0=1", "position:x"):
-        with pytest.raises(ValueError):
-            parse_start(bad)
 
 
 def test_replaying_a_finished_run_twice_writes_nothing(topic_prefix, bootstrap, tmp_path):
@@ -104,9 +93,6 @@ def test_replay_reuses_recorded_matches_instead_of_recomputing(topic_prefix, boo
 
 
 def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, bootstrap, redis_url, tmp_path):
-    import subprocess
-    import sys
-
     import redis as redis_client
 
     from recurrence_ledger.read.projection import RedisView
@@ -122,10 +108,7 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
     view = RedisView(redis_url, namespace=default_namespace(prefix))
     redis_client.Redis.from_url(redis_url).set(f"{default_namespace(prefix)}:scope:stale", "x")  # junk the rebuild must clear
     try:
-        result = subprocess.run(
-            [sys.executable, "-m", "recurrence_ledger.cli", "rebuild", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--redis-url", redis_url],
-            capture_output=True, text=True, timeout=120, cwd=harness.REPO,
-        )
+        result = run_cli("rebuild", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--redis-url", redis_url)
         assert result.returncode == 0, result.stdout + result.stderr
         output = " ".join(result.stdout.split())
         assert output.count("equal") == 6  # 5 scopes and the revisions view

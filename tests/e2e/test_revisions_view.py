@@ -17,9 +17,7 @@ re-derived here from those records with keys written independently of
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -34,9 +32,8 @@ from recurrence_ledger.read.projection import RedisView, revision_member
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import read_jsonl
 from tests.e2e.api_server import fed_view, running_api
+from tests.plugins.processes import run_cli
 from tests.journal import write_journal
-
-pytestmark = pytest.mark.broker
 
 #: The worker's and the reference run's --top-revisions: far fewer than the revisions of each scope.
 TOP_N = 1
@@ -284,12 +281,8 @@ def test_openapi_documents_the_revisions_parameters(api):
 
 
 def cli(fed: Fed, *args: str, columns: int = 220) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
-    env["COLUMNS"] = str(columns)
-    return subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", *args, "--redis-url", fed.redis_url, "--topic-prefix", fed.prefix],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )
+    """``recurrence-ledger ARGS`` on ``fed``'s Redis and topic prefix."""
+    return run_cli(*args, "--redis-url", fed.redis_url, "--topic-prefix", fed.prefix, columns=columns)
 
 
 def rank_expected(fed: Fed, keep=lambda row: True) -> list[dict]:
@@ -367,11 +360,7 @@ def test_rank_table_fits_the_terminal_one_line_per_revision(fed, columns):
 def test_rank_without_revisions_says_so(fed):
     result = cli(fed, "rank", "--surface", "working_state", "--low-yield", "--scope", "no-such-scope")
     assert result.returncode == 1  # an unknown scope stays an error
-    empty = subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", "rank", "--redis-url", fed.redis_url, "--topic-prefix", fed.prefix + "empty."],
-        capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")},
-        timeout=120, check=False,
-    )
+    empty = run_cli("rank", "--redis-url", fed.redis_url, "--topic-prefix", fed.prefix + "empty.")
     assert empty.returncode == 0, empty.stderr
     assert empty.stdout.strip() == f"no revisions in any scope of the Redis view rl:{fed.prefix}empty."
 
@@ -391,12 +380,7 @@ def test_view_rebuild_restores_the_revisions_hash_after_redis_lost_it(fed, raw):
         assert view.scopes() == [] and all(view.revisions(scope_id) == [] for scope_id in fed.revisions)
     finally:
         view.close()
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
-    result = subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", "view", "rebuild", "--bootstrap", fed.bootstrap,
-         "--topic-prefix", fed.prefix, "--redis-url", fed.redis_url],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
-    )
+    result = run_cli("view", "rebuild", "--bootstrap", fed.bootstrap, "--topic-prefix", fed.prefix, "--redis-url", fed.redis_url)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(fed.statistics)} scopes written" in result.stdout
     assert_view_equals_reference(fed, raw)

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
-import os
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -46,8 +44,7 @@ from recurrence_ledger.serde.registry import RegistryCodec, RegistrySettings, su
 from recurrence_ledger import catalogue
 from tests.conftest import case, facts
 from tests.e2e import harness
-
-pytestmark = pytest.mark.broker
+from tests.plugins.processes import run_cli
 
 #: An id no registry of these tests hands out.
 UNKNOWN_ID = 2**31 - 7
@@ -68,12 +65,7 @@ def registry(schema_registry_url: str, topic_prefix: str) -> Iterable[SchemaRegi
                     pass
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX")}
-    env["COLUMNS"] = "250"
-    return subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True, env=env, timeout=180, cwd=harness.REPO
-    )
+cli = functools.partial(run_cli, columns=250)
 
 
 def journal_records(journal: Path) -> list[dict]:

@@ -5,10 +5,6 @@ groups and nothing else; `view clear --yes` removes the prefix's Redis keys
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import redis
 from confluent_kafka.admin import AdminClient
 
@@ -16,11 +12,7 @@ from recurrence_ledger import catalogue
 from recurrence_ledger.read.projection import RedisView
 from recurrence_ledger.read.keys import default_namespace
 from tests.e2e import harness
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True, timeout=120,
-                          cwd=harness.REPO, env=dict(os.environ))
+from tests.plugins.processes import run_cli
 
 
 def groups(admin: AdminClient) -> set[str]:

@@ -23,28 +23,17 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from recurrence_ledger.api.settings import ApiSettings
 from tests.conftest import CASES, read_jsonl
 from tests.e2e.api_server import fed_view, running_api
 from tests.e2e.history_fixtures import SCOPE, run_follower, timeline_journal
+from tests.plugins.services import BROWSER_DIR
 
-pytestmark = pytest.mark.broker
-
-BROWSER_DIR = Path(__file__).resolve().parent / "browser"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 SHOTS = ("dashboard-trend.png", "timeline.png", "review.png")
 
 
-def test_click_through_from_the_scope_list_to_a_revision_timeline(bootstrap, redis_url, tmp_path):
-    if not Path(CHROMIUM).is_file():
-        pytest.fail(f"{CHROMIUM} is missing: run `bash deploy/ensure-browser.sh`")
-    if not (BROWSER_DIR / "node_modules" / "playwright-core").is_dir():
-        pytest.fail("playwright-core is not installed in tests/e2e/browser: run `bash deploy/ensure-browser.sh`")
-    node = shutil.which("node")
-    assert node, "node is not on PATH"
-
+def test_click_through_from_the_scope_list_to_a_revision_timeline(bootstrap, redis_url, browser, tmp_path):
+    node = browser
     journal = timeline_journal(tmp_path / "timeline.jsonl", extra=CASES / "worked_example.jsonl")
     with fed_view(bootstrap, redis_url, tmp_path, journal=journal) as view:
         run_follower(bootstrap, redis_url, view.prefix, tmp_path / "follower.log")

@@ -6,21 +6,17 @@ version is faked by writing the pin's changelog record."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import functools
 import unicodedata
 
 import orjson
-import pytest
 from confluent_kafka import Producer
 
 from recurrence_ledger.runtime.unicode_pin import CHANGELOG_KEY, recorded_versions
 from recurrence_ledger import catalogue
 from tests.conftest import case
 from tests.e2e import harness
-
-pytestmark = pytest.mark.broker
+from tests.plugins.processes import run_cli
 
 RUNTIME = unicodedata.unidata_version
 FAKE = "13.0.0"
@@ -40,11 +36,7 @@ def fake_pin(bootstrap: str, topic: str, partitions: int, version: str) -> None:
     assert producer.flush(30) == 0
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX", "RL_ACCEPT_UNICODE_CHANGE")}
-    env["COLUMNS"] = "400"
-    return subprocess.run([sys.executable, "-m", "recurrence_ledger.cli", *args], capture_output=True, text=True,
-                          env=env, cwd=harness.REPO, timeout=180)
+cli = functools.partial(run_cli, columns=400)
 
 
 def test_a_runtime_with_another_unicode_version_refuses_to_start(topic_prefix, bootstrap, tmp_path):

@@ -16,9 +16,7 @@ import json
 import logging
 import os
 import signal
-import socket
 import statistics
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,9 +38,8 @@ from recurrence_ledger.read.projection import (
 )
 from recurrence_ledger.read.rebuild import rebuild_from_topic
 from recurrence_ledger.serde.codec import encode
-from tests.conftest import REPO, case, read_jsonl
-
-pytestmark = pytest.mark.broker
+from tests.conftest import case, read_jsonl
+from tests.plugins.services import RedisServer
 
 #: The scopes of tests/cases/worked_example.jsonl and minimum_case.jsonl.
 WORKED_SCOPE = "dns-mirror"
@@ -403,60 +400,15 @@ def test_clear_deletes_the_revisions_hashes(make_view, histories, revision_recor
     assert _keys(raw, ns) == []
 
 
-def test_default_namespace_and_scope_escaping():
-    assert default_namespace("prod.") == "rl:prod."
-    assert default_namespace("") == "rl"
-    ids = ["a", "a:top", "a%3Atop", "a%", "%", ":", "%25", "x y/é"]
-    escaped = [escape_scope(scope_id) for scope_id in ids]
-    assert len(set(escaped)) == len(ids) and not any(":" in e for e in escaped)
-    assert escape_scope(WORKED_SCOPE) == WORKED_SCOPE
-
-
 # ---------------------------------------------------------------- Redis down
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class SecondRedis:
-    """A redis-server of the test's own, started with deploy/redis.sh on a
-    free port and its own run dir."""
-
-    def __init__(self, run_dir: Path):
-        self.port = _free_port()
-        self.run_dir = run_dir
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-
-    def _script(self, command: str) -> None:
-        env = {**os.environ, "REDIS_PORT": str(self.port), "RL_REDIS_RUN_DIR": str(self.run_dir)}
-        result = subprocess.run(["bash", str(REPO / "deploy" / "redis.sh"), command], env=env, capture_output=True, text=True, timeout=60)
-        assert result.returncode == 0, f"redis.sh {command}: {result.stderr}"
-
-    def start(self) -> None:
-        self._script("start")
-
-    def stop(self) -> None:
-        self._script("stop")
-
-    def pid(self) -> int:
-        return int((self.run_dir / "redis.pid").read_text().strip())
-
-
 @pytest.fixture
-def second_redis(tmp_path) -> Iterator[SecondRedis]:
-    server = SecondRedis(tmp_path / "redis-run")
+def second_redis(redis_server) -> RedisServer:
+    """A redis-server of the test's own, started (tests.plugins.services.RedisServer)."""
+    server = redis_server()
     server.start()
-    try:
-        yield server
-    finally:
-        try:
-            os.kill(server.pid(), signal.SIGCONT)  # in case a test left it stopped
-        except (OSError, ValueError):
-            pass
-        server.stop()
+    return server
 
 
 def _timed_submits(view: RedisView, records: list[dict]) -> list[float]:
@@ -468,6 +420,7 @@ def _timed_submits(view: RedisView, records: list[dict]) -> list[float]:
     return durations
 
 
+@pytest.mark.serial  # times submits: nothing else may load the machine meanwhile
 def test_redis_down_keeps_pending_fast_and_catches_up(second_redis, histories, caplog):
     """Redis stopped: submit neither raises nor waits, keeps the latest record
     per scope; Redis back: one flush writes them. A Redis without persistence
@@ -520,6 +473,7 @@ def test_redis_down_keeps_pending_fast_and_catches_up(second_redis, histories, c
         view.close()
 
 
+@pytest.mark.serial  # times submits
 def test_hung_redis_costs_one_socket_timeout_then_nothing(second_redis, histories):
     """Redis frozen (SIGSTOP): connections open but no reply comes. The first
     submit waits one socket_timeout, the following ones return at once."""

@@ -15,6 +15,7 @@ from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, case
 from tests.e2e import harness
 from tests.journal import write_journal
+from tests.plugins.processes import free_port
 
 
 
@@ -139,7 +140,6 @@ def test_poison_records_go_to_dead_letter_and_valid_ones_are_processed(topic_pre
 
 
 def test_prometheus_metrics(topic_prefix, bootstrap, tmp_path):
-    import socket
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
@@ -150,9 +150,7 @@ def test_prometheus_metrics(topic_prefix, bootstrap, tmp_path):
     harness.publish(bootstrap, journal, prefix)
     source = harness.physical(prefix, "source-journal")
     publish_raw(bootstrap, source, b"migration-lock", b"\x00\x00\x00\x00\x01\xff")  # one poison record
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     log = tmp_path / "worker.log"
     worker = harness.start_worker(bootstrap, prefix, log, idle_exit=None, extra=("--metrics-port", str(port)))
     try:

@@ -7,10 +7,7 @@ unreachable bootstrap fail fast with a clear message."""
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -26,7 +23,8 @@ from recurrence_ledger.read.projection import RedisView
 from recurrence_ledger.read.keys import default_namespace
 from tests.conftest import REPO, case
 from tests.e2e import harness
-from tests.e2e.secure.conftest import SecureBroker, delete_prefix
+from tests.plugins.processes import free_port, run_cli
+from tests.plugins.secure import SecureBroker, delete_prefix
 
 #: The journal cases and how the worker connects: SCRAM over SASL_SSL, or the
 #: client certificate CN=ledger (same principal, User:ledger) over SSL.
@@ -35,28 +33,9 @@ RUNS = [("minimum_case", "ledger"), ("worked_example", "ledger"), ("worked_examp
 FAIL_FAST_S = 30.0
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``recurrence-ledger ARGS`` in a subprocess without the plain broker's
-    KAFKA_* variables (plus ``env``); ``.elapsed`` is its wall time."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_") and k not in ("RL_TOPIC_PREFIX", "REDIS_URL")}
-    started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", *map(str, args)],
-        cwd=REPO, env={**environ, **(env or {})}, capture_output=True, text=True, timeout=timeout,
-    )
-    result.elapsed = time.monotonic() - started  # type: ignore[attr-defined]
-    return result
-
-
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     assert result.returncode == 0, result.stdout + result.stderr
     return result
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module", params=RUNS, ids=[f"{name}-{who}" for name, who in RUNS])

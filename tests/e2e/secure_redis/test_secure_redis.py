@@ -1,5 +1,5 @@
 """The read side on a Redis that wants a password and speaks TLS
-(``deploy/redis.sh --secure``; fixtures in conftest.py): a real worker
+(``deploy/redis.sh --secure``; fixtures in tests/plugins/secure.py): a real worker
 writes the view as the ACL user ``ledger`` on the password port, ``view
 rebuild`` rewrites it over ``rediss://``, and the API, ``rank`` and
 ``stats`` read it as the read-only user ``dashboard`` over both — with the
@@ -11,10 +11,8 @@ else."""
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import subprocess
-import sys
 import uuid
 
 import httpx
@@ -22,9 +20,9 @@ import pytest
 import redis
 
 from recurrence_ledger.api.settings import ApiSettings
-from tests.conftest import REPO
 from tests.e2e import harness
 from tests.e2e.api_server import fed_view, running_api, serve_cli, stop_process
+from tests.plugins.processes import run_cli
 
 SCOPE = "dns-mirror"
 TOKEN = f"secure-{uuid.uuid4().hex}"
@@ -44,14 +42,9 @@ def fed(bootstrap, secure_redis, workdir):
         yield view
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``recurrence-ledger ARGS`` with the Redis URL and the rest from ``env``
-    only (none inherited), as a user would run it."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_URL", "RL_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", *args], cwd=REPO, capture_output=True, text=True,
-        env={**base, "COLUMNS": "200", **(env or {})}, timeout=180, check=False,
-    )
+#: ``recurrence-ledger ARGS`` with the Redis URL and the rest from ``env``
+#: only (none inherited), as a user would run it.
+cli = functools.partial(run_cli, columns=200)
 
 
 def assert_no_secret(text: str, secure_redis, *extra: str) -> None:

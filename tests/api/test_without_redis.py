@@ -1,0 +1,58 @@
+"""The API with no Redis behind it, on a real uvicorn server over loopback
+(tests.e2e.api_server.running_api): its routes are the documented ones, and
+with Redis unreachable /healthz and the data paths answer 503 — telling why
+only to a client with the API token. The same API on the test Redis is
+tests/e2e/test_api.py and tests/e2e/test_read_access.py."""
+
+from __future__ import annotations
+
+import httpx
+from fastapi.routing import APIRoute
+
+from recurrence_ledger.api.app import ApiSettings, create_app
+from tests.e2e.api_server import running_api
+
+SCOPE = "dns-mirror"
+TOKEN = "routes-0123456789abcdef"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+#: A Redis URL nothing answers.
+UNREACHABLE = "redis://127.0.0.1:1/0"
+
+
+def api_routes() -> list[APIRoute]:
+    """The app's GET routes (FastAPI's, not the fixed documents)."""
+    app = create_app(ApiSettings(redis_url=UNREACHABLE, api_token=TOKEN))
+    return [route for route in app.routes if isinstance(route, APIRoute) and "GET" in route.methods]
+
+
+def concrete(path: str) -> str:
+    """A route's path with SCOPE for its scope parameter."""
+    return path.replace("{scope:path}", SCOPE)
+
+
+def test_the_routes_are_the_documented_ones():
+    # A new endpoint gets the checks of tests/e2e/test_read_access.py by itself; its bounds go into docs/results.md.
+    # (/openapi.json and the static files are fixed documents outside FastAPI's routes.)
+    assert sorted(route.path for route in api_routes()) == sorted([
+        "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/healthz",
+        "/scopes", "/scopes/{scope:path}/review-candidates", "/scopes/{scope:path}/revisions", "/scopes/{scope:path}/statistics",
+    ])
+
+
+def test_healthz_tells_why_redis_is_down_only_with_the_token():
+    settings = ApiSettings(redis_url=UNREACHABLE, namespace="rl:unreachable.", api_token=TOKEN)
+    with running_api(settings) as base_url:
+        anonymous = httpx.get(f"{base_url}/healthz")
+        assert anonymous.status_code == 503 and anonymous.json()["detail"] is None
+        told = httpx.get(f"{base_url}/healthz", headers=BEARER)
+        assert told.status_code == 503 and "Connection refused" in told.json()["detail"]
+
+
+def test_redis_down_answers_503():
+    with running_api(ApiSettings(redis_url=UNREACHABLE, namespace="rl:unreachable.")) as base_url:
+        health = httpx.get(f"{base_url}/healthz")
+        assert health.status_code == 503 and health.json()["redis"] == "down"
+        for path in ("/scopes", f"/scopes/{SCOPE}/statistics"):
+            response = httpx.get(base_url + path)
+            assert response.status_code == 503
+            assert response.json()["detail"].startswith("Redis unavailable")
