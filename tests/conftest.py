@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "cases"
 #: Every case in tests/cases (tests/cases/README.md): the case-driven tests
 #: run each of them. Adding a case is adding its name here.
-CASE_NAMES = ("minimum_case", "worked_example", "late_run")
+CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons")
 
 
 def case(name: str) -> tuple[Path, dict]:
@@ -41,11 +41,16 @@ def facts(records: dict[str, list[dict]]) -> dict:
     scopes: dict[str, dict] = {}
 
     def scope(scope_id: str) -> dict:
-        return scopes.setdefault(scope_id, {"statistics": None, "observations": [], "matches": [], "review_candidates": []})
+        return scopes.setdefault(scope_id, {"statistics": None, "revisions": {}, "observations": [], "matches": [], "review_candidates": []})
+
+    def reasons(counts: dict) -> dict:  # the reasons that occurred (contract §17)
+        return {reason: count for reason, count in counts.items() if count}
 
     for stats in records["recurrence-statistics"]:
         scope(stats["scope_id"])["statistics"] = {
-            **{k: stats[k] for k in ("selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations", "needing_review")},
+            **{k: stats[k] for k in ("selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations", "needing_review",
+                                     "forward_references", "ambiguous_matches", "unmatched_failures", "binding_suspects")},
+            "unknown_reasons": reasons(stats["unknown_reasons"]),
             "top_revisions": [
                 {
                     "artifact_id": row["artifact_ref"]["artifact_id"],
@@ -55,6 +60,12 @@ def facts(records: dict[str, list[dict]]) -> dict:
                 }
                 for row in stats["top_revisions"]
             ],
+        }
+    for row in records["revision-statistics"]:
+        ref = row["artifact_ref"]
+        scope(row["scope_id"])["revisions"][f"{ref['artifact_id']}r{ref['revision']}"] = {
+            **{k: row[k] for k in ("selected", "recurred", "avoided", "unknown", "ambiguous", "binding_suspect")},
+            "unknown_reasons": reasons(row["unknown_reasons"]),
         }
     for obs in records["recurrence-observations"]:
         ref = obs["artifact_ref"]

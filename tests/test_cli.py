@@ -170,7 +170,7 @@ def test_explain_from_a_journal(tmp_path):
     assert result.returncode == 0, result.stderr
     explanation = json.loads(result.stdout)
     assert explanation["chain"]["status"] == "linked"
-    assert explanation["revisions"][0]["reason"] == "unknown: the bound check is only declared or has no exact evidence"
+    assert explanation["revisions"][0]["reason"].startswith("unknown (check_unverified): check[0]: the bound check 'migrations applied")
     tree = run_cli("explain", "migration-lock", "job-recur", "--journal", str(journal))
     assert "matched → M4 r1 (handoff_citations" in tree.stdout
     assert run_cli("explain", "migration-lock", "nope", "--journal", str(journal)).returncode == 1

@@ -13,14 +13,12 @@ for byte as ``run-journal`` (nothing held back or lost).
 
 from __future__ import annotations
 
-import pytest
 
 from recurrence_ledger.catalogue import SOURCE_JOURNAL
 from recurrence_ledger.runtime.kafka_io import publish_raw
 from tests.badinput import corpus
 from tests.e2e import harness
 
-pytestmark = pytest.mark.broker
 
 ENVELOPE = 'a source-journal value is {"topic": "<input topic>", "value": {...}}, not a string'
 #: (logical topic, value, reason, message) — message None: any.

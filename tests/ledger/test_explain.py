@@ -1,5 +1,6 @@
-"""explain: every no-verdict reason of contract §7 (and the §5 chain
-states) on small journals, through the same rule functions as the core."""
+"""explain: every no-verdict reason of contract §7 and §17 (with the items
+that decided it), the §5 chain states and the §16 forward references, on
+small journals, through the same rule functions as the core."""
 
 from __future__ import annotations
 
@@ -28,44 +29,115 @@ def linked(*outcomes):
     return [experience(S, 1, "E1"), handoff(S, 2, "H1", [("E1", 1)]), receipt(S, 3, "R1", "H1"), *outcomes]
 
 
-def reason_for(observations, checks, status="completed"):
+def explained_row(observations, checks, status="completed"):
     result = explain(linked(outcome(S, 10, "O", status=status, receipt_id="R1", observations=observations, checks=checks)), "O")
     assert result["chain"]["status"] == "linked"
     [row] = result["revisions"]
     assert row["selected"] is True
+    return row
+
+
+def reason_for(observations, checks, status="completed"):
+    row = explained_row(observations, checks, status)
     return row["reason"], row["verdict"]
 
 
 @pytest.mark.parametrize(
-    ("observations", "checks", "expected"),
+    ("observations", "checks", "code", "decided_by", "sentence"),
     [
-        ([], [check(SUBJECT, status="passed")], "unknown: no verified observation of the condition"),
-        ([claim(COND, basis="declared")], [check(SUBJECT, status="passed")], "unknown: the condition is only declared or has no exact evidence"),
-        ([claim(COND), claim(COND + "!")], [check(SUBJECT, status="passed")], "unknown: 2 verified observations of the condition (exactly one needed)"),
-        ([claim(COND)], [], "unknown: the bound check did not run"),
-        ([claim(COND)], [check(SUBJECT, status="passed", basis="declared")], "unknown: the bound check is only declared or has no exact evidence"),
-        ([claim(COND)], [check(SUBJECT, status="passed"), check(SUBJECT.upper(), status="passed")], "unknown: 2 verified bound checks (exactly one needed)"),
-        ([claim(COND)], [check(SUBJECT, status="skipped")], "unknown: the bound check skipped"),
+        ([], [check(SUBJECT, status="passed")], "condition_not_observed", [], "no observation names the condition 'tests started in sandbox'"),
+        ([claim(COND, basis="declared")], [check(SUBJECT, status="passed")], "condition_unverified", ["observation[0]"],
+         "observation[0] name the condition 'tests started in sandbox' but are only declared or have no exact evidence"),
+        ([claim(COND), claim(COND + "!")], [check(SUBJECT, status="passed")], "condition_duplicated", ["observation[0]", "observation[1]"],
+         "observation[0], observation[1]: 2 verified observations of the condition (exactly one needed)"),
+        ([claim(COND)], [], "check_missing", ["observation[0]"], "no check is the bound check 'ports free before pytest': it did not run"),
+        ([claim(COND)], [check(SUBJECT, status="passed", basis="declared")], "check_unverified", ["observation[0]", "check[0]"],
+         "check[0]: the bound check 'ports free before pytest' is only declared or has no exact evidence"),
+        ([claim(COND)], [check(SUBJECT, status="passed"), check(SUBJECT.upper(), status="passed")], "check_duplicated",
+         ["observation[0]", "check[0]", "check[1]"], "check[0], check[1]: 2 verified bound checks (exactly one needed)"),
+        ([claim(COND)], [check(SUBJECT, status="skipped")], "check_not_run", ["observation[0]", "check[0]"],
+         "the bound check check[0] 'ports free before pytest' is skipped: it did not run"),
+        ([claim(COND)], [check("other check", status="passed"), check(SUBJECT, status="cancelled")], "check_not_run",
+         ["observation[0]", "check[1]"], "the bound check check[1] 'ports free before pytest' is cancelled: it did not run"),
     ],
-    ids=["no-condition", "condition-declared", "two-conditions", "check-did-not-run", "check-declared", "two-checks", "check-skipped"],
+    ids=["condition-not-observed", "condition-declared", "two-conditions", "check-missing", "check-declared", "two-checks",
+         "check-skipped", "check-cancelled"],
 )
-def test_each_unknown_reason(observations, checks, expected):
-    assert reason_for(observations, checks) == (expected, None)
+def test_each_unknown_reason_with_the_items_that_decided_it(observations, checks, code, decided_by, sentence):
+    row = explained_row(observations, checks)
+    assert (row["verdict"], row["unknown_reason"], row["decided_by"]) == (None, code, decided_by)
+    assert row["reason"] == f"unknown ({code}): {sentence}"
 
 
 def test_failed_bound_check_is_named_when_it_is_not_a_failure_item_of_this_revision():
-    assert reason_for([claim(COND)], [check(SUBJECT, status="failed")], status="failed") == ("unknown: the bound check failed", None)
+    row = explained_row([claim(COND)], [check(SUBJECT, status="failed")], status="failed")
+    assert (row["unknown_reason"], row["decided_by"]) == ("check_failed", ["observation[0]", "check[0]"])
+    assert row["reason"] == ("unknown (check_failed): the bound check check[0] 'ports free before pytest' failed, "
+                             "but no failure item matched this revision: the check and the cue disagree")
+
+
+def test_an_empty_condition_is_named():
+    records = [experience(S, 1, "E1", condition="..."), handoff(S, 2, "H1", [("E1", 1)]), receipt(S, 3, "R1", "H1"),
+               outcome(S, 10, "O", status="completed", receipt_id="R1", observations=[claim("...")], checks=[check(SUBJECT, status="passed")])]
+    [row] = explain(records, "O")["revisions"]
+    assert (row["unknown_reason"], row["decided_by"]) == ("condition_empty", [])
+    assert row["reason"].startswith("unknown (condition_empty): the revision's verification.condition normalizes to the empty string")
 
 
 def test_verdicts_are_read_from_the_ledger():
     assert reason_for([claim(COND)], [check(SUBJECT, status="passed")]) == ("avoided: recorded in the ledger", "avoided")
     assert reason_for([], [check(CUE)], status="failed") == ("recurred: recorded in the ledger", "recurred")
+    assert explained_row([], [check(CUE)], status="failed")["unknown_reason"] is None
 
 
-def test_two_failure_items_on_one_revision_is_an_ambiguous_verdict():
+def test_two_failure_items_on_one_revision_are_multiple_matches():
     result = explain(linked(outcome(S, 10, "O", receipt_id="R1", checks=[check(CUE), check(CUE + ".")])), "O")
     assert [item["match"]["result"] for item in result["failure_items"]] == ["matched", "matched"]
-    assert result["revisions"][0]["reason"] == "no verdict: 2 failure items matched this revision (ambiguous verdict)"
+    [row] = result["revisions"]
+    assert (row["unknown_reason"], row["decided_by"]) == ("multiple_matches", ["check[0]", "check[1]"])
+    assert row["reason"] == ("unknown (multiple_matches): 2 failure items matched this revision (check[0], check[1]); "
+                             "one outcome adds at most one recurrence (contract §7)")
+
+
+def test_an_ambiguous_item_is_named_for_each_of_its_eligible_candidates():
+    records = [experience(S, 1, "E1"), experience(S, 2, "E2"), experience(S, 3, "E3", cue="disk full"),
+               handoff(S, 4, "H1", [("E1", 1), ("E2", 1), ("E3", 1)]), receipt(S, 5, "R1", "H1"),
+               outcome(S, 10, "O", receipt_id="R1", checks=[check("Disk full"), check(CUE)])]
+    result = explain(records, "O")
+    assert [item["match"]["result"] for item in result["failure_items"]] == ["matched", "ambiguous"]
+    rows = {row["artifact_ref"]: row for row in result["revisions"]}
+    assert {ref: (row["verdict"], row["unknown_reason"], row["decided_by"]) for ref, row in rows.items()} == {
+        "E1 r1": (None, "ambiguous", ["check[1]"]), "E2 r1": (None, "ambiguous", ["check[1]"]), "E3 r1": ("recurred", None, []),
+    }
+    assert rows["E1 r1"]["reason"] == "unknown (ambiguous): check[1] matched this revision's cue and another candidate's: ambiguous, no match (contract §6)"
+
+
+def test_forward_references_are_named():
+    base = [experience(S, 1, "E1")]
+    forward_receipt = explain([*base, handoff(S, 2, "H1", [("E1", 1)]), outcome(S, 3, "O", receipt_id="R1", checks=[check(CUE)]),
+                               receipt(S, 4, "R1", "H1")], "O")
+    assert forward_receipt["chain"]["status"] == "unlinked"
+    assert forward_receipt["chain"]["forward_references"] == [
+        {"referring": "task outcome O", "referring_position": 3, "referenced": "receipt R1", "referenced_position": 4}]
+    assert forward_receipt["chain"]["reason"] == (
+        "forward reference: receipt R1 is at journal position 4, after task outcome O at 3; a reference to a later event "
+        "links nothing (contract §16), so the outcome was decided as unlinked at once")
+    assert forward_receipt["failure_items"][0]["match"]["candidate_set_mode"] == "scope_heads"
+
+    forward_handoff = explain([*base, receipt(S, 2, "R1", "H1"), outcome(S, 3, "O", receipt_id="R1", checks=[check(CUE)]),
+                               handoff(S, 4, "H1", [("E1", 1)])], "O")
+    assert forward_handoff["chain"]["status"] == "unlinked"
+    assert forward_handoff["chain"]["reason"].startswith("forward reference: Handoff H1 r1 is at journal position 4, after receipt R1 at 2")
+
+    forward_citation = explain([*base, handoff(S, 2, "H1", [("E1", 1), ("E9", 1)]), receipt(S, 3, "R1", "H1"),
+                                outcome(S, 4, "O", status="completed", receipt_id="R1"), experience(S, 5, "E9", cue="other cue")], "O")
+    assert forward_citation["chain"]["status"] == "linked" and forward_citation["chain"]["cited"] == ["E1 r1"]
+    assert forward_citation["chain"]["forward_references"] == [
+        {"referring": "Handoff H1 r1", "referring_position": 2, "referenced": "Experience E9 r1", "referenced_position": 5}]
+    assert forward_citation["chain"]["reason"] == (
+        "receipt R1 resolves to Handoff H1 r1; it cites Experience E9 r1, published later (position 5): "
+        "a forward citation, not a member of the cited set (contract §16)")
+    assert [row["artifact_ref"] for row in forward_citation["revisions"]] == ["E1 r1"]
 
 
 def test_receipt_that_does_not_resolve():
@@ -81,6 +153,7 @@ def test_receipt_that_does_not_resolve():
     assert result["revisions"] == [{
         "artifact_ref": "E1 r1", "signature_key": CUE, "repair_surface": "experience_content",
         "selected": False, "verdict": "recurred", "reason": "recurred: recorded in the ledger",
+        "unknown_reason": None, "decided_by": [],
     }]
 
 

@@ -104,3 +104,32 @@ def test_repeated_observations_of_a_generated_workload_count_once():
     surfaces = surfaces_from(latest(ledger).values(), ledger.out["revision-statistics"])
     assert compare(rebuild_views(doubled, surfaces=surfaces), latest(ledger)) == {scope: [] for scope in latest(ledger)}
     assert compare_revisions(rebuild_revisions(doubled, surfaces=surfaces), ledger.out["revision-statistics"]) == []
+
+
+def test_every_fixture_case_rebuilds_its_revisions_view_with_the_carried_figures():
+    """The reasons of unknown selections and the ambiguous matches come from
+    the inputs, not from observations (contract §17): a rebuild carries them
+    over from the live rows, rebuilds the rows of revisions that have only
+    ambiguous matches, and decides binding_suspect again."""
+    import json
+
+    for name in CASE_NAMES:
+        journal, _ = case(name)
+        ledger = live([json.loads(line) for line in journal.read_text().splitlines()])
+        rows = ledger.out["revision-statistics"]
+        observations = list(ledger.out["recurrence-observations"])
+        random.Random(5).shuffle(observations)
+        rebuilt = rebuild_revisions(observations, surfaces=surfaces_from(latest(ledger).values(), rows))
+        assert compare_revisions(rebuilt, rows) == [], name
+        if name == "unknown_reasons":
+            assert [key[1] for key, row in rebuilt.items() if row["binding_suspect"]] == ["B1"]
+
+
+def test_a_revision_with_only_ambiguous_matches_is_rebuilt_from_its_live_row():
+    from tests.journal import check, experience, outcome
+
+    ledger = live([experience("s", 1, "E1"), experience("s", 2, "E2"), outcome("s", 3, "O", checks=[check("port already bound")])])
+    rows = ledger.out["revision-statistics"]
+    assert [(row["artifact_ref"]["artifact_id"], row["ambiguous"], row["selected"]) for row in rows] == [("E1", 1, 0), ("E2", 1, 0)]
+    assert ledger.out["recurrence-observations"] == []
+    assert compare_revisions(rebuild_revisions([], surfaces=surfaces_from([], rows)), rows) == []

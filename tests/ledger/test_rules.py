@@ -404,12 +404,14 @@ def test_unlinked_handoff_citations_counts_pairs_until_an_outcome_links():
         experience(S, 1, "E1"),
         experience(S, 2, "E2", cue="other"),
         experience(S, 3, "PLAIN", failure=False),
-        handoff(S, 4, "H1", [("E1", 1), ("E2", 1), ("PLAIN", 1)]),
-        handoff(S, 5, "H2", [("E1", 1), ("LATE", 1)]),
+        handoff(S, 5, "H1", [("E1", 1), ("E2", 1), ("PLAIN", 1)]),
+        handoff(S, 6, "H2", [("E1", 1), ("LATE", 1), ("FORWARD", 1)]),
     )
     assert ledger.stats(S)["unlinked_handoff_citations"] == 3
-    ledger.feed(experience(S, 6, "LATE", cue="late one"))
+    ledger.feed(experience(S, 4, "LATE", cue="late one"))  # arrives late, published before H2: counted when it arrives
     assert ledger.stats(S)["unlinked_handoff_citations"] == 4
+    ledger.feed(experience(S, 10, "FORWARD", cue="forward one"))  # published after H2: a forward citation (§16), never counted
+    assert (ledger.stats(S)["unlinked_handoff_citations"], ledger.stats(S)["forward_references"]) == (4, 1)
     ledger.feed(receipt(S, 7, "R1", "H1"), outcome(S, 8, "O1", status="completed", receipt_id="R1"))
     assert ledger.stats(S)["unlinked_handoff_citations"] == 2
     ledger.feed(outcome(S, 9, "O2", status="completed", receipt_id="R1"))

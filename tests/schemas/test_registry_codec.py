@@ -205,12 +205,14 @@ def test_registry_settings_from_client_properties():
 def test_the_registered_schema_text_is_the_same_in_every_process():
     """A registry compares schema texts: one that changed between processes
     would be a new version (or, looked up, not found)."""
+    import os
     import subprocess
     import sys
 
     code = "from recurrence_ledger.serde import avro; import sys; sys.stdout.write(avro.schema_json('ScopeStatistics'))"
+    path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}  # the code under test
     texts = {
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed}).stdout
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed, **path}).stdout
         for seed in ("1", "2", "3", "4")
     }
     assert texts == {avro.schema_json("ScopeStatistics")}

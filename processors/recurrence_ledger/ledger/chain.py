@@ -5,12 +5,20 @@ TaskOutcome.handoff_receipt_ref → HandoffReceipt (resolves only when
 accepted + exact + available and ``selected_revision`` names a Handoff
 revision) → Handoff revision → its cited Experience revisions that carry a
 failure block (the *cited set*, distinct, in ArtifactRef order).
+
+Every link points backwards in the journal (contract §16, rev. 3): a receipt
+at a later position than the outcome, or a Handoff revision at a later
+position than the receipt, links nothing (the outcome is unlinked, at once
+and for good); a cited Experience revision at a later position than the
+Handoff is no member of its cited set and no unlinked Handoff citation.
+Positions are the ones the state keeps in each event's record.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from recurrence_ledger.ledger import causal
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 
 LINKED = "linked"
@@ -40,14 +48,17 @@ class Resolution(NamedTuple):
 
 class CitedChain:
     """What a Handoff revision resolves to once every revision it cites is
-    known: its cited set (contract §5) and, once a match needs it, that set
-    frozen as a ``matching.CandidateSet`` (§6). Both never change — the
-    Handoff, the cited Experience revisions and their failure blocks are
-    immutable — so ``LedgerState`` caches one per Handoff revision."""
+    known: its journal ``position``, its cited set (contract §5, §16: the
+    citations at earlier positions) and, once a match needs it, that set
+    frozen as a ``matching.CandidateSet`` (§6). They never change — the
+    Handoff, the cited Experience revisions, their positions and failure
+    blocks are immutable — so ``LedgerState`` caches one per Handoff
+    revision."""
 
-    __slots__ = ("cited_set", "candidate_set")
+    __slots__ = ("position", "cited_set", "candidate_set")
 
-    def __init__(self, cited_set: tuple[dict, ...]):
+    def __init__(self, position: int, cited_set: tuple[dict, ...]):
+        self.position = position
         self.cited_set = cited_set
         self.candidate_set = None
 
@@ -76,7 +87,11 @@ def resolve(state: LedgerState, scope_id: str, outcome: dict) -> Resolution:
 
     Returns PENDING when the receipt, the Handoff revision or a cited
     Experience revision has not arrived yet (contract §5), UNLINKED when there
-    is no receipt ref or the receipt does not resolve, LINKED otherwise.
+    is no receipt ref, the receipt does not resolve, or the receipt or the
+    Handoff revision is a forward reference (§16: at a later position than
+    the event that references it), LINKED otherwise. A cited revision at a
+    later position than the Handoff is left out of the cited set (§16), and
+    is waited for only while it is unknown.
     """
     receipt_ref = outcome.get("handoff_receipt_ref")
     if receipt_ref is None:
@@ -85,22 +100,28 @@ def resolve(state: LedgerState, scope_id: str, outcome: dict) -> Resolution:
     if receipt is None:
         return Resolution(PENDING, waiting_on=("receipt", receipt_ref["source_id"]))
     target = receipt["resolves_to"]
-    if target is None:
+    if target is None or causal.points_forward(outcome["journal_position"], receipt):
         return Resolution(UNLINKED)
+    receipt_position = receipt.get("position", -1)
     chain = state.cached_chain(scope_id, target["artifact_id"], target["revision"])
     if chain is None:
         handoff = state.get("handoff", scope_id, target["artifact_id"], target["revision"])
         if handoff is None:
             return Resolution(PENDING, waiting_on=("handoff", target["artifact_id"], target["revision"]))
+        if causal.points_forward(receipt_position, handoff):
+            return Resolution(UNLINKED)
+        handoff_position = handoff.get("position", -1)
         cited_set = []
         for artifact_id, revision in handoff["cites"]:
             experience = state.get("experience", scope_id, artifact_id, revision)
             if experience is None:
                 return Resolution(PENDING, waiting_on=("experience", artifact_id, revision))
-            if experience["failure"] is not None:
+            if experience["failure"] is not None and not causal.points_forward(handoff_position, experience):
                 cited_set.append(experience_ref(artifact_id, revision))
-        chain = CitedChain(tuple(cited_set))
+        chain = CitedChain(handoff_position, tuple(cited_set))
         state.cache_chain(scope_id, target["artifact_id"], target["revision"], chain)
+    elif chain.position > receipt_position:
+        return Resolution(UNLINKED)
     return Resolution(LINKED, receipt_ref=receipt_ref, handoff_ref=target, cited_set=chain.cited_set, chain=chain)
 
 
@@ -120,27 +141,36 @@ def distinct_experience_citations(handoff: dict) -> list[list]:
 # A (Handoff revision, cited failure-bearing Experience revision) pair counts
 # until some Task Outcome links through that Handoff revision. A cited
 # revision that has not arrived yet is counted when it arrives (if it carries
-# a failure block and the Handoff is still unlinked).
+# a failure block and the Handoff is still unlinked). A cited revision at a
+# later position than the Handoff (a forward citation, contract §16) is
+# never counted here; it counts as a forward reference instead.
 
 
 def count_new_handoff(state: LedgerState, scope: dict, scope_id: str, handoff_rec: dict, artifact_ref: dict) -> None:
-    """Count a new Handoff revision's failure-bearing citations as unlinked;
-    register the ones whose Experience revision is still unknown."""
+    """Count a new Handoff revision's failure-bearing citations as unlinked
+    and its forward citations as forward references; register the ones
+    whose Experience revision is still unknown."""
     for artifact_id, revision in handoff_rec["cites"]:
         experience = state.get("experience", scope_id, artifact_id, revision)
         if experience is None:
             state.append([artifact_ref["artifact_id"], artifact_ref["revision"]], "citewait", scope_id, artifact_id, revision)
+        elif causal.points_forward(handoff_rec["position"], experience):
+            causal.count(scope)
         elif experience["failure"] is not None:
             handoff_rec["failure_pairs"] += 1
     scope["unlinked_handoff_citations"] += handoff_rec["failure_pairs"]
 
 
-def count_late_citation(state: LedgerState, scope: dict, scope_id: str, artifact_ref: dict, has_failure: bool) -> None:
-    """An Experience revision arrived that earlier Handoffs cite."""
+def count_late_citation(state: LedgerState, scope: dict, scope_id: str, artifact_ref: dict, has_failure: bool, position: int) -> None:
+    """An Experience revision arrived, at ``position``, that earlier Handoffs
+    cite."""
     for handoff_id, handoff_revision in state.pop_list("citewait", scope_id, artifact_ref["artifact_id"], artifact_ref["revision"]):
+        handoff = state.get("handoff", scope_id, handoff_id, handoff_revision)
+        if position > handoff.get("position", -1):
+            causal.count(scope)
+            continue
         if not has_failure:
             continue
-        handoff = state.get("handoff", scope_id, handoff_id, handoff_revision)
         handoff["failure_pairs"] += 1
         if not handoff["linked"]:
             scope["unlinked_handoff_citations"] += 1

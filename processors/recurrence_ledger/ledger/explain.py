@@ -4,10 +4,12 @@ Outcome, from the ledger's own records (contract §5–§7).
 ``explain_outcome`` takes the scope's source events and the RecurrenceMatch
 and RecurrenceObservation records already written for the outcome. Matches
 and verdicts are read from the ledger, never decided again; for every cited
-revision without a verdict the exact reason is given by the same functions
-the processor decides with (``chain.receipt_target``,
-``matching.OutcomeItems``, ``verdicts.avoided_binding``), so an explanation
-cannot drift from the rules.
+revision without a verdict the exact reason (contract §17, with the items
+that decided it) is given by the same functions the processor decides with
+(``chain.receipt_target``, ``matching.OutcomeItems``, ``verdicts.bind``,
+``verdicts.unknown_reason``), so an explanation cannot drift from the rules.
+A forward reference (contract §16) that made the outcome unlinked, or kept
+a cited revision out of its cited set, is named.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from recurrence_ledger.ledger.chain import distinct_experience_citations, receip
 from recurrence_ledger.ledger.matching import OutcomeItems
 from recurrence_ledger.ledger.normalize import normalize
 from recurrence_ledger.ledger.state import experience_ref, ref_order
-from recurrence_ledger.ledger.verdicts import avoided_binding
+from recurrence_ledger.ledger.verdicts import Binding, bind, unknown_reason
 from recurrence_ledger.catalogue import EXPERIENCE_REVISIONS, HANDOFF_RECEIPTS, HANDOFF_REVISIONS, TASK_OUTCOMES
 
 
@@ -59,11 +61,16 @@ def explain_outcome(
     scope; filtered here) — a scope_heads match names its CandidateSet by
     digest (contract §6), resolved through ``candidate_sets``. Returns a
     JSON-compatible dict: ``task_outcome``, ``chain`` (status linked /
-    unlinked / pending-or-missing-provenance and its reason),
-    ``failure_items`` (each with its RecurrenceMatch: ``candidates`` is None
-    when its set is not among ``candidate_sets``), and ``revisions`` (per
-    cited or targeted revision: selected, verdict, or the reason there is
-    none). Raises OutcomeNotFound.
+    unlinked / pending-or-missing-provenance and its reason;
+    ``forward_references``: the forward references, contract §16, among
+    its links, each ``{referring, referring_position, referenced,
+    referenced_position}``), ``failure_items`` (each with its
+    RecurrenceMatch: ``candidates`` is None when its set is not among
+    ``candidate_sets``), and ``revisions`` (per cited or targeted revision:
+    selected, verdict, or the reason there is none; for an unknown
+    selection ``unknown_reason``, contract §17, and ``decided_by``, the
+    outcome's items that decided it, e.g. ``"check[1]"``). Raises
+    OutcomeNotFound.
     """
     outcome = None
     receipts: dict[str, dict] = {}
@@ -118,24 +125,44 @@ def explain_outcome(
         "task_outcome": {"source_id": outcome_id, "journal_position": outcome["journal_position"], "status": outcome["status"]},
         "chain": chain,
         "failure_items": failure_items,
-        "revisions": _revisions(chain["status"] == "linked", cited, items, my_matches, my_observations, experiences),
+        "revisions": _revisions(chain["status"] == "linked", cited, items, failure_items, my_matches, my_observations, experiences),
     }
 
 
+def _forward(referring: str, referring_position: int, referenced: str, referenced_position: int) -> dict:
+    return {"referring": referring, "referring_position": referring_position,
+            "referenced": referenced, "referenced_position": referenced_position}
+
+
+def _forward_reason(forward: dict) -> str:
+    return (
+        f"forward reference: {forward['referenced']} is at journal position {forward['referenced_position']}, "
+        f"after {forward['referring']} at {forward['referring_position']}; a reference to a later event links "
+        "nothing (contract §16), so the outcome was decided as unlinked at once"
+    )
+
+
 def _chain(outcome: dict, receipts: dict, handoffs: dict, experiences: dict, decided: bool) -> tuple[dict, list[tuple[str, int]]]:
-    """contract §5 for one outcome, with the reason it is (not) linked, and
-    the cited failure-bearing revisions as (artifact_id, revision)."""
+    """contract §5 and §16 for one outcome, with the reason it is (not)
+    linked, and the cited failure-bearing revisions as (artifact_id,
+    revision)."""
     cited: list[tuple[str, int]] = []
     receipt_ref = outcome["handoff_receipt_ref"]
-    chain = {"status": "unlinked", "receipt": None, "handoff": None, "cited": [], "reason": ""}
+    chain = {"status": "unlinked", "receipt": None, "handoff": None, "cited": [], "reason": "", "forward_references": []}
     if receipt_ref is None:
         chain["reason"] = "the outcome names no Handoff Receipt"
         return chain, cited
     receipt = receipts.get(receipt_ref["source_id"])
     chain["receipt"] = receipt_ref["source_id"]
+    outcome_label = f"task outcome {outcome['source_ref']['source_id']}"
     missing = None
     if receipt is None:
         missing = f"receipt {receipt_ref['source_id']} was never seen"
+    elif receipt["journal_position"] > outcome["journal_position"]:
+        forward = _forward(outcome_label, outcome["journal_position"], f"receipt {receipt_ref['source_id']}", receipt["journal_position"])
+        chain["forward_references"].append(forward)
+        chain["reason"] = _forward_reason(forward)
+        return chain, cited
     else:
         target = receipt_target(receipt)
         if target is None:
@@ -149,13 +176,23 @@ def _chain(outcome: dict, receipts: dict, handoffs: dict, experiences: dict, dec
         handoff = handoffs.get((target["artifact_id"], target["revision"]))
         if handoff is None:
             missing = f"Handoff {_label(target)} was never seen"
+        elif handoff["journal_position"] > receipt["journal_position"]:
+            forward = _forward(f"receipt {receipt_ref['source_id']}", receipt["journal_position"], f"Handoff {_label(target)}",
+                               handoff["journal_position"])
+            chain["forward_references"].append(forward)
+            chain["reason"] = _forward_reason(forward)
+            return chain, cited
         else:
             for artifact_id, revision in distinct_experience_citations(handoff):
                 experience = experiences.get((artifact_id, revision))
                 if experience is None:
                     missing = f"cited Experience {artifact_id} r{revision} was never seen"
                     break
-                if experience["content"]["failure"] is not None:
+                if experience["journal_position"] > handoff["journal_position"]:
+                    chain["forward_references"].append(_forward(
+                        f"Handoff {_label(target)}", handoff["journal_position"], f"Experience {artifact_id} r{revision}",
+                        experience["journal_position"]))
+                elif experience["content"]["failure"] is not None:
                     cited.append((artifact_id, revision))
                     chain["cited"].append(f"{artifact_id} r{revision}")
     if missing is not None:
@@ -164,20 +201,75 @@ def _chain(outcome: dict, receipts: dict, handoffs: dict, experiences: dict, dec
             f"missing provenance: {missing}; decided as unlinked when the provenance horizon passed"
             if decided else f"pending: {missing} (decided as unlinked when the provenance horizon passes)"
         )
+        chain["forward_references"] = []
         return chain, []
     chain["status"] = "linked"
     chain["reason"] = f"receipt {receipt_ref['source_id']} resolves to Handoff {chain['handoff']}"
+    if chain["forward_references"]:
+        chain["reason"] += "; " + "; ".join(
+            f"it cites {forward['referenced']}, published later (position {forward['referenced_position']}): "
+            "a forward citation, not a member of the cited set (contract §16)"
+            for forward in chain["forward_references"]
+        )
     return chain, cited
 
 
-def _revisions(linked: bool, cited: list[tuple[str, int]], items: OutcomeItems, matches: list[dict], observations: list[dict], experiences: dict) -> list[dict]:
+def _item(kind: str, index: int) -> str:
+    return f"{kind}[{index}]"
+
+
+def _unknown(key: tuple[str, int], failure: dict, items: OutcomeItems, failure_items: list[dict], matched: dict) -> tuple[str | None, list[str], str]:
+    """contract §17 for a selected revision without a verdict: (reason code,
+    the items that decided it, the sentence)."""
+    hits = matched.get(key, [])
+    ambiguous = [_item(item["item_kind"], item["item_index"]) for item in failure_items
+                 if item["match"] is not None and item["match"]["result"] == "ambiguous" and item["match_input"] == failure["signature_key"]]
+    binding = None if hits else bind(items, failure)
+    try:
+        code = unknown_reason(len(hits), bool(ambiguous), binding)
+    except ValueError:
+        return None, [], "no verdict recorded, though the avoided binding holds"
+    if code == "multiple_matches":
+        return code, hits, f"{len(hits)} failure items matched this revision ({', '.join(hits)}); one outcome adds at most one recurrence (contract §7)"
+    if code == "ambiguous":
+        return code, ambiguous, f"{', '.join(ambiguous)} matched this revision's cue and another candidate's: ambiguous, no match (contract §6)"
+    return code, *_binding_sentence(code, binding, failure, items)
+
+
+def _binding_sentence(code: str, binding: Binding, failure: dict, items: OutcomeItems) -> tuple[list[str], str]:
+    observations = [_item("observation", index) for index in binding.observations]
+    checks = [_item("check", index) for index in binding.checks]
+    condition, subject = failure["condition_key"], failure["check_subject_key"]
+    if code == "condition_empty":
+        return [], "the revision's verification.condition normalizes to the empty string: it can never be avoided"
+    if code == "condition_not_observed":
+        return [], f"no observation names the condition '{condition}'"
+    if code == "condition_unverified":
+        return observations, f"{', '.join(observations)} name the condition '{condition}' but are only declared or have no exact evidence"
+    if code == "condition_duplicated":
+        return observations, f"{', '.join(observations)}: {len(observations)} verified observations of the condition (exactly one needed)"
+    if code == "check_missing":
+        return observations, f"no check is the bound check '{subject}': it did not run"
+    if code == "check_unverified":
+        return [*observations, *checks], f"{', '.join(checks)}: the bound check '{subject}' is only declared or has no exact evidence"
+    if code == "check_duplicated":
+        return [*observations, *checks], f"{', '.join(checks)}: {len(checks)} verified bound checks (exactly one needed)"
+    status = items.outcome["checks"][binding.checks[0]]["status"]
+    if code == "check_not_run":
+        return [*observations, *checks], f"the bound check {checks[0]} '{subject}' is {status}: it did not run"
+    return [*observations, *checks], (
+        f"the bound check {checks[0]} '{subject}' {status}, but no failure item matched this revision: the check and the cue disagree")
+
+
+def _revisions(linked: bool, cited: list[tuple[str, int]], items: OutcomeItems, failure_items: list[dict], matches: list[dict],
+               observations: list[dict], experiences: dict) -> list[dict]:
     """Per cited (linked) or matched (unlinked) revision: the verdict or why
-    there is none (contract §7)."""
-    matched: dict[tuple[str, int], int] = {}
+    there is none (contract §7, §17)."""
+    matched: dict[tuple[str, int], list[str]] = {}
     for match in matches:
         if match["result"] == "matched":
             key = (match["artifact_ref"]["artifact_id"], match["artifact_ref"]["revision"])
-            matched[key] = matched.get(key, 0) + 1
+            matched.setdefault(key, []).append(_item(match["failure_ref"]["item_kind"], match["failure_ref"]["item_index"]))
     events = {(o["artifact_ref"]["artifact_id"], o["artifact_ref"]["revision"]): set() for o in observations}
     for o in observations:
         events[(o["artifact_ref"]["artifact_id"], o["artifact_ref"]["revision"])].add(o["event"])
@@ -187,16 +279,18 @@ def _revisions(linked: bool, cited: list[tuple[str, int]], items: OutcomeItems, 
         failure = _failure_keys(experiences[key]["content"]) if key in experiences else None
         recorded = events.get(key, set())
         verdict = "recurred" if "recurred" in recorded else "avoided" if "avoided" in recorded else None
+        code, decided_by = None, []
         if verdict is not None:
             reason = f"{verdict}: recorded in the ledger"
-        elif matched.get(key, 0) >= 2:
-            reason = f"no verdict: {matched[key]} failure items matched this revision (ambiguous verdict)"
+        elif not linked and len(matched.get(key, [])) >= 2:
+            reason = f"no verdict: {len(matched[key])} failure items matched this revision ({', '.join(matched[key])})"
         elif not linked:
             reason = "no verdict: an unlinked outcome writes only recurred"
         elif failure is None:
             reason = "no verdict: the revision carries no failure block"
         else:
-            reason = "unknown: " + (avoided_binding(items, failure)[1] or "the avoided binding holds but no verdict is recorded")
+            code, decided_by, sentence = _unknown(key, failure, items, failure_items, matched)
+            reason = f"unknown ({code}): {sentence}" if code else f"unknown: {sentence}"
         rows.append({
             "artifact_ref": _label(experience_ref(*key)),
             "signature_key": None if failure is None else failure["signature_key"],
@@ -204,5 +298,7 @@ def _revisions(linked: bool, cited: list[tuple[str, int]], items: OutcomeItems, 
             "selected": "selected" in recorded,
             "verdict": verdict,
             "reason": reason,
+            "unknown_reason": code,
+            "decided_by": decided_by,
         })
     return rows

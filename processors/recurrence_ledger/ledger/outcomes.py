@@ -18,7 +18,7 @@ from recurrence_ledger.ledger import chain, matching, verdicts
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.ledger.state import LedgerState
-from recurrence_ledger.ledger.streaks import count_selected, record_verdict
+from recurrence_ledger.ledger.streaks import count_ambiguous, count_selected, record_verdict
 from recurrence_ledger.ledger.validation import check_record
 
 
@@ -110,6 +110,7 @@ class OutcomeDecisions:
         outcome_record = state.get("outcome", scope_id, outcome_id) if items else None
         merged = outcome_record.get("matches", ()) if outcome_record is not None else ()
         for number, item in enumerate(items):
+            eligible: list[dict] = []
             # contract §6 replay rule: reuse, never re-decide. A decision is
             # kept in its outcome's record (``matches``, parallel to
             # ``failure_refs``); a ``match`` record is one restored from the
@@ -126,22 +127,23 @@ class OutcomeDecisions:
                     else:
                         snapshot = matching.scope_heads(state, scope, scope_id, position)
                         self._publish_candidate_set(scope_id, snapshot, emits)
-                if not item.match_input:
-                    eligible = []
-                elif linked:
-                    eligible = matching.eligible_cited(state, scope_id, resolution.cited_set, item.match_input)
-                else:
-                    eligible = matching.eligible_scope_heads(state, scope, scope_id, position, item.match_input)
+                eligible = self._eligible(scope, scope_id, resolution, position, item)
                 mode = "handoff_citations" if linked else "scope_heads"
                 match = matching.build_match(scope_id, outcome, item, mode, snapshot, eligible)
                 check_record("match", match, snapshot)
                 self._emit(emits, MATCHES, scope_id, match)
                 remembered = matching.remembered_match(match)
+            elif remembered["result"] == "ambiguous":  # a match of an earlier run (replay): its candidates as known now
+                eligible = self._eligible(scope, scope_id, resolution, position, item)
+            self._count_match(scope, scope_id, remembered["result"], eligible)
             decided.append((item.ref, remembered))
         if outcome_record is not None and len(merged) < len(decided):
             outcome_record["matches"] = [remembered for _, remembered in decided]
             state.put(outcome_record, "outcome", scope_id, outcome_id)
         by_target = verdicts.matched_items_by_target(decided)
+        # contract §17: the cues of O's ambiguous items (an item's eligible
+        # candidates are the frozen set's revisions with its match input as cue)
+        ambiguous_cues = {item.match_input for item, (_, remembered) in zip(items, decided) if remembered["result"] == "ambiguous"}
 
         candidates: list[dict] = []
         if linked:
@@ -150,29 +152,34 @@ class OutcomeDecisions:
             for ref in resolution.cited_set:
                 failure = state.get("experience", scope_id, ref["artifact_id"], ref["revision"])["failure"]
                 signature_key = failure["signature_key"]
-                self._emit(emits, OBSERVATIONS, scope_id, verdicts.observation("selected", scope_id, outcome, ref, signature_key, **link))
-                scope["selected"] += 1
-                count_selected(state, scope_id, ref, signature_key, failure["repair_surface"])
-                self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
-                _surface_count(scope, failure["repair_surface"], "selected")
-                if matching.head_revision_at(state, scope, scope_id, ref["artifact_id"], position) != ref["revision"]:
-                    scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + 1
                 hits = by_target.get((ref["artifact_id"], ref["revision"]), [])
+                record = reason = None
                 if len(hits) == 1:
                     failure_ref, match = hits[0]
                     record = verdicts.observation(
                         "recurred", scope_id, outcome, ref, signature_key,
                         failure_ref=failure_ref, match_digest=match["match_digest"], **link,
                     )
-                elif not hits and (bound := verdicts.avoided_binding(evidence, failure)[0]) is not None:
-                    record = verdicts.observation(
-                        "avoided", scope_id, outcome, ref, signature_key,
-                        condition_ref=bound[0], check_ref=bound[1], **link,
-                    )
-                else:  # two or more matched failure items (ambiguous verdict), or unknown
+                else:
+                    binding = None if hits else verdicts.bind(evidence, failure)
+                    if binding is not None and binding.reason is None:
+                        condition_ref, check_ref = verdicts.avoided_refs(evidence, binding)
+                        record = verdicts.observation(
+                            "avoided", scope_id, outcome, ref, signature_key, condition_ref=condition_ref, check_ref=check_ref, **link,
+                        )
+                    else:  # contract §17: unknown, for exactly one reason
+                        reason = verdicts.unknown_reason(len(hits), signature_key in ambiguous_cues, binding)
+                self._emit(emits, OBSERVATIONS, scope_id, verdicts.observation("selected", scope_id, outcome, ref, signature_key, **link))
+                scope["selected"] += 1
+                count_selected(state, scope_id, ref, signature_key, failure["repair_surface"], reason, scope, self.config.review_threshold)
+                self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
+                _surface_count(scope, failure["repair_surface"], "selected")
+                if matching.head_revision_at(state, scope, scope_id, ref["artifact_id"], position) != ref["revision"]:
+                    scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + 1
+                if record is None:
                     continue
                 scope["linked_verdicts"] += 1
-                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits)
+                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, linked=True)
         else:
             scope["max_unlinked_position"] = max(scope["max_unlinked_position"], position)
             for (artifact_id, revision), hits in sorted(by_target.items()):
@@ -197,7 +204,29 @@ class OutcomeDecisions:
             self._emit(emits, CANDIDATE_SETS, matching.candidate_set_key(scope_id, candidates.digest), record)
             self.state.put(len(record["candidate_refs"]), "set_published", scope_id, candidates.digest)
 
-    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit]) -> list[dict]:
+    def _eligible(self, scope: dict, scope_id: str, resolution: chain.Resolution, position: int, item: matching.FailureItem) -> list[dict]:
+        """The eligible candidates of a failure item (contract §6)."""
+        if not item.match_input:
+            return []
+        if resolution.status == chain.LINKED:
+            return matching.eligible_cited(self.state, scope_id, resolution.cited_set, item.match_input)
+        return matching.eligible_scope_heads(self.state, scope, scope_id, position, item.match_input)
+
+    def _count_match(self, scope: dict, scope_id: str, result: str, eligible: list[dict]) -> None:
+        """contract §17: the match of a decided outcome's failure item (new,
+        or reused under the replay rule) counts in the scope's
+        ``unmatched_failures`` or ``ambiguous_matches``, and an ambiguous
+        one for each of its eligible candidates."""
+        if result == "unmatched":
+            scope["unmatched_failures"] = scope.get("unmatched_failures", 0) + 1
+        elif result == "ambiguous":
+            scope["ambiguous_matches"] = scope.get("ambiguous_matches", 0) + 1
+            for ref in eligible:
+                failure = self.state.get("experience", scope_id, ref["artifact_id"], ref["revision"])["failure"]
+                count_ambiguous(self.state, scope_id, ref, failure["signature_key"], failure["repair_surface"])
+                self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
+
+    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], linked: bool = False) -> list[dict]:
         self._emit(emits, OBSERVATIONS, scope_id, record)
         scope[record["event"]] += 1
         _surface_count(scope, repair_surface, record["event"])
@@ -206,5 +235,5 @@ class OutcomeDecisions:
         self._revisions_touched[(record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])] = None
         return record_verdict(
             self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
-            record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold,
+            record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold, linked,
         )

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from recurrence_ledger.ledger import admission, chain, matching, records
+from recurrence_ledger.ledger import admission, causal, chain, matching, records
 from recurrence_ledger.ledger.candidates import CandidateAdmission
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.normalize import digest, normalize
@@ -166,6 +166,9 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
         emits: list[Emit] = []
         record = {"digest": content_digest, "position": position}
         if kind == TASK_OUTCOMES:
+            if (receipt_ref := value["handoff_receipt_ref"]) is not None:  # contract §16: counted once both are known
+                receipt_id = receipt_ref["source_id"]
+                causal.refer(state, scope, scope_id, position, state.get("receipt", scope_id, receipt_id), "receipt", receipt_id)
             evidence = matching.OutcomeItems(value)
             items = evidence.failure_items()
             if items:  # admission rule 1 reads them after the outcome is decided
@@ -177,11 +180,16 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
             self._on_experience(scope, scope_id, value, record, emits)
         elif kind == HANDOFF_REVISIONS:
             record.update(cites=chain.distinct_experience_citations(value), linked=False, failure_pairs=0)
+            causal.arrived(state, scope, scope_id, position, *identity)
             chain.count_new_handoff(state, scope, scope_id, record, value["artifact_ref"])
             state.put(record, *identity[:1], scope_id, *identity[1:])
             self._wake(scope, scope_id, identity, emits)
         else:
-            record["resolves_to"] = chain.receipt_target(value)
+            record["resolves_to"] = target = chain.receipt_target(value)
+            causal.arrived(state, scope, scope_id, position, *identity)
+            if target is not None:
+                handoff = ("handoff", target["artifact_id"], target["revision"])
+                causal.refer(state, scope, scope_id, position, state.get(handoff[0], scope_id, *handoff[1:]), *handoff)
             state.put(record, *identity[:1], scope_id, *identity[1:])
             self._wake(scope, scope_id, identity, emits)
         self._expire_pending(scope, scope_id, emits)
@@ -308,7 +316,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
             # contract §1: it does not change frozen matches of unlinked
             # outcomes decided after it in journal position; count it.
             scope["late_revisions"] += 1
-        chain.count_late_citation(state, scope, scope_id, ref, failure is not None)
+        chain.count_late_citation(state, scope, scope_id, ref, failure is not None, position)
         self._wake(scope, scope_id, ("experience", artifact_id, revision), emits)
 
     # -- output -------------------------------------------------------------------

@@ -9,8 +9,15 @@ through the same streak code the processor uses, and returns per scope the
 ledger facts of ScopeStatistics: selected, recurred, avoided, unknown,
 needing_review and top_revisions. The remaining figures are not ledger facts
 (``unlinked_handoff_citations`` and ``as_of_position`` describe the inputs,
-``pending_outcomes`` and ``late_revisions`` are operational gauges); a
-rebuild takes them from the latest statistics record.
+``pending_outcomes`` and ``late_revisions`` are operational gauges, and the
+figures of revision 3 come from the inputs: ``forward_references``, the
+reasons of unknown selections, ambiguous and unmatched matches); a rebuild
+takes them from the latest statistics record. A revision's row carries
+figures the observations cannot give either — its repair_surface (on the
+Experience revision), ``unknown_reasons`` and ``ambiguous`` (contract §17:
+from the outcomes' evidence and the matches' candidates): they are carried
+over from the live rows (:func:`surfaces_from`), and ``binding_suspect`` is
+decided again from them and the rebuilt verdicts.
 """
 
 from __future__ import annotations
@@ -20,22 +27,31 @@ from collections.abc import Iterable
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.state import LedgerState, new_scope_record
 from recurrence_ledger.ledger.statistics import revision_id, revision_statistics, top_revisions
-from recurrence_ledger.ledger.streaks import count_selected, record_verdict
+from recurrence_ledger.ledger.streaks import count_selected, is_binding_suspect, record_verdict, revision_record
 
 #: ScopeStatistics fields that rebuild_views derives from observations.
 DERIVED_FIELDS = ("selected", "recurred", "avoided", "unknown", "needing_review", "top_revisions")
 
 
-def surfaces_from(statistics: Iterable[dict], revision_rows: Iterable[dict] = ()) -> dict[tuple[str, str, int], str]:
-    """repair_surface per (scope, artifact_id, revision) as the statistics
-    records' top_revisions rows and the revision-statistics rows carry it
-    (it is on the Experience revision, not on the observations)."""
+#: The figures of a revision's row that are not derived from observations:
+#: carried over from the live rows.
+CARRIED_FIELDS = ("signature_key", "repair_surface", "unknown_reasons", "ambiguous")
+
+
+def surfaces_from(statistics: Iterable[dict], revision_rows: Iterable[dict] = ()) -> dict[tuple[str, str, int], dict]:
+    """Per (scope, artifact_id, revision), the :data:`CARRIED_FIELDS` of
+    its row — repair_surface (on the Experience revision, not on the
+    observations), and the reasons of its unknown selections and its
+    ambiguous matches (contract §17) — as the statistics records'
+    top_revisions rows and the revision-statistics rows carry them (the
+    latter win). Rows written before revision 3 carry no reasons."""
     rows = [(record["scope_id"], row) for record in statistics for row in record["top_revisions"]]
     rows += [(row["scope_id"], row) for row in revision_rows]
     return {
-        (scope_id, row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]): row["repair_surface"]
+        (scope_id, row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]): {
+            name: row.get(name) for name in CARRIED_FIELDS
+        }
         for scope_id, row in rows
-        if row.get("repair_surface")
     }
 
 
@@ -85,7 +101,8 @@ def rebuild_revisions(
 
 def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict) -> tuple[LedgerState, dict[str, dict]]:
     """Observations through the processor's streak code, each
-    ``observation_id`` once: (state, scope records)."""
+    ``observation_id`` once, then the carried figures: (state, scope
+    records)."""
     state = LedgerState()
     scopes: dict[str, dict] = {}
     replayed: set[str] = set()
@@ -97,24 +114,45 @@ def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict)
         scope = scopes.setdefault(scope_id, new_scope_record())
         event = record["event"]
         ref = record["artifact_ref"]
-        surface = surfaces.get((scope_id, ref["artifact_id"], ref["revision"]), "")
+        surface = (surfaces.get((scope_id, ref["artifact_id"], ref["revision"])) or {}).get("repair_surface") or ""
         scope[event] += 1
         if event == "selected":
             count_selected(state, scope_id, ref, record["signature_key"], surface)
             continue
-        if record["handoff_ref"] is not None:
+        linked = record["handoff_ref"] is not None
+        if linked:
             scope["linked_verdicts"] += 1
         # A rebuild publishes no review candidate (they are ledger records of
         # their own topic): the streak is recomputed with surface "" there.
         record_verdict(state, scope, scope_id, ref, record["signature_key"], "", event,
-                       record["task_outcome_position"], record["failure_ref"], review_threshold)
+                       record["task_outcome_position"], record["failure_ref"], review_threshold, linked)
         if surface:
             parts = ("streak", scope_id, ref["artifact_id"], ref["revision"])
             revision = state.get(*parts)
             revision["repair_surface"] = surface
             state.put(revision, *parts)
             state.forget_top(scope_id, ref)
+    _carry(state, scopes, surfaces, review_threshold)
     return state, scopes
+
+
+def _carry(state: LedgerState, scopes: dict[str, dict], carried: dict, review_threshold: int) -> None:
+    """The carried figures into the rebuilt revision records (a revision
+    with ambiguous matches has a row even without observations), and
+    ``binding_suspect`` decided again."""
+    for (scope_id, artifact_id, revision), figures in carried.items():
+        parts = ("streak", scope_id, artifact_id, revision)
+        record = state.get(*parts)
+        if record is None:
+            if not figures.get("ambiguous") or not figures.get("signature_key"):
+                continue
+            scopes.setdefault(scope_id, new_scope_record())
+            record = revision_record(state, parts, figures["signature_key"], figures.get("repair_surface") or "")
+        record["ambiguous"] = figures.get("ambiguous") or 0
+        record["unknown_reasons"] = {reason: count for reason, count in (figures.get("unknown_reasons") or {}).items() if count}
+        record["binding_suspect"] = is_binding_suspect(record, review_threshold)
+        state.put(record, *parts)
+        state.forget_top(scope_id, {"artifact_id": artifact_id, "revision": revision})
 
 
 def compare(rebuilt: dict[str, dict], latest: dict[str, dict]) -> dict[str, list[str]]:

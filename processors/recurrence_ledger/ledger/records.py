@@ -114,13 +114,36 @@ class RecurrenceObservation(Value):
 
 # --------------------------------------------------------------------- §8
 
+Count = Annotated[int, Field(ge=0)]
+
+
+class UnknownReasons(Value):
+    """contract §17 (rev. 3): how many unknown selections have each reason,
+    every reason present, in the contract's order
+    (``recurrence_ledger.ledger.verdicts.UNKNOWN_REASONS``; a test keeps the
+    two in step); the counts add up to the record's ``unknown``."""
+
+    multiple_matches: Count = 0
+    ambiguous: Count = 0
+    condition_empty: Count = 0
+    condition_not_observed: Count = 0
+    condition_unverified: Count = 0
+    condition_duplicated: Count = 0
+    check_missing: Count = 0
+    check_unverified: Count = 0
+    check_duplicated: Count = 0
+    check_not_run: Count = 0
+    check_failed: Count = 0
+
 
 class RecurrenceStreak(Value):
     """RecurrenceStreak — one row of ``top_revisions`` (contract §8) — plus the
     revision's yield figures: repair_surface, selected / recurred / avoided
     counts, ``yield`` = avoided / (avoided + recurred) (None without terminal
     verdicts) and ``low_yield`` (selected ≥ 3 and yield < 0.3; surfaced only,
-    contract §14)."""
+    contract §14); since revision 3 ``unknown``, ``unknown_reasons``,
+    ``ambiguous`` and ``binding_suspect`` (contract §17, as on
+    RevisionStatistics)."""
 
     artifact_ref: ArtifactRef
     signature_key: str
@@ -131,6 +154,10 @@ class RecurrenceStreak(Value):
     avoided: Annotated[int, Field(ge=0)] = 0
     yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
     low_yield: bool = False
+    unknown: Count = 0
+    unknown_reasons: UnknownReasons = UnknownReasons()
+    ambiguous: Count = 0
+    binding_suspect: bool = False
 
 
 class ReviewCandidate(Value):
@@ -163,8 +190,10 @@ class ScopeStatistics(Value):
     """contract §8: the recurrence statistics block for one scope plus
     ``as_of_position`` and the operational gauges ``pending_outcomes`` and
     ``late_revisions``, plus the yield metrics ``repeat_failure_rate``,
-    ``stale_revision_selections`` and ``by_repair_surface``. Re-published
-    whenever it changes (compacted topic)."""
+    ``stale_revision_selections`` and ``by_repair_surface``, and since
+    revision 3 ``forward_references`` (contract §16), ``unknown_reasons``,
+    ``ambiguous_matches``, ``unmatched_failures`` and ``binding_suspects``
+    (§17). Re-published whenever it changes (compacted topic)."""
 
     scope_id: Id
     as_of_position: Position
@@ -180,6 +209,11 @@ class ScopeStatistics(Value):
     repeat_failure_rate: Annotated[float | None, Field(ge=0, le=1)] = None
     stale_revision_selections: Annotated[int, Field(ge=0)] = 0
     by_repair_surface: dict[RepairSurface, SurfaceCounts] = {}
+    forward_references: Count = 0
+    unknown_reasons: UnknownReasons = UnknownReasons()
+    ambiguous_matches: Count = 0
+    unmatched_failures: Count = 0
+    binding_suspects: Count = 0
 
 
 class RevisionStatistics(Value):
@@ -190,6 +224,13 @@ class RevisionStatistics(Value):
     artifact_ref, see ``recurrence_ledger.ledger.statistics.revision_key``).
 
     ``needs_review``: streak ≥ the deployment's review threshold (contract §8).
+    Since revision 3 (contract §17): ``unknown`` (selections without a
+    terminal verdict), ``unknown_reasons`` (their reasons), ``ambiguous``
+    (ambiguous matches with the revision among the eligible candidates; such
+    a revision has a row even without a selection or a verdict) and
+    ``binding_suspect`` (no terminal verdict at all, and at least
+    review-threshold unknown selections with ``condition_empty`` or a
+    ``check_…`` reason).
     """
 
     scope_id: Id
@@ -203,6 +244,10 @@ class RevisionStatistics(Value):
     avoided: Annotated[int, Field(ge=0)] = 0
     yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
     low_yield: bool = False
+    unknown: Count = 0
+    unknown_reasons: UnknownReasons = UnknownReasons()
+    ambiguous: Count = 0
+    binding_suspect: bool = False
 
 
 class NearDuplicate(Value):

@@ -13,7 +13,9 @@ RecurrenceMatch decision (replay rule, §6), per revision with verdicts its
 counts and the compact positions of its terminal verdicts, grouped in runs
 (streak and review, §8, ``streaks.py``), the held content of pending outcomes only while they are pending
 (§5), and per-scope indexes (current heads, recall cues). Raw events are never
-kept once decided.
+kept once decided. A reference to an event not seen yet keeps the referring
+event's position until it arrives (``forward_wait``, contract §16,
+``causal.py``).
 
 Derived in-memory caches (the scope_heads index and the streak ranking) are
 rebuilt from the store on demand; the worker calls
@@ -107,6 +109,12 @@ def new_scope_record() -> dict:
         "by_repair_surface": {},  # surface -> {selected, recurred, avoided}
         "max_experience_position": -1,
         "max_unlinked_position": -1,
+        # revision 3 (a record written before has none of them: read with .get)
+        "forward_references": 0,  # contract §16
+        "unknown_reasons": {},  # contract §17: reason -> unknown selections
+        "ambiguous_matches": 0,
+        "unmatched_failures": 0,
+        "binding_suspects": 0,
     }
 
 

@@ -11,7 +11,8 @@ from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.ratios import published_ratio
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
-from recurrence_ledger.ledger.streaks import streak_length
+from recurrence_ledger.ledger.streaks import linked_verdicts, streak_length
+from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 
 
 def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int) -> dict:
@@ -27,7 +28,7 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     position, ``by_repair_surface`` = selected / recurred / avoided counts
     per repair_surface. Taken
     from the sorted ranking (cached between streak changes), so the cost is
-    O(top_limit), not O(revisions).
+    O(top_limit), not O(revisions). Revision 3 adds :func:`causal_and_unknown_figures`.
     """
     return {
         "scope_id": scope_id,
@@ -47,6 +48,46 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
             surface: dict(scope.get("by_repair_surface", {}).get(surface, {"selected": 0, "recurred": 0, "avoided": 0}))
             for surface in REPAIR_SURFACES
         },
+        **causal_and_unknown_figures(scope),
+    }
+
+
+def reason_counts(counts: dict | None) -> dict[str, int]:
+    """An ``unknown_reasons`` object: every reason of contract §17, in the
+    contract's order, with its count (0 when it never occurred)."""
+    counts = counts or {}
+    return {reason: counts.get(reason, 0) for reason in UNKNOWN_REASONS}
+
+
+def causal_and_unknown_figures(scope: dict) -> dict:
+    """The ScopeStatistics figures of revision 3: ``forward_references``
+    (contract §16: distinct referring/referenced pairs that point forward),
+    ``unknown_reasons`` (§17: the sums over the scope's revisions; they add
+    up to ``unknown`` for everything decided since revision 3),
+    ``ambiguous_matches`` and ``unmatched_failures`` (RecurrenceMatches with
+    that result) and ``binding_suspects`` (revisions with
+    ``binding_suspect``)."""
+    return {
+        "forward_references": scope.get("forward_references", 0),
+        "unknown_reasons": reason_counts(scope.get("unknown_reasons")),
+        "ambiguous_matches": scope.get("ambiguous_matches", 0),
+        "unmatched_failures": scope.get("unmatched_failures", 0),
+        "binding_suspects": scope.get("binding_suspects", 0),
+    }
+
+
+def unknown_figures(record: dict | None) -> dict:
+    """A revision's figures of contract §17: ``unknown`` (its selections
+    without a terminal verdict: selected − terminal verdicts on linked
+    outcomes), ``unknown_reasons`` (:func:`reason_counts`), ``ambiguous``
+    (ambiguous matches with it among the eligible candidates) and
+    ``binding_suspect`` (as last decided, ``streaks.is_binding_suspect``)."""
+    record = record or {}
+    return {
+        "unknown": record.get("selected", 0) - linked_verdicts(record),
+        "unknown_reasons": reason_counts(record.get("unknown_reasons")),
+        "ambiguous": record.get("ambiguous", 0),
+        "binding_suspect": record.get("binding_suspect", False),
     }
 
 
@@ -111,11 +152,13 @@ def revision_figures(record: dict | None) -> dict:
 
 
 def figures(state: LedgerState, scope_id: str, artifact_id: str, revision: int) -> dict:
-    """:func:`revision_figures` of a revision's streak record, cached until
-    its counts change (``LedgerState.forget_top``). Do not mutate."""
+    """:func:`revision_figures` and :func:`unknown_figures` of a revision's
+    streak record, cached until its counts change
+    (``LedgerState.forget_top``). Do not mutate."""
     cached = state.cached_figures(scope_id, artifact_id, revision)
     if cached is None:
-        cached = revision_figures(state.get("streak", scope_id, artifact_id, revision))
+        record = state.get("streak", scope_id, artifact_id, revision)
+        cached = {**revision_figures(record), **unknown_figures(record)}
         state.cache_figures(scope_id, artifact_id, revision, cached)
     return cached
 

@@ -38,7 +38,11 @@ State (JSON values, written explicitly, see ``state.py``):
 - ``("streak", scope_id, artifact_id, revision)``: signature_key,
   repair_surface, selected / recurred / avoided counts, ``last_avoided``
   (the name of the current run), ``streak`` (its length) and ``published``
-  (the run names with a candidate);
+  (the run names with a candidate); since revision 3 (contract §17) also
+  ``linked_verdicts`` (terminal verdicts on linked outcomes: unknown =
+  selected − linked_verdicts), ``unknown_reasons`` (reason → count, the
+  reasons that occurred), ``ambiguous`` (ambiguous matches with the
+  revision among the eligible candidates) and ``binding_suspect``;
 - ``("avoided_at", scope_id, artifact_id, revision)``: the sorted positions
   of the revision's avoided verdicts, i.e. the run names; read only for a
   late verdict or an avoided one;
@@ -67,6 +71,7 @@ import bisect
 
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.state import LedgerState
+from recurrence_ledger.ledger.verdicts import SUSPECT_REASONS
 
 #: Store key part of the run opened by the start of a revision's history
 #: (run name None): positions are ≥ 0.
@@ -115,7 +120,10 @@ def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair
             "selected": 0,
             "recurred": 0,
             "avoided": 0,
+            "linked_verdicts": 0,
         }
+    if "linked_verdicts" not in record:
+        record["linked_verdicts"] = linked_verdicts(record)
     if "run" in record:  # revision 1 layout: only the current run was kept
         legacy = record.pop("run")
         last = record["last_avoided"]
@@ -125,6 +133,17 @@ def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair
             record["tracked_from"] = last
         record["streak"] = len(legacy)
     return record
+
+
+def linked_verdicts(record: dict) -> int:
+    """The revision's terminal verdicts on linked outcomes (contract §17:
+    its unknown is selected − this). A record written before revision 3
+    did not count them: its verdicts are taken as verdicts on linked
+    outcomes, as many as it has selections, so its unknown is selected −
+    terminal verdicts, never below 0."""
+    if "linked_verdicts" in record:
+        return record["linked_verdicts"]
+    return min(record.get("selected", 0), record.get("recurred", 0) + record.get("avoided", 0))
 
 
 def streak_length(record: dict) -> int:
@@ -140,14 +159,65 @@ def _put_run(state: LedgerState, parts: tuple, start: int | None, entries: list)
     state.put_nonempty(entries, "run", *parts, _run_key(start))
 
 
-def count_selected(state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str) -> None:
+def count_selected(
+    state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str,
+    unknown_reason: str | None = None, scope: dict | None = None, threshold: int = 0,
+) -> None:
     """One more selected event for a revision (its yield figures, contract
-    §14; the streak is unaffected)."""
+    §14; the streak is unaffected). ``unknown_reason``: the selection gets
+    no terminal verdict, for this reason (contract §17): it is counted for
+    the revision and in ``scope``'s ``unknown_reasons``, and the revision's
+    ``binding_suspect`` is re-decided with the review ``threshold``."""
     parts = ("streak", *_parts(scope_id, artifact_ref))
     record = revision_record(state, parts, signature_key, repair_surface)
     record["selected"] = record.get("selected", 0) + 1
+    if unknown_reason is not None:
+        _count(record.setdefault("unknown_reasons", {}), unknown_reason)
+        _count(scope.setdefault("unknown_reasons", {}), unknown_reason)
+        _decide_suspect(record, scope, threshold)
     state.put(record, *parts)
     state.forget_top(scope_id, artifact_ref)
+
+
+def count_ambiguous(state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str) -> None:
+    """One more ambiguous RecurrenceMatch with the revision among its
+    eligible candidates (contract §17); the revision gets a row in the
+    revisions view even without a selection or a verdict."""
+    parts = ("streak", *_parts(scope_id, artifact_ref))
+    record = revision_record(state, parts, signature_key, repair_surface)
+    _count(record, "ambiguous")
+    state.put(record, *parts)
+    state.forget_top(scope_id, artifact_ref)
+
+
+def _count(counts: dict, name: str) -> None:
+    counts[name] = counts.get(name, 0) + 1
+
+
+def suspect_unknowns(unknown_reasons: dict) -> int:
+    """How many of a revision's unknown selections (``unknown_reasons``:
+    reason → count) say its verification binding proves nothing: an empty
+    condition or a ``check_…`` reason (contract §17)."""
+    return sum(count for reason, count in unknown_reasons.items() if reason in SUSPECT_REASONS)
+
+
+def is_binding_suspect(record: dict, threshold: int) -> bool:
+    """contract §17: the revision has no terminal verdict at all and at
+    least ``threshold`` (the review threshold) of its unknown selections
+    have a suspect reason (:func:`suspect_unknowns`)."""
+    return (
+        record.get("recurred", 0) + record.get("avoided", 0) == 0
+        and suspect_unknowns(record.get("unknown_reasons", {})) >= threshold
+    )
+
+
+def _decide_suspect(record: dict, scope: dict, threshold: int) -> None:
+    """Keep the revision's ``binding_suspect`` and the scope's
+    ``binding_suspects`` count in step with its counts."""
+    suspect = is_binding_suspect(record, threshold)
+    if suspect != record.get("binding_suspect", False):
+        record["binding_suspect"] = suspect
+        scope["binding_suspects"] = scope.get("binding_suspects", 0) + (1 if suspect else -1)
 
 
 def record_verdict(
@@ -161,16 +231,23 @@ def record_verdict(
     position: int,
     failure_ref: dict | None,
     threshold: int,
+    linked: bool = False,
 ) -> list[dict]:
     """Apply one terminal verdict (``event`` is "recurred" or "avoided") at
     ``position`` to the revision's runs; update the ranking and the scope's
-    ``needing_review`` count. Returns the ReviewCandidate records to publish
-    (zero or one: only the run the verdict lengthened, or the run a late
-    avoided verdict split off, can newly reach the threshold).
+    ``needing_review`` count. ``linked``: the verdict is on a linked outcome
+    (it settles one of the revision's selections). A revision with a
+    terminal verdict is never a binding suspect (contract §17). Returns the
+    ReviewCandidate records to publish (zero or one: only the run the
+    verdict lengthened, or the run a late avoided verdict split off, can
+    newly reach the threshold).
     """
     parts = _parts(scope_id, artifact_ref)
     record = revision_record(state, ("streak", *parts), signature_key, repair_surface)
     record[event] = record.get(event, 0) + 1
+    if linked:
+        record["linked_verdicts"] += 1
+    _decide_suspect(record, scope, threshold)
     state.forget_top(scope_id, artifact_ref)
     old = record["streak"]
     last = record["last_avoided"]

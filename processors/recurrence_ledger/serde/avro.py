@@ -162,14 +162,20 @@ def encode(name: str, value: dict) -> bytes:
     return buffer.getvalue()
 
 
-def decode(name: str, body: bytes) -> dict:
-    """Decode a schemaless Avro body under schema ``name``.
+def decode(name: str, body: bytes, reader: str | None = None) -> dict:
+    """Decode a schemaless Avro body written with schema ``name``; with
+    ``reader`` (a record's current schema, when ``name`` is an earlier form
+    of it such as "ScopeStatistics.rev2"), resolved to that schema, so
+    fields the writer did not have take their defaults.
 
     Raises EOFError, ValueError, UnicodeDecodeError or similar on bad bytes;
     the caller maps any exception to ``undecodable_avro`` (contract §9).
     """
     stream = io.BytesIO(body)
-    value = fastavro.schemaless_reader(stream, parsed_schema(name))
+    if reader is not None and reader != name:
+        value = fastavro.schemaless_reader(stream, parsed_schema(name), parsed_schema(reader))
+    else:
+        value = fastavro.schemaless_reader(stream, parsed_schema(name))
     if stream.tell() != len(body):
         raise ValueError(f"{len(body) - stream.tell()} trailing bytes after the Avro record")
     return value

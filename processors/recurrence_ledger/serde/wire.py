@@ -77,7 +77,8 @@ def unframe(raw: bytes) -> tuple[str, str, bytes]:
     """``(record name, writer schema, Avro body)`` of a value framed with a
     fixed id: the writer schema is the record's current schema, or for the
     id of an earlier form of it (``PREVIOUS_SCHEMA_IDS``) that form's schema
-    file.
+    file (the body is then read with the current schema, as a Schema
+    Registry reader resolves a writer's schema to its own).
 
     Raises BadRecord(bad_magic_byte | unknown_schema_id).
     """
@@ -171,7 +172,7 @@ class FixedIdCodec(Codec):
         if schema not in expected:
             raise BadRecord("unknown_schema_id", f"schema {schema} does not belong on this topic (expected {', '.join(expected)})")
         try:
-            return avro.decode(writer, body)
+            return avro.decode(writer, body, reader=schema)
         except Exception as error:  # fastavro raises many types on hostile bytes
             raise BadRecord("undecodable_avro", f"Avro body does not decode as {schema}: {type(error).__name__}: {error}"[:500]) from None
 
