@@ -229,7 +229,11 @@ class ViewFollower:
                     self._commit(records)
                     self.metrics.batch.observe(time.monotonic() - started)
                     last_activity = now
-                assigned_once = assigned_once or bool(self.consumer.assignment())
+                if not assigned_once and self.consumer.assignment():
+                    # Idle time counts from the first assignment: a follower
+                    # (a draining one above all) whose partitions come late
+                    # must not take its first empty poll for idleness.
+                    assigned_once, last_activity = True, now
                 if now - last_lag >= 2 or not records:
                     self._update_lag()
                     last_lag = now
