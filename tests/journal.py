@@ -94,6 +94,40 @@ def write_journal(path: Path, lines: Iterable[dict | bytes]) -> Path:
     return path
 
 
+#: The fixture cases whose facts do not depend on arrival order (contract
+#: §16): every :func:`causal_order` of their journal gives the same facts
+#: and final views (tests/cases/README.md).
+CAUSAL_CASES = ("forward_refs", "unknown_reasons")
+
+
+def causal_order(order: list[dict]) -> list[dict]:
+    """``order`` with each Task Outcome moved after every Experience
+    revision at an earlier position; an order that already keeps the rule
+    is returned unchanged (the same dicts), so every such order can be drawn.
+
+    The arrival orders of CAUSAL_CASES that must give the same result keep
+    clear of the two rules of earlier revisions that stay arrival-dependent
+    on purpose: an Experience revision that arrives after an unlinked
+    outcome at a later position was decided does not reopen its frozen
+    ``scope_heads`` match (contract §1, ``late_revisions``) — hence this
+    rule; and a review candidate keeps the failure refs known when it is
+    published (§8) — those journals bring no run to the review threshold.
+    The provenance horizon (10,000 positions) never passes inside them:
+    only the end of the journal decides what still waits."""
+    waiting, arrived = list(order), []
+    while waiting:
+        for index, record in enumerate(waiting):
+            value = record["value"]
+            if record["topic"] == "task-outcomes" and any(
+                other["topic"] == "experience-revisions" and other["value"]["journal_position"] < value["journal_position"]
+                for other in waiting
+            ):
+                continue
+            arrived.append(waiting.pop(index))
+            break
+    return arrived
+
+
 def mutated(record: dict, path: Sequence, value: Any = None, *, delete: bool = False) -> dict:
     """A deep copy of ``record`` with ``path`` set to ``value`` (or deleted)."""
     record = copy.deepcopy(record)
