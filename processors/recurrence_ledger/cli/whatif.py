@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from click.core import ParameterSource
 
 from recurrence_ledger import policy
 from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console, redis_errors
@@ -153,10 +152,12 @@ def recorded_review_threshold(redis_url: str, topic_prefix: str) -> tuple[int | 
 
 
 def _source(ctx: typer.Context, name: str, setting: policy.Setting) -> str:
-    found = ctx.get_parameter_source(name)
-    if found is ParameterSource.COMMANDLINE:
+    """Where the baseline option ``name`` got its value (the parameter source's
+    name: Typer ships its own copy of click's enum)."""
+    found = getattr(ctx.get_parameter_source(name), "name", None)
+    if found == "COMMANDLINE":
         return "command line"
-    if found is ParameterSource.ENVIRONMENT:
+    if found == "ENVIRONMENT":
         return f"the deployment's {setting.env}"
     return "default"
 
