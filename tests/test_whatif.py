@@ -6,10 +6,13 @@ lists what changes per scope; a horizon what-if runs a pass of its own."""
 from __future__ import annotations
 
 import json
+import random
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recurrence_ledger.catalogue import ADMISSION_DECISIONS, REVIEW_CANDIDATES
 from recurrence_ledger.embedded import journal_lines, run_journal
@@ -24,7 +27,7 @@ from recurrence_ledger.whatif.shadow import WhatIfProcessor
 from recurrence_ledger import policy
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, REPO, case
-from tests.journal import check, experience, handoff, outcome, receipt, write_journal
+from tests.journal import Ledger, check, experience, handoff, outcome, receipt, write_journal
 
 EXAMPLE = REPO / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
 
@@ -70,6 +73,24 @@ def test_every_threshold_of_one_pass_is_what_the_core_publishes_at_it(workload, 
             run_journal(journal, tmp_path / "rj", LedgerConfig(near_duplicate_threshold=threshold), show_progress=False)
             decided = [canonical_json(d) for d in processor.decisions[threshold].values()]
             assert decided == file_lines(tmp_path / "rj" / f"{ADMISSION_DECISIONS}.jsonl"), (journal.name, threshold)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), native=st.integers(1, 5))
+def test_late_verdicts_in_any_arrival_order_publish_what_the_core_publishes_at_every_threshold(seed, native):
+    """Outcomes in a random order: late recurred verdicts lengthen closed
+    runs, late avoided verdicts split published ones (contract §8)."""
+    records = list(generate_journal(Workload(scopes=2, outcomes_per_scope=40, heads_per_scope=2, handoffs=1, seed=seed % 1000)))
+    outcomes = [r for r in records if r["topic"] == "task-outcomes"]
+    random.Random(seed).shuffle(outcomes)
+    journal = [r for r in records if r["topic"] != "task-outcomes"] + outcomes
+    processor = WhatIfProcessor(LedgerConfig(review_threshold=native), range(1, 7))
+    for number, record in enumerate(journal):
+        ingest_journal_line(processor, json.dumps(record).encode(), Coordinates("source-journal", None, number, None))
+    processor.flush()
+    for threshold in range(1, 7):
+        core = Ledger(LedgerConfig(review_threshold=threshold)).feed(*journal).flush()
+        assert processor.candidates[threshold] == core.out[REVIEW_CANDIDATES], threshold
 
 
 def test_the_alternatives_output_files_are_run_journals_byte_for_byte(workload, tmp_path):

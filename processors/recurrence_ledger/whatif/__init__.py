@@ -9,7 +9,7 @@ value of a sweep, per scope.
 - :mod:`~recurrence_ledger.whatif.policies`: the four settings of a policy,
   sweeps, and how policies share one pass over the inputs;
 - :mod:`~recurrence_ledger.whatif.shadow`: the processor that computes other
-  review and near-duplicate thresholds from the verdicts and admission
+  review and near-duplicate thresholds from the runs and admission
   decisions of one pass (pure, like the core);
 - :mod:`~recurrence_ledger.whatif.results`: what one policy concluded;
   :mod:`~recurrence_ledger.whatif.compare`: baseline against alternative;

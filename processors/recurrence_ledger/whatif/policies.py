@@ -11,7 +11,7 @@ threshold. Which of them need their own pass:
 - the **review threshold** only decides which runs of terminal verdicts
   raise a ReviewCandidate and which revisions need review; the verdicts
   themselves do not depend on it, so every threshold is computed from the
-  verdicts of one pass (:class:`~recurrence_ledger.whatif.shadow.ReviewShadow`);
+  verdicts of one pass (:class:`~recurrence_ledger.whatif.shadow.WhatIfProcessor`);
 - the **near-duplicate threshold** only decides the ``near_duplicates`` of
   an admission decision, which is computed when the decision is made from
   the bigram index of that moment: every threshold from one pass;

@@ -5,12 +5,17 @@ The processor is the core's ``LedgerProcessor`` at one policy (the pass's
 *native* policy, whose ledger facts are the core's own) and computes, beside
 it and from the same events, what other thresholds would have published:
 
-- **Review thresholds** (§8). A terminal verdict does not depend on the
-  review threshold, so each other threshold gets a :class:`ReviewShadow`:
-  its own streak and run records, fed every terminal verdict the core
-  records, in the core's order, through the core's own
-  ``streaks.record_verdict`` — the same code, so the same candidates, in the
-  same order, as a run of the core at that threshold.
+- **Review thresholds** (§8). Terminal verdicts and the runs they form do
+  not depend on the review threshold; only which run publishes a
+  ReviewCandidate does. The core publishes a run's candidate at threshold t
+  the first time a verdict lengthens (or a late avoided verdict splits off)
+  that run and it then holds ≥ t recurred verdicts. So one number per run —
+  the most recurred verdicts it has held at such a moment — decides every
+  threshold at once: when a verdict takes a run from that number ``before``
+  to ``length``, every threshold t with ``before < t ≤ length`` publishes
+  the run's candidate now, with the run's failure refs of this moment
+  (``streaks._candidate``, the core's own record). No state per threshold,
+  and no re-run of matching.
 - **Near-duplicate thresholds** (§12 rule 5). Admission never changes a
   ledger fact, and a candidate is decided at the same moment whatever the
   threshold; each decision's near-duplicates are looked up again, at that
@@ -26,63 +31,16 @@ long — and changes none of them: its emits are the core's, byte for byte.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
 
 from recurrence_ledger.ledger import admission
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
-from recurrence_ledger.ledger.state import LedgerState, Store
-from recurrence_ledger.ledger.streaks import record_verdict
-
-
-class _ShadowState(LedgerState):
-    """A review shadow's state: its own streak, run and avoided-position
-    records; the Task Outcome records (whose failure refs a candidate lists)
-    read from the native state; no ranking (nothing reads it)."""
-
-    def __init__(self, native: Store) -> None:
-        super().__init__()
-        self._native = native
-
-    def get(self, *parts: object, default: Any = None) -> Any:
-        """Record at ``parts``: a Task Outcome's from the native store."""
-        if parts[0] == "outcome":
-            return self._native.get(parts, default)
-        return self.store.get(parts, default)
-
-    def set_streak_rank(self, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
-        """No ranking in a shadow."""
-
-    def forget_top(self, scope_id: str, ref: dict | None = None) -> None:
-        """No cached rows in a shadow."""
-
-
-class ReviewShadow:
-    """The review runs and ReviewCandidates (contract §8) of another review
-    ``threshold``, fed the native pass's terminal verdicts in order.
-    ``candidates``: the ReviewCandidate records that threshold publishes,
-    in publication order; ``needing_review``: its per-scope count."""
-
-    def __init__(self, threshold: int, native: Store) -> None:
-        self.threshold = threshold
-        self.state = _ShadowState(native)
-        self.scopes: dict[str, dict] = {}
-        self.candidates: list[dict] = []
-
-    def verdict(self, scope_id: str, record: dict, repair_surface: str) -> None:
-        """Apply one terminal verdict (a RecurrenceObservation dict with
-        event recurred or avoided)."""
-        scope = self.scopes.get(scope_id)
-        if scope is None:
-            scope = self.scopes[scope_id] = {"needing_review": 0}
-        self.candidates += record_verdict(
-            self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
-            record["event"], record["task_outcome_position"], record["failure_ref"], self.threshold,
-        )
+from recurrence_ledger.ledger.streaks import HISTORY_START, _candidate
 
 
 def with_near_duplicates(decision: dict, near: list[dict]) -> dict:
@@ -106,7 +64,8 @@ class WhatIfProcessor(LedgerProcessor):
     After the input (``flush``), per threshold:
 
     - ``candidates[t]``: the ReviewCandidate records review threshold t
-      publishes, in publication order (the native one's are the core's);
+      publishes, in publication order (the native one's are the core's, the
+      others' from the runs the core keeps, module docstring);
     - ``decisions[t]``: ``{(scope_id, candidate_id): AdmissionDecision}``
       near-duplicate threshold t decides, in decision order;
     - ``horizon_unlinked`` / ``end_unlinked``: ``{scope_id: {task outcome
@@ -118,8 +77,13 @@ class WhatIfProcessor(LedgerProcessor):
                  validate_outputs: bool = False) -> None:
         super().__init__(config=config, validate_outputs=validate_outputs)
         native_review, native_near = config.review_threshold, config.near_duplicate_threshold
-        self.shadows = {t: ReviewShadow(t, self.state.store) for t in dict.fromkeys(review_thresholds) if t != native_review}
         self.candidates: dict[int, list[dict]] = {native_review: []}
+        self._reviews = sorted(t for t in dict.fromkeys(review_thresholds) if t != native_review)
+        for threshold in self._reviews:
+            self.candidates[threshold] = []
+        #: (scope_id, artifact_id, revision, run name) → the most recurred
+        #: verdicts the run held when a verdict lengthened or split it off.
+        self._longest: dict[tuple, int] = {}
         self.decisions: dict[Fraction, dict[tuple[str, str], dict]] = {native_near: {}}
         self._near = [t for t in dict.fromkeys(near_duplicate_thresholds) if t != native_near]
         for threshold in self._near:
@@ -134,17 +98,44 @@ class WhatIfProcessor(LedgerProcessor):
         return list(self._scopes_touched)
 
     def finish(self) -> None:
-        """The shadows' candidates are complete: list them by threshold."""
-        for threshold, shadow in self.shadows.items():
-            self.candidates[threshold] = shadow.candidates
+        """The input is over (nothing left to do: every list is complete;
+        kept for callers that finish a pass explicitly)."""
 
     # -- the hooks --------------------------------------------------------------
     def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit]) -> list[dict]:
         published = super()._verdict(scope, scope_id, record, repair_surface, emits)
         self.candidates[self.config.review_threshold] += published
-        for shadow in self.shadows.values():
-            shadow.verdict(scope_id, record, repair_surface)
+        if self._reviews and repair_surface == "experience_content":
+            self._other_thresholds(scope_id, record, repair_surface)
         return published
+
+    def _other_thresholds(self, scope_id: str, record: dict, repair_surface: str) -> None:
+        """The candidates the other review thresholds publish for the run
+        this verdict (just recorded by the core) lengthened or split off:
+        for a recurred verdict the run it falls in (named by the avoided
+        verdict before it), for an avoided one the run it opens."""
+        state = self.state
+        ref, position = record["artifact_ref"], record["task_outcome_position"]
+        parts = (scope_id, ref["artifact_id"], ref["revision"])
+        if record["event"] == "avoided":
+            name = position
+        else:
+            last = state.get("streak", *parts)["last_avoided"]
+            if last is None or position > last:
+                name = last
+            else:
+                avoided = state.get("avoided_at", *parts, default=[])
+                index = bisect.bisect_left(avoided, position)
+                name = avoided[index - 1] if index else None
+        entries = state.get("run", *parts, HISTORY_START if name is None else name, default=[])
+        key = (*parts, name)
+        before, length = self._longest.get(key, 0), len(entries)
+        if length <= before:
+            return
+        self._longest[key] = length
+        for threshold in self._reviews:
+            if before < threshold <= length:
+                self.candidates[threshold].append(_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold))
 
     def _decide_candidate(self, scope_id: str, candidate: dict, emits: list[Emit]) -> None:
         super()._decide_candidate(scope_id, candidate, emits)
