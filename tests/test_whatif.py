@@ -64,7 +64,6 @@ def test_every_threshold_of_one_pass_is_what_the_core_publishes_at_it(workload, 
             for number, line in journal_lines(handle):
                 ingest_journal_line(processor, line, Coordinates("source-journal", None, number, None))
         processor.flush()
-        processor.finish()
         for threshold in reviews:
             run_journal(journal, tmp_path / "rj", LedgerConfig(review_threshold=threshold), show_progress=False)
             published = [canonical_json(c) for c in processor.candidates[threshold]]

@@ -169,7 +169,6 @@ def replay(
             if processor is writer:
                 sink.write(emits, summary)
                 sink.write(writer.end_batch(), summary)
-            processor.finish()
     for group, processor in runs:
         for member in group.policies:
             outcome.results[member] = policy_result(processor, member)

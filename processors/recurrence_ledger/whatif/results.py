@@ -67,7 +67,7 @@ class PolicyResult:
 def policy_result(processor: WhatIfProcessor, policy: Policy) -> PolicyResult:
     """The conclusions of ``policy``, one of the policies ``processor``
     computed (its provenance horizon, one of its review and near-duplicate
-    thresholds), after ``flush`` and ``finish``."""
+    thresholds), after ``flush``."""
     state = processor.state
     result = PolicyResult(policy, horizon_unlinked=processor.horizon_unlinked, end_unlinked=processor.end_unlinked)
     for candidate in processor.candidates[policy.review_threshold]:

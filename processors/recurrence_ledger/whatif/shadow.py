@@ -97,10 +97,6 @@ class WhatIfProcessor(LedgerProcessor):
         """The scopes of every source event applied, in order first seen."""
         return list(self._scopes_touched)
 
-    def finish(self) -> None:
-        """The input is over (nothing left to do: every list is complete;
-        kept for callers that finish a pass explicitly)."""
-
     # -- the hooks --------------------------------------------------------------
     def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit]) -> list[dict]:
         published = super()._verdict(scope, scope_id, record, repair_surface, emits)
