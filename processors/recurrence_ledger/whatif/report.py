@@ -131,44 +131,33 @@ def _signed(value: int) -> str:
     return f"+{value}" if value > 0 else str(value)
 
 
-def _rows_note(rows: Sequence, shown: int = MAX_ROWS) -> list[str]:
-    return [f"… and {len(rows) - shown} more (report.json)", ""] if len(rows) > shown else []
+def _listed(title: str, header: Sequence[str], rows: Sequence[dict], cells) -> list[str]:  # noqa: ANN001 - row -> cells
+    """A titled table of the first MAX_ROWS ``rows`` (``cells(row)`` each),
+    the rest counted; [] without rows."""
+    if not rows:
+        return []
+    lines = [f"{title}:", ""] + _table(header, [cells(row) for row in rows[:MAX_ROWS]])
+    return lines + ([f"… and {len(rows) - MAX_ROWS} more (report.json)", ""] if len(rows) > MAX_ROWS else [])
+
+
+def _revision(row: dict) -> str:
+    return f"{row['artifact_id']} r{row['revision']}"
 
 
 def _scope_lines(scope_id: str, entry: dict) -> list[str]:
     lines = [f"### {scope_id}", ""]
-    candidates = entry.get("review_candidates")
-    if candidates:
-        for kind in ("added", "removed"):
-            rows = candidates[kind]
-            if rows:
-                lines += [f"Review candidates {kind}:", ""]
-                lines += _table(("candidate_id", "revision", "signature", "streak", "run start"), [
-                    (r["candidate_id"], f"{r['artifact_id']} r{r['revision']}", r["signature_key"], r["streak"], _run(r["run_start_position"]))
-                    for r in rows[:MAX_ROWS]
-                ]) + _rows_note(rows)
-        if candidates["changed"]:
-            rows = candidates["changed"]
-            lines += ["Review candidates published by both, with another streak or other failure refs:", ""]
-            lines += _table(("candidate_id", "revision", "streak: baseline → alternative"), [
-                (r["candidate_id"], f"{r['alternative']['artifact_id']} r{r['alternative']['revision']}",
-                 f"{r['baseline']['streak']} → {r['alternative']['streak']}") for r in rows[:MAX_ROWS]
-            ]) + _rows_note(rows)
-    revisions = entry.get("revisions_needing_review")
-    if revisions:
-        for kind in ("added", "removed"):
-            rows = revisions[kind]
-            if rows:
-                lines += [f"Revisions needing review {kind}:", ""]
-                lines += _table(("revision", "signature", "streak"), [
-                    (f"{r['artifact_id']} r{r['revision']}", r["signature_key"], r["streak"]) for r in rows[:MAX_ROWS]
-                ]) + _rows_note(rows)
-    decisions = entry.get("admission_decisions_changed")
-    if decisions:
-        lines += ["Admission decisions that change:", ""]
-        lines += _table(("candidate_id", "baseline", "alternative"), [
-            (r["candidate_id"], _decision_text(r["baseline"]), _decision_text(r["alternative"])) for r in decisions[:MAX_ROWS]
-        ]) + _rows_note(decisions)
+    candidates = entry.get("review_candidates", {})
+    for kind in ("added", "removed"):
+        lines += _listed(f"Review candidates {kind}", ("candidate_id", "revision", "signature", "streak", "run start"), candidates.get(kind, []),
+                         lambda r: (r["candidate_id"], _revision(r), r["signature_key"], r["streak"], _run(r["run_start_position"])))
+    lines += _listed("Review candidates published by both, with another streak or other failure refs",
+                     ("candidate_id", "revision", "streak: baseline → alternative"), candidates.get("changed", []),
+                     lambda r: (r["candidate_id"], _revision(r["alternative"]), f"{r['baseline']['streak']} → {r['alternative']['streak']}"))
+    for kind in ("added", "removed"):
+        lines += _listed(f"Revisions needing review {kind}", ("revision", "signature", "streak"), entry.get("revisions_needing_review", {}).get(kind, []),
+                         lambda r: (_revision(r), r["signature_key"], r["streak"]))
+    lines += _listed("Admission decisions that change", ("candidate_id", "baseline", "alternative"), entry.get("admission_decisions_changed", []),
+                     lambda r: (r["candidate_id"], _decision_text(r["baseline"]), _decision_text(r["alternative"])))
     for name, title in (("horizon_unlinked", "decided unlinked by the provenance horizon"), ("end_unlinked", "decided unlinked at the end of the input")):
         outcomes = entry.get(name)
         for kind in ("added", "removed"):
