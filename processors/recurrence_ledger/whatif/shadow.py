@@ -98,8 +98,8 @@ class WhatIfProcessor(LedgerProcessor):
         return list(self._scopes_touched)
 
     # -- the hooks --------------------------------------------------------------
-    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit]) -> list[dict]:
-        published = super()._verdict(scope, scope_id, record, repair_surface, emits)
+    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], *more: object, **named: object) -> list[dict]:
+        published = super()._verdict(scope, scope_id, record, repair_surface, emits, *more, **named)
         self.candidates[self.config.review_threshold] += published
         if self._reviews and repair_surface == "experience_content":
             self._other_thresholds(scope_id, record, repair_surface)
