@@ -13,7 +13,7 @@ import pytest
 
 from recurrence_ledger import policy
 from tests.conftest import REPO
-from tests.test_cli import run_cli
+from tests.plugins.processes import run_cli
 
 PACKAGE = REPO / "processors" / "recurrence_ledger"
 
@@ -22,9 +22,8 @@ POLICY_NAMES = frozenset({
     "review_threshold", "top_revisions", "top_revisions_limit", "top_limit", "provenance_horizon",
     "commit_interval_ms", "max_batch", "max_pending_candidates",
 })
-#: The settings the command line takes as options (the near-duplicate
-#: threshold has none yet).
-CLI_SETTINGS = tuple(setting for setting in policy.SETTINGS if setting is not policy.NEAR_DUPLICATE_THRESHOLD)
+#: The settings the command line takes as options: every one.
+CLI_SETTINGS = policy.SETTINGS
 
 
 def is_number(node: ast.expr | None) -> bool:
@@ -99,7 +98,6 @@ def test_the_help_shows_each_policy_option_once_with_its_variable(command):
         assert len(lines) == 1, (command, setting.option, lines)
         assert f"[env var: {setting.env}]" in lines[0], (command, lines[0])
         assert f"[default: {setting.default}]" in lines[0], (command, lines[0])
-    assert policy.NEAR_DUPLICATE_THRESHOLD.option not in result.stdout
 
 
 def test_a_policy_variable_sets_its_option(tmp_path):

@@ -1,7 +1,8 @@
 """The ``recurrence-ledger`` command line: the Typer app and its commands.
 
 One module per command group: ``run`` (run-journal, run, worker),
-``records`` (publish, export), ``replay`` (replay, rebuild), ``explain``,
+``records`` (publish, export), ``replay`` (replay, rebuild), ``whatif``
+(what-if), ``explain``,
 ``ops`` (serve, rank, stats), ``topics`` and ``view`` (the two sub-command
 groups); the options more than one command takes are defined once in
 ``options``, the clients they open (Kafka, Schema Registry, Redis) in
@@ -23,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from recurrence_ledger.cli import explain, ops, records, replay, run
+from recurrence_ledger.cli import explain, ops, records, replay, run, whatif
 from recurrence_ledger.cli.topics import topics_app
 from recurrence_ledger.cli.view import view_app
 
@@ -59,6 +60,7 @@ COMMANDS = (
     ("export", records.export_command),
     ("replay", replay.replay_command),
     ("rebuild", replay.rebuild_command),
+    ("what-if", whatif.what_if_command),
     ("explain", explain.explain_command),
     ("serve", ops.serve_command),
     ("rank", ops.rank_command),

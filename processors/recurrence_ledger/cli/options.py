@@ -1,7 +1,8 @@
 """Every option that more than one command takes, each defined once.
 
 The ledger policy's options (``--review-threshold``, ``--top-revisions``,
-``--provenance-horizon``, ``--max-pending-candidates``) and the runtime's
+``--provenance-horizon``, ``--max-pending-candidates``,
+``--near-duplicate-threshold``) and the runtime's
 batching options (``--commit-interval-ms``, ``--max-batch``) are built from
 their :mod:`recurrence_ledger.policy` settings: option name, environment
 variable (``RL_REVIEW_THRESHOLD`` …), minimum and help; a command gives the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Generic, Optional, TypeVar
 
@@ -60,10 +62,34 @@ def setting_option(setting: policy.Setting, panel: str) -> Any:
     return typer.Option(setting.option, envvar=setting.env, min=setting.minimum, rich_help_panel=panel, help=setting.help)
 
 
+def parse_fraction(text: str) -> Fraction:
+    """A score in (0, 1] written as a fraction (``4/5``) or a decimal
+    (``0.8``), read exactly (``Fraction``, never through a binary double).
+    Raises typer.BadParameter for anything else (``nan``, ``1e400``, ``0``,
+    ``-1/2``, ``6/5``)."""
+    if isinstance(text, Fraction):
+        return text
+    try:
+        value = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise typer.BadParameter(f"{text!r} is not a fraction like 4/5 or a decimal like 0.8") from None
+    if not 0 < value <= 1:
+        raise typer.BadParameter(f"{text!r} is not in (0, 1]")
+    return value
+
+
+def fraction_option(setting: policy.Setting, panel: str) -> Any:
+    """The option of a policy setting whose value is a fraction (the
+    near-duplicate threshold): a fraction (4/5) or a decimal (0.8), parsed
+    exactly by :func:`parse_fraction`, its default shown as a fraction."""
+    return typer.Option(setting.option, envvar=setting.env, parser=parse_fraction, metavar="FRACTION", rich_help_panel=panel, help=setting.help)
+
+
 ThresholdOption = Annotated[int, setting_option(policy.REVIEW_THRESHOLD, POLICY_PANEL)]
 TopOption = Annotated[int, setting_option(policy.TOP_REVISIONS, POLICY_PANEL)]
 HorizonOption = Annotated[Optional[int], setting_option(policy.PROVENANCE_HORIZON, POLICY_PANEL)]
 PendingCandidatesOption = Annotated[int, setting_option(policy.MAX_PENDING_CANDIDATES, POLICY_PANEL)]
+NearDuplicateOption = Annotated[Fraction, fraction_option(policy.NEAR_DUPLICATE_THRESHOLD, POLICY_PANEL)]
 CommitIntervalOption = Annotated[int, setting_option(policy.COMMIT_INTERVAL_MS, WORKER_PANEL)]
 MaxBatchOption = Annotated[int, setting_option(policy.MAX_BATCH, WORKER_PANEL)]
 
@@ -244,12 +270,13 @@ def ledger_policy(
     top_revisions: TopOption = policy.TOP_REVISIONS.default,
     provenance_horizon: HorizonOption = policy.PROVENANCE_HORIZON.default,
     max_pending_candidates: PendingCandidatesOption = policy.MAX_PENDING_CANDIDATES.default,
+    near_duplicate_threshold: NearDuplicateOption = policy.NEAR_DUPLICATE_THRESHOLD.default,
 ) -> LedgerConfig:
     """The ledger policy of a command that runs the ledger (contract §5, §8,
     §12), as the core's LedgerConfig."""
     return LedgerConfig(
         review_threshold=review_threshold, top_revisions_limit=top_revisions, provenance_horizon=provenance_horizon,
-        max_pending_candidates=max_pending_candidates,
+        max_pending_candidates=max_pending_candidates, near_duplicate_threshold=near_duplicate_threshold,
     )
 
 

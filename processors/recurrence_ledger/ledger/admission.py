@@ -25,9 +25,11 @@ rules are listed, in rule order):
 Characters are counted as every length limit is: code points of the NFC
 form of the text as written (contract §3 rev. 2).
 5. near-duplicates are suggestions, never rejections: every current head
-   whose normalized cue has a Sørensen–Dice coefficient ≥ 0.8 over token
-   bigrams with the candidate's (:func:`dice`), found through a per-scope
-   bigram index (:func:`index_head`), never by scanning every head;
+   whose normalized cue has a Sørensen–Dice coefficient ≥ the deployment's
+   near-duplicate threshold (``LedgerConfig.near_duplicate_threshold``,
+   default 4/5 = 0.8, compared exactly) over token bigrams with the
+   candidate's (:func:`dice`), found through a per-scope bigram index
+   (:func:`index_head`), never by scanning every head;
 6. provenance reuses the Review evidence model: the decision carries the
    candidate's ``cited_sources`` unchanged, and no new Source kind.
 
@@ -57,10 +59,13 @@ MAX_CHECK_SUBJECT_LENGTH = 512
 #: have); ``failure_refs_total`` / ``near_duplicates_total`` give the counts.
 MAX_DECISION_FAILURE_REFS = 256
 MAX_NEAR_DUPLICATES = 16
-#: Rule 5's threshold (``policy.NEAR_DUPLICATE_THRESHOLD``, 4/5) as
+#: Rule 5's default threshold (``policy.NEAR_DUPLICATE_THRESHOLD``, 4/5) as
 #: (numerator, denominator): a score is compared as
-#: ``5 * 2|A∩B| ≥ 4 * (|A| + |B|)``, never as a rounded float.
+#: ``5 * 2|A∩B| ≥ 4 * (|A| + |B|)``, never as a rounded float. The functions
+#: below take the deployment's threshold (a Fraction in (0, 1]) as
+#: ``threshold``.
 NEAR_DUPLICATE = policy.NEAR_DUPLICATE_THRESHOLD.default.as_integer_ratio()
+DEFAULT_THRESHOLD: Fraction = policy.NEAR_DUPLICATE_THRESHOLD.default
 
 
 def cue_bigrams(key: str) -> Counter:
@@ -104,9 +109,9 @@ def dice(first_key: str, second_key: str) -> float:
     return published_ratio(shared, total) if total and shared else 0.0
 
 
-def is_near_duplicate(shared: int, total: int) -> bool:
-    """Rule 5: score ``shared / total`` ≥ 0.8, compared exactly."""
-    numerator, denominator = NEAR_DUPLICATE
+def is_near_duplicate(shared: int, total: int, threshold: Fraction = DEFAULT_THRESHOLD) -> bool:
+    """Rule 5: score ``shared / total`` ≥ ``threshold``, compared exactly."""
+    numerator, denominator = threshold.as_integer_ratio()
     return total > 0 and shared * denominator >= numerator * total
 
 
@@ -133,17 +138,17 @@ def index_head(state: LedgerState, scope_id: str, artifact_id: str, old: tuple[i
             state.put(postings, "cue_bigram", scope_id, gram)
 
 
-def min_shared(size: int) -> int:
+def min_shared(size: int, threshold: Fraction = DEFAULT_THRESHOLD) -> int:
     """The fewest bigrams (multiset elements) a cue of ``size`` bigrams must
-    share with another to reach 0.8: from 10·s ≥ 4·(a + b) and b ≥ s,
-    s ≥ ⌈2a/3⌉."""
-    numerator, denominator = NEAR_DUPLICATE
+    share with another to reach ``threshold`` t: from 2s ≥ t·(a + b) and
+    b ≥ s, s ≥ ⌈t·a / (2 − t)⌉ (for 0.8: 10·s ≥ 4·(a + b), s ≥ ⌈2a/3⌉)."""
+    numerator, denominator = threshold.as_integer_ratio()
     # s·(2·denominator − numerator) ≥ numerator·a, i.e. 6s ≥ 4a for 4/5
     step = 2 * denominator - numerator
     return -(-numerator * size // step)
 
 
-def probe_grams(state: LedgerState, scope_id: str, bag: Counter) -> list[str]:
+def probe_grams(state: LedgerState, scope_id: str, bag: Counter, threshold: Fraction = DEFAULT_THRESHOLD) -> list[str]:
     """The bigrams whose postings can hold every near-duplicate of ``bag``
     (prefix filtering, as in set-similarity joins): a head sharing at least
     :func:`min_shared` of the ``a`` multiset elements shares one of any
@@ -151,34 +156,38 @@ def probe_grams(state: LedgerState, scope_id: str, bag: Counter) -> list[str]:
     (rarity = postings size, ties by bigram). A common bigram such as
     "of the" then costs nothing unless the cue has nothing rarer."""
     elements = [(gram, occurrence) for gram, count in bag.items() for occurrence in range(count)]
-    probes = len(elements) - min_shared(len(elements)) + 1
+    probes = len(elements) - min_shared(len(elements), threshold) + 1
     sizes = {gram: len(state.get("cue_bigram", scope_id, gram, default={})) for gram in bag}
     elements.sort(key=lambda element: (sizes[element[0]], element))
     return list(dict.fromkeys(gram for gram, _ in elements[:probes]))
 
 
-def near_duplicates(state: LedgerState, scope_id: str, key: str, own_artifact_id: str | None) -> list[dict]:
+def near_duplicates(
+    state: LedgerState, scope_id: str, key: str, own_artifact_id: str | None, threshold: Fraction = DEFAULT_THRESHOLD,
+) -> list[dict]:
     """Rule 5: the current heads of the scope whose cue is a near-duplicate
-    of normalized cue ``key``, as NearDuplicate dicts sorted by score
-    descending (the exact fraction, not the published 4 decimals), then
-    ArtifactRef order. Only heads found in the postings of
+    of normalized cue ``key`` (score ≥ ``threshold``), as NearDuplicate
+    dicts sorted by score descending (the exact fraction, not the published
+    4 decimals), then ArtifactRef order. Only heads found in the postings of
     :func:`probe_grams` are scored, exactly; ``own_artifact_id``'s head is
     skipped. [] for an empty key."""
     bag = cue_bigrams(key)
     heads: dict[str, int] = {}
-    for gram in probe_grams(state, scope_id, bag):
+    for gram in probe_grams(state, scope_id, bag, threshold):
         heads.update(state.get("cue_bigram", scope_id, gram, default={}))
     size = sum(bag.values())
+    numerator, denominator = threshold.as_integer_ratio()
+    step = 2 * denominator - numerator
     found = []
     for artifact_id, revision in heads.items():
         if artifact_id == own_artifact_id:
             continue
         head_key = state.get("experience", scope_id, artifact_id, revision)["failure"]["signature_key"]
         head_size = max(1, head_key.count(" "))  # its bigram count
-        if 3 * head_size < 2 * size or 2 * head_size > 3 * size:
-            continue  # length filter: 0.8 needs 2a/3 ≤ b ≤ 3a/2
+        if step * head_size < numerator * size or numerator * head_size > step * size:
+            continue  # length filter: t needs t·a/(2 − t) ≤ b ≤ (2 − t)·a/t (0.8: 2a/3 ≤ b ≤ 3a/2)
         shared, total = dice_parts(bag, cue_bigrams(head_key))
-        if is_near_duplicate(shared, total):
+        if is_near_duplicate(shared, total, threshold):
             row = {
                 "artifact_ref": experience_ref(artifact_id, revision),
                 "signature_key": head_key,

@@ -112,5 +112,5 @@ class CandidateAdmission:
             else:
                 failure_refs += record.get("failure_refs", [])
         key = admission.signature_key(candidate["content"])
-        near = admission.near_duplicates(state, scope_id, key, candidate["artifact_id"]) if key else []
+        near = admission.near_duplicates(state, scope_id, key, candidate["artifact_id"], self.config.near_duplicate_threshold) if key else []
         self._emit(emits, ADMISSION_DECISIONS, scope_id, admission.decision(candidate, failure_refs, missing, near))

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from recurrence_ledger import policy
 
@@ -27,17 +28,25 @@ class LedgerConfig:
       again later. It bounds the per-scope waiting index: 5,000 entries of
       the longest ids (512 four-byte characters) are ~10 MB, below a 16 MiB
       changelog record.
+    - ``near_duplicate_threshold``: admission rule 5's Sørensen–Dice score
+      at which a current head is a near-duplicate of a candidate (§12), an
+      exact fraction in (0, 1] (default 4/5), compared exactly.
 
-    Raises ValueError for a value below its setting's minimum.
+    Raises ValueError for a value below its setting's minimum, or a
+    near-duplicate threshold that is not a fraction in (0, 1].
     """
 
     review_threshold: int = policy.REVIEW_THRESHOLD.default
     top_revisions_limit: int = policy.TOP_REVISIONS.default
     provenance_horizon: int | None = policy.PROVENANCE_HORIZON.default
     max_pending_candidates: int = policy.MAX_PENDING_CANDIDATES.default
+    near_duplicate_threshold: Fraction = policy.NEAR_DUPLICATE_THRESHOLD.default
 
     def __post_init__(self) -> None:
         policy.REVIEW_THRESHOLD.check(self.review_threshold)
         policy.TOP_REVISIONS.check(self.top_revisions_limit)
         policy.PROVENANCE_HORIZON.check(self.provenance_horizon)
         policy.MAX_PENDING_CANDIDATES.check(self.max_pending_candidates)
+        policy.NEAR_DUPLICATE_THRESHOLD.check(self.near_duplicate_threshold)
+        if not isinstance(self.near_duplicate_threshold, Fraction) or not 0 < self.near_duplicate_threshold <= 1:
+            raise ValueError(f"near_duplicate_threshold must be a Fraction in (0, 1], got {self.near_duplicate_threshold!r}")

@@ -1,0 +1,287 @@
+"""``what-if``: what another policy would have concluded from the same
+inputs (contract §20, docs/tuning.md).
+
+The command reads a journal file or the deployment's input topics, replays
+them under the baseline policy and the alternative (one policy, or every
+value of ``--sweep SETTING=RANGE``), and writes ``report.md``,
+``report.json`` — for a sweep also ``chart.png``, for one alternative its
+output files under ``ledger/`` — into ``--out``, and nowhere else.
+
+The **baseline**: each setting given as ``--baseline-…`` on the command
+line; else, for the review threshold of a replay of the topics, the one the
+deployment's workers stored with every scope of the Redis view (with
+``--redis-url`` / ``REDIS_URL``); else the deployment's environment variable
+(``RL_REVIEW_THRESHOLD`` …, what the workers read); else the default. The
+report says where each setting came from.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from recurrence_ledger import policy
+from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console, redis_errors
+from recurrence_ledger.cli.options import (
+    BootstrapOption,
+    KafkaConfigOption,
+    PendingCandidatesOption,
+    PrefixOption,
+    RegistryOption,
+    ViewBatchOption,
+    parse_fraction,
+    redis_url_option,
+)
+from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH
+from recurrence_ledger.settings import settings
+from recurrence_ledger.whatif.policies import ATTRIBUTES, MAX_HORIZON_PASSES, MAX_SWEEP_VALUES, SETTINGS, Policy, Sweep
+
+ALTERNATIVE_PANEL = "Alternative policy (default: the baseline's value)"
+BASELINE_PANEL = "Baseline policy"
+INPUT_PANEL = "Input: the deployment's topics"
+
+
+def _alternative(setting: policy.Setting) -> Any:
+    """The alternative's option of a setting: no variable, no default (the baseline's)."""
+    extra = {"parser": parse_fraction, "metavar": "FRACTION"} if setting is policy.NEAR_DUPLICATE_THRESHOLD else {"min": setting.minimum}
+    return typer.Option(setting.option, rich_help_panel=ALTERNATIVE_PANEL, show_default=False, help=setting.help, **extra)
+
+
+def _baseline(setting: policy.Setting) -> Any:
+    """The baseline's option of a setting, read from the deployment's
+    variable when not given."""
+    extra = {"parser": parse_fraction, "metavar": "FRACTION"} if setting is policy.NEAR_DUPLICATE_THRESHOLD else {"min": setting.minimum}
+    return typer.Option(f"--baseline-{setting.option.removeprefix('--')}", envvar=setting.env, rich_help_panel=BASELINE_PANEL,
+                        help=f"The baseline's value (otherwise {setting.env}, else the default).", **extra)
+
+
+def parse_sweep(text: str) -> Sweep:
+    """``SETTING=RANGE``: SETTING one of :data:`SETTINGS`' names; RANGE a
+    comma-separated list of values and ranges ``A..B`` (integers: every one
+    from A to B) or ``A..B:STEP`` (fractions need a step: ``1/2..1:1/10``).
+    Raises typer.BadParameter for an unknown setting, a value the setting
+    refuses, an impossible range (A above B, a step ≤ 0), or too many
+    values."""
+    name, equals, spec = text.partition("=")
+    name = name.strip()
+    if not equals or name not in SETTINGS:
+        known = ", ".join(SETTINGS)
+        raise typer.BadParameter(f"unknown setting {name!r}: a sweep is SETTING=RANGE with SETTING one of {known}", param_hint="--sweep")
+    setting = SETTINGS[name]
+    fraction = setting is policy.NEAR_DUPLICATE_THRESHOLD
+
+    def number(piece: str) -> Any:
+        try:
+            return parse_fraction(piece) if fraction else int(piece.strip())
+        except (ValueError, typer.BadParameter) as error:
+            raise typer.BadParameter(f"{name}: {piece!r} is not a value ({error})", param_hint="--sweep") from None
+
+    values: list[Any] = []
+    for item in filter(None, (piece.strip() for piece in spec.split(","))):
+        first, dots, rest = item.partition("..")
+        if not dots:
+            values.append(number(item))
+            continue
+        last, colon, step_text = rest.partition(":")
+        start, end = number(first), number(last)
+        step = number(step_text) if colon else (None if fraction else 1)
+        if step is None:
+            raise typer.BadParameter(f"{name}: a range of fractions needs a step, e.g. {first}..{last}:1/10", param_hint="--sweep")
+        if start > end or step <= 0:
+            raise typer.BadParameter(f"{name}: impossible range {item!r} (the first value must not be above the last, the step must be > 0)",
+                                     param_hint="--sweep")
+        if (end - start) / step >= MAX_SWEEP_VALUES:
+            raise typer.BadParameter(f"{name}: {item!r} has more than {MAX_SWEEP_VALUES} values", param_hint="--sweep")
+        value = start
+        while value <= end:
+            values.append(value)
+            value += step
+    values = list(dict.fromkeys(values))
+    if not values:
+        raise typer.BadParameter(f"{name}: no values in {spec!r}", param_hint="--sweep")
+    for value in values:
+        if value < setting.minimum:
+            raise typer.BadParameter(f"{name}: impossible value {value} (the {setting.name} must be ≥ {setting.minimum})", param_hint="--sweep")
+    limit = MAX_HORIZON_PASSES if setting is policy.PROVENANCE_HORIZON else MAX_SWEEP_VALUES
+    if len(values) > limit:
+        raise typer.BadParameter(f"{name}: {len(values)} values, at most {limit}" + (
+            " (each provenance horizon is a replay of its own)" if setting is policy.PROVENANCE_HORIZON else ""), param_hint="--sweep")
+    return Sweep(setting, tuple(values))
+
+
+def recorded_review_threshold(redis_url: str, topic_prefix: str) -> tuple[int | None, str]:
+    """The review threshold the deployment's workers stored with the scopes
+    of its Redis view (``read.keys``: the scope hash's ``review_threshold``)
+    and a sentence saying so; ``(None, why)`` when no scope has one. Exit 2
+    when scopes disagree, 1 when Redis does not answer."""
+    from recurrence_ledger.read.keys import default_namespace
+    from recurrence_ledger.read.reader import ViewReader
+
+    namespace = default_namespace(topic_prefix)
+    try:
+        reader = ViewReader(redis_url, namespace, ca_file=settings().redis_ca_file)
+    except ValueError as error:
+        console.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
+    try:
+        scope_ids = reader.scope_ids()
+        pipe = reader.client.pipeline(transaction=False)
+        for scope_id in scope_ids:
+            pipe.hget(reader.keys.scope(scope_id), "review_threshold")
+        stored = Counter(int(value) for value in pipe.execute() if value is not None)
+    except redis_errors() as error:
+        console.print(f"error: the Redis view {namespace} at {reader.where} did not answer ({error}); "
+                      f"give --baseline-review-threshold, or leave REDIS_URL unset to use {policy.REVIEW_THRESHOLD.env}", style="red", highlight=False)
+        raise typer.Exit(1) from None
+    finally:
+        reader.close()
+    if not stored:
+        return None, f"no scope of the Redis view {namespace} stores one"
+    if len(stored) > 1:
+        found = ", ".join(f"{threshold} in {count} scopes" for threshold, count in sorted(stored.items()))
+        console.print(f"error: the scopes of the Redis view {namespace} record different review thresholds ({found}): "
+                      "give the baseline with --baseline-review-threshold", style="red", highlight=False)
+        raise typer.Exit(2)
+    [(threshold, count)] = stored.items()
+    return threshold, f"recorded by the workers in the Redis view {namespace} ({count} scopes)"
+
+
+def _source(ctx: typer.Context, name: str, setting: policy.Setting) -> str:
+    """Where the baseline option ``name`` got its value (the parameter source's
+    name: Typer ships its own copy of click's enum)."""
+    found = getattr(ctx.get_parameter_source(name), "name", None)
+    if found == "COMMANDLINE":
+        return "command line"
+    if found == "ENVIRONMENT":
+        return f"the deployment's {setting.env}"
+    return "default"
+
+
+def what_if_command(
+    ctx: typer.Context,
+    journal: Annotated[Optional[Path], typer.Argument(dir_okay=True, show_default=False, help="Journal file (JSON Lines); or --from-topics.")] = None,
+    *,
+    out: Annotated[Path, typer.Option("--out", file_okay=False, help="The what-if's own folder: report.md, report.json, chart.png, ledger/.")],
+    review_threshold: Annotated[Optional[int], _alternative(policy.REVIEW_THRESHOLD)] = None,
+    provenance_horizon: Annotated[Optional[int], _alternative(policy.PROVENANCE_HORIZON)] = None,
+    near_duplicate_threshold: Annotated[Optional[Fraction], _alternative(policy.NEAR_DUPLICATE_THRESHOLD)] = None,
+    top_revisions: Annotated[Optional[int], _alternative(policy.TOP_REVISIONS)] = None,
+    sweep: Annotated[Optional[str], typer.Option(
+        "--sweep", rich_help_panel=ALTERNATIVE_PANEL, show_default=False,
+        help="Every value of one setting instead of one alternative: SETTING=RANGE, e.g. review-threshold=2..8, "
+             "near-duplicate-threshold=3/5..1:1/10, provenance-horizon=100,1000,10000, top-revisions=5..20:5.")] = None,
+    baseline_review_threshold: Annotated[int, _baseline(policy.REVIEW_THRESHOLD)] = policy.REVIEW_THRESHOLD.default,
+    baseline_provenance_horizon: Annotated[Optional[int], _baseline(policy.PROVENANCE_HORIZON)] = policy.PROVENANCE_HORIZON.default,
+    baseline_near_duplicate_threshold: Annotated[Fraction, _baseline(policy.NEAR_DUPLICATE_THRESHOLD)] = policy.NEAR_DUPLICATE_THRESHOLD.default,
+    baseline_top_revisions: Annotated[int, _baseline(policy.TOP_REVISIONS)] = policy.TOP_REVISIONS.default,
+    max_pending_candidates: PendingCandidatesOption = policy.MAX_PENDING_CANDIDATES.default,
+    from_topics: Annotated[bool, typer.Option("--from-topics", rich_help_panel=INPUT_PANEL,
+                                              help="Read the deployment's input topics from the beginning to their current end "
+                                                   "(read_committed, no consumer group, nothing committed) instead of a journal.")] = False,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+    topic_prefix: PrefixOption = "",
+    schema_registry_url: RegistryOption = None,
+    redis_url: Annotated[Optional[str], redis_url_option("The deployment's Redis view, whose scopes record the workers' review threshold "
+                                                         "(the baseline's, with --from-topics)", rich_help_panel=INPUT_PANEL)] = None,
+    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
+) -> None:
+    """What another policy would have concluded from the same inputs.
+
+    Replays a journal file, or with --from-topics the deployment's input
+    topics, under the baseline policy and an alternative (the options below,
+    or every value of --sweep), and compares them per scope: review
+    candidates added and removed, revisions needing review, admission
+    decisions that change, outcomes the provenance horizon decided unlinked
+    (contract §20). Writes report.md, report.json, for a sweep chart.png,
+    for one alternative its output files under ledger/, into --out only:
+    never a topic, consumer group, state or Redis key of the deployment.
+    Exit code: 0; 1 when Kafka or Redis refuses; 2 for a usage error (an
+    unknown setting, an impossible range, an unreadable journal)."""
+    from recurrence_ledger.whatif.replay import JournalInput, UnreadableJournal, replay
+    from recurrence_ledger.whatif.report import CHART, build_report, write_report
+
+    if (journal is None) == (not from_topics):
+        raise typer.BadParameter("give a JOURNAL file, or --from-topics to read the deployment's input topics (not both)", param_hint="JOURNAL")
+    parsed = parse_sweep(sweep) if sweep is not None else None
+    alternative_values = {"review_threshold": review_threshold, "provenance_horizon": provenance_horizon,
+                          "near_duplicate_threshold": near_duplicate_threshold, "top_revisions": top_revisions}
+    if parsed is not None and alternative_values[ATTRIBUTES[parsed.setting.name]] is not None:
+        raise typer.BadParameter(f"--sweep {sweep} and {parsed.setting.option} name the same setting", param_hint="--sweep")
+    options = {"review_threshold": (baseline_review_threshold, policy.REVIEW_THRESHOLD),
+               "provenance_horizon": (baseline_provenance_horizon, policy.PROVENANCE_HORIZON),
+               "near_duplicate_threshold": (baseline_near_duplicate_threshold, policy.NEAR_DUPLICATE_THRESHOLD),
+               "top_revisions": (baseline_top_revisions, policy.TOP_REVISIONS)}
+    values = {name: value for name, (value, _) in options.items()}
+    sources = {name: _source(ctx, f"baseline_{name}", setting) for name, (_, setting) in options.items()}
+    redis_url = redis_url or settings().redis_url
+    if from_topics and redis_url and sources["review_threshold"] != "command line":
+        recorded, why = recorded_review_threshold(redis_url, topic_prefix)
+        if recorded is not None:
+            values["review_threshold"], sources["review_threshold"] = recorded, why
+    baseline = Policy(**values)
+    fixed = replace(baseline, **{name: value for name, value in alternative_values.items() if value is not None})
+    alternatives = parsed.policies(fixed) if parsed is not None else (fixed,)
+
+    if from_topics:
+        from recurrence_ledger.whatif.topics import TopicsInput
+
+        source = TopicsInput(_connect(bootstrap, kafka_config), topic_prefix, _codec(schema_registry_url, False, kafka_config))
+        with _kafka_errors():
+            source.open()
+    else:
+        try:
+            source = JournalInput(journal).open()
+        except UnreadableJournal as error:
+            console.print(f"error: {error}", style="red", highlight=False)
+            raise typer.Exit(2) from None
+    try:
+        with _kafka_errors():
+            outcome = replay(source, [baseline, *alternatives], out_dir=out, facts_of=alternatives[0] if parsed is None else None,
+                             max_pending_candidates=max_pending_candidates, view_batch=view_batch, show_progress=not quiet)
+    finally:
+        source.close()
+    chart = CHART if parsed is not None else None
+    document = build_report(outcome, baseline, sources, alternatives, parsed, chart)
+    if parsed is not None:
+        from recurrence_ledger.whatif.chart import draw_chart
+
+        draw_chart(document["sweep"], out / CHART, note=None if document["sweep"]["rows"][0]["rejected_candidates_avoided"] is not None
+                   else "Rejected candidates avoided: not shown — no review decisions in the inputs (the ledger does not read them yet, contract §18).")
+    json_path, markdown_path = write_report(document, out)
+    if not quiet:
+        _print_summary(document, markdown_path)
+    if outcome.dead_letters:
+        console.print(f"warning: {sum(outcome.dead_letters.values())} input records were dead-lettered under every policy "
+                      f"({', '.join(f'{k} {v}' for k, v in sorted(outcome.dead_letters.items()))})", style="yellow", highlight=False)
+
+
+def _print_summary(document: dict, markdown_path: Path) -> None:
+    """The report's totals on the console and where the files are."""
+    if document["sweep"] is not None:
+        sweep = document["sweep"]
+        console.print(f"sweep of {sweep['setting']} over {', '.join(map(str, sweep['values']))} (baseline {sweep['baseline_value']}):", highlight=False)
+        for row in sweep["rows"]:
+            console.print(f"  {row['value']}: {row['review_candidates']} review candidates, {row['revisions_needing_review']} revisions needing review, "
+                          f"{row['admission_decisions_changed']} admission decisions changed, {row['horizon_unlinked']} outcomes unlinked by the horizon",
+                          highlight=False)
+    else:
+        comparison = document["comparisons"][0]
+        totals = comparison["totals"]
+        if not comparison["differs"]:
+            console.print("no difference: the alternative policy concludes exactly what the baseline does on these inputs", highlight=False)
+        else:
+            console.print(
+                f"{totals['scopes_with_differences']} scopes differ: review candidates +{totals['review_candidates_added']} "
+                f"-{totals['review_candidates_removed']}, revisions needing review +{totals['revisions_needing_review_added']} "
+                f"-{totals['revisions_needing_review_removed']}, admission decisions changed {totals['admission_decisions_changed']}, "
+                f"outcomes unlinked by the horizon +{totals['horizon_unlinked_added']} -{totals['horizon_unlinked_removed']}",
+                highlight=False,
+            )
+    console.print(f"report: {markdown_path.resolve()} (and report.json beside it)", highlight=False)

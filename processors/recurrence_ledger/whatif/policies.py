@@ -1,0 +1,152 @@
+"""The policy of a deployment (contract §20) and how a what-if runs many
+policies in as few passes over the inputs as the rules allow.
+
+A :class:`Policy` is the four settings §20 names: review threshold,
+provenance horizon, top-N of ``top_revisions`` and near-duplicate
+threshold. Which of them need their own pass:
+
+- the **provenance horizon** decides when a pending outcome stops waiting,
+  so it changes matches, verdicts and everything after them: one pass (one
+  processor) per distinct horizon;
+- the **review threshold** only decides which runs of terminal verdicts
+  raise a ReviewCandidate and which revisions need review; the verdicts
+  themselves do not depend on it, so every threshold is computed from the
+  verdicts of one pass (:class:`~recurrence_ledger.whatif.shadow.WhatIfProcessor`);
+- the **near-duplicate threshold** only decides the ``near_duplicates`` of
+  an admission decision, which is computed when the decision is made from
+  the bigram index of that moment: every threshold from one pass;
+- **top-N** only cuts the ``top_revisions`` rows of a view: read off the
+  final state.
+
+:func:`passes` groups policies into :class:`Pass` es accordingly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+from recurrence_ledger import policy
+from recurrence_ledger.ledger.config import LedgerConfig
+
+#: The settings of a what-if policy, by the name a sweep gives them (the
+#: option without its dashes): ``--sweep review-threshold=2..8``.
+SETTINGS: dict[str, policy.Setting] = {
+    setting.option.removeprefix("--"): setting
+    for setting in (policy.REVIEW_THRESHOLD, policy.PROVENANCE_HORIZON, policy.NEAR_DUPLICATE_THRESHOLD, policy.TOP_REVISIONS)
+}
+#: Policy attribute of each setting (``LedgerConfig``'s name, except top-N).
+ATTRIBUTES: dict[str, str] = {
+    policy.REVIEW_THRESHOLD.name: "review_threshold",
+    policy.PROVENANCE_HORIZON.name: "provenance_horizon",
+    policy.NEAR_DUPLICATE_THRESHOLD.name: "near_duplicate_threshold",
+    policy.TOP_REVISIONS.name: "top_revisions",
+}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One policy (contract §20): ``review_threshold`` (§8),
+    ``provenance_horizon`` (§5; None waits until the end of the inputs),
+    ``near_duplicate_threshold`` (§12 rule 5, an exact fraction) and
+    ``top_revisions`` (N of ``top_revisions``, §8). Defaults are the
+    :mod:`recurrence_ledger.policy` settings'. Raises ValueError for a value
+    the core refuses (:class:`LedgerConfig`)."""
+
+    review_threshold: int = policy.REVIEW_THRESHOLD.default
+    provenance_horizon: int | None = policy.PROVENANCE_HORIZON.default
+    near_duplicate_threshold: Fraction = policy.NEAR_DUPLICATE_THRESHOLD.default
+    top_revisions: int = policy.TOP_REVISIONS.default
+
+    def __post_init__(self) -> None:
+        self.config()
+
+    def config(self, max_pending_candidates: int = policy.MAX_PENDING_CANDIDATES.default) -> LedgerConfig:
+        """The core's LedgerConfig of this policy."""
+        return LedgerConfig(
+            review_threshold=self.review_threshold, top_revisions_limit=self.top_revisions,
+            provenance_horizon=self.provenance_horizon, max_pending_candidates=max_pending_candidates,
+            near_duplicate_threshold=self.near_duplicate_threshold,
+        )
+
+    def with_setting(self, setting: policy.Setting, value: Any) -> Policy:
+        """This policy with one setting changed (ValueError when refused)."""
+        return replace(self, **{ATTRIBUTES[setting.name]: value})
+
+    def value(self, setting: policy.Setting) -> Any:
+        """This policy's value of ``setting``."""
+        return getattr(self, ATTRIBUTES[setting.name])
+
+    def as_json(self) -> dict[str, Any]:
+        """The policy as JSON: the near-duplicate threshold as the exact
+        fraction's text (``"4/5"``)."""
+        return {
+            "review_threshold": self.review_threshold,
+            "provenance_horizon": self.provenance_horizon,
+            "near_duplicate_threshold": str(self.near_duplicate_threshold),
+            "top_revisions": self.top_revisions,
+        }
+
+    def differences(self, other: Policy) -> list[str]:
+        """The attribute names whose values differ from ``other``'s."""
+        return [name for name in ATTRIBUTES.values() if getattr(self, name) != getattr(other, name)]
+
+
+def show(value: Any) -> str:
+    """A setting's value as a person reads it (a horizon of None is "end")."""
+    return "end of input" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One setting over several values (``--sweep review-threshold=2..8``):
+    the policies are the fixed policy with each value in turn."""
+
+    setting: policy.Setting
+    values: tuple[Any, ...]
+
+    def policies(self, fixed: Policy) -> tuple[Policy, ...]:
+        """The swept policies, in the order of :attr:`values`."""
+        return tuple(fixed.with_setting(self.setting, value) for value in self.values)
+
+
+#: Largest number of values of a sweep; of a provenance horizon sweep (each
+#: value is a replay of the whole input).
+MAX_SWEEP_VALUES = 100
+MAX_HORIZON_PASSES = 8
+
+
+@dataclass
+class Pass:
+    """Policies that share one processor, i.e. one run of the core over the
+    inputs: the same provenance horizon. ``native`` is the policy the core
+    runs with (its ledger facts are the core's own); the other review and
+    near-duplicate thresholds of ``policies`` are computed beside it."""
+
+    native: Policy
+    policies: list[Policy] = field(default_factory=list)
+
+    @property
+    def review_thresholds(self) -> tuple[int, ...]:
+        """Every review threshold of the pass, the native one first."""
+        return tuple(dict.fromkeys([self.native.review_threshold, *(p.review_threshold for p in self.policies)]))
+
+    @property
+    def near_duplicate_thresholds(self) -> tuple[Fraction, ...]:
+        """Every near-duplicate threshold of the pass, the native one first."""
+        return tuple(dict.fromkeys([self.native.near_duplicate_threshold, *(p.near_duplicate_threshold for p in self.policies)]))
+
+
+def passes(policies: Iterable[Policy]) -> list[Pass]:
+    """Group ``policies`` (duplicates dropped) into passes by provenance
+    horizon, in order of first appearance; the first policy of each horizon
+    is that pass's native one."""
+    by_horizon: dict[int | None, Pass] = {}
+    for candidate in dict.fromkeys(policies):
+        found = by_horizon.get(candidate.provenance_horizon)
+        if found is None:
+            found = by_horizon[candidate.provenance_horizon] = Pass(candidate)
+        found.policies.append(candidate)
+    return list(by_horizon.values())

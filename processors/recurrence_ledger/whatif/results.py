@@ -1,0 +1,88 @@
+"""What one policy concluded on the inputs of a what-if (contract §20):
+:class:`PolicyResult`, read off a finished
+:class:`~recurrence_ledger.whatif.shadow.WhatIfProcessor`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from recurrence_ledger.ledger.statistics import scope_statistics
+from recurrence_ledger.whatif.policies import Policy
+from recurrence_ledger.whatif.shadow import WhatIfProcessor
+
+#: The ScopeStatistics figures a report shows per scope and adds up.
+FIGURES = ("selected", "recurred", "avoided", "unknown", "needing_review", "pending_outcomes")
+
+
+@dataclass
+class PolicyResult:
+    """One policy's conclusions, per scope id:
+
+    - ``candidates``: ``{candidate_id: ReviewCandidate}`` it published (§8);
+    - ``needing_review``: ``{(artifact_id, revision): {signature_key,
+      streak}}`` of the revisions whose final streak is ≥ its review
+      threshold (the ``needing_review`` of the view);
+    - ``decisions``: ``{candidate_id: AdmissionDecision}`` (§12);
+    - ``horizon_unlinked`` / ``end_unlinked``: ``{task outcome source_id:
+      journal_position}`` decided unlinked because the provenance horizon
+      passed / the input ended (§5);
+    - ``statistics``: the scope's final ScopeStatistics under this policy
+      (its threshold's ``needing_review``, its top-N of ``top_revisions``).
+    """
+
+    policy: Policy
+    candidates: dict[str, dict[str, dict]] = field(default_factory=dict)
+    needing_review: dict[str, dict[tuple[str, int], dict]] = field(default_factory=dict)
+    decisions: dict[str, dict[str, dict]] = field(default_factory=dict)
+    horizon_unlinked: dict[str, dict[str, int]] = field(default_factory=dict)
+    end_unlinked: dict[str, dict[str, int]] = field(default_factory=dict)
+    statistics: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def scope_ids(self) -> list[str]:
+        """Every scope with a statistics record, sorted."""
+        return sorted(self.statistics)
+
+    def totals(self) -> dict[str, int]:
+        """Counts over every scope: review candidates, revisions needing
+        review, admission decisions listing a near-duplicate, outcomes the
+        horizon / the end of the input decided unlinked, and the
+        :data:`FIGURES` of the statistics."""
+        totals = {
+            "review_candidates": sum(map(len, self.candidates.values())),
+            "revisions_needing_review": sum(map(len, self.needing_review.values())),
+            "admission_decisions": sum(map(len, self.decisions.values())),
+            "decisions_with_near_duplicates": sum(
+                1 for decided in self.decisions.values() for decision in decided.values() if decision["near_duplicates_total"]
+            ),
+            "horizon_unlinked": sum(map(len, self.horizon_unlinked.values())),
+            "end_unlinked": sum(map(len, self.end_unlinked.values())),
+        }
+        for name in FIGURES:
+            totals[name] = sum(record[name] for record in self.statistics.values())
+        return totals
+
+
+def policy_result(processor: WhatIfProcessor, policy: Policy) -> PolicyResult:
+    """The conclusions of ``policy``, one of the policies ``processor``
+    computed (its provenance horizon, one of its review and near-duplicate
+    thresholds), after ``flush``."""
+    state = processor.state
+    result = PolicyResult(policy, horizon_unlinked=processor.horizon_unlinked, end_unlinked=processor.end_unlinked)
+    for candidate in processor.candidates[policy.review_threshold]:
+        result.candidates.setdefault(candidate["scope_id"], {})[candidate["candidate_id"]] = candidate
+    for (scope_id, candidate_id), decision in processor.decisions[policy.near_duplicate_threshold].items():
+        result.decisions.setdefault(scope_id, {})[candidate_id] = decision
+    for scope_id in processor.scope_ids:
+        needing = {}
+        for negative_streak, _, artifact_id, revision, signature_key in state.ranking(scope_id):
+            if -negative_streak < policy.review_threshold:
+                break
+            needing[(artifact_id, revision)] = {"signature_key": signature_key, "streak": -negative_streak}
+        if needing:
+            result.needing_review[scope_id] = needing
+        statistics = scope_statistics(state, state.scope(scope_id), scope_id, policy.top_revisions)
+        statistics["needing_review"] = len(needing)
+        result.statistics[scope_id] = statistics
+    return result

@@ -1,0 +1,167 @@
+"""One pass of the core, several review and near-duplicate thresholds
+(contract §20): :class:`WhatIfProcessor`.
+
+The processor is the core's ``LedgerProcessor`` at one policy (the pass's
+*native* policy, whose ledger facts are the core's own) and computes, beside
+it and from the same events, what other thresholds would have published:
+
+- **Review thresholds** (§8). Terminal verdicts and the runs they form do
+  not depend on the review threshold; only which run publishes a
+  ReviewCandidate does. The core publishes a run's candidate at threshold t
+  the first time a verdict lengthens (or a late avoided verdict splits off)
+  that run and it then holds ≥ t recurred verdicts. So one number per run —
+  the most recurred verdicts it has held at such a moment — decides every
+  threshold at once: when a verdict takes a run from that number ``before``
+  to ``length``, every threshold t with ``before < t ≤ length`` publishes
+  the run's candidate now, with the run's failure refs of this moment
+  (``streaks._candidate``, the core's own record). No state per threshold,
+  and no re-run of matching.
+- **Near-duplicate thresholds** (§12 rule 5). Admission never changes a
+  ledger fact, and a candidate is decided at the same moment whatever the
+  threshold; each decision's near-duplicates are looked up again, at that
+  moment, at every other threshold (``admission.near_duplicates``).
+- **The provenance horizon** (§5) is the pass's own: the outcomes it decided
+  unlinked are recorded (``horizon_unlinked``), apart from those the end of
+  the inputs decided (``end_unlinked``).
+
+The processor hooks three steps of the core — a terminal verdict, an
+admission decision, an outcome decided as unlinked because it waited too
+long — and changes none of them: its emits are the core's, byte for byte.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from fractions import Fraction
+
+from recurrence_ledger.ledger import admission
+from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.normalize import digest
+from recurrence_ledger.ledger.processor import LedgerProcessor
+from recurrence_ledger.ledger.results import Emit
+from recurrence_ledger.ledger.streaks import HISTORY_START, _candidate
+
+
+def with_near_duplicates(decision: dict, near: list[dict]) -> dict:
+    """The AdmissionDecision ``decision`` with another rule-5 list ``near``
+    (best first): cut to ``admission.MAX_NEAR_DUPLICATES``, its length in
+    ``near_duplicates_total``, the ``decision_digest`` recomputed — the
+    record the core decides with ``near`` (``admission.decision``)."""
+    record = {name: value for name, value in decision.items() if name != "decision_digest"}
+    record["near_duplicates"] = near[: admission.MAX_NEAR_DUPLICATES]
+    record["near_duplicates_total"] = len(near)
+    record["decision_digest"] = digest(record)
+    return record
+
+
+class WhatIfProcessor(LedgerProcessor):
+    """The core at ``config`` (the native policy), plus the review
+    thresholds ``review_thresholds`` and near-duplicate thresholds
+    ``near_duplicate_thresholds`` computed from the same pass (each may
+    include the native one, which the core itself decides).
+
+    After the input (``flush``), per threshold:
+
+    - ``candidates[t]``: the ReviewCandidate records review threshold t
+      publishes, in publication order (the native one's are the core's, the
+      others' from the runs the core keeps, module docstring);
+    - ``decisions[t]``: ``{(scope_id, candidate_id): AdmissionDecision}``
+      near-duplicate threshold t decides, in decision order;
+    - ``horizon_unlinked`` / ``end_unlinked``: ``{scope_id: {task outcome
+      source_id: journal_position}}`` of the outcomes decided unlinked
+      because the provenance horizon passed / the input ended.
+    """
+
+    def __init__(self, config: LedgerConfig, review_thresholds: Sequence[int] = (), near_duplicate_thresholds: Sequence[Fraction] = (),
+                 validate_outputs: bool = False) -> None:
+        super().__init__(config=config, validate_outputs=validate_outputs)
+        native_review, native_near = config.review_threshold, config.near_duplicate_threshold
+        self.candidates: dict[int, list[dict]] = {native_review: []}
+        self._reviews = sorted(t for t in dict.fromkeys(review_thresholds) if t != native_review)
+        for threshold in self._reviews:
+            self.candidates[threshold] = []
+        #: (scope_id, artifact_id, revision, run name) → the most recurred
+        #: verdicts the run held when a verdict lengthened or split it off.
+        self._longest: dict[tuple, int] = {}
+        self.decisions: dict[Fraction, dict[tuple[str, str], dict]] = {native_near: {}}
+        self._near = [t for t in dict.fromkeys(near_duplicate_thresholds) if t != native_near]
+        for threshold in self._near:
+            self.decisions[threshold] = {}
+        self.horizon_unlinked: dict[str, dict[str, int]] = {}
+        self.end_unlinked: dict[str, dict[str, int]] = {}
+        self._deciding: dict[str, dict[str, int]] | None = None
+
+    @property
+    def scope_ids(self) -> list[str]:
+        """The scopes of every source event applied, in order first seen."""
+        return list(self._scopes_touched)
+
+    # -- the hooks --------------------------------------------------------------
+    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], *more: object, **named: object) -> list[dict]:
+        published = super()._verdict(scope, scope_id, record, repair_surface, emits, *more, **named)
+        self.candidates[self.config.review_threshold] += published
+        if self._reviews and repair_surface == "experience_content":
+            self._other_thresholds(scope_id, record, repair_surface)
+        return published
+
+    def _other_thresholds(self, scope_id: str, record: dict, repair_surface: str) -> None:
+        """The candidates the other review thresholds publish for the run
+        this verdict (just recorded by the core) lengthened or split off:
+        for a recurred verdict the run it falls in (named by the avoided
+        verdict before it), for an avoided one the run it opens."""
+        state = self.state
+        ref, position = record["artifact_ref"], record["task_outcome_position"]
+        parts = (scope_id, ref["artifact_id"], ref["revision"])
+        if record["event"] == "avoided":
+            name = position
+        else:
+            last = state.get("streak", *parts)["last_avoided"]
+            if last is None or position > last:
+                name = last
+            else:
+                avoided = state.get("avoided_at", *parts, default=[])
+                index = bisect.bisect_left(avoided, position)
+                name = avoided[index - 1] if index else None
+        entries = state.get("run", *parts, HISTORY_START if name is None else name, default=[])
+        key = (*parts, name)
+        before, length = self._longest.get(key, 0), len(entries)
+        if length <= before:
+            return
+        self._longest[key] = length
+        for threshold in self._reviews:
+            if before < threshold <= length:
+                self.candidates[threshold].append(_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold))
+
+    def _decide_candidate(self, scope_id: str, candidate: dict, emits: list[Emit]) -> None:
+        super()._decide_candidate(scope_id, candidate, emits)
+        decision = emits[-1].value
+        key = (scope_id, candidate["candidate_id"])
+        self.decisions[self.config.near_duplicate_threshold][key] = decision
+        if self._near:
+            cue = admission.signature_key(candidate["content"])
+            for threshold in self._near:
+                near = admission.near_duplicates(self.state, scope_id, cue, candidate["artifact_id"], threshold) if cue else []
+                self.decisions[threshold][key] = with_near_duplicates(decision, near)
+
+    def _expire_pending(self, scope: dict, scope_id: str, emits: list[Emit]) -> None:
+        self._deciding = self.horizon_unlinked
+        try:
+            super()._expire_pending(scope, scope_id, emits)
+        finally:
+            self._deciding = None
+
+    def flush(self) -> list[Emit]:
+        """The end of the input (``LedgerProcessor.flush``), recording the
+        outcomes it decides unlinked."""
+        self._deciding = self.end_unlinked
+        try:
+            return super().flush()
+        finally:
+            self._deciding = None
+
+    def _decide_expired(self, scope: dict, scope_id: str, outcome_id: str, emits: list[Emit]) -> None:
+        if self._deciding is not None:
+            pending = self.state.get("pending", scope_id, outcome_id)
+            self._deciding.setdefault(scope_id, {})[outcome_id] = pending["outcome"]["journal_position"]
+        super()._decide_expired(scope, scope_id, outcome_id, emits)
