@@ -1,8 +1,9 @@
-"""docs/upgrading.md: its data check script runs and finds what revision 2
-treats differently, and its numbers are the code's."""
+"""docs/upgrading.md: its data check scripts run and find what revisions 2
+and 3 treat differently, and its numbers are the code's."""
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import re
@@ -10,17 +11,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import case
 from tests.journal import check, experience, line, outcome
 from tests.ledger.test_normalize_unicode import CHANGED
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "upgrading.md"
 
 
-def check_script(tmp_path: Path) -> Path:
-    [code] = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    script = tmp_path / "check_rev2.py"
+def check_script(tmp_path: Path, name: str = "check_rev2.py") -> Path:
+    """The doc's script whose first line names it (``# check_rev2.py …``)."""
+    [code] = [code for code in re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S) if code.startswith(f"# {name} ")]
+    script = tmp_path / name
     script.write_text(code)
     return script
+
+
+def run_script(script: Path, *files: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), *map(str, files)], capture_output=True, text=True, timeout=60)
 
 
 def test_the_check_script_finds_each_kind_of_change(tmp_path):
@@ -58,3 +65,33 @@ def test_the_doc_lists_the_26_changed_code_points():
     changed = set(CHANGED["14.0.0"])
     assert changed <= listed | ranges
     assert "26 single characters" in text
+
+
+def test_the_revision_3_check_script_finds_each_kind_of_change(tmp_path):
+    journal = tmp_path / "journal.jsonl"
+    journal.write_bytes(b"".join(line(record) + b"\n" for record in [
+        experience("s", 1, "E1", cue="port\x1fbound"),  # the key keeps U+001F now
+        experience("s", 2, "E2", cue="port\x1f"),  # stripped at the end, as before
+        outcome("s", 3, "O1", checks=[check("disk full", evidence=[{"kind": "exact", "ref": "\u200b\u2060"}])]),
+        outcome("s", 4, "O2", checks=[check("disk full", evidence=[{"kind": "exact", "ref": " "}])]),  # blank in revision 2 too
+    ]))
+    dead = tmp_path / "dead-letter.jsonl"
+    dead.write_text("".join(json.dumps({"topic": "task-outcomes", "partition": partition, "offset": 7, "key": "s", "reason": reason,
+                                        "message": "m", "raw": base64.b64encode(raw).decode()}) + "\n"
+                            for partition, reason, raw in [(0, "bad_magic_byte", b"  {}"), (0, "bad_magic_byte", b"\x07{}"),
+                                                           (None, "malformed_json", b" {"), (1, "bad_magic_byte", b"[1]")]))
+    forward, expected = case("forward_refs")
+    result = run_script(check_script(tmp_path, "check_rev3.py"), journal, dead, forward)
+    assert result.returncode == 0, result.stderr
+    counts = ast.literal_eval(result.stdout.splitlines()[-1])
+    assert counts == {"key": 1, "lost evidence": 1, "dead-lettered json": 2,
+                      "forward reference": expected["scopes"]["fwd-ledger"]["statistics"]["forward_references"]}
+    assert "journal.jsonl:0: key changes: 'port bound' -> 'port\\x1fbound'" in result.stdout
+    assert "journal.jsonl:2: exact evidence only of control or format characters" in result.stdout
+    assert "forward_refs.jsonl:4: forward reference in fwd-ledger: task-outcomes O-fwd-receipt at 5 -> handoff-receipts RF2 at 8" in result.stdout
+
+
+def test_the_revision_3_check_script_has_nothing_to_report_on_the_other_cases(tmp_path):
+    journals = [case(name)[0] for name in ("minimum_case", "worked_example", "late_run", "unknown_reasons")]
+    result = run_script(check_script(tmp_path, "check_rev3.py"), *journals)
+    assert result.stdout.strip() == "nothing revision 3 treats differently", result.stderr
