@@ -12,7 +12,7 @@ Every :class:`Entry` is one record:
 - ``key`` / ``value``: the record's key and value bytes exactly as they are
   written (``None``: a null key or a tombstone); journal lines have no key;
 - ``expected_reason``: the reason code of the one dead letter it must cause
-  (the table in ``processors/ledger/intake.py``);
+  (the table in ``processors/recurrence_ledger/ledger/intake.py``);
 - ``after``: how many records of the minimum case
   (``tests/cases/minimum_case.jsonl``) must come before it. Conflicting
   duplicates and position collisions (§3 immutability) conflict with a valid
@@ -728,7 +728,7 @@ HOSTILE_VALID_REPLAYS: list[Replay] = _replays()
 
 
 def reason_codes_from_input() -> set[str]:
-    """Reason codes of the table in ``processors/ledger/intake.py``'s
+    """Reason codes of the table in ``processors/recurrence_ledger/ledger/intake.py``'s
     docstring, except internal_error (the core raised: never caused by input
     alone, by definition), too_many_pending (a policy limit reached only
     after thousands of valid waiting candidates; tested with a small limit in
@@ -746,5 +746,5 @@ def reason_codes_from_input() -> set[str]:
             break
         if line[:1].strip():  # a continuation line of the meaning column starts with spaces
             codes.add(line.split()[0])
-    assert codes, "the reason-code table of processors/ledger/intake.py moved"
+    assert codes, "the reason-code table of processors/recurrence_ledger/ledger/intake.py moved"
     return codes - {"internal_error", "too_many_pending", "oversized_output", "schema_mismatch"}

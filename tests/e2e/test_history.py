@@ -1,4 +1,4 @@
-"""The view follower and the history read models (processors/runtime/follower.py,
+"""The view follower and the history read models (processors/recurrence_ledger/read/follower.py,
 processors/read_models.py) against the real broker and Redis: a real worker
 fed with the timeline journal (tests/e2e/history_fixtures.py) and the worked
 example writes the view after its commits, the follower (``view follow``, a

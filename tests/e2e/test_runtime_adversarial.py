@@ -228,7 +228,7 @@ def test_replaying_a_finished_run_with_parked_records_writes_nothing(parking, to
     for oversized_output, write a record the worker refused as too
     large).
 
-    Diagnosis: processors/runtime/replay.py:305 applies every input record;
+    Diagnosis: processors/recurrence_ledger/runtime/replay.py applies every input record;
     the dead-lettered coordinates it loads (:205) only suppress re-sending
     the dead letter. Fix: skip an input record whose (topic, partition,
     offset) is in ``existing.identities[DEAD_LETTER]`` with reason
@@ -373,7 +373,7 @@ def test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger(topic_prefix, 
     that is gone.
 
     Observed: the ledger completes 0.4 s after the publish, exit code 0,
-    but the process exits ~68 s later: run_worker (processors/runtime/
+    but the process exits ~68 s later: run_worker (processors/recurrence_ledger/runtime/
     worker.py:758-762) joins the follower for FOLLOWER_DRAIN_S = 60 s
     although the follower is in its Redis back-off and cannot progress.
     Fix: give up the drain at once (or after a few seconds) while
