@@ -120,6 +120,34 @@ def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkey
     settings.cache_clear()
 
 
+def test_a_kafka_config_file_alone_makes_run_the_worker(monkeypatch, tmp_path):
+    """A broker configured only through KAFKA_CONFIG_FILE (bootstrap.servers
+    in the file) is a configured broker: `run` starts the worker on it, it
+    does not fall back to the packaged example."""
+    from typer.testing import CliRunner
+
+    from recurrence_ledger.cli import main as cli, run as cli_run
+    from recurrence_ledger.runtime import worker
+    from recurrence_ledger.settings import settings
+
+    properties = tmp_path / "client.properties"
+    properties.write_text("bootstrap.servers=broker.example:9092\n")
+    started = []
+    monkeypatch.setattr(worker, "run_worker", started.append)
+    monkeypatch.setattr(cli_run, "_connect", lambda bootstrap, kafka_config: f"{bootstrap}|{kafka_config}")
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("KAFKA_CONFIG_FILE", str(properties))
+    settings.cache_clear()
+    monkeypatch.setattr(cli_run, "settings", settings)
+    result = CliRunner().invoke(cli.app, ["run", "--app-id", "trial"])
+    settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    [config] = started
+    assert config.bootstrap == f"None|{properties}" and config.app_id == "trial"
+    assert f"from {properties}" in result.output and "embedded runner" not in result.output
+
+
 @pytest.mark.parametrize("command", ["run", "worker"])
 def test_a_redis_url_runs_the_worker_with_its_view_follower_beside_it(monkeypatch, command):
     from typer.testing import CliRunner
@@ -333,9 +361,9 @@ def test_topics_delete_without_yes_lists_topics_and_groups_under_labels():
     assert lines[0] == "would delete (run again with --yes):"
     assert lines[1].startswith("  topics (") and "    demo.source-journal" in lines
     assert "    demo.trial-ledger-state-changelog" in lines
-    groups = lines.index("  consumer groups (2):")
+    groups = lines.index("  consumer groups (3):")
     assert lines[groups + 1 :] == [
-        "    demo.trial", "    demo.trial-replay",
+        "    demo.trial", "    demo.trial-replay", "    demo.trial-view",
         "  schema registry subjects: none, no Schema Registry configured"
         " (--schema-registry-url, SCHEMA_REGISTRY_URL or schema.registry.url in --kafka-config)",
     ]

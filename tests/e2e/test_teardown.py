@@ -32,7 +32,7 @@ def test_topics_delete_removes_one_deployment_only(topic_prefix, bootstrap, admi
         dry = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger")
         assert dry.returncode == 0 and "would delete" in dry.stdout
         topics = len(catalogue.CATALOGUE) + 1  # the catalogue's topics and the changelog
-        assert f"  topics ({topics}):" in dry.stdout and "  consumer groups (2):" in dry.stdout
+        assert f"  topics ({topics}):" in dry.stdout and "  consumer groups (3):" in dry.stdout
         assert sum(name.startswith(topic_prefix) for name in admin.list_topics(timeout=10).topics) == topics
 
         result = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger", "--yes")
@@ -40,6 +40,7 @@ def test_topics_delete_removes_one_deployment_only(topic_prefix, bootstrap, admi
         assert f"{topic_prefix}ledger-ledger-state-changelog: deleted" in result.stdout
         assert f"{topic_prefix}ledger: deleted" in result.stdout
         assert f"{topic_prefix}ledger-replay: absent" in result.stdout
+        assert f"{topic_prefix}ledger-view: absent" in result.stdout  # run_to_idle starts no view follower
         lines = result.stdout.splitlines()
         assert lines.index("topics:") < lines.index(f"  {topic_prefix}ledger-ledger-state-changelog: deleted") < lines.index("consumer groups:")
         assert lines.index("consumer groups:") < lines.index(f"  {topic_prefix}ledger: deleted")

@@ -171,38 +171,42 @@ def run_command(
     worker: dict[str, Any],
     ledger: LedgerConfig,
     kafka_config: Annotated[Optional[Path], kafka_config_option(
-        "Kafka client properties file (Java client.properties format; see docs/kafka.md); with KAFKA_BOOTSTRAP_SERVERS set, run is the worker.",
+        "Kafka client properties file (Java client.properties format; see docs/kafka.md); with it, or with KAFKA_BOOTSTRAP_SERVERS set, run is the worker.",
         rich_help_panel=WORKER_PANEL)] = None,
     view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
 ) -> None:
     """The main job: the Kafka worker, or the embedded runner without Kafka.
 
-    With KAFKA_BOOTSTRAP_SERVERS set, run is the Kafka worker with the
-    worker's operational options below (the bootstrap comes from
-    KAFKA_BOOTSTRAP_SERVERS, a Schema Registry from SCHEMA_REGISTRY_URL or
-    the --kafka-config file; missing topics are created with 8 partitions).
+    With KAFKA_BOOTSTRAP_SERVERS set, or a --kafka-config file
+    (KAFKA_CONFIG_FILE), run is the Kafka worker with the worker's
+    operational options below (the bootstrap comes from
+    KAFKA_BOOTSTRAP_SERVERS, else the file's bootstrap.servers; a Schema
+    Registry from SCHEMA_REGISTRY_URL or the file; missing topics are
+    created with 8 partitions).
     Otherwise it runs the embedded runner on JOURNAL (default: the packaged
     example journal openapi_drift.jsonl) and writes one <topic>.jsonl per
     output topic into --out."""
     given = {name: _on_command_line(ctx, name) for name in ("topic_prefix", "kafka_config", *WORKER_OPERATION.names)}
-    if settings().bootstrap_servers:
+    if settings().bootstrap_servers or kafka_config is not None:
         if journal is not None or out is not None:
             console.print(
-                "KAFKA_BOOTSTRAP_SERVERS is set, so `run` starts the Kafka worker, which reads topics, not files: "
-                "load a journal with `recurrence-ledger publish JOURNAL` and read results with `recurrence-ledger export`; "
-                "or unset KAFKA_BOOTSTRAP_SERVERS to run JOURNAL with the embedded runner.",
+                "Kafka is configured (KAFKA_BOOTSTRAP_SERVERS, or a --kafka-config / KAFKA_CONFIG_FILE file), so `run` starts "
+                "the Kafka worker, which reads topics, not files: load a journal with `recurrence-ledger publish JOURNAL` and "
+                "read results with `recurrence-ledger export`; or unset both to run JOURNAL with the embedded runner.",
                 style="red",
             )
             raise typer.Exit(2)
+        from recurrence_ledger.runtime.client_config import bootstrap_of
         from recurrence_ledger.runtime.worker_config import worker_config_from_env
 
         redis_url = worker.pop("redis_url")
-        worker_config = worker_config_from_env(ledger, topic_prefix=topic_prefix, **worker)
         connection = _connect(settings().bootstrap_servers, kafka_config)
+        worker_config = worker_config_from_env(ledger, bootstrap=connection, topic_prefix=topic_prefix, **worker)
         registry = _registry(settings().schema_registry_url, None, kafka_config)
-        worker_config = replace(worker_config, bootstrap=connection, schema_registry=registry or worker_config.schema_registry)
+        worker_config = replace(worker_config, schema_registry=registry or worker_config.schema_registry)
+        where = "KAFKA_BOOTSTRAP_SERVERS is set" if settings().bootstrap_servers else f"from {kafka_config}"
         console.print(
-            f"Kafka worker on {settings().bootstrap_servers} (KAFKA_BOOTSTRAP_SERVERS is set), topic prefix {topic_prefix!r}"
+            f"Kafka worker on {bootstrap_of(connection)} ({where}), topic prefix {topic_prefix!r}"
             + (f", metrics on 127.0.0.1:{worker['metrics_port']}/metrics" if worker["metrics_port"] else ""),
             style="bold", highlight=False,
         )

@@ -26,7 +26,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
 
 from recurrence_ledger.runtime.client_config import Bootstrap, client_config
-from recurrence_ledger.catalogue import CATALOGUE, changelog_name, physical, replay_group
+from recurrence_ledger.catalogue import CATALOGUE, changelog_name, physical, replay_group, view_follower_group
 
 #: Seconds create_topics may take in all: the controller creating the
 #: topics, then every partition being served by its leader.
@@ -232,20 +232,27 @@ def check_copartitioned(bootstrap: str, topics: Sequence[str], timeout: float = 
     return distinct.pop()
 
 
+#: Group-coordinator errors that pass by themselves (the coordinator is
+#: loading its partition, or moved to another broker).
+_COORDINATOR_BUSY = frozenset({KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR})
+
+
 def deployment_resources(topic_prefix: str, app_id: str) -> tuple[list[str], list[str]]:
     """``(topics, consumer groups)`` of one deployment: every catalogue topic
     under ``topic_prefix`` and the state changelog; the worker's group
-    ``<prefix><app_id>`` and its replay group."""
+    ``<prefix><app_id>``, its replay group and its view followers' group
+    ``<prefix><app_id>-view``."""
     group = physical(app_id, topic_prefix)
     topics = [physical(spec.name, topic_prefix) for spec in CATALOGUE] + [physical(changelog_name(app_id), topic_prefix)]
-    return topics, [group, replay_group(group)]
+    return topics, [group, replay_group(group), view_follower_group(app_id, topic_prefix)]
 
 
 def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: float = 30.0) -> dict[str, str]:
     """Delete what one deployment (``topic_prefix`` + ``app_id``) left on a
     broker: every catalogue topic under the prefix, the worker's state
     changelog ``<prefix><app_id>-ledger-state-changelog``, and the consumer
-    groups ``<prefix><app_id>`` and ``<prefix><app_id>-replay`` — the
+    groups ``<prefix><app_id>``, ``<prefix><app_id>-replay`` and
+    ``<prefix><app_id>-view`` — the
     teardown of the Kafka Streams reset tool, for a prefix used for a trial.
     Stop the deployment's workers first (a group with members cannot be
     deleted; a group whose stopped static members' sessions have not yet
@@ -282,7 +289,9 @@ def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: f
                 code = error.args[0].code()
                 if code == KafkaError.GROUP_ID_NOT_FOUND:
                     result[name] = "absent"
-                elif code == KafkaError.NON_EMPTY_GROUP and time.monotonic() < deadline:
+                elif (code == KafkaError.NON_EMPTY_GROUP or error.args[0].retriable() or code in _COORDINATOR_BUSY) and time.monotonic() < deadline:
+                    # Non-empty (a static member's session not yet over), or
+                    # the group coordinator moving or loading: both pass.
                     retry.append(name)
                 else:
                     result[name] = str(error.args[0].str())

@@ -109,13 +109,16 @@ def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any)
     """WorkerConfig from the process settings (KAFKA_BOOTSTRAP_SERVERS,
     RL_TOPIC_PREFIX, RL_APP_ID, RL_INSTANCE_ID, SCHEMA_REGISTRY_URL,
     RL_ACCEPT_UNICODE_CHANGE; see ``recurrence_ledger.settings``), then
-    ``overrides`` (None values ignored). Raises ValueError when no
-    bootstrap servers are configured."""
+    ``overrides`` (None values ignored; a ``bootstrap`` override — a
+    connection loaded from a client properties file — stands in for
+    KAFKA_BOOTSTRAP_SERVERS). Raises ValueError when no bootstrap servers
+    are configured."""
     env = settings()
-    if not env.bootstrap_servers:
+    bootstrap = overrides.pop("bootstrap", None) or env.bootstrap_servers
+    if not bootstrap:
         raise ValueError(f"{ENV_BOOTSTRAP_SERVERS} is not set")
     config = WorkerConfig(
-        bootstrap=env.bootstrap_servers,
+        bootstrap=bootstrap,
         app_id=env.app_id,
         instance_id=env.worker_instance_id,
         topic_prefix=env.topic_prefix,
