@@ -123,3 +123,19 @@ def kafka_environment() -> dict[str, str]:
     (``recurrence_ledger.runtime.client_properties.env_overrides`` picks the
     settings among them)."""
     return {name: value for name, value in os.environ.items() if name.startswith(KAFKA_ENV_PREFIX)}
+
+
+#: Libraries whose INFO lines say nothing an operator needs (httpx logs one
+#: line per Schema Registry request): shown from WARNING on.
+QUIET_LOGGERS = ("httpx", "httpcore")
+
+
+def configure_logging() -> None:
+    """Log to stderr at ``RL_LOG_LEVEL`` (``Settings.log_level``) as
+    ``time level logger: message``, with :data:`QUIET_LOGGERS` at WARNING;
+    for the long-running commands (worker, view follower)."""
+    import logging
+
+    logging.basicConfig(level=settings().log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))

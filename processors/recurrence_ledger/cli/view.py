@@ -6,7 +6,6 @@ a deployment's keys, ``follow`` the committed topics into Redis.
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Any
 
 import typer
@@ -28,7 +27,7 @@ from recurrence_ledger.cli.options import (
     app_id_option,
 )
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT
-from recurrence_ledger.settings import DEFAULT_APP_ID, settings
+from recurrence_ledger.settings import DEFAULT_APP_ID, configure_logging
 
 view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True, rich_markup_mode="rich")
 
@@ -147,7 +146,7 @@ def view_follow_command(
     rebuild."""
     from recurrence_ledger.read.follower import FollowerConfig, run_follower
 
-    logging.basicConfig(level=settings().log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     connection = _connect(bootstrap, kafka_config)
     codec = _codec(schema_registry_url, None, kafka_config)
     config = FollowerConfig(

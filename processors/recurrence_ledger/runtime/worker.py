@@ -73,7 +73,7 @@ from recurrence_ledger.runtime.recovery import Recovery
 from recurrence_ledger.runtime.task import Task
 from recurrence_ledger.runtime.worker_config import WorkerConfig, input_consumer_config, output_producer_config, prepare_topics
 from recurrence_ledger.serde import codec
-from recurrence_ledger.settings import settings
+from recurrence_ledger.settings import configure_logging, settings
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -407,7 +407,7 @@ def run_worker(config: WorkerConfig, companion: Companion | None = None) -> None
     batch run gives up waiting for its group, and UnicodeVersionChanged when
     an assigned partition's state was built on another Unicode version
     (before any of its records is processed)."""
-    logging.basicConfig(level=settings().log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     partitions = prepare_topics(config)
     worker = LedgerWorker(config)
     worker.metrics.watch_gc()
