@@ -119,6 +119,18 @@ TOTALS_INTERVAL_S = 10.0
 TOTALS_IDLE_INTERVAL_S = 60.0
 
 
+def totals_due(last_read: float | None, now: float, statistics_applied: bool) -> bool:
+    """Whether a follower reads the view's totals again at ``now``
+    (``time.monotonic()`` seconds): when it never read them (``last_read``
+    None), :data:`TOTALS_INTERVAL_S` after the last read once it applied
+    ScopeStatistics records since (``statistics_applied``), and
+    :data:`TOTALS_IDLE_INTERVAL_S` after it otherwise (other followers, or a
+    rebuild, may have written the view)."""
+    if last_read is None:
+        return True
+    return now - last_read >= (TOTALS_INTERVAL_S if statistics_applied else TOTALS_IDLE_INTERVAL_S)
+
+
 def view_group(app_id: str, topic_prefix: str = "") -> str:
     """The follower's consumer group: ``<prefix><app_id>-view``."""
     return catalogue.view_follower_group(app_id, topic_prefix)
@@ -379,10 +391,8 @@ class ViewFollower:
         when they were read. Never raises because of Redis: the gauges keep
         their values and the next call tries again."""
         now = time.monotonic() if now is None else now
-        if not force and self._totals_at is not None:
-            due = TOTALS_INTERVAL_S if self._statistics_since_totals else TOTALS_IDLE_INTERVAL_S
-            if now - self._totals_at < due:
-                return False
+        if not force and not totals_due(self._totals_at, now, self._statistics_since_totals):
+            return False
         self._totals_at = now
         try:
             totals = view_totals(self.view._client, self.view.layout)
