@@ -81,6 +81,23 @@ def audit_records(tmp_path) -> tuple[dict, list[dict], list[dict]]:
     return expected["scopes"][AUDIT], statistics, revisions
 
 
+def put(redis_url: str, namespace: str, statistics: list[dict], revisions: list[dict] = ()) -> None:
+    """Write statistics records and revision rows into the view, as a worker would."""
+    writer = RedisView(redis_url, namespace=namespace)
+    try:
+        writer.submit(statistics, revisions=revisions)
+        assert writer.pending == 0
+    finally:
+        writer.close()
+
+
+def tell(driver: subprocess.Popen, line: str, timeout: float = 30) -> dict:
+    """Send the driver one line of its protocol; its next snapshot."""
+    driver.stdin.write(f"{line}\n")
+    driver.stdin.flush()
+    return read_line(driver, timeout)
+
+
 def chips(reasons: dict) -> list[str]:
     """The page's reason chips of an unknown_reasons object: the reasons that occurred, in the contract's order."""
     return [f"{reason} {reasons[reason]}" for reason in UNKNOWN_REASONS if reasons.get(reason)]
@@ -161,15 +178,8 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
 
             # A new statistics record in the view reaches the open page by itself.
             newer = {**record, "as_of_position": record["as_of_position"] + 1, "pending_outcomes": record["pending_outcomes"] + 3}
-            writer = RedisView(redis_url, namespace=view.namespace)
-            try:
-                writer.submit([newer])
-                assert writer.pending == 0
-            finally:
-                writer.close()
-            driver.stdin.write(f"expect pending_outcomes {newer['pending_outcomes']}\n")
-            driver.stdin.flush()
-            refreshed = read_line(driver, 30)
+            put(redis_url, view.namespace, [newer])
+            refreshed = tell(driver, f"expect pending_outcomes {newer['pending_outcomes']}")
             assert refreshed["asOf"] == str(newer["as_of_position"])
             assert refreshed["counters"]["pending_outcomes"] == str(newer["pending_outcomes"])
             assert refreshed["scopes"][0][8] == str(newer["pending_outcomes"])
@@ -178,15 +188,8 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
 
             # A scope whose revisions all have streak 0 and none needing review.
             quiet, rows = quiet_scope(record)
-            writer = RedisView(redis_url, namespace=view.namespace)
-            try:
-                writer.submit([quiet], revisions=rows)
-                assert writer.pending == 0
-            finally:
-                writer.close()
-            driver.stdin.write(f"select {QUIET}\n")
-            driver.stdin.flush()
-            calm = read_line(driver, 30)
+            put(redis_url, view.namespace, [quiet], rows)
+            calm = tell(driver, f"select {QUIET}")
             assert calm["scope"] == QUIET and calm["counters"]["needing_review"] == "0"
             assert calm["needingReview"]["alert"] is False and calm["needingReview"]["color"] != REVIEW_RED
             assert calm["reviewPanelAlert"] is False
@@ -203,18 +206,9 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
 
             # The unknown_reasons case (contract §17): every reason, one binding suspect.
             audit, audit_statistics, audit_revisions = audit_records(tmp_path)
-            writer = RedisView(redis_url, namespace=view.namespace)
-            try:
-                writer.submit(audit_statistics, revisions=audit_revisions)
-                assert writer.pending == 0
-            finally:
-                writer.close()
-            driver.stdin.write(f"select {AUDIT}\n")
-            driver.stdin.flush()
-            shown_audit = read_line(driver, 30)
-            driver.stdin.write(f"screenshot {unknown_screenshot}\n")
-            driver.stdin.flush()
-            read_line(driver, 30)
+            put(redis_url, view.namespace, audit_statistics, audit_revisions)
+            shown_audit = tell(driver, f"select {AUDIT}")
+            tell(driver, f"screenshot {unknown_screenshot}")
             assert_unknown_explained(shown_audit, audit, audit_revisions)
 
             driver.stdin.close()
