@@ -29,7 +29,7 @@ def test_the_json_getter_is_implemented_once_in_the_shared_file():
 def test_every_page_that_gets_json_loads_the_shared_file_first():
     pages = {page.name: page_scripts(page.name) for page in STATIC.glob("*.html")}
     assert pages == {
-        "index.html": ["vendor/chart.umd.min.js", SHARED, "dashboard-history.js", "dashboard.js"],
+        "index.html": ["vendor/chart.umd.min.js", SHARED, "dashboard-history.js", "dashboard-unknown.js", "dashboard.js"],
         "review.html": [SHARED, "review.js"],
         "timeline.html": ["vendor/chart.umd.min.js", SHARED, "timeline.js"],
     }
@@ -39,3 +39,20 @@ def test_every_page_that_gets_json_loads_the_shared_file_first():
         assert all(scripts.index(SHARED) < scripts.index(name) for name in callers), (page, scripts)
     dashboard = (STATIC / "dashboard.js").read_text(encoding="utf-8")
     assert "const getJSON = jsonClient(stats);" in dashboard
+
+
+def test_the_dashboard_knows_the_unknown_reasons_in_the_contract_order():
+    # dashboard-unknown.js spells the eleven reasons of contract §17 once, for their order and sentences.
+    from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
+
+    script = (STATIC / "dashboard-unknown.js").read_text(encoding="utf-8")
+    listed = re.search(r"const REASONS = \[(.*?)\];", script, re.S).group(1)
+    assert re.findall(r'"([a-z_]+)"', listed) == list(UNKNOWN_REASONS)
+    # One sentence per reason family, and a colour per reason.
+    families = re.search(r"const FAMILY_SENTENCES = \{(.*?)\n  \};", script, re.S).group(1)
+    assert re.findall(r"^    ([a-z_]+): ", families, re.M) == [
+        "condition_empty", "condition", "check_missing", "check_unverified", "check_duplicated", "check_not_run", "check_failed",
+        "ambiguous", "multiple_matches",
+    ]
+    colours = re.search(r"const COLORS = \{(.*?)\};", script, re.S).group(1)
+    assert sorted(re.findall(r"([a-z_]+): \"#", colours)) == sorted(UNKNOWN_REASONS)

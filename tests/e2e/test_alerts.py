@@ -9,7 +9,13 @@
   ``--metrics-port`` is registered as a target, poison records are
   published, and Prometheus's own HTTP API (``/api/v1/alerts``) shows
   ``RecurrenceLedgerDeadLetters`` for their reason go pending, then firing;
-  a real view follower's lag and Redis gauges are scraped too.
+  a real view follower's lag and Redis gauges are scraped too, and, once the
+  fixture case tests/cases/unknown_reasons.jsonl went through the worker,
+  its totals of the view (contract §17: unknown selections by reason,
+  binding suspects, ambiguous matches) with the figures of the case's
+  expected file — what ``RecurrenceLedgerBindingSuspect`` reads (that rule
+  is tested by promtool: the shared Prometheus runs the rules it was
+  started with).
 
 Fails — never skips — when promtool, PROMETHEUS_URL or the targets folder is
 missing (the ``promtool`` and ``prometheus`` fixtures, tests/plugins/services.py).
@@ -24,6 +30,7 @@ import time
 import httpx
 
 from recurrence_ledger.runtime.kafka_io import publish_raw
+from tests.conftest import case
 from tests.e2e import harness
 from tests.e2e.harness import REPO
 from tests.plugins.processes import cli_command, cli_env, free_port
@@ -94,6 +101,18 @@ def test_dead_letter_alert_goes_pending_then_firing_in_prometheus(bootstrap, red
         assert {a["labels"]["reason"] for a in alerts(url, ALERT, deployment=prefix)} == {"bad_magic_byte"}
         # The follower's lag is scraped (the view topics are empty: 0).
         assert query(url, 'recurrence_ledger:view_lag:sum{job="recurrence-ledger-view"}') is not None
+
+        # The view's §17 totals: 0 before any record, then the unknown_reasons case's figures.
+        suspects = f'recurrence_ledger_view_binding_suspects{{deployment="{prefix}"}}'
+        assert [sample["value"][1] for sample in query(url, suspects)] == ["0"]
+        journal, expected = case("unknown_reasons")
+        harness.publish(bootstrap, journal, prefix)
+        harness.wait_until(lambda: [s["value"][1] for s in query(url, suspects)] == ["1"], 90, "Prometheus to scrape the binding suspect")
+        statistics = expected["scopes"]["bind-audit"]["statistics"]
+        by_reason = {s["metric"]["reason"]: int(s["value"][1]) for s in query(url, f'recurrence_ledger_view_unknown_selections{{deployment="{prefix}"}}')}
+        assert by_reason == {reason: statistics["unknown_reasons"].get(reason, 0) for reason in by_reason} and len(by_reason) == 11
+        for name in ("ambiguous_matches", "unmatched_failures", "forward_references"):
+            assert [s["value"][1] for s in query(url, f'recurrence_ledger_view_{name}{{deployment="{prefix}"}}')] == [str(statistics[name])], name
     finally:
         for path in (target, view_target):
             path.unlink(missing_ok=True)

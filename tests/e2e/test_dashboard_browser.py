@@ -31,7 +31,10 @@ import time
 import uuid
 
 from recurrence_ledger.api.settings import ApiSettings
+from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.projection import RedisView
+from tests.conftest import case, read_jsonl
 from tests.e2e.api_server import embedded_view, fed_view, running_api
 from tests.plugins.services import BROWSER_DIR
 
@@ -54,6 +57,50 @@ def quiet_scope(record: dict) -> tuple[dict, list[dict]]:
                   "needing_review": 0, "top_revisions": [], "pending_outcomes": 0, "late_revisions": 0, "repeat_failure_rate": 0.0}
     return statistics, rows
 SCOPE = "dns-mirror"
+#: The counters of the scope's panels (data-counter), contract §8 and §16–§17.
+COUNTERS = (
+    "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "ambiguous_matches",
+    "unmatched_failures", "binding_suspects", "late_revisions", "forward_references",
+)
+#: The columns of the scopes table after the scope id.
+SCOPE_COLUMNS = (
+    "as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes",
+    "binding_suspects",
+)
+AUDIT = "bind-audit"
+
+
+def audit_records(tmp_path) -> tuple[dict, list[dict], list[dict]]:
+    """The expected facts of tests/cases/unknown_reasons (every reason of
+    contract §17, one binding suspect) and its last statistics record and
+    revision rows from the embedded runner, to put into the view."""
+    journal, expected = case("unknown_reasons")
+    run_journal(journal, tmp_path / "unknown-reasons", show_progress=False)
+    statistics = read_jsonl(tmp_path / "unknown-reasons" / "recurrence-statistics.jsonl")
+    revisions = read_jsonl(tmp_path / "unknown-reasons" / "revision-statistics.jsonl")
+    return expected["scopes"][AUDIT], statistics, revisions
+
+
+def put(redis_url: str, namespace: str, statistics: list[dict], revisions: list[dict] = ()) -> None:
+    """Write statistics records and revision rows into the view, as a worker would."""
+    writer = RedisView(redis_url, namespace=namespace)
+    try:
+        writer.submit(statistics, revisions=revisions)
+        assert writer.pending == 0
+    finally:
+        writer.close()
+
+
+def tell(driver: subprocess.Popen, line: str, timeout: float = 30) -> dict:
+    """Send the driver one line of its protocol; its next snapshot."""
+    driver.stdin.write(f"{line}\n")
+    driver.stdin.flush()
+    return read_line(driver, timeout)
+
+
+def chips(reasons: dict) -> list[str]:
+    """The page's reason chips of an unknown_reasons object: the reasons that occurred, in the contract's order."""
+    return [f"{reason} {reasons[reason]}" for reason in UNKNOWN_REASONS if reasons.get(reason)]
 
 
 def read_line(process: subprocess.Popen, timeout: float) -> dict:
@@ -83,6 +130,7 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
     node = browser
 
     screenshot = tmp_path / "dashboard.png"
+    unknown_screenshot = tmp_path / "dashboard-unknown.png"
     with fed_view(bootstrap, redis_url, tmp_path) as view, running_api(ApiSettings(redis_url=redis_url, topic_prefix=view.prefix)) as base_url:
         record = view.expected[SCOPE]
         driver = subprocess.Popen(
@@ -95,13 +143,8 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
             # The counters of the last statistics record, as the page shows them.
             assert shown["scope"] == SCOPE
             assert shown["asOf"] == str(record["as_of_position"])
-            assert shown["counters"] == {
-                name: str(record[name])
-                for name in ("selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "late_revisions")
-            }
-            assert shown["scopes"] == [[SCOPE, *(str(record[name]) for name in (
-                "as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes",
-            ))]]
+            assert shown["counters"] == {name: str(record[name]) for name in COUNTERS}
+            assert shown["scopes"] == [[SCOPE, *(str(record[name]) for name in SCOPE_COLUMNS)]]
             assert shown["gapsHeading"] == "Evidence gaps — not failures"
 
             # The two top revisions of the worked example, streaks 4 and 3, in
@@ -135,15 +178,8 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
 
             # A new statistics record in the view reaches the open page by itself.
             newer = {**record, "as_of_position": record["as_of_position"] + 1, "pending_outcomes": record["pending_outcomes"] + 3}
-            writer = RedisView(redis_url, namespace=view.namespace)
-            try:
-                writer.submit([newer])
-                assert writer.pending == 0
-            finally:
-                writer.close()
-            driver.stdin.write(f"expect pending_outcomes {newer['pending_outcomes']}\n")
-            driver.stdin.flush()
-            refreshed = read_line(driver, 30)
+            put(redis_url, view.namespace, [newer])
+            refreshed = tell(driver, f"expect pending_outcomes {newer['pending_outcomes']}")
             assert refreshed["asOf"] == str(newer["as_of_position"])
             assert refreshed["counters"]["pending_outcomes"] == str(newer["pending_outcomes"])
             assert refreshed["scopes"][0][8] == str(newer["pending_outcomes"])
@@ -152,15 +188,8 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
 
             # A scope whose revisions all have streak 0 and none needing review.
             quiet, rows = quiet_scope(record)
-            writer = RedisView(redis_url, namespace=view.namespace)
-            try:
-                writer.submit([quiet], revisions=rows)
-                assert writer.pending == 0
-            finally:
-                writer.close()
-            driver.stdin.write(f"select {QUIET}\n")
-            driver.stdin.flush()
-            calm = read_line(driver, 30)
+            put(redis_url, view.namespace, [quiet], rows)
+            calm = tell(driver, f"select {QUIET}")
             assert calm["scope"] == QUIET and calm["counters"]["needing_review"] == "0"
             assert calm["needingReview"]["alert"] is False and calm["needingReview"]["color"] != REVIEW_RED
             assert calm["reviewPanelAlert"] is False
@@ -169,6 +198,18 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
             assert [row[:4] for row in calm["revisions"]] == [["1", "Z1 r1", "quiet failure", "0"], ["2", "Z2 r1", "quiet failure", "0"]]
             assert calm["review"] == [["none: no revision's streak reaches 3"]]
             assert calm["consoleErrors"] == []
+            # Nothing unknown, no binding suspect: the unknown panel and the suspects say none.
+            assert calm["unknown"]["rows"] == [["none: every selection of this scope has a terminal verdict"]]
+            assert calm["unknown"]["shown"] is False and calm["unknown"]["scopeReasonsNone"] is True
+            assert calm["suspects"]["rows"] == [["none: no revision without a verdict has 3 unknown selections its binding explains"]]
+            assert calm["suspects"]["panelAlert"] is False
+
+            # The unknown_reasons case (contract §17): every reason, one binding suspect.
+            audit, audit_statistics, audit_revisions = audit_records(tmp_path)
+            put(redis_url, view.namespace, audit_statistics, audit_revisions)
+            shown_audit = tell(driver, f"select {AUDIT}")
+            tell(driver, f"screenshot {unknown_screenshot}")
+            assert_unknown_explained(shown_audit, audit, audit_revisions)
 
             driver.stdin.close()
             assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]
@@ -182,6 +223,59 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
     print(f"dashboard screenshot: {screenshot} ({screenshot.stat().st_size} bytes)")
     if os.environ.get("RL_DASHBOARD_SCREENSHOT"):
         shutil.copyfile(screenshot, os.environ["RL_DASHBOARD_SCREENSHOT"])
+    assert unknown_screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    record_property("dashboard_unknown_screenshot", str(unknown_screenshot))
+    print(f"dashboard screenshot of the unknown reasons: {unknown_screenshot}")
+    if os.environ.get("RL_DASHBOARD_UNKNOWN_SCREENSHOT"):
+        shutil.copyfile(unknown_screenshot, os.environ["RL_DASHBOARD_UNKNOWN_SCREENSHOT"])
+
+
+def assert_unknown_explained(shown: dict, audit: dict, revisions: list[dict]) -> None:
+    """What the page shows of the unknown_reasons case: the figures of its
+    expected file (never computed by the code under test), in the places a
+    user looks."""
+    statistics = audit["statistics"]
+    expected_revisions = audit["revisions"]
+    signatures = {f"{row['artifact_ref']['artifact_id']} r{row['artifact_ref']['revision']}": row["signature_key"] for row in revisions}
+    assert shown["scope"] == AUDIT and shown["consoleErrors"] == []
+    for name in ("unknown", "ambiguous_matches", "unmatched_failures", "binding_suspects", "forward_references"):
+        assert shown["counters"][name] == str(statistics[name]), name
+    assert [row[-1] for row in shown["scopes"] if row[0] == AUDIT] == [str(statistics["binding_suspects"])]
+    # The scope's unknown by reason: all eleven reasons occur, in the contract's order.
+    assert shown["unknown"]["scopeReasons"] == chips(statistics["unknown_reasons"]) and len(shown["unknown"]["scopeReasons"]) == 11
+    # Each revision's unknown, most first (A1 and A2 tie at 1: contract §8 order), broken down by reason.
+    order = ["B1 r1", "B2 r1", "A1 r1", "A2 r1"]
+    figures = {name: expected_revisions[name.replace(" ", "")] for name in order}
+    assert [figures[name]["unknown"] for name in order] == [9, 3, 1, 1]
+    assert shown["unknown"]["rows"] == [
+        [name, signatures[name], str(figures[name]["unknown"]), str(figures[name]["ambiguous"]), "".join(chips(figures[name]["unknown_reasons"])),
+         "binding suspect" if figures[name]["binding_suspect"] else ""]
+        for name in order
+    ]
+    assert shown["unknown"]["rowReasons"] == [chips(figures[name]["unknown_reasons"]) for name in order]
+    # The binding's reasons (condition_empty, check_…) are marked; every chip says what its reason means.
+    assert shown["unknown"]["suspectReasons"] == [chip for name in order for chip in chips(figures[name]["unknown_reasons"])
+                                                 if chip.startswith(("condition_empty", "check_"))]
+    assert all(title for title in shown["unknown"]["reasonTitles"])
+    # The stacked chart: one bar per revision, one dataset per reason that occurs, adding up to each revision's unknown.
+    chart = shown["unknown"]["chart"]
+    assert shown["unknown"]["shown"] is True
+    assert chart["labels"] == [f"{name} · {signatures[name]}" for name in order]
+    assert [dataset["label"] for dataset in chart["datasets"]] == list(UNKNOWN_REASONS)
+    for index, name in enumerate(order):
+        assert sum(dataset["data"][index] for dataset in chart["datasets"]) == figures[name]["unknown"]
+        assert {d["label"]: d["data"][index] for d in chart["datasets"] if d["data"][index]} == figures[name]["unknown_reasons"]
+    # The binding suspect, with what to fix: B1 r1's nine unknowns have nine reasons, one each; the first of
+    # the binding's in the contract's order (check_missing) names the fix, the others follow.
+    suspects = shown["suspects"]
+    assert (suspects["count"], suspects["threshold"], suspects["panelAlert"]) == ("1", "3", True)
+    assert suspects["counterColor"] == REVIEW_RED
+    [suspect] = suspects["rows"]
+    assert suspect[:3] == ["B1 r1", signatures["B1 r1"], "9"]
+    assert suspect[3].startswith("the condition was observed once but the bound check never ran (no check of the outcome has its name): ")
+    assert suspects["fixReasons"] == ["check_missing"]
+    others = [chip for chip in chips(figures["B1 r1"]["unknown_reasons"]) if not chip.startswith("check_missing")]
+    assert suspects["also"] == [f"(also {', '.join(others)})"]
 
 
 def test_dashboard_with_an_api_token_asks_once_and_shows_the_scope(redis_url, browser, tmp_path):

@@ -45,6 +45,7 @@ SURFACES = ("experience_content", "working_state", "recall_policy", "acceptance_
 ROW_FIELDS = (
     "artifact_ref", "signature_key", "terminal_recurred_streak", "needs_review",
     "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield",
+    "unknown", "unknown_reasons", "ambiguous", "binding_suspect",  # contract §17
 )
 
 
@@ -73,6 +74,7 @@ EXPECTED_ORDERS = {
     "recurred": lambda row: (-row["recurred"], contract_order(row)),
     "selected": lambda row: (-row["selected"], contract_order(row)),
     "yield": lambda row: (row["yield"] is None, -1 if row["yield"] is None else row["yield"], contract_order(row)),
+    "unknown": lambda row: (-row["unknown"], contract_order(row)),
 }
 
 
@@ -111,6 +113,7 @@ def fed(bootstrap, redis_url, tmp_path_factory) -> Iterator[Fed]:
         assert any(row["yield"] is None for row in rows) and any(row["artifact_ref"]["revision"] == 2 for row in rows)
         assert any(row["low_yield"] for row in rows) and any(row["needs_review"] for row in rows)
         assert any(row["low_yield"] and row["needs_review"] for row in rows)
+        assert len({row["unknown"] for row in rows}) > 3  # sort=unknown reorders (no binding suspect: the filter keeps none or all)
         yield Fed(view.prefix, view.namespace, redis_url, bootstrap, statistics, revisions, history)
 
 
@@ -174,7 +177,7 @@ def test_api_serves_every_revision_in_contract_order(api, fed):
         assert len(api.get(f"/scopes/{scope_id}/revisions").json()["revisions"]) == min(10, len(rows))
 
 
-@pytest.mark.parametrize("sort", ["streak", "recurred", "yield", "selected"])
+@pytest.mark.parametrize("sort", ["streak", "recurred", "yield", "selected", "unknown"])
 def test_api_sorts(api, fed, sort):
     differs = False
     for scope_id, rows in fed.revisions.items():
@@ -204,7 +207,7 @@ def test_api_filters(api, fed):
             body = get(scope_id, surface=surface)
             assert without_rank(body["revisions"]) == [api_row(r) for r in ordered if r["repair_surface"] == surface]
             assert body["surface"] == surface and body["available"] == len(body["revisions"]) and body["total"] == len(rows)
-        for name in ("low_yield", "needs_review"):
+        for name in ("low_yield", "needs_review", "binding_suspect"):
             for flag in (True, False):
                 body = get(scope_id, **{name: str(flag).lower()})
                 assert without_rank(body["revisions"]) == [api_row(r) for r in ordered if r[name] is flag]
@@ -262,7 +265,7 @@ def test_api_etag_follows_the_revision_rows(api, fed):
 def test_api_unknown_scope_and_bad_parameters(api, fed):
     assert api.get("/scopes/no-such-scope/revisions").status_code == 404
     scope_id = min(fed.revisions)
-    for query in ("sort=streaks", "surface=everything", "low_yield=perhaps", "offset=-3", "limit=0"):
+    for query in ("sort=streaks", "surface=everything", "low_yield=perhaps", "binding_suspect=perhaps", "offset=-3", "limit=0"):
         response = api.get(f"/scopes/{scope_id}/revisions?{query}")
         assert response.status_code == 400, query
 
@@ -270,11 +273,11 @@ def test_api_unknown_scope_and_bad_parameters(api, fed):
 def test_openapi_documents_the_revisions_parameters(api):
     document = api.get("/openapi.json").json()
     operation = document["paths"]["/scopes/{scope}/revisions"]["get"]
-    assert {p["name"] for p in operation["parameters"]} >= {"scope", "sort", "surface", "low_yield", "needs_review", "limit", "offset"}
+    assert {p["name"] for p in operation["parameters"]} >= {"scope", "sort", "surface", "low_yield", "needs_review", "binding_suspect", "limit", "offset"}
     schema = document["components"]["schemas"]["RevisionList"]
-    assert {"total", "available", "complete", "offset", "surface", "low_yield", "needs_review", "revisions"} <= set(schema["properties"])
+    assert {"total", "available", "complete", "offset", "surface", "low_yield", "needs_review", "binding_suspect", "revisions"} <= set(schema["properties"])
     sort = next(p for p in operation["parameters"] if p["name"] == "sort")["schema"]
-    assert set(sort["enum"]) == {"streak", "recurred", "yield", "selected"}
+    assert set(sort["enum"]) == {"streak", "recurred", "yield", "selected", "unknown"}
 
 
 # ----------------------------------------------------------------- rank

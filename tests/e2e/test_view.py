@@ -201,9 +201,10 @@ def test_hgetall_is_one_call_with_every_counter(make_view, histories, raw):
         assert [args[0] for args in sent] == ["HGETALL"]
 
         fields = raw.hgetall(f"{view.namespace}:scope:{escape_scope(scope_id)}")
-        assert set(fields) == {*COUNTER_FIELDS, "top_revisions", "record", "review_threshold"}
+        assert set(fields) == {*COUNTER_FIELDS, "unknown_reasons", "top_revisions", "record", "review_threshold"}
         for name in COUNTER_FIELDS:
             assert fields[name] == str(last[name])
+        assert fields["unknown_reasons"] == canonical_json(last["unknown_reasons"]).decode()
         assert fields["review_threshold"] == str(view.review_threshold)  # the writer's policy, stored with the scope
         assert fields["top_revisions"] == canonical_json(last["top_revisions"]).decode()
         assert fields["record"] == canonical_json(last).decode()

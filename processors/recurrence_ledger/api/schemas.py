@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface
+from recurrence_ledger.ledger.records import UnknownReasons
 from recurrence_ledger.ledger.statistics import LOW_YIELD, LOW_YIELD_MIN_SELECTED
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
@@ -20,7 +21,7 @@ ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_ra
 
 #: ``sort`` of ``GET /scopes/{scope}/revisions``
 #: (``recurrence_ledger.read.reader.REVISION_SORTS``).
-RevisionSort = Literal["streak", "recurred", "yield", "selected"]
+RevisionSort = Literal["streak", "recurred", "yield", "selected", "unknown"]
 
 
 class _Shape(BaseModel):
@@ -34,7 +35,8 @@ class ScopeSummary(_Shape):
     """One scope's counters (contract §8): ledger facts (selected, recurred,
     avoided, needing_review), the evidence-coverage figures (unknown,
     unlinked_handoff_citations) and the operational gauges
-    (pending_outcomes, late_revisions)."""
+    (pending_outcomes, late_revisions); since revision 3 the counts of
+    §16–§17 (0 for a record written before it)."""
 
     scope_id: str
     as_of_position: int = Field(description="Highest journal position applied in the scope (pending outcomes included).")
@@ -46,6 +48,10 @@ class ScopeSummary(_Shape):
     needing_review: int = Field(description="Revisions whose streak ≥ the review threshold (the true count, even beyond top_revisions).")
     pending_outcomes: int = Field(description="Gauge: outcomes waiting for their receipt, Handoff or cited Experience.")
     late_revisions: int = Field(description="Gauge: revisions that arrived after outcomes that could have cited them.")
+    forward_references: int = Field(0, description="References that point forward in the journal and link nothing (contract §16).")
+    ambiguous_matches: int = Field(0, description="Ambiguous RecurrenceMatches: a failure matched several revisions' cues (contract §17).")
+    unmatched_failures: int = Field(0, description="Unmatched RecurrenceMatches: failures no lesson covers yet (contract §17).")
+    binding_suspects: int = Field(0, description="Revisions whose bound check proves nothing (binding_suspect, contract §17).")
 
 
 class ScopeList(_Shape):
@@ -74,6 +80,15 @@ class _Figures(_Shape):
     avoided: int = Field(0, description="Terminal avoided verdicts of the revision.")
     yield_: float | None = Field(None, alias="yield", description="avoided / (avoided + recurred), rounded to 4 decimals; null without terminal verdicts.")
     low_yield: bool = Field(False, description=f"selected ≥ {LOW_YIELD_MIN_SELECTED} and yield < {float(LOW_YIELD)} (surfaced only, never retired: contract §14).")
+    unknown: int = Field(0, description="Selections without a terminal verdict (contract §17): selected minus the terminal verdicts on linked outcomes.")
+    unknown_reasons: UnknownReasons = Field(
+        UnknownReasons(), description="Why each unknown selection stayed unknown: the eleven reasons of contract §17, in its order, summing to unknown."
+    )
+    ambiguous: int = Field(0, description="Ambiguous RecurrenceMatches with this revision among the eligible candidates (contract §17).")
+    binding_suspect: bool = Field(
+        False, description="No terminal verdict at all, and at least review-threshold unknown selections with condition_empty or a check_… reason: "
+        "the bound check proves nothing (contract §17).",
+    )
 
 
 class RevisionRow(_Figures):
@@ -98,12 +113,13 @@ class RevisionList(_Shape):
     scope_id: str
     as_of_position: int
     sort: RevisionSort = Field(
-        description="streak: contract §8 order (streak desc, ArtifactRef, signature_key); recurred / selected: that count desc; "
+        description="streak: contract §8 order (streak desc, ArtifactRef, signature_key); recurred / selected / unknown: that count desc; "
         "yield: lowest first, null last; ties in contract §8 order."
     )
     surface: RepairSurface | None = Field(None, description="The repair_surface filter, null when none.")
     low_yield: bool | None = Field(None, description="The low_yield filter, null when none.")
     needs_review: bool | None = Field(None, description="The needs_review filter, null when none.")
+    binding_suspect: bool | None = Field(None, description="The binding_suspect filter, null when none.")
     limit: int
     offset: int
     total: int = Field(description="Revisions of the scope in the view.")

@@ -24,10 +24,11 @@ selection or a verdict — the view's revisions hash, one last
 RevisionStatistics record per revision, not only each scope's top N
 — each with artifact_ref, signature_key, terminal_recurred_streak,
 needs_review and the revision's figures (repair_surface, selected / recurred /
-avoided counts, yield, low_yield). It orders them as the API's
+avoided counts, yield, low_yield; unknown, unknown_reasons, ambiguous and
+binding_suspect of contract §17). It orders them as the API's
 ``sort=streak`` does (``recurrence_ledger.ledger.statistics.rank_key``:
 streak, then ArtifactRef, then signature_key, then scope id); ``--surface`` keeps the rows of one repair_surface, ``--low-yield`` the
-low-yield ones, ``--limit`` the first N.
+low-yield ones, ``--binding-suspect`` the binding suspects, ``--limit`` the first N.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from rich.table import Table
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.cli.options import ReadRedisOption, ViewPrefixOption, json_option
 from recurrence_ledger.embedded import stdout_console
-from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key
+from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key, reason_counts
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader
 from recurrence_ledger.redact import redact_url
@@ -100,25 +101,33 @@ def _snapshots(reader: ViewReader, scope: str | None) -> dict:
 
 #: The RevisionStatistics fields ``rank`` prints besides the ArtifactRef and signature.
 ROW_FIELDS = ("terminal_recurred_streak", "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "needs_review")
+#: The fields of contract §17 (revision 3) ``rank`` prints, with the value of
+#: a row written before revision 3, which lacks them.
+UNKNOWN_FIELDS = {"unknown": 0, "ambiguous": 0, "binding_suspect": False}
 
 
-def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | None = None, low_yield: bool = False) -> list[dict]:
+def ranked_rows(
+    revisions: dict[str, list[dict]], limit: int, surface: str | None = None, low_yield: bool = False, binding_suspect: bool = False
+) -> list[dict]:
     """The rows ``rank`` prints: ``revisions`` maps a scope id to
     its RevisionStatistics rows (every revision of the scope, as
     ``recurrence_ledger.api.ViewReader.revisions`` reads them); keeps those whose
-    repair_surface is ``surface`` when given and only low-yield ones with
-    ``low_yield``; sorts them in contract §8 order
+    repair_surface is ``surface`` when given, only low-yield ones with
+    ``low_yield`` and only binding suspects with ``binding_suspect``; sorts them in contract §8 order
     (``recurrence_ledger.ledger.statistics.rank_key``: streak, ArtifactRef,
     signature_key, scope id — the API's ``sort=streak`` order) and returns the first
     ``limit``. Each row: ``{rank, scope_id, artifact_ref, signature_key,
     terminal_recurred_streak, repair_surface, selected, recurred, avoided,
-    yield, low_yield, needs_review}``."""
+    yield, low_yield, needs_review, unknown, unknown_reasons, ambiguous,
+    binding_suspect}`` (``unknown_reasons`` with all eleven reasons)."""
     rows = [
         {
             "scope_id": scope_id,
             "artifact_ref": row["artifact_ref"],
             "signature_key": row["signature_key"],
             **{name: row[name] for name in ROW_FIELDS},
+            **{name: row.get(name, default) for name, default in UNKNOWN_FIELDS.items()},
+            "unknown_reasons": reason_counts(row.get("unknown_reasons")),
         }
         for scope_id, scope_rows in revisions.items()
         for row in scope_rows
@@ -127,6 +136,8 @@ def ranked_rows(revisions: dict[str, list[dict]], limit: int, surface: str | Non
         rows = [row for row in rows if row["repair_surface"] == surface]
     if low_yield:
         rows = [row for row in rows if row["low_yield"]]
+    if binding_suspect:
+        rows = [row for row in rows if row["binding_suspect"]]
     rows.sort(key=rank_key)
     return [{"rank": rank, **row} for rank, row in enumerate(rows[:limit], start=1)]
 
@@ -141,16 +152,16 @@ def _revisions(reader: ViewReader, scope: str | None) -> dict[str, list[dict]]:
 RANK_COLUMNS = (
     ("rank", "#", True), ("scope", "scope", False), ("revision", "revision", False), ("signature", "signature", False),
     ("surface", "surface", False), ("streak", "streak", True), ("recurred", "recurred", True), ("avoided", "avoided", True),
-    ("yield", "yield", True), ("review", "review", False),
+    ("unknown", "unknown", True), ("yield", "yield", True), ("review", "review", False),
 )
 #: How the ``rank`` table is narrowed while it is wider than the terminal,
 #: step by step: ("cut", column, width) cuts a column's cells to that width
 #: with an ellipsis (no other cell is ever cut); ("drop", column, …) leaves
-#: those columns out (yield still tells how recurred and avoided compare;
-#: --json has them).
+#: those columns out (yield still tells how recurred and avoided compare,
+#: the review column still names binding suspects; --json has them).
 RANK_NARROWING = (
     ("cut", "signature", 24), ("drop", "recurred", "avoided"), ("cut", "signature", 16), ("cut", "scope", 12),
-    ("cut", "revision", 12), ("cut", "surface", 10), ("cut", "signature", 8),
+    ("cut", "revision", 12), ("cut", "surface", 13), ("drop", "unknown"), ("cut", "surface", 10), ("cut", "signature", 8),
 )
 #: Spaces between two columns of a table with pad_edge=False, collapse_padding=True, show_edge=False.
 COLUMN_GAP = 2
@@ -167,7 +178,8 @@ def rank_table(rows: list[dict], title: str, width: int) -> tuple[Table, list[st
     """The ``rank`` table of ``rows`` (:func:`ranked_rows`) fitted to
     ``width`` columns: one line per row, never a cell broken over lines.
     The scope column is left out when every row has the same scope (the
-    title names it); while the table is too wide it is narrowed as
+    title names it), the unknown column when no row has an unknown
+    selection; while the table is too wide it is narrowed as
     :data:`RANK_NARROWING` says. Returns the table and the names of the
     columns left out."""
     scopes = sorted({row["scope_id"] for row in rows})
@@ -180,10 +192,15 @@ def rank_table(rows: list[dict], title: str, width: int) -> tuple[Table, list[st
         "streak": [str(row["terminal_recurred_streak"]) for row in rows],
         "recurred": [str(row["recurred"]) for row in rows],
         "avoided": [str(row["avoided"]) for row in rows],
+        "unknown": [str(row["unknown"]) for row in rows],
         "yield": ["-" if row["yield"] is None else f"{row['yield']:.2f}" + (" low" if row["low_yield"] else "") for row in rows],
-        "review": ["yes" if row["needs_review"] else "" for row in rows],
+        # Never both (contract §17): a binding suspect has no terminal verdict, a revision needing review has a streak.
+        "review": ["yes" if row["needs_review"] else "suspect" if row["binding_suspect"] else "" for row in rows],
     }
-    columns = [column for column in RANK_COLUMNS if not (column[0] == "scope" and len(scopes) == 1)]
+    # Columns without information are left out: scope when every row has the same (the title names it),
+    # unknown when no row has an unknown selection (a view written before contract revision 3, or full evidence).
+    unknown = any(row["unknown"] for row in rows)
+    columns = [column for column in RANK_COLUMNS if not (column[0] == "scope" and len(scopes) == 1) and (column[0] != "unknown" or unknown)]
     natural = {name: max([cell_len(header), *(cell_len(cell) for cell in cells[name])]) for name, header, _ in columns}
     widths = dict(natural)
 
@@ -214,7 +231,8 @@ def rank_table(rows: list[dict], title: str, width: int) -> tuple[Table, list[st
             fixed = {"width": widths[name]} if name in cut else {}
             table.add_column(header, justify="right" if right else "left", no_wrap=True, overflow="ellipsis", **fixed)
     for index, row in enumerate(rows):
-        table.add_row(*(cells[name][index] for name, _, _ in columns if name in widths), style="red" if row["needs_review"] else None)
+        style = "red" if row["needs_review"] else "dark_orange" if row["binding_suspect"] else None
+        table.add_row(*(cells[name][index] for name, _, _ in columns if name in widths), style=style)
     return table, left_out
 
 
@@ -222,6 +240,9 @@ def rank_command(
     scope: ScopeOption = None,
     surface: Annotated[Optional[str], typer.Option("--surface", help="Only revisions with this repair_surface: " + ", ".join(REPAIR_SURFACES) + ".")] = None,
     low_yield: Annotated[bool, typer.Option("--low-yield", help="Only low-yield revisions (selected ≥ 3, yield < 0.3).")] = False,
+    binding_suspect: Annotated[
+        bool, typer.Option("--binding-suspect", help="Only binding suspects: revisions whose bound check proves nothing.")
+    ] = False,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to print.")] = 10,
     as_json: JsonOption = False,
     redis_url: ReadRedisOption = None,
@@ -232,32 +253,35 @@ def rank_command(
     Lists every revision with a selection or a verdict (not only each
     scope's top N) in the order of the API's sort=streak: streak, then
     ArtifactRef, then signature, then scope. Each row has the revision's
-    repair_surface, recurred and avoided counts, yield and review flag; the
-    table fits the terminal (long cells end with an ellipsis), --json prints
-    every field."""
+    repair_surface, recurred, avoided and unknown counts, yield and review
+    flag, and marks binding suspects; the table fits the terminal (long
+    cells end with an ellipsis), --json prints every field."""
     if surface is not None and surface not in REPAIR_SURFACES:
         raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
     reader = _reader(redis_url, topic_prefix)
     try:
-        rows = ranked_rows(_revisions(reader, scope), limit, surface, low_yield)
+        rows = ranked_rows(_revisions(reader, scope), limit, surface, low_yield, binding_suspect)
     finally:
         reader.close()
     if as_json:
         print(json.dumps(rows, ensure_ascii=False))
         return
-    filters = (f" with repair_surface {surface}" if surface else "") + (" with a low yield" if low_yield else "")
+    filters = (f" with repair_surface {surface}" if surface else "") + (" with a low yield" if low_yield else "") + (
+        " that are binding suspects" if binding_suspect else "")
     if not rows:
         where = f"scope {scope}" if scope is not None else "any scope"
         console.print(f"no revisions{filters} in {where} of the Redis view {reader.namespace}", highlight=False)
         return
-    title = f"revisions by streak ({reader.namespace})" + (f", repair_surface {surface}" if surface else "") + (", low yield" if low_yield else "")
+    title = f"revisions by streak ({reader.namespace})" + (f", repair_surface {surface}" if surface else "") + (", low yield" if low_yield else "") + (
+        ", binding suspects" if binding_suspect else "")
     table, left_out = rank_table(rows, title, console.width)
     console.print(table.title, style="bold", highlight=False)
     table.title = None
     console.print(table)
     console.print(
         "Ordered by streak, then ArtifactRef, then signature (as the API's sort=streak). yield = avoided / (avoided + recurred), "
-        "- without terminal verdicts; low = low yield (selected ≥ 3, yield < 0.3), surfaced only."
+        "- without terminal verdicts; low = low yield (selected ≥ 3, yield < 0.3), surfaced only. unknown = selections "
+        "without a terminal verdict; suspect = a binding suspect, its bound check proves nothing."
         + (f" Left out at this width: {', '.join(left_out)} (see --json)." if left_out else ""),
         style="dim", highlight=False,
     )
@@ -276,6 +300,27 @@ STAT_HEADERS = {
     "pending_outcomes": "pending",
     "late_revisions": "late",
 }
+#: The counts of contract §16–§17 a scope's line under the ``stats`` table names, besides its unknown reasons.
+STAT_NOTES = {"ambiguous_matches": "ambiguous matches", "unmatched_failures": "unmatched failures", "forward_references": "forward references"}
+
+
+def reason_summary(counts: dict | None) -> str:
+    """The reasons of contract §17 that occurred, in the contract's order:
+    ``"check_missing 2, check_failed 1"``; "" when none."""
+    return ", ".join(f"{reason} {count}" for reason, count in reason_counts(counts).items() if count)
+
+
+def unknown_line(record: dict) -> str | None:
+    """The line ``stats`` prints under its table for one scope: its binding
+    suspects, its unknown selections by reason and its ambiguous, unmatched
+    and forward counts (those that are not 0); None when all are 0."""
+    suspects = record.get("binding_suspects", 0)
+    parts = [f"{suspects} binding suspect{'s' if suspects > 1 else ''}"] if suspects else []
+    if record["unknown"]:
+        reasons = reason_summary(record.get("unknown_reasons"))
+        parts.append(f"unknown {record['unknown']}" + (f" ({reasons})" if reasons else ""))
+    parts += [f"{label} {record[name]}" for name, label in STAT_NOTES.items() if record.get(name, 0)]
+    return f"{record['scope_id']}: " + "; ".join(parts) if parts else None
 
 
 def stats_command(
@@ -286,8 +331,10 @@ def stats_command(
 ) -> None:
     """Each scope's statistics record (contract §8), from the Redis view.
 
-    --json prints a JSON array of the records, sorted by scope id, exactly
-    as the view stores them."""
+    Under the table of counters, a line per scope gives its binding
+    suspects, its unknown selections by reason and its ambiguous, unmatched
+    and forward counts. --json prints a JSON array of the
+    records, sorted by scope id, exactly as the view stores them."""
     reader = _reader(redis_url, topic_prefix)
     try:
         snapshots = _snapshots(reader, scope)
@@ -307,9 +354,14 @@ def stats_command(
     for record in records:
         table.add_row(record["scope_id"], *(str(record[name]) for name in STAT_COLUMNS))
     console.print(table)
+    for record in records:
+        line = unknown_line(record)
+        if line:
+            console.print(line, style="dark_orange" if record.get("binding_suspects", 0) else None, highlight=False)
     console.print(
         "unknown, unlinked Handoff citations and pending outcomes are evidence gaps (coverage), not failures; "
-        "late = late revisions.",
+        "late = late revisions; binding suspects = revisions whose bound check proves nothing "
+        "(rank --binding-suspect lists them).",
         style="dim", highlight=False,
     )
 

@@ -42,6 +42,20 @@ Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 | ``recurrence_ledger_view_last_applied_timestamp_seconds`` | gauge | | Kafka timestamp of the newest record applied |
 | ``recurrence_ledger_view_redis_up`` | gauge | | 1 when the last write succeeded, 0 while Redis is down |
 | ``recurrence_ledger_view_batch_seconds`` | histogram | | one batch: Redis writes and offset commit |
+| ``recurrence_ledger_view_unknown_selections`` | gauge | reason | unknown selections with that contract §17 reason, summed over every scope of the view (eleven series) |
+| ``recurrence_ledger_view_binding_suspects`` | gauge | | revisions with ``binding_suspect``, summed over the scopes |
+| ``recurrence_ledger_view_ambiguous_matches`` | gauge | | ambiguous RecurrenceMatches, summed over the scopes |
+| ``recurrence_ledger_view_unmatched_failures`` | gauge | | unmatched RecurrenceMatches (failures no lesson covers), summed over the scopes |
+| ``recurrence_ledger_view_forward_references`` | gauge | | contract §16 forward references, summed over the scopes |
+| ``recurrence_ledger_view_totals_timestamp_seconds`` | gauge | | when the gauges above were last read from Redis |
+
+The last six are totals of the whole view (``recurrence_ledger.read.totals``),
+read from Redis at start and then at most every :data:`TOTALS_INTERVAL_S`
+while ScopeStatistics records arrive, at least every
+:data:`TOTALS_IDLE_INTERVAL_S`, so they include what other followers (or a
+rebuild) wrote and survive a restart; only a follower that serves its
+metrics reads them. Every follower of a deployment reports the same totals:
+aggregate them with ``max``, not ``sum``.
 
 :func:`rebuild_read_models` recreates the read models from the topics
 (read whole, like ``recurrence_ledger.read.rebuild.rebuild_from_topic``
@@ -65,9 +79,11 @@ from pydantic import ValidationError
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.follower_view import FollowerView
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, ReadModels
 from recurrence_ledger.read.records import Located
+from recurrence_ledger.read.totals import ViewTotals, view_totals
 from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
@@ -97,6 +113,22 @@ FOLLOWED: dict[str, tuple[str, Any]] = {
 REBUILD_CHUNK = 5000
 #: Longest wait between two attempts while Redis is down (seconds).
 MAX_BACKOFF_S = 30.0
+#: Seconds between two reads of the view's totals while ScopeStatistics
+#: records arrive, and at most without any (the gauges of the module docstring).
+TOTALS_INTERVAL_S = 10.0
+TOTALS_IDLE_INTERVAL_S = 60.0
+
+
+def totals_due(last_read: float | None, now: float, statistics_applied: bool) -> bool:
+    """Whether a follower reads the view's totals again at ``now``
+    (``time.monotonic()`` seconds): when it never read them (``last_read``
+    None), :data:`TOTALS_INTERVAL_S` after the last read once it applied
+    ScopeStatistics records since (``statistics_applied``), and
+    :data:`TOTALS_IDLE_INTERVAL_S` after it otherwise (other followers, or a
+    rebuild, may have written the view)."""
+    if last_read is None:
+        return True
+    return now - last_read >= (TOTALS_INTERVAL_S if statistics_applied else TOTALS_IDLE_INTERVAL_S)
 
 
 def view_group(app_id: str, topic_prefix: str = "") -> str:
@@ -153,10 +185,37 @@ class FollowerMetrics:
             "recurrence_ledger_view_batch_seconds", "One batch: Redis writes and offset commit.",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry,
         )
+        self.unknown = Gauge(
+            "recurrence_ledger_view_unknown_selections", "Unknown selections with this contract §17 reason, over every scope of the view.",
+            ["reason"], registry=self.registry,
+        )
+        self.binding_suspects = Gauge(
+            "recurrence_ledger_view_binding_suspects", "Revisions whose bound check proves nothing (binding_suspect), over every scope.", registry=self.registry
+        )
+        self.ambiguous_matches = Gauge("recurrence_ledger_view_ambiguous_matches", "Ambiguous RecurrenceMatches, over every scope.", registry=self.registry)
+        self.unmatched_failures = Gauge(
+            "recurrence_ledger_view_unmatched_failures", "Unmatched RecurrenceMatches (failures no lesson covers), over every scope.", registry=self.registry
+        )
+        self.forward_references = Gauge("recurrence_ledger_view_forward_references", "Forward references (contract §16), over every scope.", registry=self.registry)
+        self.totals_read = Gauge(
+            "recurrence_ledger_view_totals_timestamp_seconds", "When the view's totals were last read from Redis.", registry=self.registry
+        )
         for topic in FOLLOWED:
             self.records.labels(topic)
             self.skipped.labels(topic)
+        for reason in UNKNOWN_REASONS:
+            self.unknown.labels(reason)
         self.redis_up.set(1)
+
+    def set_totals(self, totals: ViewTotals) -> None:
+        """Set the view's gauges to ``totals`` (read at the current time)."""
+        for reason, count in totals.unknown_reasons.items():
+            self.unknown.labels(reason).set(count)
+        self.binding_suspects.set(totals.binding_suspects)
+        self.ambiguous_matches.set(totals.ambiguous_matches)
+        self.unmatched_failures.set(totals.unmatched_failures)
+        self.forward_references.set(totals.forward_references)
+        self.totals_read.set(time.time())
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         start_http_server(port, addr=address, registry=self.registry)
@@ -197,6 +256,10 @@ class ViewFollower:
         self.applied = 0
         self.idle_exit_s = config.exit_when_idle_s
         self.draining = False
+        #: Read the view's totals into the gauges (only when they are served).
+        self.totals_enabled = config.metrics_port is not None
+        self._totals_at: float | None = None  # time.monotonic() of the last read; None: never read
+        self._statistics_since_totals = False
 
     def stop(self, *_: Any) -> None:
         """Finish the current batch, then stop."""
@@ -237,6 +300,8 @@ class ViewFollower:
                 if now - last_lag >= 2 or not records:
                     self._update_lag()
                     last_lag = now
+                if self.totals_enabled:
+                    self.refresh_totals(now)
                 idle = self.idle_exit_s
                 if idle is not None and assigned_once and now - last_activity >= idle:
                     log.info("idle for %.1f s: stopping%s", idle, " (the worker stopped; the view has what it committed)" if self.draining else "")
@@ -279,6 +344,7 @@ class ViewFollower:
         revisions = [record.value for record in batch if record.topic == REVISION_STATISTICS]
         if statistics or revisions:
             self.view.submit(statistics, revisions=revisions)
+        self._statistics_since_totals |= bool(statistics)
         backoff, paused = 0.5, False
         try:
             while True:
@@ -315,6 +381,26 @@ class ViewFollower:
         if batch:
             self.metrics.last_applied.set(max(record.timestamp for record in batch) / 1000)
         self.applied += len(batch)
+        return True
+
+    def refresh_totals(self, now: float | None = None, force: bool = False) -> bool:
+        """Read the view's totals (``recurrence_ledger.read.totals``) into
+        the gauges when due — never read yet, :data:`TOTALS_INTERVAL_S`
+        after the last read once ScopeStatistics records were applied,
+        :data:`TOTALS_IDLE_INTERVAL_S` otherwise — or with ``force``. True
+        when they were read. Never raises because of Redis: the gauges keep
+        their values and the next call tries again."""
+        now = time.monotonic() if now is None else now
+        if not force and not totals_due(self._totals_at, now, self._statistics_since_totals):
+            return False
+        self._totals_at = now
+        try:
+            totals = view_totals(self.view._client, self.view.layout)
+        except REDIS_DOWN_ERRORS as error:
+            log.debug("the view's totals were not read: %s", error)
+            return False
+        self._statistics_since_totals = False
+        self.metrics.set_totals(totals)
         return True
 
     def _commit(self, messages: list[Message]) -> None:

@@ -15,12 +15,21 @@ from recurrence_ledger.read.records import pad
 from recurrence_ledger.read.scripts import scripts
 
 
+def row_measure(row: dict) -> int:
+    """What grows with every RevisionStatistics record of one revision:
+    ``selected + recurred + avoided + ambiguous`` (contract §17's
+    ``ambiguous``, 0 in rows written before revision 3: a revision can get a
+    new row for an ambiguous match alone). ``guarded_write.lua`` computes
+    the same of the stored row."""
+    return row["selected"] + row["recurred"] + row["avoided"] + row.get("ambiguous", 0)
+
+
 class FollowerView(RedisView):
     """``RedisView`` whose scope writes are guarded: a scope's keys are
     replaced only when the record's ``as_of_position`` is ≥ the stored one,
-    a revision row only when its ``selected + recurred + avoided`` is ≥ the
-    stored row's. Both grow with every record of the key in publication
-    order (a scope's position is the highest applied; observations are
+    a revision row only when its :func:`row_measure` is ≥ the stored row's.
+    Both grow with every record of the key in publication order (a scope's
+    position is the highest applied; observations and ambiguous matches are
     never withdrawn), so an older record never replaces a newer one,
     whoever wrote the newer one. A record equal on that measure is written
     (the later read wins). Each scope is one Lua script (``guarded_write``:
@@ -51,7 +60,7 @@ class FollowerView(RedisView):
             }
         for member_, value in pending.revisions.items():
             row = orjson.loads(value)
-            payload["rows"].append([member_, value.decode(), row["selected"] + row["recurred"] + row["avoided"]])
+            payload["rows"].append([member_, value.decode(), row_measure(row)])
         existed, wrote, rows = self._guarded(
             keys=[
                 layout.scope(scope_id), layout.top(scope_id), layout.review(scope_id), layout.scopes, layout.revisions(scope_id),

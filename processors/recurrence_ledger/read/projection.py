@@ -77,7 +77,10 @@ log = logging.getLogger(__name__)
 HSET_CHUNK = 1000
 
 #: Hash fields holding the counters and gauges of a ScopeStatistics record
-#: (contract §8), as integer strings.
+#: (contract §8; since revision 3 also §16–§17's ``forward_references``,
+#: ``ambiguous_matches``, ``unmatched_failures`` and ``binding_suspects``),
+#: as integer strings. A record written before revision 3 has 0 for the
+#: new ones (the model's defaults).
 COUNTER_FIELDS: tuple[str, ...] = (
     "as_of_position",
     "selected",
@@ -88,7 +91,15 @@ COUNTER_FIELDS: tuple[str, ...] = (
     "needing_review",
     "pending_outcomes",
     "late_revisions",
+    "forward_references",
+    "ambiguous_matches",
+    "unmatched_failures",
+    "binding_suspects",
 )
+#: Hash field holding the record's ``unknown_reasons`` (contract §17: every
+#: reason with its count) as canonical JSON, so that readers of the totals
+#: (``recurrence_ledger.read.totals``) need not parse the whole record.
+UNKNOWN_REASONS_FIELD = "unknown_reasons"
 
 #: Errors that mean "Redis is not available right now". Every RedisError is
 #: included, not only ConnectionError/TimeoutError: an OOM, READONLY (failover
@@ -342,8 +353,9 @@ class RedisView:
         return canonical_json(record)
 
     def _prepare(self, record: dict) -> _ScopeWrite:
-        ScopeStatistics.model_validate(record)
-        fields: dict[str, bytes | str] = {name: str(record[name]) for name in COUNTER_FIELDS}
+        model = ScopeStatistics.model_validate(record)
+        fields: dict[str, bytes | str] = {name: str(getattr(model, name)) for name in COUNTER_FIELDS}
+        fields[UNKNOWN_REASONS_FIELD] = canonical_json(model.unknown_reasons.model_dump())
         fields["top_revisions"] = canonical_json(record["top_revisions"])
         fields["record"] = canonical_json(record)
         # The policy that decided the review set (and every needs_review

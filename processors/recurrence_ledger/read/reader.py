@@ -34,8 +34,12 @@ from recurrence_ledger.read.keys import Keys
 REDIS_TIMEOUT_S = 2.0
 
 #: The revision figures a ``top_revisions`` row carries besides its streak
-#: (``recurrence_ledger.ledger.statistics.revision_figures``).
-FIGURE_FIELDS: tuple[str, ...] = ("repair_surface", "selected", "recurred", "avoided", "yield", "low_yield")
+#: (``recurrence_ledger.ledger.statistics.revision_figures``; since revision
+#: 3 also contract §17's ``unknown``, ``unknown_reasons``, ``ambiguous`` and
+#: ``binding_suspect``, absent from rows written before it).
+FIGURE_FIELDS: tuple[str, ...] = (
+    "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "unknown", "unknown_reasons", "ambiguous", "binding_suspect",
+)
 
 
 #: Order of each ``sort`` of ``GET /scopes/{scope}/revisions``, every one
@@ -45,12 +49,14 @@ FIGURE_FIELDS: tuple[str, ...] = ("repair_surface", "selected", "recurred", "avo
 #: ``streak`` is contract §8 order itself; ``recurred`` and ``selected`` put
 #: the largest count first; ``yield`` puts the lowest yield first (the
 #: revisions that help least) and revisions without a yield (no terminal
-#: verdict) last.
+#: verdict) last; ``unknown`` puts the most unknown selections first
+#: (contract §17; a row written before revision 3 counts 0).
 REVISION_SORTS: dict[str, Callable[[dict], tuple]] = {
     "streak": rank_key,
     "recurred": lambda row: (-row["recurred"], *rank_key(row)),
     "selected": lambda row: (-row["selected"], *rank_key(row)),
     "yield": lambda row: (row["yield"] is None, row["yield"] or 0.0, *rank_key(row)),
+    "unknown": lambda row: (-row.get("unknown", 0), *rank_key(row)),
 }
 
 
@@ -60,11 +66,14 @@ def select_revisions(
     surface: str | None = None,
     low_yield: bool | None = None,
     needs_review: bool | None = None,
+    binding_suspect: bool | None = None,
 ) -> list[dict]:
     """The RevisionStatistics rows that pass every given filter —
     ``repair_surface == surface``, ``low_yield == low_yield``,
-    ``needs_review == needs_review``; None means no filter — in the order of
-    ``sort`` (:data:`REVISION_SORTS`). Raises KeyError for an unknown sort."""
+    ``needs_review == needs_review``, ``binding_suspect == binding_suspect``
+    (contract §17; false for a row written before revision 3); None means
+    no filter — in the order of ``sort`` (:data:`REVISION_SORTS`). Raises
+    KeyError for an unknown sort."""
     order = REVISION_SORTS[sort]
     kept = [
         row
@@ -72,6 +81,7 @@ def select_revisions(
         if (surface is None or row["repair_surface"] == surface)
         and (low_yield is None or row["low_yield"] == low_yield)
         and (needs_review is None or row["needs_review"] == needs_review)
+        and (binding_suspect is None or row.get("binding_suspect", False) == binding_suspect)
     ]
     kept.sort(key=order)
     return kept

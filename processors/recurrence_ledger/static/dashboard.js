@@ -1,7 +1,10 @@
 // recurrence-ledger dashboard: reads GET /scopes and, for the selected scope,
 // GET /scopes/{scope}/statistics, /revisions?sort=streak&limit=N (every
 // revision of the scope: the table shows the first N with their yield, the
-// chart those with a streak) and /review-candidates; polls them every
+// chart those with a streak), /review-candidates, and for the unknown
+// selections by reason and the binding suspects (contract §17,
+// dashboard-unknown.js) /revisions?sort=unknown&limit=N and
+// /revisions?binding_suspect=true; polls them every
 // REFRESH_MS with If-None-Match, so an
 // unchanged view costs a 304 and no rendering. Every value shown comes from
 // the API (the Redis view): nothing is recomputed here.
@@ -77,8 +80,9 @@
       row.dataset.scope = scope.scope_id;
       if (scope.scope_id === selected) row.classList.add("selected");
       cell(row, scope.scope_id);
-      for (const name of ["as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes"]) {
-        cell(row, String(scope[name]), "num").dataset.field = name;
+      for (const name of ["as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "binding_suspects"]) {
+        // ?? 0: a record written before contract revision 3 has no binding_suspects
+        cell(row, String(scope[name] ?? 0), name === "binding_suspects" && scope[name] > 0 ? "num alert" : "num").dataset.field = name;
       }
       row.addEventListener("click", () => select(scope.scope_id));
       body.appendChild(row);
@@ -89,11 +93,12 @@
     $("#scope-name").textContent = record.scope_id;
     $("#scope-as-of").textContent = String(record.as_of_position);
     for (const node of document.querySelectorAll("#detail [data-counter]")) {
-      node.textContent = String(record[node.dataset.counter]);
+      node.textContent = String(record[node.dataset.counter] ?? 0); // the counters of revision 3 are 0 in older records
     }
-    // Red only when something needs review.
+    // Red only when something needs review, or a revision is a binding suspect.
     const needing = record.needing_review > 0;
     $('#detail [data-counter="needing_review"]').classList.toggle("alert", needing);
+    $('#detail [data-counter="binding_suspects"]').classList.toggle("alert", (record.binding_suspects ?? 0) > 0);
     $(".review-panel").classList.toggle("alert", needing);
   }
 
@@ -249,18 +254,22 @@
       $("#detail").hidden = !selected;
       if (selected) {
         const base = `/scopes/${encodeURIComponent(selected)}`;
-        const [record, revisions, review, trend] = await Promise.all([
+        const [record, revisions, review, trend, byUnknown, suspects] = await Promise.all([
           getJSON(`${base}/statistics`),
           getJSON(`${base}/revisions?sort=streak&limit=${LIMIT}`),
           getJSON(`${base}/review-candidates`),
           window.rlTrend ? getJSON(`${base}/trend`) : { body: null, changed: false },
+          getJSON(`${base}/revisions?sort=unknown&limit=${LIMIT}`),
+          getJSON(`${base}/revisions?binding_suspect=true&sort=unknown&limit=100`),
         ]);
-        if (record.body && revisions.body && review.body) {
-          const changed = record.changed || revisions.changed || review.changed || $("#scope-name").textContent !== selected;
+        if (record.body && revisions.body && review.body && byUnknown.body && suspects.body) {
+          const changed = record.changed || revisions.changed || review.changed || byUnknown.changed || suspects.changed
+            || $("#scope-name").textContent !== selected;
           if (changed) {
             renderStatistics(record.body);
             renderRevisions(revisions.body);
             renderReview(review.body);
+            window.rlUnknown.render(record.body, byUnknown.body, suspects.body, review.body.review_threshold);
             stats.renders += 1;
           }
           if (window.rlTrend && (trend.changed || changed)) window.rlTrend.render(trend.body);

@@ -21,8 +21,9 @@
 //      in the scope's panel and in its scopes-table row, and prints a new
 //      snapshot; for every line "select <scope>", waits until the scope is
 //      listed, clicks its row in the scopes table, waits until its panel is
-//      rendered, and prints a new snapshot. The browser closes when stdin
-//      ends.
+//      rendered, and prints a new snapshot; for every line "screenshot
+//      <path>", saves a full-page screenshot there and prints a new
+//      snapshot. The browser closes when stdin ends.
 // Errors go to stderr and exit code 1.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -63,6 +64,31 @@ function snapshot() {
     noStreakNote: shown(document.querySelector("#no-revisions")) ? text(document.querySelector("#no-revisions")) : null,
     status: text(document.querySelector("#status")),
     stats: { ...window.dashboardStats },
+    // Contract §17: the unknown selections by reason and the binding suspects.
+    unknown: (() => {
+      const unknownChart = Chart.getChart(document.querySelector("#unknown-chart"));
+      return {
+        shown: shown(document.querySelector(".unknown-box")),
+        scopeReasons: [...document.querySelectorAll("#scope-reasons .reason")].map(text),
+        scopeReasonsNone: shown(document.querySelector("#no-scope-reasons")),
+        rows: rows("#unknown"),
+        rowReasons: [...document.querySelectorAll("#unknown tbody tr")].map((tr) => [...tr.querySelectorAll(".reason")].map(text)),
+        suspectReasons: [...document.querySelectorAll("#unknown .reason.suspect-reason")].map(text),
+        reasonTitles: [...document.querySelectorAll("#unknown .reason")].map((chip) => chip.title),
+        chart: unknownChart
+          ? { labels: unknownChart.data.labels, datasets: unknownChart.data.datasets.map((d) => ({ label: d.label, data: d.data, color: d.backgroundColor })) }
+          : null,
+      };
+    })(),
+    suspects: {
+      count: text(document.querySelector("#suspect-count")),
+      threshold: text(document.querySelector("#suspect-threshold")),
+      rows: rows("#suspects"),
+      fixReasons: [...document.querySelectorAll("#suspects td.fix")].map((td) => td.dataset.reason || null),
+      also: [...document.querySelectorAll("#suspects td.fix .also")].map(text),
+      panelAlert: document.querySelector(".suspects-panel").classList.contains("alert"),
+      counterColor: getComputedStyle(document.querySelector('#detail [data-counter="binding_suspects"]')).color,
+    },
   };
 }
 
@@ -148,6 +174,11 @@ try {
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) {
     const [verb, counter, value] = line.trim().split(/\s+/);
+    if (verb === "screenshot") {
+      await page.screenshot({ path: counter, fullPage: true });
+      console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
+      continue;
+    }
     if (verb === "select") {
       const scope = counter;
       const row = `#scopes tbody tr[data-scope="${scope}"]`;

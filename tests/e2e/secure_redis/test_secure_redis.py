@@ -210,6 +210,7 @@ LEDGER_NEEDS = [
     ("zrangebyscore", "rl:scope:a:top", "0", "+inf"), ("scan", "0", "MATCH", "rl:*"), ("hset", "rl:prod.:scope:a", "f", "v"),
     ("get", "rl:follower:offsets"), ("set", "rl:follower:offsets", "v"), ("zrem", "rl:scope:a:top", "m"), ("hincrby", "rl:scope:a", "f", "1"),
     ("evalsha", "0" * 40, "1", "rl:scope:a"), ("script", "load", "return 1"), ("script", "exists", "0" * 40),
+    ("hmget", "rl:scope:a", "binding_suspects", "unknown_reasons"),  # the follower's totals of the view (recurrence_ledger.read.totals)
 ]
 DASHBOARD_NEEDS = [
     ("ping",), ("select", "0"), ("multi",), ("exec",), ("smembers", "rl:scopes"), ("hget", "rl:scope:a", "record"),

@@ -32,33 +32,40 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         scope: ScopeId,
         sort: Annotated[
             RevisionSort,
-            Query(description="streak (contract §8 order), recurred or selected (count desc), yield (lowest first, null last); ties in contract §8 order."),
+            Query(
+                description="streak (contract §8 order), recurred, selected or unknown (count desc), yield (lowest first, null last); "
+                "ties in contract §8 order."
+            ),
         ] = "streak",
         surface: Annotated[RepairSurface | None, Query(description="Only revisions with this repair_surface.")] = None,
         low_yield: Annotated[bool | None, Query(description="true: only low-yield revisions; false: only the others.")] = None,
         needs_review: Annotated[bool | None, Query(description="true: only revisions needing review; false: only the others.")] = None,
+        binding_suspect: Annotated[
+            bool | None, Query(description="true: only binding suspects (contract §17: the bound check proves nothing); false: only the others.")
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"Rows to return, 1–{MAX_LIMIT}.")] = DEFAULT_REVISIONS_LIMIT,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description=f"Rows to skip first (paging), 0–{MAX_OFFSET:,}.")] = 0,
         if_none_match: IfNoneMatch = None,
     ) -> Response:
         """Every revision of the scope with a selection or a verdict (the
         view's revisions hash) — each with its streak, review flag,
-        repair_surface, selected / recurred / avoided counts, yield and
-        low_yield — filtered, sorted and paged."""
+        repair_surface, selected / recurred / avoided counts, yield,
+        low_yield, and its unknown selections by reason, ambiguous matches
+        and binding_suspect flag (contract §17) — filtered, sorted and paged."""
         snap = reader.revisions(scope)
         if snap is None:
             return unknown_scope(scope, reader.namespace)
         as_of = snap.record["as_of_position"]
         if etag_matches(if_none_match, snap.etag):
             return answer(None, snap.etag, if_none_match, as_of)
-        selected = select_revisions(snap.rows, sort, surface, low_yield, needs_review)
+        selected = select_revisions(snap.rows, sort, surface, low_yield, needs_review, binding_suspect)
         rows = [
             RevisionRow(rank=rank, **{name: value for name, value in row.items() if name != "scope_id"})
             for rank, row in enumerate(selected[offset : offset + limit], start=offset + 1)
         ]
         body = RevisionList(
             scope_id=scope, as_of_position=as_of, sort=sort, surface=surface, low_yield=low_yield, needs_review=needs_review,
-            limit=limit, offset=offset, total=len(snap.rows), available=len(selected), complete=True, revisions=rows,
+            binding_suspect=binding_suspect, limit=limit, offset=offset, total=len(snap.rows), available=len(selected), complete=True, revisions=rows,
         )
         return answer(body, snap.etag, None, as_of)
 

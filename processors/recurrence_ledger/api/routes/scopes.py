@@ -46,7 +46,8 @@ def register(app: FastAPI, reader: ViewReader, models: ReadModels) -> None:
         scopes = []
         for raw in records.values():
             record = orjson.loads(raw)
-            scopes.append(ScopeSummary(scope_id=record["scope_id"], **{name: record[name] for name in COUNTER_FIELDS}))
+            # A record written before revision 3 lacks its counters: the summary's defaults (0).
+            scopes.append(ScopeSummary(scope_id=record["scope_id"], **{name: record[name] for name in COUNTER_FIELDS if name in record}))
         body = ScopeList(total=total, limit=limit, offset=offset, sort=sort, filter=filter, needs_review=needs_review, available=page.available, scopes=scopes)
         return answer(body, etag, None, None)
 
@@ -55,8 +56,12 @@ def register(app: FastAPI, reader: ViewReader, models: ReadModels) -> None:
         """The scope's ScopeStatistics record (contract §8): the recurrence
         statistics block (selected, recurred, avoided, unknown,
         unlinked_handoff_citations, needing_review, top_revisions) plus
-        as_of_position and the gauges pending_outcomes and late_revisions —
-        the last record the workers published, as the view stores it."""
+        as_of_position and the gauges pending_outcomes and late_revisions,
+        the yield metrics, and since revision 3 forward_references,
+        unknown_reasons, ambiguous_matches, unmatched_failures and
+        binding_suspects (each top_revisions row with the revision's
+        unknown, unknown_reasons, ambiguous and binding_suspect) — the last
+        record the workers published, as the view stores it."""
         snap = reader.snapshot(scope)
         if snap is None:
             return unknown_scope(scope, reader.namespace)

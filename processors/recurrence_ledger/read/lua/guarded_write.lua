@@ -1,13 +1,14 @@
 -- One scope of the view, guarded (recurrence_ledger.read.follower_view.FollowerView):
 -- the scope keys are replaced only when the record's as_of_position is >= the
--- stored one, a revision row only when its selected + recurred + avoided is >=
--- the stored row's.
+-- stored one, a revision row only when its selected + recurred + avoided +
+-- ambiguous is >= the stored row's (follower_view.row_measure; ambiguous is
+-- absent, so 0, in rows written before contract revision 3).
 -- KEYS[1] scope hash, KEYS[2] top, KEYS[3] review, KEYS[4] scopes set,
 -- KEYS[5] revisions hash, KEYS[6..] the scope index, one key per sort.
 -- ARGV[1] JSON payload: scope_id; scope (null, or pos: as_of_position as
 -- 19 digits, fields: [name, value, ...], top: [score, member, ...], review:
 -- [member, ...], index: one score per KEYS[6..]); rows: [[field, value,
--- selected + recurred + avoided], ...].
+-- row_measure], ...].
 -- Returns {the scopes set existed, scope written (0/1), rows written}.
 local function pad(s) return string.rep('0', 19 - #s) .. s end
 local p = cjson.decode(ARGV[1])
@@ -33,7 +34,7 @@ for _, r in ipairs(p.rows) do
   local newer = true
   if stored then
     local old = cjson.decode(stored)
-    newer = (old.selected + old.recurred + old.avoided) <= r[3]
+    newer = (old.selected + old.recurred + old.avoided + (old.ambiguous or 0)) <= r[3]
   end
   if newer then
     redis.call('HSET', KEYS[5], r[1], r[2])

@@ -1,0 +1,75 @@
+"""Totals over every scope of the Redis view (contract §16–§17): unknown
+selections by reason, binding suspects, ambiguous matches, unmatched
+failures and forward references, summed over the scopes' last
+ScopeStatistics records. The view follower publishes them as Prometheus
+gauges (``recurrence_ledger.read.follower``; docs/operating.md says why
+totals and not one series per scope).
+
+They are read from the scope hashes' integer fields and their
+``unknown_reasons`` field (``recurrence_ledger.read.projection``), not from
+the records: one HMGET of five small fields per scope, pipelined. The read
+is not a snapshot of the whole view (scopes written meanwhile may count
+their old or their new record), which a gauge refreshed every few seconds
+does not need. A scope written before revision 3 (no such fields) counts 0
+until its next record or a ``view rebuild``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+import redis
+
+from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
+from recurrence_ledger.read.keys import Keys
+from recurrence_ledger.read.projection import UNKNOWN_REASONS_FIELD
+
+#: The integer hash fields summed over the scopes.
+TOTAL_FIELDS: tuple[str, ...] = ("binding_suspects", "ambiguous_matches", "unmatched_failures", "forward_references")
+#: Scopes per pipelined round trip.
+CHUNK = 1000
+
+
+def _zero_reasons() -> dict[str, int]:
+    return dict.fromkeys(UNKNOWN_REASONS, 0)
+
+
+@dataclass(frozen=True)
+class ViewTotals:
+    """Sums over the scopes of a view. ``unknown_reasons``: every reason of
+    contract §17, in the contract's order, with the unknown selections that
+    have it; ``scopes``: scopes read (those in ``{ns}:scopes`` with a hash)."""
+
+    scopes: int = 0
+    unknown_reasons: dict[str, int] = field(default_factory=_zero_reasons)
+    binding_suspects: int = 0
+    ambiguous_matches: int = 0
+    unmatched_failures: int = 0
+    forward_references: int = 0
+
+
+def view_totals(client: redis.Redis, keys: Keys, chunk: int = CHUNK) -> ViewTotals:
+    """The :class:`ViewTotals` of the view under ``keys`` (its namespace),
+    read with ``client`` (decoded responses or bytes). O(scopes) fields,
+    ``chunk`` scopes per round trip. Raises redis errors."""
+    scope_ids = sorted(member.decode() if isinstance(member, bytes) else member for member in client.smembers(keys.scopes))
+    sums = dict.fromkeys(TOTAL_FIELDS, 0)
+    reasons = _zero_reasons()
+    read = 0
+    for start in range(0, len(scope_ids), chunk):
+        pipe = client.pipeline(transaction=False)
+        for scope_id in scope_ids[start : start + chunk]:
+            pipe.hmget(keys.scope(scope_id), *TOTAL_FIELDS, UNKNOWN_REASONS_FIELD)
+        for values in pipe.execute():
+            if all(value is None for value in values):
+                continue  # listed but cleared meanwhile
+            read += 1
+            for name, value in zip(TOTAL_FIELDS, values, strict=False):
+                sums[name] += int(value) if value is not None else 0
+            stored = values[-1]
+            if stored is not None:
+                for reason, count in orjson.loads(stored).items():
+                    if reason in reasons:
+                        reasons[reason] += count
+    return ViewTotals(scopes=read, unknown_reasons=reasons, **sums)
