@@ -34,11 +34,27 @@ def workload_journal(path: Path) -> Path:
     return write_journal(path, records)
 
 
+def redis_value(client: redis.Redis, key: bytes) -> tuple:
+    """A key's type and value as data (not DUMP's bytes: a read can advance
+    Redis' incremental rehashing of a hash, which reorders its DUMP without
+    changing its content)."""
+    kind = client.type(key)
+    if kind == b"hash":
+        return kind, sorted(client.hgetall(key).items())
+    if kind == b"zset":
+        return kind, client.zrange(key, 0, -1, withscores=True)
+    if kind == b"set":
+        return kind, sorted(client.smembers(key))
+    if kind == b"list":
+        return kind, client.lrange(key, 0, -1)
+    return kind, client.get(key)
+
+
 def deployment(bootstrap: str, admin: AdminClient, prefix: str, redis_url: str) -> dict:
     """What a what-if must not change: every topic of the prefix with each
     partition's (low, high) offsets, the consumer groups of the prefix (and
     the what-if's reader id) with their committed offsets, and every Redis
-    key of the prefix's namespace with its serialized value."""
+    key of the prefix's namespace with its value."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{uuid4().hex[:6]}", "enable.auto.commit": False})
     try:
         metadata = consumer.list_topics(timeout=10)
@@ -57,7 +73,7 @@ def deployment(bootstrap: str, admin: AdminClient, prefix: str, redis_url: str) 
         committed[group] = sorted((tp.topic, tp.partition, tp.offset) for tp in result.topic_partitions)
     client = redis.Redis.from_url(redis_url)
     namespace = default_namespace(prefix)
-    keys = {key: client.dump(key) for key in client.scan_iter(match=f"{namespace}:*", count=1000)}
+    keys = {key: redis_value(client, key) for key in client.scan_iter(match=f"{namespace}:*", count=1000)}
     return {"offsets": offsets, "groups": groups, "committed": committed, "redis": keys}
 
 

@@ -267,8 +267,11 @@ class ViewFollower:
 
     def drain(self, idle_s: float = DRAIN_IDLE_S) -> None:
         """Stop once nothing new arrived for ``idle_s`` seconds (after being
-        assigned): what was committed before the call is then applied. The
-        worker calls it when it stops, for the follower it runs in-process."""
+        assigned) and every assigned partition is read to its end: what was
+        committed before the call is then applied (an idle second alone is
+        no proof: a fetch or a rebalance can pause a follower that is still
+        behind). The worker calls it when it stops, for the follower it runs
+        in-process."""
         self.idle_exit_s = idle_s
         self.draining = True
 
@@ -303,7 +306,7 @@ class ViewFollower:
                 if self.totals_enabled:
                     self.refresh_totals(now)
                 idle = self.idle_exit_s
-                if idle is not None and assigned_once and now - last_activity >= idle:
+                if idle is not None and assigned_once and now - last_activity >= idle and (not self.draining or self._read_to_end()):
                     log.info("idle for %.1f s: stopping%s", idle, " (the worker stopped; the view has what it committed)" if self.draining else "")
                     break
         finally:
@@ -416,6 +419,26 @@ class ViewFollower:
             self.consumer.commit(offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in ends.items()], asynchronous=False)
         except KafkaException as error:
             log.warning("offset commit refused (%s): the batch will be read again, without effect", error.args[0])
+
+    def _read_to_end(self) -> bool:
+        """Whether every assigned partition's position is at its high
+        watermark (asked of the broker, not the cached value); False while
+        the broker cannot say. A read_committed consumer skips the
+        transaction markers, so a partition whose last transaction was
+        applied has its position at the watermark."""
+        try:
+            assignment = self.consumer.assignment()
+            positions = self.consumer.position(assignment)
+            for tp in positions:
+                _, high = self.consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=5, cached=False)
+                position = tp.offset
+                if position < 0:  # nothing consumed yet: where the group's committed offset says
+                    position = self.consumer.committed([TopicPartition(tp.topic, tp.partition)], timeout=5)[0].offset
+                if high > 0 and position < high:
+                    return False
+        except KafkaException:
+            return False
+        return True
 
     def _update_lag(self) -> None:
         try:

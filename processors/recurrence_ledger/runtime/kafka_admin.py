@@ -264,16 +264,10 @@ def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: f
     """
     admin = admin_client(bootstrap)
     names, groups = deployment_resources(topic_prefix, app_id)
-    present = set(_metadata(admin, timeout).topics)
-    result: dict[str, str] = {name: "absent" for name in names if name not in present}
-    wanted = [name for name in names if name in present]
-    if wanted:
-        for name, future in admin.delete_topics(wanted, operation_timeout=timeout, request_timeout=timeout + 5).items():
-            try:
-                future.result(timeout=timeout + 10)
-                result[name] = "deleted"
-            except KafkaException as error:
-                result[name] = str(error.args[0].str())
+    result: dict[str, str] = {}
+    # The groups go first: once a group's topics are deleted the broker
+    # drops its committed offsets, and an empty group without offsets may
+    # vanish on its own — the report would then say "absent" by a race.
     # Workers are static group members (group.instance.id): a stopped one
     # sends no LeaveGroup, so its group stays non-empty until its session
     # times out (seconds). Retry a non-empty group until then, within ``timeout``.
@@ -298,4 +292,14 @@ def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: f
         remaining = retry
         if remaining:
             time.sleep(1.0)
+    present = set(_metadata(admin, timeout).topics)
+    result.update({name: "absent" for name in names if name not in present})
+    wanted = [name for name in names if name in present]
+    if wanted:
+        for name, future in admin.delete_topics(wanted, operation_timeout=timeout, request_timeout=timeout + 5).items():
+            try:
+                future.result(timeout=timeout + 10)
+                result[name] = "deleted"
+            except KafkaException as error:
+                result[name] = str(error.args[0].str())
     return {name: result[name] for name in [*names, *groups]}
