@@ -115,6 +115,8 @@ def new_scope_record() -> dict:
         "ambiguous_matches": 0,
         "unmatched_failures": 0,
         "binding_suspects": 0,
+        "reviews": {},  # contract §18: review candidates by ReviewStatus status
+        "repairs": {},  # and the fix revisions by repair status (ledger.reviews)
     }
 
 
