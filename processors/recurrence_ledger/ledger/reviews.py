@@ -47,6 +47,7 @@ import bisect
 from collections.abc import Callable
 
 from recurrence_ledger.catalogue import REVIEW_DECISIONS, REVIEW_STATUS
+from recurrence_ledger.ledger.candidates import due
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.deadletter import Coordinates, dead_letter
 from recurrence_ledger.ledger.normalize import canonical_json, digest
@@ -242,11 +243,8 @@ class ReviewLoop:
         state = self.state
         pending = state.get("review_pending", scope_id, decision_id)
         state.delete("review_pending", scope_id, decision_id)
-        index = [entry for entry in state.get("review_pending_index", scope_id, default=[]) if entry[1] != decision_id]
-        state.put_nonempty(index, "review_pending_index", scope_id)
-        candidate_id = pending["decision"]["candidate_id"]
-        waiting = [other for other in state.get("review_wait", scope_id, candidate_id, default=[]) if other != decision_id]
-        state.put_nonempty(waiting, "review_wait", scope_id, candidate_id)
+        state.remove_entries(decision_id, "review_pending_index", scope_id, at=1)
+        state.remove_entries(decision_id, "review_wait", scope_id, pending["decision"]["candidate_id"])
         return pending
 
     def _expire_decisions(self, scope_id: str, as_of_position: int | None, emits: list[Emit], end_of_input: bool = False) -> None:
@@ -255,12 +253,7 @@ class ReviewLoop:
         their position plus the provenance horizon — or, at
         ``end_of_input`` (``flush``), every one still waiting."""
         horizon = self.config.provenance_horizon
-        index = self.state.get("review_pending_index", scope_id)
-        if not index or (not end_of_input and (horizon is None or as_of_position is None)):
-            return
-        for position, decision_id in list(index):
-            if not end_of_input and position + horizon > as_of_position:
-                break
+        for position, decision_id in due(self.state.get("review_pending_index", scope_id), horizon, as_of_position, end_of_input):
             pending = self._forget_decision(scope_id, decision_id)
             self.state.delete("review_decision", scope_id, decision_id)
             why = "the input ended before it was published" if end_of_input else _horizon_passed(position, horizon, as_of_position)

@@ -353,18 +353,14 @@ def run_replay(
                 summary.written[STATISTICS] += 1
             else:
                 summary.suppressed[STATISTICS] += 1
-        for key, (partition, emit) in sorted(final_revisions.items()):
-            if key[0] in conflicted or existing.latest_revisions.get(key) == emit.value:
-                summary.suppressed[REVISION_STATISTICS] += 1
-            else:
-                _produce(producer, topic_prefix, emit, partition, None, output_format, codec)
-                summary.written[REVISION_STATISTICS] += 1
-        for key, (partition, emit) in sorted(final_review_status.items()):
-            if key[0] in conflicted or existing.latest_review_status.get(key) == emit.value:
-                summary.suppressed[REVIEW_STATUS] += 1
-            else:
-                _produce(producer, topic_prefix, emit, partition, None, output_format, codec)
-                summary.written[REVIEW_STATUS] += 1
+        for topic, final, latest in ((REVISION_STATISTICS, final_revisions, existing.latest_revisions),
+                                     (REVIEW_STATUS, final_review_status, existing.latest_review_status)):
+            for key, (partition, emit) in sorted(final.items()):
+                if key[0] in conflicted or latest.get(key) == emit.value:
+                    summary.suppressed[topic] += 1
+                else:
+                    _produce(producer, topic_prefix, emit, partition, None, output_format, codec)
+                    summary.written[topic] += 1
         remaining = producer.flush(30)
         if remaining:
             raise BufferError(f"{remaining} replay outputs were not delivered")
