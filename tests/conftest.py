@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "cases"
 #: Every case in tests/cases (tests/cases/README.md): the case-driven tests
 #: run each of them. Adding a case is adding its name here.
-CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons")
+CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop")
 
 
 def case(name: str) -> tuple[Path, dict]:
@@ -41,16 +41,22 @@ def facts(records: dict[str, list[dict]]) -> dict:
     scopes: dict[str, dict] = {}
 
     def scope(scope_id: str) -> dict:
-        return scopes.setdefault(scope_id, {"statistics": None, "revisions": {}, "observations": [], "matches": [], "review_candidates": []})
+        return scopes.setdefault(scope_id, {"statistics": None, "revisions": {}, "observations": [], "matches": [], "review_candidates": [],
+                                            "review_statuses": {}})
 
-    def reasons(counts: dict) -> dict:  # the reasons that occurred (contract §17)
+    def reasons(counts: dict) -> dict:  # the reasons (or statuses, §18) that occurred (contract §17)
         return {reason: count for reason, count in counts.items() if count}
+
+    def revision(ref: dict | None) -> str | None:
+        return None if ref is None else f"{ref['artifact_id']}r{ref['revision']}"
 
     for stats in records["recurrence-statistics"]:
         scope(stats["scope_id"])["statistics"] = {
             **{k: stats[k] for k in ("selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations", "needing_review",
                                      "forward_references", "ambiguous_matches", "unmatched_failures", "binding_suspects")},
             "unknown_reasons": reasons(stats["unknown_reasons"]),
+            "reviews": reasons(stats["reviews"]),
+            "repairs": reasons(stats["repairs"]),
             "top_revisions": [
                 {
                     "artifact_id": row["artifact_ref"]["artifact_id"],
@@ -81,21 +87,36 @@ def facts(records: dict[str, list[dict]]) -> dict:
         if match["artifact_ref"]:
             text += f" {match['artifact_ref']['artifact_id']}r{match['artifact_ref']['revision']}"
         scope(match["scope_id"])["matches"].append(text)
+    runs = {}
     for candidate in records["review-candidates"]:
         ref = candidate["artifact_ref"]
         scope(candidate["scope_id"])["review_candidates"].append(f"{ref['artifact_id']}r{ref['revision']}")
+        runs[candidate["candidate_id"]] = candidate["run_start_position"]
+    for row in records["review-status"]:  # the view: the last row per candidate (contract §18)
+        run = runs.get(row["candidate_id"], "unpublished")
+        name = revision(row["artifact_ref"]) + ("" if run is None else f"@{run}")
+        scope(row["scope_id"])["review_statuses"][name] = {
+            "status": row["status"], "streak": row["streak"], "decision": row["decision"],
+            "fix_revision": revision(row["fix_revision"]), "repair": row["repair"],
+        }
     for entry in scopes.values():
         for name in ("observations", "matches", "review_candidates"):
             entry[name].sort()
-    return {"dead_letter": len(records["dead-letter"]), "scopes": scopes}
+    dead_letter_reasons = {}
+    for dead in records["dead-letter"]:
+        dead_letter_reasons[dead["reason"]] = dead_letter_reasons.get(dead["reason"], 0) + 1
+    return {"dead_letter": len(records["dead-letter"]), "dead_letter_reasons": dict(sorted(dead_letter_reasons.items())), "scopes": scopes}
 
 
 def view_key(topic: str, record: dict) -> tuple:
     """The table key of a view record (contract §8): its scope for
     ``recurrence-statistics``, (scope, artifact_id, revision) for
-    ``revision-statistics``."""
+    ``revision-statistics``, (scope, candidate_id) for ``review-status``
+    (§18)."""
     if topic == "revision-statistics":
         return (record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])
+    if topic == "review-status":
+        return (record["scope_id"], record["candidate_id"])
     return (record["scope_id"],)
 
 

@@ -31,7 +31,7 @@ def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "admission-decisions.jsonl", "candidate-sets.jsonl", "dead-letter.jsonl", "recurrence-matches.jsonl", "recurrence-observations.jsonl",
-        "recurrence-statistics.jsonl", "review-candidates.jsonl", "revision-statistics.jsonl",
+        "recurrence-statistics.jsonl", "review-candidates.jsonl", "review-status.jsonl", "revision-statistics.jsonl",
     ]
     assert facts(read_outputs(tmp_path)) == expected
     row = next(line for line in result.stdout.splitlines() if "dns-mirror" in line and "selected" not in line)
@@ -42,25 +42,40 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     result = run_cli("run", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     last = json.loads((tmp_path / "recurrence-statistics.jsonl").read_text().splitlines()[-1])
-    # The minimum checkable evidence case, in our own words.
-    assert {k: last[k] for k in ("selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations")} == {
-        "selected": 3, "recurred": 2, "avoided": 1, "unknown": 1, "unlinked_handoff_citations": 1,
+    # The minimum checkable evidence case, in our own words: r1 selected three
+    # times (avoided, recurred, unknown), r2 recurring on three unlinked
+    # outcomes, its fix r3 selected and avoided, and EXP-mock-server r1
+    # recurring three times; the decisions move no as_of_position (23).
+    assert {k: last[k] for k in ("as_of_position", "selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations",
+                                 "needing_review")} == {
+        "as_of_position": 23, "selected": 4, "recurred": 7, "avoided": 2, "unknown": 1, "unlinked_handoff_citations": 1, "needing_review": 2,
     }
-    assert [(r["artifact_ref"]["revision"], r["terminal_recurred_streak"]) for r in last["top_revisions"]] == [(1, 1), (2, 1)]
+    assert [(r["artifact_ref"]["artifact_id"], r["artifact_ref"]["revision"], r["terminal_recurred_streak"]) for r in last["top_revisions"]] == [
+        ("EXP-mock-server", 1, 3), ("EXP-schema-drift", 2, 3), ("EXP-schema-drift", 1, 1)]
+    assert (last["reviews"], last["repairs"]) == ({"open": 0, "approved": 1, "rejected": 1, "superseded": 0},
+                                                  {"pending": 0, "held": 1, "recurring": 0, "failed": 0})
     assert "billing-api" in result.stdout
+    # Its two review candidates (contract §18): r2's approved with fix r3, whose avoided verdict holds; the mock server's rejected.
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    assert [line for line in lines if line.startswith("review ")] == [
+        'review EXP-mock-server r1 (streak 3): rejected by qa-lead: "The mock server crashed on the shared CI host: the runner needs fixing, '
+        'not the lesson"',
+        "review EXP-schema-drift r2 (streak 3): approved by api-platform-lead; fix EXP-schema-drift r3: repair held "
+        "(selected 1, recurred 0, avoided 1)",
+    ]
     # Its two admission candidates: one accepted with a near-duplicate, one rejected.
     decisions = [json.loads(line) for line in (tmp_path / "admission-decisions.jsonl").read_text().splitlines()]
     assert [(d["decision"], d["reasons"], len(d["near_duplicates"])) for d in decisions] == [
         ("accepted", [], 1), ("rejected", ["no_failure_evidence", "cue_restates_outcome", "missing_repair_surface"], 0)]
     # One candidate rejected for three reasons reads as one rejection.
-    lines = [line.strip() for line in result.stdout.splitlines()]
     counts = ", ".join(f"{topic} {len(read_jsonl(tmp_path / (topic + '.jsonl')))}" for topic in OUTPUT_TOPICS)
     assert lines[lines.index("admission: 2 candidates") + 1 :][:4] == [
         "1 accepted",
         "1 rejected — reasons: cue_restates_outcome, missing_repair_surface, no_failure_evidence",
         "1 with near-duplicate suggestions",
-        f"12 journal records → {counts}",
+        f"24 journal records → {counts}",
     ]
+    assert "review-candidates 2," in counts and "review-status 2," in counts and "dead-letter 0" in counts
     assert f"output files: {tmp_path.resolve()}/<topic>.jsonl" in result.stdout
 
 
@@ -452,9 +467,9 @@ def test_topics_delete_without_yes_lists_the_catalogue_subjects_with_a_registry(
     result = run_cli("topics", "delete", "--bootstrap", "127.0.0.1:1", "--topic-prefix", "demo.", "--schema-registry-url", "http://127.0.0.1:1")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    listed = lines.index("  schema registry subjects (14) at http://127.0.0.1:1:")
+    listed = lines.index("  schema registry subjects (16) at http://127.0.0.1:1:")
     assert lines[listed + 1 : listed + 3] == ["    demo.source-journal-value", "    demo.experience-revisions-value"]
-    assert lines[-1] == "    demo.dead-letter-value" and len(lines) == listed + 1 + 14
+    assert lines[-1] == "    demo.dead-letter-value" and len(lines) == listed + 1 + 16
     assert not any("changelog-value" in line for line in lines)  # the changelog is JSON: no subject
 
 

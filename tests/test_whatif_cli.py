@@ -41,7 +41,7 @@ def test_what_if_review_threshold_4_writes_exactly_the_files_run_journal_review_
     reference = run_cli("run-journal", str(journal), "--out", str(tmp_path / "rj"), "--review-threshold", "4", "--quiet")
     assert reference.returncode == 0, reference.stderr
     files = sorted(path.name for path in (tmp_path / "rj").iterdir())
-    assert sorted(path.name for path in (tmp_path / "wi" / "ledger").iterdir()) == files and len(files) == 8
+    assert sorted(path.name for path in (tmp_path / "wi" / "ledger").iterdir()) == files and len(files) == 9
     for file in files:
         assert (tmp_path / "wi" / "ledger" / file).read_bytes() == (tmp_path / "rj" / file).read_bytes(), file
     report = json.loads((tmp_path / "wi" / "report.json").read_text())
@@ -132,11 +132,16 @@ def test_an_unreadable_journal_or_no_input_is_an_error(tmp_path):
         assert result.exit_code == 2 and "--from-topics" in result.output, result.output
 
 
-def test_the_packaged_example_at_threshold_one_adds_both_runs_of_the_drifting_lesson(tmp_path):
+def test_the_packaged_example_at_threshold_one_adds_the_run_of_revision_1_after_its_avoided_verdict(tmp_path):
+    """At threshold 3 the example raises two candidates (EXP-schema-drift r2
+    and EXP-mock-server r1, the first runs of each); at 1 they are the same
+    candidates (a candidate is named by its run), and r1's run after its
+    avoided verdict at position 4, one recurrence long, is the one added."""
     result = invoke("what-if", str(Path(__file__).parents[1] / "processors/recurrence_ledger/examples/openapi_drift.jsonl"),
                     "--out", str(tmp_path), "--review-threshold", "1")
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())
-    added = report["comparisons"][0]["scopes"]["billing-api"]["review_candidates"]["added"]
-    assert [(row["artifact_id"], row["revision"], row["streak"]) for row in added] == [("EXP-schema-drift", 1, 1), ("EXP-schema-drift", 2, 1)]
+    candidates = report["comparisons"][0]["scopes"]["billing-api"]["review_candidates"]
+    assert [(row["artifact_id"], row["revision"], row["streak"]) for row in candidates["added"]] == [("EXP-schema-drift", 1, 1)]
+    assert candidates.get("removed", []) == []
     assert "Review candidates added" in (tmp_path / "report.md").read_text()

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from recurrence_ledger.ledger.intake import BOM, Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
-from recurrence_ledger.catalogue import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, SOURCE_JOURNAL, STATISTICS
+from recurrence_ledger.catalogue import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, REVIEW_STATUS, SOURCE_JOURNAL, STATISTICS
 
 #: Dead-letter coordinates topic for records read from a journal file: the
 #: file is a copy of the source-journal topic (contract §1).
@@ -36,13 +36,16 @@ DEFAULT_VIEW_BATCH = 1_000
 @dataclass
 class RunSummary:
     """What a run produced: records per output topic, each scope's last
-    statistics record (its current view, contract §11) and admission
-    counts: ``admission`` maps "accepted", "rejected", "near_duplicates"
-    (decisions listing any) and each rejection reason code to a count;
+    statistics record (its current view, contract §11), each review
+    candidate's last ReviewStatus row (``review_status``, keyed by
+    (scope_id, candidate_id), contract §18) and admission counts:
+    ``admission`` maps "accepted", "rejected", "near_duplicates" (decisions
+    listing any) and each rejection reason code to a count;
     ``dead_letter_reasons`` counts dead letters by reason code."""
 
     records: dict[str, int] = field(default_factory=lambda: {topic: 0 for topic in OUTPUT_TOPICS})
     statistics: dict[str, dict] = field(default_factory=dict)
+    review_status: dict[tuple[str, str], dict] = field(default_factory=dict)
     admission: Counter = field(default_factory=Counter)
     lines: int = 0
     dead_letter_reasons: Counter = field(default_factory=Counter)
@@ -69,6 +72,8 @@ class JsonlSink:
             summary.records[emit.topic] += 1
             if emit.topic == STATISTICS:
                 summary.statistics[emit.value["scope_id"]] = emit.value
+            elif emit.topic == REVIEW_STATUS:
+                summary.review_status[(emit.value["scope_id"], emit.value["candidate_id"])] = emit.value
             elif emit.topic == DEAD_LETTER:
                 summary.dead_letter_reasons[emit.value["reason"]] += 1
             elif emit.topic == ADMISSION_DECISIONS:

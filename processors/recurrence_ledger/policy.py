@@ -15,7 +15,8 @@ may import it (docs/architecture.md).
 
 Contract sections: the review threshold and the top-N of ``top_revisions``
 are §8, the provenance horizon §5, the near-duplicate threshold and the
-pending-candidate bound §12 (docs/contract.md); the commit interval and
+pending-candidate bound §12 (which bounds waiting review decisions too,
+§18) (docs/contract.md); the commit interval and
 batch size are the Kafka runtime's (docs/kafka.md) and never change a
 ledger fact.
 """
@@ -81,7 +82,7 @@ PROVENANCE_HORIZON: Setting[int] = Setting(
 )
 MAX_PENDING_CANDIDATES: Setting[int] = Setting(
     "max_pending_candidates", "--max-pending-candidates", "RL_MAX_PENDING_CANDIDATES", 5_000, 1, "candidates per scope", "§12",
-    "Admission candidates one scope may hold waiting for Task Outcomes; one more is dead-lettered (too_many_pending).",
+    "Admission candidates (and, counted apart, review decisions) one scope may hold waiting; one more is dead-lettered (too_many_pending).",
 )
 #: Admission rule 5's Sørensen–Dice threshold 0.8, as the exact fraction 4/5:
 #: a score is compared as ``5 * 2|A∩B| ≥ 4 * (|A| + |B|)``, never as a float.

@@ -118,12 +118,41 @@ CANDIDATE_LINE = json.dumps(
 ).encode()
 
 
+def _recurrence_line(position: int, source_id: str) -> bytes:
+    """An unlinked failed outcome whose verified check names M4's cue: a
+    recurrence of M4's head."""
+    return json.dumps({"topic": "task-outcomes", "value": {
+        "scope_id": SCOPE, "journal_position": position, "source_ref": {"source_type": "task_outcome", "source_id": source_id},
+        "status": "failed", "handoff_receipt_ref": None, "observations": [],
+        "checks": [{"name": "Schema migration lock timeout", "status": "failed", "basis": "verified",
+                    "evidence": [{"kind": "exact", "ref": f"ci:deploy/{position}"}], "details": None}],
+    }}).encode()
+
+
+#: The candidate id of M4 r2's first run (contract §8: the digest of
+#: ``{scope_id, artifact_ref, signature_key, run_start_position}``).
+M4_R2_CANDIDATE = "sha256:da8de9e6488057ca462962b159796e9e2e5dc1bb46f57cfd05f1749cd5932a8e"
+#: Two more recurrences of M4 r2 (with the minimum case's job-unlinked, its
+#: run reaches the review threshold 3 and publishes a ReviewCandidate) and a
+#: review decision that rejects it, so the corpus covers the
+#: review-decisions topic too (contract §18).
+REVIEW_LINES = [
+    _recurrence_line(20, "job-again-1"),
+    _recurrence_line(21, "job-again-2"),
+    json.dumps({"topic": "review-decisions", "value": {
+        "scope_id": SCOPE, "decision_id": "RD-1", "candidate_id": M4_R2_CANDIDATE, "journal_position": 22,
+        "decision": "rejected", "reason": "the lock timeout is the database's, not the lesson's", "reviewer": "dba-on-call",
+        "decided_at": "2025-03-01T09:30:00Z", "fix_revision": None,
+    }}).encode(),
+]
+
+
 def valid_lines() -> list[bytes]:
-    """The minimum case's journal lines, as bytes, without end of line, and
-    one admission candidate (:data:`CANDIDATE_LINE`). Raises
-    FileNotFoundError when the fixture case is missing (a failure, never a
-    skip)."""
-    return [line for line in MINIMUM_CASE.read_bytes().splitlines() if line.strip()] + [CANDIDATE_LINE]
+    """The minimum case's journal lines, as bytes, without end of line, one
+    admission candidate (:data:`CANDIDATE_LINE`) and :data:`REVIEW_LINES`.
+    Raises FileNotFoundError when the fixture case is missing (a failure,
+    never a skip)."""
+    return [line for line in MINIMUM_CASE.read_bytes().splitlines() if line.strip()] + [CANDIDATE_LINE, *REVIEW_LINES]
 
 
 VALID_RECORDS: list[dict] = [json.loads(line) for line in valid_lines()]
@@ -389,6 +418,29 @@ def _journal_entries() -> list[Entry]:
         "a new Experience revision at M4's position 1", after=1)
     add("position-conflict-receipt", jline(receipt_record(4, "R-collide")), "position_conflict",
         "a new receipt at job-pass's position 4", after=4)
+
+    # -- §18 review decisions --------------------------------------------------------
+    decision = json.loads(REVIEW_LINES[-1])
+    everything = len(VALID_RECORDS)  # after RD-1, the decision that stands
+    field("review-blank-reason", decision, ("reason",), "\u200b \u2060", "invalid_value",
+          "a rejection whose reason is only a zero-width space, a space and a word joiner: blank (contract §19)")
+    field("review-no-reason", decision, ("reason",), None, "invalid_value", "a rejection without a reason")
+    field("review-reason-too-long", decision, ("reason",), "r" * 16_385, "too_long", "a reason of 16,385 characters (max 16,384)")
+    field("review-fix-with-rejected", decision, ("fix_revision",), {"family": "experience", "artifact_id": "M4", "revision": 3},
+          "invalid_value", "a fix_revision given with a rejection")
+    field("review-fix-a-handoff", mutated(decision, ("value", "decision"), "approved"), ("fix_revision",),
+          {"family": "handoff", "artifact_id": "HM1", "revision": 2}, "invalid_value", "a fix_revision that is a Handoff revision")
+    field("review-decided-at-local", decision, ("decided_at",), "2025-03-01T10:30:00+01:00", "invalid_value",
+          "decided_at with a +01:00 offset: not UTC")
+    field("review-decided-at-no-date", decision, ("decided_at",), "2025-02-30T09:30:00Z", "invalid_value",
+          "decided_at on 30 February")
+    field("review-verdict", decision, ("decision",), "deferred", "invalid_value", "a decision that is neither approved nor rejected")
+    field("review-candidate-not-a-digest", decision, ("candidate_id",), "M4 r2", "invalid_value", "a candidate_id that is no digest")
+    field("review-reviewer-control", decision, ("reviewer",), "dba\non-call", "invalid_value", "a reviewer id with a line feed")
+    add("review-second-decision", jline(mutated(mutated(decision, ("value", "decision_id"), "RD-2"), ("value", "reason"), "again")),
+        "already_decided", "a second decision for M4 r2's candidate: RD-1 stands", after=everything)
+    add("review-identity-conflict", jline(mutated(decision, ("value", "reason"), "another reason")), "identity_conflict",
+        "RD-1 again with another reason", after=everything)
     return entries
 
 
@@ -732,7 +784,11 @@ def reason_codes_from_input() -> set[str]:
     docstring, except internal_error (the core raised: never caused by input
     alone, by definition), too_many_pending (a policy limit reached only
     after thousands of valid waiting candidates; tested with a small limit in
-    tests/ledger/test_admission_adversarial.py), oversized_output (the
+    tests/ledger/test_admission_adversarial.py), unknown_candidate
+    (contract §18: a decision whose candidate is not published waits, and is
+    dead-lettered by what follows it — the horizon, the end of the journal
+    or the candidate; tested in tests/ledger/test_review_decisions.py),
+    oversized_output (the
     worker's output limit; tested with a small limit in
     tests/e2e/test_faults.py) and schema_mismatch (only with a Schema
     Registry, which this corpus's fixed-id frames do not use; tested in
@@ -747,4 +803,4 @@ def reason_codes_from_input() -> set[str]:
         if line[:1].strip():  # a continuation line of the meaning column starts with spaces
             codes.add(line.split()[0])
     assert codes, "the reason-code table of processors/recurrence_ledger/ledger/intake.py moved"
-    return codes - {"internal_error", "too_many_pending", "oversized_output", "schema_mismatch"}
+    return codes - {"internal_error", "too_many_pending", "oversized_output", "schema_mismatch", "unknown_candidate"}

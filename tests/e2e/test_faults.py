@@ -174,13 +174,15 @@ def test_a_core_failure_is_never_committed_half_applied(topic_prefix, bootstrap,
 
 
 def test_a_record_with_an_output_too_large_for_kafka_is_parked_not_applied(topic_prefix, bootstrap, tmp_path):
-    """With --max-output-bytes 370, records 3 and 4 of the example journal
-    (their avoided / recurred observations are 381 and 376 bytes in Avro)
-    cannot be produced: each is rewound and dead-lettered as
+    """With --max-output-bytes 370, records 3 and 4 of the example journal's
+    first 12 records (their avoided / recurred observations are 381 and 376
+    bytes in Avro) cannot be produced: each is rewound and dead-lettered as
     oversized_output, the worker goes on, and every other output equals
     run-journal's on the journal without those two records."""
-    journal = harness.REPO / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
-    lines = journal.read_text().splitlines(keepends=True)
+    example = harness.REPO / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
+    lines = example.read_text().splitlines(keepends=True)[:12]  # its first 12 records: the later ones have large outputs too
+    journal = tmp_path / "example-12.jsonl"
+    journal.write_text("".join(lines))
     harness.prepare(bootstrap, topic_prefix, partitions=1)
     harness.publish(bootstrap, journal, topic_prefix)
     log = tmp_path / "worker.log"

@@ -176,7 +176,7 @@ def test_per_kind_publishing_with_json_values(bootstrap, topic_prefix, catalogue
 
     summary = publish_journal(bootstrap, journal, fmt="json", per_kind=True, topic_prefix=topic_prefix, show_progress=False)
     assert (summary.records, summary.raw) == (8, 0)
-    assert summary.topics == {SOURCE_JOURNAL: 0, **{kind: 2 for kind in KINDS}, "experience-candidates": 0}
+    assert summary.topics == {SOURCE_JOURNAL: 0, **{kind: 2 for kind in KINDS}, "experience-candidates": 0, "review-decisions": 0}
     assert read_raw(bootstrap, topic_prefix + SOURCE_JOURNAL) == []
 
     partition_of_scope: dict[bytes, set[int]] = {b"scope-a": set(), b"scope-b": set()}
@@ -212,7 +212,7 @@ def test_raw_poison_lines_are_published_as_is_and_dead_letter_like_the_embedded_
     summary = publish_journal(bootstrap, journal, per_kind=True, topic_prefix=topic_prefix, show_progress=False)
     assert (summary.records, summary.raw) == (5, 4)
     assert summary.topics == {SOURCE_JOURNAL: 4, "experience-revisions": 1, "handoff-revisions": 0, "handoff-receipts": 0, "task-outcomes": 0,
-                              "experience-candidates": 0}
+                              "experience-candidates": 0, "review-decisions": 0}
 
     raw = {record.value: record for record in read_raw(bootstrap, topic_prefix + SOURCE_JOURNAL)}
     assert sorted(raw) == sorted(POISON_LINES)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 
 import pytest
 
@@ -34,7 +35,11 @@ def test_worker_outputs_are_byte_identical_to_run_journal(topic_prefix, name, bo
     kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
     reference = harness.embedded(journal, tmp_path / "embedded")
     harness.assert_same_outputs(kafka, reference)
-    assert kafka["dead-letter"] == b""
+    # Dead letters carry where they were read (a Kafka offset, a line number)
+    # and the bytes as published; their reasons and messages are the same.
+    dead = sorted((d["reason"], d["message"]) for d in harness.lines(kafka["dead-letter"]))
+    assert dead == sorted((d["reason"], d["message"]) for d in harness.lines(reference["dead-letter"]))
+    assert Counter(reason for reason, _ in dead) == expected["dead_letter_reasons"]
 
     view = RedisView(redis_url, namespace=default_namespace(prefix))
     try:

@@ -276,8 +276,13 @@ def test_review_candidates_do_not_depend_on_arrival_order(history, threshold, da
         assert {c["candidate_id"] for c in late.out["review-candidates"]} == {c["candidate_id"] for c in in_order.out["review-candidates"]}
     else:
         assert names(in_order) <= names(late)
-    # Streak and statistics stay as they are: the final view does not depend on arrival order.
-    assert late.stats(S) == in_order.stats(S)
+    # Streak and statistics stay as they are: the final view does not depend
+    # on arrival order — but for ``reviews`` (contract §18), which counts the
+    # candidates, each open here (no revision above this one).
+    late_stats, in_order_stats = late.stats(S), in_order.stats(S)
+    for ledger, stats in ((late, late_stats), (in_order, in_order_stats)):
+        assert stats.pop("reviews") == {"open": len(ledger.out["review-candidates"]), "approved": 0, "rejected": 0, "superseded": 0}
+    assert late_stats == in_order_stats
     for candidate in late.out["review-candidates"]:
         positions = [int(ref["task_outcome_ref"]["source_id"][1:]) for ref in candidate["failure_refs"]]
         assert positions == sorted(positions) and len(positions) == candidate["streak"] >= threshold

@@ -20,6 +20,7 @@ from recurrence_ledger.ledger.records import (
     RecurrenceMatch,
     RecurrenceObservation,
     ReviewCandidate,
+    ReviewStatus,
     RevisionStatistics,
     ScopeStatistics,
 )
@@ -34,6 +35,7 @@ OUTPUT_MODELS = {
     "revision-statistics": ("RevisionStatistics", RevisionStatistics),
     "admission-decisions": ("AdmissionDecision", AdmissionDecision),
     "candidate-sets": ("CandidateSet", CandidateSet),
+    "review-status": ("ReviewStatus", ReviewStatus),
 }
 #: The model of every record that travels on a topic, by its name (the Avro record's).
 TOPIC_MODELS = {model.__name__: model for model in [*models.SOURCE_KINDS.values(), *(model for _, model in OUTPUT_MODELS.values()), DeadLetter]}
@@ -83,6 +85,8 @@ def test_every_output_record_round_trips(name, tmp_path):
         assert any(m["candidate_refs"] is None for m in outputs["recurrence-matches"])
     if name == "example":
         assert [value["decision"] for value in outputs["admission-decisions"]] == ["accepted", "rejected"]
+    if name in ("review_loop", "example"):  # contract §18: every status and repair status
+        assert {row["status"] for row in outputs["review-status"]} >= {"approved", "rejected"}
     for topic, (schema, model) in OUTPUT_MODELS.items():
         for value in outputs[topic]:
             decoded = avro.decode(schema, avro.encode(schema, value))

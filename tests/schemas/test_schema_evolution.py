@@ -1,14 +1,19 @@
 """Revision 3 evolves the view schemas compatibly: the new fields
-(``forward_references``, ``unknown_reasons``, …, contract §16–§17) are
-appended at the end of their records with defaults, so a reader with the
-new schema reads every record written with the previous one (BACKWARD).
+(``forward_references``, ``unknown_reasons``, …, contract §16–§17; then
+ScopeStatistics' ``reviews`` and ``repairs``, §18) are appended at the end
+of their records with defaults, so a reader with the new schema reads every
+record written with the previous one (BACKWARD). The SourceEvent envelope's
+union of event kinds gains ReviewDecision as its last branch (§18), and two
+records are new: ReviewDecision and ReviewStatus.
 
 ``tests/schemas/previous/`` holds the self-contained schema texts of every
 topic record as revision 2 registered them (``avro.schema_json`` at the
-commit this revision started from; see its README). The broker-free tests
-check the evolution with fastavro and the fixed-id codec; the last one
-registers the new schemas over the old ones on the real Schema Registry
-(the ``schema_registry_url`` fixture; it fails, never skips, without one).
+commit this revision started from; see its README), and the text of the
+ScopeStatistics form that fixed id 16 names (before §18). The broker-free
+tests check the evolution with fastavro and the fixed-id codec; the last
+one registers the new schemas over the old ones on the real Schema
+Registry (the ``schema_registry_url`` fixture; it fails, never skips,
+without one).
 """
 
 from __future__ import annotations
@@ -29,6 +34,18 @@ PREVIOUS = Path(__file__).resolve().parent / "previous"
 #: Record schemas that changed in revision 3, with their revision-2 files
 #: and ids (contract §1: the record gets a new fixed id).
 CHANGED = {"ScopeStatistics": ("ScopeStatistics.rev2", 9), "RevisionStatistics": ("RevisionStatistics.rev2", 13)}
+#: The earlier forms of revision 3 itself, with their files and ids: the
+#: ScopeStatistics of §16–§17, before §18's reviews and repairs (the text of
+#: previous/<file>.json).
+REVISION_3_FORMS = {"ScopeStatistics": ("ScopeStatistics.id16", 16)}
+#: Records whose union gained a branch at its end (contract §18: the
+#: ReviewDecision event kind): a body written with the old schema reads the
+#: same with the new one, so the record keeps its fixed id.
+WIDENED = {"SourceEvent": "value"}
+#: Records revision 2 did not have (contract §18).
+NEW = ("ReviewDecision", "ReviewStatus")
+#: Records with a revision-2 form.
+EVOLVED = tuple(name for name in avro.TOPIC_RECORDS if name not in NEW)
 
 
 def previous_text(name: str) -> str:
@@ -55,18 +72,61 @@ def _records(avro_type, found: dict) -> dict:
     return found
 
 
-@pytest.mark.parametrize("name", avro.TOPIC_RECORDS)
-def test_every_record_keeps_its_fields_in_order_and_appends_new_ones_with_defaults(name):
-    old = _records(previous(name), {})
-    new = _records(json.loads(avro.schema_json(name)), {})
+def assert_appended_with_defaults(old_schema: dict, new_schema: dict) -> None:
+    """Every record of ``old_schema`` keeps its fields in order in
+    ``new_schema``, and the fields after them have defaults."""
+    old = _records(old_schema, {})
+    new = _records(new_schema, {})
     for record, definition in old.items():
         old_fields = [field["name"] for field in definition["fields"]]
         new_fields = new[record]["fields"]
         assert [field["name"] for field in new_fields[: len(old_fields)]] == old_fields, record
         for field in new_fields[len(old_fields):]:
             assert "default" in field, f"{record}.{field['name']} has no default"
+
+
+@pytest.mark.parametrize("name", EVOLVED)
+def test_every_record_keeps_its_fields_in_order_and_appends_new_ones_with_defaults(name):
+    assert_appended_with_defaults(previous(name), json.loads(avro.schema_json(name)))
     unchanged = json.loads(avro.schema_json(name)) == previous(name)
-    assert unchanged == (name not in CHANGED), name
+    assert unchanged == (name not in CHANGED and name not in WIDENED), name
+
+
+@pytest.mark.parametrize("name", sorted(REVISION_3_FORMS))
+def test_the_form_of_id_16_is_what_it_registered_and_the_current_form_appends_to_it(name):
+    file, schema_id = REVISION_3_FORMS[name]
+    registered = previous(file)
+    assert {**json.loads(avro.schema_json(file)), "doc": None} == {**registered, "doc": None}
+    assert catalogue.PREVIOUS_SCHEMA_IDS[schema_id] == (name, file)
+    assert_appended_with_defaults(registered, json.loads(avro.schema_json(name)))
+    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]] == ["reviews", "repairs"]
+
+
+@pytest.mark.parametrize("name", sorted(WIDENED))
+def test_a_widened_union_keeps_its_branches_in_order_and_its_id(name):
+    field = WIDENED[name]
+    old = next(f for f in previous(name)["fields"] if f["name"] == field)["type"]
+    new = next(f for f in json.loads(avro.schema_json(name))["fields"] if f["name"] == field)["type"]
+    names = [branch["name"] if isinstance(branch, dict) else branch for branch in new]
+    assert names[: len(old)] == [branch["name"] if isinstance(branch, dict) else branch for branch in old]
+    assert names[len(old):] == ["recurrence_ledger.ReviewDecision"]
+    assert catalogue.SCHEMA_IDS[name] == 1
+    # an envelope written with the revision-2 schema decodes as the same value today
+    import fastavro
+    from io import BytesIO
+
+    value = {"topic": "task-outcomes", "value": {
+        "scope_id": "s", "journal_position": 1, "source_ref": {"source_type": "task_outcome", "source_id": "O1"},
+        "status": "completed", "handoff_receipt_ref": None, "observations": [], "checks": []}}
+    buffer = BytesIO()
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(previous(name)), value)
+    assert codec.decode_value(codec.frame_id(1, buffer.getvalue()), (name,)) == value
+
+
+def test_the_new_records_have_new_ids_and_no_earlier_form():
+    assert {name: catalogue.SCHEMA_IDS[name] for name in NEW} == {"ReviewDecision": 18, "ReviewStatus": 19}
+    assert catalogue.SCHEMA_IDS["ScopeStatistics"] == 20
+    assert not any((PREVIOUS / f"{name}.json").exists() for name in NEW)
 
 
 @pytest.mark.parametrize("name", sorted(CHANGED))
@@ -78,24 +138,30 @@ def test_the_revision_2_schema_file_is_the_schema_revision_2_registered(name):
     assert catalogue.SCHEMA_IDS[name] not in (schema_id, *catalogue.PREVIOUS_SCHEMA_IDS)
 
 
-def test_a_view_row_written_under_its_revision_2_id_reads_with_the_new_fields_defaulted(tmp_path):
-    journal, _ = case("unknown_reasons")
+@pytest.mark.parametrize("form", ["revision 2", "id 16"])
+def test_a_view_row_written_under_an_earlier_id_reads_with_the_new_fields_defaulted(tmp_path, form):
+    journal, _ = case("unknown_reasons" if form == "revision 2" else "review_loop")
     run_journal(journal, tmp_path, show_progress=False)
     outputs = read_outputs(tmp_path)
-    for topic, name, model in (("recurrence-statistics", "ScopeStatistics", ScopeStatistics),
-                               ("revision-statistics", "RevisionStatistics", RevisionStatistics)):
+    pairs = (("recurrence-statistics", "ScopeStatistics", ScopeStatistics), ("revision-statistics", "RevisionStatistics", RevisionStatistics))
+    for topic, name, model in pairs if form == "revision 2" else pairs[:1]:
         current = outputs[topic][-1]
-        file, schema_id = CHANGED[name]
-        old_fields = {field["name"] for field in previous(name)["fields"]}
+        file, schema_id = CHANGED[name] if form == "revision 2" else REVISION_3_FORMS[name]
+        earlier = previous(name if form == "revision 2" else file)
+        old_fields = {field["name"] for field in earlier["fields"]}
         old_value = {key: value for key, value in current.items() if key in old_fields}
         if "top_revisions" in old_value:
-            streak_fields = {field["name"] for field in _records(previous(name), {})["RecurrenceStreak"]["fields"]}
+            streak_fields = {field["name"] for field in _records(earlier, {})["RecurrenceStreak"]["fields"]}
             old_value["top_revisions"] = [{k: v for k, v in row.items() if k in streak_fields} for row in old_value["top_revisions"]]
         frame = codec.frame_id(schema_id, avro.encode(file, old_value))
         decoded = codec.decode_value(frame, (name,))
         defaults = model.model_validate(old_value).model_dump(mode="json", by_alias=True)
         assert decoded == defaults
-        assert decoded["unknown_reasons"] == dict.fromkeys(decoded["unknown_reasons"], 0)
+        if form == "revision 2":
+            assert decoded["unknown_reasons"] == dict.fromkeys(decoded["unknown_reasons"], 0)
+        else:
+            assert current["reviews"]["approved"] == 3 and current["repairs"]["failed"] == 1
+            assert decoded == {**current, "reviews": dict.fromkeys(current["reviews"], 0), "repairs": dict.fromkeys(current["repairs"], 0)}
         # what is written now carries the new id and every figure
         written = codec.encode(name, current)
         assert written[1:5] == catalogue.SCHEMA_IDS[name].to_bytes(4, "big")
@@ -113,14 +179,22 @@ def test_the_registry_accepts_the_new_schemas_over_the_old_ones_as_backward_comp
         for name in avro.TOPIC_RECORDS:
             subject = f"{prefix}{name}-value"
             subjects.append(subject)
+            if name in NEW:  # contract §18: a first version
+                client.register_schema(subject, Schema(avro.schema_json(name), "AVRO"))
+                client.set_compatibility(subject, "BACKWARD")
+                assert len(client.get_versions(subject)) == 1, name
+                continue
             old_id = client.register_schema(subject, Schema(previous_text(name), "AVRO"))
             client.set_compatibility(subject, "BACKWARD")
-            new = Schema(avro.schema_json(name), "AVRO")
-            assert client.test_compatibility(subject, new) is True, name
-            new_id = client.register_schema(subject, new)  # a refused schema raises (409)
-            assert (new_id == old_id) == (name not in CHANGED), name
+            forms = [previous_text(REVISION_3_FORMS[name][0])] if name in REVISION_3_FORMS else []
+            for text in [*forms, avro.schema_json(name)]:
+                new = Schema(text, "AVRO")
+                assert client.test_compatibility(subject, new) is True, name
+                new_id = client.register_schema(subject, new)  # a refused schema raises (409)
+            changed = name in CHANGED or name in WIDENED
+            assert (new_id == old_id) == (not changed), name
             versions = client.get_versions(subject)
-            assert len(versions) == (2 if name in CHANGED else 1), name
+            assert len(versions) == 1 + changed + len(forms), name
         # and the registry does refuse a change that is not backward compatible
         broken = json.loads(avro.schema_json("ScopeStatistics"))
         broken["fields"].append({"name": "no_default", "type": "long"})

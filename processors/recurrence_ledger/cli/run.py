@@ -41,6 +41,7 @@ from recurrence_ledger.cli.options import (
 )
 from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, RunSummary, run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.state import ref_order
 from recurrence_ledger.settings import settings
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
@@ -48,7 +49,8 @@ EXAMPLE_JOURNAL = "openapi_drift.jsonl"
 
 def print_summary(summary: RunSummary, out_dir: Path) -> None:
     """Per scope: selected / recurred / avoided / unknown / needing review
-    (the last statistics record of each scope), then its top revisions."""
+    (the last statistics record of each scope), then its top revisions and
+    its review candidates (:func:`review_lines`)."""
     table = Table(title="recurrence statistics (last record per scope)", box=box.SIMPLE_HEAD)
     table.add_column("scope", overflow="fold")
     for column in ("selected", "recurred", "avoided", "unknown", "needing review"):
@@ -69,11 +71,37 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
                 f"'{row['signature_key']}'",
                 highlight=False,
             )
+        for line in review_lines([row for (scope, _), row in summary.review_status.items() if scope == scope_id]):
+            console.print(line, highlight=False, soft_wrap=True)
     for line in admission_lines(summary.admission):
         console.print(line, highlight=False)
     counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
-    console.print(f"{summary.lines} journal records → {counts}", highlight=False)
+    console.print(f"{summary.lines} journal records → {counts}", highlight=False, soft_wrap=True)
     console.print(f"output files: {out_dir.resolve()}/<topic>.jsonl (one per output topic)", highlight=False)
+
+
+def review_lines(rows: list[dict]) -> list[str]:
+    """One line per review candidate of a scope (its last ReviewStatus row,
+    contract §18), in ArtifactRef order, then by candidate_id:
+
+        review EXP-a r2 (streak 3): approved by lead; fix EXP-a r3: repair held (selected 1, recurred 0, avoided 1)
+        review EXP-b r1 (streak 3): rejected by qa: "the runner, not the lesson"
+        review EXP-c r1 (streak 4): open
+
+    [] without candidates."""
+    lines = []
+    for row in sorted(rows, key=lambda row: (*ref_order(row["artifact_ref"]), row["candidate_id"])):
+        ref, decision, fix, repair = row["artifact_ref"], row["decision"], row["fix_revision"], row["repair"]
+        line = f"  review {ref['artifact_id']} r{ref['revision']} (streak {row['streak']}): {row['status']}"
+        if decision is not None:
+            line += f" by {decision['reviewer']}"
+        if row["status"] == "rejected":
+            line += f': "{decision["reason"]}"'
+        if fix is not None:
+            line += (f"; fix {fix['artifact_id']} r{fix['revision']}: repair {repair['status']} "
+                     f"(selected {repair['selected']}, recurred {repair['recurred']}, avoided {repair['avoided']})")
+        lines.append(line)
+    return lines
 
 
 def admission_lines(admission: Counter) -> list[str]:

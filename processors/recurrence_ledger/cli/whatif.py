@@ -253,7 +253,7 @@ def what_if_command(
         from recurrence_ledger.whatif.chart import draw_chart
 
         draw_chart(document["sweep"], out / CHART, note=None if document["sweep"]["rows"][0]["rejected_candidates_avoided"] is not None
-                   else "Rejected candidates avoided: not shown — no review decisions in the inputs (the ledger does not read them yet, contract §18).")
+                   else "Rejected candidates avoided: not shown — what-if does not count review decisions yet (contract §18).")
     json_path, markdown_path = write_report(document, out)
     if not quiet:
         _print_summary(document, markdown_path)

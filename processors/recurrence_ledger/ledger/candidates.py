@@ -20,6 +20,21 @@ from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
 from recurrence_ledger.ledger.state import LedgerState
 
 
+def due(index: list | None, horizon: int | None, as_of_position: int | None, end_of_input: bool = False) -> list[list]:
+    """The entries ``[position, id]`` of a waiting index (sorted by
+    position) whose provenance horizon has passed: ``as_of_position``
+    reached their position plus ``horizon`` (contract §5, §12, §18) — or,
+    at ``end_of_input``, all of them. None waits for the end."""
+    if not index or (not end_of_input and (horizon is None or as_of_position is None)):
+        return []
+    if end_of_input:
+        return list(index)
+    passed = 0
+    while passed < len(index) and index[passed][0] + horizon <= as_of_position:
+        passed += 1  # sorted: the first entry still waiting ends the run
+    return index[:passed]
+
+
 class CandidateAdmission:
     """The admission part of ``LedgerProcessor``: held candidates
     (``candidate_pending``, ``candidate_index`` and ``candidate_wait``
@@ -79,11 +94,9 @@ class CandidateAdmission:
         state = self.state
         pending = state.get("candidate_pending", scope_id, candidate_id)
         state.delete("candidate_pending", scope_id, candidate_id)
-        index = [entry for entry in state.get("candidate_index", scope_id, default=[]) if entry[1] != candidate_id]
-        state.put_nonempty(index, "candidate_index", scope_id)
+        state.remove_entries(candidate_id, "candidate_index", scope_id, at=1)
         for source_id in pending["waiting_on"]:
-            waiting = [other for other in state.get("candidate_wait", scope_id, source_id, default=[]) if other != candidate_id]
-            state.put_nonempty(waiting, "candidate_wait", scope_id, source_id)
+            state.remove_entries(candidate_id, "candidate_wait", scope_id, source_id)
         return pending
 
     def _expire_candidates(self, scope_id: str, as_of_position: int | None, emits: list[Emit], end_of_input: bool = False) -> None:
@@ -91,13 +104,8 @@ class CandidateAdmission:
         horizon counted from the candidate's journal_position on the scope's
         ``as_of_position`` — or, at ``end_of_input`` (``flush``), every held
         candidate."""
-        horizon = self.config.provenance_horizon
         index = self.state.get("candidate_index", scope_id)
-        if not index or (not end_of_input and (horizon is None or as_of_position is None)):
-            return
-        for position, candidate_id in list(index):
-            if not end_of_input and position + horizon > as_of_position:
-                break
+        for _, candidate_id in due(index, self.config.provenance_horizon, as_of_position, end_of_input):
             self._decide_candidate(scope_id, self._forget_candidate(scope_id, candidate_id)["candidate"], emits)
 
     def _decide_candidate(self, scope_id: str, candidate: dict, emits: list[Emit]) -> None:

@@ -25,7 +25,9 @@ class LedgerConfig:
     - ``max_pending_candidates``: how many admission candidates one scope
       may hold while they wait for cited Task Outcomes; one more that would
       wait goes to dead-letter (``too_many_pending``) and may be published
-      again later. It bounds the per-scope waiting index: 5,000 entries of
+      again later. Review decisions waiting for their candidate (contract
+      §18) are bounded by the same number, counted apart. It bounds the
+      per-scope waiting index: 5,000 entries of
       the longest ids (512 four-byte characters) are ~10 MB, below a 16 MiB
       changelog record.
     - ``near_duplicate_threshold``: admission rule 5's Sørensen–Dice score

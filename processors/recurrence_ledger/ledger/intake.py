@@ -24,8 +24,14 @@ invalid_value          a value outside its enum/range/pattern or a §3 field rul
                        a JSON integer outside the signed 64-bit range
 identity_conflict      same identity, different content (§3; first version stands)
 position_conflict      journal position already used in the scope (§3)
-too_many_pending       an admission candidate that would wait in a scope already
-                       holding ``max_pending_candidates`` waiting ones
+too_many_pending       an admission candidate (or a review decision) that would
+                       wait in a scope already holding ``max_pending_candidates``
+                       waiting ones
+already_decided        a review decision for a candidate that already has one
+                       (§18; the first decision stands)
+unknown_candidate      a review decision whose candidate was not published before
+                       the provenance horizon, the end of a journal file, or its
+                       own journal position (§18)
 key_mismatch           Kafka key differs from the value's scope_id (§1)
 bad_magic_byte         (Kafka) neither JSON nor a Confluent frame (magic byte 0,
                        then a 4-byte schema id): the message names the byte seen
@@ -46,13 +52,19 @@ from recurrence_ledger.errors import RecurrenceLedgerError
 
 import base64
 import json
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic import ValidationError
 
+from recurrence_ledger.ledger.deadletter import (  # noqa: F401 - the shell's names, defined with the record
+    MAX_DEAD_LETTER_MESSAGE,
+    MAX_DEAD_LETTER_RAW,
+    Coordinates,
+    dead_letter,
+)
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
-from recurrence_ledger.catalogue import BY_NAME, DEAD_LETTER, SOURCE_JOURNAL
+from recurrence_ledger.catalogue import BY_NAME, REVIEW_DECISIONS, SOURCE_JOURNAL
 from recurrence_ledger.ledger.models import SOURCE_KINDS
 
 #: Largest record accepted (bytes). Kafka's default message.max.bytes is ~1 MiB.
@@ -60,11 +72,6 @@ MAX_RECORD_BYTES = 1_048_576
 #: The UTF-8 byte-order mark (U+FEFF), ignored at the start of a JSON record
 #: value and of a journal file (contract §9 rev. 2).
 BOM = b"\xef\xbb\xbf"
-#: Largest raw record kept whole in a dead letter: base64 grows it by 4/3, and
-#: the dead letter must itself fit in a Kafka message.
-MAX_DEAD_LETTER_RAW = 262_144
-#: Longest dead-letter message (characters), a truncation note included.
-MAX_DEAD_LETTER_MESSAGE = 1_200
 #: The signed 64-bit range (Avro long): a JSON integer outside it is
 #: ``invalid_value`` (contract §19 rev. 3), decided without converting it.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -78,17 +85,6 @@ JSON_WHITESPACE = b" \t\n\r"
 JSON_FIRST_BYTES = frozenset(b'{["-0123456789tfn')
 #: A Confluent wire-format frame: magic byte 0, then a 4-byte schema id.
 FRAME_MAGIC, FRAME_HEADER_BYTES = 0, 5
-
-
-class Coordinates(NamedTuple):
-    """Where a record came from: topic, partition, offset and key. The
-    embedded runner uses topic "source-journal", partition None and the
-    0-based line number as offset."""
-
-    topic: str
-    partition: int | None
-    offset: int | None
-    key: str | None
 
 
 class BadRecord(RecurrenceLedgerError):
@@ -263,33 +259,12 @@ def validate(topic: str, value: Any) -> dict:
         raise BadRecord(_reason(first), f"{model.__name__}.{location}: {first['msg']}") from None
 
 
-def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str) -> Emit:
-    """The DeadLetter record (contract §9) for ``raw`` read at ``coordinates``.
-
-    A record over MAX_DEAD_LETTER_RAW bytes keeps only its first
-    MAX_DEAD_LETTER_RAW bytes in ``raw``: the original stays in its input
-    topic at the given coordinates. ``message`` is cut to
-    MAX_DEAD_LETTER_MESSAGE characters; when ``raw`` was cut, the message
-    is cut shorter and ends with a note giving the original size, so the
-    note is always there (contract §19 rev. 3).
-    """
-    if len(raw) > MAX_DEAD_LETTER_RAW:
-        note = f" [raw truncated to the first {MAX_DEAD_LETTER_RAW} of {len(raw)} bytes]"
-        message = message[:MAX_DEAD_LETTER_MESSAGE - len(note)] + note
-        raw = raw[:MAX_DEAD_LETTER_RAW]
-    return Emit(
-        DEAD_LETTER,
-        coordinates.key,
-        {
-            "topic": coordinates.topic,
-            "partition": coordinates.partition,
-            "offset": coordinates.offset,
-            "key": coordinates.key,
-            "raw": base64.b64encode(raw).decode("ascii"),
-            "reason": reason,
-            "message": message[:MAX_DEAD_LETTER_MESSAGE],
-        },
-    )
+def origin(coordinates: Coordinates, raw: bytes) -> dict:
+    """Where a record was read and its bytes (base64), as JSON: what the
+    core keeps with a review decision that waits for its candidate, to
+    dead-letter it later as ``unknown_candidate`` or ``already_decided``
+    (contract §18) with its own coordinates."""
+    return {**coordinates._asdict(), "raw": base64.b64encode(raw).decode("ascii")}
 
 
 def ingest(processor: LedgerProcessor, topic: str, value: Any, raw: bytes, coordinates: Coordinates) -> list[Emit]:
@@ -304,7 +279,7 @@ def ingest(processor: LedgerProcessor, topic: str, value: Any, raw: bytes, coord
         event = validate(topic, value)
         if coordinates.key is not None and coordinates.key != event["scope_id"]:
             raise BadRecord("key_mismatch", f"record key {coordinates.key[:100]!r} is not its scope_id {event['scope_id'][:100]!r}")
-        result = processor.apply(topic, event)
+        result = processor.apply(topic, event, origin(coordinates, raw) if topic == REVIEW_DECISIONS else None)
     except BadRecord as bad:
         return [dead_letter(coordinates, raw, bad.reason, bad.message)]
     if result.rejection is not None:

@@ -7,20 +7,30 @@ normalize to empty, at most MAX_HANDOFF_CITATIONS citations). String lengths
 count code points of the NFC form (contract §3, :func:`at_most`). A record that
 fails validation goes to dead-letter (§9); see ``recurrence_ledger.ledger.intake``.
 
-The output records (§4, §6–§9) are ``recurrence_ledger.ledger.records``.
+The review decisions of contract §18 are inputs too (:class:`ReviewDecision`).
+The output records (§4, §6–§9, §18) are ``recurrence_ledger.ledger.records``.
 
 This module imports pydantic only: it is part of the pure core's closure.
 """
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from recurrence_ledger.ledger.normalize import nfc_length, normalize
-from recurrence_ledger.catalogue import EXPERIENCE_CANDIDATES, EXPERIENCE_REVISIONS, HANDOFF_RECEIPTS, HANDOFF_REVISIONS, TASK_OUTCOMES
+from recurrence_ledger.ledger.normalize import is_blank, nfc_length, normalize
+from recurrence_ledger.catalogue import (
+    EXPERIENCE_CANDIDATES,
+    EXPERIENCE_REVISIONS,
+    HANDOFF_RECEIPTS,
+    HANDOFF_REVISIONS,
+    REVIEW_DECISIONS,
+    TASK_OUTCOMES,
+)
 
 #: contract §3: recall_cue and check_subject have at most 512 characters.
 MAX_FAILURE_CUE_LENGTH = 512
@@ -343,6 +353,71 @@ class ExperienceCandidate(Value):
     cited_sources: Annotated[list[SourceRef], Field(max_length=MAX_ITEMS)] = []
 
 
+# --------------------------------------------------------------------- §18 review decisions
+
+ReviewVerdict = Literal["approved", "rejected"]
+#: contract §18: ``decided_at`` is an RFC 3339 timestamp in UTC — date,
+#: ``T``, time with optional fraction, then ``Z`` or ``+00:00`` (RFC 3339
+#: allows a lower-case ``t`` and ``z``); the date and time must exist.
+RFC3339_UTC = r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|\+00:00)$"
+_RFC3339_UTC = re.compile(RFC3339_UTC)
+
+
+def _utc_timestamp(value: str) -> str:
+    """``value`` when it is an RFC 3339 UTC timestamp of a real date and time
+    (:data:`RFC3339_UTC`; no leap second), else a ValueError
+    (``invalid_value``). The text is kept as sent."""
+    found = _RFC3339_UTC.fullmatch(value)
+    if found is None:
+        raise ValueError("decided_at must be an RFC 3339 UTC timestamp such as 2025-03-01T09:30:00Z")
+    try:
+        datetime(*(int(part) for part in found.groups()[:6]))
+    except ValueError as error:
+        raise ValueError(f"decided_at is not a real date and time: {error}") from None
+    return value
+
+
+class ReviewDecision(Value):
+    """A human decision on one ReviewCandidate (contract §18; input topic
+    ``review-decisions``, keyed by scope_id; also on ``source-journal`` and
+    as a journal line with that topic).
+
+    Identity is (scope_id, decision_id). ``candidate_id`` is the
+    ReviewCandidate's (a digest). ``journal_position`` is where the
+    decision was made in the scope's journal: like an ExperienceCandidate it
+    does not use up the position and moves no ``as_of_position``; it starts
+    the provenance horizon of a decision that waits for its candidate.
+    ``reason`` is free text, required and not blank
+    (``normalize.is_blank``) for ``rejected``; ``reviewer`` an identifier;
+    ``decided_at`` an RFC 3339 UTC timestamp, shown and measured, never used
+    for ordering. ``fix_revision`` only with ``approved``: an Experience
+    ArtifactRef, which the processor checks is a higher revision of the
+    candidate's own artifact once it knows the candidate. Breaking a rule
+    here is ``invalid_value`` (a reason over 16,384 characters ``too_long``).
+    """
+
+    scope_id: Id
+    decision_id: Id
+    candidate_id: Digest
+    journal_position: Position
+    decision: ReviewVerdict
+    reason: Text | None = None
+    reviewer: Id
+    decided_at: Annotated[str, AfterValidator(_utc_timestamp)]
+    fix_revision: ArtifactRef | None = None
+
+    @model_validator(mode="after")
+    def _decision_rules(self) -> ReviewDecision:
+        if self.decision == "rejected":
+            if self.reason is None or is_blank(self.reason):
+                raise ValueError("a rejected decision needs a reason that is not blank")
+            if self.fix_revision is not None:
+                raise ValueError("fix_revision is only given with an approved decision")
+        if self.fix_revision is not None and self.fix_revision.family != "experience":
+            raise ValueError("fix_revision must be an Experience revision (family 'experience')")
+        return self
+
+
 #: Input topic (contract §1) → the event kind it carries. The journal file's
 #: ``topic`` field and the source-journal envelope use the same names.
 SOURCE_KINDS: dict[str, type[BaseModel]] = {
@@ -351,4 +426,5 @@ SOURCE_KINDS: dict[str, type[BaseModel]] = {
     HANDOFF_RECEIPTS: HandoffReceipt,
     TASK_OUTCOMES: TaskOutcome,
     EXPERIENCE_CANDIDATES: ExperienceCandidate,
+    REVIEW_DECISIONS: ReviewDecision,
 }

@@ -38,6 +38,8 @@ class OutcomeDecisions:
     #: Revisions (artifact_id, revision) the current event changed; see ``_finish_scope``.
     _revisions_touched: dict[tuple[str, int], None]
     _emit: Callable[[list[Emit], str, str, dict], None]
+    #: A ReviewCandidate was published (``reviews.ReviewLoop``, contract §18).
+    _on_review_candidate: Callable[[str, dict, int, list[Emit]], None]
 
     # -- §5 pending outcomes ----------------------------------------------------
     def _try_decide(
@@ -194,6 +196,7 @@ class OutcomeDecisions:
                 candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits)
         for candidate in candidates:
             self._emit(emits, REVIEW_CANDIDATES, scope_id, candidate)
+            self._on_review_candidate(scope_id, candidate, position, emits)
 
     def _publish_candidate_set(self, scope_id: str, candidates: matching.CandidateSet, emits: list[Emit]) -> None:
         """contract §6: a scope_heads set is published once, before the first

@@ -25,11 +25,17 @@ Admission candidates (``experience-candidates``) go through the same
 ``apply``: they read the ledger's state (known outcomes and their failure
 items, the bigram index of current heads) and never change a ledger fact.
 
+Review decisions (``review-decisions``, contract §18) go through ``apply``
+too: they are applied to their ReviewCandidate, wait for it, or are
+rejected; they never change a ledger fact, and ``end_batch`` publishes the
+ReviewStatus rows they and the fix revisions' figures change.
+
 The processor is this module (the entry points, the source events'
-bookkeeping, the views and the output check) and two parts it inherits:
+bookkeeping, the views and the output check) and three parts it inherits:
 :mod:`recurrence_ledger.ledger.outcomes` (pending Task Outcomes and their
-decision, §5–§8) and :mod:`recurrence_ledger.ledger.candidates` (held
-admission candidates, §12).
+decision, §5–§8), :mod:`recurrence_ledger.ledger.candidates` (held
+admission candidates, §12) and :mod:`recurrence_ledger.ledger.reviews`
+(review decisions and the review-status view, §18).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from pydantic import BaseModel
 
 from recurrence_ledger.ledger import admission, causal, chain, matching, records
 from recurrence_ledger.ledger.candidates import CandidateAdmission
+from recurrence_ledger.ledger.reviews import ReviewLoop
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.normalize import digest, normalize
 from recurrence_ledger.ledger.outcomes import OutcomeDecisions
@@ -55,6 +62,8 @@ from recurrence_ledger.catalogue import (
     MATCHES,
     OBSERVATIONS,
     REVIEW_CANDIDATES,
+    REVIEW_DECISIONS,
+    REVIEW_STATUS,
     REVISION_STATISTICS,
     STATISTICS,
     TASK_OUTCOMES,
@@ -72,6 +81,7 @@ _OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     REVISION_STATISTICS: records.RevisionStatistics,
     ADMISSION_DECISIONS: records.AdmissionDecision,
     CANDIDATE_SETS: records.CandidateSet,
+    REVIEW_STATUS: records.ReviewStatus,
 }
 
 
@@ -87,11 +97,13 @@ def _identity(kind: str, value: dict) -> tuple:
         return ("outcome", value["source_ref"]["source_id"])
     if kind == EXPERIENCE_CANDIDATES:
         return ("candidate", value["candidate_id"])
+    if kind == REVIEW_DECISIONS:
+        return ("review_decision", value["decision_id"])
     raise ValueError(f"unknown source event kind {kind!r}")
 
 
 
-class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
+class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
     """The recurrence ledger (contract §3–§8) over a mapping store.
 
     ``store``: MutableMapping for the state (a dict by default; the worker's
@@ -109,24 +121,33 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
         self.validate_outputs = validate_outputs
         self._scopes_touched: dict[str, None] = {}
         self._candidate_scopes: dict[str, None] = {}
+        self._decision_scopes: dict[str, None] = {}
         self._revisions_touched: dict[tuple[str, int], None] = {}
         # The batch's changed view keys: scope_id → its changed revisions
         # (artifact_id, revision); see end_batch.
         self._dirty: dict[str, dict[tuple[str, int], None]] = {}
         self._dirty_at_mark: dict[str, dict[tuple[str, int], None]] = {}
+        # The batch's artifacts whose review candidates' rows may change
+        # (contract §18): scope_id → artifact ids; see end_batch.
+        self._review_dirty: dict[str, dict[str, None]] = {}
+        self._review_dirty_at_mark: dict[str, dict[str, None]] = {}
 
     # -- public ---------------------------------------------------------------
-    def apply(self, kind: str, value: dict) -> ApplyResult:
+    def apply(self, kind: str, value: dict, origin: dict | None = None) -> ApplyResult:
         """Apply one validated source event of ``kind`` (an input topic name
         of contract §1, e.g. "task-outcomes").
 
         ``value`` is the event in canonical form: the JSON dump of its
         validated pydantic model (every field present), as
         ``intake.validate`` returns it. The core never mutates it.
+        ``origin``: for a review decision (contract §18), where it was read
+        (``intake.origin``), kept while it waits for its candidate so that
+        it can be dead-lettered later with its own coordinates.
 
         Returns the emits, nothing for a duplicate, or a Rejection for an
-        identity or position conflict (the first version stands).
-        Raises ValueError for an unknown ``kind``.
+        identity or position conflict (the first version stands), or for a
+        review decision that cannot be applied (§18). Raises ValueError for
+        an unknown ``kind``.
         """
         scope_id = value["scope_id"]
         position = value["journal_position"]
@@ -149,6 +170,8 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
             )
         if kind == EXPERIENCE_CANDIDATES:
             return self._on_candidate(scope_id, value, content_digest)
+        if kind == REVIEW_DECISIONS:
+            return self._on_decision(scope_id, value, content_digest, origin)
         holder = state.get("position", scope_id, position)
         if holder is not None:
             return ApplyResult(
@@ -194,6 +217,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
             self._wake(scope, scope_id, identity, emits)
         self._expire_pending(scope, scope_id, emits)
         self._expire_candidates(scope_id, scope["as_of_position"], emits)
+        self._expire_decisions(scope_id, scope["as_of_position"], emits)
         self._finish_scope(scope, scope_id, emits)
         return ApplyResult(emits)
 
@@ -210,6 +234,8 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
             self._finish_scope(scope, scope_id, emits)
         for scope_id in self._candidate_scopes:
             self._expire_candidates(scope_id, None, emits, end_of_input=True)
+        for scope_id in self._decision_scopes:  # contract §18: their candidates never came
+            self._expire_decisions(scope_id, None, emits, end_of_input=True)
         return emits
 
     def end_batch(self) -> list[Emit]:
@@ -219,7 +245,10 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
 
         Order: scopes in code point order of scope_id; for each, the
         RevisionStatistics rows of its changed revisions in ArtifactRef
-        order, then its ScopeStatistics when it differs from the last one
+        order, then the ReviewStatus rows (contract §18) of the candidates
+        whose artifact changed in the batch (a new revision, a revision's
+        figures, a decision) and whose row differs from the last one
+        published, in candidate_id order, then its ScopeStatistics when it differs from the last one
         published (whose digest the scope record keeps as
         ``published_digest``, updated here, so a value is never re-sent
         unchanged; the scope record was written in this batch anyway, so
@@ -234,11 +263,14 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
         end of the file (after ``flush``)."""
         emits: list[Emit] = []
         state, threshold = self.state, self.config.review_threshold
-        for scope_id in sorted(self._dirty):
-            for artifact_id, revision in sorted(self._dirty[scope_id]):
+        for scope_id in sorted(self._dirty.keys() | self._review_dirty.keys()):
+            revisions = self._dirty.get(scope_id, {})
+            for artifact_id, revision in sorted(revisions):
                 record = revision_statistics(state, scope_id, artifact_id, revision, threshold)
                 self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
             scope = state.scope(scope_id)
+            artifacts = {artifact_id for artifact_id, _ in revisions} | self._review_dirty.get(scope_id, {}).keys()
+            self._review_rows(scope, scope_id, artifacts, emits)
             statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit)
             published = digest(statistics)
             if scope.get("published_digest") != published:
@@ -248,12 +280,14 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
             if state.get("published", scope_id) is not None:
                 state.delete("published", scope_id)  # the full record kept before rev. 2: now a digest in the scope record
         self._dirty.clear()
+        self._review_dirty.clear()
         return emits
 
     def mark(self) -> None:
         """Remember the batch's view marks as they are now: the runtime made
         the current state its rollback point (see :meth:`rolled_back`)."""
         self._dirty_at_mark = {scope_id: dict(revisions) for scope_id, revisions in self._dirty.items()}
+        self._review_dirty_at_mark = {scope_id: dict(artifacts) for scope_id, artifacts in self._review_dirty.items()}
 
     def rolled_back(self) -> None:
         """The store was returned to its state at the last :meth:`mark` (a
@@ -262,6 +296,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
         self.state.invalidate_caches()
         self._revisions_touched.clear()
         self._dirty = {scope_id: dict(revisions) for scope_id, revisions in self._dirty_at_mark.items()}
+        self._review_dirty = {scope_id: dict(artifacts) for scope_id, artifacts in self._review_dirty_at_mark.items()}
 
     def restore_candidate_set(self, scope_id: str, candidate_set_digest: str, size: int = 0) -> None:
         """Record an already-published CandidateSet (read back from
@@ -317,6 +352,8 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission):
             # outcomes decided after it in journal position; count it.
             scope["late_revisions"] += 1
         chain.count_late_citation(state, scope, scope_id, ref, failure is not None, position)
+        if state.get("reviews", scope_id, artifact_id) is not None:  # contract §18: it may supersede or fix a candidate
+            self._mark_review(scope_id, artifact_id)
         self._wake(scope, scope_id, ("experience", artifact_id, revision), emits)
 
     # -- output -------------------------------------------------------------------

@@ -11,8 +11,9 @@ needing_review and top_revisions. The remaining figures are not ledger facts
 (``unlinked_handoff_citations`` and ``as_of_position`` describe the inputs,
 ``pending_outcomes`` and ``late_revisions`` are operational gauges, and the
 figures of revision 3 come from the inputs: ``forward_references``, the
-reasons of unknown selections, ambiguous and unmatched matches); a rebuild
-takes them from the latest statistics record. A revision's row carries
+reasons of unknown selections, ambiguous and unmatched matches, and the
+``reviews`` and ``repairs`` of review decisions, §18); a rebuild takes them
+from the latest statistics record. A revision's row carries
 figures the observations cannot give either — its repair_surface (on the
 Experience revision), ``unknown_reasons`` and ``ambiguous`` (contract §17:
 from the outcomes' evidence and the matches' candidates): they are carried

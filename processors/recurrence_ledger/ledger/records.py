@@ -1,4 +1,4 @@
-"""Pydantic v2 models of the ledger's output records (contract §4, §6–§9, §12).
+"""Pydantic v2 models of the ledger's output records (contract §4, §6–§9, §12, §18).
 
 Each carries the validation matrix of contract §13 as model validators, so
 a record that breaks it can never be published (``LedgerProcessor`` with
@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from recurrence_ledger.ledger.models import ArtifactRef, Digest, Id, Position, RepairSurface, SourceRef, Value
+from recurrence_ledger.ledger.models import ArtifactRef, Digest, Id, Position, RepairSurface, ReviewVerdict, SourceRef, Text, Value
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
 
@@ -186,6 +186,26 @@ class SurfaceCounts(Value):
     avoided: Annotated[int, Field(ge=0)]
 
 
+class ReviewCounts(Value):
+    """contract §18 (rev. 3): a scope's review candidates by the ``status``
+    of their ReviewStatus."""
+
+    open: Count = 0
+    approved: Count = 0
+    rejected: Count = 0
+    superseded: Count = 0
+
+
+class RepairCounts(Value):
+    """contract §18 (rev. 3): a scope's repairs — the ReviewStatus rows with
+    a ``repair`` (approved and superseded candidates) — by repair status."""
+
+    pending: Count = 0
+    held: Count = 0
+    recurring: Count = 0
+    failed: Count = 0
+
+
 class ScopeStatistics(Value):
     """contract §8: the recurrence statistics block for one scope plus
     ``as_of_position`` and the operational gauges ``pending_outcomes`` and
@@ -193,7 +213,8 @@ class ScopeStatistics(Value):
     ``stale_revision_selections`` and ``by_repair_surface``, and since
     revision 3 ``forward_references`` (contract §16), ``unknown_reasons``,
     ``ambiguous_matches``, ``unmatched_failures`` and ``binding_suspects``
-    (§17). Re-published whenever it changes (compacted topic)."""
+    (§17), ``reviews`` and ``repairs`` (§18). Re-published whenever it
+    changes (compacted topic)."""
 
     scope_id: Id
     as_of_position: Position
@@ -214,6 +235,8 @@ class ScopeStatistics(Value):
     ambiguous_matches: Count = 0
     unmatched_failures: Count = 0
     binding_suspects: Count = 0
+    reviews: ReviewCounts = ReviewCounts()
+    repairs: RepairCounts = RepairCounts()
 
 
 class RevisionStatistics(Value):
@@ -312,6 +335,77 @@ class AdmissionDecision(Value):
             raise ValueError("an accepted decision has no reasons; a rejected one has at least one")
         if self.decision == "accepted" and not self.failure_refs:
             raise ValueError("an accepted decision relies on at least one failure item (rule 1)")
+        return self
+
+
+# --------------------------------------------------------------------- §18
+
+
+class AppliedReviewDecision(Value):
+    """The ReviewDecision applied to a candidate (contract §18): the first
+    one, which stands."""
+
+    decision_id: Id
+    decision: ReviewVerdict
+    reason: Text | None = None
+    reviewer: Id
+    decided_at: str
+    journal_position: Position
+
+
+class Repair(Value):
+    """The effect of a candidate's fix revision F (contract §18): ``status``
+    ``pending`` (F unknown or without a terminal verdict), ``held`` (F's
+    latest terminal verdict by position is avoided), ``recurring`` (F's
+    streak ≥ 1, F never reached the review threshold) or ``failed`` (F
+    reached it: final), and F's figures — all 0 while F is unknown."""
+
+    status: Literal["pending", "held", "recurring", "failed"]
+    selected: Count
+    recurred: Count
+    avoided: Count
+    unknown: Count
+    terminal_recurred_streak: Count
+
+
+class ReviewStatus(Value):
+    """contract §18 (rev. 3): the review status of one ReviewCandidate, a
+    view row on the compacted ``review-status`` topic (key: canonical JSON
+    of ``{"candidate_id": …, "scope_id": …}``,
+    ``recurrence_ledger.ledger.reviews.review_status_key``).
+
+    ``status``: approved or rejected once a decision is applied; otherwise
+    superseded when a higher revision of the artifact is known, else open.
+    ``decision``: the applied decision or None. ``fix_revision``: for
+    approved the named revision, or the lowest known revision of the
+    artifact above the candidate's; for superseded that lowest higher
+    revision; else None. ``repair``: None for open and rejected."""
+
+    scope_id: Id
+    candidate_id: Digest
+    artifact_ref: ArtifactRef
+    signature_key: str
+    streak: Annotated[int, Field(ge=1)]
+    status: Literal["open", "superseded", "approved", "rejected"]
+    decision: AppliedReviewDecision | None = None
+    fix_revision: ArtifactRef | None = None
+    repair: Repair | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ReviewStatus:
+        decided = self.status in ("approved", "rejected")
+        if decided != (self.decision is not None) or (decided and self.decision.decision != self.status):
+            raise ValueError("status approved or rejected is the applied decision's; open and superseded have none")
+        if (self.repair is None) != (self.status in ("open", "rejected")):
+            raise ValueError("approved and superseded candidates have a repair, open and rejected ones none")
+        if self.status in ("open", "rejected") and self.fix_revision is not None:
+            raise ValueError("open and rejected candidates have no fix_revision")
+        if self.status == "superseded" and self.fix_revision is None:
+            raise ValueError("a superseded candidate names the revision that superseded it")
+        fix = self.fix_revision
+        own = self.artifact_ref
+        if fix is not None and ((fix.family, fix.artifact_id) != (own.family, own.artifact_id) or fix.revision <= own.revision):
+            raise ValueError("fix_revision is a higher revision of the candidate's own artifact")
         return self
 
 

@@ -115,6 +115,8 @@ def new_scope_record() -> dict:
         "ambiguous_matches": 0,
         "unmatched_failures": 0,
         "binding_suspects": 0,
+        "reviews": {},  # contract §18: review candidates by ReviewStatus status
+        "repairs": {},  # and the fix revisions by repair status (ledger.reviews)
     }
 
 
@@ -266,6 +268,13 @@ class LedgerState:
             self.store[parts] = items
         else:
             self.delete(*parts)
+
+    def remove_entries(self, value: object, *parts: object, at: int | None = None) -> None:
+        """Remove from the list record at key ``parts`` every entry equal to
+        ``value`` (or, with ``at``, whose item ``at`` is): a waiting index
+        or a wait list losing one member. An empty list is deleted."""
+        items = self.store.get(parts) or []
+        self.put_nonempty([entry for entry in items if (entry if at is None else entry[at]) != value], *parts)
 
     def pop_list(self, *parts: object) -> list:
         """Remove and return the list record at key ``parts`` (or [])."""

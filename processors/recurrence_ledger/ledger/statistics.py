@@ -28,7 +28,8 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     position, ``by_repair_surface`` = selected / recurred / avoided counts
     per repair_surface. Taken
     from the sorted ranking (cached between streak changes), so the cost is
-    O(top_limit), not O(revisions). Revision 3 adds :func:`causal_and_unknown_figures`.
+    O(top_limit), not O(revisions). Revision 3 adds :func:`causal_and_unknown_figures`
+and :func:`review_figures`.
     """
     return {
         "scope_id": scope_id,
@@ -49,6 +50,26 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
             for surface in REPAIR_SURFACES
         },
         **causal_and_unknown_figures(scope),
+        **review_figures(scope),
+    }
+
+
+#: ReviewStatus ``status`` values (contract §18), in the order of ScopeStatistics ``reviews``.
+REVIEW_STATES: tuple[str, ...] = ("open", "approved", "rejected", "superseded")
+#: Repair ``status`` values (contract §18), in the order of ScopeStatistics ``repairs``.
+REPAIR_STATES: tuple[str, ...] = ("pending", "held", "recurring", "failed")
+
+
+def review_figures(scope: dict) -> dict[str, dict[str, int]]:
+    """ScopeStatistics' ``reviews`` (the scope's review candidates by the
+    status of their ReviewStatus) and ``repairs`` (the rows with a repair,
+    by its status), contract §18: every status present, in the contract's
+    order, from the counts ``recurrence_ledger.ledger.reviews`` keeps in the
+    scope record."""
+    reviews, repairs = scope.get("reviews", {}), scope.get("repairs", {})
+    return {
+        "reviews": {status: reviews.get(status, 0) for status in REVIEW_STATES},
+        "repairs": {status: repairs.get(status, 0) for status in REPAIR_STATES},
     }
 
 

@@ -38,7 +38,9 @@ State (JSON values, written explicitly, see ``state.py``):
 - ``("streak", scope_id, artifact_id, revision)``: signature_key,
   repair_surface, selected / recurred / avoided counts, ``last_avoided``
   (the name of the current run), ``streak`` (its length) and ``published``
-  (the run names with a candidate); since revision 3 (contract §17) also
+  (the run names with a candidate), ``reached_threshold`` (a run held
+  the review threshold's recurred verdicts, contract §18); since revision
+  3 (contract §17) also
   ``linked_verdicts`` (terminal verdicts on linked outcomes: unknown =
   selected − linked_verdicts), ``unknown_reasons`` (reason → count, the
   reasons that occurred), ``ambiguous`` (ambiguous matches with the
@@ -144,6 +146,14 @@ def linked_verdicts(record: dict) -> int:
     if "linked_verdicts" in record:
         return record["linked_verdicts"]
     return min(record.get("selected", 0), record.get("recurred", 0) + record.get("avoided", 0))
+
+
+def reached_threshold(record: dict, threshold: int) -> bool:
+    """Whether a run of the revision ever held ``threshold`` recurred
+    verdicts (contract §8 "reaches the threshold"; §18: its repair has
+    failed). Kept as ``reached_threshold`` since contract §18; a record
+    written before knows it from its published candidates or its streak."""
+    return bool(record.get("reached_threshold") or record.get("published") or streak_length(record) >= threshold)
 
 
 def streak_length(record: dict) -> int:
@@ -292,6 +302,8 @@ def record_verdict(
         scope["needing_review"] -= 1
 
     candidates = []
+    if changed is not None and len(changed[1]) >= threshold:
+        record["reached_threshold"] = True  # contract §18: a repair that reached it has failed, for good
     if changed is not None and repair_surface == "experience_content":
         run_name, entries = changed
         if len(entries) >= threshold and run_name not in record["published"]:

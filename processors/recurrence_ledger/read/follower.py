@@ -78,7 +78,7 @@ from pydantic import ValidationError
 
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.intake import BadRecord
-from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, ReviewStatus, RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.follower_view import FollowerView
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, ReadModels
@@ -89,7 +89,7 @@ from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue
-from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.redact import redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
 from recurrence_ledger.read.keys import default_namespace
@@ -102,10 +102,13 @@ log = logging.getLogger("recurrence_ledger.follower")
 #: Seconds without a new record after which a draining follower stops.
 DRAIN_IDLE_S = 1.0
 
-#: The topics the follower reads, with the schema and model of their values.
+#: The topics the follower reads, with the schema and model of their values
+#: (``catalogue.FOLLOWED_TOPICS``). ReviewStatus rows (contract §18) are read
+#: and validated; nothing projects them into Redis yet.
 FOLLOWED: dict[str, tuple[str, Any]] = {
     STATISTICS: ("ScopeStatistics", ScopeStatistics),
     REVISION_STATISTICS: ("RevisionStatistics", RevisionStatistics),
+    REVIEW_STATUS: ("ReviewStatus", ReviewStatus),
     OBSERVATIONS: ("RecurrenceObservation", RecurrenceObservation),
     REVIEW_CANDIDATES: ("ReviewCandidate", ReviewCandidate),
 }

@@ -33,7 +33,8 @@ from recurrence_ledger.catalogue import STATISTICS
 #: alert of deploy/prometheus/rules.yml relies on it.
 DEAD_LETTER_REASONS: tuple[str, ...] = (
     "malformed_json", "invalid_envelope", "unknown_topic", "missing_field", "unexpected_field", "wrong_type", "too_long",
-    "invalid_value", "identity_conflict", "position_conflict", "too_many_pending", "oversized_record", "key_mismatch",
+    "invalid_value", "identity_conflict", "position_conflict", "too_many_pending", "already_decided", "unknown_candidate",
+    "oversized_record", "key_mismatch",
     "bad_magic_byte", "unknown_schema_id", "schema_mismatch", "undecodable_avro", "oversized_output", "internal_error",
 )
 

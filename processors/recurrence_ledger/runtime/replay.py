@@ -29,7 +29,8 @@ state per partition that is first seeded from the ledger itself:
 
 Records before the chosen start only rebuild state (they are the context a
 window needs); records from the start on may write outputs. Statistics are
-written once per scope (revision statistics once per revision) at the end, and only when the replayed view's ledger
+written once per scope (revision statistics once per revision, review
+statuses once per candidate) at the end, and only when the replayed view's ledger
 facts differ from the topic's latest record (the gauges pending_outcomes and
 late_revisions depend on arrival order and are not compared), so a replay
 never regresses the compacted view to an intermediate state. Replaying any window of a finished run
@@ -75,6 +76,7 @@ from recurrence_ledger.catalogue import (
     MATCHES,
     OBSERVATIONS,
     REVIEW_CANDIDATES,
+    REVIEW_STATUS,
     REVISION_STATISTICS,
     STATISTICS,
 )
@@ -210,6 +212,9 @@ class _Ledger:
         self.latest_revisions: dict[tuple, dict] = {}
         for _, _, _, value in read_topic(bootstrap, REVISION_STATISTICS, topic_prefix=topic_prefix, codec=codec):
             self.latest_revisions[revision_id(value)] = value
+        self.latest_review_status: dict[tuple, dict] = {}  # contract §18: the review-status table
+        for _, _, _, value in read_topic(bootstrap, REVIEW_STATUS, topic_prefix=topic_prefix, codec=codec):
+            self.latest_review_status[(value["scope_id"], value["candidate_id"])] = value
 
     def frozen(self, topic: str, value: dict) -> bool:
         """A match or observation of an outcome the ledger already decided."""
@@ -272,6 +277,7 @@ def run_replay(
     producer = Producer(producer_config(bootstrap))
     final_statistics: dict[str, tuple[int, dict]] = {}
     final_revisions: dict[tuple, tuple[int, Emit]] = {}
+    final_review_status: dict[tuple, tuple[int, Emit]] = {}
     candidate_sets: dict[tuple[str, str], Emit] = {}  # every set the replay's processors published
     conflicted: set[str] = set()
     try:
@@ -335,6 +341,8 @@ def run_replay(
                     final_statistics[emit.value["scope_id"]] = (partition, emit.value)
                 elif emit.topic == REVISION_STATISTICS:
                     final_revisions[revision_id(emit.value)] = (partition, emit)
+                elif emit.topic == REVIEW_STATUS:
+                    final_review_status[(emit.value["scope_id"], emit.value["candidate_id"])] = (partition, emit)
         for scope_id, (partition, record) in sorted(final_statistics.items()):
             if scope_id in conflicted:
                 # The replay decided a frozen outcome otherwise, so its view of
@@ -345,12 +353,14 @@ def run_replay(
                 summary.written[STATISTICS] += 1
             else:
                 summary.suppressed[STATISTICS] += 1
-        for key, (partition, emit) in sorted(final_revisions.items()):
-            if key[0] in conflicted or existing.latest_revisions.get(key) == emit.value:
-                summary.suppressed[REVISION_STATISTICS] += 1
-            else:
-                _produce(producer, topic_prefix, emit, partition, None, output_format, codec)
-                summary.written[REVISION_STATISTICS] += 1
+        for topic, final, latest in ((REVISION_STATISTICS, final_revisions, existing.latest_revisions),
+                                     (REVIEW_STATUS, final_review_status, existing.latest_review_status)):
+            for key, (partition, emit) in sorted(final.items()):
+                if key[0] in conflicted or latest.get(key) == emit.value:
+                    summary.suppressed[topic] += 1
+                else:
+                    _produce(producer, topic_prefix, emit, partition, None, output_format, codec)
+                    summary.written[topic] += 1
         remaining = producer.flush(30)
         if remaining:
             raise BufferError(f"{remaining} replay outputs were not delivered")

@@ -41,6 +41,8 @@ TOPIC_RECORDS = (
     "AdmissionDecision",
     "RevisionStatistics",
     "CandidateSet",
+    "ReviewDecision",
+    "ReviewStatus",
 )
 
 

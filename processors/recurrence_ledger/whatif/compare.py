@@ -160,7 +160,7 @@ def rejected_avoided(base: PolicyResult, alt: PolicyResult, decisions: Mapping[s
     """How many review candidates the baseline raised that reviewers
     rejected and ``alt`` would not have raised. ``decisions`` maps a
     candidate_id to its review decision ("approved" / "rejected", contract
-    §18); None — the ledger does not read review decisions yet — gives None,
+    §18); None — what-if does not collect the review decisions yet — gives None,
     and the report and chart leave the figure out rather than show zeros."""
     if decisions is None:
         return None

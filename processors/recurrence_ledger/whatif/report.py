@@ -24,10 +24,10 @@ from recurrence_ledger.whatif.replay import ReplayOutcome
 MAX_ROWS = 20
 #: File names in the output folder.
 JSON_REPORT, MARKDOWN_REPORT, CHART = "report.json", "report.md", "chart.png"
-#: Why the rejected-candidates figure is missing (contract §18 is not in the ledger yet).
+#: Why the rejected-candidates figure is missing (what-if does not read the review decisions of contract §18 yet).
 NO_REVIEW_DECISIONS = (
-    "no review decisions in the inputs: the ledger does not read ReviewDecision records yet (contract §18), "
-    "so the candidates that reviewers rejected, and that another threshold would have avoided, cannot be counted"
+    "no review decisions: what-if does not count ReviewDecision records (contract §18) yet, "
+    "so the candidates that reviewers rejected, and that another threshold would have avoided, are not counted"
 )
 
 

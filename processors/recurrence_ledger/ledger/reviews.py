@@ -1,0 +1,311 @@
+"""contract §18 (rev. 3): review decisions and the repair effect.
+
+A **ReviewDecision** (``review-decisions``) records a human decision on a
+ReviewCandidate (§8). It is applied to its candidate, waits for a candidate
+not yet published, or goes to dead-letter; it never changes a ledger fact
+(matches, observations, verdicts, streaks, candidates) and, like an
+ExperienceCandidate, uses up no journal position and moves no
+``as_of_position``.
+
+A **ReviewStatus** (the ``review-status`` view, one row per candidate) says
+where each candidate stands — open, superseded, approved or rejected — and,
+for an approved or superseded one, how its fix revision F fares: pending,
+held, recurring or failed, with F's figures. Rows are published like the
+other views (§8): at the end of a batch, once per changed key.
+
+``ReviewLoop`` is a part of ``LedgerProcessor`` (a mixin, like
+``OutcomeDecisions`` and ``CandidateAdmission``): its methods read and write
+the processor's state and publish through its ``_emit``. State (JSON values,
+written explicitly, see ``state.py``):
+
+- ``("review", scope_id, candidate_id)``: a published candidate — its
+  revision, signature_key, streak, ``position`` (the journal position of
+  the Task Outcome whose verdict published it), the applied ``decision``
+  and named ``fix`` (or None), what its row counts in the scope's
+  ``reviews`` and ``repairs`` (``counted``) and the digest of its last
+  published row (``published``);
+- ``("reviews", scope_id, artifact_id)``: the candidate ids of an artifact,
+  in publication order (whose rows a new revision or a revision's new
+  figures may change);
+- ``("review_decision", scope_id, decision_id)``: the identity of an
+  applied or waiting decision (``digest``, ``position``), for duplicates
+  and identity conflicts (§3); a decision dead-lettered leaves none;
+- ``("review_pending", scope_id, decision_id)``: a waiting decision and
+  where it was read (``intake.origin``: coordinates and bytes, to
+  dead-letter it with its own), ``("review_pending_index", scope_id)`` its
+  ``[position, decision_id]`` in order and ``("review_wait", scope_id,
+  candidate_id)`` the decisions waiting for a candidate, in arrival order.
+
+The scope record counts the rows by status (``reviews``) and by repair
+status (``repairs``): ScopeStatistics' figures of §18.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+from collections.abc import Callable
+
+from recurrence_ledger.catalogue import REVIEW_DECISIONS, REVIEW_STATUS
+from recurrence_ledger.ledger.candidates import due
+from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.deadletter import Coordinates, dead_letter
+from recurrence_ledger.ledger.normalize import canonical_json, digest
+from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
+from recurrence_ledger.ledger.state import LedgerState, experience_ref
+from recurrence_ledger.ledger.statistics import figures
+from recurrence_ledger.ledger.streaks import reached_threshold, streak_length
+
+#: The fields of an applied decision a ReviewStatus shows (``decision``).
+APPLIED_FIELDS: tuple[str, ...] = ("decision_id", "decision", "reason", "reviewer", "decided_at", "journal_position")
+
+
+def review_status_key(scope_id: str, candidate_id: str) -> str:
+    """Record key of a ``review-status`` row: the canonical JSON of
+    ``{"candidate_id": …, "scope_id": …}`` — one key per candidate, so the
+    compacted topic keeps each candidate's latest row (contract §18)."""
+    return canonical_json({"candidate_id": candidate_id, "scope_id": scope_id}).decode("utf-8")
+
+
+def repair_state(record: dict | None, threshold: int) -> str:
+    """The repair status of a fix revision from its streak record (None:
+    unknown, or no selection nor verdict yet): ``failed`` once a run of it
+    reached the review ``threshold`` (final), else ``pending`` without a
+    terminal verdict, ``held`` when the latest terminal verdict by position
+    is avoided (streak 0), ``recurring`` otherwise (streak ≥ 1)."""
+    if record is None:
+        return "pending"
+    if reached_threshold(record, threshold):
+        return "failed"
+    if record.get("recurred", 0) + record.get("avoided", 0) == 0:
+        return "pending"
+    return "held" if streak_length(record) == 0 else "recurring"
+
+
+def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: dict, threshold: int) -> dict:
+    """The ReviewStatus row of a published candidate (its ``review``
+    record), from what the state knows now: the artifact's known revisions
+    (its ``history``), the applied decision and the fix revision F's streak
+    record. ``fix_revision`` without a named one is the lowest known
+    revision above the candidate's, so its final value does not depend on
+    the order in which the revisions arrived."""
+    artifact_id, revision = record["artifact_id"], record["revision"]
+    higher = [known for known, _ in state.get("history", scope_id, artifact_id, default=[]) if known > revision]
+    lowest_higher = experience_ref(artifact_id, min(higher)) if higher else None
+    decision = record["decision"]
+    if decision is not None:
+        status = decision["decision"]
+    else:
+        status = "superseded" if lowest_higher is not None else "open"
+    fix = None
+    if status == "approved":
+        fix = record["fix"] or lowest_higher
+    elif status == "superseded":
+        fix = lowest_higher
+    repair = None
+    if status in ("approved", "superseded"):
+        streak_record = state.get("streak", scope_id, fix["artifact_id"], fix["revision"]) if fix is not None else None
+        numbers = figures(state, scope_id, fix["artifact_id"], fix["revision"]) if streak_record is not None else {}
+        repair = {
+            "status": repair_state(streak_record, threshold),
+            "selected": numbers.get("selected", 0),
+            "recurred": numbers.get("recurred", 0),
+            "avoided": numbers.get("avoided", 0),
+            "unknown": numbers.get("unknown", 0),
+            "terminal_recurred_streak": streak_length(streak_record) if streak_record is not None else 0,
+        }
+    return {
+        "scope_id": scope_id,
+        "candidate_id": candidate_id,
+        "artifact_ref": experience_ref(artifact_id, revision),
+        "signature_key": record["signature_key"],
+        "streak": record["streak"],
+        "status": status,
+        "decision": decision,
+        "fix_revision": fix,
+        "repair": repair,
+    }
+
+
+class ReviewLoop:
+    """The review part of ``LedgerProcessor``: published candidates, the
+    decisions applied to them or waiting for them, and the ReviewStatus
+    rows (module docstring)."""
+
+    state: LedgerState
+    config: LedgerConfig
+    #: Scopes that received a waiting decision: ``flush`` dead-letters what they still hold.
+    _decision_scopes: dict[str, None]
+    #: The batch's artifacts whose candidates' rows may have changed: scope_id → artifact ids.
+    _review_dirty: dict[str, dict[str, None]]
+    _emit: Callable[[list[Emit], str, str, dict], None]
+
+    # -- candidates ---------------------------------------------------------
+    def _on_review_candidate(self, scope_id: str, candidate: dict, position: int, emits: list[Emit]) -> None:
+        """A ReviewCandidate was just published by the verdict of the Task
+        Outcome at ``position``: keep what its row needs, and apply the
+        decisions that waited for it."""
+        state = self.state
+        ref, candidate_id = candidate["artifact_ref"], candidate["candidate_id"]
+        state.put(
+            {
+                "artifact_id": ref["artifact_id"], "revision": ref["revision"], "signature_key": candidate["signature_key"],
+                "streak": candidate["streak"], "position": position, "decision": None, "fix": None, "counted": None,
+                "published": None,
+            },
+            "review", scope_id, candidate_id,
+        )
+        state.append(candidate_id, "reviews", scope_id, ref["artifact_id"])
+        self._mark_review(scope_id, ref["artifact_id"])
+        for decision_id in state.pop_list("review_wait", scope_id, candidate_id):
+            pending = self._forget_decision(scope_id, decision_id)
+            rejection = self._apply_decision(scope_id, pending["decision"])
+            if rejection is not None:
+                state.delete("review_decision", scope_id, decision_id)
+                emits.append(self._dead_letter(pending, rejection))
+
+    def _mark_review(self, scope_id: str, artifact_id: str) -> None:
+        """The rows of ``artifact_id``'s candidates may change: recompute them
+        at the end of the batch."""
+        self._review_dirty.setdefault(scope_id, {})[artifact_id] = None
+
+    # -- decisions ------------------------------------------------------------
+    def _on_decision(self, scope_id: str, decision: dict, content_digest: str, origin: dict | None) -> ApplyResult:
+        """A new ReviewDecision (its identity is new): apply it to its
+        candidate, hold it until the candidate is published, or reject it
+        (contract §18). Nothing is recorded for a rejected one. ``origin``:
+        where it was read (``intake.origin``), kept while it waits; None
+        (a direct call) keeps the topic, the scope as key and the decision's
+        canonical JSON as its bytes."""
+        state = self.state
+        candidate_id, position = decision["candidate_id"], decision["journal_position"]
+        if state.get("review", scope_id, candidate_id) is not None:
+            rejection = self._apply_decision(scope_id, decision)
+            if rejection is not None:
+                return ApplyResult(rejection=rejection)
+            state.put({"digest": content_digest, "position": position}, "review_decision", scope_id, decision["decision_id"])
+            return ApplyResult()
+        as_of, horizon = state.scope(scope_id)["as_of_position"], self.config.provenance_horizon
+        if as_of is not None and horizon is not None and position + horizon <= as_of:
+            return ApplyResult(rejection=_not_published(scope_id, candidate_id, _horizon_passed(position, horizon, as_of)))
+        index = state.get("review_pending_index", scope_id, default=[])
+        if len(index) >= self.config.max_pending_candidates:
+            return ApplyResult(rejection=Rejection(
+                "too_many_pending",
+                f"scope {scope_id!r} already holds {len(index)} review decisions waiting for their candidates "
+                f"(max_pending_candidates); publish it again once its candidate is published",
+            ))
+        state.put({"digest": content_digest, "position": position}, "review_decision", scope_id, decision["decision_id"])
+        if origin is None:
+            origin = {"topic": REVIEW_DECISIONS, "partition": None, "offset": None, "key": scope_id,
+                      "raw": base64.b64encode(canonical_json(decision)).decode("ascii")}
+        state.put({"decision": decision, "origin": origin}, "review_pending", scope_id, decision["decision_id"])
+        state.append(decision["decision_id"], "review_wait", scope_id, candidate_id)
+        bisect.insort(index, [position, decision["decision_id"]])
+        state.put(index, "review_pending_index", scope_id)
+        self._decision_scopes[scope_id] = None
+        return ApplyResult()
+
+    def _apply_decision(self, scope_id: str, decision: dict) -> Rejection | None:
+        """Apply ``decision`` to its published candidate, or say why not:
+        ``unknown_candidate`` when the candidate was published at a later
+        position than the decision's (a forward reference, §16),
+        ``already_decided`` when it has a decision, ``invalid_value`` when
+        ``fix_revision`` is no higher revision of the candidate's artifact."""
+        state = self.state
+        candidate_id, position = decision["candidate_id"], decision["journal_position"]
+        record = state.get("review", scope_id, candidate_id)
+        if record["position"] > position:
+            return Rejection("unknown_candidate", (
+                f"review candidate {candidate_id} of scope {scope_id!r} was published at journal position {record['position']}, "
+                f"after the decision's position {position}: a decision cannot refer forward (contract §16, §18)"
+            ))
+        if record["decision"] is not None:
+            first = record["decision"]
+            return Rejection("already_decided", (
+                f"review candidate {candidate_id} of scope {scope_id!r} was already {first['decision']} by decision "
+                f"{first['decision_id']!r}; the first decision stands"
+            ))
+        fix = decision["fix_revision"]
+        if fix is not None and (fix["artifact_id"] != record["artifact_id"] or fix["revision"] <= record["revision"]):
+            return Rejection("invalid_value", (
+                f"fix_revision {fix['artifact_id']!r} revision {fix['revision']} is not a higher revision of the candidate's "
+                f"artifact {record['artifact_id']!r} (revision {record['revision']})"
+            ))
+        record["decision"] = {name: decision[name] for name in APPLIED_FIELDS}
+        record["fix"] = fix
+        state.put(record, "review", scope_id, candidate_id)
+        self._mark_review(scope_id, record["artifact_id"])
+        return None
+
+    def _forget_decision(self, scope_id: str, decision_id: str) -> dict:
+        """Remove a waiting decision from the pending records; return it."""
+        state = self.state
+        pending = state.get("review_pending", scope_id, decision_id)
+        state.delete("review_pending", scope_id, decision_id)
+        state.remove_entries(decision_id, "review_pending_index", scope_id, at=1)
+        state.remove_entries(decision_id, "review_wait", scope_id, pending["decision"]["candidate_id"])
+        return pending
+
+    def _expire_decisions(self, scope_id: str, as_of_position: int | None, emits: list[Emit], end_of_input: bool = False) -> None:
+        """Dead-letter the waiting decisions whose candidate did not come in
+        time (``unknown_candidate``): the scope's ``as_of_position`` reached
+        their position plus the provenance horizon — or, at
+        ``end_of_input`` (``flush``), every one still waiting."""
+        horizon = self.config.provenance_horizon
+        for position, decision_id in due(self.state.get("review_pending_index", scope_id), horizon, as_of_position, end_of_input):
+            pending = self._forget_decision(scope_id, decision_id)
+            self.state.delete("review_decision", scope_id, decision_id)
+            why = "the input ended before it was published" if end_of_input else _horizon_passed(position, horizon, as_of_position)
+            emits.append(self._dead_letter(pending, _not_published(scope_id, pending["decision"]["candidate_id"], why)))
+
+    @staticmethod
+    def _dead_letter(pending: dict, rejection: Rejection) -> Emit:
+        """The DeadLetter of a decision that waited, with the coordinates and
+        bytes it was read with (``pending["origin"]``)."""
+        origin = pending["origin"]
+        coordinates = Coordinates(origin["topic"], origin["partition"], origin["offset"], origin["key"])
+        return dead_letter(coordinates, base64.b64decode(origin["raw"]), rejection.reason, rejection.message)
+
+    # -- the view -----------------------------------------------------------
+    def _review_rows(self, scope: dict, scope_id: str, artifacts: set[str], emits: list[Emit]) -> None:
+        """End of a batch (``end_batch``): the ReviewStatus rows of the
+        candidates of ``artifacts`` that differ from the last ones published,
+        in candidate_id order, and the scope's ``reviews`` and ``repairs``
+        counts kept in step (in ``scope``, which the caller writes)."""
+        state, threshold = self.state, self.config.review_threshold
+        candidate_ids = sorted({cid for artifact_id in artifacts for cid in state.get("reviews", scope_id, artifact_id, default=[])})
+        for candidate_id in candidate_ids:
+            record = state.get("review", scope_id, candidate_id)
+            row = review_status(state, scope_id, candidate_id, record, threshold)
+            published = digest(row)
+            if record["published"] == published:
+                continue
+            counted = [row["status"], row["repair"]["status"] if row["repair"] is not None else None]
+            before = record["counted"] or [None, None]
+            _move(scope, "reviews", before[0], counted[0])
+            _move(scope, "repairs", before[1], counted[1])
+            record["counted"], record["published"] = counted, published
+            state.put(record, "review", scope_id, candidate_id)
+            self._emit(emits, REVIEW_STATUS, review_status_key(scope_id, candidate_id), row)
+
+
+def _move(scope: dict, figure: str, old: str | None, new: str | None) -> None:
+    """One row leaves count ``old`` and joins ``new`` of the scope's
+    ``figure`` (``reviews`` or ``repairs``); None is no count."""
+    if old == new:
+        return
+    counts = scope.setdefault(figure, {})
+    if old is not None:
+        counts[old] -= 1
+    if new is not None:
+        counts[new] = counts.get(new, 0) + 1
+
+
+def _not_published(scope_id: str, candidate_id: str, why: str) -> Rejection:
+    """``unknown_candidate``: the decision's candidate is not published, ``why``."""
+    return Rejection("unknown_candidate", f"review candidate {candidate_id} is not known in scope {scope_id!r}: {why}")
+
+
+def _horizon_passed(position: int, horizon: int, as_of: int) -> str:
+    return f"the scope's as_of_position {as_of} reached the decision's position {position} plus the provenance horizon {horizon}"
