@@ -343,6 +343,34 @@ class ExperienceCandidate(Value):
     cited_sources: Annotated[list[SourceRef], Field(max_length=MAX_ITEMS)] = []
 
 
+# --------------------------------------------------------------------- §18
+
+#: An RFC 3339 UTC timestamp (contract §18 ``decided_at``): date, ``T``,
+#: time with optional fraction, ``Z``.
+UtcTimestamp = Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z$")]
+
+
+class ReviewDecision(Value):
+    """contract §18: a human decision on a ReviewCandidate (input topic
+    ``review-decisions``, keyed by scope_id). ``decision`` approved or
+    rejected; ``reason`` free text, required and non-blank for rejected;
+    ``reviewer`` an identifier; ``decided_at`` an RFC 3339 UTC timestamp
+    (shown and measured, never used for ordering); ``fix_revision`` an
+    ArtifactRef or null, only with approved. Like an ExperienceCandidate it
+    does not use up its journal position. Identity: (scope_id,
+    decision_id)."""
+
+    scope_id: Id
+    decision_id: Id
+    candidate_id: Id
+    journal_position: Position
+    decision: Literal["approved", "rejected"]
+    reason: Text | None = None
+    reviewer: Id
+    decided_at: UtcTimestamp
+    fix_revision: ArtifactRef | None = None
+
+
 #: Input topic (contract §1) → the event kind it carries. The journal file's
 #: ``topic`` field and the source-journal envelope use the same names.
 SOURCE_KINDS: dict[str, type[BaseModel]] = {

@@ -315,6 +315,50 @@ class AdmissionDecision(Value):
         return self
 
 
+# --------------------------------------------------------------------- §18
+
+
+class AppliedReviewDecision(Value):
+    """contract §18: the applied decision of a ReviewStatus row."""
+
+    decision_id: Id
+    decision: Literal["approved", "rejected"]
+    reason: str | None = None
+    reviewer: Id
+    decided_at: str
+    journal_position: Position
+
+
+class Repair(Value):
+    """contract §18: what the fix revision F did since — its counts and
+    ``status`` pending / held / recurring / failed."""
+
+    status: Literal["pending", "held", "recurring", "failed"]
+    selected: Count
+    recurred: Count
+    avoided: Count
+    unknown: Count
+    terminal_recurred_streak: Count
+
+
+class ReviewStatus(Value):
+    """contract §18: one row of the compacted ``review-status`` view (key:
+    canonical JSON of ``{"candidate_id", "scope_id"}``): the candidate's
+    ``status`` (open / superseded / approved / rejected), the applied
+    ``decision``, the ``fix_revision`` and its ``repair`` (null for open and
+    rejected)."""
+
+    scope_id: Id
+    candidate_id: Id
+    artifact_ref: ArtifactRef
+    signature_key: str
+    streak: Annotated[int, Field(ge=1)]
+    status: Literal["open", "superseded", "approved", "rejected"]
+    decision: AppliedReviewDecision | None = None
+    fix_revision: ArtifactRef | None = None
+    repair: Repair | None = None
+
+
 # --------------------------------------------------------------------- §9
 
 
