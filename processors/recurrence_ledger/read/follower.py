@@ -3,9 +3,10 @@ the committed topics.
 
 A consumer in its own group, ``<prefix><app_id>-view``, reads with
 ``isolation.level=read_committed`` (it never sees a record of an aborted or
-open transaction) the view topics ``recurrence-statistics`` and
-``revision-statistics`` and the ledger topics ``recurrence-observations`` and
-``review-candidates`` (contract §1), and for each batch it polled:
+open transaction) the view topics ``recurrence-statistics``,
+``revision-statistics`` and ``review-status`` and the ledger topics
+``recurrence-observations`` and ``review-candidates`` (contract §1, §18),
+and for each batch it polled:
 
 1. writes the latest ScopeStatistics / RevisionStatistics record per key of
    the batch into the view (``recurrence_ledger.read.follower_view.FollowerView``:
@@ -13,7 +14,8 @@ open transaction) the view topics ``recurrence-statistics`` and
    row than the stored one, whoever wrote it — another follower, or this
    one replaying);
 2. applies the batch to the read models (``ReadModels.apply``: verdict
-   history, trend, review queue; atomic per call, each partition's records
+   history, trend, the review queue with each candidate's review status;
+   atomic per call, each partition's records
    applied once thanks to the ``follow-applied`` offsets kept in Redis);
 3. commits the batch's offsets to its group — only once both writes
    succeeded. So delivery is at-least-once into idempotent writes: a
@@ -42,6 +44,14 @@ Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 | ``recurrence_ledger_view_last_applied_timestamp_seconds`` | gauge | | Kafka timestamp of the newest record applied |
 | ``recurrence_ledger_view_redis_up`` | gauge | | 1 when the last write succeeded, 0 while Redis is down |
 | ``recurrence_ledger_view_batch_seconds`` | histogram | | one batch: Redis writes and offset commit |
+| ``recurrence_ledger_reviews`` | gauge | status | review candidates of every scope by review status (open, superseded, approved, rejected; contract §18): ``status="open"`` are the open reviews |
+| ``recurrence_ledger_review_oldest_open_timestamp_seconds`` | gauge | | Kafka timestamp of the oldest open candidate's record (NaN while none is open): its age is ``time()`` minus it |
+| ``recurrence_ledger_review_repairs`` | gauge | status | ReviewStatus rows by repair status (pending, held, recurring, failed) |
+| ``recurrence_ledger_review_decision_seconds`` | histogram | | time to decision: the candidate record's Kafka timestamp to the decision's ``decided_at``, once per decided candidate this follower filed |
+
+The review gauges are read back from the read models after each batch
+(and when the follower starts), so every follower of a namespace shows the
+same numbers, and a restart loses none.
 
 :func:`rebuild_read_models` recreates the read models from the topics
 (read whole, like ``recurrence_ledger.read.rebuild.rebuild_from_topic``
@@ -51,7 +61,9 @@ rebuild`` and ``rebuild --redis-url`` call it.
 
 from __future__ import annotations
 
+import datetime
 import logging
+import math
 import signal
 import time
 from collections.abc import Iterable
@@ -64,16 +76,16 @@ from pydantic import ValidationError
 
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.intake import BadRecord
-from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, ReviewStatus, RevisionStatistics, ScopeStatistics
 from recurrence_ledger.read.follower_view import FollowerView
-from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, ReadModels
-from recurrence_ledger.read.records import Located
+from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
+from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
 from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue
-from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.redact import redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
 from recurrence_ledger.read.keys import default_namespace
@@ -92,11 +104,25 @@ FOLLOWED: dict[str, tuple[str, Any]] = {
     REVISION_STATISTICS: ("RevisionStatistics", RevisionStatistics),
     OBSERVATIONS: ("RecurrenceObservation", RecurrenceObservation),
     REVIEW_CANDIDATES: ("ReviewCandidate", ReviewCandidate),
+    REVIEW_STATUS: ("ReviewStatus", ReviewStatus),
 }
 #: Records per MULTI/EXEC when a rebuild applies the topics.
 REBUILD_CHUNK = 5000
 #: Longest wait between two attempts while Redis is down (seconds).
 MAX_BACKOFF_S = 30.0
+#: Buckets of the time to decision (seconds): an hour to a month.
+DECISION_BUCKETS_S = (3600, 4 * 3600, 12 * 3600, 86400, 2 * 86400, 4 * 86400, 7 * 86400, 14 * 86400, 30 * 86400)
+
+
+def rfc3339_seconds(timestamp: str) -> float:
+    """Seconds since the epoch of an RFC 3339 UTC timestamp
+    (``2025-01-02T03:04:05.123Z``; a fraction of up to 9 digits). Raises
+    ValueError for anything else."""
+    head, dot, fraction = timestamp.removesuffix("Z").partition(".")
+    if not timestamp.endswith("Z") or (dot and not fraction.isdigit()):
+        raise ValueError(f"not an RFC 3339 UTC timestamp: {timestamp!r}")
+    whole = datetime.datetime.strptime(head, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc).timestamp()
+    return whole + (int(fraction) / 10 ** len(fraction) if dot else 0.0)
 
 
 def view_group(app_id: str, topic_prefix: str = "") -> str:
@@ -153,10 +179,42 @@ class FollowerMetrics:
             "recurrence_ledger_view_batch_seconds", "One batch: Redis writes and offset commit.",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry,
         )
+        self.reviews = Gauge("recurrence_ledger_reviews", "Review candidates of every scope by review status (contract §18).", ["status"], registry=self.registry)
+        self.oldest_open = Gauge(
+            "recurrence_ledger_review_oldest_open_timestamp_seconds", "Kafka timestamp of the oldest open review candidate (NaN: none open).",
+            registry=self.registry,
+        )
+        self.repairs = Gauge("recurrence_ledger_review_repairs", "Review status rows by repair status (contract §18).", ["status"], registry=self.registry)
+        self.decision = Histogram(
+            "recurrence_ledger_review_decision_seconds", "Time to decision: candidate record timestamp to decided_at.",
+            buckets=DECISION_BUCKETS_S, registry=self.registry,
+        )
         for topic in FOLLOWED:
             self.records.labels(topic)
             self.skipped.labels(topic)
+        for status in REVIEW_STATUSES:
+            self.reviews.labels(status)
+        for status in REPAIR_STATUSES:
+            self.repairs.labels(status)
+        self.oldest_open.set(math.nan)
         self.redis_up.set(1)
+
+    def show_reviews(self, models: ReadModels) -> None:
+        """Set the review gauges from the read models (one MULTI/EXEC).
+        Raises redis errors."""
+        gauges = models.review_gauges()
+        for status, count in gauges.statuses.items():
+            self.reviews.labels(status).set(count)
+        for status, count in gauges.repairs.items():
+            self.repairs.labels(status).set(count)
+        self.oldest_open.set(math.nan if gauges.oldest_open_ms is None else gauges.oldest_open_ms / 1000)
+
+    def decided(self, counts: AppliedCounts) -> None:
+        """Observe the time to decision of each candidate ``counts`` filed
+        as decided for the first time (never below 0: decided_at is the
+        reviewer's clock)."""
+        for timestamp_ms, decided_at in counts.decisions:
+            self.decision.observe(max(0.0, rfc3339_seconds(decided_at) - timestamp_ms / 1000))
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         start_http_server(port, addr=address, registry=self.registry)
@@ -214,6 +272,10 @@ class ViewFollower:
         ``exit_when_idle_s``. Raises LookupError when a followed topic does
         not exist."""
         _require_topics(self.consumer, list(self.topics))
+        try:
+            self.metrics.show_reviews(self.models)
+        except REDIS_DOWN_ERRORS as error:  # shown after the first batch written
+            log.warning("review gauges not read (%s: %s)", type(error).__name__, error)
         self.consumer.subscribe(list(self.topics))
         last_activity = last_lag = time.monotonic()
         assigned_once = False
@@ -287,7 +349,8 @@ class ViewFollower:
                         self.view.flush(force=True)
                         if self.view.pending:
                             raise redis_down("the view's records were not written")
-                    self.models.apply(batch)
+                    counts = self.models.apply(batch)
+                    self.metrics.show_reviews(self.models)
                     break
                 except REDIS_DOWN_ERRORS as error:
                     if self.redis_ok:
@@ -310,6 +373,7 @@ class ViewFollower:
             log.info("Redis is back: batch written")
         self.redis_ok = True
         self.metrics.redis_up.set(1)
+        self.metrics.decided(counts)
         for record in batch:
             self.metrics.records.labels(record.topic).inc()
         if batch:
@@ -380,12 +444,13 @@ class RebuildSummary:
     trend_points: int
     skipped: int
     seconds: float
+    review_statuses: int = 0
 
 
 def rebuild_read_models(models: ReadModels, bootstrap: Bootstrap, topic_prefix: str = "", timeout: float = 60, codec: Codec = FIXED) -> RebuildSummary:
     """Recreate the read models of ``models`` from the topics: read
-    ``recurrence-observations``, ``review-candidates`` and
-    ``recurrence-statistics`` whole (``read_raw``: read_committed, every
+    ``recurrence-observations``, ``review-candidates``, ``review-status``
+    and ``recurrence-statistics`` whole (``read_raw``: read_committed, every
     partition to its end), then clear the read models and apply every
     record through ``ReadModels.apply``, each partition in offset order —
     what a follower that read them all holds, ``follow-applied`` offsets
@@ -400,7 +465,7 @@ def rebuild_read_models(models: ReadModels, bootstrap: Bootstrap, topic_prefix: 
     started = time.monotonic()
     records: list[Located] = []
     skipped = 0
-    for name in (OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS):
+    for name in READ_MODEL_TOPICS:
         physical_topic = catalogue.physical(name, topic_prefix)
         for raw in read_raw(bootstrap, physical_topic, timeout):
             try:
@@ -413,10 +478,13 @@ def rebuild_read_models(models: ReadModels, bootstrap: Bootstrap, topic_prefix: 
                 records.append(record)
     models.clear()
     records.sort(key=lambda record: (record.topic, record.partition, record.offset))
-    observations = candidates = trend_points = 0
+    total = AppliedCounts()
     for start in range(0, len(records), REBUILD_CHUNK):  # one MULTI/EXEC per chunk, not one for the whole topic
         counts = models.apply(records[start : start + REBUILD_CHUNK])
-        observations, candidates, trend_points = observations + counts.observations, candidates + counts.candidates, trend_points + counts.trend_points
-    summary = RebuildSummary(observations, candidates, trend_points, skipped, time.monotonic() - started)
+        total.observations += counts.observations
+        total.candidates += counts.candidates
+        total.trend_points += counts.trend_points
+        total.review_statuses += counts.review_statuses
+    summary = RebuildSummary(total.observations, total.candidates, total.trend_points, skipped, time.monotonic() - started, total.review_statuses)
     log.info("read models %s rebuilt: %s", models.keys.namespace, summary)
     return summary
