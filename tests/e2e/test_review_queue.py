@@ -111,3 +111,26 @@ def test_clear_removes_every_review_key(models):
     assert all(models.keys.read_model_kind(key) is not None for key in stored)
     assert models.clear() == len(stored)
     assert list(models.client.scan_iter(match=f"{namespace}:*")) == []
+
+
+def test_the_follower_s_review_metrics(models):
+    from recurrence_ledger.read.follower import FollowerMetrics, rfc3339_seconds
+
+    metrics = FollowerMetrics(models.keys.namespace)
+    ns = models.keys.namespace
+    sample = metrics.registry.get_sample_value
+    assert sample("recurrence_ledger_reviews", {"namespace": ns, "status": "open"}) == 0
+    counts = models.apply([located_candidate(C1, 0, 0, 1000), located_candidate(C2, 0, 1, 2000),
+                           located_status(status(C2, "approved", decision=applied("approved", "alice", "1970-01-01T00:01:02.5Z", 4),
+                                                 fix=ref("P2", 2), repair=repair("failed", 3, 3, 0, 0, 3)), 0, 0)])
+    metrics.show_reviews(models)
+    metrics.decided(counts)
+    assert [sample("recurrence_ledger_reviews", {"namespace": ns, "status": state}) for state in ("open", "superseded", "approved", "rejected")] == [1, 0, 1, 0]
+    assert sample("recurrence_ledger_review_oldest_open_timestamp_seconds", {"namespace": ns}) == 1.0
+    assert sample("recurrence_ledger_review_repairs", {"namespace": ns, "status": "failed"}) == 1
+    # C2: published at 2 s, decided at 62.5 s: 60.5 s, in the first bucket (≤ 1 h).
+    assert sample("recurrence_ledger_review_decision_seconds_sum", {"namespace": ns}) == 60.5
+    assert sample("recurrence_ledger_review_decision_seconds_bucket", {"namespace": ns, "le": "3600.0"}) == 1
+    assert rfc3339_seconds("1970-01-02T00:00:00.123456789Z") == 86400.123456789
+    with pytest.raises(ValueError):
+        rfc3339_seconds("1970-01-02T00:00:00+01:00")

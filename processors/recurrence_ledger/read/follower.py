@@ -44,13 +44,14 @@ Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 | ``recurrence_ledger_view_last_applied_timestamp_seconds`` | gauge | | Kafka timestamp of the newest record applied |
 | ``recurrence_ledger_view_redis_up`` | gauge | | 1 when the last write succeeded, 0 while Redis is down |
 | ``recurrence_ledger_view_batch_seconds`` | histogram | | one batch: Redis writes and offset commit |
-| ``recurrence_ledger_reviews`` | gauge | status | review candidates of every scope by review status (open, superseded, approved, rejected; contract §18): ``status="open"`` are the open reviews |
-| ``recurrence_ledger_review_oldest_open_timestamp_seconds`` | gauge | | Kafka timestamp of the oldest open candidate's record (NaN while none is open): its age is ``time()`` minus it |
-| ``recurrence_ledger_review_repairs`` | gauge | status | ReviewStatus rows by repair status (pending, held, recurring, failed) |
-| ``recurrence_ledger_review_decision_seconds`` | histogram | | time to decision: the candidate record's Kafka timestamp to the decision's ``decided_at``, once per decided candidate this follower filed |
+| ``recurrence_ledger_reviews`` | gauge | namespace, status | review candidates of every scope by review status (open, superseded, approved, rejected; contract §18): ``status="open"`` are the open reviews |
+| ``recurrence_ledger_review_oldest_open_timestamp_seconds`` | gauge | namespace | Kafka timestamp of the oldest open candidate's record (NaN while none is open): its age is ``time()`` minus it |
+| ``recurrence_ledger_review_repairs`` | gauge | namespace, status | ReviewStatus rows by repair status (pending, held, recurring, failed) |
+| ``recurrence_ledger_review_decision_seconds`` | histogram | namespace | time to decision: the candidate record's Kafka timestamp to the decision's ``decided_at``, once per decided candidate this follower filed |
 
 The review gauges are read back from the read models after each batch
-(and when the follower starts), so every follower of a namespace shows the
+(and when the follower starts), so every follower of a namespace (the
+``namespace`` label: the Redis namespace, one per deployment) shows the
 same numbers, and a restart loses none.
 
 :func:`rebuild_read_models` recreates the read models from the topics
@@ -166,7 +167,8 @@ class FollowerConfig:
 class FollowerMetrics:
     """The follower's metrics in their own registry (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str = "rl") -> None:
+        self.namespace = namespace
         self.registry = CollectorRegistry()
         self.records = Counter("recurrence_ledger_view_records", "Records applied to the Redis view and read models.", ["topic"], registry=self.registry)
         self.skipped = Counter("recurrence_ledger_view_skipped", "Records skipped: undecodable or invalid.", ["topic"], registry=self.registry)
@@ -179,24 +181,29 @@ class FollowerMetrics:
             "recurrence_ledger_view_batch_seconds", "One batch: Redis writes and offset commit.",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=self.registry,
         )
-        self.reviews = Gauge("recurrence_ledger_reviews", "Review candidates of every scope by review status (contract §18).", ["status"], registry=self.registry)
+        self.reviews = Gauge(
+            "recurrence_ledger_reviews", "Review candidates of every scope by review status (contract §18).", ["namespace", "status"], registry=self.registry,
+        )
         self.oldest_open = Gauge(
             "recurrence_ledger_review_oldest_open_timestamp_seconds", "Kafka timestamp of the oldest open review candidate (NaN: none open).",
-            registry=self.registry,
+            ["namespace"], registry=self.registry,
         )
-        self.repairs = Gauge("recurrence_ledger_review_repairs", "Review status rows by repair status (contract §18).", ["status"], registry=self.registry)
+        self.repairs = Gauge(
+            "recurrence_ledger_review_repairs", "Review status rows by repair status (contract §18).", ["namespace", "status"], registry=self.registry,
+        )
         self.decision = Histogram(
-            "recurrence_ledger_review_decision_seconds", "Time to decision: candidate record timestamp to decided_at.",
+            "recurrence_ledger_review_decision_seconds", "Time to decision: candidate record timestamp to decided_at.", ["namespace"],
             buckets=DECISION_BUCKETS_S, registry=self.registry,
         )
         for topic in FOLLOWED:
             self.records.labels(topic)
             self.skipped.labels(topic)
         for status in REVIEW_STATUSES:
-            self.reviews.labels(status)
+            self.reviews.labels(namespace, status)
         for status in REPAIR_STATUSES:
-            self.repairs.labels(status)
-        self.oldest_open.set(math.nan)
+            self.repairs.labels(namespace, status)
+        self.oldest_open.labels(namespace).set(math.nan)
+        self.decision.labels(namespace)
         self.redis_up.set(1)
 
     def show_reviews(self, models: ReadModels) -> None:
@@ -204,17 +211,17 @@ class FollowerMetrics:
         Raises redis errors."""
         gauges = models.review_gauges()
         for status, count in gauges.statuses.items():
-            self.reviews.labels(status).set(count)
+            self.reviews.labels(self.namespace, status).set(count)
         for status, count in gauges.repairs.items():
-            self.repairs.labels(status).set(count)
-        self.oldest_open.set(math.nan if gauges.oldest_open_ms is None else gauges.oldest_open_ms / 1000)
+            self.repairs.labels(self.namespace, status).set(count)
+        self.oldest_open.labels(self.namespace).set(math.nan if gauges.oldest_open_ms is None else gauges.oldest_open_ms / 1000)
 
     def decided(self, counts: AppliedCounts) -> None:
         """Observe the time to decision of each candidate ``counts`` filed
         as decided for the first time (never below 0: decided_at is the
         reviewer's clock)."""
         for timestamp_ms, decided_at in counts.decisions:
-            self.decision.observe(max(0.0, rfc3339_seconds(decided_at) - timestamp_ms / 1000))
+            self.decision.labels(self.namespace).observe(max(0.0, rfc3339_seconds(decided_at) - timestamp_ms / 1000))
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         start_http_server(port, addr=address, registry=self.registry)
@@ -242,7 +249,7 @@ class ViewFollower:
         self.topics = {catalogue.physical(name, config.topic_prefix): name for name in FOLLOWED}
         self.view = FollowerView(config.redis_url, namespace=config.namespace, review_threshold=config.review_threshold)
         self.models = ReadModels(self.view._client, config.namespace, config.history_limit, config.trend_limit)
-        self.metrics = FollowerMetrics()
+        self.metrics = FollowerMetrics(config.namespace)
         self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, {
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
