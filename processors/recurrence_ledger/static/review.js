@@ -149,7 +149,9 @@
   function render(opened, superseded, decided) {
     const waiting = [...opened.candidates, ...superseded.candidates]
       .sort((a, b) => (a.published_at < b.published_at ? -1 : a.published_at > b.published_at ? 1 : a.candidate_id < b.candidate_id ? -1 : 1));
-    for (const item of decided.candidates) pending.delete(item.candidate_id);
+    for (const item of decided.candidates) {
+      if (pending.delete(item.candidate_id)) say(`${revisionLabel(item.artifact_ref)} of ${item.scope_id}: ${item.status} by ${item.decision.reviewer}, applied by the ledger`);
+    }
     // A decision being written survives the refresh (its row is drawn again with what was typed).
     const open = document.querySelector("#waiting tr.decision-row");
     const typing = open && { candidate: open.dataset.candidate, kind: open.dataset.kind,
