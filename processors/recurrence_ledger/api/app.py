@@ -226,14 +226,14 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                         if not is_decision(method.upper(), route_path):
                             operation["security"] = [{"bearerAuth": []}]
                             operation.setdefault("responses", {})["401"] = {"description": "Missing or wrong API token (WWW-Authenticate: Bearer)"}
-            if reviewers:
-                schema.setdefault("components", {}).setdefault("securitySchemes", {})["reviewerAuth"] = {
-                    "type": "http", "scheme": "bearer", "description": "A reviewer token (serve: --reviewer-tokens FILE); never the read token.",
-                }
-                for route_path, path in schema.get("paths", {}).items():
-                    for method, operation in path.items():
-                        if is_decision(method.upper(), route_path):
-                            operation["security"] = [{"reviewerAuth": []}]
+            # A decision always needs a reviewer token (without reviewer tokens it is refused: 403).
+            schema.setdefault("components", {}).setdefault("securitySchemes", {})["reviewerAuth"] = {
+                "type": "http", "scheme": "bearer", "description": "A reviewer token (serve: --reviewer-tokens FILE); never the read token.",
+            }
+            for route_path, path in schema.get("paths", {}).items():
+                for method, operation in path.items():
+                    if is_decision(method.upper(), route_path):
+                        operation["security"] = [{"reviewerAuth": []}]
             app.openapi_schema = schema
         return app.openapi_schema
 
