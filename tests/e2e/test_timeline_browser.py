@@ -11,8 +11,8 @@ lists both candidates of T1 waiting for a decision. Fails — never skips — wi
 playwright-core (``bash deploy/ensure-browser.sh``).
 
 Screenshots go to ``<tmp_path>``; with RL_HISTORY_SCREENSHOTS=DIR they are
-also copied to DIR (that is how docs/timeline.png, docs/review.png and
-docs/dashboard-trend.png are made).
+also copied to DIR (that is how docs/timeline.png and docs/dashboard-trend.png
+are made; docs/review.png is tests/e2e/test_review_browser.py's).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tests.e2e.api_server import fed_view, running_api
 from tests.e2e.history_fixtures import SCOPE, run_follower, timeline_journal
 from tests.plugins.services import BROWSER_DIR
 
-SHOTS = ("dashboard-trend.png", "timeline.png", "review.png")
+SHOTS = ("dashboard-trend.png", "timeline.png", "review-waiting.png")
 
 
 def test_click_through_from_the_scope_list_to_a_revision_timeline(bootstrap, redis_url, browser, tmp_path):

@@ -11,7 +11,7 @@
 //    point style, runs, threshold) and its tables, clicks the chart point of
 //    task outcome OUTCOME and reads the explain command offered, screenshots
 //    SHOTS_DIR/timeline.png;
-// 3. opens BASE_URL/review (the inbox), reads its waiting rows, screenshots SHOTS_DIR/review.png;
+// 3. opens BASE_URL/review (the inbox), reads its waiting rows, screenshots SHOTS_DIR/review-waiting.png;
 // 4. types a filter into the dashboard's scope list and reads the rows.
 // Prints one JSON object on stdout; errors go to stderr and exit code 1.
 import { mkdtempSync, rmSync } from "node:fs";
@@ -105,7 +105,7 @@ try {
   await page.goto(`${base}/review?refresh=500`, { waitUntil: "load", timeout: 20000 });
   await page.waitForFunction(() => document.body.dataset.ready === "true" && window.reviewView && window.historyStats.renders > 0, null, { timeout: 15000 });
   result.review = await page.evaluate(() => ({ rows: window.reviewView.waiting, count: document.querySelector("#waiting-count").textContent }));
-  await page.screenshot({ path: join(shots, "review.png") });
+  await page.screenshot({ path: join(shots, "review-waiting.png") });
 
   // 4. The scope list's filter.
   await page.goto(`${base}/?refresh=500`, { waitUntil: "load", timeout: 20000 });
