@@ -93,9 +93,12 @@ def facts(records: dict[str, list[dict]]) -> dict:
 def view_key(topic: str, record: dict) -> tuple:
     """The table key of a view record (contract §8): its scope for
     ``recurrence-statistics``, (scope, artifact_id, revision) for
-    ``revision-statistics``."""
+    ``revision-statistics``, (scope, candidate_id) for ``review-status``
+    (contract §18)."""
     if topic == "revision-statistics":
         return (record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])
+    if topic == "review-status":
+        return (record["scope_id"], record["candidate_id"])
     return (record["scope_id"],)
 
 
