@@ -18,14 +18,14 @@ error (a rejection without a reason, a bad --fix-revision).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 from rich import box
 from rich.table import Table
 
 from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console
-from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption, json_option
+from recurrence_ledger.cli.options import TOPICS_ACCESS, TopicsAccess, json_option, takes
 
 review_app = typer.Typer(help="Human decisions on review candidates (contract §18), against Kafka.", no_args_is_help=True, rich_markup_mode="rich")
 
@@ -39,14 +39,14 @@ ReviewerOption = Annotated[str, typer.Option("--reviewer", help="Who decides (an
 ReviewJsonOption = Annotated[bool, json_option("Print JSON instead of a table.")]
 
 
-def _read(bootstrap: str | None, kafka_config: Any, topic_prefix: str, schema_registry_url: str | None, statistics: bool = False):  # noqa: ANN202
+def _read(access: TopicsAccess, statistics: bool = False):  # noqa: ANN202 - lazy imports
     """The connection, the codec and the review topics as read whole."""
     from recurrence_ledger.runtime.review import read_review_topics
 
-    connection = _connect(bootstrap, kafka_config)
-    codec = _codec(schema_registry_url, kafka_config=kafka_config)
+    connection = _connect(access.bootstrap, access.kafka_config)
+    codec = _codec(access.schema_registry_url, kafka_config=access.kafka_config)
     with _kafka_errors():
-        topics = read_review_topics(connection, topic_prefix, codec, statistics=statistics)
+        topics = read_review_topics(connection, access.topic_prefix, codec, statistics=statistics)
     return connection, codec, topics
 
 
@@ -83,14 +83,12 @@ def _revision(ref: dict | None) -> str:
 
 
 @review_app.command("list")
+@takes(access=TOPICS_ACCESS)
 def review_list_command(
+    access: TopicsAccess,
     status: StatusOption = "open",
     scope: ReviewScopeOption = None,
     as_json: ReviewJsonOption = False,
-    bootstrap: BootstrapOption = None,
-    kafka_config: KafkaConfigOption = None,
-    topic_prefix: PrefixOption = "",
-    schema_registry_url: RegistryOption = None,
 ) -> None:
     """The review candidates with their review status, from the topics.
 
@@ -99,7 +97,7 @@ def review_list_command(
     decision, fix revision and repair (contract §18)."""
     if status not in STATUS_FILTERS:
         raise typer.BadParameter(f"{status!r} is not one of {', '.join(STATUS_FILTERS)}", param_hint="--status")
-    _, _, topics = _read(bootstrap, kafka_config, topic_prefix, schema_registry_url)
+    _, _, topics = _read(access)
     rows = [row(item, topics.statuses.get(candidate_id)) for candidate_id, item in topics.candidates.items()]
     rows = [r for r in rows if passes(r["status"], status) and (scope is None or r["scope_id"] == scope)]
     rows.sort(key=lambda r: (r["published_at_ms"], r["candidate_id"]))
@@ -122,20 +120,18 @@ def review_list_command(
 
 
 @review_app.command("show")
+@takes(access=TOPICS_ACCESS)
 def review_show_command(
     candidate: CandidateArgument,
+    access: TopicsAccess,
     as_json: ReviewJsonOption = False,
-    bootstrap: BootstrapOption = None,
-    kafka_config: KafkaConfigOption = None,
-    topic_prefix: PrefixOption = "",
-    schema_registry_url: RegistryOption = None,
 ) -> None:
     """One review candidate: its evidence and its review status.
 
     The failing items of the run that made it a candidate, its reason, and
     its status, decision, fix revision and the repair's counts (contract
     §18)."""
-    _, _, topics = _read(bootstrap, kafka_config, topic_prefix, schema_registry_url)
+    _, _, topics = _read(access)
     item = find_candidate(topics.candidates, candidate)
     shown = row(item, topics.statuses.get(item["candidate"]["candidate_id"]))
     if as_json:
@@ -170,13 +166,12 @@ def parse_fix_revision(text: str) -> dict:
     return {"family": "experience", "artifact_id": artifact_id, "revision": int(revision)}
 
 
-def decide(candidate: str, decision: str, reviewer: str, reason: str | None, fix_revision: dict | None,
-           bootstrap: str | None, kafka_config: Any, topic_prefix: str, schema_registry_url: str | None) -> None:
+def decide(candidate: str, decision: str, reviewer: str, reason: str | None, fix_revision: dict | None, access: TopicsAccess) -> None:
     """Check and publish one decision (the module docstring)."""
     from recurrence_ledger.runtime.kafka_io import PublishError
     from recurrence_ledger.runtime.review import DecisionPublisher, DecisionRefused, new_decision
 
-    connection, codec, topics = _read(bootstrap, kafka_config, topic_prefix, schema_registry_url, statistics=True)
+    connection, codec, topics = _read(access, statistics=True)
     item = find_candidate(topics.candidates, candidate)
     value = item["candidate"]
     position = topics.as_of.get(value["scope_id"])
@@ -193,7 +188,7 @@ def decide(candidate: str, decision: str, reviewer: str, reason: str | None, fix
         raise typer.Exit(1) from None
     with _kafka_errors():
         try:
-            where = DecisionPublisher(connection, topic_prefix, codec).publish(record)
+            where = DecisionPublisher(connection, access.topic_prefix, codec).publish(record)
         except PublishError as error:
             console.print(f"error: {error}", style="red", highlight=False)
             raise typer.Exit(1) from None
@@ -206,33 +201,29 @@ def decide(candidate: str, decision: str, reviewer: str, reason: str | None, fix
 
 
 @review_app.command("approve")
+@takes(access=TOPICS_ACCESS)
 def review_approve_command(
     candidate: CandidateArgument,
     reviewer: ReviewerOption,
+    access: TopicsAccess,
     fix_revision: Annotated[Optional[str], typer.Option("--fix-revision", metavar="ARTIFACT:REVISION", help="The revision that repairs it: a higher revision of the candidate's artifact (default: the lowest known one above it).")] = None,
     reason: Annotated[Optional[str], typer.Option("--reason", help="Why (optional for an approval).")] = None,
-    bootstrap: BootstrapOption = None,
-    kafka_config: KafkaConfigOption = None,
-    topic_prefix: PrefixOption = "",
-    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Approve a review candidate: publish the decision to review-decisions.
 
     The ledger then measures the fix revision's repair (contract §18):
     pending, held, recurring or failed."""
     fix = parse_fix_revision(fix_revision) if fix_revision is not None else None
-    decide(candidate, "approved", reviewer, reason, fix, bootstrap, kafka_config, topic_prefix, schema_registry_url)
+    decide(candidate, "approved", reviewer, reason, fix, access)
 
 
 @review_app.command("reject")
+@takes(access=TOPICS_ACCESS)
 def review_reject_command(
     candidate: CandidateArgument,
     reviewer: ReviewerOption,
     reason: Annotated[str, typer.Option("--reason", help="Why (required, not blank: a rejection stays auditable).", show_default=False)],
-    bootstrap: BootstrapOption = None,
-    kafka_config: KafkaConfigOption = None,
-    topic_prefix: PrefixOption = "",
-    schema_registry_url: RegistryOption = None,
+    access: TopicsAccess,
 ) -> None:
     """Reject a review candidate with a reason: publish the decision to review-decisions."""
-    decide(candidate, "rejected", reviewer, reason, None, bootstrap, kafka_config, topic_prefix, schema_registry_url)
+    decide(candidate, "rejected", reviewer, reason, None, access)

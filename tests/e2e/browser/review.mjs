@@ -15,11 +15,8 @@
 //    candidate is in the decided table, prints the state and saves
 //    SCREENSHOT.
 // Prints one JSON object per step on stdout; errors go to stderr and exit code 1.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { chromium } from "playwright-core";
+import { withChromium } from "./chromium.mjs";
 
 const [base, candidateId, screenshot] = process.argv.slice(2);
 if (!screenshot) {
@@ -29,22 +26,11 @@ if (!screenshot) {
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 const nextLine = async () => ((await lines.next()).value || "").trim();
 
-const profile = mkdtempSync(join(tmpdir(), "rl-chromium-"));
-let context;
 const consoleErrors = [];
 const posts = [];
-try {
-  const token = await nextLine();
-  const reason = await nextLine();
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--in-process-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 900 },
-    deviceScaleFactor: 1,
-  });
-  const page = context.pages()[0] || (await context.newPage());
+const token = await nextLine();
+const reason = await nextLine();
+await withChromium({ width: 1280, height: 900 }, async (page) => {
   page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
   page.on("pageerror", (error) => consoleErrors.push(String(error)));
   page.on("request", (request) => {
@@ -79,11 +65,5 @@ try {
   await page.waitForFunction((id) => !window.reviewView.waiting.some((item) => item[0] === id), candidateId, { timeout: 10000 });
   await page.screenshot({ path: screenshot, fullPage: true });
   console.log(JSON.stringify(await state()));
-} catch (error) {
-  console.error(String(error && error.stack ? error.stack : error));
-  process.exitCode = 1;
-} finally {
-  if (context) await context.close();
-  rmSync(profile, { recursive: true, force: true });
-  process.exit(process.exitCode || 0);
-}
+});
+process.exit(process.exitCode || 0);
