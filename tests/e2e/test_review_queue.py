@@ -132,5 +132,11 @@ def test_the_follower_s_review_metrics(models):
     assert sample("recurrence_ledger_review_decision_seconds_sum", {"namespace": ns}) == 60.5
     assert sample("recurrence_ledger_review_decision_seconds_bucket", {"namespace": ns, "le": "3600.0"}) == 1
     assert rfc3339_seconds("1970-01-02T00:00:00.123456789Z") == 86400.123456789
-    with pytest.raises(ValueError):
-        rfc3339_seconds("1970-01-02T00:00:00+01:00")
+    assert rfc3339_seconds("1970-01-02t00:00:01+00:00") == rfc3339_seconds("1970-01-02T00:00:01z") == 86401.0
+    for bad in ("1970-01-02T00:00:00+01:00", "1970-01-02 00:00:00Z", "yesterday"):
+        with pytest.raises(ValueError):
+            rfc3339_seconds(bad)
+    # A decided_at that does not parse is left out, never an error of the follower.
+    counts.decisions.append((1000, "not a time"))
+    metrics.decided(counts)
+    assert sample("recurrence_ledger_review_decision_seconds_count", {"namespace": ns}) == 2

@@ -65,6 +65,7 @@ from __future__ import annotations
 import datetime
 import logging
 import math
+import re
 import signal
 import time
 from collections.abc import Iterable
@@ -115,15 +116,21 @@ MAX_BACKOFF_S = 30.0
 DECISION_BUCKETS_S = (3600, 4 * 3600, 12 * 3600, 86400, 2 * 86400, 4 * 86400, 7 * 86400, 14 * 86400, 30 * 86400)
 
 
+#: An RFC 3339 UTC timestamp as contract §18's ``decided_at`` takes it:
+#: ``T`` or ``t``, a fraction of up to 9 digits, ``Z``, ``z`` or ``+00:00``.
+RFC3339_UTC = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(?:[Zz]|\+00:00)")
+
+
 def rfc3339_seconds(timestamp: str) -> float:
     """Seconds since the epoch of an RFC 3339 UTC timestamp
-    (``2025-01-02T03:04:05.123Z``; a fraction of up to 9 digits). Raises
-    ValueError for anything else."""
-    head, dot, fraction = timestamp.removesuffix("Z").partition(".")
-    if not timestamp.endswith("Z") or (dot and not fraction.isdigit()):
+    (``2025-01-02T03:04:05.123Z``, :data:`RFC3339_UTC`). Raises ValueError
+    for anything else."""
+    found = RFC3339_UTC.fullmatch(timestamp)
+    if found is None:
         raise ValueError(f"not an RFC 3339 UTC timestamp: {timestamp!r}")
-    whole = datetime.datetime.strptime(head, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc).timestamp()
-    return whole + (int(fraction) / 10 ** len(fraction) if dot else 0.0)
+    day, time_of_day, fraction = found.groups()
+    whole = datetime.datetime.strptime(f"{day}T{time_of_day}", "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc).timestamp()
+    return whole + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
 
 
 def view_group(app_id: str, topic_prefix: str = "") -> str:
@@ -219,9 +226,14 @@ class FollowerMetrics:
     def decided(self, counts: AppliedCounts) -> None:
         """Observe the time to decision of each candidate ``counts`` filed
         as decided for the first time (never below 0: decided_at is the
-        reviewer's clock)."""
+        reviewer's clock; one that does not parse is logged and left out)."""
         for timestamp_ms, decided_at in counts.decisions:
-            self.decision.labels(self.namespace).observe(max(0.0, rfc3339_seconds(decided_at) - timestamp_ms / 1000))
+            try:
+                seconds = rfc3339_seconds(decided_at) - timestamp_ms / 1000
+            except ValueError as error:
+                log.warning("time to decision not measured: %s", error)
+                continue
+            self.decision.labels(self.namespace).observe(max(0.0, seconds))
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         start_http_server(port, addr=address, registry=self.registry)
