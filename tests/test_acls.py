@@ -42,7 +42,9 @@ def test_create_topics_adds_create_on_every_catalogue_topic():
 def test_other_roles():
     upstream = role_acls("upstream", "User:u", "p.")
     assert {(acl.operation, acl.resource_type) for acl in upstream} == {("WRITE", "TOPIC")}
-    assert len(upstream) == 7
+    # Every input topic but review-decisions: human decisions are the reviewer's (contract §18).
+    assert [acl.name for acl in upstream] == [f"p.{name}" for name in (
+        "source-journal", "experience-revisions", "handoff-revisions", "handoff-receipts", "task-outcomes", "experience-candidates")]
     reader = role_acls("reader", "User:r", "p.")
     assert {acl.operation for acl in reader if acl.resource_type == "TOPIC"} == {"READ"}
     assert [acl.name for acl in reader if acl.resource_type == "GROUP"] == ["recurrence-ledger-export"]
@@ -83,3 +85,22 @@ def test_follower_reads_exactly_what_a_view_follower_subscribes_to_in_its_group(
         assert [acl.name for acl in acls if acl.resource_type == "GROUP"] == [follower.config.group_id] == ["p.app-view"]
     finally:
         follower.consumer.close()
+
+
+REVIEWER = [
+    f"{ADD} --operation Write --topic p.review-decisions",
+    *(f"{ADD} --operation Read --topic p.{name}" for name in ("review-candidates", "review-status", "recurrence-statistics")),
+    f"{ADD} --operation Describe --group recurrence-ledger-export",
+]
+
+
+def test_reviewer_acls_are_printed_exactly_and_write_review_decisions_only():
+    result = run_cli("topics", "acls", "--principal", "User:ledger", "--role", "reviewer", "--topic-prefix", "p.", "--app-id", "app")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == REVIEWER
+    writes = [(acl.resource_type, acl.name) for acl in role_acls("reviewer", "User:r", "p.") if acl.operation != "READ" and acl.resource_type != "GROUP"]
+    assert writes == [("TOPIC", "p.review-decisions")]
+    # The worker reads the decisions (an input topic) and publishes the review status.
+    worker = role_acls("worker", "User:w", "p.", "app")
+    assert ("READ", "p.review-decisions") in {(acl.operation, acl.name) for acl in worker}
+    assert ("WRITE", "p.review-status") in {(acl.operation, acl.name) for acl in worker}

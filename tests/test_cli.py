@@ -39,7 +39,7 @@ def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):
 
 
 def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
-    result = run_cli("run", "--out", str(tmp_path))
+    result = run_cli("run", "--out", str(tmp_path), columns=300)  # the summary line on one line
     assert result.returncode == 0, result.stderr
     last = json.loads((tmp_path / "recurrence-statistics.jsonl").read_text().splitlines()[-1])
     # The minimum checkable evidence case, in our own words: r1 selected three
@@ -251,6 +251,7 @@ def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(t
 COMMANDS = (
     "run-journal", "run", "worker", "publish", "export", "replay", "rebuild", "what-if", "explain", "serve", "rank", "stats",
     "topics", "topics create", "topics delete", "topics list", "topics acls", "view", "view rebuild", "view clear", "view follow",
+    "review", "review list", "review show", "review approve", "review reject",
 )
 
 

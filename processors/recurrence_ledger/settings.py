@@ -40,6 +40,10 @@ ENV_REDIS_CA_FILE = "RL_REDIS_CA_FILE"
 ENV_API_TOKEN = "RL_API_TOKEN"
 #: File holding the read API's bearer token (instead of RL_API_TOKEN).
 ENV_API_TOKEN_FILE = "RL_API_TOKEN_FILE"
+#: File of the API's reviewer tokens (TOML: ``[reviewers]``, reviewer name
+#: = token; ``recurrence_ledger.api.settings.read_reviewer_tokens``): who may
+#: post review decisions (contract §18), each token naming its reviewer.
+ENV_REVIEWER_TOKENS_FILE = "RL_REVIEWER_TOKENS_FILE"
 #: Deployment prefix of every topic, consumer group and Redis namespace.
 ENV_TOPIC_PREFIX = "RL_TOPIC_PREFIX"
 #: Application id: consumer group and changelog name (Kafka Streams' application.id).
@@ -82,7 +86,7 @@ class Settings(BaseSettings):
     falls back to the host name), ``log_level`` (str), ``fault_inject`` (str
     or None), ``schema_registry_url`` (str or None), ``redis_ca_file``
     (Path or None), ``api_token`` (SecretStr or None: never shown in a repr),
-    ``api_token_file`` (Path or None). Empty variables count as unset. Raises ``pydantic.ValidationError`` for a value of the wrong
+    ``api_token_file`` (Path or None), ``reviewer_tokens_file`` (Path or None). Empty variables count as unset. Raises ``pydantic.ValidationError`` for a value of the wrong
     type.
     """
 
@@ -101,6 +105,7 @@ class Settings(BaseSettings):
     redis_ca_file: Path | None = Field(None, validation_alias=ENV_REDIS_CA_FILE)
     api_token: SecretStr | None = Field(None, validation_alias=ENV_API_TOKEN)
     api_token_file: Path | None = Field(None, validation_alias=ENV_API_TOKEN_FILE)
+    reviewer_tokens_file: Path | None = Field(None, validation_alias=ENV_REVIEWER_TOKENS_FILE)
 
     @property
     def worker_instance_id(self) -> str:

@@ -279,7 +279,9 @@ def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
     assert set(document["paths"]) == {
         "/scopes", "/scopes/{scope}/statistics", "/scopes/{scope}/revisions", "/scopes/{scope}/review-candidates", "/healthz",
         # the history endpoints (processors/api_history.py, tests/e2e/test_history_api.py)
-        "/scopes/{scope}/revisions/{artifact_id}/{revision}/history", "/scopes/{scope}/trend", "/review-queue",
+        "/scopes/{scope}/revisions/{artifact_id}/{revision}/history", "/scopes/{scope}/trend",
+        # the review endpoints (processors/recurrence_ledger/api/routes/review.py, tests/e2e/test_review_api.py)
+        "/review-queue", "/review-candidates/{candidate_id}", "/review-candidates/{candidate_id}/decision",
     }
     revisions = document["paths"]["/scopes/{scope}/revisions"]["get"]
     assert {"200", "304", "400", "404", "503"} <= set(revisions["responses"])

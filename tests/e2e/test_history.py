@@ -7,8 +7,9 @@ process) reads the committed topics into the same view and the read models.
 - worker and follower converge on the same view keys, and a follower alone
   (its own group, on a cleared namespace) writes exactly what the worker
   wrote; the guard never puts back an older row;
-- the verdict history, runs, review queue and trend equal what the embedded
-  runner publishes for the same journal (contract §7, §8, §10);
+- the verdict history, runs, review queue (every candidate under its review
+  status, contract §18) and trend equal what the embedded runner publishes
+  for the same journal (contract §7, §8, §10);
 - ``view rebuild`` and ``rebuild --redis-url`` recreate read models equal to
   the live ones, ``follow-applied`` offsets included; applying the topics
   again (at-least-once) changes nothing.
@@ -174,35 +175,33 @@ def test_verdict_history_and_runs_equal_the_ledger(fed, client):
     candidates = {record["run_start_position"]: record["candidate_id"] for record in fed.outputs("review-candidates") if record["scope_id"] == SCOPE}
     runs = history.runs()
     assert [(run["run_start_position"], run["recurred"], run["reaches_threshold"], run["current"], run["review_candidate"]) for run in runs] == [
-        (None, 3, True, False, None),  # its candidate left the queue with the avoided verdict at 7
+        (None, 3, True, False, None),  # the avoided verdict at 7 ended the run of its candidate
         (7, 3, True, True, candidates[7]),
     ]
     assert models.history(SCOPE, "U1", 1).verdicts()[0]["event"] == "recurred"
     assert models.history("no-such-scope", "T1", 1) is None
 
 
-def test_review_queue_holds_the_candidates_no_avoided_verdict_followed(fed, client):
+def test_review_queue_files_every_candidate_under_its_review_status(fed, client):
+    """Every published candidate is in the queue, whether an avoided verdict
+    ended its run or not, under the status of its last ReviewStatus row of
+    the embedded runner's (contract §18; open without one)."""
     models = ReadModels(client, fed.namespace)
     published = fed.outputs("review-candidates")
-    avoided = {}
-    for record in fed.outputs("recurrence-observations"):
-        if record["event"] == "avoided":
-            key = (record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])
-            avoided[key] = max(avoided.get(key, -1), record["task_outcome_position"])
-    open_ids = {
-        record["candidate_id"] for record in published
-        if avoided.get((record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"]), -2)
-        <= (record["run_start_position"] if record["run_start_position"] is not None else -1)
-    }
-    assert len(published) == 3 and len(open_ids) == 2  # timeline's run 7, the worked example's D2
-    page = models.review_queue(None, None, 0, 50)
-    assert page.total == page.available == 2
-    assert {item["candidate"]["candidate_id"] for item in page.items} == open_ids
-    assert [item["timestamp"] for item in page.items] == sorted(item["timestamp"] for item in page.items)
-    assert {item["candidate"]["candidate_id"]: item["candidate"] for item in page.items} == {record["candidate_id"]: record for record in published if record["candidate_id"] in open_ids}
-    assert [item["candidate"]["scope_id"] for item in models.review_queue(SCOPE, None, 0, 50).items] == [SCOPE]
-    assert models.review_queue(None, "working_state", 0, 50).available == 0
-    assert models.review_queue(SCOPE, "experience_content", 0, 50).available == 1
+    statuses = {row["candidate_id"]: row["status"] for row in fed.outputs("review-status")}
+    expected = {state: {record["candidate_id"] for record in published if statuses.get(record["candidate_id"], "open") == state}
+                for state in ("open", "superseded", "approved", "rejected")}
+    assert len(published) == 3  # timeline's runs None and 7, the worked example's D2
+    everything = models.review_queue(None, None, 0, 50, "all")
+    assert everything.total == everything.available == 3
+    assert {item["candidate"]["candidate_id"]: item["candidate"] for item in everything.items} == {record["candidate_id"]: record for record in published}
+    assert [item["timestamp"] for item in everything.items] == sorted(item["timestamp"] for item in everything.items)
+    assert everything.counts == {state: len(ids) for state, ids in expected.items()}
+    for state, wanted in expected.items():
+        assert {item["candidate"]["candidate_id"] for item in models.review_queue(None, None, 0, 50, state).items} == wanted, state
+    assert {item["candidate"]["scope_id"] for item in models.review_queue(SCOPE, None, 0, 50, "all").items} == {SCOPE}
+    assert models.review_queue(None, "working_state", 0, 50, "all").available == 0
+    assert models.review_queue(SCOPE, "experience_content", 0, 50, "all").available == 2
 
 
 def test_trend_has_one_point_per_statistics_record(fed, bootstrap, client):

@@ -8,6 +8,7 @@ here, with and without the index."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 
@@ -26,8 +27,12 @@ HISTORY = f"/scopes/{SCOPE}/revisions/T1/1/history"
 
 
 @pytest.fixture(scope="module")
-def view(bootstrap, redis_url, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("history-api")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("history-api")
+
+
+@pytest.fixture(scope="module")
+def view(bootstrap, redis_url, workdir):
     with fed_view(bootstrap, redis_url, workdir, journal=timeline_journal(workdir / "timeline.jsonl"), transactions=4) as fed:
         run_follower(bootstrap, redis_url, fed.prefix, workdir / "follower.log")
         yield fed
@@ -90,27 +95,40 @@ def test_trend_points_and_paging(api, view):
     assert api.get(f"/scopes/{SCOPE}/trend", headers={"If-None-Match": etag}).status_code == 304
 
 
-def test_review_queue(api):
-    body = api.get("/review-queue").json()
-    assert body["total"] == body["available"] == 1
-    item = body["candidates"][0]
-    assert (item["scope_id"], item["artifact_ref"]["artifact_id"], item["run_start_position"], item["streak"], item["repair_surface"]) == (
-        SCOPE, "T1", 7, 3, "experience_content")
+def test_review_queue(api, view, workdir):
+    # Both candidates of T1 (runs None and 7) stay in the queue, under the status of their last
+    # ReviewStatus row in the embedded runner's view (contract §18; open without one).
+    rows = [json.loads(line) for line in (workdir / "embedded" / "review-status.jsonl").read_text().splitlines() if line]
+    statuses = {row["candidate_id"]: row["status"] for row in rows}
+    body = api.get("/review-queue", params={"status": "all"}).json()
+    assert body["total"] == body["available"] == 2 and body["status"] == "all"
+    assert sorted((item["scope_id"], item["artifact_ref"]["artifact_id"], item["run_start_position"] or 0, item["streak"], item["repair_surface"])
+                  for item in body["candidates"]) == [(SCOPE, "T1", 0, 3, "experience_content"), (SCOPE, "T1", 7, 3, "experience_content")]
+    assert [item["published_at"] for item in body["candidates"]] == sorted(item["published_at"] for item in body["candidates"])
+    assert [item["status"] for item in body["candidates"]] == [statuses.get(item["candidate_id"], "open") for item in body["candidates"]]
+    assert body["counts"] == {state: sum(item["status"] == state for item in body["candidates"]) for state in ("open", "superseded", "approved", "rejected")}
+    item = next(item for item in body["candidates"] if item["run_start_position"] == 7)
     assert [ref["task_outcome_ref"]["source_id"] for ref in item["failure_refs"]] == ["build-09", "build-10", "build-11"]
-    assert api.get("/review-queue", params={"scope": "other"}).json()["available"] == 0
-    assert api.get("/review-queue", params={"surface": "working_state"}).json()["available"] == 0
-    assert api.get("/review-queue", params={"scope": SCOPE, "surface": "experience_content"}).json()["available"] == 1
+    assert api.get("/review-queue").json()["available"] == body["counts"]["open"]  # open by default
+    assert api.get("/review-queue", params={"scope": "other", "status": "all"}).json()["available"] == 0
+    assert api.get("/review-queue", params={"surface": "working_state", "status": "all"}).json()["available"] == 0
+    assert api.get("/review-queue", params={"scope": SCOPE, "surface": "experience_content", "status": "all"}).json()["available"] == 2
     assert api.get("/review-queue", params={"surface": "paint"}).status_code == 400
+    assert api.get("/review-queue", params={"status": "pending"}).status_code == 400
     assert api.get("/review-queue", params={"limit": 201}).status_code == 400
     etag = api.get("/review-queue").headers["ETag"]
     assert api.get("/review-queue", headers={"If-None-Match": etag}).status_code == 304
+    one = api.get(f"/review-candidates/{item['candidate_id']}").json()
+    assert {name: one[name] for name in item} == item and one["as_of_position"] == view.expected[SCOPE]["as_of_position"]
+    assert api.get("/review-candidates/sha256:nope").status_code == 404
 
 
 def test_pages_are_served_and_documented_endpoints_listed(api):
     assert "timeline" in api.get("/timeline", params={"scope": SCOPE, "artifact_id": "T1", "revision": "1"}).text
-    assert "review queue" in api.get("/review").text.lower()
+    assert "review inbox" in api.get("/review").text.lower()
     paths = api.get("/openapi.json").json()["paths"]
-    assert {"/scopes/{scope}/revisions/{artifact_id}/{revision}/history", "/scopes/{scope}/trend", "/review-queue"} <= set(paths)
+    assert {"/scopes/{scope}/revisions/{artifact_id}/{revision}/history", "/scopes/{scope}/trend", "/review-queue", "/review-candidates/{candidate_id}",
+            "/review-candidates/{candidate_id}/decision"} <= set(paths)
     assert all("422" not in operation["responses"] for path in paths.values() for operation in path.values())
 
 

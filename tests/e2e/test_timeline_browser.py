@@ -6,13 +6,13 @@ its trend, a click on revision T1 r1 opens its timeline, whose chart must
 draw exactly the recurred, avoided and unknown-selection points of that
 revision in the embedded runner's ledger (contract §7, §8, §10), each kind
 with its own point shape, the two runs and the review threshold; clicking a
-point offers its ``recurrence-ledger explain`` command. The review queue
-lists the open candidate. Fails — never skips — without Chromium or
+point offers its ``recurrence-ledger explain`` command. The review inbox
+lists both candidates of T1 waiting for a decision. Fails — never skips — without Chromium or
 playwright-core (``bash deploy/ensure-browser.sh``).
 
 Screenshots go to ``<tmp_path>``; with RL_HISTORY_SCREENSHOTS=DIR they are
-also copied to DIR (that is how docs/timeline.png, docs/review.png and
-docs/dashboard-trend.png are made).
+also copied to DIR (that is how docs/timeline.png and docs/dashboard-trend.png
+are made; docs/review.png is tests/e2e/test_review_browser.py's).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tests.e2e.api_server import fed_view, running_api
 from tests.e2e.history_fixtures import SCOPE, run_follower, timeline_journal
 from tests.plugins.services import BROWSER_DIR
 
-SHOTS = ("dashboard-trend.png", "timeline.png", "review.png")
+SHOTS = ("dashboard-trend.png", "timeline.png", "review-waiting.png")
 
 
 def test_click_through_from_the_scope_list_to_a_revision_timeline(bootstrap, redis_url, browser, tmp_path):
@@ -81,9 +81,11 @@ def test_click_through_from_the_scope_list_to_a_revision_timeline(bootstrap, red
     assert shown["explain"]["command"] == f"recurrence-ledger explain {SCOPE} build-10 --topic-prefix {view.prefix}"
     assert shown["explain"]["text"].startswith("build-10: recurred at position 10, run from 7")
 
-    # The review queue lists the open candidate (run 7 of T1) and the worked example's.
-    assert [row[:4] for row in shown["review"]["rows"] if row[0] == SCOPE] == [[SCOPE, "T1 r1", "3", "from 7"]]
-    assert [row[4] for row in shown["review"]["rows"] if row[0] == SCOPE] == [["build-09", "build-10", "build-11"]]
+    # The review inbox lists both candidates of T1 waiting for a decision (runs from the start and from 7:
+    # an avoided verdict ends a run, not a review, contract §18), with their failing items.
+    mine = [row for row in shown["review"]["rows"] if row[1] == SCOPE]
+    assert [row[2:4] for row in mine] == [["T1 r1", "open"], ["T1 r1", "open"]]
+    assert sorted([failure.split()[0] for failure in row[4]] for row in mine) == [["build-04", "build-05", "build-06"], ["build-09", "build-10", "build-11"]]
     # The scope list's filter.
     assert shown["filtered"] == [SCOPE]
 

@@ -13,6 +13,11 @@ client certificates; ACLs enforced, super user admin):
   accept the admin within 15 s.
 - ``secure_prefix``: a fresh topic prefix; its topics are deleted (as
   admin) afterwards.
+- ``scram_user``: ``make(name)`` creates a SCRAM-SHA-512 user of the test's
+  own on the running broker (``<name>-<random>``, random password; the
+  Admin API's AlterUserScramCredentials, as admin: no deploy change) with a
+  properties file like upstream's (:class:`ScramUser`); the users and their
+  ACLs are deleted afterwards.
 
 The secured Redis (``deploy/redis.sh --secure``: requirepass for the admin
 (the default user), the ACL users ``ledger`` (writer) and ``dashboard``
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +45,7 @@ import pytest
 import redis
 from confluent_kafka import KafkaException
 
-from recurrence_ledger.runtime.client_config import KafkaConnection, check_connection
+from recurrence_ledger.runtime.client_config import KafkaConnection, KafkaConnectionError, check_connection
 from recurrence_ledger.runtime.client_properties import load_connection, read_properties
 from recurrence_ledger.runtime.kafka_admin import admin_client
 
@@ -166,3 +172,66 @@ def secure_redis() -> SecureRedis:
     except redis.RedisError as error:
         pytest.fail(f"the secured Redis does not answer the admin on ports {found.port} and {found.tls_port}: {type(error).__name__}: {error}")
     return found
+
+
+# ----------------------------------------------------------------- users of one test
+
+
+@dataclass(frozen=True)
+class ScramUser:
+    """A SCRAM user of one test: ``principal`` (``User:NAME``), its
+    properties ``file`` (SASL_SSL, like upstream's), ``connection`` and
+    ``password``."""
+
+    name: str
+    file: Path
+    connection: KafkaConnection
+    password: str
+
+    @property
+    def principal(self) -> str:
+        return f"User:{self.name}"
+
+
+@pytest.fixture
+def scram_user(secure: SecureBroker, tmp_path: Path) -> Iterator:
+    from confluent_kafka.admin import (
+        AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
+        UserScramCredentialDeletion, UserScramCredentialUpsertion,
+    )
+
+    admin = admin_client(secure.admin)
+    made: list[ScramUser] = []
+
+    def make(prefix: str) -> ScramUser:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        password = uuid.uuid4().hex + uuid.uuid4().hex
+        upsert = UserScramCredentialUpsertion(name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode())
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(timeout=30)
+        text = secure.files["upstream"].read_text()
+        text = text.replace('username="upstream"', f'username="{name}"').replace(secure.passwords["upstream"], password)
+        path = tmp_path / f"{name}.properties"
+        path.write_text(text)
+        user = ScramUser(name, path, load_connection(None, path, {}), password)
+        made.append(user)
+        # The broker may take a moment to know a new credential: until it does, authentication fails.
+        for attempt in range(20):
+            try:
+                check_connection(user.connection, timeout=15)
+                break
+            except KafkaConnectionError:
+                if attempt == 19:
+                    raise
+                time.sleep(0.5)
+        return user
+
+    yield make
+    for user in made:
+        with contextlib.suppress(KafkaException):
+            for future in admin.alter_user_scram_credentials([UserScramCredentialDeletion(user.name, ScramMechanism.SCRAM_SHA_512)]).values():
+                future.result(timeout=30)
+        query = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, user.principal, None, AclOperation.ANY, AclPermissionType.ANY)
+        with contextlib.suppress(KafkaException):
+            for future in admin.delete_acls([query], request_timeout=30).values():
+                future.result(timeout=30)

@@ -24,7 +24,8 @@ documentation, see below):
 | method and path | response |
 | --- | --- |
 | ``GET /scopes?limit=N&offset=M&sort=…&filter=…&needs_review=…`` | ``ScopeList``: the scopes with their counters, paged (1 ≤ ``limit`` ≤ 1000, the default; ``total`` counts them all), sorted by ``sort`` (scope_id, needing_review, recurred, repeat_failure_rate) and filtered (``filter``: scope id substring; ``needs_review``), read through the scope index (``recurrence_ledger.read.history``) |
-| history endpoints | ``…/revisions/{artifact_id}/{revision}/history``, ``/scopes/{scope}/trend``, ``/review-queue``, the ``/timeline`` and ``/review`` pages: ``recurrence_ledger.api.routes.history``, ``.review``, ``.pages`` |
+| history endpoints | ``…/revisions/{artifact_id}/{revision}/history``, ``/scopes/{scope}/trend``, the ``/timeline`` page: ``recurrence_ledger.api.routes.history`` |
+| review endpoints | ``GET /review-queue?status=…``, ``GET /review-candidates/{id}``, ``POST /review-candidates/{id}/decision`` (a reviewer token; publishes a ReviewDecision to Kafka, contract §18), the ``/review`` inbox page: ``recurrence_ledger.api.routes.review`` |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the recurrence statistics block (contract §8) plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
 | ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), 0 ≤ ``offset`` ≤ 1,000,000; anything else 400 |
 | ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set, with the review threshold the workers stored |
@@ -80,6 +81,13 @@ at most 1000 scope summaries, ``/revisions`` at most 100 rows,
 above 1,000,000 and any unknown query parameter answer 400 on every route
 (``recurrence_ledger.api.params``).
 
+Who may decide: a review decision needs a reviewer token (``serve
+--reviewer-tokens FILE`` / ``RL_REVIEWER_TOKENS_FILE``, each token naming
+its reviewer), never the read token; the API publishes the decision to the
+deployment's ``review-decisions`` topic (``KAFKA_BOOTSTRAP_SERVERS``,
+``KAFKA_CONFIG_FILE``, ``SCHEMA_REGISTRY_URL``, ``RL_TOPIC_PREFIX``) and
+writes nothing itself. Without reviewer tokens it takes no decision.
+
 Configuration (environment, or ``ApiSettings``): ``REDIS_URL`` (default
 ``redis://127.0.0.1:6379/0``; ``redis://user:password@host:port/db`` for an
 ACL user, ``rediss://…`` for TLS with ``RL_REDIS_CA_FILE`` or the URL's
@@ -108,14 +116,15 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.middleware.cors import CORSMiddleware
 
-from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, is_public
+from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerTokens, is_decision, is_public
 from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR
-from recurrence_ledger.api.routes import history, revisions, scopes, service
-from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin
+from recurrence_ledger.api.routes import history, review, revisions, scopes, service
+from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.reader import ViewReader
+from recurrence_ledger.runtime.review import DecisionPublisher
 
 #: Where the documentation pages' assets (Swagger UI, ReDoc) are served from.
 DOCS_STATIC_URL = "/static-docs"
@@ -123,12 +132,18 @@ DOCS_STATIC_URL = "/static-docs"
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
     """The FastAPI application (``settings`` None: ``ApiSettings.from_env()``
-    with the token of RL_API_TOKEN / RL_API_TOKEN_FILE, which is how
-    ``uvicorn --factory`` runs it). Never connects to Redis here: a request
-    that finds it down answers 503. Raises ValueError for an unfit token or
-    CORS origin, a bad Redis URL or CA file."""
-    settings = settings or ApiSettings.from_env(api_token=api_token_from_env())
+    with the token of RL_API_TOKEN / RL_API_TOKEN_FILE, the reviewer tokens
+    of RL_REVIEWER_TOKENS_FILE and, with them, the Kafka connection of the
+    process settings, which is how ``uvicorn --factory`` runs it). Never
+    connects to Redis or Kafka here: a request that finds one down answers
+    503. Raises ValueError for an unfit token or CORS origin, a bad Redis
+    URL or CA file, reviewer tokens without Kafka (:func:`decision_publisher`)."""
+    if settings is None:
+        tokens = reviewer_tokens_from_env()
+        settings = ApiSettings.from_env(api_token=api_token_from_env(), reviewer_tokens=tokens or None, kafka=kafka_from_env() if tokens else None)
     token = BearerToken(check_api_token(settings.api_token)) if settings.api_token is not None else None
+    reviewers = ReviewerTokens(settings.reviewer_tokens)
+    publisher = decision_publisher(settings)
     origins = [check_origin(origin) for origin in settings.cors_origins]
     reader = ViewReader(settings.redis_url, settings.resolved_namespace, ca_file=settings.redis_ca_file)
     # The read models kept by the view follower (history, trend, review
@@ -139,6 +154,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
         reader.close()
+        if publisher is not None:
+            publisher.close()
 
     # FastAPIOffline: FastAPI whose /docs (Swagger UI) and /redoc pages load
     # their scripts from the fastapi-offline package, not from a CDN.
@@ -160,7 +177,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     # token, and a 401 must carry the CORS headers for a configured origin's
     # page to read it. Without origins there is no CORS middleware at all,
     # so no response has an Access-Control-Allow-Origin header.
-    app.add_middleware(ReadSideGuard, token=token, allowed_hosts=settings.allowed_hosts)
+    app.add_middleware(ReadSideGuard, token=token, allowed_hosts=settings.allowed_hosts, reviewers=reviewers)
     if origins:
         app.add_middleware(
             CORSMiddleware,
@@ -172,6 +189,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             max_age=600,
         )
     app.include_router(history.router(models, settings.topic_prefix))
+    app.include_router(review.router(models, publisher))
     scopes.register(app, reader, models)
     revisions.register(app, reader)
     service.register(app, reader, settings.redis_url, token)
@@ -204,14 +222,41 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
                 for route_path, path in schema.get("paths", {}).items():
                     if is_public(route_path):
                         continue
-                    for operation in path.values():
-                        operation["security"] = [{"bearerAuth": []}]
-                        operation.setdefault("responses", {})["401"] = {"description": "Missing or wrong API token (WWW-Authenticate: Bearer)"}
+                    for method, operation in path.items():
+                        if not is_decision(method.upper(), route_path):
+                            operation["security"] = [{"bearerAuth": []}]
+                            operation.setdefault("responses", {})["401"] = {"description": "Missing or wrong API token (WWW-Authenticate: Bearer)"}
+            # A decision always needs a reviewer token (without reviewer tokens it is refused: 403).
+            schema.setdefault("components", {}).setdefault("securitySchemes", {})["reviewerAuth"] = {
+                "type": "http", "scheme": "bearer", "description": "A reviewer token (serve: --reviewer-tokens FILE); never the read token.",
+            }
+            for route_path, path in schema.get("paths", {}).items():
+                for method, operation in path.items():
+                    if is_decision(method.upper(), route_path):
+                        operation["security"] = [{"reviewerAuth": []}]
             app.openapi_schema = schema
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def decision_publisher(settings: ApiSettings) -> DecisionPublisher | None:
+    """The publisher of review decisions of ``settings`` (None without
+    reviewer tokens; never connects here). Raises ValueError for reviewer
+    tokens without a Kafka connection, or one that is the API token, and
+    for unusable Schema Registry settings."""
+    if not settings.reviewer_tokens:
+        return None
+    if settings.kafka is None:
+        raise ValueError("reviewer tokens need Kafka to publish the decisions on: set --bootstrap / KAFKA_BOOTSTRAP_SERVERS (or a --kafka-config file)")
+    if settings.api_token is not None and any(token == settings.api_token for _, token in settings.reviewer_tokens):
+        raise ValueError("a reviewer token is the API token: the read token may never decide; give the reviewer another token")
+    from recurrence_ledger.serde.codec import make_codec
+    from recurrence_ledger.serde.registry import registry_settings
+
+    codec = make_codec(registry_settings(settings.schema_registry_url))
+    return DecisionPublisher(settings.kafka, settings.topic_prefix, codec)
 
 
 def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info") -> None:

@@ -1,15 +1,23 @@
-"""Who may read, enforced on every request: the API token's constant-time
-check (:class:`BearerToken`), the public paths (:func:`is_public`), the
-``Host`` rule and the middleware in front of the app that applies them
-(:class:`ReadSideGuard`), and the security headers of the dashboard page
-(:data:`DASHBOARD_HEADERS`). What is configured, and its checks:
-``recurrence_ledger.api.settings``.
+"""Who may read and who may decide, enforced on every request: the API
+token's constant-time check (:class:`BearerToken`), the reviewer tokens'
+(:class:`ReviewerTokens`), the public paths (:func:`is_public`), the
+decision path (:func:`is_decision`), the ``Host`` rule and the middleware
+in front of the app that applies them (:class:`ReadSideGuard`), and the
+security headers of the dashboard pages (:data:`DASHBOARD_HEADERS`). What
+is configured, and its checks: ``recurrence_ledger.api.settings``.
+
+A review decision (``POST /review-candidates/{id}/decision``, contract §18)
+needs a reviewer token, never the read token: 401 without a token, 403 with
+the read token or a token that is no reviewer's, before the body is read.
+The reviewer's name (the token's, in the reviewer tokens file) is what the
+decision records; the route finds it in ``request.state.reviewer``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from collections.abc import Iterable
 
 from fastapi.responses import JSONResponse
@@ -24,11 +32,12 @@ from fastapi.responses import JSONResponse
 PUBLIC_PATHS = frozenset({"/healthz", "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 PUBLIC_PREFIXES = ("/static/", "/static-docs/")
 
-#: Headers of the dashboard page. The page keeps the API token in
+#: Headers of the dashboard pages (``/`` and the review inbox ``/review``).
+#: The pages keep the API token (and the review page a reviewer token) in
 #: sessionStorage (see processors/recurrence_ledger/static/dashboard.js),
-#: which its scripts can read, so it allows no script, style, connection or
-#: frame from anywhere but this service: an injected script could not load
-#: or send the token away.
+#: which their scripts can read, so they allow no script, style, connection
+#: or frame from anywhere but this service, and no inline script or handler:
+#: an injected script could not load or send a token away.
 DASHBOARD_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -37,6 +46,18 @@ DASHBOARD_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
+
+
+#: The path of a review decision (``POST``): guarded by the reviewer tokens.
+DECISION_PATH = re.compile(r"/review-candidates/[^/]+/decision")
+#: Largest body of a decision request (bytes): a reason has at most 16,384
+#: characters (4 bytes each in UTF-8, escaped at most 6 bytes in JSON).
+MAX_DECISION_BODY = 128 * 1024
+
+
+def is_decision(method: str, path: str) -> bool:
+    """Whether a request posts a review decision (:data:`DECISION_PATH`)."""
+    return method == "POST" and DECISION_PATH.fullmatch(path) is not None
 
 
 def is_public(path: str) -> bool:
@@ -80,18 +101,69 @@ def host_name(host_header: bytes) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+class ReviewerTokens:
+    """The reviewer tokens (``(name, token)`` pairs): :meth:`reviewer` finds
+    the name of a presented token comparing it, in constant time, with
+    every token (SHA-256 digests compared with ``hmac.compare_digest``, all
+    of them whatever matched), so the response time tells nothing of which
+    tokens exist."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]]):
+        self._digests = [(hashlib.sha256(token.encode()).digest(), name) for name, token in pairs]
+
+    def __bool__(self) -> bool:
+        return bool(self._digests)
+
+    def reviewer(self, presented: bytes) -> str | None:
+        """The reviewer whose token ``presented`` is, or None."""
+        wanted = hashlib.sha256(presented).digest()
+        found = None
+        for stored, name in self._digests:
+            if hmac.compare_digest(wanted, stored) and found is None:
+                found = name
+        return found
+
+
 class ReadSideGuard:
     """ASGI middleware in front of the app. With ``allowed_hosts``, a
-    request whose ``Host`` is not one of them answers 400. With a ``token``,
-    a request for a non-public path (:func:`is_public`) without it answers
-    401 with ``WWW-Authenticate: Bearer`` — before routing, so unknown paths
-    and bad parameters of an unauthenticated request answer 401 too and
-    reveal nothing."""
+    request whose ``Host`` is not one of them answers 400. A review
+    decision (:func:`is_decision`) answers 403 without ``reviewers``, 401
+    without a bearer token, 403 with the read ``token`` or another that is
+    no reviewer's, 413 with a body over :data:`MAX_DECISION_BODY`; with a
+    reviewer's token it goes on with the name in ``scope["state"]
+    ["reviewer"]`` (``request.state.reviewer``). With a ``token``, a request
+    for a non-public path (:func:`is_public`) without it answers 401 with
+    ``WWW-Authenticate: Bearer`` — before routing, so unknown paths and bad
+    parameters of an unauthenticated request answer 401 too and reveal
+    nothing."""
 
-    def __init__(self, app, token: BearerToken | None, allowed_hosts: Iterable[str] = ()):  # noqa: ANN001 - ASGI app
+    def __init__(self, app, token: BearerToken | None, allowed_hosts: Iterable[str] = (),  # noqa: ANN001 - ASGI app
+                 reviewers: ReviewerTokens | None = None):
         self.app = app
         self.token = token
         self.allowed_hosts = frozenset(host.lower() for host in allowed_hosts)
+        self.reviewers = reviewers or ReviewerTokens(())
+
+    def _refuse_decision(self, scope) -> JSONResponse | None:  # noqa: ANN001 - ASGI scope
+        """The answer refusing a decision request, or None (then the
+        reviewer's name is in ``scope["state"]``)."""
+        headers = scope["headers"]
+        if not self.reviewers:
+            return JSONResponse({"detail": "this API takes no review decisions: serve it with --reviewer-tokens FILE"}, 403)
+        presented = BearerToken.presented(headers)
+        if presented is None:
+            body = {"detail": "a review decision needs a reviewer token: send Authorization: Bearer <reviewer token>"}
+            return JSONResponse(body, 401, headers={"WWW-Authenticate": 'Bearer realm="recurrence-ledger reviewers"'})
+        reviewer = self.reviewers.reviewer(presented)
+        if reviewer is None:
+            if self.token is not None and self.token.accepts(headers):
+                return JSONResponse({"detail": "the read token may not decide: a review decision needs a reviewer token"}, 403)
+            return JSONResponse({"detail": "not a reviewer token: a review decision needs a reviewer token"}, 403)
+        length = next((value for name, value in headers if name == b"content-length"), b"0")
+        if not length.isdigit() or int(length) > MAX_DECISION_BODY:
+            return JSONResponse({"detail": f"a decision request has at most {MAX_DECISION_BODY} bytes"}, 413)
+        scope.setdefault("state", {})["reviewer"] = reviewer
+        return None
 
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
         if scope["type"] == "http":
@@ -102,7 +174,12 @@ class ReadSideGuard:
                     detail = "unexpected Host header: this API answers only " + ", ".join(sorted(self.allowed_hosts))
                     await JSONResponse({"detail": detail}, 400)(scope, receive, send)
                     return
-            if self.token is not None and not is_public(scope["path"]) and not self.token.accepts(headers):
+            if is_decision(scope["method"], scope["path"]):
+                refusal = self._refuse_decision(scope)
+                if refusal is not None:
+                    await refusal(scope, receive, send)
+                    return
+            elif self.token is not None and not is_public(scope["path"]) and not self.token.accepts(headers):
                 challenge = 'Bearer realm="recurrence-ledger"'
                 if BearerToken.presented(headers) is not None:
                     challenge += ', error="invalid_token"'

@@ -3,17 +3,19 @@ endpoint answers, and so what ``GET /openapi.json`` documents. The view's
 endpoints (``/scopes``, ``…/statistics`` — the core's ScopeStatistics —,
 ``…/revisions``, ``…/review-candidates``, ``/healthz``) and the history's
 (``…/history``, ``…/trend``, ``/review-queue``; read models of
-``recurrence_ledger.read.history``).
+``recurrence_ledger.read.history``), and the review's
+(``/review-candidates/{id}``, its decision's request and answer).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
-from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface
-from recurrence_ledger.ledger.records import UnknownReasons
+from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface, ReviewDecision
+from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, UnknownReasons
 from recurrence_ledger.ledger.statistics import LOW_YIELD, LOW_YIELD_MIN_SELECTED
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
@@ -268,8 +270,18 @@ class ScopeTrend(_Shape):
     points: list[TrendPoint]
 
 
+ReviewState = Literal["open", "superseded", "approved", "rejected"]
+#: ``status`` of ``GET /review-queue`` (``recurrence_ledger.read.keys.REVIEW_FILTERS``).
+ReviewFilter = Literal["open", "superseded", "approved", "rejected", "decided", "all"]
+
+
 class QueueItem(_Shape):
-    """A ReviewCandidate (contract §8) waiting for review."""
+    """A ReviewCandidate (contract §8) with its review status (contract
+    §18): ``status`` open (no decision, no higher revision known; also
+    before the worker published a status), superseded, approved or
+    rejected; the applied ``decision``; the ``fix_revision`` and its
+    ``repair`` (pending, held, recurring, failed, with the fix revision's
+    counts)."""
 
     candidate_id: str
     scope_id: str
@@ -281,15 +293,65 @@ class QueueItem(_Shape):
     reason: str
     failure_refs: list[ItemRef]
     published_at: str = Field(description="The candidate record's Kafka timestamp, ISO 8601 UTC.")
+    status: ReviewState = "open"
+    decision: AppliedReviewDecision | None = None
+    fix_revision: ArtifactRef | None = None
+    repair: Repair | None = None
 
 
 class ReviewQueue(_Shape):
-    """``GET /review-queue``: open candidates, oldest first."""
+    """``GET /review-queue``: review candidates with one status (or
+    decided: approved or rejected; or all), oldest first."""
 
-    total: int = Field(description="Open candidates in every scope.")
-    available: int = Field(description="Open candidates passing the filters.")
+    total: int = Field(description="Candidates with the status in every scope.")
+    available: int = Field(description="Candidates with the status passing the filters.")
+    counts: dict[ReviewState, int] = Field(description="Candidates of the scope (every scope without one) by status.")
+    status: ReviewFilter
     scope: str | None
     surface: RepairSurface | None
     limit: int
     offset: int
     candidates: list[QueueItem]
+
+
+class ReviewCandidateBody(QueueItem):
+    """``GET /review-candidates/{id}``: one candidate with its review status
+    and its scope's ``as_of_position`` (the position a decision gets)."""
+
+    as_of_position: int | None = Field(description="The scope's as_of_position in the view (null: not there yet).")
+
+
+class DecisionRequest(BaseModel):
+    """The body of ``POST /review-candidates/{id}/decision`` (contract §18):
+    ``decision`` approved or rejected; ``reason`` free text, required and not
+    blank for rejected (at most 16,384 characters); ``fix_revision`` only
+    with approved: a higher revision of the candidate's own artifact (null:
+    the lowest known one above it counts). Nothing else: the reviewer is
+    the reviewer token's, the position and time the API's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    decision: Literal["approved", "rejected"]
+    reason: str | None = None
+    fix_revision: ArtifactRef | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_reviewer(cls, data: object) -> object:
+        if isinstance(data, dict) and "reviewer" in data:
+            raise PydanticCustomError("reviewer_not_accepted", "reviewer is not taken from the body: it is the name of the reviewer token")
+        return data
+
+
+class DecisionAccepted(_Shape):
+    """``202 Accepted``: the ReviewDecision published to ``review-decisions``
+    (where: topic, partition, offset). The worker applies it — or
+    dead-letters it (contract §9, §18) — and publishes the candidate's new
+    ReviewStatus; ``status_url`` shows it once the view has it."""
+
+    decision_id: str
+    decision: ReviewDecision
+    topic: str
+    partition: int
+    offset: int
+    status_url: str

@@ -17,7 +17,12 @@ printed without its password.
 ``serve`` runs the HTTP API (``recurrence_ledger.api.app``); who may read it is
 decided here: the API token (RL_API_TOKEN, or ``--token-file`` /
 RL_API_TOKEN_FILE), ``--cors-origin``, and the bind address — without a
-token only a loopback ``--host`` unless ``--allow-unauthenticated``.
+token only a loopback ``--host`` unless ``--allow-unauthenticated``. Who may
+decide too: ``--reviewer-tokens FILE`` (RL_REVIEWER_TOKENS_FILE; TOML,
+``recurrence_ledger.api.settings.read_reviewer_tokens``) lets each listed
+reviewer post review decisions (contract §18), which the API publishes on
+the Kafka cluster of ``--bootstrap`` / ``--kafka-config`` (with
+``--schema-registry-url`` for a registry's ids).
 
 ``rank`` lists every revision of every scope (or of ``--scope``) that has a
 selection or a verdict — the view's revisions hash, one last
@@ -47,13 +52,13 @@ from rich.console import Console
 from rich.table import Table
 
 from recurrence_ledger.api.settings import ApiSettings
-from recurrence_ledger.cli.options import ReadRedisOption, ViewPrefixOption, json_option
+from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option
 from recurrence_ledger.embedded import stdout_console
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key, reason_counts
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader
 from recurrence_ledger.redact import redact_url
-from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, settings as process_settings
+from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REVIEWER_TOKENS_FILE, kafka_environment, settings as process_settings
 
 console = stdout_console()
 errors = Console(stderr=True)
@@ -403,6 +408,17 @@ def serve_command(
         bool, typer.Option("--allow-unauthenticated", help="Serve without an API token on a non-loopback --host: anyone who reaches the port reads the view.")
     ] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+    reviewer_tokens: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--reviewer-tokens", envvar=ENV_REVIEWER_TOKENS_FILE, dir_okay=False, show_default=False,
+            help="TOML file of reviewer tokens ([reviewers] name = \"token\"): each may POST /review-candidates/{id}/decision, "
+            "which is published to Kafka as that reviewer's (needs --bootstrap or --kafka-config). Default: no one decides.",
+        ),
+    ] = None,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+    schema_registry_url: RegistryOption = None,
 ) -> None:
     """Serve the statistics API and the dashboard (uvicorn).
 
@@ -414,9 +430,17 @@ def serve_command(
     needs Authorization: Bearer <token>; the dashboard asks for the token
     once per browser tab. Without a token serve listens on loopback only,
     unless --allow-unauthenticated. Exit code 2 for an unusable token, origin
-    or Redis URL, or a non-loopback --host without a token."""
-    from recurrence_ledger.api.app import serve
-    from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token
+    or Redis URL, or a non-loopback --host without a token.
+
+    With --reviewer-tokens, each reviewer of the file may post review
+    decisions (POST /review-candidates/{id}/decision, its reviewer token as
+    Bearer; never the read token): the API publishes them to the
+    review-decisions topic of --bootstrap / --kafka-config. Exit code 2 for
+    an unusable tokens file or Kafka settings, or reviewer tokens without
+    Kafka."""
+    from recurrence_ledger.api.app import decision_publisher, serve
+    from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token, read_reviewer_tokens
+    from recurrence_ledger.runtime.client_properties import load_connection
 
     env = process_settings()
     try:
@@ -425,6 +449,8 @@ def serve_command(
         else:
             token = api_token_from_env()
         origins = tuple(check_origin(origin) for origin in cors_origin or ())
+        reviewers = read_reviewer_tokens(reviewer_tokens) if reviewer_tokens is not None else ()
+        kafka = load_connection(bootstrap, kafka_config, kafka_environment()) if reviewers and (bootstrap or kafka_config) else None
     except ValueError as error:
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None
@@ -440,13 +466,23 @@ def serve_command(
     # loopback name: a web page cannot then reach the API through a DNS
     # name it rebinds to 127.0.0.1.
     allowed_hosts = ("127.0.0.1", "localhost", "::1", host.strip("[]").lower()) if token is None and is_loopback(host) else ()
-    settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix, api_token=token, cors_origins=origins, allowed_hosts=allowed_hosts)
+    settings = ApiSettings.from_env(
+        redis_url=redis_url, topic_prefix=topic_prefix, api_token=token, cors_origins=origins, allowed_hosts=allowed_hosts,
+        reviewer_tokens=reviewers or None, kafka=kafka, schema_registry_url=schema_registry_url,
+    )
+    try:
+        decision_publisher(settings)  # refuses reviewer tokens without Kafka, or the API token among them
+    except ValueError as error:
+        errors.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(2) from None
     if token is not None:
         access = "API token required"
     elif allowed_hosts:
         access = "no API token: loopback only"
     else:
         access = "no API token (--allow-unauthenticated): anyone who reaches the port reads the view"
+    if reviewers:
+        access += f"; {len(reviewers)} reviewer{'s' if len(reviewers) > 1 else ''} may decide (decisions to {kafka.bootstrap})"
     console.print(
         f"serving http://{host}:{port}/ (view {settings.resolved_namespace} on {redact_url(settings.redis_url)}; {access}"
         + (f"; CORS for {', '.join(origins)}" if origins else "") + ")",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Any, Generic, Optional, TypeVar
@@ -344,7 +345,31 @@ def worker_operation(
     return {**fields, "instance_id": instance_id} if instance_id else fields
 
 
+@dataclass(frozen=True)
+class TopicsAccess:
+    """Where a command reads and writes a deployment's topics: the
+    connection's options (``--bootstrap``, ``--kafka-config``), the
+    deployment's ``--topic-prefix`` and ``--schema-registry-url``."""
+
+    bootstrap: str | None
+    kafka_config: Path | None
+    topic_prefix: str
+    schema_registry_url: str | None
+
+
+def topics_access(
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+    topic_prefix: PrefixOption = "",
+    schema_registry_url: RegistryOption = None,
+) -> TopicsAccess:
+    """The :class:`TopicsAccess` of a command's options."""
+    return TopicsAccess(bootstrap, kafka_config, topic_prefix, schema_registry_url)
+
+
 #: The ledger policy options: run-journal, run, worker, replay.
 LEDGER_POLICY = OptionSet(ledger_policy)
+#: A deployment's topics: the review commands.
+TOPICS_ACCESS = OptionSet(topics_access)
 #: The worker's operational options: run and worker (run without Kafka refuses them).
 WORKER_OPERATION = OptionSet(worker_operation)

@@ -129,7 +129,7 @@ def topics_delete_command(
 @topics_app.command("acls")
 def topics_acls_command(
     principal: Annotated[str, typer.Option("--principal", help="Principal to authorize, e.g. User:ledger.")],
-    role: Annotated[str, typer.Option("--role", help="worker | upstream (publish) | reader (export, rebuild, explain, view rebuild) | replay | follower (view follow).")] = "worker",
+    role: Annotated[str, typer.Option("--role", help="worker | upstream (publish) | reader (export, rebuild, explain, view rebuild) | replay | follower (view follow) | reviewer (review, the API's decisions: writes review-decisions only).")] = "worker",
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, app_id_option("The deployment's app id (group, changelog, transactional ids).")] = DEFAULT_APP_ID,
     create_topics: Annotated[bool, typer.Option("--create-topics", help="worker: also Create on every catalogue topic (the worker's --create-topics); without it an admin runs 'topics create'.")] = False,

@@ -43,7 +43,7 @@ def rebuild_history(view: Any, connection: Any, topic_prefix: str, codec: Any, h
     summary = rebuild_read_models(ReadModels(view._client, view.namespace, history_limit, trend_limit), connection, topic_prefix, codec=codec)
     return (
         f"read models rebuilt: {summary.observations} observations (verdict histories), {summary.candidates} review candidates, "
-        f"{summary.trend_points} trend points" + (f", {summary.skipped} records skipped" if summary.skipped else "")
+        f"{summary.review_statuses} review statuses, {summary.trend_points} trend points" + (f", {summary.skipped} records skipped" if summary.skipped else "")
     )
 
 

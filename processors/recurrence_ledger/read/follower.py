@@ -3,9 +3,10 @@ the committed topics.
 
 A consumer in its own group, ``<prefix><app_id>-view``, reads with
 ``isolation.level=read_committed`` (it never sees a record of an aborted or
-open transaction) the view topics ``recurrence-statistics`` and
-``revision-statistics`` and the ledger topics ``recurrence-observations`` and
-``review-candidates`` (contract §1), and for each batch it polled:
+open transaction) the view topics ``recurrence-statistics``,
+``revision-statistics`` and ``review-status`` and the ledger topics
+``recurrence-observations`` and ``review-candidates`` (contract §1, §18),
+and for each batch it polled:
 
 1. writes the latest ScopeStatistics / RevisionStatistics record per key of
    the batch into the view (``recurrence_ledger.read.follower_view.FollowerView``:
@@ -13,7 +14,8 @@ open transaction) the view topics ``recurrence-statistics`` and
    row than the stored one, whoever wrote it — another follower, or this
    one replaying);
 2. applies the batch to the read models (``ReadModels.apply``: verdict
-   history, trend, review queue; atomic per call, each partition's records
+   history, trend, the review queue with each candidate's review status;
+   atomic per call, each partition's records
    applied once thanks to the ``follow-applied`` offsets kept in Redis);
 3. commits the batch's offsets to its group — only once both writes
    succeeded. So delivery is at-least-once into idempotent writes: a
@@ -56,6 +58,15 @@ while ScopeStatistics records arrive, at least every
 rebuild) wrote and survive a restart; only a follower that serves its
 metrics reads them. Every follower of a deployment reports the same totals:
 aggregate them with ``max``, not ``sum``.
+| ``recurrence_ledger_reviews`` | gauge | namespace, status | review candidates of every scope by review status (open, superseded, approved, rejected; contract §18): ``status="open"`` are the open reviews |
+| ``recurrence_ledger_review_oldest_open_timestamp_seconds`` | gauge | namespace | Kafka timestamp of the oldest open candidate's record (NaN while none is open): its age is ``time()`` minus it |
+| ``recurrence_ledger_review_repairs`` | gauge | namespace, status | ReviewStatus rows by repair status (pending, held, recurring, failed) |
+| ``recurrence_ledger_review_decision_seconds`` | histogram | namespace | time to decision: the candidate record's Kafka timestamp to the decision's ``decided_at``, once per decided candidate this follower filed |
+
+The review gauges are read back from the read models after each batch
+(and when the follower starts), so every follower of a namespace (the
+``namespace`` label: the Redis namespace, one per deployment) shows the
+same numbers, and a restart loses none.
 
 :func:`rebuild_read_models` recreates the read models from the topics
 (read whole, like ``recurrence_ledger.read.rebuild.rebuild_from_topic``
@@ -65,7 +76,10 @@ rebuild`` and ``rebuild --redis-url`` call it.
 
 from __future__ import annotations
 
+import datetime
 import logging
+import math
+import re
 import signal
 import time
 from collections.abc import Iterable
@@ -81,8 +95,8 @@ from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, ReviewStatus, RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.follower_view import FollowerView
-from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, ReadModels
-from recurrence_ledger.read.records import Located
+from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
+from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
 from recurrence_ledger.read.totals import ViewTotals, view_totals
 from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
@@ -111,6 +125,7 @@ FOLLOWED: dict[str, tuple[str, Any]] = {
     REVIEW_STATUS: ("ReviewStatus", ReviewStatus),
     OBSERVATIONS: ("RecurrenceObservation", RecurrenceObservation),
     REVIEW_CANDIDATES: ("ReviewCandidate", ReviewCandidate),
+    REVIEW_STATUS: ("ReviewStatus", ReviewStatus),
 }
 #: Records per MULTI/EXEC when a rebuild applies the topics.
 REBUILD_CHUNK = 5000
@@ -132,6 +147,25 @@ def totals_due(last_read: float | None, now: float, statistics_applied: bool) ->
     if last_read is None:
         return True
     return now - last_read >= (TOTALS_INTERVAL_S if statistics_applied else TOTALS_IDLE_INTERVAL_S)
+#: Buckets of the time to decision (seconds): an hour to a month.
+DECISION_BUCKETS_S = (3600, 4 * 3600, 12 * 3600, 86400, 2 * 86400, 4 * 86400, 7 * 86400, 14 * 86400, 30 * 86400)
+
+
+#: An RFC 3339 UTC timestamp as contract §18's ``decided_at`` takes it:
+#: ``T`` or ``t``, a fraction of up to 9 digits, ``Z``, ``z`` or ``+00:00``.
+RFC3339_UTC = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(?:[Zz]|\+00:00)")
+
+
+def rfc3339_seconds(timestamp: str) -> float:
+    """Seconds since the epoch of an RFC 3339 UTC timestamp
+    (``2025-01-02T03:04:05.123Z``, :data:`RFC3339_UTC`). Raises ValueError
+    for anything else."""
+    found = RFC3339_UTC.fullmatch(timestamp)
+    if found is None:
+        raise ValueError(f"not an RFC 3339 UTC timestamp: {timestamp!r}")
+    day, time_of_day, fraction = found.groups()
+    whole = datetime.datetime.strptime(f"{day}T{time_of_day}", "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc).timestamp()
+    return whole + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
 
 
 def view_group(app_id: str, topic_prefix: str = "") -> str:
@@ -175,7 +209,8 @@ class FollowerConfig:
 class FollowerMetrics:
     """The follower's metrics in their own registry (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str = "rl") -> None:
+        self.namespace = namespace
         self.registry = CollectorRegistry()
         self.records = Counter("recurrence_ledger_view_records", "Records applied to the Redis view and read models.", ["topic"], registry=self.registry)
         self.skipped = Counter("recurrence_ledger_view_skipped", "Records skipped: undecodable or invalid.", ["topic"], registry=self.registry)
@@ -202,6 +237,19 @@ class FollowerMetrics:
         self.forward_references = Gauge("recurrence_ledger_view_forward_references", "Forward references (contract §16), over every scope.", registry=self.registry)
         self.totals_read = Gauge(
             "recurrence_ledger_view_totals_timestamp_seconds", "When the view's totals were last read from Redis.", registry=self.registry
+        self.reviews = Gauge(
+            "recurrence_ledger_reviews", "Review candidates of every scope by review status (contract §18).", ["namespace", "status"], registry=self.registry,
+        )
+        self.oldest_open = Gauge(
+            "recurrence_ledger_review_oldest_open_timestamp_seconds", "Kafka timestamp of the oldest open review candidate (NaN: none open).",
+            ["namespace"], registry=self.registry,
+        )
+        self.repairs = Gauge(
+            "recurrence_ledger_review_repairs", "Review status rows by repair status (contract §18).", ["namespace", "status"], registry=self.registry,
+        )
+        self.decision = Histogram(
+            "recurrence_ledger_review_decision_seconds", "Time to decision: candidate record timestamp to decided_at.", ["namespace"],
+            buckets=DECISION_BUCKETS_S, registry=self.registry,
         )
         for topic in FOLLOWED:
             self.records.labels(topic)
@@ -219,6 +267,35 @@ class FollowerMetrics:
         self.unmatched_failures.set(totals.unmatched_failures)
         self.forward_references.set(totals.forward_references)
         self.totals_read.set(time.time())
+        for status in REVIEW_STATUSES:
+            self.reviews.labels(namespace, status)
+        for status in REPAIR_STATUSES:
+            self.repairs.labels(namespace, status)
+        self.oldest_open.labels(namespace).set(math.nan)
+        self.decision.labels(namespace)
+        self.redis_up.set(1)
+
+    def show_reviews(self, models: ReadModels) -> None:
+        """Set the review gauges from the read models (one MULTI/EXEC).
+        Raises redis errors."""
+        gauges = models.review_gauges()
+        for status, count in gauges.statuses.items():
+            self.reviews.labels(self.namespace, status).set(count)
+        for status, count in gauges.repairs.items():
+            self.repairs.labels(self.namespace, status).set(count)
+        self.oldest_open.labels(self.namespace).set(math.nan if gauges.oldest_open_ms is None else gauges.oldest_open_ms / 1000)
+
+    def decided(self, counts: AppliedCounts) -> None:
+        """Observe the time to decision of each candidate ``counts`` filed
+        as decided for the first time (never below 0: decided_at is the
+        reviewer's clock; one that does not parse is logged and left out)."""
+        for timestamp_ms, decided_at in counts.decisions:
+            try:
+                seconds = rfc3339_seconds(decided_at) - timestamp_ms / 1000
+            except ValueError as error:
+                log.warning("time to decision not measured: %s", error)
+                continue
+            self.decision.labels(self.namespace).observe(max(0.0, seconds))
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         start_http_server(port, addr=address, registry=self.registry)
@@ -246,7 +323,7 @@ class ViewFollower:
         self.topics = {catalogue.physical(name, config.topic_prefix): name for name in FOLLOWED}
         self.view = FollowerView(config.redis_url, namespace=config.namespace, review_threshold=config.review_threshold)
         self.models = ReadModels(self.view._client, config.namespace, config.history_limit, config.trend_limit)
-        self.metrics = FollowerMetrics()
+        self.metrics = FollowerMetrics(config.namespace)
         self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, {
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
@@ -283,6 +360,10 @@ class ViewFollower:
         ``exit_when_idle_s``. Raises LookupError when a followed topic does
         not exist."""
         _require_topics(self.consumer, list(self.topics))
+        try:
+            self.metrics.show_reviews(self.models)
+        except REDIS_DOWN_ERRORS as error:  # shown after the first batch written
+            log.warning("review gauges not read (%s: %s)", type(error).__name__, error)
         self.consumer.subscribe(list(self.topics))
         last_activity = last_lag = time.monotonic()
         assigned_once = False
@@ -359,7 +440,8 @@ class ViewFollower:
                         self.view.flush(force=True)
                         if self.view.pending:
                             raise redis_down("the view's records were not written")
-                    self.models.apply(batch)
+                    counts = self.models.apply(batch)
+                    self.metrics.show_reviews(self.models)
                     break
                 except REDIS_DOWN_ERRORS as error:
                     if self.redis_ok:
@@ -382,6 +464,7 @@ class ViewFollower:
             log.info("Redis is back: batch written")
         self.redis_ok = True
         self.metrics.redis_up.set(1)
+        self.metrics.decided(counts)
         for record in batch:
             self.metrics.records.labels(record.topic).inc()
         if batch:
@@ -492,12 +575,13 @@ class RebuildSummary:
     trend_points: int
     skipped: int
     seconds: float
+    review_statuses: int = 0
 
 
 def rebuild_read_models(models: ReadModels, bootstrap: Bootstrap, topic_prefix: str = "", timeout: float = 60, codec: Codec = FIXED) -> RebuildSummary:
     """Recreate the read models of ``models`` from the topics: read
-    ``recurrence-observations``, ``review-candidates`` and
-    ``recurrence-statistics`` whole (``read_raw``: read_committed, every
+    ``recurrence-observations``, ``review-candidates``, ``review-status``
+    and ``recurrence-statistics`` whole (``read_raw``: read_committed, every
     partition to its end), then clear the read models and apply every
     record through ``ReadModels.apply``, each partition in offset order —
     what a follower that read them all holds, ``follow-applied`` offsets
@@ -512,7 +596,7 @@ def rebuild_read_models(models: ReadModels, bootstrap: Bootstrap, topic_prefix: 
     started = time.monotonic()
     records: list[Located] = []
     skipped = 0
-    for name in (OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS):
+    for name in READ_MODEL_TOPICS:
         physical_topic = catalogue.physical(name, topic_prefix)
         for raw in read_raw(bootstrap, physical_topic, timeout):
             try:
@@ -525,10 +609,13 @@ def rebuild_read_models(models: ReadModels, bootstrap: Bootstrap, topic_prefix: 
                 records.append(record)
     models.clear()
     records.sort(key=lambda record: (record.topic, record.partition, record.offset))
-    observations = candidates = trend_points = 0
+    total = AppliedCounts()
     for start in range(0, len(records), REBUILD_CHUNK):  # one MULTI/EXEC per chunk, not one for the whole topic
         counts = models.apply(records[start : start + REBUILD_CHUNK])
-        observations, candidates, trend_points = observations + counts.observations, candidates + counts.candidates, trend_points + counts.trend_points
-    summary = RebuildSummary(observations, candidates, trend_points, skipped, time.monotonic() - started)
+        total.observations += counts.observations
+        total.candidates += counts.candidates
+        total.trend_points += counts.trend_points
+        total.review_statuses += counts.review_statuses
+    summary = RebuildSummary(total.observations, total.candidates, total.trend_points, skipped, time.monotonic() - started, total.review_statuses)
     log.info("read models %s rebuilt: %s", models.keys.namespace, summary)
     return summary

@@ -7,16 +7,19 @@ from the topics by ``recurrence-ledger view rebuild``.
 
 Like the view, they are never a source of truth: every one is derived from
 the ledger topics (``recurrence-observations``, ``review-candidates``) and
-the ``recurrence-statistics`` view topic, and can be dropped and rebuilt.
+the ``recurrence-statistics`` and ``review-status`` view topics, and can be
+dropped and rebuilt.
 
 Redis key layout: ``recurrence_ledger.read.keys`` (the one owner of every key name).
 
-A review candidate is **open** while no avoided verdict of its revision has a
-position after its run's start (``run_start_position``; null: any avoided
-verdict): the run it was published for is still the revision's current run.
-It leaves the queue when such an avoided verdict is applied, or never
-enters it when the verdict was applied first, so the queue is the same in
-any order of the two topics.
+The review queue holds every review candidate, filed by its ReviewStatus
+(contract §18, from the compacted ``review-status`` view): ``open`` until
+the worker publishes another status for it (``superseded``, ``approved``,
+``rejected``); the same whichever of the two topics is applied first. A
+revision's history also knows, for each run, the candidate of the run
+while no avoided verdict of its revision has a position after the run's
+start (``run_start_position``; null: any avoided verdict), in the same
+way in any order of the topics.
 
 Exactly-once application (``recurrence_ledger.read.records``): each batch
 of one partition of one topic is applied by one Lua script, which skips the
@@ -40,11 +43,16 @@ from collections.abc import Iterable
 import orjson
 import redis
 
-from recurrence_ledger.read.keys import SCOPE_SORTS, Keys
-from recurrence_ledger.read.pages import QueuePage, RevisionHistory, ScopePage, TrendPage, etag
+from recurrence_ledger.read.keys import REVIEW_FILTERS, SCOPE_SORTS, Keys
+from recurrence_ledger.read.pages import CandidateEntry, QueuePage, ReviewGauges, RevisionHistory, ScopePage, TrendPage, etag
 from recurrence_ledger.read.projection import revision_member, scope_index
 from recurrence_ledger.read.records import AppliedCounts, Located, apply_records
 from recurrence_ledger.read.scripts import run_read_only, scripts
+
+#: The statuses of a review candidate (contract §18), in the order counts are given.
+REVIEW_STATUSES: tuple[str, ...] = ("open", "superseded", "approved", "rejected")
+#: The statuses of a repair (contract §18).
+REPAIR_STATUSES: tuple[str, ...] = ("pending", "held", "recurring", "failed")
 
 #: Default number of verdicts kept per revision, and of trend points per scope.
 DEFAULT_HISTORY_LIMIT = 1000
@@ -71,8 +79,8 @@ class ReadModels:
     # -- writes
 
     def apply(self, records: Iterable[Located]) -> AppliedCounts:
-        """Apply RecurrenceObservation, ReviewCandidate and ScopeStatistics
-        records (other topics are ignored), each partition's in offset
+        """Apply RecurrenceObservation, ReviewCandidate, ReviewStatus and
+        ScopeStatistics records (other topics are ignored), each partition's in offset
         order, in one MULTI/EXEC (one Lua script per topic partition and
         chunk; ``recurrence_ledger.read.records.apply_records``). Records
         below a partition's ``follow-applied`` offset are skipped. Returns
@@ -178,34 +186,93 @@ class ReadModels:
             digest.update(_bytes(member_) + b"\x00")
         return TrendPage(scope_id, int(as_of), int(total or 0), retained, points, next_from, etag(digest))
 
-    def review_queue(self, scope_id: str | None, surface: str | None, offset: int, limit: int) -> QueuePage:
-        """The open review candidates, oldest first (ties by candidate_id),
-        of one scope and/or one repair_surface (None: all), rows ``offset``
-        to ``offset + limit``; ``available`` counts those passing the
-        filters. One MULTI/EXEC for the ids and one HMGET for the page."""
+    def review_queue(self, scope_id: str | None, surface: str | None, offset: int, limit: int, status: str = "open") -> QueuePage:
+        """The review candidates whose status passes ``status`` (one of
+        ``recurrence_ledger.read.keys.REVIEW_FILTERS``: open, superseded,
+        approved, rejected, decided, all), oldest first by their record's
+        Kafka timestamp (ties by candidate_id), of one scope and/or one
+        repair_surface (None: all), rows ``offset`` to ``offset + limit``,
+        each with its ReviewStatus; ``available`` counts those passing the
+        filters, ``counts`` the scope's (or every scope's) candidates by
+        status. One MULTI/EXEC for the ids and the counts, one for the page.
+        Raises KeyError for an unknown ``status``."""
         keys = self.keys
-        source = keys.scope_queue(scope_id) if scope_id is not None else keys.surface(surface) if surface is not None else keys.queue
+        if status not in REVIEW_FILTERS:
+            raise KeyError(status)
+        def filtered(name: str) -> str:
+            return keys.scope_queue(scope_id, name) if scope_id is not None else keys.queue(name)
+
         pipe = self.client.pipeline(transaction=True)
-        pipe.zcard(keys.queue)
-        if scope_id is not None and surface is not None:
-            pipe.zrange(source, 0, -1)  # a scope's queue is small: filtered below
+        pipe.zcard(keys.queue(status))
+        for name in REVIEW_STATUSES:
+            pipe.zcard(filtered(name))
+        if surface is not None:
+            pipe.zrange(filtered(status), 0, -1)  # one surface: filtered below
         else:
-            pipe.zcard(source)
-            pipe.zrange(source, offset, offset + limit - 1)
+            pipe.zcard(filtered(status))
+            pipe.zrange(filtered(status), offset, offset + limit - 1)
         results = pipe.execute()
-        total = results[0]
-        if scope_id is not None and surface is not None:
-            ids = results[1]
-            items = self.client.hmget(keys.queue_items, ids) if ids else []
-            kept = [item for item in items if item is not None and orjson.loads(item)["candidate"]["repair_surface"] == surface]
+        total, counts = results[0], dict(zip(REVIEW_STATUSES, results[1 : 1 + len(REVIEW_STATUSES)], strict=True))
+        ids = results[-1]
+        items = self._items(ids)
+        if surface is not None:
+            kept = [item for item in items if item["candidate"]["repair_surface"] == surface]
             available, page = len(kept), kept[offset : offset + limit]
         else:
-            available, ids = results[1], results[2]
-            page = [item for item in (self.client.hmget(keys.queue_items, ids) if ids else []) if item is not None]
-        digest = hashlib.sha256(b"%d\x00%d\x00" % (total, available))
+            available, page = results[-2], items
+        digest = hashlib.sha256(b"%d\x00%d\x00" % (total, available) + orjson.dumps(counts))
         for item in page:
-            digest.update(_bytes(item) + b"\x00")
-        return QueuePage(total, available, [orjson.loads(item) for item in page], etag(digest))
+            digest.update(orjson.dumps(item) + b"\x00")
+        return QueuePage(total, available, counts, page, etag(digest))
+
+    def _items(self, ids: list) -> list[dict]:
+        """The queue items of ``ids`` with their ReviewStatus rows, in order
+        (ids without an item left out)."""
+        if not ids:
+            return []
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hmget(self.keys.queue_items, ids)
+        pipe.hmget(self.keys.review_status, ids)
+        raw_items, raw_statuses = pipe.execute()
+        return [
+            {**orjson.loads(item), "status": orjson.loads(row) if row is not None else None}
+            for item, row in zip(raw_items, raw_statuses, strict=True) if item is not None
+        ]
+
+    def review_candidate(self, candidate_id: str) -> CandidateEntry | None:
+        """One review candidate (of any scope: candidate ids are digests
+        of their scope, contract §8) with its ReviewStatus and its scope's
+        ``as_of_position``, or None when the read models hold no such
+        candidate. Two round trips."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hget(self.keys.queue_items, candidate_id)
+        pipe.hget(self.keys.review_status, candidate_id)
+        raw_item, raw_status = pipe.execute()
+        if raw_item is None:
+            return None
+        item = orjson.loads(raw_item)
+        as_of = self.client.hget(self.keys.scope(item["candidate"]["scope_id"]), "as_of_position")
+        digest = hashlib.sha256(_bytes(raw_item) + b"\x00" + _bytes(raw_status or b"none") + b"\x00" + _bytes(as_of or b"none"))
+        return CandidateEntry(
+            item=item, status=orjson.loads(raw_status) if raw_status is not None else None,
+            as_of_position=int(as_of) if as_of is not None else None, etag=etag(digest),
+        )
+
+    def review_gauges(self) -> ReviewGauges:
+        """The review queue in numbers (``ReviewGauges``), in one MULTI/EXEC."""
+        keys = self.keys
+        pipe = self.client.pipeline(transaction=True)
+        for name in REVIEW_STATUSES:
+            pipe.zcard(keys.queue(name))
+        pipe.zrange(keys.queue("open"), 0, 0, withscores=True)
+        pipe.hgetall(keys.review_repairs)
+        *cards, oldest, repairs = pipe.execute()
+        stored = {_text(name): int(value) for name, value in repairs.items()}
+        return ReviewGauges(
+            statuses=dict(zip(REVIEW_STATUSES, cards, strict=True)),
+            oldest_open_ms=int(oldest[0][1]) if oldest else None,
+            repairs={name: stored.get(name, 0) for name in REPAIR_STATUSES},
+        )
 
     def scope_page(self, sort: str, text: str | None, needs_review: bool | None, offset: int, limit: int) -> ScopePage:
         """One page of ``GET /scopes``: the scope ids in ``sort`` order
@@ -281,4 +348,4 @@ def _bytes(value: bytes | str) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
 
-__all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_TREND_LIMIT", "ReadModels"]
+__all__ = ["DEFAULT_HISTORY_LIMIT", "DEFAULT_TREND_LIMIT", "REPAIR_STATUSES", "REVIEW_STATUSES", "ReadModels"]

@@ -34,14 +34,15 @@ padded) compare exactly as text; sorted-set scores are doubles, exact up to
 | key | type | content |
 | --- | --- | --- |
 | ``{ns}:scope:{scope}:history:{artifact}:{revision}`` | sorted set | the newest N (``history_limit``, default 1,000) selected / recurred / avoided observations of the revision, score = task_outcome_position, member = JSON ``[position, event, task outcome source_id, failure item_kind, item_index, item_digest, observation id prefix]`` (the failure item null but for recurred) |
-| ``{ns}:scope:{scope}:history-meta:{artifact}:{revision}`` | hash | ``total`` and ``selected`` / ``recurred`` / ``avoided``: observations ever applied (not only the N kept); ``signature_key``; ``c:{candidate_id}`` = ``{run start, 19 digits or empty for null}|{repair_surface}`` for each review candidate of the revision still open |
-| ``{ns}:scope:{scope}:avoided:{artifact}:{revision}`` | sorted set | every avoided verdict's position (member = 19 digits, score = position): names the runs of the oldest kept verdicts, closes review candidates |
+| ``{ns}:scope:{scope}:history-meta:{artifact}:{revision}`` | hash | ``total`` and ``selected`` / ``recurred`` / ``avoided``: observations ever applied (not only the N kept); ``signature_key``; ``c:{candidate_id}`` = ``{run start, 19 digits or empty for null}|{repair_surface}`` for each review candidate of the revision whose run is still the revision's current run (no avoided verdict since: the timeline's ``review_candidate`` of a run) |
+| ``{ns}:scope:{scope}:avoided:{artifact}:{revision}`` | sorted set | every avoided verdict's position (member = 19 digits, score = position): names the runs of the oldest kept verdicts, ends the run of a review candidate |
 | ``{ns}:scope:{scope}:trend`` | sorted set | the newest N (``trend_limit``, default 1,000) trend points of the scope: one per ScopeStatistics record read, score = as_of_position, member = JSON ``[partition, offset, Kafka timestamp ms, as_of_position, selected, recurred, avoided, unknown, unlinked_handoff_citations, pending_outcomes, needing_review, repeat_failure_rate]`` |
 | ``{ns}:trend-totals`` | hash | scope id → trend points ever applied |
-| ``{ns}:review-queue`` | sorted set | the open review candidates of every scope (member = candidate_id, score = the record's Kafka timestamp in ms: oldest first) |
-| ``{ns}:review-queue:items`` | hash | candidate_id → JSON ``{"candidate": ReviewCandidate, "timestamp": ms}`` |
-| ``{ns}:scope:{scope}:review-queue`` | sorted set | the scope's open candidates, as ``{ns}:review-queue`` |
-| ``{ns}:review-queue:surface:{surface}`` | sorted set | the open candidates of one repair_surface |
+| ``{ns}:review-queue:items`` | hash | candidate_id → JSON ``{"candidate": ReviewCandidate, "timestamp": ms}``: every review candidate applied (kept whatever its status) |
+| ``{ns}:review-status`` | hash | candidate_id → the candidate's last ReviewStatus record (contract §18) as canonical JSON |
+| ``{ns}:review-queue:{filter}`` | sorted set | the review candidates of every scope whose status passes ``filter`` (:data:`REVIEW_FILTERS`: ``open``, ``superseded``, ``approved``, ``rejected``, ``decided`` = approved or rejected, ``all``), member = candidate_id, score = the candidate record's Kafka timestamp in ms (oldest first); a candidate without a ReviewStatus yet is ``open`` |
+| ``{ns}:scope:{scope}:review-queue:{filter}`` | sorted set | the scope's candidates, as ``{ns}:review-queue:{filter}`` |
+| ``{ns}:review-repairs`` | hash | repair status (``pending``, ``held``, ``recurring``, ``failed``) → the ReviewStatus rows whose ``repair`` has it |
 | ``{ns}:follow-applied`` | hash | ``{logical topic}:{partition}`` → the next offset of that partition to apply to the read models |
 | ``{ns}:scopes:by:{sort}`` | sorted set | the scope index (``recurrence_ledger.read.projection.scope_index``), written with each scope by every writer of the view |
 
@@ -56,8 +57,9 @@ they touch, built here.
 | --- | --- | --- |
 | ``guarded_write`` | scope hash, ``:top``, ``:review``, ``{ns}:scopes``, ``:revisions``, then :meth:`Keys.scope_index_keys` | none |
 | ``scope_page`` | the sort's :meth:`Keys.scope_index`, the ``needing_review`` one | none |
-| ``apply_observations`` | :attr:`Keys.applied`, :attr:`Keys.queue`, :attr:`Keys.queue_items` | per record: :meth:`Keys.history`, :meth:`Keys.history_meta`, :meth:`Keys.avoided`, :meth:`Keys.scope_queue`; and the prefix :attr:`Keys.surface_prefix`, to which the script appends the ``repair_surface`` it reads from a history-meta ``c:`` field (giving :meth:`Keys.surface`) |
-| ``apply_candidates`` | :attr:`Keys.applied`, :attr:`Keys.queue`, :attr:`Keys.queue_items` | per record: :meth:`Keys.scope_queue`, :meth:`Keys.surface`, :meth:`Keys.history_meta`, :meth:`Keys.avoided` |
+| ``apply_observations`` | :attr:`Keys.applied` | per record: :meth:`Keys.history`, :meth:`Keys.history_meta`, :meth:`Keys.avoided` |
+| ``apply_candidates`` | :attr:`Keys.applied`, :attr:`Keys.queue_items`, :attr:`Keys.review_status` | the prefix :attr:`Keys.queue_prefix`; per record: :meth:`Keys.history_meta`, :meth:`Keys.avoided` and the prefix :meth:`Keys.scope_queue_prefix` (the scripts append a filter name: :meth:`Keys.queue`, :meth:`Keys.scope_queue`) |
+| ``apply_review_status`` | :attr:`Keys.applied`, :attr:`Keys.queue_items`, :attr:`Keys.review_status`, :attr:`Keys.review_repairs` | the prefix :attr:`Keys.queue_prefix`; per record: :meth:`Keys.scope_queue_prefix` |
 | ``apply_trend`` | :attr:`Keys.applied`, :attr:`Keys.trend_totals` | per record: :meth:`Keys.trend` |
 
 The ``follow-applied`` fields (``{logical topic}:{partition}``) are
@@ -75,11 +77,20 @@ from dataclasses import dataclass
 SCOPE_SORTS: tuple[str, ...] = ("scope_id", "needing_review", "recurred", "repeat_failure_rate")
 
 
+#: The filters of the review queue (``GET /review-queue?status=``), one
+#: ``{ns}:review-queue:{filter}`` sorted set each (and one per scope): the
+#: four statuses of contract §18, ``decided`` (approved or rejected) and
+#: ``all``.
+REVIEW_FILTERS: tuple[str, ...] = ("open", "superseded", "approved", "rejected", "decided", "all")
+
 #: Key patterns (after ``{ns}:``) of the read models of ``recurrence_ledger.read.history``:
-#: :meth:`RedisView.clear` deletes them with the view.
+#: :meth:`RedisView.clear` deletes them with the view. (``review-queue``,
+#: ``scope:…:review-queue`` and ``review-queue:surface:…`` are the review
+#: queue's keys before contract §18: matched so that ``clear`` and ``view
+#: rebuild`` remove them.)
 READ_MODEL_KEYS = (
-    r"scope:[^:]+:(trend|review-queue|(history|history-meta|avoided):[^:]+:[0-9]+)"
-    r"|review-queue(:items|:surface:[a-z_]+)?|trend-totals|follow-applied"
+    r"scope:[^:]+:(trend|review-queue(:[a-z]+)?|(history|history-meta|avoided):[^:]+:[0-9]+)"
+    r"|review-queue(:items|:surface:[a-z_]+|:[a-z]+)?|review-status|review-repairs|trend-totals|follow-applied"
 )
 
 
@@ -142,14 +153,26 @@ class Keys:
         """``{ns}:scope:{scope}:trend``: the scope's trend points."""
         return f"{self.scope(scope_id)}:trend"
 
-    def scope_queue(self, scope_id: str) -> str:
-        """``{ns}:scope:{scope}:review-queue``: the scope's open review candidates."""
-        return f"{self.scope(scope_id)}:review-queue"
+    def scope_queue_prefix(self, scope_id: str) -> str:
+        """``{ns}:scope:{scope}:review-queue:``: the prefix of the scope's
+        :meth:`scope_queue` keys (passed to the review scripts)."""
+        return f"{self.scope(scope_id)}:review-queue:"
+
+    def scope_queue(self, scope_id: str, review_filter: str) -> str:
+        """``{ns}:scope:{scope}:review-queue:{filter}``: the scope's review
+        candidates passing one of :data:`REVIEW_FILTERS`."""
+        return self.scope_queue_prefix(scope_id) + review_filter
 
     @property
-    def queue(self) -> str:
-        """``{ns}:review-queue``: the open review candidates of every scope."""
-        return f"{self.namespace}:review-queue"
+    def queue_prefix(self) -> str:
+        """``{ns}:review-queue:``: the prefix of the :meth:`queue` keys
+        (passed to the review scripts)."""
+        return f"{self.namespace}:review-queue:"
+
+    def queue(self, review_filter: str) -> str:
+        """``{ns}:review-queue:{filter}``: the review candidates of every
+        scope passing one of :data:`REVIEW_FILTERS`."""
+        return self.queue_prefix + review_filter
 
     @property
     def queue_items(self) -> str:
@@ -157,14 +180,14 @@ class Keys:
         return f"{self.namespace}:review-queue:items"
 
     @property
-    def surface_prefix(self) -> str:
-        """``{ns}:review-queue:surface:``: the prefix of the :meth:`surface`
-        keys (passed to the ``apply_observations`` script)."""
-        return f"{self.namespace}:review-queue:surface:"
+    def review_status(self) -> str:
+        """``{ns}:review-status``: candidate_id → its last ReviewStatus (contract §18)."""
+        return f"{self.namespace}:review-status"
 
-    def surface(self, surface: str) -> str:
-        """``{ns}:review-queue:surface:{surface}``: the open candidates of one repair_surface."""
-        return self.surface_prefix + surface
+    @property
+    def review_repairs(self) -> str:
+        """``{ns}:review-repairs``: repair status → ReviewStatus rows with it."""
+        return f"{self.namespace}:review-repairs"
 
     @property
     def trend_totals(self) -> str:
@@ -217,7 +240,8 @@ class Keys:
     def read_model_kind(self, key: str) -> str | None:
         """What a key of the namespace holds, for ``ReadModels.memory``:
         ``history`` (the three per-revision keys), ``trend`` (a trend or the
-        trend totals), ``review_queue`` (every review-queue key) or
+        trend totals), ``review_queue`` (every review-queue key, the review
+        status and the repair counts) or
         ``applied`` (``follow-applied``); None for a key that is not a read
         model of this namespace."""
         if not self.read_model_pattern().fullmatch(key):
@@ -228,4 +252,4 @@ class Keys:
             return "history"
         if name in ("trend", "trend-totals"):
             return "trend"
-        return "review_queue" if name == "review-queue" else "applied"
+        return "review_queue" if name in ("review-queue", "review-status", "review-repairs") else "applied"

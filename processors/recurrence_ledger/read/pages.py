@@ -61,14 +61,42 @@ class TrendPage:
 
 @dataclass(frozen=True)
 class QueuePage:
-    """``total`` open candidates in the queue, ``available`` passing the
-    filters, ``items`` the page (``{"candidate": ReviewCandidate,
-    "timestamp": ms}``)."""
+    """``total`` candidates of every scope passing the status filter,
+    ``available`` passing every filter, ``counts`` the candidates of the
+    scope (of every scope without one) by status (open, superseded,
+    approved, rejected), ``items`` the page (``{"candidate":
+    ReviewCandidate, "timestamp": ms, "status": ReviewStatus dict or None
+    when none was applied yet}``)."""
 
     total: int
     available: int
+    counts: dict[str, int]
     items: list[dict]
     etag: str
+
+
+@dataclass(frozen=True)
+class CandidateEntry:
+    """One review candidate as the read models hold it: its queue ``item``
+    (``{"candidate", "timestamp"}``), its last ReviewStatus (None: none
+    applied yet) and its scope's ``as_of_position`` (None when the view does
+    not hold the scope)."""
+
+    item: dict
+    status: dict | None
+    as_of_position: int | None
+    etag: str
+
+
+@dataclass(frozen=True)
+class ReviewGauges:
+    """The review queue in numbers, for the follower's metrics: candidates
+    of every scope by status, the Kafka timestamp (ms) of the oldest open
+    one (None: none open) and the ReviewStatus rows by repair status."""
+
+    statuses: dict[str, int]
+    oldest_open_ms: int | None
+    repairs: dict[str, int]
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,11 @@ and in the keys module).
 | --- | --- |
 | ``guarded_write`` | one scope of the view, never replacing a newer row (``FollowerView``) |
 | ``scope_page`` | one filtered page of the scope index, read-only |
-| ``apply_once`` | not a script: the head of the three below (each record applied once, by the partition's ``follow-applied`` offset) |
-| ``apply_observations`` | RecurrenceObservations of one partition into the history and the review queue |
+| ``apply_once`` | not a script: the head of the four below (each record applied once, by the partition's ``follow-applied`` offset) |
+| ``review_place`` | not a script: the second head of the two review scripts (where a candidate is filed by its status) |
+| ``apply_observations`` | RecurrenceObservations of one partition into the history (an avoided verdict ends the runs of review candidates) |
 | ``apply_candidates`` | ReviewCandidates of one partition into the review queue |
+| ``apply_review_status`` | ReviewStatus records of one partition (contract §18) into the review queue |
 | ``apply_trend`` | ScopeStatistics records of one partition as trend points |
 """
 
@@ -33,18 +35,21 @@ _REGISTERED = "_recurrence_ledger_scripts"
 
 #: The scripts that start with ``lua/apply_once.lua`` (exactly-once
 #: application of one partition's records, shared by them).
-APPLY_SCRIPTS = ("apply_observations", "apply_candidates", "apply_trend")
+APPLY_SCRIPTS = ("apply_observations", "apply_candidates", "apply_review_status", "apply_trend")
+#: The scripts that also start with ``lua/review_place.lua`` (after ``apply_once``).
+REVIEW_SCRIPTS = ("apply_candidates", "apply_review_status")
 
 
 @functools.cache
 def source(name: str) -> str:
     """The text of the script ``name``: ``lua/{name}.lua``, after
-    ``lua/apply_once.lua`` for the :data:`APPLY_SCRIPTS`. Raises
+    ``lua/apply_once.lua`` for the :data:`APPLY_SCRIPTS` and
+    ``lua/review_place.lua`` for the :data:`REVIEW_SCRIPTS`. Raises
     FileNotFoundError for a name that is not one of the package's scripts."""
     def read(file: str) -> str:
         return resources.files(__package__).joinpath("lua", f"{file}.lua").read_text(encoding="utf-8")
 
-    return (read("apply_once") if name in APPLY_SCRIPTS else "") + read(name)
+    return (read("apply_once") if name in APPLY_SCRIPTS else "") + (read("review_place") if name in REVIEW_SCRIPTS else "") + read(name)
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class Scripts:
     scope_page: Script
     apply_observations: Script
     apply_candidates: Script
+    apply_review_status: Script
     apply_trend: Script
 
 

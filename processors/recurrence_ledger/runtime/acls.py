@@ -20,7 +20,18 @@ contract §1). Roles, each for one principal:
   TransactionalId Write (and brokers ≥ 3.0 allow an idempotent producer
   Write on any topic, KIP-679).
 - ``upstream``: what an upstream producer (``recurrence-ledger publish``)
-  needs — Write on the input topics, nothing else.
+  needs — Write on the input topics but ``review-decisions``, nothing
+  else (human decisions are the reviewer's; contract §18 accepts a
+  ReviewDecision on ``source-journal`` too, so whoever may write
+  ``source-journal`` can still publish one there).
+- ``reviewer``: what a reviewer's client needs (``recurrence-ledger
+  review``; the API process that publishes the decisions of
+  ``POST /review-candidates/{id}/decision``) — Write on
+  ``review-decisions`` and no other topic; Read on ``review-candidates``,
+  ``review-status`` and ``recurrence-statistics`` (``review list``, ``show``
+  and the checks of ``approve`` / ``reject`` read them whole) and Describe
+  on the group ``recurrence-ledger-export`` (kafka_io.READER_GROUP_ID, as
+  the reader's). The API process itself needs only the Write.
 - ``reader``: ``export``, ``rebuild``, ``explain``, ``view rebuild`` — Read on
   every catalogue topic; Describe on the group ``recurrence-ledger-export``
   (kafka_io.READER_GROUP_ID: assign only, no offsets committed).
@@ -50,7 +61,9 @@ from recurrence_ledger.runtime.kafka_io import READER_GROUP_ID
 from recurrence_ledger import catalogue
 
 #: Roles :func:`role_acls` knows.
-ROLES = ("worker", "upstream", "reader", "replay", "follower")
+ROLES = ("worker", "upstream", "reader", "replay", "follower", "reviewer")
+#: What the reviewer role reads (the ``review`` commands; module docstring).
+REVIEWER_READS = (catalogue.REVIEW_CANDIDATES, catalogue.REVIEW_STATUS, catalogue.STATISTICS)
 #: Seconds an ACL request may take.
 ACL_TIMEOUT_S = 30.0
 
@@ -102,12 +115,16 @@ def role_acls(role: str, principal: str, topic_prefix: str = "", app_id: str = "
     outputs = [catalogue.physical(name, topic_prefix) for name in catalogue.OUTPUT_TOPICS]
     everything = [catalogue.physical(spec.name, topic_prefix) for spec in catalogue.CATALOGUE]
     if role == "upstream":
-        return _topics(principal, inputs, ("WRITE",))
+        return _topics(principal, [name for name in inputs if name != catalogue.physical(catalogue.REVIEW_DECISIONS, topic_prefix)], ("WRITE",))
     if role == "follower":
         followed = [catalogue.physical(name, topic_prefix) for name in catalogue.FOLLOWED_TOPICS]
         return _topics(principal, followed, ("READ",)) + [Acl("GROUP", catalogue.view_follower_group(app_id, topic_prefix), "LITERAL", "READ", principal)]
     group = catalogue.physical(app_id, topic_prefix)
     reader_group = Acl("GROUP", READER_GROUP_ID, "LITERAL", "DESCRIBE", principal)
+    if role == "reviewer":
+        decisions = catalogue.physical(catalogue.REVIEW_DECISIONS, topic_prefix)
+        reads = [catalogue.physical(name, topic_prefix) for name in REVIEWER_READS]
+        return _topics(principal, [decisions], ("WRITE",)) + _topics(principal, reads, ("READ",)) + [reader_group]
     if role == "reader":
         return _topics(principal, everything, ("READ",)) + [reader_group]
     if role == "replay":

@@ -1,27 +1,68 @@
-// The review queue page: GET /review-queue?limit=&offset=[&scope=][&surface=],
-// polled with If-None-Match. window.reviewView (read by the browser test):
-// the rows shown.
+// The review inbox page: GET /review-queue?status=open|superseded|decided
+// (&scope=), polled with If-None-Match, and POST
+// /review-candidates/{id}/decision with the reviewer token kept in this
+// tab's sessionStorage (like the dashboard keeps the API token: never in a
+// URL, a cookie or a form field; sent only with a decision). Every value is
+// shown with textContent. window.reviewView (read by the browser test):
+// the rows shown, the decisions sent and the last message.
 "use strict";
 
 (() => {
-  // The filter form never submits (no inline handler: the page's CSP allows only its own scripts).
+  // No form ever submits (no inline handler: the page's CSP allows only its own scripts).
   document.addEventListener("DOMContentLoaded", () => {
-    document.querySelectorAll("form.controls").forEach((form) => form.addEventListener("submit", (event) => event.preventDefault()));
+    document.querySelectorAll("form").forEach((form) => form.addEventListener("submit", (event) => event.preventDefault()));
   });
 
   const { getJSON, cell, emptyRow, revisionLabel, runLabel, timelineUrl, poll, params, refreshMs, stats } = window.rlCommon;
-  const PAGE = 50;
+  const REVIEWER_KEY = "recurrence-ledger.reviewer-token";
+  const LIMIT = 200;
   const $ = (selector) => document.querySelector(selector);
-  const view = (window.reviewView = { rows: [], available: 0 });
-  let offset = 0;
+  const view = (window.reviewView = { waiting: [], decided: [], sent: [], message: "" });
+  const pending = new Set(); // candidates whose decision was sent and not yet applied
+  let shown = null; // the last answers rendered
   $("#filter-scope").value = params.get("scope") || "";
-  $("#filter-surface").value = params.get("surface") || "";
 
-  function url() {
-    const query = new URLSearchParams({ limit: String(PAGE), offset: String(offset) });
+  // ---- the reviewer token
+
+  function storedReviewer() {
+    try { return sessionStorage.getItem(REVIEWER_KEY); } catch (_) { return null; }
+  }
+
+  function showReviewer(note) {
+    const token = storedReviewer();
+    $("#forget-reviewer").hidden = !token;
+    $("#reviewer-state").textContent = note || (token ? "reviewer token kept for this tab" : "no reviewer token: read only");
+  }
+
+  function say(text) {
+    view.message = text;
+    $("#decision-message").textContent = text;
+  }
+
+  $("#reviewer-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const input = $("#reviewer-token");
+    const token = input.value.trim();
+    input.value = "";
+    if (!token) return;
+    try {
+      sessionStorage.setItem(REVIEWER_KEY, token);
+      showReviewer();
+    } catch (_) {
+      showReviewer("this browser does not allow session storage, which the page keeps the token in");
+    }
+  });
+  $("#forget-reviewer").addEventListener("click", () => {
+    try { sessionStorage.removeItem(REVIEWER_KEY); } catch (_) { /* storage disabled */ }
+    showReviewer();
+  });
+
+  // ---- reading the queue
+
+  function url(status) {
+    const query = new URLSearchParams({ status, limit: String(LIMIT) });
     const scope = $("#filter-scope").value.trim();
     if (scope) query.set("scope", scope);
-    if ($("#filter-surface").value) query.set("surface", $("#filter-surface").value);
     return `/review-queue?${query}`;
   }
 
@@ -31,44 +72,189 @@
     a.href = href;
     a.textContent = text;
     td.appendChild(a);
+    return a;
   }
 
-  function render(queue) {
-    view.available = queue.available;
-    $("#queue-count").textContent = `${queue.available} of ${queue.total} open candidates`;
-    $("#page-text").textContent = queue.available ? `${queue.offset + 1}–${queue.offset + queue.candidates.length} of ${queue.available}` : "";
-    $("#prev").disabled = queue.offset === 0;
-    $("#next").disabled = queue.offset + queue.candidates.length >= queue.available;
-    const body = $("#queue tbody");
+  const when = (iso) => iso.replace("T", " ").replace(/\.\d+Z$/, " UTC").replace(/Z$/, " UTC");
+  const failures = (item) => item.failure_refs.map((ref) => `${ref.task_outcome_ref.source_id} ${ref.item_kind}[${ref.item_index}]`);
+
+  function renderWaiting(items) {
+    const body = $("#waiting tbody");
     body.replaceChildren();
-    view.rows = [];
-    if (queue.candidates.length === 0) emptyRow(body, "none: nothing waits for review");
-    for (const item of queue.candidates) {
+    view.waiting = [];
+    if (items.length === 0) emptyRow(body, "none: nothing waits for a decision");
+    for (const item of items) {
       const tr = document.createElement("tr");
       tr.dataset.candidate = item.candidate_id;
-      cell(tr, item.published_at.replace("T", " ").replace(/\.\d+Z$/, " UTC"));
+      cell(tr, when(item.published_at));
       link(cell(tr, ""), item.scope_id, `/#scope=${encodeURIComponent(item.scope_id)}`);
       link(cell(tr, ""), revisionLabel(item.artifact_ref), timelineUrl(item.scope_id, item.artifact_ref));
       cell(tr, item.signature_key);
       cell(tr, String(item.streak), "num");
       cell(tr, runLabel(item.run_start_position));
-      cell(tr, item.failure_refs.map((ref) => `${ref.task_outcome_ref.source_id} ${ref.item_kind}[${ref.item_index}]`).join(", "));
-      cell(tr, item.repair_surface, "flag");
+      cell(tr, failures(item).join(", "));
+      const state = cell(tr, pending.has(item.candidate_id) ? `${item.status} · decision sent, waiting for the ledger` : item.status, "flag");
+      if (item.status === "superseded" && item.fix_revision) {
+        state.textContent = "superseded by ";
+        const a = document.createElement("a");
+        a.href = timelineUrl(item.scope_id, item.fix_revision);
+        a.textContent = revisionLabel(item.fix_revision);
+        state.appendChild(a);
+      }
+      const actions = cell(tr, "");
+      for (const [kind, label] of [["approved", "Approve"], ["rejected", "Reject"]]) {
+        const button = document.createElement("button");
+        button.type = "button";
+        button.className = kind === "approved" ? "approve" : "reject";
+        button.textContent = label;
+        button.disabled = pending.has(item.candidate_id);
+        button.addEventListener("click", () => openForm(tr, item, kind));
+        actions.appendChild(button);
+      }
       tr.title = item.reason;
       body.appendChild(tr);
-      view.rows.push([item.scope_id, revisionLabel(item.artifact_ref), String(item.streak), runLabel(item.run_start_position),
-        item.failure_refs.map((ref) => ref.task_outcome_ref.source_id)]);
+      view.waiting.push([item.candidate_id, item.scope_id, revisionLabel(item.artifact_ref), item.status, failures(item)]);
     }
+  }
+
+  function repairLabel(repair) {
+    if (!repair) return "–";
+    return `${repair.status} (selected ${repair.selected}, avoided ${repair.avoided}, recurred ${repair.recurred}, streak ${repair.terminal_recurred_streak})`;
+  }
+
+  function renderDecided(items) {
+    const body = $("#decided tbody");
+    body.replaceChildren();
+    view.decided = [];
+    if (items.length === 0) emptyRow(body, "none decided yet");
+    for (const item of items) {
+      const tr = document.createElement("tr");
+      tr.dataset.candidate = item.candidate_id;
+      const decision = item.decision || {};
+      cell(tr, decision.decided_at ? when(decision.decided_at) : "–");
+      link(cell(tr, ""), item.scope_id, `/#scope=${encodeURIComponent(item.scope_id)}`);
+      link(cell(tr, ""), revisionLabel(item.artifact_ref), timelineUrl(item.scope_id, item.artifact_ref));
+      cell(tr, item.status, `flag ${item.status}`);
+      cell(tr, decision.reviewer || "–");
+      cell(tr, decision.reason || "–");
+      const fix = cell(tr, "–");
+      if (item.fix_revision) link(fix, revisionLabel(item.fix_revision), timelineUrl(item.scope_id, item.fix_revision));
+      cell(tr, repairLabel(item.repair), item.repair ? `flag repair-${item.repair.status}` : "");
+      body.appendChild(tr);
+      view.decided.push([item.candidate_id, item.status, decision.reviewer || null, decision.reason || null,
+        item.fix_revision ? revisionLabel(item.fix_revision) : null, item.repair ? item.repair.status : null]);
+    }
+  }
+
+  function render(opened, superseded, decided) {
+    const waiting = [...opened.candidates, ...superseded.candidates]
+      .sort((a, b) => (a.published_at < b.published_at ? -1 : a.published_at > b.published_at ? 1 : a.candidate_id < b.candidate_id ? -1 : 1));
+    for (const item of decided.candidates) {
+      if (pending.delete(item.candidate_id)) say(`${revisionLabel(item.artifact_ref)} of ${item.scope_id}: ${item.status} by ${item.decision.reviewer}, applied by the ledger`);
+    }
+    // A decision being written survives the refresh (its row is drawn again with what was typed).
+    const open = document.querySelector("#waiting tr.decision-row");
+    const typing = open && { candidate: open.dataset.candidate, kind: open.dataset.kind,
+      fix: open.querySelector(".fix-revision").value, reason: open.querySelector(".reason").value };
+    renderWaiting(waiting);
+    const still = typing && waiting.find((item) => item.candidate_id === typing.candidate && !pending.has(item.candidate_id));
+    if (still) {
+      const row = openForm(document.querySelector(`#waiting tr[data-candidate="${CSS.escape(still.candidate_id)}"]`), still, typing.kind);
+      row.querySelector(".fix-revision").value = typing.fix;
+      row.querySelector(".reason").value = typing.reason;
+    }
+    renderDecided(decided.candidates);
+    const counts = decided.counts;
+    $("#waiting-count").textContent = `${counts.open} open, ${counts.superseded} superseded`;
+    $("#decided-count").textContent = `${counts.approved} approved, ${counts.rejected} rejected`;
+    $("#queue-count").textContent = waiting.length + decided.candidates.length < opened.available + superseded.available + decided.available
+      ? `showing the oldest ${LIMIT} of each list` : "";
     stats.renders += 1;
   }
 
   const refresh = poll(async () => {
-    const queue = await getJSON(url());
-    if (queue.changed || stats.renders === 0) render(queue.body);
+    const answers = await Promise.all(["open", "superseded", "decided"].map((status) => getJSON(url(status))));
+    if (answers.some((answer) => answer.changed) || shown === null) {
+      shown = answers.map((answer) => answer.body);
+      render(...shown);
+    }
   }, refreshMs);
+
+  // ---- deciding
+
+  function closeForms() {
+    document.querySelectorAll("#waiting tr.decision-row").forEach((row) => row.remove());
+  }
+
+  function openForm(tr, item, kind) {
+    closeForms();
+    const row = $("#decision-form").content.firstElementChild.cloneNode(true);
+    row.dataset.candidate = item.candidate_id;
+    row.dataset.kind = kind;
+    row.querySelector(".decision-kind").textContent = kind === "approved" ? `Approve ${revisionLabel(item.artifact_ref)}` : `Reject ${revisionLabel(item.artifact_ref)}`;
+    const fix = row.querySelector(".fix-revision");
+    const reason = row.querySelector(".reason");
+    row.querySelector("label.fix").hidden = kind !== "approved";
+    fix.min = String(item.artifact_ref.revision + 1);
+    fix.placeholder = `optional: a revision of ${item.artifact_ref.artifact_id} above ${item.artifact_ref.revision}`;
+    reason.required = kind === "rejected";
+    reason.placeholder = kind === "rejected" ? "why (required)" : "optional";
+    row.querySelector("form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      send(item, kind, reason.value, kind === "approved" ? fix.value.trim() : "");
+    });
+    row.querySelector(".cancel").addEventListener("click", () => row.remove());
+    tr.after(row);
+    (kind === "rejected" ? reason : fix).focus();
+    return row;
+  }
+
+  function detailText(detail) {
+    if (typeof detail === "string") return detail;
+    if (Array.isArray(detail)) return detail.map((error) => error.msg).join("; ");
+    return JSON.stringify(detail);
+  }
+
+  async function send(item, kind, reason, fix) {
+    const token = storedReviewer();
+    if (!token) {
+      say("enter your reviewer token first");
+      $("#reviewer-token").focus();
+      return;
+    }
+    if (kind === "rejected" && !reason.trim()) {
+      say("a rejection needs a reason");
+      return;
+    }
+    const body = { decision: kind, reason: reason.trim() ? reason : null };
+    if (fix) body.fix_revision = { family: "experience", artifact_id: item.artifact_ref.artifact_id, revision: Number(fix) };
+    let response;
+    try {
+      response = await fetch(`/review-candidates/${encodeURIComponent(item.candidate_id)}/decision`, {
+        method: "POST", cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer",
+        headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` }, body: JSON.stringify(body),
+      });
+    } catch (error) {
+      say(`the decision was not sent: ${error.message}`);
+      return;
+    }
+    let answer = {};
+    try { answer = await response.json(); } catch (_) { /* not JSON */ }
+    if (response.status === 202) {
+      pending.add(item.candidate_id);
+      view.sent.push([item.candidate_id, answer.decision_id, answer.decision.decision, answer.decision.reviewer]);
+      say(`${kind === "approved" ? "approval" : "rejection"} of ${revisionLabel(item.artifact_ref)} sent as ${answer.decision.reviewer} `
+        + `(decision ${answer.decision_id.slice(7, 19)}…): waiting for the ledger to apply it`);
+      closeForms();
+      if (shown) render(...shown);
+      refresh();
+      return;
+    }
+    if (response.status === 401 || response.status === 403) showReviewer("reviewer token refused");
+    say(`${response.status}: ${detailText(answer.detail || response.statusText)}`);
+  }
+
+  showReviewer();
   let timer = null;
-  $("#filter-scope").addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => { offset = 0; refresh(); }, 250); });
-  $("#filter-surface").addEventListener("change", () => { offset = 0; refresh(); });
-  $("#prev").addEventListener("click", () => { offset = Math.max(0, offset - PAGE); refresh(); });
-  $("#next").addEventListener("click", () => { offset += PAGE; refresh(); });
+  $("#filter-scope").addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => { shown = null; refresh(); }, 250); });
 })();

@@ -25,11 +25,8 @@
 //      <path>", saves a full-page screenshot there and prints a new
 //      snapshot. The browser closes when stdin ends.
 // Errors go to stderr and exit code 1.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { chromium } from "playwright-core";
+import { withChromium } from "./chromium.mjs";
 
 const [url, screenshot] = process.argv.slice(2);
 if (!url || !screenshot) {
@@ -92,23 +89,7 @@ function snapshot() {
   };
 }
 
-const profile = mkdtempSync(join(tmpdir(), "rl-chromium-"));
-let context;
-try {
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: [
-      // --disable-gpu-sandbox: on some kernels the GPU process's sandbox setup
-      // fails ("thread_helpers.cc Check failed: Permission denied") and takes
-      // the browser down; --no-sandbox alone does not turn it off.
-      "--headless", "--no-sandbox", "--disable-gpu-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    ],
-    viewport: { width: 1100, height: 860 },
-    deviceScaleFactor: 1,
-  });
-  const page = context.pages()[0] || (await context.newPage());
+await withChromium({ width: 1100, height: 860 }, async (page) => {
   const consoleErrors = [];
   page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
   page.on("pageerror", (error) => consoleErrors.push(String(error)));
@@ -205,10 +186,4 @@ try {
     );
     console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
   }
-} catch (error) {
-  console.error(String(error && error.stack ? error.stack : error));
-  process.exitCode = 1;
-} finally {
-  if (context) await context.close();
-  rmSync(profile, { recursive: true, force: true });
-}
+});

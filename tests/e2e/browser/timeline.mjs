@@ -11,13 +11,11 @@
 //    point style, runs, threshold) and its tables, clicks the chart point of
 //    task outcome OUTCOME and reads the explain command offered, screenshots
 //    SHOTS_DIR/timeline.png;
-// 3. opens BASE_URL/review, reads its rows, screenshots SHOTS_DIR/review.png;
+// 3. opens BASE_URL/review (the inbox), reads its waiting rows, screenshots SHOTS_DIR/review-waiting.png;
 // 4. types a filter into the dashboard's scope list and reads the rows.
 // Prints one JSON object on stdout; errors go to stderr and exit code 1.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium } from "playwright-core";
+import { withChromium } from "./chromium.mjs";
 
 const [base, scope, artifactId, outcome, shots] = process.argv.slice(2);
 if (!shots) {
@@ -25,19 +23,8 @@ if (!shots) {
   process.exit(2);
 }
 
-const profile = mkdtempSync(join(tmpdir(), "rl-chromium-"));
-let context;
 const result = { consoleErrors: [] };
-try {
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--in-process-gpu", "--disable-quic", "--no-first-run",
-      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1100, height: 900 },
-    deviceScaleFactor: 1,
-  });
-  const page = context.pages()[0] || (await context.newPage());
+await withChromium({ width: 1100, height: 900 }, async (page) => {
   page.on("console", (message) => { if (message.type() === "error") result.consoleErrors.push(message.text()); });
   page.on("pageerror", (error) => result.consoleErrors.push(String(error)));
 
@@ -104,8 +91,8 @@ try {
   // 3. The review queue.
   await page.goto(`${base}/review?refresh=500`, { waitUntil: "load", timeout: 20000 });
   await page.waitForFunction(() => document.body.dataset.ready === "true" && window.reviewView && window.historyStats.renders > 0, null, { timeout: 15000 });
-  result.review = await page.evaluate(() => ({ rows: window.reviewView.rows, count: document.querySelector("#queue-count").textContent }));
-  await page.screenshot({ path: join(shots, "review.png") });
+  result.review = await page.evaluate(() => ({ rows: window.reviewView.waiting, count: document.querySelector("#waiting-count").textContent }));
+  await page.screenshot({ path: join(shots, "review-waiting.png") });
 
   // 4. The scope list's filter.
   await page.goto(`${base}/?refresh=500`, { waitUntil: "load", timeout: 20000 });
@@ -116,11 +103,5 @@ try {
     return rows.length > 0 && rows.every((tr) => tr.dataset.scope.includes(wanted));
   }, scope.slice(0, 5), { timeout: 10000 });
   result.filtered = await page.evaluate(() => [...document.querySelectorAll("#scopes tbody tr")].map((tr) => tr.dataset.scope));
-} catch (error) {
-  console.error(String(error && error.stack ? error.stack : error));
-  process.exitCode = 1;
-} finally {
-  if (context) await context.close();
-  rmSync(profile, { recursive: true, force: true });
-}
+});
 if (!process.exitCode) console.log(JSON.stringify(result));

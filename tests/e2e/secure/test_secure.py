@@ -2,7 +2,9 @@
 SCRAM-SHA-512, mTLS, ACLs enforced): a worker whose principal has only the
 ACLs ``topics acls`` prints runs a journal end to end with the embedded
 runner's outputs; an upstream producer cannot touch what is not its own;
-no secret appears in any output; bad credentials, an untrusted CA and an
+a reviewer (``topics acls --role reviewer``) decides with ``review approve``,
+may write ``review-decisions`` and no other topic, and the worker reads
+its decision; no secret appears in any output; bad credentials, an untrusted CA and an
 unreachable bootstrap fail fast with a clear message."""
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from recurrence_ledger.read.keys import default_namespace
 from tests.conftest import REPO, case
 from tests.e2e import harness
 from tests.plugins.processes import free_port, run_cli
-from tests.plugins.secure import SecureBroker, delete_prefix
+from tests.plugins.secure import ScramUser, SecureBroker, delete_prefix
 
 #: The journal cases and how the worker connects: SCRAM over SASL_SSL, or the
 #: client certificate CN=ledger (same principal, User:ledger) over SSL.
@@ -137,7 +139,7 @@ def test_upstream_may_not_write_outputs_or_read_the_changelog(pipeline, secure: 
 
 def test_view_follower_runs_with_only_the_follower_acls(pipeline, secure: SecureBroker, redis_url):
     """User:upstream (its Write on the inputs, nothing to read) cannot
-    follow the view; given the follower role's bindings it follows the four
+    follow the view; given the follower role's bindings it follows the five
     topics to their end in its group and applies every record."""
     prefix = pipeline["prefix"]
     follow = ("view", "follow", "--redis-url", redis_url, "--kafka-config", secure.files["upstream"], "--topic-prefix", prefix,
@@ -149,8 +151,7 @@ def test_view_follower_runs_with_only_the_follower_acls(pipeline, secure: Secure
         ok(run_cli("topics", "acls", "--principal", "User:upstream", "--role", "follower", "--topic-prefix", prefix, "--app-id", "ledger",
                    "--apply", "--kafka-config", secure.files["admin"]))
         followed = ok(run_cli(*follow))
-        records = sum(len(harness.lines(pipeline["kafka"][name])) for name in (
-            catalogue.STATISTICS, catalogue.REVISION_STATISTICS, catalogue.OBSERVATIONS, catalogue.REVIEW_CANDIDATES))
+        records = sum(len(harness.lines(pipeline["kafka"][name])) for name in catalogue.FOLLOWED_TOPICS)
         assert records > 0
         assert f"view follower stopped: {records} records applied" in followed.stdout, followed.stdout + followed.stderr
         assert set(role_acls("follower", "User:upstream", prefix, "ledger")) <= set(describe_acls(secure.admin, "User:upstream"))
@@ -210,3 +211,54 @@ def test_an_untrusted_ca_fails_fast_and_says_so(secure: SecureBroker, tmp_path):
 def test_an_unreachable_bootstrap_fails_fast_and_says_so(secure: SecureBroker, tmp_path):
     result = run_cli("worker", "--bootstrap", "127.0.0.1:1", "--kafka-config", secure.files["ledger"], "--exit-when-idle", "1")
     _assert_fails_fast(result, "no Kafka broker answered at 127.0.0.1:1", "Connection refused", secrets=tuple(secure.passwords.values()))
+
+
+def test_a_reviewer_writes_review_decisions_only_and_the_worker_reads_them(secure: SecureBroker, secure_prefix, scram_user):
+    """A principal of its own (a SCRAM user the test creates) with the
+    reviewer role's bindings alone: ``review approve`` reads the review
+    topics and publishes its decision; writing any other catalogue topic
+    (or the state changelog) is TOPIC_AUTHORIZATION_FAILED; User:ledger
+    with the worker role's bindings reads the decision."""
+    from recurrence_ledger.catalogue import REVIEW_CANDIDATES, REVIEW_DECISIONS, STATISTICS
+    from recurrence_ledger.runtime.client_config import consumer_config
+    from recurrence_ledger.runtime.kafka_io import publish_raw
+    from recurrence_ledger.serde.codec import decode_value, encode
+    from tests.e2e.review_fixtures import candidate, statistics
+
+    prefix, admin = secure_prefix, secure.files["admin"]
+    reviewer: ScramUser = scram_user("reviewer")
+    ok(run_cli("topics", "create", "--kafka-config", admin, "--topic-prefix", prefix, "--partitions", "2"))
+    ok(run_cli("topics", "acls", "--principal", reviewer.principal, "--role", "reviewer", "--topic-prefix", prefix, "--apply", "--kafka-config", admin))
+    ok(run_cli("topics", "acls", "--principal", "User:ledger", "--topic-prefix", prefix, "--app-id", "ledger", "--apply", "--kafka-config", admin))
+    assert sorted(describe_acls(secure.admin, reviewer.principal)) == sorted(role_acls("reviewer", reviewer.principal, prefix))
+    # A candidate and its scope's statistics, as a worker publishes them (admin writes them here).
+    waiting = candidate("s1", "P1")
+    publish_raw(secure.admin, prefix + REVIEW_CANDIDATES, b"s1", encode("ReviewCandidate", waiting))
+    publish_raw(secure.admin, prefix + STATISTICS, b"s1", encode("ScopeStatistics", statistics("s1", 41)))
+
+    approved = ok(run_cli("review", "approve", waiting["candidate_id"], "--reviewer", "alice", "--kafka-config", reviewer.file, "--topic-prefix", prefix))
+    assert f"published to {prefix}review-decisions[" in approved.stdout and reviewer.password not in approved.stdout + approved.stderr
+
+    others = [catalogue.physical(spec.name, prefix) for spec in catalogue.CATALOGUE if spec.name != REVIEW_DECISIONS]
+    others.append(catalogue.physical(catalogue.changelog_name("ledger"), prefix))
+    reports: dict[str, KafkaError | None] = {}
+    producer = Producer({**client_config(reviewer.connection), "acks": "all", "message.timeout.ms": 20_000})
+    for topic in others:
+        producer.produce(topic, key=b"s1", value=b"{}", partition=0, on_delivery=lambda error, message, topic=topic: reports.__setitem__(topic, error))
+    producer.flush(60)
+    assert sorted(reports) == sorted(others)
+    refused = {topic: error.code() if error is not None else None for topic, error in reports.items()}
+    assert refused == {topic: KafkaError.TOPIC_AUTHORIZATION_FAILED for topic in others}
+
+    consumer = Consumer(consumer_config(secure.connections["ledger"], catalogue.physical("ledger", prefix), {"enable.partition.eof": False}))
+    try:
+        consumer.assign([TopicPartition(prefix + REVIEW_DECISIONS, partition, OFFSET_BEGINNING) for partition in (0, 1)])
+        deadline, message = time.monotonic() + 30, None
+        while time.monotonic() < deadline and message is None:
+            message = consumer.poll(0.5)
+            assert message is None or message.error() is None, message.error()
+        assert message is not None, "the worker's principal read no decision"
+        decision = decode_value(message.value(), ("ReviewDecision",))
+        assert (message.key(), decision["candidate_id"], decision["reviewer"], decision["journal_position"]) == (b"s1", waiting["candidate_id"], "alice", 41)
+    finally:
+        consumer.close()

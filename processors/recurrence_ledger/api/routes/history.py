@@ -6,8 +6,9 @@ that the view follower keeps (``recurrence_ledger.read.history``), never Kafka.
 | --- | --- |
 | ``GET /scopes/{scope}/revisions/{artifact_id}/{revision}/history?order=&limit=&offset=`` | ``RevisionHistoryBody``: the revision's verdict history — every selected / recurred / avoided observation kept (the newest N, default 1,000; ``total`` counts them all), newest first (``order=newest``, default) or oldest first (``order=oldest``), ordered by task_outcome_position (at one position the selection before its verdict), each with its task outcome, failure_ref, run and the ``explain`` command line; its runs (contract §8) and the scope's review threshold |
 | ``GET /scopes/{scope}/trend?from_position=&limit=`` | ``ScopeTrend``: the scope's trend points, one per ScopeStatistics record, oldest first from ``from_position`` |
-| ``GET /review-queue?scope=&surface=&offset=&limit=`` | ``ReviewQueue``: the ReviewCandidates of every scope not yet followed by an avoided verdict of their revision, oldest first |
-| ``GET /timeline``, ``GET /review`` | the revision timeline and review-queue pages (HTML) |
+| ``GET /timeline`` | the revision timeline page (HTML) |
+
+The review queue and its page are ``recurrence_ledger.api.routes.review``.
 
 Like the other endpoints: ``ETag`` on every JSON answer (``If-None-Match`` →
 304), ``X-As-Of-Position`` on the scope endpoints, 404 for a scope the view
@@ -24,10 +25,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import FileResponse, Response
 
-from recurrence_ledger.api.params import MAX_HISTORY_LIMIT, MAX_OFFSET, MAX_POSITION, MAX_QUEUE_LIMIT, IfNoneMatch
+from recurrence_ledger.api.params import MAX_HISTORY_LIMIT, MAX_OFFSET, MAX_POSITION, IfNoneMatch
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page, unknown_scope
-from recurrence_ledger.api.schemas import ItemRef, QueueItem, ReviewQueue, RevisionHistoryBody, Run, ScopeTrend, TrendPoint, Verdict
-from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface
+from recurrence_ledger.api.schemas import ItemRef, RevisionHistoryBody, Run, ScopeTrend, TrendPoint, Verdict
+from recurrence_ledger.ledger.models import ArtifactRef
 from recurrence_ledger.read.history import ReadModels
 
 
@@ -126,33 +127,6 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         )
         return answer(body, trend.etag, None, trend.as_of_position)
 
-    @routes.get("/review-queue", response_model=ReviewQueue, responses={**CONDITIONAL, 400: ERRORS[400], 503: ERRORS[503]}, tags=["history"])
-    def review_queue(
-        scope: Annotated[str | None, Query(description="Only this scope's candidates.")] = None,
-        surface: Annotated[RepairSurface | None, Query(description="Only candidates with this repair_surface.")] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_LIMIT, description=f"Rows to return, 1–{MAX_QUEUE_LIMIT}.")] = 50,
-        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Rows to skip first (paging).")] = 0,
-        if_none_match: IfNoneMatch = None,
-    ) -> Response:
-        """Every ReviewCandidate across scopes whose run is still its
-        revision's current run (no avoided verdict of the revision after the
-        run's start), oldest first, with its failure refs, streak,
-        repair_surface and scope."""
-        queue = models.review_queue(scope, surface, offset, limit)
-        if etag_matches(if_none_match, queue.etag):
-            return answer(None, queue.etag, if_none_match, None)
-        items = []
-        for item in queue.items:
-            candidate = item["candidate"]
-            items.append(QueueItem(
-                candidate_id=candidate["candidate_id"], scope_id=candidate["scope_id"], artifact_ref=ArtifactRef(**candidate["artifact_ref"]),
-                signature_key=candidate["signature_key"], repair_surface=candidate["repair_surface"], streak=candidate["streak"],
-                run_start_position=candidate["run_start_position"], reason=candidate["reason"],
-                failure_refs=[ItemRef(**ref) for ref in candidate["failure_refs"]], published_at=iso(item["timestamp"]),
-            ))
-        body = ReviewQueue(total=queue.total, available=queue.available, scope=scope, surface=surface, limit=limit, offset=offset, candidates=items)
-        return answer(body, queue.etag, None, None)
-
     @routes.get("/timeline", include_in_schema=False)
     def timeline_page(
         scope: Annotated[str | None, Query()] = None,
@@ -161,13 +135,5 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         refresh: Annotated[str | None, Query()] = None,
     ) -> FileResponse:
         return page("timeline.html")
-
-    @routes.get("/review", include_in_schema=False)
-    def review_page(
-        scope: Annotated[str | None, Query()] = None,
-        surface: Annotated[str | None, Query()] = None,
-        refresh: Annotated[str | None, Query()] = None,
-    ) -> FileResponse:
-        return page("review.html")
 
     return routes

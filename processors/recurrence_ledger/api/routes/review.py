@@ -1,0 +1,172 @@
+"""The review endpoints of the operator API (contract §8, §18): the review
+queue across scopes with each candidate's review status, one candidate,
+and the human decision on it; and the review inbox page.
+
+| method and path | response |
+| --- | --- |
+| ``GET /review-queue?status=&scope=&surface=&offset=&limit=`` | ``ReviewQueue``: the ReviewCandidates of every scope whose review status passes ``status`` (open — the default —, superseded, approved, rejected, decided, all), oldest first, each with its decision, fix revision and repair, and the candidates by status |
+| ``GET /review-candidates/{candidate_id}`` | ``ReviewCandidateBody``: one candidate with its review status and its scope's ``as_of_position``; 404 for a candidate the view does not hold |
+| ``POST /review-candidates/{candidate_id}/decision`` | ``202 DecisionAccepted``: the ReviewDecision published to Kafka (body ``DecisionRequest``) |
+| ``GET /review`` | the review inbox page (HTML) |
+
+The GETs read the read models the view follower keeps
+(``recurrence_ledger.read.history``), like the history's: ``ETag`` and
+``If-None-Match`` → 304, 400 for a bad or unknown query parameter, 503 when
+Redis does not answer.
+
+A decision is published, never applied here: the API writes neither Redis
+nor any state. It needs a reviewer token (``recurrence_ledger.api.auth``:
+401 without a token, 403 with the read token or an unknown one), whose
+reviewer's name the decision records — a ``reviewer`` in the body is a 400,
+and so is any other field than ``decision``, ``reason`` and
+``fix_revision``. Its ``journal_position`` is the scope's current
+``as_of_position`` in the view, its ``decided_at`` the API's clock, its id
+``recurrence_ledger.runtime.review.decision_id``. Refused before anything
+is published: 404 for a candidate the view does not hold
+(``unknown_candidate``), 409 for one whose status is already approved or
+rejected (``already_decided``; the worker dead-letters a second decision
+that passed here because the view was behind), 400 for a rejection without
+a reason, a fix_revision with a rejection or of another artifact or not
+above the candidate's revision, a reason over 16,384 characters
+(``invalid_value``); 503 when Kafka does not take the decision.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from confluent_kafka import KafkaException
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, Response
+
+from recurrence_ledger.api.auth import DASHBOARD_HEADERS
+from recurrence_ledger.api.params import MAX_OFFSET, MAX_QUEUE_LIMIT, IfNoneMatch
+from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page
+from recurrence_ledger.api.routes.history import iso
+from recurrence_ledger.api.schemas import DecisionAccepted, DecisionRequest, ItemRef, QueueItem, ReviewCandidateBody, ReviewFilter, ReviewQueue
+from recurrence_ledger.ledger.models import MAX_ID_LENGTH, ArtifactRef, RepairSurface
+from recurrence_ledger.read.history import ReadModels
+from recurrence_ledger.runtime.review import DecisionPublisher, DecisionRefused, new_decision
+
+#: A candidate id in a path: no longer than an id can be.
+CandidateId = Annotated[str, Path(max_length=MAX_ID_LENGTH, description="The candidate_id (sha256:…).")]
+#: The documented answers of the decision besides 202.
+DECISION_ERRORS: dict[int, dict] = {
+    400: {"model": ERRORS[400]["model"], "description": "Bad body: a reviewer in it, an unknown field, a rejection without a reason, a bad fix_revision"},
+    401: {"model": ERRORS[400]["model"], "description": "No reviewer token (WWW-Authenticate: Bearer)"},
+    403: {"model": ERRORS[400]["model"], "description": "The read token, or a token that is no reviewer's (or no reviewer tokens configured)"},
+    404: {"model": ERRORS[400]["model"], "description": "Unknown candidate"},
+    409: {"model": ERRORS[400]["model"], "description": "The candidate was already decided"},
+    413: {"model": ERRORS[400]["model"], "description": "A body over 128 KiB"},
+    503: {"model": ERRORS[400]["model"], "description": "Redis or Kafka unavailable"},
+}
+
+
+def queue_item(item: dict, status: dict | None) -> dict:
+    """The QueueItem fields of a read-model queue item and its ReviewStatus."""
+    candidate = item["candidate"]
+    return dict(
+        candidate_id=candidate["candidate_id"], scope_id=candidate["scope_id"], artifact_ref=ArtifactRef(**candidate["artifact_ref"]),
+        signature_key=candidate["signature_key"], repair_surface=candidate["repair_surface"], streak=candidate["streak"],
+        run_start_position=candidate["run_start_position"], reason=candidate["reason"],
+        failure_refs=[ItemRef(**ref) for ref in candidate["failure_refs"]], published_at=iso(item["timestamp"]),
+        status=status["status"] if status else "open", decision=status.get("decision") if status else None,
+        fix_revision=status.get("fix_revision") if status else None, repair=status.get("repair") if status else None,
+    )
+
+
+def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter:
+    """The router, reading the read models through ``models`` and
+    publishing decisions with ``publisher`` (None: no decision is taken;
+    the guard refuses them first, without reviewer tokens)."""
+    routes = APIRouter()
+    namespace = models.keys.namespace
+
+    @routes.get("/review-queue", response_model=ReviewQueue, responses={**CONDITIONAL, 400: ERRORS[400], 503: ERRORS[503]}, tags=["review"])
+    def review_queue(
+        status: Annotated[ReviewFilter, Query(description="open (default), superseded, approved, rejected, decided (approved or rejected) or all.")] = "open",
+        scope: Annotated[str | None, Query(description="Only this scope's candidates.")] = None,
+        surface: Annotated[RepairSurface | None, Query(description="Only candidates with this repair_surface.")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_LIMIT, description=f"Rows to return, 1–{MAX_QUEUE_LIMIT}.")] = 50,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Rows to skip first (paging).")] = 0,
+        if_none_match: IfNoneMatch = None,
+    ) -> Response:
+        """The ReviewCandidates of every scope whose review status
+        (contract §18) passes ``status``, oldest first by their record's
+        Kafka timestamp, each with its failure refs, streak, repair_surface,
+        scope, decision, fix revision and repair; and the candidates by
+        status (of the scope, or of every scope)."""
+        queue = models.review_queue(scope, surface, offset, limit, status)
+        if etag_matches(if_none_match, queue.etag):
+            return answer(None, queue.etag, if_none_match, None)
+        items = [QueueItem(**queue_item(item, item["status"])) for item in queue.items]
+        body = ReviewQueue(
+            total=queue.total, available=queue.available, counts=queue.counts, status=status, scope=scope, surface=surface, limit=limit,
+            offset=offset, candidates=items,
+        )
+        return answer(body, queue.etag, None, None)
+
+    @routes.get(
+        "/review-candidates/{candidate_id}", response_model=ReviewCandidateBody,
+        responses={**CONDITIONAL, 400: ERRORS[400], 404: {"model": ERRORS[404]["model"], "description": "Unknown candidate"}, 503: ERRORS[503]},
+        tags=["review"],
+    )
+    def review_candidate(candidate_id: CandidateId, if_none_match: IfNoneMatch = None) -> Response:
+        """One ReviewCandidate with its review status, decision, fix revision
+        and repair (contract §18), and its scope's as_of_position."""
+        entry = models.review_candidate(candidate_id)
+        if entry is None:
+            return not_found(f"unknown review candidate {candidate_id!r}", namespace)
+        if etag_matches(if_none_match, entry.etag):
+            return answer(None, entry.etag, if_none_match, entry.as_of_position)
+        body = ReviewCandidateBody(**queue_item(entry.item, entry.status), as_of_position=entry.as_of_position)
+        return answer(body, entry.etag, None, entry.as_of_position)
+
+    @routes.post(
+        "/review-candidates/{candidate_id}/decision", status_code=202, response_model=DecisionAccepted, responses=DECISION_ERRORS,
+        tags=["review"],
+    )
+    def decide(candidate_id: CandidateId, body: DecisionRequest, request: Request) -> JSONResponse:
+        """Publish a human decision on a review candidate (contract §18) to
+        ``review-decisions``: approved (optionally with the fix_revision
+        that repairs it) or rejected (with a reason). Needs a reviewer token
+        (Authorization: Bearer), whose reviewer it records. 202 once Kafka
+        acknowledged it; the worker then publishes the candidate's new
+        review status."""
+        reviewer = request.state.reviewer  # set by the guard, which refused the request without a reviewer's token
+        entry = models.review_candidate(candidate_id)
+        if entry is None:
+            return JSONResponse({"detail": f"unknown review candidate {candidate_id!r} (not in the view {namespace}): unknown_candidate"}, 404)
+        if entry.as_of_position is None:
+            scope = entry.item["candidate"]["scope_id"]
+            return JSONResponse({"detail": f"the view does not hold the as_of_position of scope {scope!r} yet: try again"}, 503)
+        try:
+            decision = new_decision(
+                entry.item["candidate"], entry.status, reviewer=reviewer, decision=body.decision, reason=body.reason,
+                fix_revision=body.fix_revision.model_dump() if body.fix_revision is not None else None, journal_position=entry.as_of_position,
+            )
+        except DecisionRefused as refused:
+            return JSONResponse({"detail": f"{refused}: {refused.code}"}, 409 if refused.code == "already_decided" else 400)
+        if publisher is None:  # the guard refuses decisions without reviewer tokens, which need a publisher
+            return JSONResponse({"detail": "this API publishes no decisions (no Kafka configured)"}, 503)
+        try:
+            where = publisher.publish(decision)
+        except (LookupError, RuntimeError, KafkaException) as error:  # PublishError, RegistryError, a missing topic
+            return JSONResponse({"detail": f"the decision was not published: {error}"}, 503)
+        accepted = DecisionAccepted(
+            decision_id=decision["decision_id"], decision=decision, topic=where.topic, partition=where.partition, offset=where.offset,
+            status_url=f"/review-candidates/{candidate_id}",
+        )
+        return JSONResponse(accepted.model_dump(mode="json"), 202)
+
+    @routes.get("/review", include_in_schema=False)
+    def review_page(
+        status: Annotated[str | None, Query()] = None,
+        scope: Annotated[str | None, Query()] = None,
+        surface: Annotated[str | None, Query()] = None,
+        refresh: Annotated[str | None, Query()] = None,
+    ) -> FileResponse:
+        return page("review.html", DASHBOARD_HEADERS)
+
+    return routes

@@ -1,0 +1,38 @@
+-- ReviewStatus records of one partition (contract §18, the compacted
+-- review-status view), each applied once (recurrence_ledger.read.records;
+-- after apply_once.lua and review_place.lua).
+-- KEYS[1] follow-applied hash, KEYS[2] review queue items, KEYS[3] review
+-- status, KEYS[4] repair counts.
+-- ARGV[1] the partition's follow-applied field, ARGV[2] the review-queue
+-- prefix of every scope (Keys.queue_prefix), ARGV[3] JSON entries, in
+-- offset order: o offset, id candidate_id, sq the scope's review-queue
+-- prefix, status, repair the repair's status ("" for none), row the record
+-- as canonical JSON.
+-- The row replaces the candidate's stored one; a candidate already applied
+-- moves to the filters of its new status (one not yet applied is filed when
+-- it comes).
+-- Returns {entries applied, then for each applied candidate decided by
+-- this row for the first time: its timestamp (ms), decided_at}.
+local measured = {}
+local applied = apply_once(ARGV[1], cjson.decode(ARGV[3]), function(e)
+  local old = redis.call('HGET', KEYS[3], e.id)
+  local old_status, old_decided = status_of(old)
+  if old then
+    local repair = cjson.decode(old).repair
+    if type(repair) == 'table' then redis.call('HINCRBY', KEYS[4], repair.status, -1) end
+  end
+  redis.call('HSET', KEYS[3], e.id, e.row)
+  if e.repair ~= '' then redis.call('HINCRBY', KEYS[4], e.repair, 1) end
+  local item = redis.call('HGET', KEYS[2], e.id)
+  if item then
+    local ts = cjson.decode(item).timestamp
+    place(e.id, ts, old_status, e.status, ARGV[2], e.sq)
+    local _, decided = status_of(e.row)
+    if decided ~= '' and old_decided == '' then
+      table.insert(measured, ts)
+      table.insert(measured, decided)
+    end
+  end
+end)
+table.insert(measured, 1, applied)
+return measured

@@ -1,0 +1,34 @@
+-- The head of the review scripts (recurrence_ledger.read.scripts prepends
+-- it after apply_once.lua): where a review candidate is filed.
+-- filters(status): the review-queue filters (Keys.REVIEW_FILTERS) a
+-- candidate with that ReviewStatus status passes.
+-- place(id, ts, old, new, qp, sqp): moves candidate `id` (score `ts`, its
+-- record's Kafka timestamp in ms) from the filters of status `old` (nil: it
+-- was filed nowhere) to those of status `new`, in the sorted sets of every
+-- scope (prefix `qp`, Keys.queue_prefix) and of its scope (prefix `sqp`,
+-- Keys.scope_queue_prefix).
+local function filters(status)
+  if status == 'approved' or status == 'rejected' then return {status, 'decided', 'all'} end
+  return {status, 'all'}
+end
+local function place(id, ts, old, new, qp, sqp)
+  if old then
+    for _, f in ipairs(filters(old)) do
+      redis.call('ZREM', qp .. f, id)
+      redis.call('ZREM', sqp .. f, id)
+    end
+  end
+  for _, f in ipairs(filters(new)) do
+    redis.call('ZADD', qp .. f, ts, id)
+    redis.call('ZADD', sqp .. f, ts, id)
+  end
+end
+-- status_of(row): status and decided_at ('' when undecided) of a stored
+-- ReviewStatus row (nil: 'open', '').
+local function status_of(row)
+  if not row then return 'open', '' end
+  local s = cjson.decode(row)
+  local decided = ''
+  if type(s.decision) == 'table' then decided = s.decision.decided_at end
+  return s.status, decided
+end

@@ -1,0 +1,69 @@
+// Drives the review inbox (/review) in headless Debian Chromium with
+// playwright-core (the system's chromium, no browser download) for
+// tests/e2e/test_review_browser.py.
+//
+// Usage: node review.mjs BASE_URL CANDIDATE_ID SCREENSHOT
+// Reads the reviewer token and the reason from stdin (one line each: never
+// in argv, which other users of the machine can read).
+//
+// 1. opens BASE_URL/review?refresh=300, waits for CANDIDATE_ID's row in the
+//    waiting table and prints the page's state (window.reviewView);
+// 2. enters the reviewer token, clicks the row's Reject button, types the
+//    reason into the form it opens, clicks send, waits for the page to say
+//    the decision was sent and prints the state again;
+// 3. on the line "wait" from stdin, waits (up to 120 s of polls) until the
+//    candidate is in the decided table, prints the state and saves
+//    SCREENSHOT.
+// Prints one JSON object per step on stdout; errors go to stderr and exit code 1.
+import { createInterface } from "node:readline";
+import { withChromium } from "./chromium.mjs";
+
+const [base, candidateId, screenshot] = process.argv.slice(2);
+if (!screenshot) {
+  console.error("usage: node review.mjs BASE_URL CANDIDATE_ID SCREENSHOT  (token and reason on stdin)");
+  process.exit(2);
+}
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+const nextLine = async () => ((await lines.next()).value || "").trim();
+
+const consoleErrors = [];
+const posts = [];
+const token = await nextLine();
+const reason = await nextLine();
+await withChromium({ width: 1280, height: 900 }, async (page) => {
+  page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
+  page.on("pageerror", (error) => consoleErrors.push(String(error)));
+  page.on("request", (request) => {
+    if (request.method() === "POST") posts.push({ url: request.url(), bearer: request.headers().authorization === `Bearer ${token}`, body: request.postData() });
+  });
+  const state = async () => ({
+    ...(await page.evaluate(() => ({ view: window.reviewView, stats: window.historyStats, url: location.href,
+      csp: document.querySelectorAll("[onclick], [onsubmit], [onchange], [oninput]").length,
+      stored: (() => { try { return Object.keys(sessionStorage); } catch (_) { return null; } })() }))),
+    consoleErrors, posts,
+  });
+
+  // 1. The candidate waits.
+  await page.goto(`${base}/review?refresh=300`, { waitUntil: "load", timeout: 20000 });
+  const row = `#waiting tbody tr[data-candidate="${candidateId}"]`;
+  await page.waitForSelector(`body[data-ready='true'] ${row}`, { timeout: 20000 });
+  console.log(JSON.stringify(await state()));
+
+  // 2. Reject it with a reason.
+  await page.fill("#reviewer-token", token);
+  await page.click("#keep-reviewer");
+  await page.click(`${row} button.reject`);
+  await page.waitForSelector(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, { timeout: 5000 });
+  await page.fill(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, reason);
+  await page.click(`#waiting tr.decision-row[data-candidate="${candidateId}"] button.send`);
+  await page.waitForFunction(() => window.reviewView.sent.length === 1, null, { timeout: 20000 });
+  console.log(JSON.stringify(await state()));
+
+  // 3. The ledger applies it: the page shows it decided.
+  if ((await nextLine()) !== "wait") throw new Error("expected the line 'wait'");
+  await page.waitForSelector(`#decided tbody tr[data-candidate="${candidateId}"]`, { timeout: 120000 });
+  await page.waitForFunction((id) => !window.reviewView.waiting.some((item) => item[0] === id), candidateId, { timeout: 10000 });
+  await page.screenshot({ path: screenshot, fullPage: true });
+  console.log(JSON.stringify(await state()));
+});
+process.exit(process.exitCode || 0);

@@ -1,0 +1,82 @@
+"""The review inbox in headless Debian Chromium (playwright-core, driven by
+tests/e2e/browser/review.mjs), end to end through the API, Kafka and the
+worker (contract §18): a real worker fed with tests/cases/worked_example.jsonl
+publishes its review candidate and writes the Redis view; the page shows
+the candidate waiting with its failing items; the reviewer enters a
+reviewer token, clicks Reject and types a reason; the API publishes the
+decision to ``review-decisions``; a worker applies it and publishes the
+candidate's ReviewStatus, its follower projects it, and the open page
+shows the candidate decided — rejected, by the token's reviewer, with the
+reason.
+
+Needs /usr/bin/chromium and tests/e2e/browser/node_modules (`bash
+deploy/ensure-browser.sh`); fails — never skips — without them. The
+screenshot is ``<tmp_path>/review.png``; with RL_REVIEW_SCREENSHOT=PATH it
+is also copied to PATH (docs/review.png).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+from recurrence_ledger.api.settings import ApiSettings
+from recurrence_ledger.catalogue import REVIEW_DECISIONS
+from recurrence_ledger.runtime.kafka_io import read_topic
+from tests.conftest import read_jsonl
+from tests.e2e import harness
+from tests.e2e.api_server import fed_view, running_api
+from tests.e2e.test_dashboard_browser import read_line
+from tests.plugins.services import BROWSER_DIR
+
+TOKEN = "reviewer-token-0123456789abcdef"
+REASON = "a mirror outage, not a lesson: the revision is right"
+
+
+def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap, redis_url, browser, tmp_path):
+    screenshot = tmp_path / "review.png"
+    with fed_view(bootstrap, redis_url, tmp_path) as view:
+        [candidate] = read_jsonl(tmp_path / "embedded" / "review-candidates.jsonl")
+        settings = ApiSettings(redis_url=redis_url, topic_prefix=view.prefix, reviewer_tokens=(("alice", TOKEN),), kafka=bootstrap)
+        with running_api(settings) as base_url:
+            driver = subprocess.Popen(
+                [browser, str(BROWSER_DIR / "review.mjs"), base_url, candidate["candidate_id"], str(screenshot)],
+                cwd=BROWSER_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            try:
+                driver.stdin.write(f"{TOKEN}\n{REASON}\n")
+                driver.stdin.flush()
+                waiting = read_line(driver, 60)
+                [row] = [row for row in waiting["view"]["waiting"] if row[0] == candidate["candidate_id"]]
+                failures = [f"{ref['task_outcome_ref']['source_id']} {ref['item_kind']}[{ref['item_index']}]" for ref in candidate["failure_refs"]]
+                assert row == [candidate["candidate_id"], candidate["scope_id"], f"{candidate['artifact_ref']['artifact_id']} r1", "open", failures]
+                assert waiting["csp"] == 0 and waiting["consoleErrors"] == []
+
+                sent = read_line(driver, 30)
+                [(candidate_id, decision_id, decision, reviewer)] = sent["view"]["sent"]
+                assert (candidate_id, decision, reviewer) == (candidate["candidate_id"], "rejected", "alice")
+                [post] = sent["posts"]
+                assert post["bearer"] and json.loads(post["body"]) == {"decision": "rejected", "reason": REASON}
+                assert TOKEN not in post["url"] and "recurrence-ledger.reviewer-token" in sent["stored"]
+                [published] = [value for _, _, _, value in read_topic(bootstrap, REVIEW_DECISIONS, topic_prefix=view.prefix)]
+                assert (published["decision_id"], published["reviewer"], published["reason"]) == (decision_id, "alice", REASON)
+
+                # The ledger applies the decision: a worker reads it and publishes the review status, its follower projects it.
+                harness.run_to_idle(bootstrap, view.prefix, tmp_path / "worker-decision.log", redis_url=redis_url)
+                driver.stdin.write("wait\n")
+                driver.stdin.flush()
+                decided = read_line(driver, 150)
+                assert [row for row in decided["view"]["decided"] if row[0] == candidate["candidate_id"]] == [
+                    [candidate["candidate_id"], "rejected", "alice", REASON, None, None]]
+                assert all(row[0] != candidate["candidate_id"] for row in decided["view"]["waiting"])
+                assert decided["consoleErrors"] == []
+                driver.stdin.close()
+                assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]
+            finally:
+                if driver.poll() is None:
+                    driver.kill()
+    assert screenshot.is_file()
+    if os.environ.get("RL_REVIEW_SCREENSHOT"):
+        shutil.copyfile(screenshot, os.environ["RL_REVIEW_SCREENSHOT"])
