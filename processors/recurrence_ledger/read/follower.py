@@ -76,10 +76,8 @@ rebuild`` and ``rebuild --redis-url`` call it.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import math
-import re
 import signal
 import time
 from collections.abc import Iterable
@@ -97,6 +95,7 @@ from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.follower_view import FollowerView
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
 from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
+from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
 from recurrence_ledger.read.totals import ViewTotals, view_totals
 from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
@@ -117,15 +116,14 @@ log = logging.getLogger("recurrence_ledger.follower")
 DRAIN_IDLE_S = 1.0
 
 #: The topics the follower reads, with the schema and model of their values
-#: (``catalogue.FOLLOWED_TOPICS``). ReviewStatus rows (contract §18) are read
-#: and validated; nothing projects them into Redis yet.
+#: (``catalogue.FOLLOWED_TOPICS``). ReviewStatus rows (contract §18) feed the
+#: review queue's status (``recurrence_ledger.read.records``).
 FOLLOWED: dict[str, tuple[str, Any]] = {
     STATISTICS: ("ScopeStatistics", ScopeStatistics),
     REVISION_STATISTICS: ("RevisionStatistics", RevisionStatistics),
     REVIEW_STATUS: ("ReviewStatus", ReviewStatus),
     OBSERVATIONS: ("RecurrenceObservation", RecurrenceObservation),
     REVIEW_CANDIDATES: ("ReviewCandidate", ReviewCandidate),
-    REVIEW_STATUS: ("ReviewStatus", ReviewStatus),
 }
 #: Records per MULTI/EXEC when a rebuild applies the topics.
 REBUILD_CHUNK = 5000
@@ -147,27 +145,6 @@ def totals_due(last_read: float | None, now: float, statistics_applied: bool) ->
     if last_read is None:
         return True
     return now - last_read >= (TOTALS_INTERVAL_S if statistics_applied else TOTALS_IDLE_INTERVAL_S)
-#: Buckets of the time to decision (seconds): an hour to a month.
-DECISION_BUCKETS_S = (3600, 4 * 3600, 12 * 3600, 86400, 2 * 86400, 4 * 86400, 7 * 86400, 14 * 86400, 30 * 86400)
-
-
-#: An RFC 3339 UTC timestamp as contract §18's ``decided_at`` takes it:
-#: ``T`` or ``t``, a fraction of up to 9 digits, ``Z``, ``z`` or ``+00:00``.
-RFC3339_UTC = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(?:[Zz]|\+00:00)")
-
-
-def rfc3339_seconds(timestamp: str) -> float:
-    """Seconds since the epoch of an RFC 3339 UTC timestamp
-    (``2025-01-02T03:04:05.123Z``, :data:`RFC3339_UTC`). Raises ValueError
-    for anything else."""
-    found = RFC3339_UTC.fullmatch(timestamp)
-    if found is None:
-        raise ValueError(f"not an RFC 3339 UTC timestamp: {timestamp!r}")
-    day, time_of_day, fraction = found.groups()
-    whole = datetime.datetime.strptime(f"{day}T{time_of_day}", "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc).timestamp()
-    return whole + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
-
-
 def view_group(app_id: str, topic_prefix: str = "") -> str:
     """The follower's consumer group: ``<prefix><app_id>-view``."""
     return catalogue.view_follower_group(app_id, topic_prefix)
@@ -206,8 +183,9 @@ class FollowerConfig:
         return default_namespace(self.topic_prefix)
 
 
-class FollowerMetrics:
-    """The follower's metrics in their own registry (module docstring)."""
+class FollowerMetrics(ReviewMetricsMixin):
+    """The follower's metrics in their own registry (module docstring; the
+    review ones: ``recurrence_ledger.read.review_metrics``)."""
 
     def __init__(self, namespace: str = "rl") -> None:
         self.namespace = namespace
@@ -237,6 +215,7 @@ class FollowerMetrics:
         self.forward_references = Gauge("recurrence_ledger_view_forward_references", "Forward references (contract §16), over every scope.", registry=self.registry)
         self.totals_read = Gauge(
             "recurrence_ledger_view_totals_timestamp_seconds", "When the view's totals were last read from Redis.", registry=self.registry
+        )
         self.reviews = Gauge(
             "recurrence_ledger_reviews", "Review candidates of every scope by review status (contract §18).", ["namespace", "status"], registry=self.registry,
         )
@@ -256,6 +235,12 @@ class FollowerMetrics:
             self.skipped.labels(topic)
         for reason in UNKNOWN_REASONS:
             self.unknown.labels(reason)
+        for status in REVIEW_STATUSES:
+            self.reviews.labels(namespace, status)
+        for status in REPAIR_STATUSES:
+            self.repairs.labels(namespace, status)
+        self.oldest_open.labels(namespace).set(math.nan)
+        self.decision.labels(namespace)
         self.redis_up.set(1)
 
     def set_totals(self, totals: ViewTotals) -> None:
@@ -267,35 +252,6 @@ class FollowerMetrics:
         self.unmatched_failures.set(totals.unmatched_failures)
         self.forward_references.set(totals.forward_references)
         self.totals_read.set(time.time())
-        for status in REVIEW_STATUSES:
-            self.reviews.labels(namespace, status)
-        for status in REPAIR_STATUSES:
-            self.repairs.labels(namespace, status)
-        self.oldest_open.labels(namespace).set(math.nan)
-        self.decision.labels(namespace)
-        self.redis_up.set(1)
-
-    def show_reviews(self, models: ReadModels) -> None:
-        """Set the review gauges from the read models (one MULTI/EXEC).
-        Raises redis errors."""
-        gauges = models.review_gauges()
-        for status, count in gauges.statuses.items():
-            self.reviews.labels(self.namespace, status).set(count)
-        for status, count in gauges.repairs.items():
-            self.repairs.labels(self.namespace, status).set(count)
-        self.oldest_open.labels(self.namespace).set(math.nan if gauges.oldest_open_ms is None else gauges.oldest_open_ms / 1000)
-
-    def decided(self, counts: AppliedCounts) -> None:
-        """Observe the time to decision of each candidate ``counts`` filed
-        as decided for the first time (never below 0: decided_at is the
-        reviewer's clock; one that does not parse is logged and left out)."""
-        for timestamp_ms, decided_at in counts.decisions:
-            try:
-                seconds = rfc3339_seconds(decided_at) - timestamp_ms / 1000
-            except ValueError as error:
-                log.warning("time to decision not measured: %s", error)
-                continue
-            self.decision.labels(self.namespace).observe(max(0.0, seconds))
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         start_http_server(port, addr=address, registry=self.registry)
