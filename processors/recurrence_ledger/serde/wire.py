@@ -35,13 +35,16 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.ledger.intake import MAX_RECORD_BYTES, BadRecord, decode_json_value, is_json_value
+from recurrence_ledger.ledger.intake import FRAME_HEADER_BYTES, FRAME_MAGIC, MAX_RECORD_BYTES, BadRecord, decode_json_value, is_json_value
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.serde import avro
 from recurrence_ledger.catalogue import BY_NAME, PREVIOUS_SCHEMA_IDS, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
 
-MAGIC = 0
+#: The Confluent frame: magic byte, then the schema id (big-endian); the
+#: intake classifies values by the same magic byte (``intake.FRAME_MAGIC``).
+MAGIC = FRAME_MAGIC
 _HEADER = struct.Struct(">bI")
+assert _HEADER.size == FRAME_HEADER_BYTES
 AVRO, JSON = "avro", "json"
 
 
