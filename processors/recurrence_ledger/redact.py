@@ -53,7 +53,7 @@ def redact_url(url: str | None) -> str:
     if url is None:
         return "(none)"
     prefix, userinfo, rest = split_userinfo(url)
-    if not rest and userinfo is None or "://" not in url or not url.split("://", 1)[0].isalpha():
+    if not rest and userinfo is None or "://" not in url or not url.split("://", 1)[0].replace("+", "").isalpha():
         return "<unparseable Redis URL>"
     if userinfo is not None:
         user, has_password, _ = userinfo.partition(":")

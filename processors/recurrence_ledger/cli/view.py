@@ -153,6 +153,13 @@ def view_follow_command(
         bootstrap=connection, redis_url=redis_url, app_id=app_id, topic_prefix=topic_prefix, review_threshold=review_threshold,
         history_limit=history_limit, trend_limit=trend_limit, exit_when_idle_s=exit_when_idle, metrics_port=metrics_port,
     )
+    from recurrence_ledger.read.layout import LayoutError
+    from recurrence_ledger.redact import redact_url
+
     with _kafka_errors():
-        applied = run_follower(config, codec)
-    console.print(f"view follower stopped: {applied} records applied to {redis_url} (namespace {config.namespace})", highlight=False)
+        try:
+            applied = run_follower(config, codec)
+        except LayoutError as error:
+            console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+    console.print(f"view follower stopped: {applied} records applied to {redact_url(redis_url)} (namespace {config.namespace})", highlight=False)

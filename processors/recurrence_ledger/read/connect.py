@@ -14,7 +14,16 @@ is made by :func:`redis_client` from a redis-py URL:
   URL's value wins. Other redis-py URL query parameters (``ssl_certfile``
   and ``ssl_keyfile`` for a client certificate, ``ssl_check_hostname``, …)
   pass through as redis-py reads them;
-- ``unix:///path/redis.sock[?db=…&password=…]``.
+- ``unix:///path/redis.sock[?db=…&password=…]``;
+- ``redis+cluster://[[user]:password@]host:port[,host:port…][?…]`` and
+  ``rediss+cluster://…`` — Redis Cluster (a ``redis.cluster.RedisCluster``),
+  over plain TCP or TLS exactly as ``redis://`` and ``rediss://`` (user,
+  password, ``ssl_ca_certs`` / ``RL_REDIS_CA_FILE``, the query
+  parameters); the nodes listed are where the client starts discovering
+  the cluster (one is enough, more survive one being down); no database
+  but 0 (Redis Cluster has one). The client is made on first use (a
+  ``RedisCluster`` asks a node for the slots when it is created), so that
+  making one never connects, as for a single Redis.
 
 A URL is shown to people only through
 ``recurrence_ledger.redact.redact_url`` (the password, and any ``password``
@@ -24,27 +33,126 @@ through :func:`describe_error`.
 
 from __future__ import annotations
 
+import re
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.commands.core import Script
+from redis.connection import Encoder
+from redis.exceptions import RedisClusterException
 
 from recurrence_ledger.redact import redact_url, scrub, split_userinfo
 
 
+#: The URL schemes of Redis Cluster, with the single-Redis scheme each stands for.
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+_NODES = re.compile(r"(?P<nodes>[^/?#]*)(?P<tail>.*)", re.S)
+
+
+class ClusterClient:
+    """A ``redis.cluster.RedisCluster`` made on first use: every attribute
+    but :meth:`register_script`, :meth:`get_encoder` and :meth:`close` is
+    the real client's. Failing to reach any node to make it raises
+    ``redis.exceptions.ConnectionError`` (a ``RedisClusterException``
+    otherwise, which is no ``RedisError``), so callers see an outage as
+    they do for a single Redis. Thread-safe."""
+
+    def __init__(self, factory: Callable[[], RedisCluster], encoder: Encoder, url: str):
+        self._factory = factory
+        self._encoder = encoder
+        self._url = url
+        self._client: RedisCluster | None = None
+        self._lock = threading.Lock()
+
+    def real(self) -> RedisCluster:
+        """The ``RedisCluster``, made now when it was not yet (connects)."""
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    try:
+                        self._client = self._factory()
+                    except RedisClusterException as error:
+                        raise redis.exceptions.ConnectionError(scrub(str(error), self._url)) from None
+        return self._client
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # never made for a private name (copy, pickle, a half-made instance)
+            raise AttributeError(name)
+        return getattr(self.real(), name)
+
+    def get_encoder(self) -> Encoder:
+        """The encoder of the client's options (never connects)."""
+        return self._encoder
+
+    def register_script(self, script: str) -> Script:
+        """A redis-py ``Script`` run through this client (never connects)."""
+        return Script(self, script)
+
+    def close(self) -> None:
+        """Close the real client's connections, when it was made."""
+        if self._client is not None:
+            self._client.close()
+
+
+def is_cluster(client) -> bool:  # noqa: ANN001 - a redis-py client or pipeline
+    """Whether ``client`` talks to Redis Cluster (:class:`ClusterClient`, a
+    ``RedisCluster`` or its pipeline)."""
+    return isinstance(client, (ClusterClient, RedisCluster))
+
+
+def _cluster_client(url: str, base: str, options: dict) -> ClusterClient:
+    prefix, userinfo, rest = split_userinfo(url)
+    found = _NODES.fullmatch(rest)
+    nodes = [node for node in found["nodes"].split(",") if node] if found else []
+    if not nodes:
+        raise ValueError(f"the Redis Cluster URL {redact_url(url)} names no node (redis+cluster://host:port[,host:port…])")
+    startup = []
+    for node in nodes:
+        parsed = urlsplit(f"//{node}")
+        try:
+            port = parsed.port or 6379
+        except ValueError:
+            raise ValueError(f"the Redis Cluster URL {redact_url(url)} has a node that is not host:port") from None
+        if not parsed.hostname:
+            raise ValueError(f"the Redis Cluster URL {redact_url(url)} has a node that is not host:port")
+        startup.append(ClusterNode(parsed.hostname, port))
+    first = f"{base}://" + (f"{userinfo}@" if userinfo is not None else "") + nodes[0] + found["tail"]
+    try:
+        redis.connection.parse_url(first)
+    except ValueError:
+        if userinfo is not None and ":" in userinfo:
+            raise ValueError(
+                f"the Redis URL {redact_url(url)} cannot be used; characters such as / @ : ? # in a user name or password must be "
+                "percent-encoded (%2F %40 %3A %3F %23)"
+            ) from None
+        raise
+    if int(redis.connection.parse_url(first).get("db", 0) or 0) != 0:
+        raise ValueError(f"the Redis Cluster URL {redact_url(url)} names a database other than 0 (Redis Cluster has only 0)")
+    encoder = Encoder(options.get("encoding", "utf-8"), options.get("encoding_errors", "strict"), options.get("decode_responses", False))
+    return ClusterClient(lambda: RedisCluster.from_url(first, startup_nodes=startup[1:], **options), encoder, url)
+
+
 def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> redis.Redis:
     """A ``redis.Redis`` for ``url`` (module docstring) with redis-py
-    ``options`` (timeouts, retry, decode_responses). For a ``rediss://`` URL
-    without ``ssl_ca_certs``, ``ca_file`` (the PEM file of CA certificates,
-    e.g. ``RL_REDIS_CA_FILE``) becomes its ``ssl_ca_certs``; the host name is
-    checked unless the URL says ``ssl_check_hostname=false``. ``ca_file`` is
-    not used for ``redis://`` and ``unix://`` URLs. Never connects. Raises
-    ValueError for a URL redis-py does not take or a CA file that is not a
-    readable file (the message names the file, never the URL)."""
+    ``options`` (timeouts, retry, decode_responses) — a
+    :class:`ClusterClient` for a ``redis+cluster://`` or
+    ``rediss+cluster://`` URL. For a TLS URL without ``ssl_ca_certs``,
+    ``ca_file`` (the PEM file of CA certificates, e.g. ``RL_REDIS_CA_FILE``)
+    becomes its ``ssl_ca_certs``; the host name is checked unless the URL
+    says ``ssl_check_hostname=false``. ``ca_file`` is not used for plain
+    TCP and ``unix://`` URLs. Never connects. Raises ValueError for a URL
+    redis-py does not take or a CA file that is not a readable file (the
+    message names the file, never the URL's secrets)."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme not in ("redis", "rediss", "unix"):
-        raise ValueError("the Redis URL must start with redis://, rediss:// or unix://")
-    if scheme == "rediss":
+    if scheme not in ("redis", "rediss", "unix", *CLUSTER_SCHEMES):
+        raise ValueError("the Redis URL must start with redis://, rediss://, unix://, redis+cluster:// or rediss+cluster://")
+    base = CLUSTER_SCHEMES.get(scheme, scheme)
+    if base == "rediss":
         query = dict(parse_qsl(urlsplit(url).query))
         ca = query.get("ssl_ca_certs") or (str(ca_file) if ca_file else None)
         if ca is not None:
@@ -52,6 +160,8 @@ def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> r
                 raise ValueError(f"the Redis CA file {ca} does not exist or is not a file")
             options.setdefault("ssl_ca_certs", ca)
         options.setdefault("ssl_check_hostname", True)
+    if scheme in CLUSTER_SCHEMES:
+        return _cluster_client(url, base, options)
     try:
         return redis.Redis.from_url(url, **options)
     except ValueError:

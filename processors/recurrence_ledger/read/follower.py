@@ -93,6 +93,7 @@ from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, ReviewStatus, RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.follower_view import FollowerView
+from recurrence_ledger.read.layout import check_layout
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
 from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
 from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
@@ -103,7 +104,7 @@ from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, STATISTICS
-from recurrence_ledger.redact import redacted_repr
+from recurrence_ledger.redact import redact_url, redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
 from recurrence_ledger.read.keys import default_namespace
 
@@ -296,6 +297,7 @@ class ViewFollower:
         self.totals_enabled = config.metrics_port is not None
         self._totals_at: float | None = None  # time.monotonic() of the last read; None: never read
         self._statistics_since_totals = False
+        self._layout_checked = False
 
     def stop(self, *_: Any) -> None:
         """Finish the current batch, then stop."""
@@ -314,7 +316,8 @@ class ViewFollower:
     def run(self) -> None:
         """Follow until :meth:`stop` (SIGTERM) or idle for
         ``exit_when_idle_s``. Raises LookupError when a followed topic does
-        not exist."""
+        not exist, and ``recurrence_ledger.read.layout.LayoutError`` (before
+        writing anything) when Redis holds the view in another key layout."""
         _require_topics(self.consumer, list(self.topics))
         try:
             self.metrics.show_reviews(self.models)
@@ -392,6 +395,9 @@ class ViewFollower:
         try:
             while True:
                 try:
+                    if not self._layout_checked:
+                        check_layout(self.view._client, self.view.layout)  # LayoutError: stop, saying what to run
+                        self._layout_checked = True
                     if self.view.pending:
                         self.view.flush(force=True)
                         if self.view.pending:
@@ -514,7 +520,7 @@ def run_follower(config: FollowerConfig, codec: Codec = FIXED) -> int:
         follower.metrics.serve(config.metrics_port)
     signal.signal(signal.SIGTERM, follower.stop)
     signal.signal(signal.SIGINT, follower.stop)
-    log.info("view follower of group %s: %s into %s (namespace %s)", config.group_id, sorted(follower.topics), config.redis_url, config.namespace)
+    log.info("view follower of group %s: %s into %s (namespace %s)", config.group_id, sorted(follower.topics), redact_url(config.redis_url), config.namespace)
     follower.run()
     return follower.applied
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import orjson
 
-from recurrence_ledger.read.keys import SCOPE_SORTS
-from recurrence_ledger.read.projection import RedisView, _Pending, scope_index
+from recurrence_ledger.read.projection import RedisView, _Pending
 from recurrence_ledger.read.records import pad
 from recurrence_ledger.read.scripts import scripts
 
@@ -35,7 +34,8 @@ class FollowerView(RedisView):
     (the later read wins). Each scope is one Lua script (``guarded_write``:
     atomic, one round trip) writing exactly the keys and values
     ``RedisView._write`` writes (fields prepared by ``RedisView._prepare``),
-    the scope index included. Everything else (pending records, back-off,
+    then — when it wrote the scope — the scope set and index as
+    ``RedisView._index`` does (their own slot; guarded by position too). Everything else (pending records, back-off,
     ``submit``/``flush``) is RedisView's."""
 
     def __init__(self, *args, **kwargs):
@@ -47,29 +47,32 @@ class FollowerView(RedisView):
     def _write(self, scope_id: str, pending: _Pending, check_namespace: bool = False) -> None:
         layout = self.layout
         write = pending.scope
-        payload: dict = {"scope_id": scope_id, "scope": None, "rows": []}
+        payload: dict = {"scope": None, "rows": []}
+        record = None
         if write is not None:
             record = orjson.loads(write.fields["record"])
-            index = scope_index(record)
             payload["scope"] = {
                 "pos": pad(record["as_of_position"]),
                 "fields": [item for name, value in write.fields.items() for item in (name, value.decode() if isinstance(value, bytes) else value)],
                 "top": [item for member_, score in write.top.items() for item in (score, member_)],
                 "review": list(write.review),
-                "index": [index[sort] for sort in SCOPE_SORTS],
             }
         for member_, value in pending.revisions.items():
             row = orjson.loads(value)
             payload["rows"].append([member_, value.decode(), row_measure(row)])
-        existed, wrote, rows = self._guarded(
-            keys=[
-                layout.scope(scope_id), layout.top(scope_id), layout.review(scope_id), layout.scopes, layout.revisions(scope_id),
-                *layout.scope_index_keys(),
-            ],
+        existed = True
+        if check_namespace and write is None:
+            existed = bool(self._client.exists(layout.scopes))
+        wrote, rows = self._guarded(
+            keys=[layout.scope(scope_id), layout.top(scope_id), layout.review(scope_id), layout.revisions(scope_id)],
             args=[orjson.dumps(payload)],
         )
+        if record is not None and wrote:
+            # After the scope's keys (a slot of their own), the scope set and
+            # index: idempotent, and never over a newer record's entries.
+            existed = self._index(scope_id, record)
         self.stale_skipped += (write is not None and not wrote) + len(pending.revisions) - rows
-        if check_namespace and self._wrote and not existed and not self._needs_rebuild:
+        if check_namespace and not existed and self._wrote and not self._needs_rebuild:
             self._needs_rebuild = True
         if write is not None and wrote:
             self._wrote = True

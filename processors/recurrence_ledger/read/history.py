@@ -166,7 +166,7 @@ class ReadModels:
         pipe.hget(keys.scope(scope_id), "as_of_position")
         pipe.zrangebyscore(keys.trend(scope_id), from_position, "+inf", start=0, num=limit + 1)
         pipe.zcard(keys.trend(scope_id))
-        pipe.hget(keys.trend_totals, scope_id)
+        pipe.get(keys.trend_total(scope_id))
         as_of, members, retained, total = pipe.execute()
         if as_of is None:
             return None
@@ -194,8 +194,10 @@ class ReadModels:
         repair_surface (None: all), rows ``offset`` to ``offset + limit``,
         each with its ReviewStatus; ``available`` counts those passing the
         filters, ``counts`` the scope's (or every scope's) candidates by
-        status. One MULTI/EXEC for the ids and the counts, one for the page.
-        Raises KeyError for an unknown ``status``."""
+        status. One MULTI/EXEC for the ids and the counts (of one slot: the
+        scope's keys, or the namespace's), one for the page; for one scope,
+        the count of every scope's first. Raises KeyError for an unknown
+        ``status``."""
         keys = self.keys
         if status not in REVIEW_FILTERS:
             raise KeyError(status)
@@ -203,7 +205,10 @@ class ReadModels:
             return keys.scope_queue(scope_id, name) if scope_id is not None else keys.queue(name)
 
         pipe = self.client.pipeline(transaction=True)
-        pipe.zcard(keys.queue(status))
+        if scope_id is None:
+            pipe.zcard(keys.queue(status))
+        else:
+            every_scope = self.client.zcard(keys.queue(status))
         for name in REVIEW_STATUSES:
             pipe.zcard(filtered(name))
         if surface is not None:
@@ -212,6 +217,8 @@ class ReadModels:
             pipe.zcard(filtered(status))
             pipe.zrange(filtered(status), offset, offset + limit - 1)
         results = pipe.execute()
+        if scope_id is not None:
+            results.insert(0, every_scope)
         total, counts = results[0], dict(zip(REVIEW_STATUSES, results[1 : 1 + len(REVIEW_STATUSES)], strict=True))
         ids = results[-1]
         items = self._items(ids)

@@ -13,13 +13,15 @@ each revision waits in memory).
 
 Redis key layout: ``recurrence_ledger.read.keys`` (the one owner of every key name).
 
-A dashboard reads one scope in one round trip: `HGETALL {ns}:scope:{scope}`.
-Each scope is written by one MULTI/EXEC transaction that replaces its hash,
-sorted set and set together, adds it to `{ns}:scopes` and sets the fields of
-the revisions it carries (fields of other revisions are kept: a revision's
-row changes only when a new record for it comes), so a reader never sees a
-half-written scope, nor a scope record without the revision rows the worker
-submitted with it. Writes are last-writer-wins in submission order
+A dashboard reads one scope in one round trip: `HGETALL {ns}:scope:{<scope>}`.
+Each scope is written by one MULTI/EXEC transaction on the scope's keys
+(one slot: Redis Cluster) that replaces its hash, sorted set and set
+together and sets the fields of the revisions it carries (fields of other
+revisions are kept: a revision's row changes only when a new record for it
+comes), so a reader never sees a half-written scope, nor a scope record
+without the revision rows the worker submitted with it; then one script
+on the namespace's slot (``index_scope``) adds it to the scope set and
+index, never over a newer record's entries. Writes are last-writer-wins in submission order
 (the worker submits in publication order), per scope for the scope keys and
 per revision for the revisions hash.
 
@@ -39,8 +41,11 @@ Limits:
   published a RevisionStatistics record for) but unordered: readers
   (`RedisView.revisions`, the API, `rank`) read the whole hash of a scope
   and sort it, O(revisions of the scope) per read.
-- A single Redis, not Redis Cluster: a scope's transaction spans five keys
-  that Cluster would hash to different slots.
+- On a single Redis or Redis Cluster alike (``recurrence_ledger.read.connect``):
+  a scope's keys share the scope's hash tag, the scope set and index the
+  namespace's; the index is written just after the scope's keys, so a
+  reader may for a moment see a scope whose index entry is one record
+  behind.
 - A Redis restarted without persistence comes back empty. The view then
   re-writes only the scopes it still holds pending; it notices that the
   namespace vanished under it (`RedisView.needs_rebuild`, one warning) and the
@@ -59,6 +64,7 @@ from pathlib import Path
 import orjson
 import redis
 from redis.backoff import NoBackoff
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from recurrence_ledger import policy
@@ -67,7 +73,9 @@ from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.read.connect import redis_client
 from recurrence_ledger.redact import redact_url
-from recurrence_ledger.read.keys import Keys
+from recurrence_ledger.read.keys import SCOPE_SORTS, Keys
+from recurrence_ledger.read.records import pad
+from recurrence_ledger.read.scripts import scripts
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +118,7 @@ REDIS_DOWN_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.TimeoutError,
     OSError,
     redis.exceptions.RedisError,
+    RedisClusterException,  # Redis Cluster: no node of the cluster answers (not a RedisError)
 )
 
 #: Upper bound of the retry back-off (seconds) as a multiple of retry_seconds.
@@ -368,18 +377,21 @@ class RedisView:
         return _ScopeWrite(record["scope_id"], fields, top, review)
 
     def _write(self, scope_id: str, pending: _Pending, check_namespace: bool = False) -> None:
-        """One scope's MULTI/EXEC: its scope keys (replaced) when a statistics
-        record is pending, and the fields of its pending revision rows. With
-        ``check_namespace`` the transaction first asks whether ``{ns}:scopes``
-        exists — atomically before the write and in the same round trip — to
-        notice a namespace that vanished after this view wrote to it. Raises
-        redis errors."""
+        """One scope's MULTI/EXEC of its own keys (one slot): its scope keys
+        (replaced) when a statistics record is pending, and the fields of its
+        pending revision rows; then, for a statistics record, the scope set
+        and index (:meth:`_index`). With ``check_namespace``, whether
+        ``{ns}:{<ns>}:scopes`` existed is asked to notice a namespace that
+        vanished after this view wrote to it (by the index script, atomically
+        before it adds the scope; by one EXISTS before the write when only
+        revision rows are pending). Raises redis errors."""
         key = self.scope_key(scope_id)
         top_key, review_key = self.layout.top(scope_id), self.layout.review(scope_id)
-        pipe = self._client.pipeline(transaction=True)
-        if check_namespace:
-            pipe.exists(self._scopes_key)
         write = pending.scope
+        existed = True
+        if check_namespace and write is None:
+            existed = bool(self._client.exists(self._scopes_key))
+        pipe = self._client.pipeline(transaction=True)
         if write is not None:
             pipe.delete(key, top_key, review_key)
             pipe.hset(key, mapping=write.fields)
@@ -387,22 +399,37 @@ class RedisView:
                 pipe.zadd(top_key, write.top)
             if write.review:
                 pipe.sadd(review_key, *write.review)
-            pipe.sadd(self._scopes_key, scope_id)
-            for sort, score in scope_index(orjson.loads(write.fields["record"])).items():
-                pipe.zadd(self.layout.scope_index(sort), {scope_id: score})
         rows = list(pending.revisions.items())
         for start in range(0, len(rows), HSET_CHUNK):
             pipe.hset(self.layout.revisions(scope_id), mapping=dict(rows[start : start + HSET_CHUNK]))
-        results = pipe.execute()
-        if check_namespace and self._wrote and not results[0] and not self._needs_rebuild:
+        pipe.execute()
+        if write is not None:
+            existed = self._index(scope_id, orjson.loads(write.fields["record"]))
+        self._noticed(check_namespace and not existed)
+        if write is not None:  # {ns}:{<ns>}:scopes exists from now on (revision rows alone do not create it)
+            self._wrote = True
+
+    def _index(self, scope_id: str, record: dict) -> bool:
+        """Put the scope into the scope set and index with ``record``'s
+        scores (``index_scope``: the namespace's slot, never over a newer
+        record's); returns whether the scope set existed before. Raises
+        redis errors."""
+        scores = scope_index(record)
+        existed, _ = scripts(self._client).index_scope(
+            keys=[self._scopes_key, self.layout.scopes_at, *self.layout.scope_index_keys()],
+            args=[scope_id, pad(record["as_of_position"]), *(scores[sort] for sort in SCOPE_SORTS)],
+        )
+        return bool(existed)
+
+    def _noticed(self, vanished: bool) -> None:
+        """Warn once when the namespace vanished since this view wrote to it."""
+        if vanished and self._wrote and not self._needs_rebuild:
             self._needs_rebuild = True
             log.warning(
                 "Redis view %s: the namespace vanished since this view last wrote to it (Redis restarted "
                 "without persistence?); scopes not updated since are missing until `recurrence-ledger view rebuild`",
                 self.namespace,
             )
-        if write is not None:  # {ns}:scopes exists from now on (revision rows alone do not create it)
-            self._wrote = True
 
     def _failed(self, error: BaseException) -> None:
         self._failures += 1

@@ -19,6 +19,7 @@ from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.runtime.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.catalogue import REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.read.layout import mark_layout
 from recurrence_ledger.read.projection import RedisView, _Pending, revision_member
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,10 @@ def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", 
     revisions, one MULTI/EXEC per scope; returns the number of scopes with a
     statistics record written. Backs ``recurrence-ledger view rebuild``.
 
+    Clearing deletes the keys of layout 1 too, and the key layout's marker
+    is written (``recurrence_ledger.read.layout``): this is the upgrade of a
+    view written by a version before layout 2 (docs/upgrading.md).
+
     The namespace is cleared only once both topics have been read and every
     record prepared, so dashboards see it empty only while the writes run. A
     topic record that is not a valid ScopeStatistics / RevisionStatistics is
@@ -141,6 +146,7 @@ def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", 
             prepared.setdefault(scope_id, _Pending()).revisions[member_] = value
             rows += 1
     view.clear()
+    mark_layout(view._client, view.layout)
     for scope_id, pending in prepared.items():
         view._write(scope_id, pending)
     view._needs_rebuild = False

@@ -2,12 +2,19 @@
 (``recurrence_ledger.read.history``): the decoded records with their Kafka
 coordinates, the members they become, and the Lua calls that apply them.
 
-Each batch of one partition of one topic is applied by one script
-(``recurrence_ledger.read.scripts``: ``apply_observations``,
-``apply_candidates``, ``apply_review_status``, ``apply_trend``), which skips the records below the
-partition's ``follow-applied`` offset and moves it past the batch in the same
-atomic step, so a record is applied once however often it is read. Every key
-a script touches is built by ``recurrence_ledger.read.keys.Keys`` and passed
+The records of each batch of one partition of one topic are applied per
+scope, by one script per scope (``recurrence_ledger.read.scripts``:
+``apply_observations``, ``apply_scope_candidates``,
+``apply_scope_review_status``, ``apply_trend``), which skips the records
+below the partition's offset in the scope's ``applied`` hash and moves it
+past them in the same atomic step; the review topics also go into the
+cross-scope review keys by one script per batch (``apply_candidates``,
+``apply_review_status``), with the namespace's ``follow-applied`` offsets.
+Each script touches the keys of one slot only (a scope's, or the
+namespace's: Redis Cluster), and each is exactly-once by itself, so a
+record is applied once to each of them however often it is read, and in
+whatever order or however partly a batch's scripts ran before. Every key a
+script touches is built by ``recurrence_ledger.read.keys.Keys`` and passed
 in (keys module: "The keys the Lua scripts get").
 """
 
@@ -22,7 +29,7 @@ import redis
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, STATISTICS
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.read.keys import Keys
-from recurrence_ledger.read.scripts import scripts
+from recurrence_ledger.read.scripts import Call, run_calls, scripts
 
 #: The topics whose records the read models are built from.
 READ_MODEL_TOPICS: tuple[str, ...] = (OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, STATISTICS)
@@ -102,46 +109,98 @@ def observation_entry(keys: Keys, record: Located) -> dict | None:
     }
 
 
-def candidate_entry(keys: Keys, record: Located) -> dict:
-    """The ``apply_candidates`` entry of a ReviewCandidate."""
+def candidate_entry(record: Located) -> dict:
+    """The ``apply_candidates`` entry of a ReviewCandidate (the cross-scope keys)."""
+    value = record.value
+    return {
+        "o": record.offset, "id": value["candidate_id"], "ts": record.timestamp,
+        "item": orjson.dumps({"candidate": value, "timestamp": record.timestamp}).decode(),
+    }
+
+
+def scope_candidate_entry(keys: Keys, record: Located) -> dict:
+    """The ``apply_scope_candidates`` entry of a ReviewCandidate (its scope's keys)."""
     value = record.value
     ref = value["artifact_ref"]
     scope_id, artifact_id, revision = value["scope_id"], ref["artifact_id"], ref["revision"]
     start = value["run_start_position"]
     return {
-        "o": record.offset, "id": value["candidate_id"], "ts": record.timestamp, "sq": keys.scope_queue_prefix(scope_id),
+        "o": record.offset, "id": value["candidate_id"], "ts": record.timestamp,
         "m": keys.history_meta(scope_id, artifact_id, revision), "a": keys.avoided(scope_id, artifact_id, revision),
         "start": "" if start is None else pad(start), "surface": value["repair_surface"],
-        "item": orjson.dumps({"candidate": value, "timestamp": record.timestamp}).decode(),
     }
 
 
-def review_status_entry(keys: Keys, record: Located) -> dict:
-    """The ``apply_review_status`` entry of a ReviewStatus record (contract §18)."""
+def review_status_entry(record: Located) -> dict:
+    """The ``apply_review_status`` entry of a ReviewStatus record (contract §18; the cross-scope keys)."""
     value = record.value
     repair = value.get("repair")
     return {
-        "o": record.offset, "id": value["candidate_id"], "sq": keys.scope_queue_prefix(value["scope_id"]), "status": value["status"],
+        "o": record.offset, "id": value["candidate_id"], "status": value["status"],
         "repair": repair["status"] if repair else "", "row": canonical_json(value).decode(),
     }
 
 
-def trend_entry(keys: Keys, record: Located) -> dict:
+def trend_entry(record: Located) -> dict:
     """The ``apply_trend`` entry of a ScopeStatistics record."""
-    scope_id = record.value["scope_id"]
-    return {"o": record.offset, "k": keys.trend(scope_id), "s": record.value["as_of_position"], "mem": trend_member(record), "scope": scope_id}
+    return {"o": record.offset, "s": record.value["as_of_position"], "mem": trend_member(record)}
+
+
+def _by_scope(chunk: list[Located]) -> dict[str, list[Located]]:
+    """The records of ``chunk`` by scope id, each scope's in the chunk's order."""
+    grouped: dict[str, list[Located]] = {}
+    for record in chunk:
+        grouped.setdefault(record.value["scope_id"], []).append(record)
+    return grouped
+
+
+def _calls(keys: Keys, topic: str, applied_field: str, chunk: list[Located], registered, history_limit: int, trend_limit: int) -> list[tuple[str, Call]]:  # noqa: ANN001
+    """The script calls of one chunk of one partition, each tagged with what
+    its reply counts (``""``: nothing): one per scope, and for the review
+    topics one for the cross-scope keys first."""
+    calls: list[tuple[str, Call]] = []
+    if topic == REVIEW_CANDIDATES:
+        entries = [candidate_entry(record) for record in chunk]
+        calls.append(("candidates", (registered.apply_candidates, [keys.applied, keys.queue_items, keys.review_status],
+                                     [applied_field, keys.queue_prefix, orjson.dumps(entries)])))
+    elif topic == REVIEW_STATUS:
+        entries = [review_status_entry(record) for record in chunk]
+        calls.append(("review_statuses", (registered.apply_review_status, [keys.applied, keys.queue_items, keys.review_status, keys.review_repairs],
+                                          [applied_field, keys.queue_prefix, orjson.dumps(entries)])))
+    for scope_id, records in _by_scope(chunk).items():
+        applied, state = keys.scope_applied(scope_id), keys.review_state(scope_id)
+        if topic == OBSERVATIONS:
+            entries = [entry for entry in (observation_entry(keys, record) for record in records) if entry is not None]
+            calls.append(("observations", (registered.apply_observations, [applied], [applied_field, history_limit, orjson.dumps(entries)])))
+        elif topic == REVIEW_CANDIDATES:
+            entries = [scope_candidate_entry(keys, record) for record in records]
+            calls.append(("", (registered.apply_scope_candidates, [applied, state], [applied_field, keys.scope_queue_prefix(scope_id), orjson.dumps(entries)])))
+        elif topic == REVIEW_STATUS:
+            entries = [{"o": record.offset, "id": record.value["candidate_id"], "status": record.value["status"]} for record in records]
+            calls.append(("", (registered.apply_scope_review_status, [applied, state],
+                               [applied_field, keys.scope_queue_prefix(scope_id), orjson.dumps(entries)])))
+        else:
+            entries = [trend_entry(record) for record in records]
+            calls.append(("trend_points", (registered.apply_trend, [applied, keys.trend_total(scope_id), keys.trend(scope_id)],
+                                           [applied_field, trend_limit, orjson.dumps(entries)])))
+    return calls
 
 
 def apply_records(client: redis.Redis, keys: Keys, records: Iterable[Located], history_limit: int, trend_limit: int) -> AppliedCounts:
     """Apply RecurrenceObservation, ReviewCandidate, ReviewStatus and
     ScopeStatistics ``records`` (:data:`READ_MODEL_TOPICS`; other topics are
-    ignored) to the read models of ``keys``'
-    namespace, each partition's in offset order, in one MULTI/EXEC (one
-    script call per topic partition and chunk of :data:`APPLY_CHUNK`),
-    keeping ``history_limit`` verdicts per revision and ``trend_limit``
-    points per scope. Records below a partition's ``follow-applied`` offset
-    are skipped. Returns what was applied; raises redis errors (then nothing
-    or everything of the call was applied)."""
+    ignored) to the read models of ``keys``' namespace, each partition's in
+    offset order, in one round trip (``recurrence_ledger.read.scripts.run_calls``:
+    one MULTI/EXEC on a single Redis; on Redis Cluster one pipeline of
+    scripts, each atomic): per topic partition and chunk of
+    :data:`APPLY_CHUNK`, one script per scope and one for the cross-scope
+    review keys, keeping ``history_limit`` verdicts per revision and
+    ``trend_limit`` points per scope. Records below a partition's offset in
+    a script's ``applied`` hash are skipped by it. Returns what was applied
+    (the review records counted by the cross-scope scripts); raises redis
+    errors (then, on a single Redis, nothing or everything of the call was
+    applied; on Redis Cluster, a part may have been, which applying the
+    records again completes without applying anything twice)."""
     groups: dict[tuple[str, int], list[Located]] = {}
     for record in records:
         if record.topic in READ_MODEL_TOPICS:
@@ -150,43 +209,19 @@ def apply_records(client: redis.Redis, keys: Keys, records: Iterable[Located], h
     if not groups:
         return counts
     registered = scripts(client)
-    pipe = client.pipeline(transaction=True)
-    calls: list[str] = []
+    calls: list[tuple[str, Call]] = []
     for (topic, partition), group in sorted(groups.items()):
         group.sort(key=lambda record: record.offset)
         applied_field = keys.applied_field(topic, partition)
         for start in range(0, len(group), APPLY_CHUNK):
-            chunk = group[start : start + APPLY_CHUNK]
-            if topic == OBSERVATIONS:
-                entries = [entry for entry in (observation_entry(keys, record) for record in chunk) if entry is not None]
-                registered.apply_observations(keys=[keys.applied], args=[applied_field, history_limit, orjson.dumps(entries)], client=pipe)
-            elif topic == REVIEW_CANDIDATES:
-                entries = [candidate_entry(keys, record) for record in chunk]
-                registered.apply_candidates(
-                    keys=[keys.applied, keys.queue_items, keys.review_status], args=[applied_field, keys.queue_prefix, orjson.dumps(entries)], client=pipe,
-                )
-            elif topic == REVIEW_STATUS:
-                entries = [review_status_entry(keys, record) for record in chunk]
-                registered.apply_review_status(
-                    keys=[keys.applied, keys.queue_items, keys.review_status, keys.review_repairs],
-                    args=[applied_field, keys.queue_prefix, orjson.dumps(entries)], client=pipe,
-                )
-            else:
-                entries = [trend_entry(keys, record) for record in chunk]
-                registered.apply_trend(keys=[keys.applied, keys.trend_totals], args=[applied_field, trend_limit, orjson.dumps(entries)], client=pipe)
-            calls.append(topic)
-    for topic, applied in zip(calls, pipe.execute(), strict=True):
-        if topic == OBSERVATIONS:
-            counts.observations += applied
-        elif topic in (REVIEW_CANDIDATES, REVIEW_STATUS):
+            calls += _calls(keys, topic, applied_field, group[start : start + APPLY_CHUNK], registered, history_limit, trend_limit)
+    for (counted, _), applied in zip(calls, run_calls(client, [call for _, call in calls]), strict=True):
+        if counted in ("candidates", "review_statuses"):
             number, measured = int(applied[0]), applied[1:]
-            if topic == REVIEW_CANDIDATES:
-                counts.candidates += number
-            else:
-                counts.review_statuses += number
+            setattr(counts, counted, getattr(counts, counted) + number)
             counts.decisions += [(int(measured[i]), _text(measured[i + 1])) for i in range(0, len(measured), 2)]
-        else:
-            counts.trend_points += applied
+        elif counted:
+            setattr(counts, counted, getattr(counts, counted) + int(applied))
     return counts
 
 

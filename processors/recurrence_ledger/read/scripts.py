@@ -11,13 +11,26 @@ and in the keys module).
 | script | what it does |
 | --- | --- |
 | ``guarded_write`` | one scope of the view, never replacing a newer row (``FollowerView``) |
+| ``index_scope`` | one scope in the scope set and index, never with an older record (after the scope's keys) |
 | ``scope_page`` | one filtered page of the scope index, read-only |
-| ``apply_once`` | not a script: the head of the four below (each record applied once, by the partition's ``follow-applied`` offset) |
-| ``review_place`` | not a script: the second head of the two review scripts (where a candidate is filed by its status) |
-| ``apply_observations`` | RecurrenceObservations of one partition into the history (an avoided verdict ends the runs of review candidates) |
-| ``apply_candidates`` | ReviewCandidates of one partition into the review queue |
-| ``apply_review_status`` | ReviewStatus records of one partition (contract §18) into the review queue |
-| ``apply_trend`` | ScopeStatistics records of one partition as trend points |
+| ``apply_once`` | not a script: the head of the six below (each record applied once, by the partition's offset in the ``applied`` hash the script gets) |
+| ``review_place`` | not a script: the second head of the four review scripts (where a candidate is filed by its status) |
+| ``apply_observations`` | RecurrenceObservations of one partition and scope into the history (an avoided verdict ends the runs of review candidates) |
+| ``apply_scope_candidates`` | ReviewCandidates of one partition and scope into the scope's review queue and history meta |
+| ``apply_candidates`` | ReviewCandidates of one partition into the review queue of every scope |
+| ``apply_scope_review_status`` | ReviewStatus records of one partition and scope (contract §18) into the scope's review queue |
+| ``apply_review_status`` | ReviewStatus records of one partition into the review queue of every scope, the statuses and repair counts |
+| ``apply_trend`` | ScopeStatistics records of one partition and scope as trend points |
+
+Every script starts with ``#!lua`` (Redis ≥ 7; ``flags=no-writes`` for
+the read-only ``scope_page``): Redis then refuses a script that touches a
+key of another slot than its KEYS, on a single Redis in cluster mode as on
+Redis Cluster, so no call can span slots unnoticed.
+
+:func:`run_calls` runs many script calls in one round trip: on a single
+Redis in one MULTI/EXEC, on Redis Cluster (where EVALSHA cannot be
+pipelined through redis-py's script objects, nor a transaction span slots)
+as a pipeline of EVALSHA commands, each call atomic by itself.
 """
 
 from __future__ import annotations
@@ -29,27 +42,38 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
+from recurrence_ledger.read.connect import is_cluster
+
 #: The attribute of a redis-py client that holds its registered scripts.
 _REGISTERED = "_recurrence_ledger_scripts"
+#: The attribute of a Redis Cluster client set once its scripts are loaded on every primary.
+_LOADED = "_recurrence_ledger_scripts_loaded"
 
 
 #: The scripts that start with ``lua/apply_once.lua`` (exactly-once
 #: application of one partition's records, shared by them).
-APPLY_SCRIPTS = ("apply_observations", "apply_candidates", "apply_review_status", "apply_trend")
+APPLY_SCRIPTS = (
+    "apply_observations", "apply_candidates", "apply_scope_candidates", "apply_review_status", "apply_scope_review_status", "apply_trend",
+)
 #: The scripts that also start with ``lua/review_place.lua`` (after ``apply_once``).
-REVIEW_SCRIPTS = ("apply_candidates", "apply_review_status")
+REVIEW_SCRIPTS = ("apply_candidates", "apply_scope_candidates", "apply_review_status", "apply_scope_review_status")
+#: The read-only scripts (``#!lua flags=no-writes``: EVALSHA_RO runs them).
+READ_ONLY_SCRIPTS = ("scope_page",)
 
 
 @functools.cache
 def source(name: str) -> str:
-    """The text of the script ``name``: ``lua/{name}.lua``, after
-    ``lua/apply_once.lua`` for the :data:`APPLY_SCRIPTS` and
-    ``lua/review_place.lua`` for the :data:`REVIEW_SCRIPTS`. Raises
-    FileNotFoundError for a name that is not one of the package's scripts."""
+    """The text of the script ``name``: the shebang (``#!lua``, with
+    ``flags=no-writes`` for the :data:`READ_ONLY_SCRIPTS`), then
+    ``lua/{name}.lua``, after ``lua/apply_once.lua`` for the
+    :data:`APPLY_SCRIPTS` and ``lua/review_place.lua`` for the
+    :data:`REVIEW_SCRIPTS`. Raises FileNotFoundError for a name that is not
+    one of the package's scripts."""
     def read(file: str) -> str:
         return resources.files(__package__).joinpath("lua", f"{file}.lua").read_text(encoding="utf-8")
 
-    return (read("apply_once") if name in APPLY_SCRIPTS else "") + (read("review_place") if name in REVIEW_SCRIPTS else "") + read(name)
+    shebang = "#!lua flags=no-writes\n" if name in READ_ONLY_SCRIPTS else "#!lua\n"
+    return shebang + (read("apply_once") if name in APPLY_SCRIPTS else "") + (read("review_place") if name in REVIEW_SCRIPTS else "") + read(name)
 
 
 @dataclass(frozen=True)
@@ -59,10 +83,13 @@ class Scripts:
     (``keys=``, ``args=``, ``client=`` a pipeline)."""
 
     guarded_write: Script
+    index_scope: Script
     scope_page: Script
     apply_observations: Script
     apply_candidates: Script
+    apply_scope_candidates: Script
     apply_review_status: Script
+    apply_scope_review_status: Script
     apply_trend: Script
 
 
@@ -76,6 +103,43 @@ def scripts(client: redis.Redis) -> Scripts:
         registered = Scripts(**{item.name: client.register_script(source(item.name)) for item in fields(Scripts)})
         setattr(client, _REGISTERED, registered)
     return registered
+
+
+#: One script call of :func:`run_calls`: the script, its KEYS, its ARGV.
+Call = tuple[Script, list[str], list]
+
+
+def run_calls(client, calls: list[Call]) -> list:
+    """Run ``calls`` in one round trip and return their replies in order.
+    On a single Redis: one MULTI/EXEC (all or nothing; redis-py loads the
+    scripts Redis lacks first). On Redis Cluster
+    (``recurrence_ledger.read.connect.is_cluster``): the scripts loaded on
+    every primary once per client, then one pipeline of EVALSHA commands
+    (redis-py sends each to its slot's node; each call atomic by itself, not
+    the whole), run again once after loading the scripts when a node lacks
+    one (a restarted or new primary) — callers make every call safe to run
+    twice (the ``applied`` offsets, the guards). Raises redis errors."""
+    if not calls:
+        return []
+    if not is_cluster(client):
+        pipe = client.pipeline(transaction=True)
+        for script, keys, args in calls:
+            script(keys=keys, args=args, client=pipe)
+        return pipe.execute()
+    for attempt in (1, 2):
+        if attempt == 2 or not vars(client).get(_LOADED):
+            for item in fields(Scripts):
+                client.script_load(getattr(scripts(client), item.name).script)
+            setattr(client, _LOADED, True)
+        pipe = client.pipeline(transaction=False)
+        for script, keys, args in calls:
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            return pipe.execute()
+        except redis.exceptions.NoScriptError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def run_read_only(client: redis.Redis, script: Script, keys: list[str], args: list) -> list:

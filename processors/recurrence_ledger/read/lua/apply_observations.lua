@@ -1,7 +1,8 @@
--- RecurrenceObservations of one partition, each applied once
--- (recurrence_ledger.read.records; after apply_once.lua).
--- KEYS[1] follow-applied hash.
--- ARGV[1] the partition's follow-applied field, ARGV[2] history limit,
+-- RecurrenceObservations of one partition and one scope, each applied once
+-- per scope (recurrence_ledger.read.records; after apply_once.lua). Every
+-- key is of the scope's slot.
+-- KEYS[1] the scope's applied hash.
+-- ARGV[1] the partition's applied field, ARGV[2] history limit,
 -- ARGV[3] JSON entries, in offset order: o offset, h history key, m
 -- history-meta key, a avoided key, s position, pp position as 19 digits,
 -- mem history member, e event, sig signature_key.

@@ -1,8 +1,10 @@
 -- The head of every apply_* script (recurrence_ledger.read.scripts prepends
--- it): exactly-once application of one partition's records.
+-- it): exactly-once application of one partition's records (of one scope,
+-- or the namespace's part of them).
 -- apply_once(field, entries, apply): calls apply(e) for each entry (in offset
 -- order, e.o its offset) at or past the partition's follow-applied offset,
--- the field `field` of the hash KEYS[1], and moves that offset past them in
+-- the field `field` of the hash KEYS[1] (a scope's applied
+-- hash, or the namespace's follow-applied), and moves that offset past them in
 -- the same script. Returns the number of entries applied.
 -- trim(key, limit): keeps the newest `limit` members of the sorted set `key`.
 local function apply_once(field, entries, apply)

@@ -1,16 +1,16 @@
 -- ReviewStatus records of one partition (contract §18, the compacted
--- review-status view), each applied once (recurrence_ledger.read.records;
--- after apply_once.lua and review_place.lua).
+-- review-status view) into the cross-scope review keys, each applied once
+-- (recurrence_ledger.read.records; after apply_once.lua and
+-- review_place.lua). Every key is of the namespace's slot.
 -- KEYS[1] follow-applied hash, KEYS[2] review queue items, KEYS[3] review
 -- status, KEYS[4] repair counts.
 -- ARGV[1] the partition's follow-applied field, ARGV[2] the review-queue
 -- prefix of every scope (Keys.queue_prefix), ARGV[3] JSON entries, in
--- offset order: o offset, id candidate_id, sq the scope's review-queue
--- prefix, status, repair the repair's status ("" for none), row the record
--- as canonical JSON.
+-- offset order: o offset, id candidate_id, status, repair the repair's
+-- status ("" for none), row the record as canonical JSON.
 -- The row replaces the candidate's stored one; a candidate already applied
 -- moves to the filters of its new status (one not yet applied is filed when
--- it comes).
+-- it comes). (Its scope's keys: apply_scope_review_status.lua.)
 -- Returns {entries applied, then for each applied candidate decided by
 -- this row for the first time: its timestamp (ms), decided_at}.
 local measured = {}
@@ -26,7 +26,7 @@ local applied = apply_once(ARGV[1], cjson.decode(ARGV[3]), function(e)
   local item = redis.call('HGET', KEYS[2], e.id)
   if item then
     local ts = cjson.decode(item).timestamp
-    place(e.id, ts, old_status, e.status, ARGV[2], e.sq)
+    place(e.id, ts, old_status, e.status, ARGV[2])
     local _, decided = status_of(e.row)
     if decided ~= '' and old_decided == '' then
       table.insert(measured, ts)

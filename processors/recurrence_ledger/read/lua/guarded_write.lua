@@ -2,17 +2,16 @@
 -- the scope keys are replaced only when the record's as_of_position is >= the
 -- stored one, a revision row only when its selected + recurred + avoided +
 -- ambiguous is >= the stored row's (follower_view.row_measure; ambiguous is
--- absent, so 0, in rows written before contract revision 3).
--- KEYS[1] scope hash, KEYS[2] top, KEYS[3] review, KEYS[4] scopes set,
--- KEYS[5] revisions hash, KEYS[6..] the scope index, one key per sort.
--- ARGV[1] JSON payload: scope_id; scope (null, or pos: as_of_position as
--- 19 digits, fields: [name, value, ...], top: [score, member, ...], review:
--- [member, ...], index: one score per KEYS[6..]); rows: [[field, value,
--- row_measure], ...].
--- Returns {the scopes set existed, scope written (0/1), rows written}.
+-- absent, so 0, in rows written before contract revision 3). Every key is of
+-- the scope's slot; the scope set and index are written after it
+-- (index_scope.lua).
+-- KEYS[1] scope hash, KEYS[2] top, KEYS[3] review, KEYS[4] revisions hash.
+-- ARGV[1] JSON payload: scope (null, or pos: as_of_position as 19 digits,
+-- fields: [name, value, ...], top: [score, member, ...], review:
+-- [member, ...]); rows: [[field, value, row_measure], ...].
+-- Returns {scope written (0/1), rows written}.
 local function pad(s) return string.rep('0', 19 - #s) .. s end
 local p = cjson.decode(ARGV[1])
-local existed = redis.call('EXISTS', KEYS[4])
 local wrote = 0
 if type(p.scope) == 'table' then
   local stored = redis.call('HGET', KEYS[1], 'as_of_position')
@@ -23,22 +22,20 @@ if type(p.scope) == 'table' then
     local t = p.scope.top
     for i = 1, #t, 2 do redis.call('ZADD', KEYS[2], t[i], t[i + 1]) end
     for _, m in ipairs(p.scope.review) do redis.call('SADD', KEYS[3], m) end
-    redis.call('SADD', KEYS[4], p.scope_id)
-    for i, score in ipairs(p.scope.index) do redis.call('ZADD', KEYS[5 + i], score, p.scope_id) end
     wrote = 1
   end
 end
 local rows = 0
 for _, r in ipairs(p.rows) do
-  local stored = redis.call('HGET', KEYS[5], r[1])
+  local stored = redis.call('HGET', KEYS[4], r[1])
   local newer = true
   if stored then
     local old = cjson.decode(stored)
     newer = (old.selected + old.recurred + old.avoided + (old.ambiguous or 0)) <= r[3]
   end
   if newer then
-    redis.call('HSET', KEYS[5], r[1], r[2])
+    redis.call('HSET', KEYS[4], r[1], r[2])
     rows = rows + 1
   end
 end
-return {existed, wrote, rows}
+return {wrote, rows}
