@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start or stop the local services the project needs (one Kafka broker via
-# deploy/kafka.sh, one Redis via deploy/redis.sh, one Schema Registry via
+# deploy/kafka.sh, one Redis via deploy/redis.sh, a 3-master Redis Cluster
+# via deploy/redis-cluster.sh, one Schema Registry via
 # deploy/registry.sh, one Prometheus via deploy/prometheus.sh), for
 # development and CI.
 #
@@ -9,18 +10,18 @@
 #   up      install missing tools, start the three services, then print to
 #           stdout the lines to export, so that a caller can do:
 #               eval "$(deploy/services.sh up)"
-#           which sets KAFKA_BOOTSTRAP_SERVERS, REDIS_URL,
+#           which sets KAFKA_BOOTSTRAP_SERVERS, REDIS_URL, REDIS_CLUSTER_URL,
 #           SCHEMA_REGISTRY_URL, PROMETHEUS_URL and RL_PROMETHEUS_TARGETS (the
 #           folder that takes Prometheus's scrape target files). The registry is built on first use (a few
 #           minutes from an empty Maven cache; cached afterwards). Under set -e,
 #           eval hides a failure of the command substitution; to fail fast:
 #               env_lines="$(deploy/services.sh up)"; eval "$env_lines"
-#   down    stop all four (exit 0 when they were not running)
-#   status  exit 0 only if all four run and answer
+#   down    stop all five (exit 0 when they were not running)
+#   status  exit 0 only if all five run and answer
 #
 # Ports and run dirs come from the same environment variables as kafka.sh,
-# redis.sh, registry.sh and prometheus.sh (KAFKA_PORT, KAFKA_CONTROLLER_PORT,
-# REDIS_PORT, SCHEMA_REGISTRY_PORT, PROMETHEUS_PORT, RL_RUN_DIR,
+# redis.sh, redis-cluster.sh, registry.sh and prometheus.sh (KAFKA_PORT,
+# KAFKA_CONTROLLER_PORT, REDIS_PORT, REDIS_CLUSTER_PORTS, RL_REDIS_CLUSTER_DIR, SCHEMA_REGISTRY_PORT, PROMETHEUS_PORT, RL_RUN_DIR,
 # RL_REDIS_RUN_DIR, RL_REGISTRY_RUN_DIR, RL_PROMETHEUS_RUN_DIR, RL_CACHE_DIR). Everything but the export lines goes to stderr.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
@@ -40,11 +41,13 @@ cmd_up() {
     bash "$SCRIPT_DIR/ensure-tools.sh" >&2
     bash "$SCRIPT_DIR/kafka.sh" start >&2
     bash "$SCRIPT_DIR/redis.sh" start >&2
+    bash "$SCRIPT_DIR/redis-cluster.sh" start >&2
     bash "$SCRIPT_DIR/registry.sh" start >&2
     bash "$SCRIPT_DIR/prometheus.sh" start >&2
     log "services up in $((SECONDS - start_s))s"
     printf 'export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:%s\n' "$KAFKA_PORT"
     printf 'export REDIS_URL=redis://127.0.0.1:%s/0\n' "$REDIS_PORT"
+    printf 'export REDIS_CLUSTER_URL=%s\n' "$(bash "$SCRIPT_DIR/redis-cluster.sh" url)"
     printf 'export SCHEMA_REGISTRY_URL=%s\n' "$(bash "$SCRIPT_DIR/registry.sh" url)"
     printf 'export PROMETHEUS_URL=%s\n' "$(bash "$SCRIPT_DIR/prometheus.sh" url)"
     printf 'export RL_PROMETHEUS_TARGETS=%s\n' "$(bash "$SCRIPT_DIR/prometheus.sh" targets)"
@@ -54,6 +57,7 @@ cmd_down() {
     local rc=0
     bash "$SCRIPT_DIR/prometheus.sh" stop >&2 || rc=1
     bash "$SCRIPT_DIR/registry.sh" stop >&2 || rc=1
+    bash "$SCRIPT_DIR/redis-cluster.sh" stop >&2 || rc=1
     bash "$SCRIPT_DIR/redis.sh" stop >&2 || rc=1
     bash "$SCRIPT_DIR/kafka.sh" stop >&2 || rc=1
     ((rc == 0)) || die "could not stop every service"
@@ -64,6 +68,7 @@ cmd_status() {
     local rc=0
     bash "$SCRIPT_DIR/kafka.sh" status >&2 || rc=1
     bash "$SCRIPT_DIR/redis.sh" status >&2 || rc=1
+    bash "$SCRIPT_DIR/redis-cluster.sh" status >&2 || rc=1
     bash "$SCRIPT_DIR/registry.sh" status >&2 || rc=1
     bash "$SCRIPT_DIR/prometheus.sh" status >&2 || rc=1
     return "$rc"

@@ -12,7 +12,8 @@
 # Usage: bash deploy/test.sh [pytest args…]   (given to both runs; a run
 #        that the arguments leave without a test is skipped, not failed)
 #
-# Environment: PYTHON (default python3); FAST_WORKERS (default 2) and
+# Environment: PYTHON (default python3); REDIS_CLUSTER_URL (when unset,
+# deploy/redis-cluster.sh starts the local cluster); FAST_WORKERS (default 2) and
 # SERVICE_WORKERS (default 3), pytest-xdist's -n of each run; the ports and run dirs of
 # deploy/services.sh (KAFKA_PORT, REDIS_PORT, SCHEMA_REGISTRY_PORT, …). When
 # KAFKA_BOOTSTRAP_SERVERS and REDIS_URL are already set, those services are
@@ -93,7 +94,7 @@ cleanup() {
 trap cleanup EXIT
 if [[ -z ${KAFKA_BOOTSTRAP_SERVERS:-} || -z ${REDIS_URL:-} ]]; then
     given_registry="${SCHEMA_REGISTRY_URL:-}"
-    for script in prometheus.sh registry.sh redis.sh kafka.sh; do
+    for script in prometheus.sh registry.sh redis-cluster.sh redis.sh kafka.sh; do
         bash "$SCRIPT_DIR/$script" status >/dev/null 2>&1 || stop_at_exit+=("$script")
     done
     env_lines="$(bash "$SCRIPT_DIR/services.sh" up)"
@@ -107,6 +108,13 @@ elif [[ -z ${SCHEMA_REGISTRY_URL:-} ]]; then
     bash "$SCRIPT_DIR/registry.sh" start
     SCHEMA_REGISTRY_URL="$(bash "$SCRIPT_DIR/registry.sh" url)"
     export SCHEMA_REGISTRY_URL
+fi
+# The Redis Cluster the read-model tests also run against (read_redis_url).
+if [[ -z ${REDIS_CLUSTER_URL:-} ]]; then
+    bash "$SCRIPT_DIR/redis-cluster.sh" status >/dev/null 2>&1 || stop_at_exit+=(redis-cluster.sh)
+    bash "$SCRIPT_DIR/redis-cluster.sh" start >&2
+    REDIS_CLUSTER_URL="$(bash "$SCRIPT_DIR/redis-cluster.sh" url)"
+    export REDIS_CLUSTER_URL
 fi
 # Prometheus for the alerting rules' end-to-end test (tests/e2e/test_alerts.py).
 if [[ -z ${PROMETHEUS_URL:-} || -z ${RL_PROMETHEUS_TARGETS:-} ]]; then

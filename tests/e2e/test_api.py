@@ -18,7 +18,7 @@ import redis
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.read.projection import COUNTER_FIELDS, RedisView
-from recurrence_ledger.read.keys import default_namespace
+from recurrence_ledger.read.keys import Keys, default_namespace
 from tests.e2e.api_server import fed_view, running_api
 from tests.plugins.processes import run_cli
 
@@ -186,7 +186,7 @@ def test_review_threshold_and_etag_come_from_the_view_written_by_each_policy(red
                 assert again.status_code == 200 and again.json()["review_threshold"] == threshold + 2
                 assert httpx.get(f"{base_url}/scopes/{SCOPE}/statistics").headers["etag"] == statistics_etags[threshold]
                 # A view written before the threshold was stored says so (null), it does not guess.
-                redis.Redis.from_url(redis_url).hdel(f"{namespace}:scope:{SCOPE}", "review_threshold")
+                redis.Redis.from_url(redis_url).hdel(Keys(namespace).scope(SCOPE), "review_threshold")
                 assert httpx.get(f"{base_url}/scopes/{SCOPE}/review-candidates").json()["review_threshold"] is None
         finally:
             writer.clear()

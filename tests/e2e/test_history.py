@@ -33,24 +33,17 @@ from recurrence_ledger.runtime.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS
 from recurrence_ledger.read.projection import RedisView
-from recurrence_ledger.read.keys import default_namespace
+from recurrence_ledger.read.keys import Keys, default_namespace
 from tests.conftest import CASES, read_jsonl
 from tests.e2e import harness
 from tests.e2e.history_fixtures import SCOPE, namespace_keys, run_follower, snapshot, timeline_journal
 from tests.plugins.processes import run_cli
-
-VIEW_KEY_SUFFIXES = ("", ":top", ":review", ":revisions")
-
+from tests.plugins.services import read_client
 
 def is_view_key(key: str, namespace: str) -> bool:
     """A key of the view itself (not a read model)."""
-    rest = key[len(namespace) + 1 :]
-    if rest == "scopes" or rest.startswith("scopes:by:"):
-        return True
-    if not rest.startswith("scope:"):
-        return False
-    parts = rest.split(":")
-    return len(parts) == 2 or (len(parts) == 3 and f":{parts[2]}" in VIEW_KEY_SUFFIXES)
+    layout = Keys(namespace)
+    return bool(layout.layout_pattern().fullmatch(key)) and not layout.read_model_pattern().fullmatch(key)
 
 
 class Fed:
@@ -106,7 +99,7 @@ def read_model_snapshot(client: redis.Redis, namespace: str) -> dict:
 
 def test_worker_and_follower_converge_and_a_follower_alone_writes_what_the_worker_wrote(fed, bootstrap, redis_url, client):
     both = view_snapshot(client, fed.namespace)
-    assert f"{fed.namespace}:scope:{SCOPE}" in both and f"{fed.namespace}:scopes:by:recurred" in both
+    assert Keys(fed.namespace).scope(SCOPE) in both and Keys(fed.namespace).scope_index("recurred") in both
     # A follower alone (its own group, app id "alone") on the cleared namespace writes what worker + follower wrote.
     RedisView(redis_url, namespace=fed.namespace).clear()
     assert view_snapshot(client, fed.namespace) == {}
@@ -227,7 +220,7 @@ def test_trend_has_one_point_per_statistics_record(fed, bootstrap, client):
 
 def test_rebuild_recreates_the_live_read_models_and_applying_again_changes_nothing(fed, bootstrap, redis_url, client):
     live = read_model_snapshot(client, fed.namespace)
-    assert any(":history:" in key for key in live) and f"{fed.namespace}:follow-applied" in live
+    assert any(":history:" in key for key in live) and Keys(fed.namespace).applied in live
     view_before = view_snapshot(client, fed.namespace)
 
     # At-least-once: every record of the three topics applied once more changes nothing.
@@ -257,9 +250,11 @@ def test_rebuild_recreates_the_live_read_models_and_applying_again_changes_nothi
     assert namespace_keys(client, scratch) == []
 
 
-def test_history_is_bounded_with_a_total(redis_url, client):
+def test_history_is_bounded_with_a_total(read_redis_url):
     """N kept per revision (here 5 of 12), the total counted, runs named
-    from the avoided positions even when their verdict was dropped."""
+    from the avoided positions even when their verdict was dropped (a
+    single Redis and Redis Cluster)."""
+    client = read_client(read_redis_url, decode_responses=True)
     namespace = "rltest-bounded-history"
     models = ReadModels(client, namespace, history_limit=5)
     try:
@@ -272,7 +267,7 @@ def test_history_is_bounded_with_a_total(redis_url, client):
         models.apply(records[7:])
         history = models.history("bounded", "B1", 1)
         assert history is None  # the scope is not in the view: the API answers 404
-        client.hset(f"{namespace}:scope:bounded", mapping={"as_of_position": 12, "review_threshold": 3})
+        client.hset(Keys(namespace).scope("bounded"), mapping={"as_of_position": 12, "review_threshold": 3})
         history = models.history("bounded", "B1", 1)
         assert history.total == 12 and len(history.entries) == 5
         verdicts = history.verdicts()
@@ -283,7 +278,8 @@ def test_history_is_bounded_with_a_total(redis_url, client):
         assert runs_of([], 3) == []
     finally:
         models.clear()
-        client.delete(f"{namespace}:scope:bounded")
+        client.delete(Keys(namespace).scope("bounded"))
+        client.close()
 
 
 def synthetic_observation(offset: int, position: int, event: str):
@@ -304,5 +300,5 @@ def synthetic_observation(offset: int, position: int, event: str):
 def test_json_of_the_members_is_compact(fed, client):
     """A history member is a short JSON list (the memory per verdict is
     measured by benchmarks/read_models_benchmark.py)."""
-    members = client.zrange(f"{fed.namespace}:scope:{SCOPE}:history:T1:1", 0, -1)
+    members = client.zrange(Keys(fed.namespace).history(SCOPE, "T1", 1), 0, -1)
     assert all(isinstance(json.loads(member), list) and len(member) < 160 for member in members)

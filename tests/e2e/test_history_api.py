@@ -18,7 +18,7 @@ import redis
 
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.read.projection import RedisView, scope_index
-from recurrence_ledger.read.keys import SCOPE_SORTS
+from recurrence_ledger.read.keys import SCOPE_SORTS, Keys
 from tests.e2e import harness
 from tests.e2e.api_server import fed_view, running_api
 from tests.e2e.history_fixtures import SCOPE, run_follower, timeline_journal
@@ -176,7 +176,7 @@ def test_scope_list_sorts_filters_and_pages_through_the_index(bootstrap, redis_u
                         assert [s["scope_id"] for s in body["scopes"]] == want[10:35], (sort, text, needs_review, indexed)
                 # The same answers from a view written before the index existed (every record read).
                 raw = redis.Redis.from_url(redis_url)
-                raw.delete(*(f"rl:{prefix}:scopes:by:{sort}" for sort in SCOPE_SORTS))
+                raw.delete(*Keys(f"rl:{prefix}").scope_index_keys())
                 raw.close()
             assert client.get("/scopes", params={"sort": "size"}).status_code == 400
             assert client.get("/scopes", params={"filter": ""}).status_code == 400
@@ -195,9 +195,9 @@ def test_scope_index_follows_every_write(redis_url, view):
         first, second = synthetic_scopes(view.expected[SCOPE], 2)
         writer.submit([first, second])
         raw = redis.Redis.from_url(redis_url, decode_responses=True)
-        assert raw.zscore(f"rl:{prefix}:scopes:by:recurred", first["scope_id"]) == -first["recurred"]
+        assert raw.zscore(Keys(f"rl:{prefix}").scope_index("recurred"), first["scope_id"]) == -first["recurred"]
         writer.submit([{**first, "recurred": 40, "as_of_position": first["as_of_position"] + 1}])
-        assert raw.zrange(f"rl:{prefix}:scopes:by:recurred", 0, 0) == [first["scope_id"]]
+        assert raw.zrange(Keys(f"rl:{prefix}").scope_index("recurred"), 0, 0) == [first["scope_id"]]
         raw.close()
     finally:
         writer.clear()

@@ -204,7 +204,7 @@ def test_responses_are_bounded_whatever_the_view_holds(api_url, view):
         assert len(review["revisions"]) <= len(record["top_revisions"])
     finally:
         writer._client.delete(*(f"{writer.scope_key('wide')}{suffix}" for suffix in ("", ":top", ":review", ":revisions")))
-        writer._client.srem(f"{view.namespace}:scopes", "wide")
+        writer._client.srem(writer.layout.scopes, "wide")
         writer.close()
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import redis
 
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.keys import default_namespace
 from tests.e2e import harness
+from tests.plugins.services import read_client
 from tests.e2e.review_fixtures import applied, candidate, located_candidate, located_status, ref, repair, status
 
 # Four candidates: two in scope "s1", two in "s2"; Kafka timestamps 1,000 … 4,000 ms.
@@ -24,8 +24,9 @@ ID = {name: value["candidate_id"] for name, value in (("C1", C1), ("C2", C2), ("
 
 
 @pytest.fixture
-def models(redis_url) -> Iterator[ReadModels]:
-    client = redis.Redis.from_url(redis_url)
+def models(read_redis_url) -> Iterator[ReadModels]:
+    """The read models of a fresh namespace, on a single Redis and on Redis Cluster."""
+    client = read_client(read_redis_url)
     read_models = ReadModels(client, default_namespace(harness.new_prefix()))
     try:
         yield read_models
@@ -106,8 +107,9 @@ def test_clear_removes_every_review_key(models):
     models.apply([located_candidate(C1, 0, 0, 1000), located_status(status(C1, "superseded", fix=ref("P1", 2), repair=repair("recurring", 1, 1)), 0, 0)])
     namespace = models.keys.namespace
     stored = sorted(key.decode() for key in models.client.scan_iter(match=f"{namespace}:*"))
-    assert f"{namespace}:review-status" in stored and f"{namespace}:review-repairs" in stored
-    assert f"{namespace}:scope:s1:review-queue:superseded" in stored and f"{namespace}:review-queue:all" in stored
+    keys = models.keys
+    assert keys.review_status in stored and keys.review_repairs in stored and keys.review_state("s1") in stored
+    assert f"{namespace}:scope:{{s1}}:review-queue:superseded" in stored and f"{namespace}:{{{namespace}}}:review-queue:all" in stored
     assert all(models.keys.read_model_kind(key) is not None for key in stored)
     assert models.clear() == len(stored)
     assert list(models.client.scan_iter(match=f"{namespace}:*")) == []

@@ -25,6 +25,7 @@ import httpx
 import pytest
 import redis
 
+from recurrence_ledger.read.keys import Keys
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import LedgerConfig
@@ -150,10 +151,10 @@ def assert_view_equals_reference(fed: Fed, raw: redis.Redis) -> None:
 def test_worker_projects_the_last_row_of_every_revision_beyond_the_top_n(fed, raw):
     assert_view_equals_reference(fed, raw)
     for scope_id, rows in fed.revisions.items():
-        key = f"{fed.namespace}:scope:{scope_id}:revisions"
+        key = Keys(fed.namespace).revisions(scope_id)
         assert raw.type(key) == "hash" and raw.hlen(key) == len(rows)
         # The scope's own hash still knows only its top N; the revisions hash knows them all.
-        top = json.loads(raw.hget(f"{fed.namespace}:scope:{scope_id}", "top_revisions"))
+        top = json.loads(raw.hget(Keys(fed.namespace).scope(scope_id), "top_revisions"))
         assert len(top) == TOP_N < len(rows)
         assert raw.zcard(f"{key[: -len(':revisions')]}:top") == TOP_N
 

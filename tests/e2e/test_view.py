@@ -29,7 +29,7 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.ledger.statistics import revision_key
-from recurrence_ledger.read.keys import SCOPE_SORTS, default_namespace, escape_scope
+from recurrence_ledger.read.keys import SCOPE_SORTS, Keys, default_namespace, escape_scope
 from recurrence_ledger.read.projection import (
     COUNTER_FIELDS,
     RedisView,
@@ -200,7 +200,7 @@ def test_hgetall_is_one_call_with_every_counter(make_view, histories, raw):
         assert view.read(scope_id) == last
         assert [args[0] for args in sent] == ["HGETALL"]
 
-        fields = raw.hgetall(f"{view.namespace}:scope:{escape_scope(scope_id)}")
+        fields = raw.hgetall(Keys(view.namespace).scope(scope_id))
         assert set(fields) == {*COUNTER_FIELDS, "unknown_reasons", "top_revisions", "record", "review_threshold"}
         for name in COUNTER_FIELDS:
             assert fields[name] == str(last[name])
@@ -214,20 +214,23 @@ def test_key_layout_and_colon_in_a_scope_id(make_view, histories, raw):
     view = make_view()
     view.submit(_interleaved(histories))
     ns = view.namespace
-    expected = {f"{ns}:scopes", *(f"{ns}:scopes:by:{sort}" for sort in SCOPE_SORTS)}  # the scope index of GET /scopes
+    layout = Keys(ns)
+    # The scope set, the scope index of GET /scopes and its positions: the namespace's hash tag.
+    expected = {f"{ns}:{{{ns}}}:scopes", f"{ns}:{{{ns}}}:scopes:at", *(f"{ns}:{{{ns}}}:scopes:by:{sort}" for sort in SCOPE_SORTS)}
     for scope_id, last in _last(histories).items():
-        key = f"{ns}:scope:{escape_scope(scope_id)}"
+        key = f"{ns}:scope:{{{escape_scope(scope_id)}}}"  # the scope's hash tag
+        assert key == layout.scope(scope_id)
         expected.add(key)
         if last["top_revisions"]:
             expected.add(f"{key}:top")
         if any(row["terminal_recurred_streak"] >= 3 for row in last["top_revisions"]):
             expected.add(f"{key}:review")
     assert set(_keys(raw, ns)) == expected
-    assert f"{ns}:scope:migration-lock%3Acopy" in expected
-    assert raw.smembers(f"{ns}:scopes") == set(histories)
-    assert raw.type(f"{ns}:scope:{WORKED_SCOPE}") == "hash"
-    assert raw.type(f"{ns}:scope:{WORKED_SCOPE}:top") == "zset"
-    assert raw.type(f"{ns}:scope:{WORKED_SCOPE}:review") == "set"
+    assert f"{ns}:scope:{{migration-lock%3Acopy}}" in expected
+    assert raw.smembers(layout.scopes) == set(histories)
+    assert raw.type(f"{ns}:scope:{{{WORKED_SCOPE}}}") == "hash"
+    assert raw.type(f"{ns}:scope:{{{WORKED_SCOPE}}}:top") == "zset"
+    assert raw.type(f"{ns}:scope:{{{WORKED_SCOPE}}}:review") == "set"
 
 
 def test_top_follows_contract_order(make_view, histories):
@@ -313,7 +316,8 @@ def test_clear_deletes_only_this_namespace(make_view, histories, raw):
     for key in foreign:
         raw.set(key, "not mine")
     try:
-        assert view.clear() == 1 + 3 + 3 + 1 + 4  # scopes, 3 hashes, 3 sorted sets, 1 review set, the 4 sorted sets of the scope index
+        # scopes and its positions, 3 hashes, 3 sorted sets, 1 review set, the 4 sorted sets of the scope index
+        assert view.clear() == 2 + 3 + 3 + 1 + 4
         assert sorted(_keys(raw, ns) + _keys(raw, f"{ns}x")) == sorted(foreign + nested_keys)
         assert view.read(WORKED_SCOPE) is None and view.scopes() == []
         assert nested.read(WORKED_SCOPE) == histories[WORKED_SCOPE][-1]
@@ -331,7 +335,7 @@ def test_revisions_hash_holds_the_last_row_of_every_revision(make_view, historie
     last = _last_rows(revision_records)
     assert sorted(last) == sorted(histories)
     for scope_id, rows in last.items():
-        key = f"{view.namespace}:scope:{escape_scope(scope_id)}:revisions"
+        key = f"{view.namespace}:scope:{{{escape_scope(scope_id)}}}:revisions"
         assert view.revisions_key(scope_id) == key
         assert raw.type(key) == "hash"
         # One field per revision: the ArtifactRef's canonical JSON; the value the last record, canonical JSON.
@@ -392,10 +396,10 @@ def test_clear_deletes_the_revisions_hashes(make_view, histories, revision_recor
     view = make_view()
     view.submit(_interleaved(histories), revisions=revision_records)
     ns = view.namespace
-    revision_keys = {f"{ns}:scope:{escape_scope(scope_id)}:revisions" for scope_id in histories}
+    revision_keys = {Keys(ns).revisions(scope_id) for scope_id in histories}
     keys = set(_keys(raw, ns))
     assert revision_keys <= keys
-    assert f"{ns}:scope:migration-lock%3Acopy:revisions" in keys
+    assert f"{ns}:scope:{{migration-lock%3Acopy}}:revisions" in keys
     # scopes, 3 hashes, 3 sorted sets, 1 review set, 3 revisions hashes, the 4 sorted sets of the scope index
     assert view.clear() == len(keys) == 1 + 3 + 3 + 1 + 3 + 4
     assert _keys(raw, ns) == []

@@ -38,6 +38,13 @@ or does not answer: a service test that silently skips proves nothing.
 - ``kafka_server``: ``make()`` gives a broker of the test's own
   (:class:`KafkaServer`, deploy/kafka.sh on free ports, not started).
 - ``redis_url`` (session): ``REDIS_URL``, answering PING.
+- ``redis_cluster_url`` (session): ``REDIS_CLUSTER_URL``, the
+  ``redis+cluster://`` URL of deploy/redis-cluster.sh's 3-master Redis
+  Cluster, answering PING on every node with ``cluster_state:ok``.
+- ``read_redis_url``: parametrized ``single`` / ``cluster``: the URL of
+  ``redis_url`` or of ``redis_cluster_url`` (the read-model tests that
+  exercise keys, scripts and indexes run against both); ``read_client(url)``
+  makes a client of either.
 - ``redis_server``: ``make()`` gives a redis-server of the test's own
   (:class:`RedisServer`, deploy/redis.sh on a free port, not started).
 - ``schema_registry_url`` (session): ``SCHEMA_REGISTRY_URL``, answering
@@ -74,6 +81,8 @@ SERVICE_FIXTURES: dict[str, tuple[str, ...]] = {
     "bootstrap": ("kafka",),
     "kafka_server": ("kafka",),
     "redis_url": ("redis",),
+    "redis_cluster_url": ("redis",),
+    "read_redis_url": ("redis",),
     "redis_server": ("redis",),
     "schema_registry_url": ("registry",),
     "secure": ("secure", "kafka"),
@@ -414,6 +423,40 @@ def redis_url() -> str:
     except redis.exceptions.RedisError as error:
         pytest.fail(f"Redis at {url} did not answer: {error}")
     return url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url() -> str:
+    """``redis+cluster://…`` of the test Redis Cluster; fails the test when
+    there is none or its state is not ok."""
+    url = _configured("REDIS_CLUSTER_URL")
+    client = read_client(url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        states = client.cluster_info(target_nodes="primaries")
+        client.ping(target_nodes="primaries")
+    except Exception as error:  # noqa: BLE001 - redis' and redis-py cluster's errors alike
+        pytest.fail(f"Redis Cluster at {url} did not answer: {error}")
+    finally:
+        client.close()
+    if isinstance(states, dict) and "cluster_state" in states:
+        states = {"node": states}
+    if len(states) < 3 or any(info.get("cluster_state") != "ok" for info in states.values()):
+        pytest.fail(f"Redis Cluster at {url} is not 3 masters with cluster_state:ok: {states}")
+    return url
+
+
+@pytest.fixture(params=["single", "cluster"])
+def read_redis_url(request: pytest.FixtureRequest) -> str:
+    """The URL of a single Redis (``redis_url``) or of the Redis Cluster
+    (``redis_cluster_url``): a test using it runs against both."""
+    return request.getfixturevalue("redis_url" if request.param == "single" else "redis_cluster_url")
+
+
+def read_client(url: str, **options):  # noqa: ANN201 - redis.Redis or the cluster client
+    """A redis-py client of ``url`` (``redis://`` or ``redis+cluster://``), as the product makes it."""
+    from recurrence_ledger.read.connect import redis_client
+
+    return redis_client(url, **options)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import httpx
 import pytest
 import redis
 
+from recurrence_ledger.read.keys import Keys
 from recurrence_ledger.api.settings import ApiSettings
 from tests.e2e import harness
 from tests.e2e.api_server import fed_view, running_api, serve_cli, stop_process
@@ -64,8 +65,8 @@ def clear_namespace(secure_redis, namespace: str) -> None:
 
 def test_a_worker_writes_the_view_as_the_ledger_user(fed, secure_redis, workdir):
     admin = secure_redis.admin()
-    assert admin.smembers(f"{fed.namespace}:scopes") == set(fed.expected)
-    assert json.loads(admin.hget(f"{fed.namespace}:scope:{SCOPE}", "record")) == fed.expected[SCOPE]
+    assert admin.smembers(Keys(fed.namespace).scopes) == set(fed.expected)
+    assert json.loads(admin.hget(Keys(fed.namespace).scope(SCOPE), "record")) == fed.expected[SCOPE]
     assert_no_secret((workdir / "worker.log").read_text(), secure_redis)
 
 
@@ -160,7 +161,7 @@ def test_a_wrong_password_is_one_clear_error_and_exit_1(fed, secure_redis, boots
         assert "Traceback" not in output
         assert_no_secret(output, secure_redis, WRONG)
     # Nothing was cleared by the refused view clear --yes.
-    assert secure_redis.admin().exists(f"{fed.namespace}:scopes")
+    assert secure_redis.admin().exists(Keys(fed.namespace).scopes)
 
 
 def test_no_password_or_an_untrusted_certificate_is_one_clear_error(fed, secure_redis):
