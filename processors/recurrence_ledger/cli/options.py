@@ -156,7 +156,8 @@ def output_format_option(what: str, **panel: str) -> Any:
 
 #: What every --redis-url help says about the URL.
 REDIS_URL_HELP = (
-    "redis://user:password@host:port/db, or rediss://… for TLS (CA: ?ssl_ca_certs=FILE or RL_REDIS_CA_FILE); "
+    "redis://user:password@host:port/db, or rediss://… for TLS (CA: ?ssl_ca_certs=FILE or RL_REDIS_CA_FILE), "
+    "or redis+cluster://host:port[,host:port…] (rediss+cluster://… for TLS) for Redis Cluster; "
     "prefer the REDIS_URL variable for a URL with a password (command lines are visible to other users)"
 )
 

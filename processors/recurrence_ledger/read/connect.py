@@ -62,8 +62,13 @@ class ClusterClient:
     otherwise, which is no ``RedisError``), so callers see an outage as
     they do for a single Redis. Thread-safe."""
 
-    def __init__(self, factory: Callable[[], RedisCluster], encoder: Encoder, url: str):
+    def __init__(self, factory: Callable[[], RedisCluster], encoder: Encoder, url: str, first_url: str = "", startup_nodes: tuple = (),
+                 options: dict | None = None):
         self._factory = factory
+        #: What the ``RedisCluster`` is made with: the URL of the first node
+        #: (``redis://`` or ``rediss://``, with the user info and query), the
+        #: other nodes, and redis-py's options (TLS ones included).
+        self.first_url, self.startup_nodes, self.options = first_url, startup_nodes, dict(options or {})
         self._encoder = encoder
         self._url = url
         self._client: RedisCluster | None = None
@@ -134,7 +139,9 @@ def _cluster_client(url: str, base: str, options: dict) -> ClusterClient:
     if int(redis.connection.parse_url(first).get("db", 0) or 0) != 0:
         raise ValueError(f"the Redis Cluster URL {redact_url(url)} names a database other than 0 (Redis Cluster has only 0)")
     encoder = Encoder(options.get("encoding", "utf-8"), options.get("encoding_errors", "strict"), options.get("decode_responses", False))
-    return ClusterClient(lambda: RedisCluster.from_url(first, startup_nodes=startup[1:], **options), encoder, url)
+    return ClusterClient(
+        lambda: RedisCluster.from_url(first, startup_nodes=startup[1:], **options), encoder, url, first, tuple(startup[1:]), options,
+    )
 
 
 def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> redis.Redis:
