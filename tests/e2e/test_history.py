@@ -113,6 +113,26 @@ def test_worker_and_follower_converge_and_a_follower_alone_writes_what_the_worke
     assert view_snapshot(client, fed.namespace) == both
 
 
+def test_a_follower_into_the_redis_cluster_writes_what_the_single_redis_holds(fed, bootstrap, redis_cluster_url, client):
+    """The same topics followed into Redis Cluster (one follower, its own
+    group): the view, the scope index and every read model, key for key
+    and value for value, equal the single Redis's (the worker's in-process
+    follower and a follower alone wrote those); the keys spread over the
+    cluster's nodes; following again changes nothing."""
+    cluster = read_client(redis_cluster_url, decode_responses=True)
+    RedisView(redis_cluster_url, namespace=fed.namespace).clear()
+    try:
+        run_follower(bootstrap, redis_cluster_url, fed.prefix, fed.workdir / "follower-cluster.log", app_id="cluster")
+        on_cluster = view_snapshot(cluster, fed.namespace), read_model_snapshot(cluster, fed.namespace)
+        assert on_cluster == (view_snapshot(client, fed.namespace), read_model_snapshot(client, fed.namespace))
+        assert len({cluster.get_node_from_key(key).name for key in on_cluster[0]}) >= 2
+        run_follower(bootstrap, redis_cluster_url, fed.prefix, fed.workdir / "follower-cluster.log", app_id="cluster-again")
+        assert (view_snapshot(cluster, fed.namespace), read_model_snapshot(cluster, fed.namespace)) == on_cluster
+    finally:
+        RedisView(redis_cluster_url, namespace=fed.namespace).clear()
+        cluster.close()
+
+
 def test_the_guard_never_puts_back_an_older_row(fed, redis_url, client):
     history = [record for record in fed.outputs("recurrence-statistics") if record["scope_id"] == SCOPE]
     rows = [row for row in fed.outputs("revision-statistics") if row["scope_id"] == SCOPE and row["artifact_ref"]["artifact_id"] == "T1"]
