@@ -77,7 +77,7 @@ CLIENT_DIR="$RUN_DIR/client"
 # send. HELLO and AUTH need no grant; redis-py's CLIENT SETINFO is not
 # granted (redis-py ignores the refusal).
 # ledger, the writer: worker, view rebuild, view clear, rebuild --redis-url.
-LEDGER_ACL="resetkeys ~rl:* resetchannels -@all +ping +select +multi +exec +discard +exists +del +unlink +get +set +hset +hdel +hincrby +incr +hget +hmget +hgetall +hvals +zadd +zrem +zremrangebyrank +zscore +zcard +zcount +zrange +zrevrange +zrangebyscore +zrevrangebyscore +sadd +scard +smembers +scan +evalsha +eval +script|load +script|exists"
+LEDGER_ACL="resetkeys ~rl:* resetchannels -@all +ping +select +multi +exec +discard +exists +del +unlink +get +set +hset +hdel +hincrby +hget +hmget +hgetall +hvals +zadd +zrem +zremrangebyrank +zscore +zcard +zcount +zrange +zrevrange +zrangebyscore +zrevrangebyscore +sadd +scard +smembers +scan +evalsha +eval +script|load +script|exists"
 # dashboard, the reader: serve, rank, stats; read-only key access (%R~).
 DASHBOARD_ACL="resetkeys %R~rl:* resetchannels -@all +ping +select +multi +exec +discard +get +hget +hmget +hgetall +smembers +scard +zrange +zrevrange +zrangebyscore +zrevrangebyscore +zcard +zcount +zscore +evalsha_ro +script|load +script|exists"
 

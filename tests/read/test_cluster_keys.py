@@ -22,7 +22,7 @@ def scope_keys(keys: Keys, scope_id: str) -> list[str]:
     return [
         keys.scope(scope_id), keys.top(scope_id), keys.review(scope_id), keys.revisions(scope_id),
         keys.history(scope_id, "P{1}", 2), keys.history_meta(scope_id, "P:1", 2), keys.avoided(scope_id, "P1", 2),
-        keys.trend(scope_id), keys.trend_total(scope_id), keys.review_state(scope_id), keys.scope_applied(scope_id),
+        keys.trend(scope_id), keys.trend_meta(scope_id), keys.review_state(scope_id), keys.scope_applied(scope_id),
         *(keys.scope_queue(scope_id, name) for name in REVIEW_FILTERS),
     ]
 

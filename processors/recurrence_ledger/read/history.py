@@ -166,7 +166,7 @@ class ReadModels:
         pipe.hget(keys.scope(scope_id), "as_of_position")
         pipe.zrangebyscore(keys.trend(scope_id), from_position, "+inf", start=0, num=limit + 1)
         pipe.zcard(keys.trend(scope_id))
-        pipe.get(keys.trend_total(scope_id))
+        pipe.hget(keys.trend_meta(scope_id), "total")
         as_of, members, retained, total = pipe.execute()
         if as_of is None:
             return None

@@ -54,7 +54,7 @@ text; sorted-set scores are doubles, exact up to 2^53.
 | ``{ns}:scope:{<scope>}:history-meta:{artifact}:{revision}`` | hash | ``total`` and ``selected`` / ``recurred`` / ``avoided``: observations ever applied (not only the N kept); ``signature_key``; ``c:{candidate_id}`` = ``{run start, 19 digits or empty for null}|{repair_surface}`` for each review candidate of the revision whose run is still the revision's current run |
 | ``{ns}:scope:{<scope>}:avoided:{artifact}:{revision}`` | sorted set | every avoided verdict's position (member = 19 digits, score = position) |
 | ``{ns}:scope:{<scope>}:trend`` | sorted set | the newest N (``trend_limit``, default 1,000) trend points of the scope: one per ScopeStatistics record read, score = as_of_position, member = JSON ``[partition, offset, Kafka timestamp ms, as_of_position, selected, recurred, avoided, unknown, unlinked_handoff_citations, pending_outcomes, needing_review, repeat_failure_rate]`` |
-| ``{ns}:scope:{<scope>}:trend-total`` | string | trend points of the scope ever applied |
+| ``{ns}:scope:{<scope>}:trend-meta`` | hash | ``total``: trend points of the scope ever applied |
 | ``{ns}:scope:{<scope>}:review-queue:{filter}`` | sorted set | the scope's review candidates whose status passes ``filter`` (:data:`REVIEW_FILTERS`), member = candidate_id, score = the candidate record's Kafka timestamp in ms |
 | ``{ns}:scope:{<scope>}:review-state`` | hash | ``t:{candidate_id}`` = the candidate record's Kafka timestamp (ms) of each candidate of the scope applied; ``s:{candidate_id}`` = the status of its last ReviewStatus applied: what files the candidate in the scope's queue |
 | ``{ns}:scope:{<scope>}:applied`` | hash | ``{logical topic}:{partition}`` → the next offset of that partition to apply to the scope's read models (the scope's records of it; exactly once per scope) |
@@ -80,7 +80,7 @@ than its KEYS fails).
 | ``index_scope`` | namespace | :attr:`Keys.scopes`, :attr:`Keys.scopes_at`, then :meth:`Keys.scope_index_keys` | none |
 | ``scope_page`` | namespace | the sort's :meth:`Keys.scope_index`, the ``needing_review`` one | none |
 | ``apply_observations`` | scope | :meth:`Keys.scope_applied` | per record: :meth:`Keys.history`, :meth:`Keys.history_meta`, :meth:`Keys.avoided` |
-| ``apply_trend`` | scope | :meth:`Keys.scope_applied`, :meth:`Keys.trend_total`, :meth:`Keys.trend` | none |
+| ``apply_trend`` | scope | :meth:`Keys.scope_applied`, :meth:`Keys.trend_meta`, :meth:`Keys.trend` | none |
 | ``apply_scope_candidates`` | scope | :meth:`Keys.scope_applied`, :meth:`Keys.review_state` | the prefix :meth:`Keys.scope_queue_prefix`; per record: :meth:`Keys.history_meta`, :meth:`Keys.avoided` |
 | ``apply_scope_review_status`` | scope | :meth:`Keys.scope_applied`, :meth:`Keys.review_state` | the prefix :meth:`Keys.scope_queue_prefix` |
 | ``apply_candidates`` | namespace | :attr:`Keys.applied`, :attr:`Keys.queue_items`, :attr:`Keys.review_status` | the prefix :attr:`Keys.queue_prefix` |
@@ -121,7 +121,7 @@ REVIEW_FILTERS: tuple[str, ...] = ("open", "superseded", "approved", "rejected",
 
 #: Key patterns (after ``{ns}:``) of the read models of layout 2: of a scope
 #: (after ``scope:{<scope>}``) and of the namespace (after ``{<ns>}:``).
-_SCOPE_READ_MODELS = r"(trend|trend-total|review-state|applied|review-queue:[a-z]+|(history|history-meta|avoided):[^:]+:[0-9]+)"
+_SCOPE_READ_MODELS = r"(trend|trend-meta|review-state|applied|review-queue:[a-z]+|(history|history-meta|avoided):[^:]+:[0-9]+)"
 _GLOBAL_READ_MODELS = r"(review-queue:[a-z]+|review-status|review-repairs|follow-applied)"
 
 #: Key patterns (after ``{ns}:``) of layout 1 (module docstring), view and
@@ -201,9 +201,9 @@ class Keys:
         """``{ns}:scope:{<scope>}:trend``: the scope's trend points."""
         return f"{self.scope(scope_id)}:trend"
 
-    def trend_total(self, scope_id: str) -> str:
-        """``{ns}:scope:{<scope>}:trend-total``: the scope's trend points ever applied."""
-        return f"{self.scope(scope_id)}:trend-total"
+    def trend_meta(self, scope_id: str) -> str:
+        """``{ns}:scope:{<scope>}:trend-meta``: ``total``, the scope's trend points ever applied."""
+        return f"{self.scope(scope_id)}:trend-meta"
 
     def scope_queue_prefix(self, scope_id: str) -> str:
         """``{ns}:scope:{<scope>}:review-queue:``: the prefix of the scope's
@@ -346,6 +346,6 @@ class Keys:
             name = rest.split("}", 1)[1].lstrip(":").split(":")[0] if rest.startswith("{") else rest.split(":")[0]
         if name in ("history", "history-meta", "avoided"):
             return "history"
-        if name in ("trend", "trend-total", "trend-totals"):
+        if name in ("trend", "trend-meta", "trend-totals"):
             return "trend"
         return "review_queue" if name in ("review-queue", "review-status", "review-repairs", "review-state") else "applied"

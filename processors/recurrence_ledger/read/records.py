@@ -181,7 +181,7 @@ def _calls(keys: Keys, topic: str, applied_field: str, chunk: list[Located], reg
                                [applied_field, keys.scope_queue_prefix(scope_id), orjson.dumps(entries)])))
         else:
             entries = [trend_entry(record) for record in records]
-            calls.append(("trend_points", (registered.apply_trend, [applied, keys.trend_total(scope_id), keys.trend(scope_id)],
+            calls.append(("trend_points", (registered.apply_trend, [applied, keys.trend_meta(scope_id), keys.trend(scope_id)],
                                            [applied_field, trend_limit, orjson.dumps(entries)])))
     return calls
 
