@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from urllib.parse import quote
 
+import httpx
 import orjson
 import pytest
 import redis
 
+from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.catalogue import OBSERVATIONS, STATISTICS
+from recurrence_ledger.read.follower_view import FollowerView
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.keys import REVIEW_FILTERS, Keys, default_namespace
 from recurrence_ledger.read.layout import LayoutError, check_layout
@@ -28,6 +32,7 @@ from recurrence_ledger.read.projection import RedisView
 from recurrence_ledger.read.records import Located, _calls
 from recurrence_ledger.read.scripts import run_calls, scripts
 from tests.e2e import harness
+from tests.e2e.api_server import running_api
 from tests.e2e.review_fixtures import candidate, located_candidate, located_status, ref, repair, statistics, status
 from tests.plugins.services import read_client
 
@@ -167,3 +172,38 @@ def test_the_key_layout_is_checked_and_layout_1_is_cleared(read_redis_url):
         view.clear()
         view.close()
         client.close()
+
+
+def seed(url: str, namespace: str) -> None:
+    """The batch's records into the view (FollowerView, as a follower) and the read models of ``namespace`` at ``url``."""
+    records = batch()
+    view = FollowerView(url, namespace=namespace)
+    view.submit([record.value for record in records["trend"]])
+    assert view.pending == 0
+    ReadModels(view._client, namespace).apply([record for group in records.values() for record in group])
+    view.close()
+
+
+def test_the_api_reads_the_same_from_the_cluster_as_from_a_single_redis(redis_url, redis_cluster_url):
+    """``serve`` on a cluster URL: every read route answers what it answers
+    from a single Redis holding the same records (bodies and entity tags)."""
+    namespace = default_namespace(harness.new_prefix())
+    first = candidate("s1", "P1")["candidate_id"]
+    paths = [
+        "/scopes", "/scopes?sort=recurred&filter=s", "/review-queue?status=all", "/review-queue?status=superseded&scope=s%7B3%7D",
+        f"/review-candidates/{first}", *(f"/scopes/{quote(scope_id, safe='')}/{what}" for scope_id in SCOPES for what in ("statistics", "trend", "revisions")),
+        "/scopes/s1/revisions/P1/1/history",
+    ]
+    answers = {}
+    try:
+        for url in (redis_url, redis_cluster_url):
+            seed(url, namespace)
+            with running_api(ApiSettings(redis_url=url, namespace=namespace)) as base_url:
+                answers[url] = {path: (response.status_code, response.json(), response.headers.get("etag"))
+                                for path in paths for response in [httpx.get(base_url + path, timeout=30)]}
+        assert answers[redis_cluster_url] == answers[redis_url]
+        assert answers[redis_url]["/scopes"][1]["total"] == 3 and answers[redis_url]["/review-queue?status=all"][0] == 200
+        assert [row[0] for row in answers[redis_url].values()].count(200) >= len(paths) - 1
+    finally:
+        for url in (redis_url, redis_cluster_url):
+            RedisView(url, namespace=namespace).clear()
