@@ -29,7 +29,8 @@ ENV_KAFKA_CONFIG_FILE = "KAFKA_CONFIG_FILE"
 #: Prefix of the environment variables that override Kafka client settings.
 KAFKA_ENV_PREFIX = "KAFKA_"
 #: Redis holding the statistics view: a redis-py URL, ``redis://`` (with
-#: ``user:password@`` for an ACL user), ``rediss://`` (TLS) or ``unix://``
+#: ``user:password@`` for an ACL user), ``rediss://`` (TLS), ``unix://``, or
+#: ``redis+cluster://`` / ``rediss+cluster://`` for Redis Cluster
 #: (``recurrence_ledger.read.connect``).
 ENV_REDIS_URL = "REDIS_URL"
 #: CA certificates (PEM file) that verify a ``rediss://`` Redis whose URL
