@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from recurrence_ledger import catalogue
 from recurrence_ledger.read.projection import RedisView
-from recurrence_ledger.read.keys import default_namespace
+from recurrence_ledger.read.keys import Keys, default_namespace
 from tests.e2e import harness
 from tests.plugins.processes import run_cli
 
@@ -70,16 +70,16 @@ def test_view_clear_removes_the_prefix_keys_only(redis_url):
         dry = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine)
         assert dry.returncode == 0, dry.stderr
         keys = sorted(client.keys(f"{default_namespace(mine)}:*"))
-        assert len(keys) == 6  # the scopes set, the scope's hash and the 4 sorted sets of the scope index
+        assert len(keys) == 7  # the scopes set and its positions, the scope's hash and the 4 sorted sets of the scope index
         assert dry.stdout.splitlines() == [
-            f"would delete 6 keys of the Redis view {default_namespace(mine)} at {redis_url} (run again with --yes):",
+            f"would delete 7 keys of the Redis view {default_namespace(mine)} at {redis_url} (run again with --yes):",
             "  scopes (1): s1", "  keys:", *(f"    {key}" for key in keys),
         ]
         result = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine, "--yes")
         assert result.returncode == 0, result.stderr
-        assert "6 keys deleted" in result.stdout
+        assert "7 keys deleted" in result.stdout
         assert client.keys(f"{default_namespace(mine)}:*") == []
-        assert client.exists(f"{default_namespace(theirs)}:scope:s1") == 1
+        assert client.exists(Keys(default_namespace(theirs)).scope("s1")) == 1
         nothing = run_cli("view", "clear", "--redis-url", redis_url, "--topic-prefix", mine)
         assert nothing.returncode == 0 and nothing.stdout.startswith("nothing to delete")
     finally:
