@@ -175,7 +175,7 @@ def memory(redis_url: str, shape: Workload) -> dict:
         revisions = len({(r.value["scope_id"], r.value["artifact_ref"]["artifact_id"], r.value["artifact_ref"]["revision"]) for r in records if r.topic == OBSERVATIONS})
         return {
             "observations": observations, "verdicts": verdicts, "points": points, "revisions": revisions,
-            "candidates_open": client.zcard(f"{namespace}:review-queue"), "sizes": sizes, "used_memory_delta": after - before,
+            "candidates_open": client.zcard(models.keys.queue("open")), "sizes": sizes, "used_memory_delta": after - before,
             "trend_kept": sum(client.zcard(key) for key in client.scan_iter(match=f"{namespace}:scope:*:trend")),
         }
     finally:
