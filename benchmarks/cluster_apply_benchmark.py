@@ -25,36 +25,26 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
-import orjson
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS
-from recurrence_ledger.embedded import run_journal
-from recurrence_ledger.read.history import ReadModels
-from recurrence_ledger.read.records import Located
-from recurrence_ledger.workload import Workload, generate_journal
+from benchmarks.read_models_benchmark import read_model_records  # noqa: E402
+from recurrence_ledger.read.history import ReadModels  # noqa: E402
+from recurrence_ledger.read.records import Located  # noqa: E402
+from recurrence_ledger.workload import Workload  # noqa: E402
 
 BATCH = 500
 
 
 def records_of(shape: Workload) -> list[Located]:
-    """The read-model records of the journal of ``shape``, with Kafka coordinates (one partition per topic)."""
-    with tempfile.TemporaryDirectory() as folder:
-        journal = Path(folder) / "journal.jsonl"
-        with open(journal, "wb") as handle:
-            for record in generate_journal(shape):
-                handle.write(orjson.dumps(record) + b"\n")
-        out = Path(folder) / "out"
-        run_journal(journal, out, show_progress=False)
-        records = []
-        for topic in (OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS):
-            for offset, line in enumerate((out / f"{topic}.jsonl").read_bytes().splitlines()):
-                records.append(Located(topic, 0, offset, 1_790_000_000_000 + offset, orjson.loads(line)))
-    records.sort(key=lambda record: (record.offset, record.topic))  # the topics interleaved, as a follower reads them
+    """The read-model records of the journal of ``shape``
+    (``read_models_benchmark.read_model_records``), the topics interleaved
+    by offset as a follower reads them."""
+    records = read_model_records(shape)
+    records.sort(key=lambda record: (record.offset, record.topic))
     return records
 
 

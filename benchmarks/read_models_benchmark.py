@@ -147,7 +147,11 @@ def scope_list(redis_url: str, scopes: int, requests: int) -> list[tuple[str, di
         view.close()
 
 
-def memory(redis_url: str, shape: Workload) -> dict:
+def read_model_records(shape: Workload) -> list[Located]:
+    """The RecurrenceObservations, ReviewCandidates and ScopeStatistics of
+    the journal of ``shape`` run through the embedded core, each topic's as
+    read from one partition (offsets from 0, Kafka timestamps 1 ms apart),
+    topic after topic."""
     with tempfile.TemporaryDirectory() as folder:
         journal = Path(folder) / "journal.jsonl"
         with open(journal, "wb") as handle:
@@ -160,6 +164,11 @@ def memory(redis_url: str, shape: Workload) -> dict:
         for topic in (OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS):
             for offset, line in enumerate((out / f"{topic}.jsonl").read_bytes().splitlines()):
                 records.append(Located(topic, 0, offset, clock + offset, orjson.loads(line)))
+    return records
+
+
+def memory(redis_url: str, shape: Workload) -> dict:
+    records = read_model_records(shape)
     namespace = f"rlbench-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(redis_url)
     models = ReadModels(client, namespace)

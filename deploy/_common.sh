@@ -206,6 +206,25 @@ report_status() {
     log "running (pid $pid) on $where"
 }
 
+# ensure_redis_installed -> installs Debian's redis-server (apt_install) when
+# redis-server or redis-cli is missing (redis.sh, redis-cluster.sh).
+ensure_redis_installed() {
+    if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+        return 0
+    fi
+    log "redis-server not found; installing Debian's redis-server"
+    apt_install redis-server
+    command -v redis-server >/dev/null 2>&1 || die "redis-server still missing after apt-get install"
+}
+
+# redis_base_config HOST PORT -> the redis.conf lines every local Redis of
+# deploy/ starts with (daemonized, PID_FILE / LOG_FILE / RUN_DIR of the
+# caller, no persistence), on stdout.
+redis_base_config() {
+    printf '%s\n' "bind $1" "port $2" "protected-mode yes" "daemonize yes" "supervised no" "pidfile $PID_FILE" \
+        "logfile $LOG_FILE" "loglevel notice" "dir $RUN_DIR" 'save ""' "appendonly no"
+}
+
 # apt_install PKG... -> non-interactive apt-get install (update first).
 # Debian's maintainer scripts would start a freshly installed daemon (e.g.
 # redis-server on port 6379) through invoke-rc.d; a temporary policy-rc.d

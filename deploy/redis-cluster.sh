@@ -52,15 +52,6 @@ use_node() {
     CONF_FILE="$RUN_DIR/redis-$1.conf"
 }
 
-ensure_installed() {
-    if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
-        return 0
-    fi
-    log "redis-server not found; installing Debian's redis-server"
-    apt_install redis-server
-    command -v redis-server >/dev/null 2>&1 || die "redis-server still missing after apt-get install"
-}
-
 running_pid() {
     service_pid "redis-server"
 }
@@ -99,24 +90,11 @@ slots_assigned() {
 
 write_config() {
     local port=$1
-    cat >"$CONF_FILE" <<EOF
-# Written by deploy/redis-cluster.sh: one master of a local, disposable
-# cluster, no persistence.
-bind $HOST
-port $port
-protected-mode yes
-daemonize yes
-supervised no
-pidfile $PID_FILE
-logfile $LOG_FILE
-loglevel notice
-dir $RUN_DIR
-save ""
-appendonly no
-cluster-enabled yes
-cluster-config-file nodes-$port.conf
-cluster-node-timeout 5000
-EOF
+    {
+        echo "# Written by deploy/redis-cluster.sh: one master of a local, disposable cluster, no persistence."
+        redis_base_config "$HOST" "$port"
+        printf '%s\n' "cluster-enabled yes" "cluster-config-file nodes-$port.conf" "cluster-node-timeout 5000"
+    } >"$CONF_FILE"
 }
 
 pong() {
@@ -157,7 +135,7 @@ cmd_start() {
     done
     if ((running == 0)); then
         # A fresh cluster: no node runs, so old node files describe nothing.
-        ensure_installed
+        ensure_redis_installed
         mkdir -p "$RUN_DIR"
         rm -f "$RUN_DIR"/nodes-*.conf
     fi

@@ -81,15 +81,6 @@ LEDGER_ACL="resetkeys ~rl:* resetchannels -@all +ping +select +multi +exec +disc
 # dashboard, the reader: serve, rank, stats; read-only key access (%R~).
 DASHBOARD_ACL="resetkeys %R~rl:* resetchannels -@all +ping +select +multi +exec +discard +get +hget +hmget +hgetall +smembers +scard +zrange +zrevrange +zrangebyscore +zrevrangebyscore +zcard +zcount +zscore +evalsha_ro +script|load +script|exists"
 
-ensure_installed() {
-    if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
-        return 0
-    fi
-    log "redis-server not found; installing Debian's redis-server"
-    apt_install redis-server
-    command -v redis-server >/dev/null 2>&1 || die "redis-server still missing after apt-get install"
-}
-
 running_pid() {
     service_pid "redis-server"
 }
@@ -171,21 +162,11 @@ EOF
 }
 
 write_config() {
-    cat >"$CONF_FILE" <<EOF
-# Written by deploy/redis.sh: local, disposable, no persistence.
-bind $HOST
-port $REDIS_PORT
-protected-mode yes
-daemonize yes
-supervised no
-pidfile $PID_FILE
-logfile $LOG_FILE
-loglevel notice
-dir $RUN_DIR
-save ""
-appendonly no
-databases 16
-EOF
+    {
+        echo "# Written by deploy/redis.sh: local, disposable, no persistence."
+        redis_base_config "$HOST" "$REDIS_PORT"
+        echo "databases 16"
+    } >"$CONF_FILE"
     if ((SECURE)); then
         chmod 600 "$CONF_FILE"
         cat >>"$CONF_FILE" <<EOF
@@ -230,7 +211,7 @@ cmd_start() {
         return 0
     fi
     rm -f "$PID_FILE"
-    ensure_installed
+    ensure_redis_installed
     if port_open "$HOST" "$REDIS_PORT"; then
         die "port $HOST:$REDIS_PORT is already in use by another process (set REDIS_PORT)"
     fi
