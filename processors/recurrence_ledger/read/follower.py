@@ -15,8 +15,9 @@ and for each batch it polled:
    one replaying);
 2. applies the batch to the read models (``ReadModels.apply``: verdict
    history, trend, the review queue with each candidate's review status;
-   atomic per call, each partition's records
-   applied once thanks to the ``follow-applied`` offsets kept in Redis);
+   atomic per call on a single Redis, per scope on Redis Cluster, each
+   partition's records applied once thanks to the ``applied`` offsets kept
+   in Redis, per scope and for the cross-scope review keys);
 3. commits the batch's offsets to its group — only once both writes
    succeeded. So delivery is at-least-once into idempotent writes: a
    follower killed between 2 and 3 reads the batch again and changes

@@ -21,10 +21,12 @@ while no avoided verdict of its revision has a position after the run's
 start (``run_start_position``; null: any avoided verdict), in the same
 way in any order of the topics.
 
-Exactly-once application (``recurrence_ledger.read.records``): each batch
-of one partition of one topic is applied by one Lua script, which skips the
-records below the partition's ``follow-applied`` offset and moves it past
-the batch in the same atomic step. So a follower that applied a batch and
+Exactly-once application (``recurrence_ledger.read.records``): the records
+of each batch of one partition of one topic are applied by one Lua script
+per scope (and, for the review topics, one for the cross-scope review keys:
+each script stays in one Redis Cluster slot), which skips the records below
+the partition's offset in its ``applied`` hash and moves it past them in the
+same atomic step. So a follower that applied a batch, or a part of it, and
 died before committing its consumer offsets (at-least-once) applies nothing
 twice: counts and trims stay exact. A rebuild applies every record of the topics through the same
 scripts, so it recreates exactly what a follower that read them all holds.
@@ -81,11 +83,13 @@ class ReadModels:
     def apply(self, records: Iterable[Located]) -> AppliedCounts:
         """Apply RecurrenceObservation, ReviewCandidate, ReviewStatus and
         ScopeStatistics records (other topics are ignored), each partition's in offset
-        order, in one MULTI/EXEC (one Lua script per topic partition and
-        chunk; ``recurrence_ledger.read.records.apply_records``). Records
-        below a partition's ``follow-applied`` offset are skipped. Returns
-        what was applied; raises redis errors (then nothing or everything of
-        the call was applied)."""
+        order, in one round trip (one Lua script per scope, topic partition
+        and chunk, and one per topic partition and chunk for the cross-scope
+        review keys; ``recurrence_ledger.read.records.apply_records``).
+        Records below a partition's offset in a script's ``applied`` hash are
+        skipped. Returns what was applied; raises redis errors (then, on a
+        single Redis, nothing or everything of the call was applied; on Redis
+        Cluster a part may be, which applying the records again completes)."""
         return apply_records(self.client, self.keys, records, self.history_limit, self.trend_limit)
 
     def clear(self) -> int:
