@@ -6,7 +6,7 @@
 # logs, configs and cluster node files in one run dir. No Docker, and the
 # system's service manager is not used.
 #
-# Usage: deploy/redis-cluster.sh start|stop|status|url
+# Usage: deploy/redis-cluster.sh [--tls] start|stop|status|url
 #
 #   start   install redis-server if missing, start the nodes that do not
 #           run, create the cluster when its slots are not assigned yet,
@@ -18,11 +18,18 @@
 #   url     print the cluster's URL for the product and the tests:
 #           redis+cluster://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
 #           (docs/operating.md, "Redis Cluster")
+#   --tls   (any command, or RL_REDIS_CLUSTER_TLS=1) the same cluster over TLS
+#           only (clients and the cluster bus): its own ports and run dir
+#           (defaults below), a throwaway CA and server certificate
+#           (openssl) made at every fresh start in $RL_REDIS_CLUSTER_DIR/tls;
+#           `url` prints rediss+cluster://…?ssl_ca_certs=<run dir>/tls/ca.pem
 #
 # Environment (all optional):
-#   REDIS_CLUSTER_PORTS     the nodes' ports, default "7001 7002 7003" (each
-#                           node's cluster bus is its port + 10000)
+#   REDIS_CLUSTER_PORTS     the nodes' ports, default "7001 7002 7003"
+#                           (--tls: "7101 7102 7103"; each node's cluster bus
+#                           is its port + 10000)
 #   RL_REDIS_CLUSTER_DIR    run dir, default /tmp/recurrence-ledger-redis-cluster
+#                           (--tls: /tmp/recurrence-ledger-redis-cluster-tls)
 #   REDIS_START_TIMEOUT     seconds to wait for cluster_state:ok, default 30
 #   REDIS_STOP_TIMEOUT      seconds to wait after SIGTERM, default 20
 #
@@ -35,10 +42,30 @@ export RL_LOG_TAG="redis-cluster.sh"
 # shellcheck source=_common.sh
 source "$SCRIPT_DIR/_common.sh"
 
+# TLS mode: --tls anywhere on the command line, or RL_REDIS_CLUSTER_TLS=1.
+TLS="${RL_REDIS_CLUSTER_TLS:-0}"
+ARGS=()
+for arg in "$@"; do
+    if [[ $arg == --tls ]]; then
+        TLS=1
+    else
+        ARGS+=("$arg")
+    fi
+done
+set -- ${ARGS[@]+"${ARGS[@]}"}
+[[ $TLS == 1 ]] || TLS=0
+
 HOST="127.0.0.1"
-read -r -a PORTS <<<"${REDIS_CLUSTER_PORTS:-7001 7002 7003}"
+if ((TLS)); then
+    read -r -a PORTS <<<"${REDIS_CLUSTER_PORTS:-7101 7102 7103}"
+    RUN_DIR="${RL_REDIS_CLUSTER_DIR:-/tmp/recurrence-ledger-redis-cluster-tls}"
+else
+    read -r -a PORTS <<<"${REDIS_CLUSTER_PORTS:-7001 7002 7003}"
+    RUN_DIR="${RL_REDIS_CLUSTER_DIR:-/tmp/recurrence-ledger-redis-cluster}"
+fi
 ((${#PORTS[@]} >= 3)) || die "REDIS_CLUSTER_PORTS needs at least three ports (a cluster of masters)"
-RUN_DIR="${RL_REDIS_CLUSTER_DIR:-/tmp/recurrence-ledger-redis-cluster}"
+TLS_DIR="$RUN_DIR/tls"
+CLIENT_DIR="$RUN_DIR/client"
 REDIS_START_TIMEOUT="${REDIS_START_TIMEOUT:-30}"
 REDIS_STOP_TIMEOUT="${REDIS_STOP_TIMEOUT:-20}"
 # _common.sh's service helpers read PID_FILE / LOG_FILE; set per node by use_node.
@@ -68,12 +95,25 @@ cluster_url() {
         nodes+=("$HOST:$port")
     done
     local IFS=,
-    printf 'redis+cluster://%s\n' "${nodes[*]}"
+    if ((TLS)); then
+        printf 'rediss+cluster://%s?ssl_ca_certs=%s\n' "${nodes[*]}" "$TLS_DIR/ca.pem"
+    else
+        printf 'redis+cluster://%s\n' "${nodes[*]}"
+    fi
+}
+
+# cli ARGS... -> redis-cli, over TLS (the run dir's CA) in TLS mode.
+cli() {
+    if ((TLS)); then
+        redis-cli --tls --cacert "$TLS_DIR/ca.pem" "$@"
+    else
+        redis-cli "$@"
+    fi
 }
 
 # cluster_ok PORT -> 0 when that node says cluster_state:ok.
 cluster_ok() {
-    redis-cli -h "$HOST" -p "$1" cluster info 2>/dev/null | tr -d '\r' | grep -qx 'cluster_state:ok'
+    cli -h "$HOST" -p "$1" cluster info 2>/dev/null | tr -d '\r' | grep -qx 'cluster_state:ok'
 }
 
 all_ok() {
@@ -85,7 +125,7 @@ all_ok() {
 
 # slots_assigned -> 0 when the first node knows every slot's owner.
 slots_assigned() {
-    redis-cli -h "$HOST" -p "${PORTS[0]}" cluster info 2>/dev/null | tr -d '\r' | grep -qx 'cluster_slots_assigned:16384'
+    cli -h "$HOST" -p "${PORTS[0]}" cluster info 2>/dev/null | tr -d '\r' | grep -qx 'cluster_slots_assigned:16384'
 }
 
 write_config() {
@@ -94,11 +134,16 @@ write_config() {
         echo "# Written by deploy/redis-cluster.sh: one master of a local, disposable cluster, no persistence."
         redis_base_config "$HOST" "$port"
         printf '%s\n' "cluster-enabled yes" "cluster-config-file nodes-$port.conf" "cluster-node-timeout 5000"
+        if ((TLS)); then
+            # TLS only, for clients and the cluster bus; clients authenticate by password, not certificate.
+            printf '%s\n' "port 0" "tls-port $port" "tls-cluster yes" "tls-cert-file $TLS_DIR/redis.pem" \
+                "tls-key-file $TLS_DIR/redis.key" "tls-ca-cert-file $TLS_DIR/ca.pem" "tls-auth-clients no"
+        fi
     } >"$CONF_FILE"
 }
 
 pong() {
-    [[ "$(redis-cli -h "$HOST" -p "$1" ping 2>/dev/null || true)" == "PONG" ]]
+    [[ "$(cli -h "$HOST" -p "$1" ping 2>/dev/null || true)" == "PONG" ]]
 }
 
 start_node() {
@@ -124,6 +169,11 @@ start_node() {
     done
 }
 
+# redis_cli_create NODE... -> redis-cli --cluster create of NODEs, masters only.
+redis_cli_create() {
+    cli --cluster create "$@" --cluster-replicas 0 --cluster-yes
+}
+
 cmd_start() {
     local port running=0 missing=() start_s=$SECONDS
     for port in "${PORTS[@]}"; do
@@ -138,6 +188,9 @@ cmd_start() {
         ensure_redis_installed
         mkdir -p "$RUN_DIR"
         rm -f "$RUN_DIR"/nodes-*.conf
+        if ((TLS)); then
+            make_redis_tls_material
+        fi
     fi
     for port in ${missing[@]+"${missing[@]}"}; do
         start_node "$port"
@@ -148,14 +201,14 @@ cmd_start() {
             nodes+=("$HOST:$port")
         done
         log "creating the cluster: ${nodes[*]} (masters only)"
-        redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >"$RUN_DIR/create.log" 2>&1 || {
+        timeout "$REDIS_START_TIMEOUT" redis_cli_create "${nodes[@]}" >"$RUN_DIR/create.log" 2>&1 || {
             cat "$RUN_DIR/create.log" >&2
             die "redis-cli --cluster create failed"
         }
     fi
     until all_ok; do
         if ((SECONDS - start_s >= REDIS_START_TIMEOUT)); then
-            redis-cli -h "$HOST" -p "${PORTS[0]}" cluster info >&2 2>/dev/null || true
+            cli -h "$HOST" -p "${PORTS[0]}" cluster info >&2 2>/dev/null || true
             die "the cluster did not reach cluster_state:ok within ${REDIS_START_TIMEOUT}s"
         fi
         sleep 0.2

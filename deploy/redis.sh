@@ -101,35 +101,6 @@ pong() {
     fi
 }
 
-# make_tls_material -> a throwaway CA and the server's certificate (CN=redis,
-# SAN 127.0.0.1/localhost) under $TLS_DIR, and random passwords for the
-# users default (the admin), ledger and dashboard.
-make_tls_material() {
-    command -v openssl >/dev/null 2>&1 || die "openssl not found (apt-get install openssl)"
-    rm -rf "$TLS_DIR" "$CLIENT_DIR"
-    mkdir -p "$TLS_DIR" "$CLIENT_DIR"
-    chmod 700 "$TLS_DIR" "$CLIENT_DIR"
-    local ssl_log="$RUN_DIR/openssl.log" name
-    : >"$ssl_log"
-    {
-        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=recurrence-ledger redis test CA" \
-            -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" \
-            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
-        openssl req -newkey rsa:2048 -nodes -subj "/CN=redis" -keyout "$TLS_DIR/redis.key" -out "$TLS_DIR/redis.csr"
-        printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
-            "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$TLS_DIR/redis.ext"
-        openssl x509 -req -in "$TLS_DIR/redis.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
-            -CAcreateserial -days 30 -sha256 -extfile "$TLS_DIR/redis.ext" -out "$TLS_DIR/redis.pem"
-    } >>"$ssl_log" 2>&1 || {
-        cat "$ssl_log" >&2
-        die "openssl failed making the throwaway CA and certificate"
-    }
-    for name in default ledger dashboard; do
-        openssl rand -hex 24 >"$TLS_DIR/$name.password"
-    done
-    chmod 600 "$TLS_DIR"/*
-}
-
 # password_hash FILE -> the hex SHA-256 of the password in FILE: the ACL
 # users' passwords are given to Redis as #<hash>, so redis.conf holds none
 # of them in clear.
@@ -216,7 +187,7 @@ cmd_start() {
         die "port $HOST:$REDIS_PORT is already in use by another process (set REDIS_PORT)"
     fi
     if ((SECURE)); then
-        make_tls_material
+        make_redis_tls_material
     fi
     write_config
     if [[ -f $LOG_FILE ]]; then

@@ -11,6 +11,7 @@
 #           stdout the lines to export, so that a caller can do:
 #               eval "$(deploy/services.sh up)"
 #           which sets KAFKA_BOOTSTRAP_SERVERS, REDIS_URL, REDIS_CLUSTER_URL,
+#           REDIS_CLUSTER_TLS_URL (the same cluster over TLS, redis-cluster.sh --tls),
 #           SCHEMA_REGISTRY_URL, PROMETHEUS_URL and RL_PROMETHEUS_TARGETS (the
 #           folder that takes Prometheus's scrape target files). The registry is built on first use (a few
 #           minutes from an empty Maven cache; cached afterwards). Under set -e,
@@ -42,12 +43,14 @@ cmd_up() {
     bash "$SCRIPT_DIR/kafka.sh" start >&2
     bash "$SCRIPT_DIR/redis.sh" start >&2
     bash "$SCRIPT_DIR/redis-cluster.sh" start >&2
+    bash "$SCRIPT_DIR/redis-cluster.sh" --tls start >&2
     bash "$SCRIPT_DIR/registry.sh" start >&2
     bash "$SCRIPT_DIR/prometheus.sh" start >&2
     log "services up in $((SECONDS - start_s))s"
     printf 'export KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:%s\n' "$KAFKA_PORT"
     printf 'export REDIS_URL=redis://127.0.0.1:%s/0\n' "$REDIS_PORT"
     printf 'export REDIS_CLUSTER_URL=%s\n' "$(bash "$SCRIPT_DIR/redis-cluster.sh" url)"
+    printf 'export REDIS_CLUSTER_TLS_URL=%s\n' "$(bash "$SCRIPT_DIR/redis-cluster.sh" --tls url)"
     printf 'export SCHEMA_REGISTRY_URL=%s\n' "$(bash "$SCRIPT_DIR/registry.sh" url)"
     printf 'export PROMETHEUS_URL=%s\n' "$(bash "$SCRIPT_DIR/prometheus.sh" url)"
     printf 'export RL_PROMETHEUS_TARGETS=%s\n' "$(bash "$SCRIPT_DIR/prometheus.sh" targets)"
@@ -57,6 +60,7 @@ cmd_down() {
     local rc=0
     bash "$SCRIPT_DIR/prometheus.sh" stop >&2 || rc=1
     bash "$SCRIPT_DIR/registry.sh" stop >&2 || rc=1
+    bash "$SCRIPT_DIR/redis-cluster.sh" --tls stop >&2 || rc=1
     bash "$SCRIPT_DIR/redis-cluster.sh" stop >&2 || rc=1
     bash "$SCRIPT_DIR/redis.sh" stop >&2 || rc=1
     bash "$SCRIPT_DIR/kafka.sh" stop >&2 || rc=1
@@ -69,6 +73,7 @@ cmd_status() {
     bash "$SCRIPT_DIR/kafka.sh" status >&2 || rc=1
     bash "$SCRIPT_DIR/redis.sh" status >&2 || rc=1
     bash "$SCRIPT_DIR/redis-cluster.sh" status >&2 || rc=1
+    bash "$SCRIPT_DIR/redis-cluster.sh" --tls status >&2 || rc=1
     bash "$SCRIPT_DIR/registry.sh" status >&2 || rc=1
     bash "$SCRIPT_DIR/prometheus.sh" status >&2 || rc=1
     return "$rc"

@@ -12,8 +12,9 @@
 # Usage: bash deploy/test.sh [pytest args…]   (given to both runs; a run
 #        that the arguments leave without a test is skipped, not failed)
 #
-# Environment: PYTHON (default python3); REDIS_CLUSTER_URL (when unset,
-# deploy/redis-cluster.sh starts the local cluster); FAST_WORKERS (default 2) and
+# Environment: PYTHON (default python3); REDIS_CLUSTER_URL and
+# REDIS_CLUSTER_TLS_URL (when unset, deploy/redis-cluster.sh starts the local
+# cluster and, with --tls, its TLS twin); FAST_WORKERS (default 2) and
 # SERVICE_WORKERS (default 3), pytest-xdist's -n of each run; the ports and run dirs of
 # deploy/services.sh (KAFKA_PORT, REDIS_PORT, SCHEMA_REGISTRY_PORT, …). When
 # KAFKA_BOOTSTRAP_SERVERS and REDIS_URL are already set, those services are
@@ -79,8 +80,12 @@ secure_redis() {
 stop_at_exit=()
 started_secure=0
 started_secure_redis=0
+started_tls_cluster=0
 cleanup() {
     local script
+    if ((started_tls_cluster)); then
+        bash "$SCRIPT_DIR/redis-cluster.sh" --tls stop || true
+    fi
     if ((started_secure)); then
         secure_kafka stop || true
     fi
@@ -97,6 +102,7 @@ if [[ -z ${KAFKA_BOOTSTRAP_SERVERS:-} || -z ${REDIS_URL:-} ]]; then
     for script in prometheus.sh registry.sh redis-cluster.sh redis.sh kafka.sh; do
         bash "$SCRIPT_DIR/$script" status >/dev/null 2>&1 || stop_at_exit+=("$script")
     done
+    bash "$SCRIPT_DIR/redis-cluster.sh" --tls status >/dev/null 2>&1 || started_tls_cluster=1
     env_lines="$(bash "$SCRIPT_DIR/services.sh" up)"
     eval "$env_lines"
     if [[ -n $given_registry ]]; then
@@ -109,12 +115,16 @@ elif [[ -z ${SCHEMA_REGISTRY_URL:-} ]]; then
     SCHEMA_REGISTRY_URL="$(bash "$SCRIPT_DIR/registry.sh" url)"
     export SCHEMA_REGISTRY_URL
 fi
-# The Redis Cluster the read-model tests also run against (read_redis_url).
-if [[ -z ${REDIS_CLUSTER_URL:-} ]]; then
+# The Redis Cluster the read-model tests also run against (read_redis_url),
+# and the same over TLS (tests/e2e/test_cluster.py).
+if [[ -z ${REDIS_CLUSTER_URL:-} || -z ${REDIS_CLUSTER_TLS_URL:-} ]]; then
     bash "$SCRIPT_DIR/redis-cluster.sh" status >/dev/null 2>&1 || stop_at_exit+=(redis-cluster.sh)
+    bash "$SCRIPT_DIR/redis-cluster.sh" --tls status >/dev/null 2>&1 || started_tls_cluster=1
     bash "$SCRIPT_DIR/redis-cluster.sh" start >&2
+    bash "$SCRIPT_DIR/redis-cluster.sh" --tls start >&2
     REDIS_CLUSTER_URL="$(bash "$SCRIPT_DIR/redis-cluster.sh" url)"
-    export REDIS_CLUSTER_URL
+    REDIS_CLUSTER_TLS_URL="$(bash "$SCRIPT_DIR/redis-cluster.sh" --tls url)"
+    export REDIS_CLUSTER_URL REDIS_CLUSTER_TLS_URL
 fi
 # Prometheus for the alerting rules' end-to-end test (tests/e2e/test_alerts.py).
 if [[ -z ${PROMETHEUS_URL:-} || -z ${RL_PROMETHEUS_TARGETS:-} ]]; then

@@ -241,3 +241,28 @@ def test_a_batch_applied_in_part_then_again_holds_what_it_holds_applied_once(rea
         for keys in (once, halfway):
             RedisView(read_redis_url, namespace=keys.namespace).clear()
         client.close()
+
+
+def test_tls_to_the_cluster_as_to_a_single_redis(redis_cluster_tls_url):
+    """``rediss+cluster://`` (deploy/redis-cluster.sh --tls: TLS only, for
+    clients and the cluster bus): the CA in the URL, or given as
+    RL_REDIS_CA_FILE is (``ca_file``), verifies every node; without it the
+    handshake fails and says why, without the URL's secrets."""
+    from recurrence_ledger.read.connect import describe_error
+
+    base, _, query = redis_cluster_tls_url.partition("?")
+    ca_file = dict(item.split("=", 1) for item in query.split("&"))["ssl_ca_certs"]
+    keys = Keys(default_namespace(harness.new_prefix()))
+    for client in (read_client(redis_cluster_tls_url), read_client(base, ca_file=ca_file)):
+        try:
+            counts = ReadModels(client, keys.namespace).apply(batch()["candidates"])
+            assert counts.candidates in (3, 0) and client.zcard(keys.queue("open")) == 3
+            assert len(client.get_primaries()) == 3
+        finally:
+            client.close()
+    RedisView(redis_cluster_tls_url, namespace=keys.namespace).clear()
+    untrusted = read_client(base.replace("rediss+cluster://", "rediss+cluster://user:s3cret@"), socket_timeout=2, socket_connect_timeout=2)
+    with pytest.raises(redis.exceptions.RedisError) as raised:
+        untrusted.ping()
+    message = describe_error(raised.value, base)
+    assert "s3cret" not in message and ("certificate" in message.lower() or "ssl" in message.lower()), message

@@ -41,6 +41,8 @@ or does not answer: a service test that silently skips proves nothing.
 - ``redis_cluster_url`` (session): ``REDIS_CLUSTER_URL``, the
   ``redis+cluster://`` URL of deploy/redis-cluster.sh's 3-master Redis
   Cluster, answering PING on every node with ``cluster_state:ok``.
+- ``redis_cluster_tls_url`` (session): ``REDIS_CLUSTER_TLS_URL``, the
+  ``rediss+cluster://…?ssl_ca_certs=…`` URL of ``redis-cluster.sh --tls``.
 - ``read_redis_url``: parametrized ``single`` / ``cluster``: the URL of
   ``redis_url`` or of ``redis_cluster_url`` (the read-model tests that
   exercise keys, scripts and indexes run against both); ``read_client(url)``
@@ -82,6 +84,7 @@ SERVICE_FIXTURES: dict[str, tuple[str, ...]] = {
     "kafka_server": ("kafka",),
     "redis_url": ("redis",),
     "redis_cluster_url": ("redis",),
+    "redis_cluster_tls_url": ("redis",),
     "read_redis_url": ("redis",),
     "redis_server": ("redis",),
     "schema_registry_url": ("registry",),
@@ -429,7 +432,18 @@ def redis_url() -> str:
 def redis_cluster_url() -> str:
     """``redis+cluster://…`` of the test Redis Cluster; fails the test when
     there is none or its state is not ok."""
-    url = _configured("REDIS_CLUSTER_URL")
+    return _cluster_answering("REDIS_CLUSTER_URL")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_tls_url() -> str:
+    """``rediss+cluster://…`` of the test Redis Cluster over TLS (its CA in
+    the URL); fails the test when there is none or its state is not ok."""
+    return _cluster_answering("REDIS_CLUSTER_TLS_URL")
+
+
+def _cluster_answering(variable: str) -> str:
+    url = _configured(variable)
     client = read_client(url, socket_timeout=2, socket_connect_timeout=2)
     try:
         states = client.cluster_info(target_nodes="primaries")
