@@ -66,6 +66,8 @@ fi
 ((${#PORTS[@]} >= 3)) || die "REDIS_CLUSTER_PORTS needs at least three ports (a cluster of masters)"
 TLS_DIR="$RUN_DIR/tls"
 CLIENT_DIR="$RUN_DIR/client"
+TLS_ARGS=()
+((TLS)) && TLS_ARGS=(--tls --cacert "$TLS_DIR/ca.pem")
 REDIS_START_TIMEOUT="${REDIS_START_TIMEOUT:-30}"
 REDIS_STOP_TIMEOUT="${REDIS_STOP_TIMEOUT:-20}"
 # _common.sh's service helpers read PID_FILE / LOG_FILE; set per node by use_node.
@@ -104,11 +106,7 @@ cluster_url() {
 
 # cli ARGS... -> redis-cli, over TLS (the run dir's CA) in TLS mode.
 cli() {
-    if ((TLS)); then
-        redis-cli --tls --cacert "$TLS_DIR/ca.pem" "$@"
-    else
-        redis-cli "$@"
-    fi
+    redis-cli ${TLS_ARGS[@]+"${TLS_ARGS[@]}"} "$@"
 }
 
 # cluster_ok PORT -> 0 when that node says cluster_state:ok.
@@ -169,11 +167,6 @@ start_node() {
     done
 }
 
-# redis_cli_create NODE... -> redis-cli --cluster create of NODEs, masters only.
-redis_cli_create() {
-    cli --cluster create "$@" --cluster-replicas 0 --cluster-yes
-}
-
 cmd_start() {
     local port running=0 missing=() start_s=$SECONDS
     for port in "${PORTS[@]}"; do
@@ -201,7 +194,9 @@ cmd_start() {
             nodes+=("$HOST:$port")
         done
         log "creating the cluster: ${nodes[*]} (masters only)"
-        timeout "$REDIS_START_TIMEOUT" redis_cli_create "${nodes[@]}" >"$RUN_DIR/create.log" 2>&1 || {
+        # Bounded: a cluster whose nodes cannot meet would wait forever.
+        timeout "$REDIS_START_TIMEOUT" redis-cli ${TLS_ARGS[@]+"${TLS_ARGS[@]}"} --cluster create "${nodes[@]}" \
+            --cluster-replicas 0 --cluster-yes >"$RUN_DIR/create.log" 2>&1 || {
             cat "$RUN_DIR/create.log" >&2
             die "redis-cli --cluster create failed"
         }
