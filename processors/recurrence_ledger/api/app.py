@@ -259,8 +259,10 @@ def decision_publisher(settings: ApiSettings) -> DecisionPublisher | None:
     return DecisionPublisher(settings.kafka, settings.topic_prefix, codec)
 
 
-def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info") -> None:
-    """Run the API with uvicorn until SIGINT/SIGTERM."""
+def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False) -> None:
+    """Run the API with uvicorn until SIGINT/SIGTERM: one process, uvloop
+    and httptools when installed (uvicorn's ``auto``), the access log only
+    with ``access_log`` (``serve --access-log``)."""
     import uvicorn
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level, access_log=access_log)

@@ -408,6 +408,9 @@ def serve_command(
         bool, typer.Option("--allow-unauthenticated", help="Serve without an API token on a non-loopback --host: anyone who reaches the port reads the view.")
     ] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+    access_log: Annotated[
+        bool, typer.Option("--access-log", help="Log one line per request (uvicorn's access log, at --log-level info). Off by default: it costs CPU on every request.")
+    ] = False,
     reviewer_tokens: Annotated[
         Optional[Path],
         typer.Option(
@@ -489,7 +492,7 @@ def serve_command(
         style="bold", highlight=False,
     )
     try:
-        serve(settings, host=host, port=port, log_level=log_level)
+        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log)
     except ValueError as error:  # the Redis URL or CA file
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None

@@ -55,7 +55,7 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         "/scopes/{scope:path}/revisions/{artifact_id:path}/{revision}/history",
         response_model=RevisionHistoryBody, responses={**CONDITIONAL, **ERRORS}, tags=["history"],
     )
-    def revision_history(
+    async def revision_history(
         scope: str,
         artifact_id: str,
         revision: Annotated[int, Path(ge=1, le=MAX_POSITION, description="The revision number.")],
@@ -103,7 +103,7 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         return answer(body, history.etag, None, history.as_of_position)
 
     @routes.get("/scopes/{scope:path}/trend", response_model=ScopeTrend, responses={**CONDITIONAL, **ERRORS}, tags=["history"])
-    def scope_trend(
+    async def scope_trend(
         scope: str,
         from_position: Annotated[int, Query(ge=0, le=MAX_POSITION, description="Only points with as_of_position ≥ this.")] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_LIMIT, description=f"Points to return, 1–{MAX_HISTORY_LIMIT}.")] = MAX_HISTORY_LIMIT,

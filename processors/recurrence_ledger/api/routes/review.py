@@ -84,7 +84,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
     namespace = models.keys.namespace
 
     @routes.get("/review-queue", response_model=ReviewQueue, responses={**CONDITIONAL, 400: ERRORS[400], 503: ERRORS[503]}, tags=["review"])
-    def review_queue(
+    async def review_queue(
         status: Annotated[ReviewFilter, Query(description="open (default), superseded, approved, rejected, decided (approved or rejected) or all.")] = "open",
         scope: Annotated[str | None, Query(description="Only this scope's candidates.")] = None,
         surface: Annotated[RepairSurface | None, Query(description="Only candidates with this repair_surface.")] = None,
@@ -112,7 +112,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
         responses={**CONDITIONAL, 400: ERRORS[400], 404: {"model": ERRORS[404]["model"], "description": "Unknown candidate"}, 503: ERRORS[503]},
         tags=["review"],
     )
-    def review_candidate(candidate_id: CandidateId, if_none_match: IfNoneMatch = None) -> Response:
+    async def review_candidate(candidate_id: CandidateId, if_none_match: IfNoneMatch = None) -> Response:
         """One ReviewCandidate with its review status, decision, fix revision
         and repair (contract §18), and its scope's as_of_position."""
         entry = models.review_candidate(candidate_id)

@@ -28,7 +28,7 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         responses={**CONDITIONAL, **ERRORS, 400: {"model": ErrorBody, "description": "Unknown parameter, or bad sort, filter, limit or offset"}},
         tags=["statistics"],
     )
-    def scope_revisions(
+    async def scope_revisions(
         scope: ScopeId,
         sort: Annotated[
             RevisionSort,
@@ -70,7 +70,7 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         return answer(body, snap.etag, None, as_of)
 
     @app.get("/scopes/{scope:path}/review-candidates", response_model=ReviewList, responses={**CONDITIONAL, **ERRORS}, tags=["statistics"])
-    def scope_review(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
+    async def scope_review(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
         """Revisions needing review, from the view's review set, with their
         repair_surface and figures. The ReviewCandidate records themselves
         live on the review-candidates topic."""

@@ -26,7 +26,7 @@ def register(app: FastAPI, reader: ViewReader, models: ReadModels) -> None:
     scope index through ``models``."""
 
     @app.get("/scopes", response_model=ScopeList, responses={**CONDITIONAL, 400: ERRORS[400], 503: ERRORS[503]}, tags=["statistics"])
-    def list_scopes(
+    async def list_scopes(
         limit: Annotated[int, Query(ge=1, le=MAX_SCOPES_LIMIT, description=f"Scopes to return, 1–{MAX_SCOPES_LIMIT}.")] = MAX_SCOPES_LIMIT,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Scopes to skip first (paging).")] = 0,
         sort: Annotated[ScopeSort, Query(description="scope_id (default), or largest first: needing_review, recurred, repeat_failure_rate (null last); ties by scope_id.")] = "scope_id",
@@ -52,7 +52,7 @@ def register(app: FastAPI, reader: ViewReader, models: ReadModels) -> None:
         return answer(body, etag, None, None)
 
     @app.get("/scopes/{scope:path}/statistics", response_model=ScopeStatistics, responses={**CONDITIONAL, **ERRORS}, tags=["statistics"])
-    def scope_statistics(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
+    async def scope_statistics(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
         """The scope's ScopeStatistics record (contract §8): the recurrence
         statistics block (selected, recurred, avoided, unknown,
         unlinked_handoff_citations, needing_review, top_revisions) plus
