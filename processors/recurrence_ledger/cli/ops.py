@@ -409,8 +409,12 @@ def serve_command(
     ] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
     access_log: Annotated[
-        bool, typer.Option("--access-log", help="Log one line per request (uvicorn's access log, at --log-level info). Off by default: it costs CPU on every request.")
-    ] = False,
+        Optional[bool],
+        typer.Option(
+            "--access-log/--no-access-log", show_default=False,
+            help="Log one line per request (uvicorn's access log). Default: only at --log-level debug or trace, since it costs CPU on every request.",
+        ),
+    ] = None,
     reviewer_tokens: Annotated[
         Optional[Path],
         typer.Option(
@@ -492,7 +496,8 @@ def serve_command(
         style="bold", highlight=False,
     )
     try:
-        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log)
+        verbose = log_level.lower() in ("debug", "trace")
+        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log if access_log is not None else verbose)
     except ValueError as error:  # the Redis URL or CA file
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None

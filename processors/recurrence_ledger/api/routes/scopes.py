@@ -11,6 +11,7 @@ import orjson
 from fastapi import FastAPI, Query
 from fastapi.responses import Response
 
+from recurrence_ledger.api.bodies import shaper
 from recurrence_ledger.api.params import MAX_OFFSET, MAX_SCOPES_LIMIT, IfNoneMatch, ScopeId
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, RawJson, answer, etag_matches, unknown_scope
 from recurrence_ledger.api.schemas import ScopeList, ScopeSort, ScopeSummary
@@ -21,9 +22,15 @@ from recurrence_ledger.read.projection import COUNTER_FIELDS
 from recurrence_ledger.read.reader import ViewReader
 
 
+#: Distinct statistics records (by ETag) remembered as checked against
+#: ScopeStatistics; the set starts over when full.
+CHECKED_RECORDS = 4096
+
+
 def register(app: FastAPI, reader: ViewReader, models: ReadModels) -> None:
     """Add the scope routes to ``app``: the view through ``reader``, the
     scope index through ``models``."""
+    checked: set[str] = set()
 
     @app.get("/scopes", response_model=ScopeList, responses={**CONDITIONAL, 400: ERRORS[400], 503: ERRORS[503]}, tags=["statistics"])
     async def list_scopes(
@@ -43,12 +50,16 @@ def register(app: FastAPI, reader: ViewReader, models: ReadModels) -> None:
         etag = page_etag(total, page.available, records)
         if etag_matches(if_none_match, etag):
             return answer(None, etag, if_none_match, None)
+        summary = shaper(ScopeSummary)
         scopes = []
         for raw in records.values():
             record = orjson.loads(raw)
             # A record written before revision 3 lacks its counters: the summary's defaults (0).
-            scopes.append(ScopeSummary(scope_id=record["scope_id"], **{name: record[name] for name in COUNTER_FIELDS if name in record}))
-        body = ScopeList(total=total, limit=limit, offset=offset, sort=sort, filter=filter, needs_review=needs_review, available=page.available, scopes=scopes)
+            scopes.append(summary({"scope_id": record["scope_id"], **{name: record[name] for name in COUNTER_FIELDS if name in record}}))
+        body = shaper(ScopeList)({
+            "total": total, "limit": limit, "offset": offset, "sort": sort, "filter": filter, "needs_review": needs_review,
+            "available": page.available, "scopes": scopes,
+        })
         return answer(body, etag, None, None)
 
     @app.get("/scopes/{scope:path}/statistics", response_model=ScopeStatistics, responses={**CONDITIONAL, **ERRORS}, tags=["statistics"])
@@ -67,6 +78,11 @@ def register(app: FastAPI, reader: ViewReader, models: ReadModels) -> None:
             return unknown_scope(scope, reader.namespace)
         if etag_matches(if_none_match, snap.etag):
             return answer(None, snap.etag, if_none_match, snap.record["as_of_position"])
-        # The stored canonical JSON (contract §4) as is, once checked against its shape.
-        ScopeStatistics.model_validate(snap.record)
+        # The stored canonical JSON (contract §4) as is, checked against its
+        # shape once per distinct record (its ETag is the record's sha256).
+        if snap.etag not in checked:
+            ScopeStatistics.model_validate(snap.record)
+            if len(checked) >= CHECKED_RECORDS:
+                checked.clear()
+            checked.add(snap.etag)
         return answer(RawJson(snap.record_bytes), snap.etag, None, snap.record["as_of_position"])
