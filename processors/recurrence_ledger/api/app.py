@@ -121,6 +121,7 @@ from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR
 from recurrence_ledger.api.routes import history, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
+from recurrence_ledger.api.transport import http_protocol
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.reader import ViewReader
@@ -261,7 +262,8 @@ def decision_publisher(settings: ApiSettings) -> DecisionPublisher | None:
 
 def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False) -> None:
     """Run the API with uvicorn until SIGINT/SIGTERM: one process, uvloop
-    and httptools when installed (uvicorn's ``auto``), the access log only
+    and httptools when installed (uvicorn's ``auto``), each response sent
+    in one write (``recurrence_ledger.api.transport``), the access log only
     with ``access_log`` (``serve --access-log``)."""
     import gc
 
@@ -272,4 +274,4 @@ def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_
     # collector's generations, each full collection has less to walk.
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, http=http_protocol())

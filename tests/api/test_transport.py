@@ -1,0 +1,57 @@
+"""``recurrence_ledger.api.transport``: the writes of one event-loop step go
+out as one, in order, and ``close`` sends what is pending first — over a
+real socket pair and asyncio's own transport."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from recurrence_ledger.api.transport import CoalescingTransport, http_protocol
+
+
+class Counting(asyncio.Protocol):
+    """A protocol that only keeps its transport."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+
+async def exchange() -> tuple[list[bytes], bytes]:
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    transport, _ = await loop.create_connection(Counting, sock=ours)
+    writes: list[bytes] = []
+    real_write = transport.write
+
+    def write(data: bytes) -> None:
+        writes.append(bytes(data))
+        real_write(data)
+
+    transport.write = write  # count the real transport's writes
+    coalescing = CoalescingTransport(transport, loop)
+    coalescing.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    coalescing.write(b"body")
+    assert writes == []  # nothing sent within the step
+    await asyncio.sleep(0)
+    assert writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+    coalescing.write(b"-last")
+    coalescing.close()  # flushes first
+    theirs.setblocking(True)
+    received = b""
+    while chunk := await loop.run_in_executor(None, theirs.recv, 4096):
+        received += chunk
+    theirs.close()
+    return writes, received
+
+
+def test_one_write_per_step_in_order_and_close_flushes() -> None:
+    writes, received = asyncio.run(exchange())
+    assert writes == [b"HTTP/1.1 200 OK\r\n\r\nbody", b"-last"]
+    assert received == b"HTTP/1.1 200 OK\r\n\r\nbody-last"
+
+
+def test_the_protocol_is_uvicorns_auto_protocol() -> None:
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    assert issubclass(http_protocol(), AutoHTTPProtocol)
