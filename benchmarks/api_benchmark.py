@@ -24,15 +24,15 @@ The load generator shares the machine's cores with the server, so it is
 kept cheap and its CPU is reported: ``--client threads`` (the default)
 runs the clients as threads of ``--client-processes`` processes with the
 standard library's ``http.client``; ``--client async`` runs them as tasks
-of one ``httpx.AsyncClient``. ``--against DIR`` serves, in the same
-sitting, alternately from ``DIR`` (the ``processors`` folder of another
-checkout: the code before a change) and from this checkout, and records
-both.
+of one ``httpx.AsyncClient``. ``--against PATH`` serves, in the same
+sitting, alternately with ``PYTHONPATH=PATH`` (the ``processors`` folder
+of another checkout: the code before a change; more folders before it can
+hide installed packages) and from this checkout, and records both.
 
 Run (the shared Redis of deploy/services.sh, REDIS_URL; nothing else needed):
 
     python benchmarks/api_benchmark.py                      # 3 runs of 5,000 requests; BENCHMARKS.md updated
-    python benchmarks/api_benchmark.py --against ../main/processors
+    python benchmarks/api_benchmark.py --against /tmp/before/processors   # e.g. git archive of the commit before
     python benchmarks/api_benchmark.py --quick              # smoke size, no file update
 
 Records the numbers in BENCHMARKS.md between the ``api-benchmark`` markers.
@@ -365,7 +365,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients (each one keep-alive connection)")
     parser.add_argument("--client", choices=("threads", "async"), default="threads", help="the load generator (module docstring)")
     parser.add_argument("--client-processes", type=int, default=2, help="processes of --client threads")
-    parser.add_argument("--against", metavar="DIR", help="also serve from DIR (another checkout's processors folder), alternating runs")
+    parser.add_argument("--against", metavar="PATH", help="also serve with PYTHONPATH=PATH (another checkout's processors folder), alternating runs")
+    parser.add_argument("--against-label", default="--against", help="the --against server's name in the table")
     parser.add_argument("--quick", action="store_true", help="a small view, 1,000 requests, 3 runs; BENCHMARKS.md untouched")
     args = parser.parse_args()
     shape = Workload(scopes=6, outcomes_per_scope=300, candidates=0.05) if args.quick else Workload(scopes=40, outcomes_per_scope=600, candidates=0.05)
@@ -373,7 +374,7 @@ def main() -> None:
     started = time.monotonic()
     data, view, models = fill(args.redis_url, shape)
     probe = redis.Redis.from_url(args.redis_url)
-    targets = [("this checkout", None)] + ([("--against", str(Path(args.against).resolve()))] if args.against else [])
+    targets = [("this checkout", None)] + ([(args.against_label, args.against)] if args.against else [])
     results: dict[str, list[dict]] = {label: [] for label, _ in targets}
     loads = []
     try:
@@ -399,7 +400,7 @@ def main() -> None:
               else f"{args.clients} tasks of one `httpx.AsyncClient`")
     lines = [
         f"Recorded {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC by `python benchmarks/api_benchmark.py"
-        + (" --client async" if args.client == "async" else "") + (" --against …" if args.against else "")
+        + (" --client async" if args.client == "async" else "") + (" --against PATH" if args.against else "")
         + f"` at commit {commit()} ({platform.machine()}, CPython {platform.python_version()}, {os.cpu_count()} cores shared with the "
         f"load generator, redis-server and other jobs: **the machine is shared and noisy**, 1-minute load average {', '.join(loads)} "
         f"at the start of the runs; run time {time.monotonic() - started:.0f} s).",
