@@ -1,6 +1,7 @@
-"""``recurrence_ledger.api.transport``: the writes of one event-loop step go
-out as one, in order, and ``close`` sends what is pending first — over a
-real socket pair and asyncio's own transport."""
+"""``recurrence_ledger.api.transport``: a held write goes out with the next
+one at once, or alone at the end of the event-loop step, in order, and
+``close`` sends what is held first — over a real socket pair and asyncio's
+own transport."""
 
 from __future__ import annotations
 
@@ -31,12 +32,15 @@ async def exchange() -> tuple[list[bytes], bytes]:
     transport.write = write  # count the real transport's writes
     coalescing = CoalescingTransport(transport, loop)
     coalescing.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    assert writes == []  # the head is held
     coalescing.write(b"body")
-    assert writes == []  # nothing sent within the step
-    await asyncio.sleep(0)
-    assert writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+    assert writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]  # and sent with the body, at once
+    coalescing.write(b"-tail")
+    assert len(writes) == 1
+    await asyncio.sleep(0)  # a write alone goes out at the end of the step
+    assert writes[1:] == [b"-tail"]
     coalescing.write(b"-last")
-    coalescing.close()  # flushes first
+    coalescing.close()  # sends what is held first
     theirs.setblocking(True)
     received = b""
     while chunk := await loop.run_in_executor(None, theirs.recv, 4096):
@@ -45,10 +49,10 @@ async def exchange() -> tuple[list[bytes], bytes]:
     return writes, received
 
 
-def test_one_write_per_step_in_order_and_close_flushes() -> None:
+def test_writes_go_out_in_pairs_or_at_the_end_of_the_step_in_order() -> None:
     writes, received = asyncio.run(exchange())
-    assert writes == [b"HTTP/1.1 200 OK\r\n\r\nbody", b"-last"]
-    assert received == b"HTTP/1.1 200 OK\r\n\r\nbody-last"
+    assert writes == [b"HTTP/1.1 200 OK\r\n\r\nbody", b"-tail", b"-last"]
+    assert received == b"HTTP/1.1 200 OK\r\n\r\nbody-tail-last"
 
 
 def test_the_protocol_is_uvicorns_auto_protocol() -> None:

@@ -5,10 +5,12 @@ uvicorn writes a response's status line and headers when the app sends
 two ``write`` calls, so two TCP segments, two deliveries and two wake-ups of
 the client for every answer. On loopback the kernel's send path was a
 quarter of the server's CPU per request (py-spy, BENCHMARKS.md,
-api-benchmark). :class:`CoalescingTransport` gathers the writes made in one
-step of the event loop and sends them as one at the end of that step
-(``loop.call_soon``); the bytes and their order are unchanged, and
-``close`` sends what is pending first. :func:`http_protocol` is uvicorn's
+api-benchmark). :class:`CoalescingTransport` holds a write when nothing is
+held and sends it with the next one (the head with the body, at once), or
+alone at the end of the event-loop step (``loop.call_soon``) when no other
+write comes in that step — never later, so no answer waits for other
+requests' work. The bytes and their order are unchanged, and ``close``
+sends what is held first. :func:`http_protocol` is uvicorn's
 own protocol class (``auto``: httptools when installed, else h11) with its
 transport wrapped so.
 """
@@ -20,9 +22,9 @@ from typing import Any
 
 
 class CoalescingTransport:
-    """``transport`` whose ``write`` calls of one event-loop step go out as
-    one ``write`` at the end of the step; everything else is the wrapped
-    transport's."""
+    """``transport`` whose writes go out in pairs (a held write with the
+    next) or alone at the end of the event-loop step (module docstring);
+    everything else is the wrapped transport's."""
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
         self._transport = transport
@@ -30,10 +32,15 @@ class CoalescingTransport:
         self._pending: list[bytes] = []
 
     def write(self, data: bytes) -> None:
-        """Queue ``data``; the first write of a step schedules the flush."""
-        if not self._pending:
-            self._loop.call_soon(self.flush)
+        """Hold ``data`` when nothing is held (a response's head), sending
+        it at the end of the loop step unless another write comes first;
+        send what is held and ``data`` together when something is (the
+        head and the body: one write, sent at once)."""
         self._pending.append(data)
+        if len(self._pending) > 1:
+            self.flush()
+        else:
+            self._loop.call_soon(self.flush)
 
     def flush(self) -> None:
         """Send what is queued, as one write (nothing once the transport closes)."""
