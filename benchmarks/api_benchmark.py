@@ -52,7 +52,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -62,20 +61,18 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import httpx
-import orjson
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from recurrence_ledger.catalogue import REVIEW_CANDIDATES, REVISION_STATISTICS, STATISTICS  # noqa: E402
-from recurrence_ledger.embedded import run_journal  # noqa: E402
 from recurrence_ledger.read.follower import FOLLOWED  # noqa: E402
 from recurrence_ledger.read.follower_view import FollowerView  # noqa: E402
 from recurrence_ledger.read.history import ReadModels  # noqa: E402
 from recurrence_ledger.read.keys import default_namespace  # noqa: E402
-from recurrence_ledger.read.records import Located  # noqa: E402
-from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
+from recurrence_ledger.workload import Workload  # noqa: E402
 
+from benchmarks.outputs import located_outputs  # noqa: E402
 from benchmarks.record import write_block  # noqa: E402
 
 #: The request mix: (kind, weight). Weights sum to 100.
@@ -111,19 +108,7 @@ def fill(redis_url: str, shape: Workload) -> tuple[Data, FollowerView, ReadModel
     """Fill a fresh namespace through the product's projection (module docstring, 1.)."""
     prefix = f"apibench{uuid.uuid4().hex[:8]}."
     namespace = default_namespace(prefix)
-    with tempfile.TemporaryDirectory() as folder:
-        journal = Path(folder) / "journal.jsonl"
-        with open(journal, "wb") as handle:
-            for record in generate_journal(shape):
-                handle.write(orjson.dumps(record) + b"\n")
-        out = Path(folder) / "out"
-        run_journal(journal, out, show_progress=False)
-        clock = 1_790_000_000_000
-        batch = [
-            Located(topic, 0, offset, clock + offset, orjson.loads(line))
-            for topic in FOLLOWED
-            for offset, line in enumerate((out / f"{topic}.jsonl").read_bytes().splitlines())
-        ]
+    batch = located_outputs(shape, FOLLOWED)
     view = FollowerView(redis_url, namespace=namespace)
     models = ReadModels(view._client, namespace)
     view.submit([r.value for r in batch if r.topic == STATISTICS], revisions=[r.value for r in batch if r.topic == REVISION_STATISTICS])
