@@ -31,7 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.read_models_benchmark import read_model_records  # noqa: E402
+from benchmarks.outputs import located_outputs  # noqa: E402
+from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS  # noqa: E402
 from recurrence_ledger.read.history import ReadModels  # noqa: E402
 from recurrence_ledger.read.records import Located  # noqa: E402
 from recurrence_ledger.workload import Workload  # noqa: E402
@@ -41,9 +42,9 @@ BATCH = 500
 
 def records_of(shape: Workload) -> list[Located]:
     """The read-model records of the journal of ``shape``
-    (``read_models_benchmark.read_model_records``), the topics interleaved
+    (``benchmarks.outputs.located_outputs``), the topics interleaved
     by offset as a follower reads them."""
-    records = read_model_records(shape)
+    records = located_outputs(shape, (OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS))
     records.sort(key=lambda record: (record.offset, record.topic))
     return records
 

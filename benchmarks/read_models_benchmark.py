@@ -33,26 +33,23 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
-import orjson
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recurrence_ledger.embedded import run_journal  # noqa: E402
 from recurrence_ledger.read.history import ReadModels  # noqa: E402
-from recurrence_ledger.read.records import Located  # noqa: E402
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS  # noqa: E402
 from recurrence_ledger.read.projection import RedisView  # noqa: E402
 from recurrence_ledger.read.keys import SCOPE_SORTS, default_namespace  # noqa: E402
-from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
+from recurrence_ledger.workload import Workload  # noqa: E402
 
+from benchmarks.outputs import located_outputs  # noqa: E402
 from benchmarks.record import write_block  # noqa: E402
 
 QUERIES = (
@@ -147,28 +144,8 @@ def scope_list(redis_url: str, scopes: int, requests: int) -> list[tuple[str, di
         view.close()
 
 
-def read_model_records(shape: Workload) -> list[Located]:
-    """The RecurrenceObservations, ReviewCandidates and ScopeStatistics of
-    the journal of ``shape`` run through the embedded core, each topic's as
-    read from one partition (offsets from 0, Kafka timestamps 1 ms apart),
-    topic after topic."""
-    with tempfile.TemporaryDirectory() as folder:
-        journal = Path(folder) / "journal.jsonl"
-        with open(journal, "wb") as handle:
-            for record in generate_journal(shape):
-                handle.write(orjson.dumps(record) + b"\n")
-        out = Path(folder) / "out"
-        run_journal(journal, out, show_progress=False)
-        records: list[Located] = []
-        clock = 1_790_000_000_000
-        for topic in (OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS):
-            for offset, line in enumerate((out / f"{topic}.jsonl").read_bytes().splitlines()):
-                records.append(Located(topic, 0, offset, clock + offset, orjson.loads(line)))
-    return records
-
-
 def memory(redis_url: str, shape: Workload) -> dict:
-    records = read_model_records(shape)
+    records = located_outputs(shape, (OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS))
     namespace = f"rlbench-{uuid.uuid4().hex[:8]}"
     client = redis.Redis.from_url(redis_url)
     models = ReadModels(client, namespace)

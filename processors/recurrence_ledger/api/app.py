@@ -121,6 +121,7 @@ from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR
 from recurrence_ledger.api.routes import history, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
+from recurrence_ledger.api.transport import http_protocol
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.reader import ViewReader
@@ -259,8 +260,18 @@ def decision_publisher(settings: ApiSettings) -> DecisionPublisher | None:
     return DecisionPublisher(settings.kafka, settings.topic_prefix, codec)
 
 
-def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info") -> None:
-    """Run the API with uvicorn until SIGINT/SIGTERM."""
+def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False) -> None:
+    """Run the API with uvicorn until SIGINT/SIGTERM: one process, uvloop
+    and httptools when installed (uvicorn's ``auto``), each response sent
+    in one write (``recurrence_ledger.api.transport``), the access log only
+    with ``access_log`` (``serve --access-log``)."""
+    import gc
+
     import uvicorn
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+    app = create_app(settings)
+    # What is loaded by now lives as long as the process: out of the
+    # collector's generations, each full collection has less to walk.
+    gc.collect()
+    gc.freeze()
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, http=http_protocol())

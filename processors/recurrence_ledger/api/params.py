@@ -52,7 +52,7 @@ def _query_names(dependant) -> frozenset[str]:  # noqa: ANN001 - fastapi.depende
     return frozenset(names)
 
 
-def known_query_only(request: Request) -> None:
+async def known_query_only(request: Request) -> None:
     """Every route's dependency: a query parameter the endpoint does not
     declare is a client error (400 naming it), never silently ignored.
     Raises RequestValidationError."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel
 
@@ -47,8 +48,10 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
     return any(tag.strip().removeprefix("W/") == wanted for tag in if_none_match.split(","))
 
 
-def answer(body: BaseModel | RawJson | None, etag: str, if_none_match: str | None, as_of: int | None) -> Response:
-    """The JSON answer of ``body`` with its ``ETag`` (and
+def answer(body: BaseModel | RawJson | dict | None, etag: str, if_none_match: str | None, as_of: int | None) -> Response:
+    """The JSON answer of ``body`` — a model, stored JSON bytes, or a dict
+    already in its response model's shape (``recurrence_ledger.api.bodies``,
+    written by orjson) — with its ``ETag`` (and
     ``X-As-Of-Position`` when ``as_of`` is not None); ``304 Not Modified``
     without a body when ``body`` is None or ``if_none_match`` matches
     ``etag``."""
@@ -57,7 +60,10 @@ def answer(body: BaseModel | RawJson | None, etag: str, if_none_match: str | Non
         headers["X-As-Of-Position"] = str(as_of)
     if body is None or etag_matches(if_none_match, etag):
         return Response(status_code=304, headers=headers)
-    content = body.data if isinstance(body, RawJson) else body.model_dump_json()
+    if isinstance(body, dict):
+        content = orjson.dumps(body)
+    else:
+        content = body.data if isinstance(body, RawJson) else body.model_dump_json()
     return Response(content, media_type="application/json", headers=headers)
 
 

@@ -408,6 +408,13 @@ def serve_command(
         bool, typer.Option("--allow-unauthenticated", help="Serve without an API token on a non-loopback --host: anyone who reaches the port reads the view.")
     ] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+    access_log: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--access-log/--no-access-log", show_default=False,
+            help="Log one line per request (uvicorn's access log). Default: only at --log-level debug or trace, since it costs CPU on every request.",
+        ),
+    ] = None,
     reviewer_tokens: Annotated[
         Optional[Path],
         typer.Option(
@@ -489,7 +496,8 @@ def serve_command(
         style="bold", highlight=False,
     )
     try:
-        serve(settings, host=host, port=port, log_level=log_level)
+        verbose = log_level.lower() in ("debug", "trace")
+        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log if access_log is not None else verbose)
     except ValueError as error:  # the Redis URL or CA file
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None

@@ -25,10 +25,10 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import FileResponse, Response
 
+from recurrence_ledger.api.bodies import shaper
 from recurrence_ledger.api.params import MAX_HISTORY_LIMIT, MAX_OFFSET, MAX_POSITION, IfNoneMatch
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page, unknown_scope
 from recurrence_ledger.api.schemas import ItemRef, RevisionHistoryBody, Run, ScopeTrend, TrendPoint, Verdict
-from recurrence_ledger.ledger.models import ArtifactRef
 from recurrence_ledger.read.history import ReadModels
 
 
@@ -55,7 +55,7 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         "/scopes/{scope:path}/revisions/{artifact_id:path}/{revision}/history",
         response_model=RevisionHistoryBody, responses={**CONDITIONAL, **ERRORS}, tags=["history"],
     )
-    def revision_history(
+    async def revision_history(
         scope: str,
         artifact_id: str,
         revision: Annotated[int, Path(ge=1, le=MAX_POSITION, description="The revision number.")],
@@ -80,30 +80,32 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         runs = history.runs(verdicts)
         ordered = verdicts if order == "oldest" else verdicts[::-1]
         row = history.row or {}
+        shape_verdict, shape_ref = shaper(Verdict), shaper(ItemRef)
         rows = [
-            Verdict(
-                task_outcome_id=item["task_outcome_id"], task_outcome_position=item["task_outcome_position"], event=item["event"],
-                verdict=item["verdict"],
-                failure_ref=None if item["failure_ref"] is None else ItemRef(
-                    task_outcome_ref={"source_type": "task_outcome", "source_id": item["task_outcome_id"]}, **item["failure_ref"]
+            shape_verdict({
+                "task_outcome_id": item["task_outcome_id"], "task_outcome_position": item["task_outcome_position"], "event": item["event"],
+                "verdict": item["verdict"],
+                "failure_ref": None if item["failure_ref"] is None else shape_ref(
+                    {"task_outcome_ref": {"source_type": "task_outcome", "source_id": item["task_outcome_id"]}, **item["failure_ref"]}
                 ),
-                run_start_position=item["run"], observation_id_prefix=item["observation"],
-                explain=explain_command(scope, item["task_outcome_id"], topic_prefix),
-            )
+                "run_start_position": item["run"], "observation_id_prefix": item["observation"],
+                "explain": explain_command(scope, item["task_outcome_id"], topic_prefix),
+            })
             for item in ordered[offset : offset + limit]
         ]
-        body = RevisionHistoryBody(
-            scope_id=scope, as_of_position=history.as_of_position,
-            artifact_ref=ArtifactRef(family="experience", artifact_id=artifact_id, revision=revision),
-            signature_key=row.get("signature_key", history.meta.get("signature_key")), repair_surface=row.get("repair_surface"),
-            terminal_recurred_streak=row.get("terminal_recurred_streak"), needs_review=row.get("needs_review"),
-            review_threshold=history.review_threshold, order=order, limit=limit, offset=offset, total=history.total,
-            retained=len(verdicts), truncated=history.total > len(verdicts), runs=[Run(**run) for run in runs], verdicts=rows,
-        )
+        shape_run = shaper(Run)
+        body = shaper(RevisionHistoryBody)({
+            "scope_id": scope, "as_of_position": history.as_of_position,
+            "artifact_ref": {"family": "experience", "artifact_id": artifact_id, "revision": revision},
+            "signature_key": row.get("signature_key", history.meta.get("signature_key")), "repair_surface": row.get("repair_surface"),
+            "terminal_recurred_streak": row.get("terminal_recurred_streak"), "needs_review": row.get("needs_review"),
+            "review_threshold": history.review_threshold, "order": order, "limit": limit, "offset": offset, "total": history.total,
+            "retained": len(verdicts), "truncated": history.total > len(verdicts), "runs": [shape_run(run) for run in runs], "verdicts": rows,
+        })
         return answer(body, history.etag, None, history.as_of_position)
 
     @routes.get("/scopes/{scope:path}/trend", response_model=ScopeTrend, responses={**CONDITIONAL, **ERRORS}, tags=["history"])
-    def scope_trend(
+    async def scope_trend(
         scope: str,
         from_position: Annotated[int, Query(ge=0, le=MAX_POSITION, description="Only points with as_of_position ≥ this.")] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_LIMIT, description=f"Points to return, 1–{MAX_HISTORY_LIMIT}.")] = MAX_HISTORY_LIMIT,
@@ -117,14 +119,12 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
             return unknown_scope(scope, namespace)
         if etag_matches(if_none_match, trend.etag):
             return answer(None, trend.etag, if_none_match, trend.as_of_position)
-        points = [
-            TrendPoint(committed_at=iso(row["timestamp"]), timestamp_ms=row["timestamp"], **{k: v for k, v in row.items() if k not in ("partition", "offset", "timestamp")})
-            for row in trend.rows()
-        ]
-        body = ScopeTrend(
-            scope_id=scope, as_of_position=trend.as_of_position, from_position=from_position, limit=limit, total=trend.total,
-            retained=trend.retained, next_from_position=trend.next_from_position, points=points,
-        )
+        shape_point = shaper(TrendPoint)
+        points = [shape_point({**row, "committed_at": iso(row["timestamp"]), "timestamp_ms": row["timestamp"]}) for row in trend.rows()]
+        body = shaper(ScopeTrend)({
+            "scope_id": scope, "as_of_position": trend.as_of_position, "from_position": from_position, "limit": limit, "total": trend.total,
+            "retained": trend.retained, "next_from_position": trend.next_from_position, "points": points,
+        })
         return answer(body, trend.etag, None, trend.as_of_position)
 
     @routes.get("/timeline", include_in_schema=False)

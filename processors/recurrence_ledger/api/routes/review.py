@@ -41,11 +41,12 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
 from recurrence_ledger.api.auth import DASHBOARD_HEADERS
+from recurrence_ledger.api.bodies import shaper
 from recurrence_ledger.api.params import MAX_OFFSET, MAX_QUEUE_LIMIT, IfNoneMatch
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page
 from recurrence_ledger.api.routes.history import iso
 from recurrence_ledger.api.schemas import DecisionAccepted, DecisionRequest, ItemRef, QueueItem, ReviewCandidateBody, ReviewFilter, ReviewQueue
-from recurrence_ledger.ledger.models import MAX_ID_LENGTH, ArtifactRef, RepairSurface
+from recurrence_ledger.ledger.models import MAX_ID_LENGTH, RepairSurface
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.runtime.review import DecisionPublisher, DecisionRefused, new_decision
 
@@ -64,13 +65,15 @@ DECISION_ERRORS: dict[int, dict] = {
 
 
 def queue_item(item: dict, status: dict | None) -> dict:
-    """The QueueItem fields of a read-model queue item and its ReviewStatus."""
+    """The QueueItem fields of a read-model queue item and its ReviewStatus,
+    nested values in their models' shapes (``recurrence_ledger.api.bodies``)."""
     candidate = item["candidate"]
+    shape_ref = shaper(ItemRef)
     return dict(
-        candidate_id=candidate["candidate_id"], scope_id=candidate["scope_id"], artifact_ref=ArtifactRef(**candidate["artifact_ref"]),
+        candidate_id=candidate["candidate_id"], scope_id=candidate["scope_id"], artifact_ref=candidate["artifact_ref"],
         signature_key=candidate["signature_key"], repair_surface=candidate["repair_surface"], streak=candidate["streak"],
         run_start_position=candidate["run_start_position"], reason=candidate["reason"],
-        failure_refs=[ItemRef(**ref) for ref in candidate["failure_refs"]], published_at=iso(item["timestamp"]),
+        failure_refs=[shape_ref(ref) for ref in candidate["failure_refs"]], published_at=iso(item["timestamp"]),
         status=status["status"] if status else "open", decision=status.get("decision") if status else None,
         fix_revision=status.get("fix_revision") if status else None, repair=status.get("repair") if status else None,
     )
@@ -84,7 +87,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
     namespace = models.keys.namespace
 
     @routes.get("/review-queue", response_model=ReviewQueue, responses={**CONDITIONAL, 400: ERRORS[400], 503: ERRORS[503]}, tags=["review"])
-    def review_queue(
+    async def review_queue(
         status: Annotated[ReviewFilter, Query(description="open (default), superseded, approved, rejected, decided (approved or rejected) or all.")] = "open",
         scope: Annotated[str | None, Query(description="Only this scope's candidates.")] = None,
         surface: Annotated[RepairSurface | None, Query(description="Only candidates with this repair_surface.")] = None,
@@ -100,11 +103,12 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
         queue = models.review_queue(scope, surface, offset, limit, status)
         if etag_matches(if_none_match, queue.etag):
             return answer(None, queue.etag, if_none_match, None)
-        items = [QueueItem(**queue_item(item, item["status"])) for item in queue.items]
-        body = ReviewQueue(
-            total=queue.total, available=queue.available, counts=queue.counts, status=status, scope=scope, surface=surface, limit=limit,
-            offset=offset, candidates=items,
-        )
+        shape_item = shaper(QueueItem)
+        items = [shape_item(queue_item(item, item["status"])) for item in queue.items]
+        body = shaper(ReviewQueue)({
+            "total": queue.total, "available": queue.available, "counts": queue.counts, "status": status, "scope": scope, "surface": surface,
+            "limit": limit, "offset": offset, "candidates": items,
+        })
         return answer(body, queue.etag, None, None)
 
     @routes.get(
@@ -112,7 +116,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
         responses={**CONDITIONAL, 400: ERRORS[400], 404: {"model": ERRORS[404]["model"], "description": "Unknown candidate"}, 503: ERRORS[503]},
         tags=["review"],
     )
-    def review_candidate(candidate_id: CandidateId, if_none_match: IfNoneMatch = None) -> Response:
+    async def review_candidate(candidate_id: CandidateId, if_none_match: IfNoneMatch = None) -> Response:
         """One ReviewCandidate with its review status, decision, fix revision
         and repair (contract §18), and its scope's as_of_position."""
         entry = models.review_candidate(candidate_id)
@@ -120,7 +124,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
             return not_found(f"unknown review candidate {candidate_id!r}", namespace)
         if etag_matches(if_none_match, entry.etag):
             return answer(None, entry.etag, if_none_match, entry.as_of_position)
-        body = ReviewCandidateBody(**queue_item(entry.item, entry.status), as_of_position=entry.as_of_position)
+        body = shaper(ReviewCandidateBody)({**queue_item(entry.item, entry.status), "as_of_position": entry.as_of_position})
         return answer(body, entry.etag, None, entry.as_of_position)
 
     @routes.post(

@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import FastAPI, Query
 from fastapi.responses import Response
 
+from recurrence_ledger.api.bodies import shaper
 from recurrence_ledger.api.params import DEFAULT_REVISIONS_LIMIT, MAX_LIMIT, MAX_OFFSET, IfNoneMatch, ScopeId
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, unknown_scope
 from recurrence_ledger.api.schemas import ErrorBody, ReviewList, ReviewRow, RevisionList, RevisionRow, RevisionSort
@@ -28,7 +29,7 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         responses={**CONDITIONAL, **ERRORS, 400: {"model": ErrorBody, "description": "Unknown parameter, or bad sort, filter, limit or offset"}},
         tags=["statistics"],
     )
-    def scope_revisions(
+    async def scope_revisions(
         scope: ScopeId,
         sort: Annotated[
             RevisionSort,
@@ -59,18 +60,17 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         if etag_matches(if_none_match, snap.etag):
             return answer(None, snap.etag, if_none_match, as_of)
         selected = select_revisions(snap.rows, sort, surface, low_yield, needs_review, binding_suspect)
-        rows = [
-            RevisionRow(rank=rank, **{name: value for name, value in row.items() if name != "scope_id"})
-            for rank, row in enumerate(selected[offset : offset + limit], start=offset + 1)
-        ]
-        body = RevisionList(
-            scope_id=scope, as_of_position=as_of, sort=sort, surface=surface, low_yield=low_yield, needs_review=needs_review,
-            binding_suspect=binding_suspect, limit=limit, offset=offset, total=len(snap.rows), available=len(selected), complete=True, revisions=rows,
-        )
+        shape_row = shaper(RevisionRow)
+        rows = [shape_row({**row, "rank": rank}) for rank, row in enumerate(selected[offset : offset + limit], start=offset + 1)]
+        body = shaper(RevisionList)({
+            "scope_id": scope, "as_of_position": as_of, "sort": sort, "surface": surface, "low_yield": low_yield, "needs_review": needs_review,
+            "binding_suspect": binding_suspect, "limit": limit, "offset": offset, "total": len(snap.rows), "available": len(selected), "complete": True,
+            "revisions": rows,
+        })
         return answer(body, snap.etag, None, as_of)
 
     @app.get("/scopes/{scope:path}/review-candidates", response_model=ReviewList, responses={**CONDITIONAL, **ERRORS}, tags=["statistics"])
-    def scope_review(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
+    async def scope_review(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
         """Revisions needing review, from the view's review set, with their
         repair_surface and figures. The ReviewCandidate records themselves
         live on the review-candidates topic."""
@@ -80,13 +80,10 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         as_of = snap.record["as_of_position"]
         if etag_matches(if_none_match, snap.review_etag):
             return answer(None, snap.review_etag, if_none_match, as_of)
-        rows = [ReviewRow(**row) for row in snap.top if snap.needs_review(row)]
-        body = ReviewList(
-            scope_id=scope,
-            as_of_position=as_of,
-            review_threshold=snap.review_threshold,
-            needing_review=snap.record["needing_review"],
-            complete=len(rows) >= snap.record["needing_review"],
-            revisions=rows,
-        )
+        shape_row = shaper(ReviewRow)
+        rows = [shape_row(row) for row in snap.top if snap.needs_review(row)]
+        body = shaper(ReviewList)({
+            "scope_id": scope, "as_of_position": as_of, "review_threshold": snap.review_threshold, "needing_review": snap.record["needing_review"],
+            "complete": len(rows) >= snap.record["needing_review"], "revisions": rows,
+        })
         return answer(body, snap.review_etag, None, as_of)

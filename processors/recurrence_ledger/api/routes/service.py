@@ -27,7 +27,7 @@ def register(app: FastAPI, reader: ViewReader, redis_url: str, token: BearerToke
     @app.get(
         "/healthz", response_model=Health, responses={400: ERRORS[400], 503: {"model": Health, "description": "Redis does not answer"}}, tags=["service"]
     )
-    def healthz(request: Request) -> JSONResponse:
+    async def healthz(request: Request) -> JSONResponse:
         """200 when Redis answers PING, else 503. It needs no API token; with
         one set, why Redis is down (``detail``) is only told to a request
         that carries the token."""
