@@ -20,9 +20,14 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from recurrence_ledger.ledger.intake import BOM, Coordinates, ingest_journal_line
-from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.normalize import canonical_json_line
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
-from recurrence_ledger.catalogue import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, REVIEW_STATUS, SOURCE_JOURNAL, STATISTICS
+from recurrence_ledger.catalogue import (
+    ADMISSION_DECISIONS, DEAD_LETTER, MATCHES, OBSERVATIONS, OUTPUT_TOPICS, REVIEW_STATUS, SOURCE_JOURNAL, STATISTICS,
+)
+
+#: Output topics the summary only counts.
+_FACTS = frozenset({MATCHES, OBSERVATIONS})
 
 #: Dead-letter coordinates topic for records read from a journal file: the
 #: file is a copy of the source-journal topic (contract §1).
@@ -67,9 +72,12 @@ class JsonlSink:
 
     def write(self, emits: Iterable[Emit], summary: RunSummary) -> None:
         """Append each emit's value as one canonical JSON line."""
+        files, records = self.files, summary.records
         for emit in emits:
-            self.files[emit.topic].write(canonical_json(emit.value) + b"\n")
-            summary.records[emit.topic] += 1
+            files[emit.topic].write(canonical_json_line(emit.value))
+            records[emit.topic] += 1
+            if emit.topic in _FACTS:
+                continue
             if emit.topic == STATISTICS:
                 summary.statistics[emit.value["scope_id"]] = emit.value
             elif emit.topic == REVIEW_STATUS:

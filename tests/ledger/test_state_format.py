@@ -39,7 +39,8 @@ def feed(processor: LedgerProcessor, records: list[dict | bytes]) -> list[tuple[
 def to_format_1(store: dict) -> dict:
     """The same state as a version before state formats wrote it: one
     ``("position", scope_id, position)`` record per position, no range
-    records, no open range in the scope records, no format record."""
+    records, no open range in the scope records, the streak ranking in a
+    ``("ranked", scope_id)`` record, no format record."""
     old = {}
     for key, value in json.loads(json.dumps([[list(key), value] for key, value in store.items()])):  # a copy
         key = tuple(key)
@@ -47,9 +48,12 @@ def to_format_1(store: dict) -> dict:
             continue
         if key[0] == "positions":
             old.update({("position", key[1], int(position)): holder for position, holder in value.items()})
-        elif key[0] == "scope" and "positions" in value:
-            _, holders = value.pop("positions")
-            old.update({("position", key[1], int(position)): holder for position, holder in holders.items()})
+        elif key[0] == "scope":
+            if "positions" in value:
+                _, holders = value.pop("positions")
+                old.update({("position", key[1], int(position)): holder for position, holder in holders.items()})
+            if "ranked" in value:
+                old[("ranked", key[1])] = value.pop("ranked")
             old[key] = value
         else:
             old[key] = value
@@ -106,6 +110,9 @@ def test_a_format_1_store_keeps_working_with_the_facts_of_a_format_2_store():
     # new positions go to ranges; the old records stay in force and are never rewritten
     assert STATE_FORMAT_KEY not in old.state.store
     assert len([key for key in old.state.store if key[0] == "position"]) == 300
+    # the rankings moved into the scope records as they changed
+    assert not [key for key in old.state.store if key[0] == "ranked"]
+    assert all(old.state.store[key] == new.state.store[key] for key in new.state.store if key[0] == "scope" and "ranked" in new.state.store[key])
 
 
 def test_a_format_1_changelog_restores_into_a_worker_store_that_keeps_it():

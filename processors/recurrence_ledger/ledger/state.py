@@ -105,7 +105,9 @@ STATE_FORMAT_KEY: Key = ("deployment", "state_format")
 #: record (written on every event anyway), the others one record per range,
 #: ``("positions", scope_id, position // POSITION_BUCKET)`` →
 #: ``{str(position): holder}`` (``LedgerState.claim_position``) — so an
-#: event no longer writes a record of its own for its position. 1: one
+#: event no longer writes a record of its own for its position; and the
+#: streak ranking is the scope record's ``ranked`` (``set_streak_rank``),
+#: not a ``("ranked", scope_id)`` record. 1: one
 #: ``("position", scope_id, position)`` → holder record per position (still
 #: read, see ``LedgerState.legacy_positions``).
 STATE_FORMAT = 2
@@ -277,10 +279,16 @@ class LedgerState:
     def ranking(self, scope_id: str) -> SortedList:
         """Revisions with streak ≥ 1 of a scope, in top_revisions order
         (contract §8): entries ``(-streak, family, artifact_id, revision,
-        signature_key)``. Built from the ``ranked`` record on first use."""
+        signature_key)``. Built on first use from the scope record's
+        ``ranked`` (state format 2), or from the ``("ranked", scope_id)``
+        record a state written before keeps until the ranking next changes
+        (:meth:`set_streak_rank`)."""
         ranking = self._rankings.get(scope_id)
         if ranking is None:
-            ranked = self.store.get(("ranked", scope_id), {})
+            scope = self.store.get(("scope", scope_id))
+            ranked = None if scope is None else scope.get("ranked")
+            if ranked is None:
+                ranked = self.store.get(("ranked", scope_id), {})
             ranking = SortedList(
                 (-entry[0], "experience", entry[1], entry[2], entry[3]) for entry in ranked.values()
             )
@@ -318,14 +326,22 @@ class LedgerState:
         """Remember a revision's figures until :meth:`forget_top` names it."""
         self._figures[(scope_id, artifact_id, revision)] = figures
 
-    def set_streak_rank(self, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
-        """Move one revision in the ranking from streak ``old`` to ``new``."""
+    def set_streak_rank(self, scope: dict, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
+        """Move one revision in the ranking from streak ``old`` to ``new``.
+        The ranking's entries are kept in the scope record ``scope``
+        (``ranked``: ref_key → [streak, artifact_id, revision,
+        signature_key]), which the caller writes, as it does on every
+        event; a ``("ranked", scope_id)`` record written before moves into
+        it here (and is deleted), so the ranking costs no record of its
+        own per transaction."""
         if old == new:
             return
         self.forget_top(scope_id)
         ranking = self.ranking(scope_id)
-        ranked_key = ("ranked", scope_id)
-        ranked = self.store.get(ranked_key, {})
+        ranked = scope.get("ranked")
+        if ranked is None:
+            ranked = scope["ranked"] = self.store.get(("ranked", scope_id)) or {}
+            self.delete("ranked", scope_id)
         rk = ref_key(ref)
         if old > 0:
             ranking.remove((-old, "experience", ref["artifact_id"], ref["revision"], signature_key))
@@ -333,7 +349,6 @@ class LedgerState:
         if new > 0:
             ranking.add((-new, "experience", ref["artifact_id"], ref["revision"], signature_key))
             ranked[rk] = [new, ref["artifact_id"], ref["revision"], signature_key]
-        self.store[ranked_key] = ranked
 
     # -- records --------------------------------------------------------
     def get(self, *parts: object, default: Any = None) -> Any:
