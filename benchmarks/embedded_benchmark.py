@@ -14,7 +14,8 @@ reported beside it, since the 2-core VM is shared.
 ``--stages`` also times the runner's stages in this process
 (``time.process_time``, one pass): journal decode + validation
 (``intake``), ``LedgerProcessor.apply``, ``end_batch`` / ``flush`` (views)
-and the canonical-JSON encoding and file writes of the outputs.
+and the canonical-JSON encoding and file writes of the outputs, with the
+runner's garbage-collector handling (``gc.freeze`` after each view batch).
 
 Target (issue 23): ≥ 20,000 events/s on a 100,000-event journal. The
 numbers go into BENCHMARKS.md between the ``embedded-benchmark`` markers.
@@ -26,9 +27,9 @@ numbers go into BENCHMARKS.md between the ``embedded-benchmark`` markers.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -43,40 +44,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "processors"))
 
-from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
+from recurrence_ledger.workload import Workload  # noqa: E402
 
 from benchmarks.record import write_block  # noqa: E402
+from benchmarks.whatif_benchmark import cli, write_journal  # noqa: E402
 
 #: 100 × (979 outcomes + 11 Experience revisions + 5 Handoffs + 5 receipts) = 100,000 events.
 FULL = Workload(scopes=100, outcomes_per_scope=979, heads_per_scope=10, handoffs=5, seed=7)
 QUICK = Workload(scopes=10, outcomes_per_scope=300, heads_per_scope=10, handoffs=5, seed=7)
 
 
-def write_journal(shape: Workload, path: Path) -> int:
-    """Write the workload's journal to ``path`` (JSON Lines); returns its lines."""
-    lines = 0
-    with open(path, "wb") as handle:
-        for record in generate_journal(shape):
-            handle.write(orjson.dumps(record) + b"\n")
-            lines += 1
-    return lines
-
-
 def run_once(journal: Path, out: Path) -> tuple[float, float]:
     """One ``run-journal`` process: (wall s, CPU s of the child)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "processors")}
-    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "recurrence_ledger.cli", "run-journal", str(journal), "--out", str(out), "--quiet"],
-        env=env, capture_output=True, text=True,
-    )
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if result.returncode != 0:
-        raise SystemExit(f"run-journal failed ({result.returncode}): {result.stderr[-2000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cli(["run-journal", str(journal), "--out", str(out), "--quiet"], journal.parent)
 
 
 def stages(journal: Path, out: Path) -> dict[str, float]:
@@ -84,7 +64,6 @@ def stages(journal: Path, out: Path) -> dict[str, float]:
     measured in this process (the same calls ``run_journal`` makes)."""
     import contextlib
 
-    from recurrence_ledger.catalogue import SOURCE_JOURNAL
     from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary, journal_lines
     from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, validate
     from recurrence_ledger.ledger.processor import LedgerProcessor
@@ -118,10 +97,12 @@ def stages(journal: Path, out: Path) -> dict[str, float]:
                 sink.write(views, summary)
                 spent["views"] += t1 - t0
                 spent["write"] += clock() - t1
+                gc.freeze()  # as run_journal does after each view batch
         t0 = clock()
         views = [*processor.flush(), *processor.end_batch()]
         spent["views"] += clock() - t0
         sink.write(views, summary)
+    gc.unfreeze()
     result = {name: seconds / lines * 1e6 for name, seconds in spent.items()}
     result["records_out_per_line"] = sum(summary.records.values()) / lines
     return result
