@@ -8,6 +8,7 @@ runs over the same input produce byte-identical files (contract §10).
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
 from collections import Counter
@@ -20,9 +21,14 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from recurrence_ledger.ledger.intake import BOM, Coordinates, ingest_journal_line
-from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.normalize import canonical_json_line
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
-from recurrence_ledger.catalogue import ADMISSION_DECISIONS, DEAD_LETTER, OUTPUT_TOPICS, REVIEW_STATUS, SOURCE_JOURNAL, STATISTICS
+from recurrence_ledger.catalogue import (
+    ADMISSION_DECISIONS, DEAD_LETTER, MATCHES, OBSERVATIONS, OUTPUT_TOPICS, REVIEW_STATUS, SOURCE_JOURNAL, STATISTICS,
+)
+
+#: Output topics the summary only counts.
+_FACTS = frozenset({MATCHES, OBSERVATIONS})
 
 #: Dead-letter coordinates topic for records read from a journal file: the
 #: file is a copy of the source-journal topic (contract §1).
@@ -67,9 +73,12 @@ class JsonlSink:
 
     def write(self, emits: Iterable[Emit], summary: RunSummary) -> None:
         """Append each emit's value as one canonical JSON line."""
+        files, records = self.files, summary.records
         for emit in emits:
-            self.files[emit.topic].write(canonical_json(emit.value) + b"\n")
-            summary.records[emit.topic] += 1
+            files[emit.topic].write(canonical_json_line(emit.value))
+            records[emit.topic] += 1
+            if emit.topic in _FACTS:
+                continue
             if emit.topic == STATISTICS:
                 summary.statistics[emit.value["scope_id"]] = emit.value
             elif emit.topic == REVIEW_STATUS:
@@ -153,11 +162,17 @@ def run_journal(
         handle = stack.enter_context(open(journal, "rb"))
         progress = stack.enter_context(file_progress(show_progress))
         task = progress.add_task(journal.name, total=size)
+        stack.callback(gc.unfreeze)
         for number, line in journal_lines(handle):
             summary.lines += 1
             sink.write(ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)), summary)
             if summary.lines % view_batch == 0:
                 sink.write(processor.end_batch(), summary)
+                # What survived the batch is the growing state: out of the
+                # collector's generations, so its collections stay the size
+                # of a batch (the worker does the same at every checkpoint;
+                # the core makes no cyclic garbage). Unfrozen at the end.
+                gc.freeze()
             if number % 512 == 0:
                 progress.update(task, completed=handle.tell())
         sink.write(processor.flush(), summary)

@@ -123,7 +123,13 @@ def is_blank(text: str) -> bool:
     >>> is_blank("\\u200b\\u2060\\ufeff"), is_blank(" \\t\\u3000"), is_blank("ci:run/7")
     (True, True, False)
     """
+    if text.isascii():  # ASCII's blank characters: the controls U+0000–U+001F, U+007F and the space
+        return not text.strip(_ASCII_BLANK)
     return all(char in WHITE_SPACE or unicodedata.category(char) in _BLANK_CATEGORIES for char in text)
+
+
+#: The blank ASCII characters (:func:`is_blank`): Cc and the one White_Space that is not Cc.
+_ASCII_BLANK = "".join(map(chr, range(0x21))) + "\x7f"
 
 
 def nfc_length(text: str) -> int:
@@ -152,6 +158,15 @@ def canonical_json(value: Any) -> bytes:
     """
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError as error:
+        raise ValueError(f"not canonical-JSON encodable: {error}") from None
+
+
+def canonical_json_line(value: Any) -> bytes:
+    """:func:`canonical_json` of ``value`` followed by a line feed (one
+    line of a JSON Lines file, contract §11), in one call."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError as error:
         raise ValueError(f"not canonical-JSON encodable: {error}") from None
 

@@ -24,7 +24,10 @@ from recurrence_ledger.ledger.validation import check_record
 
 def _surface_count(scope: dict, repair_surface: str, event: str) -> None:
     """Per-scope selected / recurred / avoided counts by repair_surface."""
-    counts = scope.setdefault("by_repair_surface", {}).setdefault(repair_surface, {"selected": 0, "recurred": 0, "avoided": 0})
+    surfaces = scope.setdefault("by_repair_surface", {})
+    counts = surfaces.get(repair_surface)
+    if counts is None:
+        counts = surfaces[repair_surface] = {"selected": 0, "recurred": 0, "avoided": 0}
     counts[event] += 1
 
 

@@ -172,7 +172,8 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
             return self._on_candidate(scope_id, value, content_digest)
         if kind == REVIEW_DECISIONS:
             return self._on_decision(scope_id, value, content_digest, origin)
-        holder = state.get("position", scope_id, position)
+        scope = state.scope(scope_id)
+        holder = state.position_holder(scope, scope_id, position)
         if holder is not None:
             return ApplyResult(
                 rejection=Rejection(
@@ -180,10 +181,9 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
                     f"journal position {position} in scope {scope_id!r} is already used by {holder}",
                 )
             )
-        state.put(" ".join(map(str, identity)), "position", scope_id, position)
+        state.claim_position(scope, scope_id, position, " ".join(map(str, identity)))
 
         self._scopes_touched[scope_id] = None
-        scope = state.scope(scope_id)
         if scope["as_of_position"] is None or position > scope["as_of_position"]:
             scope["as_of_position"] = position
         emits: list[Emit] = []
@@ -301,6 +301,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
     def restore_candidate_set(self, scope_id: str, candidate_set_digest: str, size: int = 0) -> None:
         """Record an already-published CandidateSet (read back from
         candidate-sets) so it is not published again (contract §6)."""
+        self.state.legacy_positions()  # a fresh store's format, decided before the restored records make it non-empty
         self.state.put(size, "set_published", scope_id, candidate_set_digest)
 
     def restore_match(self, match: dict) -> None:
@@ -308,6 +309,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         ledger topic) so the replay rule (contract §6) reuses it as is. It
         is kept as a ``match`` record, which ``_decide`` reads when the
         outcome's own record holds no decision for the item."""
+        self.state.legacy_positions()
         failure_ref = match["failure_ref"]
         self.state.put(
             matching.remembered_match(match),

@@ -8,7 +8,8 @@ and int, e.g. ``("outcome", scope_id, source_id)``; values are JSON-compatible:
 dicts, lists, str, int, None.
 
 State is proportional to live entities: one small record per source event
-identity (for duplicate and conflict detection, contract §3), one per
+identity (for duplicate and conflict detection, contract §3), the holders of
+journal positions by ranges (``STATE_FORMAT``), one per
 RecurrenceMatch decision (replay rule, §6), per revision with verdicts its
 counts and the compact positions of its terminal verdicts, grouped in runs
 (streak and review, §8, ``streaks.py``), the held content of pending outcomes only while they are pending
@@ -30,6 +31,8 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from sortedcontainers import SortedList
+
+from recurrence_ledger.errors import RecurrenceLedgerError
 
 Key = tuple
 Store = MutableMapping[Key, Any]
@@ -92,6 +95,39 @@ def pin_unicode_version(store: Store, accept_change: bool = False, runtime: str 
     return recorded
 
 
+#: Store key of the state layout's format (docs/upgrading.md, "State format
+#: 2"); a store without one was written before formats were recorded
+#: (format 1) — or is new.
+STATE_FORMAT_KEY: Key = ("deployment", "state_format")
+#: The layout this code writes. 2: the holders of a scope's journal
+#: positions (contract §3 ``position_conflict``) are kept by ranges of
+#: ``POSITION_BUCKET`` positions: the scope's highest range in its scope
+#: record (written on every event anyway), the others one record per range,
+#: ``("positions", scope_id, position // POSITION_BUCKET)`` →
+#: ``{str(position): holder}`` (``LedgerState.claim_position``) — so an
+#: event no longer writes a record of its own for its position; and the
+#: streak ranking is the scope record's ``ranked`` (``set_streak_rank``),
+#: not a ``("ranked", scope_id)`` record. 1: one
+#: ``("position", scope_id, position)`` → holder record per position (still
+#: read, see ``LedgerState.legacy_positions``).
+STATE_FORMAT = 2
+#: Journal positions per position record (state format 2).
+POSITION_BUCKET = 64
+
+
+class StateFormatError(RecurrenceLedgerError):
+    """The state was written by a newer version of recurrence-ledger, in a
+    layout this version does not know: run the newer version, or rebuild
+    the state (docs/upgrading.md)."""
+
+    def __init__(self, recorded: object):
+        super().__init__(
+            f"the state has format {recorded!r}, but this version of recurrence-ledger reads formats 1 to {STATE_FORMAT}: "
+            f"run the version that wrote it, or rebuild the state with a new --app-id (docs/upgrading.md, \"State format 2\")"
+        )
+        self.recorded = recorded
+
+
 def new_scope_record() -> dict:
     """Counters and watermarks of one scope (contract §8 statistics inputs)."""
     return {
@@ -138,6 +174,73 @@ class LedgerState:
         self._top: dict[str, tuple[int, list[dict], set[tuple[str, int]]]] = {}
         self._figures: dict[tuple[str, str, int], dict] = {}
         self._chains: dict[tuple[str, str, int], Any] = {}
+        self._legacy_positions: bool | None = None
+
+    # -- state format ---------------------------------------------------------
+    def legacy_positions(self) -> bool:
+        """Whether the store may hold format-1 position records (one per
+        position) to read besides the format-2 buckets. Decided on first use
+        after construction or :meth:`invalidate_caches` — so in the worker
+        after the partition's restore: a store with a ``STATE_FORMAT_KEY``
+        record has that format; an empty store (the Unicode pin aside) is
+        new and gets ``STATE_FORMAT``; any other store was written before
+        formats were recorded (format 1: its old position records stay in
+        force, read as a fallback; new positions go to buckets). Raises
+        :class:`StateFormatError` for a format newer than this code's."""
+        legacy = self._legacy_positions
+        if legacy is None:
+            recorded = self.store.get(STATE_FORMAT_KEY)
+            if recorded is None:
+                legacy = any(key != UNICODE_VERSION_KEY for key in self.store)
+                if not legacy:
+                    self.store[STATE_FORMAT_KEY] = STATE_FORMAT
+            elif isinstance(recorded, int) and 2 <= recorded <= STATE_FORMAT:
+                legacy = False
+            else:
+                raise StateFormatError(recorded)
+            self._legacy_positions = legacy
+        return legacy
+
+    def position_holder(self, scope: dict, scope_id: str, position: int) -> str | None:
+        """Who holds journal position ``position`` of the scope whose record
+        is ``scope`` (contract §3: the identity, as "kind id…"), or None
+        when it is free."""
+        number = position // POSITION_BUCKET
+        open_bucket = scope.get("positions")
+        if open_bucket is not None and open_bucket[0] == number:
+            holder = open_bucket[1].get(str(position))
+        else:
+            bucket = self.store.get(("positions", scope_id, number))
+            holder = None if bucket is None else bucket.get(str(position))
+        if holder is None and self.legacy_positions():
+            holder = self.store.get(("position", scope_id, position))
+        return holder
+
+    def claim_position(self, scope: dict, scope_id: str, position: int, holder: str) -> None:
+        """Record ``holder`` as the holder of a free journal position. The
+        scope's highest range of positions is kept open in its scope record
+        (``positions``: ``[range number, {str(position): holder}]``, which
+        the caller writes, as it does for every event), and moves to its own
+        ``("positions", scope_id, number)`` record when a position of a
+        higher range arrives; a position of a lower range goes to that
+        range's record (state format 2)."""
+        number = position // POSITION_BUCKET
+        open_bucket = scope.get("positions")
+        if open_bucket is None or open_bucket[0] < number:
+            if open_bucket is not None:
+                key = ("positions", scope_id, open_bucket[0])
+                closed = self.store.get(key)
+                self.store[key] = open_bucket[1] if closed is None else {**closed, **open_bucket[1]}
+            scope["positions"] = [number, {str(position): holder}]
+        elif open_bucket[0] == number:
+            open_bucket[1][str(position)] = holder
+        else:
+            key = ("positions", scope_id, number)
+            bucket = self.store.get(key)
+            if bucket is None:
+                bucket = {}
+            bucket[str(position)] = holder
+            self.store[key] = bucket
 
     # -- caches ---------------------------------------------------------
     def invalidate_caches(self) -> None:
@@ -148,6 +251,7 @@ class LedgerState:
         self._top.clear()
         self._figures.clear()
         self._chains.clear()
+        self._legacy_positions = None
 
     def cached_heads_index(self, scope_id: str) -> Any:
         """The scope's cached ``matching.HeadsIndex`` (its current
@@ -175,10 +279,16 @@ class LedgerState:
     def ranking(self, scope_id: str) -> SortedList:
         """Revisions with streak ≥ 1 of a scope, in top_revisions order
         (contract §8): entries ``(-streak, family, artifact_id, revision,
-        signature_key)``. Built from the ``ranked`` record on first use."""
+        signature_key)``. Built on first use from the scope record's
+        ``ranked`` (state format 2), or from the ``("ranked", scope_id)``
+        record a state written before keeps until the ranking next changes
+        (:meth:`set_streak_rank`)."""
         ranking = self._rankings.get(scope_id)
         if ranking is None:
-            ranked = self.store.get(("ranked", scope_id), {})
+            scope = self.store.get(("scope", scope_id))
+            ranked = None if scope is None else scope.get("ranked")
+            if ranked is None:
+                ranked = self.store.get(("ranked", scope_id), {})
             ranking = SortedList(
                 (-entry[0], "experience", entry[1], entry[2], entry[3]) for entry in ranked.values()
             )
@@ -216,14 +326,22 @@ class LedgerState:
         """Remember a revision's figures until :meth:`forget_top` names it."""
         self._figures[(scope_id, artifact_id, revision)] = figures
 
-    def set_streak_rank(self, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
-        """Move one revision in the ranking from streak ``old`` to ``new``."""
+    def set_streak_rank(self, scope: dict, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
+        """Move one revision in the ranking from streak ``old`` to ``new``.
+        The ranking's entries are kept in the scope record ``scope``
+        (``ranked``: ref_key → [streak, artifact_id, revision,
+        signature_key]), which the caller writes, as it does on every
+        event; a ``("ranked", scope_id)`` record written before moves into
+        it here (and is deleted), so the ranking costs no record of its
+        own per transaction."""
         if old == new:
             return
         self.forget_top(scope_id)
         ranking = self.ranking(scope_id)
-        ranked_key = ("ranked", scope_id)
-        ranked = self.store.get(ranked_key, {})
+        ranked = scope.get("ranked")
+        if ranked is None:
+            ranked = scope["ranked"] = self.store.get(("ranked", scope_id)) or {}
+            self.delete("ranked", scope_id)
         rk = ref_key(ref)
         if old > 0:
             ranking.remove((-old, "experience", ref["artifact_id"], ref["revision"], signature_key))
@@ -231,7 +349,6 @@ class LedgerState:
         if new > 0:
             ranking.add((-new, "experience", ref["artifact_id"], ref["revision"], signature_key))
             ranked[rk] = [new, ref["artifact_id"], ref["revision"], signature_key]
-        self.store[ranked_key] = ranked
 
     # -- records --------------------------------------------------------
     def get(self, *parts: object, default: Any = None) -> Any:

@@ -76,8 +76,14 @@ def review_figures(scope: dict) -> dict[str, dict[str, int]]:
 def reason_counts(counts: dict | None) -> dict[str, int]:
     """An ``unknown_reasons`` object: every reason of contract §17, in the
     contract's order, with its count (0 when it never occurred)."""
-    counts = counts or {}
+    if not counts:
+        return dict(_NO_REASONS)
+    if counts.keys() <= _NO_REASONS.keys():  # the common case: the zeros, then the counts, in the contract's order
+        return {**_NO_REASONS, **counts}
     return {reason: counts.get(reason, 0) for reason in UNKNOWN_REASONS}
+
+
+_NO_REASONS: dict[str, int] = dict.fromkeys(UNKNOWN_REASONS, 0)
 
 
 def causal_and_unknown_figures(scope: dict) -> dict:
@@ -151,7 +157,8 @@ def is_low_yield(selected: int, recurred: int, avoided: int) -> bool:
     3/10, on the exact fraction (a yield of 0.29995 is low although it is
     published as 0.3); False without terminal verdicts."""
     verdicts = avoided + recurred
-    return selected >= LOW_YIELD_MIN_SELECTED and verdicts > 0 and Fraction(avoided, verdicts) < LOW_YIELD
+    # avoided / verdicts < LOW_YIELD, cross-multiplied (exact, no Fraction built)
+    return selected >= LOW_YIELD_MIN_SELECTED and verdicts > 0 and avoided * LOW_YIELD.denominator < LOW_YIELD.numerator * verdicts
 
 
 def revision_figures(record: dict | None) -> dict:

@@ -295,7 +295,7 @@ def record_verdict(
         changed = (position, entries[cut:])
     new = record["streak"]
 
-    state.set_streak_rank(scope_id, artifact_ref, signature_key, old, new)
+    state.set_streak_rank(scope, scope_id, artifact_ref, signature_key, old, new)
     if old < threshold <= new:
         scope["needing_review"] += 1
     elif new < threshold <= old:

@@ -20,6 +20,8 @@ OBSERVATION_MATRIX: dict[str, frozenset[str]] = {
     "recurred": frozenset({"failure_ref", "recurrence_match_digest"}),
 }
 _MATRIX_FIELDS = ("condition_ref", "check_ref", "failure_ref", "recurrence_match_digest")
+#: Per event, which of _MATRIX_FIELDS must be present (the matrix as one tuple to compare).
+_MATRIX_PRESENT = {event: tuple(name in required for name in _MATRIX_FIELDS) for event, required in OBSERVATION_MATRIX.items()}
 
 
 class LedgerInvariantError(RecurrenceLedgerError, ValueError):
@@ -81,9 +83,13 @@ def observation_violations(observation: dict) -> list[str]:
     """
     problems = []
     event = observation["event"]
-    required = OBSERVATION_MATRIX[event]
-    wrong = [name for name in _MATRIX_FIELDS if (observation[name] is not None) != (name in required)]
-    if wrong:
+    present = (
+        observation["condition_ref"] is not None, observation["check_ref"] is not None,
+        observation["failure_ref"] is not None, observation["recurrence_match_digest"] is not None,
+    )
+    if present != _MATRIX_PRESENT[event]:
+        required = OBSERVATION_MATRIX[event]
+        wrong = [name for name in _MATRIX_FIELDS if (observation[name] is not None) != (name in required)]
         problems.append(f"{event} event: fields {wrong} break the validation matrix")
     if observation["artifact_ref"]["family"] != "experience":
         problems.append("artifact_ref must be an Experience revision")

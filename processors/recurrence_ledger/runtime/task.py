@@ -68,11 +68,19 @@ class Task:
         restored from a changelog written before the pin existed). Raises
         UnicodeVersionChanged naming the partition of ``changelog_topic`` —
         the worker calls it from its main loop, so it stops before it
-        processes anything — unless ``accept_change``."""
+        processes anything — unless ``accept_change``.
+
+        Then the state's layout is decided, while the store holds only what
+        the changelog restored (``LedgerState.legacy_positions``: a new
+        partition records state format 2, one restored from a changelog
+        written before formats keeps reading its old position records):
+        StateFormatError for a format newer than this code's, also before
+        anything is processed (docs/upgrading.md, "State format 2")."""
         try:
             previous = pin_unicode_version(self.store, accept_change)
         except UnicodeVersionChanged as error:
             raise UnicodeVersionChanged(error.recorded, error.runtime, f"partition {self.partition} of {changelog_topic}") from None
+        self.processor.state.legacy_positions()
         if previous is not None and previous != unicodedata.unidata_version:
             log.warning(
                 "partition %d: state built with Unicode %s, this runtime has Unicode %s: accepted "

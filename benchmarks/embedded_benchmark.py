@@ -1,0 +1,191 @@
+"""Benchmark of the embedded runner, ``recurrence-ledger run-journal``, end to
+end (not a test).
+
+One generated journal of 100,000 events (``recurrence_ledger.workload``:
+100 scopes × 979 Task Outcomes, 10 failure-bearing heads and 5 Handoffs per
+scope) is written to a file; then ``run-journal JOURNAL --out DIR --quiet``
+runs ``--repeats`` times, each a separate process as a user runs it
+(interpreter start and imports included): the file is read and decoded,
+every line validated, applied by the core, and every output record encoded
+as canonical JSON and written to its file. events/s = journal lines / wall
+seconds of the process; the child's CPU seconds (``getrusage``) are
+reported beside it, since the 2-core VM is shared.
+
+``--stages`` also times the runner's stages in this process
+(``time.process_time``, one pass): journal decode + validation
+(``intake``), ``LedgerProcessor.apply``, ``end_batch`` / ``flush`` (views)
+and the canonical-JSON encoding and file writes of the outputs, with the
+runner's garbage-collector handling (``gc.freeze`` after each view batch).
+
+Target (issue 23): ≥ 20,000 events/s on a 100,000-event journal. The
+numbers go into BENCHMARKS.md between the ``embedded-benchmark`` markers.
+
+    PYTHONPATH=processors python benchmarks/embedded_benchmark.py               # 3 runs, record
+    PYTHONPATH=processors python benchmarks/embedded_benchmark.py --no-record --repeats 1 --stages
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "processors"))
+
+from recurrence_ledger.workload import Workload  # noqa: E402
+
+from benchmarks.record import write_block  # noqa: E402
+from benchmarks.whatif_benchmark import cli, write_journal  # noqa: E402
+
+#: 100 × (979 outcomes + 11 Experience revisions + 5 Handoffs + 5 receipts) = 100,000 events.
+FULL = Workload(scopes=100, outcomes_per_scope=979, heads_per_scope=10, handoffs=5, seed=7)
+QUICK = Workload(scopes=10, outcomes_per_scope=300, heads_per_scope=10, handoffs=5, seed=7)
+
+
+def run_once(journal: Path, out: Path) -> tuple[float, float]:
+    """One ``run-journal`` process: (wall s, CPU s of the child)."""
+    return cli(["run-journal", str(journal), "--out", str(out), "--quiet"], journal.parent)
+
+
+def stages(journal: Path, out: Path) -> dict[str, float]:
+    """CPU µs per journal line of each stage of the embedded runner's loop,
+    measured in this process (the same calls ``run_journal`` makes)."""
+    import contextlib
+
+    from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary, journal_lines
+    from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, validate
+    from recurrence_ledger.ledger.processor import LedgerProcessor
+
+    clock = time.process_time
+    spent = {"intake": 0.0, "apply": 0.0, "views": 0.0, "write": 0.0}
+    processor, summary, lines = LedgerProcessor(), RunSummary(), 0
+    with contextlib.ExitStack() as stack:
+        sink = JsonlSink(out, stack)
+        handle = stack.enter_context(open(journal, "rb"))
+        for _, line in journal_lines(handle):
+            lines += 1
+            t0 = clock()
+            try:
+                kind, value = decode_journal_line(line)
+                event = validate(kind, value)
+            except BadRecord:
+                continue
+            t1 = clock()
+            emits = processor.apply(kind, event).emits
+            t2 = clock()
+            sink.write(emits, summary)
+            t3 = clock()
+            spent["intake"] += t1 - t0
+            spent["apply"] += t2 - t1
+            spent["write"] += t3 - t2
+            if lines % DEFAULT_VIEW_BATCH == 0:
+                t0 = clock()
+                views = processor.end_batch()
+                t1 = clock()
+                sink.write(views, summary)
+                spent["views"] += t1 - t0
+                spent["write"] += clock() - t1
+                gc.freeze()  # as run_journal does after each view batch
+        t0 = clock()
+        views = [*processor.flush(), *processor.end_batch()]
+        spent["views"] += clock() - t0
+        sink.write(views, summary)
+    gc.unfreeze()
+    result = {name: seconds / lines * 1e6 for name, seconds in spent.items()}
+    result["records_out_per_line"] = sum(summary.records.values()) / lines
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small journal; print only")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--stages", action="store_true", help="also time the stages in this process")
+    parser.add_argument("--no-record", action="store_true", help="print only; leave BENCHMARKS.md alone")
+    args = parser.parse_args()
+    shape = QUICK if args.quick else FULL
+    load_start = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="rl-embedded-") as tmp:
+        journal = Path(tmp) / "journal.jsonl"
+        lines = write_journal(shape, journal)
+        runs = [run_once(journal, Path(tmp) / f"out{n}") for n in range(args.repeats)]
+        split = stages(journal, Path(tmp) / "stages") if args.stages else None
+    load_end = os.getloadavg()
+    walls = [wall for wall, _ in runs]
+    cpus = [cpu for _, cpu in runs]
+    result = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs",
+        "lines": lines,
+        "walls": walls,
+        "cpus": cpus,
+        "events_per_s_wall": [lines / wall for wall in walls],
+        "events_per_s_cpu": [lines / cpu for cpu in cpus],
+        "load": (load_start, load_end),
+        "stages": split,
+    }
+    print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    if not args.quick and not args.no_record:
+        write_markdown(result)
+
+
+def _code() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def write_markdown(r: dict) -> None:
+    """Replace the embedded-benchmark block of BENCHMARKS.md."""
+    wall = r["events_per_s_wall"]
+    cpu = r["events_per_s_cpu"]
+    fmt = " / ".join
+    lines = [
+        f"Recorded {r['date']} by `python benchmarks/embedded_benchmark.py` (code {_code()}; {r['machine']}; "
+        f"load average at start / end: {' '.join(f'{x:.2f}' for x in r['load'][0])} / {' '.join(f'{x:.2f}' for x in r['load'][1])} — a shared VM).",
+        "",
+        f"Journal: {r['lines']:,} events (`recurrence_ledger.workload`, 100 scopes × 979 outcomes, 10 heads and 5 Handoffs per scope),"
+        " run by `recurrence-ledger run-journal JOURNAL --out DIR --quiet` as a separate process per run (interpreter start,"
+        " imports, file decode, validation, core, canonical-JSON encode and writes of every output file included).",
+        "",
+        "| measure | runs | min / median / max |",
+        "| --- | --- | --- |",
+        f"| events/s (lines / wall s) | {fmt(f'{x:,.0f}' for x in wall)} | {min(wall):,.0f} / **{statistics.median(wall):,.0f}** / {max(wall):,.0f} |",
+        f"| events/s of CPU (lines / child CPU s) | {fmt(f'{x:,.0f}' for x in cpu)} | {min(cpu):,.0f} / {statistics.median(cpu):,.0f} / {max(cpu):,.0f} |",
+        f"| wall s | {fmt(f'{x:.2f}' for x in r['walls'])} | {min(r['walls']):.2f} / {statistics.median(r['walls']):.2f} / {max(r['walls']):.2f} |",
+    ]
+    if r["stages"]:
+        s = r["stages"]
+        lines += [
+            "",
+            "CPU µs per journal line by stage (one pass in the benchmark process, `time.process_time`):",
+            "",
+            "| decode + validation | core `apply` | views (`end_batch`) | encode + write outputs | output records per line |",
+            "| --- | --- | --- | --- | --- |",
+            f"| {s['intake']:.1f} | {s['apply']:.1f} | {s['views']:.1f} | {s['write']:.1f} | {s['records_out_per_line']:.2f} |",
+        ]
+    met = statistics.median(wall) >= 20_000
+    lines += [
+        "",
+        "| target | measured | |",
+        "| --- | --- | --- |",
+        f"| embedded runner ≥ 20,000 events/s on a 100,000-event journal | {statistics.median(wall):,.0f} events/s (median wall) | **{'met' if met else 'not met'}** |",
+    ]
+    write_block("embedded-benchmark", "Embedded runner", lines)
+
+
+if __name__ == "__main__":
+    main()
