@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import fastavro
 from fastavro.schema import load_schema
+
+from recurrence_ledger.serde import avro_fast
 
 #: The wire contract: the repository's schemas/ folder, shipped as package data
 #: (processors/recurrence_ledger/schemas is a link to it).
@@ -154,11 +157,30 @@ def with_branches(name: str, value: dict) -> dict:
     return _with_branches(value, _plan(name))
 
 
+@cache
+def _fast_writer(name: str) -> Callable[[dict], bytes] | None:
+    return avro_fast.writer(json.loads(schema_json(name)))
+
+
+@cache
+def _fast_reader(name: str) -> Callable[[bytes], dict] | None:
+    return avro_fast.reader(json.loads(schema_json(name)))
+
+
 def encode(name: str, value: dict) -> bytes:
-    """Schemaless Avro body of ``value`` under schema ``name``.
+    """Schemaless Avro body of ``value`` under schema ``name``: written by
+    the code generated for the schema (``serde.avro_fast``), or, for a value
+    that code does not write exactly, by fastavro (``strict=True``), which
+    writes the same bytes or raises.
 
     Raises ValueError/TypeError (fastavro) when ``value`` does not fit.
     """
+    fast = _fast_writer(name)
+    if fast is not None:
+        try:
+            return fast(value)
+        except Exception:  # noqa: BLE001 - not written exactly here: fastavro writes it or raises its own error
+            pass
     buffer = io.BytesIO()
     fastavro.schemaless_writer(buffer, parsed_schema(name), _with_branches(value, _plan(name)), strict=True)
     return buffer.getvalue()
@@ -170,9 +192,21 @@ def decode(name: str, body: bytes, reader: str | None = None) -> dict:
     of it such as "ScopeStatistics.rev2"), resolved to that schema, so
     fields the writer did not have take their defaults.
 
+    Read by the code generated for the schema (``serde.avro_fast``) when it
+    reads the body to its exact end; by fastavro otherwise (an earlier
+    writer schema, or a body the generated code refuses: fastavro then
+    reads it or raises).
+
     Raises EOFError, ValueError, UnicodeDecodeError or similar on bad bytes;
     the caller maps any exception to ``undecodable_avro`` (contract §9).
     """
+    if reader is None or reader == name:
+        fast = _fast_reader(name)
+        if fast is not None:
+            try:
+                return fast(body)
+            except Exception:  # noqa: BLE001 - not read exactly here: fastavro reads it or raises its own error
+                pass
     stream = io.BytesIO(body)
     if reader is not None and reader != name:
         value = fastavro.schemaless_reader(stream, parsed_schema(name), parsed_schema(reader))
