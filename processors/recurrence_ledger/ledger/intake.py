@@ -86,6 +86,7 @@ JSON_WHITESPACE = b" \t\n\r"
 JSON_FIRST_BYTES = frozenset(b'{["-0123456789tfn')
 #: A Confluent wire-format frame: magic byte 0, then a 4-byte schema id.
 FRAME_MAGIC, FRAME_HEADER_BYTES = 0, 5
+_FRAME_BYTE = bytes([FRAME_MAGIC])
 
 
 class BadRecord(RecurrenceLedgerError):
@@ -171,7 +172,7 @@ def is_json_value(raw: bytes) -> bool:
     """
     if raw.startswith(BOM):
         return True
-    if raw[:1] == bytes([FRAME_MAGIC]):
+    if raw[:1] == _FRAME_BYTE:
         if len(raw) < FRAME_HEADER_BYTES:
             raise BadRecord("bad_magic_byte", f"value of {len(raw)} bytes starts with the magic byte 0x00 but is shorter "
                                               f"than a Confluent frame header ({FRAME_HEADER_BYTES} bytes)")

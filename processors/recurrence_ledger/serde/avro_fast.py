@@ -138,7 +138,7 @@ def _write(src: _Source, avro_type: Any, x: str, depth: int, named: dict[str, di
         src.add(depth, f"elif {x} is False: a(b'\\x00')")
         src.add(depth, "else: raise TypeError")
     elif t == "long":
-        src.add(depth, f"a(L({x}))")
+        src.add(depth, f"a(S[{x}] if type({x}) is int and 0 <= {x} < {SMALL_LONGS} else L({x}))")
     elif t == "double":
         src.add(depth, f"if type({x}) is not float and type({x}) is not int: raise TypeError")
         src.add(depth, f"a(D({x}))")
@@ -146,7 +146,7 @@ def _write(src: _Source, avro_type: Any, x: str, depth: int, named: dict[str, di
         encoded = src.var("s")
         src.add(depth, f"if type({x}) is not str: raise TypeError")
         src.add(depth, f"{encoded} = {x}.encode()")
-        src.add(depth, f"a(L(len({encoded}))); a({encoded})")
+        src.add(depth, f"a(S[len({encoded})] if len({encoded}) < {SMALL_LONGS} else L(len({encoded}))); a({encoded})")
     elif isinstance(t, list):
         if len(t) != 2 or t[0] != "null":
             raise Unsupported(f"union {t!r}")
@@ -181,6 +181,13 @@ def _write(src: _Source, avro_type: Any, x: str, depth: int, named: dict[str, di
         raise Unsupported(f"type {t!r}")
 
 
+def _read_long(src: _Source, target: str, depth: int) -> None:
+    """Lines reading a long into ``target``: one-byte varints inline."""
+    src.add(depth, f"{target} = d[p]")
+    src.add(depth, f"if {target} < 128: p += 1; {target} = ({target} >> 1) ^ -({target} & 1)")
+    src.add(depth, f"else: {target}, p = R(d, p)")
+
+
 def _read(src: _Source, avro_type: Any, target: str, depth: int, named: dict[str, dict], nesting: int = 0) -> None:
     """Lines reading one value of ``avro_type`` at ``p`` of ``d`` into local ``target``."""
     t = _resolve(avro_type, named, nesting)
@@ -192,18 +199,18 @@ def _read(src: _Source, avro_type: Any, target: str, depth: int, named: dict[str
         src.add(depth, f"if {flag} > 1: raise ValueError")
         src.add(depth, f"{target} = {flag} == 1")
     elif t == "long":
-        src.add(depth, f"{target}, p = R(d, p)")
+        _read_long(src, target, depth)
     elif t == "double":
         src.add(depth, f"if p + 8 > n: raise ValueError")
         src.add(depth, f"{target} = U(d, p)[0]; p += 8")
     elif t == "string":
         size = src.var("m")
-        src.add(depth, f"{size}, p = R(d, p)")
+        _read_long(src, size, depth)
         src.add(depth, f"if {size} < 0 or p + {size} > n: raise ValueError")
         src.add(depth, f"{target} = d[p:p + {size}].decode(); p += {size}")
     elif isinstance(t, list):  # any union: the branch its index names
         branch = src.var("u")
-        src.add(depth, f"{branch}, p = R(d, p)")
+        _read_long(src, branch, depth)
         for index, option in enumerate(t):
             src.add(depth, f"{'if' if index == 0 else 'elif'} {branch} == {index}:")
             _read(src, option, target, depth + 1, named, nesting + 1)
@@ -211,7 +218,7 @@ def _read(src: _Source, avro_type: Any, target: str, depth: int, named: dict[str
     elif isinstance(t, dict) and t.get("type") == "enum":
         index = src.var("e")
         symbols = src.constant(tuple(t["symbols"]))
-        src.add(depth, f"{index}, p = R(d, p)")
+        _read_long(src, index, depth)
         src.add(depth, f"if {index} < 0: raise ValueError")
         src.add(depth, f"{target} = {symbols}[{index}]")
     elif isinstance(t, dict) and t.get("type") == "record":
@@ -242,7 +249,7 @@ def _read(src: _Source, avro_type: Any, target: str, depth: int, named: dict[str
 
 
 def _compile(src: _Source, name: str) -> Callable:
-    namespace: dict[str, Any] = {"L": write_long, "D": _DOUBLE.pack, "U": _DOUBLE.unpack_from, "R": read_long, **src.constants}
+    namespace: dict[str, Any] = {"L": write_long, "S": _SMALL, "D": _DOUBLE.pack, "U": _DOUBLE.unpack_from, "R": read_long, **src.constants}
     exec(compile("\n".join(src.lines), f"<avro_fast {name}>", "exec"), namespace)  # noqa: S102 - our own generated source
     return namespace["generated"]
 
