@@ -201,7 +201,7 @@ def _read(src: _Source, avro_type: Any, target: str, depth: int, named: dict[str
     elif t == "long":
         _read_long(src, target, depth)
     elif t == "double":
-        src.add(depth, f"if p + 8 > n: raise ValueError")
+        src.add(depth, "if p + 8 > n: raise ValueError")
         src.add(depth, f"{target} = U(d, p)[0]; p += 8")
     elif t == "string":
         size = src.var("m")
