@@ -115,6 +115,8 @@ def _literal(*symbols: str) -> Check:
 
 
 def _optional(check: Check) -> Check:
+    check = getattr(check, "check", check)  # a Plan: its generated function
+
     def optional(value: Any) -> Any:
         return None if value is None else check(value)
 
@@ -122,6 +124,8 @@ def _optional(check: Check) -> Check:
 
 
 def _list(check: Check, max_length: int) -> Check:
+    check = getattr(check, "check", check)  # a Plan: its generated function
+
     def items(value: Any) -> list:
         if type(value) is not list or len(value) > max_length:
             raise _NOT_PLAIN

@@ -242,7 +242,7 @@ class LedgerWorker:
             self._unready.setdefault((message.topic(), message.partition()), message.offset())
             return
         self.records_in += 1
-        self.metrics.records.labels(message.topic()).inc()
+        self.metrics.record(message.topic())
         kind, timestamp = message.timestamp()
         if kind != TIMESTAMP_NOT_AVAILABLE:
             self._batch.timestamps.append(timestamp / 1000)
