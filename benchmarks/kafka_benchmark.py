@@ -434,7 +434,11 @@ class ThroughputRun:
 
 
 def _child_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "RL_TOPIC_PREFIX", "RL_APP_ID", "RL_INSTANCE_ID")}
+    """The environment of the measured processes: no Redis, no Schema
+    Registry (the workload is published with the fixed schema ids), and
+    the deployment names each run sets itself."""
+    dropped = ("REDIS_URL", "SCHEMA_REGISTRY_URL", "RL_TOPIC_PREFIX", "RL_APP_ID", "RL_INSTANCE_ID")
+    return {k: v for k, v in os.environ.items() if k not in dropped}
 
 
 def _topic_ends(admin: AdminClient, topic: str) -> dict[int, int]:

@@ -195,9 +195,9 @@ class LedgerWorker:
                 # it, and each must be followed by its commit), or earlier
                 # once the input is drained (pacing.Pacer).
                 if self._batch_open and pacer.due(time.monotonic() - batch_started, len(messages)):
-                    committing = time.monotonic()
+                    committing = time.thread_time()
                     self._commit()
-                    pacer.committed(time.monotonic() - committing)
+                    pacer.committed(time.thread_time() - committing)
                 idle = self.config.exit_when_idle_s
                 if (idle is not None and now - self._last_activity >= idle and not self._batch_open
                         and not self.recovery.recovering and self._catch_up.done(now)):
