@@ -36,6 +36,7 @@ absolute values.
     python benchmarks/worker_stages.py                 # 25k events, 3 runs, writes BENCHMARKS.md
     python benchmarks/worker_stages.py --quick         # 5k events, 3 runs, print only
     python benchmarks/worker_stages.py --no-record --runs 5
+    python benchmarks/worker_stages.py --profile       # and the whole path's profile by source file
 """
 
 from __future__ import annotations
@@ -71,42 +72,13 @@ from recurrence_ledger.serde import codec  # noqa: E402
 from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
 
 from benchmarks.record import write_block  # noqa: E402
+from tests.consumed import Record  # noqa: E402 - a consumed record as the worker sees it
 
 STAGES = ("decode + validation", "core", "core: views", "encode", "checkpoint + commit")
 WHOLE = "whole path"
 #: The issue's budget per stage, µs per event (decode and validation together).
 BUDGET = {"decode + validation": 15.0, "encode": 20.0, "checkpoint + commit": 15.0, "core": 50.0}
 CHANGELOG = "bench-ledger-state-changelog"
-
-
-class FakeMessage:
-    """The parts of ``confluent_kafka.Message`` the worker's path reads."""
-
-    __slots__ = ("_topic", "_partition", "_offset", "_key", "_value")
-
-    def __init__(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes):
-        self._topic, self._partition, self._offset, self._key, self._value = topic, partition, offset, key, value
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def value(self) -> bytes:
-        return self._value
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 0)
-
-    def error(self) -> None:
-        return None
 
 
 class LocalProducer:
@@ -134,19 +106,19 @@ class LocalProducer:
         self.producer.flush(0)
 
 
-def messages(shape: Workload, partitions: int) -> list[FakeMessage]:
+def messages(shape: Workload, partitions: int) -> list[Record]:
     """The workload as the consumer would hand it over: Avro SourceEvents
     on ``source-journal``, offsets per partition in publish order."""
     out, offsets = [], [0] * partitions
     for record in generate_journal(shape):
         prepared = prepare_line(orjson.dumps(record))
         partition = zlib.crc32(prepared.key) % partitions
-        out.append(FakeMessage(catalogue.SOURCE_JOURNAL, partition, offsets[partition], prepared.key, prepared.value))
+        out.append(Record(catalogue.SOURCE_JOURNAL, partition, offsets[partition], prepared.key, prepared.value))
         offsets[partition] += 1
     return out
 
 
-def decoded(wire: codec.Codec, message: FakeMessage, prefix: str) -> tuple[str, dict]:
+def decoded(wire: codec.Codec, message: Record, prefix: str) -> tuple[str, dict]:
     """``(kind, canonical event)``: what ``process_message`` and
     ``intake.ingest`` do before the core (key, frame, Avro body, §3 rules,
     key = scope_id)."""
@@ -169,7 +141,7 @@ def _timed(work: Callable[[], object]) -> tuple[float, object]:
     return time.process_time() - started, result
 
 
-def run_stages(batch: list[FakeMessage], tx_events: int, partitions: int) -> dict[str, float]:
+def run_stages(batch: list[Record], tx_events: int, partitions: int) -> dict[str, float]:
     """One run: seconds of CPU per stage over ``batch`` (STAGES, WHOLE)."""
     wire = codec.FIXED
     outputs = Outputs(codec.AVRO, wire, "", catalogue_max_bytes())
@@ -221,7 +193,7 @@ def run_stages(batch: list[FakeMessage], tx_events: int, partitions: int) -> dic
     return seconds
 
 
-def whole_path(batch: list[FakeMessage], tx_events: int, partitions: int, outputs: Outputs) -> float:
+def whole_path(batch: list[Record], tx_events: int, partitions: int, outputs: Outputs) -> float:
     """CPU seconds of the worker's own functions over ``batch`` in one pass."""
     tasks = {number: Task(number, LedgerConfig()) for number in range(partitions)}
     producer = LocalProducer()
@@ -251,6 +223,36 @@ def whole_path(batch: list[FakeMessage], tx_events: int, partitions: int, output
     return spent
 
 
+def profile(batch: list[Record], tx_events: int, partitions: int, whole_us: float, top: int = 16) -> list[str]:
+    """The whole path under cProfile: own time summed per source file
+    (generated code by its schema or plan), the ``top`` largest, as
+    Markdown table rows: the share of the profiled time, and that share of
+    ``whole_us`` (the measured µs per event of the whole path, unprofiled:
+    cProfile's own overhead inflates every figure several times over, most
+    for small functions, so only the shares carry over)."""
+    import cProfile
+    import pstats
+
+    outputs = Outputs(codec.AVRO, codec.FIXED, "", catalogue_max_bytes())
+    whole_path(batch[: min(len(batch), 500)], tx_events, partitions, outputs)  # generated code compiled, caches warm
+    profiler = cProfile.Profile()
+    profiler.enable()
+    whole_path(batch, tx_events, partitions, outputs)
+    profiler.disable()
+    by_file: dict[str, float] = {}
+    for (filename, _, name), (_, _, own, _, _) in pstats.Stats(profiler).stats.items():  # type: ignore[attr-defined]
+        where = filename.split("recurrence_ledger/")[-1] if "recurrence_ledger/" in filename else filename
+        if where == "~":
+            where = f"built-in: {name}"
+        by_file[where] = by_file.get(where, 0.0) + own
+    total = sum(by_file.values())
+    rows = ["| where (own time) | share | ≈ µs per event |", "| --- | --- | --- |"]
+    for where, own in sorted(by_file.items(), key=lambda item: -item[1])[:top]:
+        where = where.replace(str(Path(__file__).resolve().parents[1]) + "/", "")
+        rows.append(f"| `{where}` | {own / total:.1%} | {own / total * whole_us:.1f} |")
+    return rows
+
+
 def catalogue_max_bytes() -> int:
     """The worker's default ``max_output_bytes``."""
     from recurrence_ledger.runtime.worker_config import WorkerConfig
@@ -276,6 +278,7 @@ def main() -> None:
     parser.add_argument("--tx-events", type=int, default=2_000, help="records per transaction (a backlog drain's batch)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-record", action="store_true", help="print only: do not write BENCHMARKS.md")
+    parser.add_argument("--profile", action="store_true", help="also print the whole path's cProfile, grouped by source file")
     args = parser.parse_args()
     if args.quick:
         args.scopes, args.no_record = 5, True
@@ -291,6 +294,11 @@ def main() -> None:
         gc.freeze()
     load_after = " ".join(f"{value:.2f}" for value in os.getloadavg())
     lines = table(runs, len(batch), args, load_before, load_after)
+    if args.profile:
+        whole_us = statistics.median(run[WHOLE] for run in runs)
+        lines += ["", f"Where the whole path's time goes: own time per source file under cProfile (`--profile`), as a share,"
+                      f" and that share of the measured {whole_us:.0f} µs per event:", "",
+                  *profile(batch, args.tx_events, args.partitions, whole_us)]
     print("\n".join(lines))
     if not args.no_record:
         write_block("worker-stages", "Kafka worker, per stage", lines)

@@ -167,6 +167,19 @@ def _fast_reader(name: str) -> Callable[[bytes], dict] | None:
     return avro_fast.reader(json.loads(schema_json(name)))
 
 
+def _exactly(generated: Callable[[Any], Any] | None, argument: Any) -> Any:
+    """What the generated writer or reader makes of ``argument``, or None
+    when there is none for the schema or it does not handle ``argument``
+    exactly (it raised: fastavro then writes or reads it, or raises its own
+    error)."""
+    if generated is None:
+        return None
+    try:
+        return generated(argument)
+    except Exception:  # noqa: BLE001 - any refusal of the generated code means: ask fastavro
+        return None
+
+
 def encode(name: str, value: dict) -> bytes:
     """Schemaless Avro body of ``value`` under schema ``name``: written by
     the code generated for the schema (``serde.avro_fast``), or, for a value
@@ -175,12 +188,9 @@ def encode(name: str, value: dict) -> bytes:
 
     Raises ValueError/TypeError (fastavro) when ``value`` does not fit.
     """
-    fast = _fast_writer(name)
-    if fast is not None:
-        try:
-            return fast(value)
-        except Exception:  # noqa: BLE001 - not written exactly here: fastavro writes it or raises its own error
-            pass
+    body = _exactly(_fast_writer(name), value)
+    if body is not None:
+        return body
     buffer = io.BytesIO()
     fastavro.schemaless_writer(buffer, parsed_schema(name), _with_branches(value, _plan(name)), strict=True)
     return buffer.getvalue()
@@ -201,12 +211,9 @@ def decode(name: str, body: bytes, reader: str | None = None) -> dict:
     the caller maps any exception to ``undecodable_avro`` (contract §9).
     """
     if reader is None or reader == name:
-        fast = _fast_reader(name)
-        if fast is not None:
-            try:
-                return fast(body)
-            except Exception:  # noqa: BLE001 - not read exactly here: fastavro reads it or raises its own error
-                pass
+        value = _exactly(_fast_reader(name), body)
+        if value is not None:
+            return value
     stream = io.BytesIO(body)
     if reader is not None and reader != name:
         value = fastavro.schemaless_reader(stream, parsed_schema(name), parsed_schema(reader))

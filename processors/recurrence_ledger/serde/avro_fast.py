@@ -254,21 +254,30 @@ def _compile(src: _Source, name: str) -> Callable:
     return namespace["generated"]
 
 
+def _generated(schema: dict, head: list[str], body: Callable, tail: list[str]) -> Callable | None:
+    """The function ``generated`` made from ``head`` (its def line, then its
+    first lines), the lines ``body`` adds for ``schema`` into ``v0`` and
+    ``tail``; None when ``body`` raises Unsupported."""
+    src = _Source()
+    src.add(0, head[0])
+    for line in head[1:]:
+        src.add(1, line)
+    try:
+        body(src, schema, "v0", 1, {})
+    except Unsupported:
+        return None
+    for line in tail:
+        src.add(1, line)
+    return _compile(src, schema.get("name", "record"))
+
+
 def writer(schema: dict) -> Callable[[dict], bytes] | None:
     """A function writing the Avro body of a record of ``schema`` (one
     self-contained schema, as ``avro.schema_json`` gives it, parsed), or
     None when the schema has a shape not generated here. The function
     raises (TypeError, KeyError, OverflowError, …) for a value it does not
     write exactly: give that value to fastavro."""
-    src = _Source()
-    src.add(0, "def generated(v0):")
-    src.add(1, "out = []; a = out.append")
-    try:
-        _write(src, schema, "v0", 1, {})
-    except Unsupported:
-        return None
-    src.add(1, "return b''.join(out)")
-    return _compile(src, schema.get("name", "record"))
+    return _generated(schema, ["def generated(v0):", "out = []; a = out.append"], _write, ["return b''.join(out)"])
 
 
 def reader(schema: dict) -> Callable[[bytes], dict] | None:
@@ -277,13 +286,5 @@ def reader(schema: dict) -> Callable[[bytes], dict] | None:
     not generated here. The function raises (IndexError, ValueError,
     UnicodeDecodeError, …) for a body it cannot read to its exact end:
     give that body to fastavro."""
-    src = _Source()
-    src.add(0, "def generated(d):")
-    src.add(1, "p = 0; n = len(d)")
-    try:
-        _read(src, schema, "v0", 1, {})
-    except Unsupported:
-        return None
-    src.add(1, "if p != n: raise ValueError('trailing bytes')")
-    src.add(1, "return v0")
-    return _compile(src, schema.get("name", "record"))
+    return _generated(schema, ["def generated(d):", "p = 0; n = len(d)"], _read,
+                      ["if p != n: raise ValueError('trailing bytes')", "return v0"])
