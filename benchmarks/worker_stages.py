@@ -148,8 +148,11 @@ def run_stages(batch: list[Record], tx_events: int, partitions: int) -> dict[str
     seconds = dict.fromkeys((*STAGES, WHOLE), 0.0)
     prefix = ""
     # decode + validation: the shell of process_message before the core
-    spent, events = _timed(lambda: [decoded(wire, m, prefix) for m in batch])
-    seconds["decode + validation"] = spent
+    events: list[tuple[str, dict]] = []
+    for start in range(0, len(batch), tx_events):  # a transaction at a time, frozen in between, as in the worker
+        spent, chunk = _timed(lambda: [decoded(wire, m, prefix) for m in batch[start:start + tx_events]])
+        seconds["decode + validation"] += spent
+        events += chunk
     tasks = {number: Task(number, LedgerConfig()) for number in range(partitions)}
     produced: list[tuple[list, bytes | None, int]] = []
     views: list[tuple[list, int]] = []
@@ -167,11 +170,16 @@ def run_stages(batch: list[Record], tx_events: int, partitions: int) -> dict[str
         changes += changed
         for task in tasks.values():
             task.checkpointed()
-    spent, records = _timed(lambda: [(outputs.records(emits, key), partition) for emits, key, partition in produced]
-                                    + [(outputs.records(emits, None), partition) for emits, partition in views])
-    for recs, _ in records:
-        outputs.oversized(recs)
-    seconds["encode"] = spent
+    records: list[tuple[list, int]] = []
+    for start in range(0, len(produced), tx_events):
+        spent, chunk = _timed(lambda: [(outputs.records(emits, key), partition) for emits, key, partition in produced[start:start + tx_events]])
+        seconds["encode"] += spent
+        records += chunk
+    spent, chunk = _timed(lambda: [(outputs.records(emits, None), partition) for emits, partition in views])
+    seconds["encode"] += spent
+    records += chunk
+    spent, _ = _timed(lambda: [outputs.oversized(recs) for recs, _ in records])
+    seconds["encode"] += spent
     producer = LocalProducer()
     checkpoint = Checkpoint(producer, lambda: None)
     offsets = [TopicPartition(catalogue.SOURCE_JOURNAL, number, 1) for number in range(partitions)]
