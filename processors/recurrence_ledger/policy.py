@@ -93,7 +93,7 @@ NEAR_DUPLICATE_THRESHOLD: Setting[Fraction] = Setting(
 )
 COMMIT_INTERVAL_MS: Setting[int] = Setting(
     "commit_interval_ms", "--commit-interval-ms", "RL_COMMIT_INTERVAL_MS", 100, 10, "milliseconds", "kafka.md",
-    "Transaction commit interval.",
+    "Longest a transaction stays open; it commits sooner once the input is drained (docs/kafka.md, commits and latency).",
 )
 MAX_BATCH: Setting[int] = Setting(
     "max_batch", "--max-batch", "RL_MAX_BATCH", 2_000, 1, "records", "kafka.md",

@@ -62,6 +62,7 @@ from recurrence_ledger.ledger.deadletter import (  # noqa: F401 - the shell's na
     Coordinates,
     dead_letter,
 )
+from recurrence_ledger.ledger.intake_check import plainly_valid
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.catalogue import BY_NAME, REVIEW_DECISIONS, SOURCE_JOURNAL
@@ -85,6 +86,7 @@ JSON_WHITESPACE = b" \t\n\r"
 JSON_FIRST_BYTES = frozenset(b'{["-0123456789tfn')
 #: A Confluent wire-format frame: magic byte 0, then a 4-byte schema id.
 FRAME_MAGIC, FRAME_HEADER_BYTES = 0, 5
+_FRAME_BYTE = bytes([FRAME_MAGIC])
 
 
 class BadRecord(RecurrenceLedgerError):
@@ -170,7 +172,7 @@ def is_json_value(raw: bytes) -> bool:
     """
     if raw.startswith(BOM):
         return True
-    if raw[:1] == bytes([FRAME_MAGIC]):
+    if raw[:1] == _FRAME_BYTE:
         if len(raw) < FRAME_HEADER_BYTES:
             raise BadRecord("bad_magic_byte", f"value of {len(raw)} bytes starts with the magic byte 0x00 but is shorter "
                                               f"than a Confluent frame header ({FRAME_HEADER_BYTES} bytes)")
@@ -245,9 +247,19 @@ def validate(topic: str, value: Any) -> dict:
     return its canonical form (the model's JSON dump, every field present) —
     what ``LedgerProcessor.apply`` takes.
 
+    The value is checked once: a source event whose every field is plainly
+    valid (``recurrence_ledger.ledger.intake_check``: the contract §3 rules
+    of its pydantic model, restated for the common case) is returned from
+    that check; any other value — including every invalid one — is
+    validated by its pydantic model, which gives the dead-letter reason and
+    message. Either way the result is the model's JSON dump.
+
     Raises BadRecord(unknown_topic | missing_field | unexpected_field |
     wrong_type | too_long | invalid_value) using the first pydantic error.
     """
+    event = plainly_valid(topic, value)
+    if event is not None:
+        return event
     model = SOURCE_KINDS.get(topic)
     if model is None:
         raise BadRecord("unknown_topic", f"unknown input topic {topic[:100]!r}")

@@ -58,6 +58,12 @@ CALL_TIMEOUT_S = 10.0
 ABORT_TIMEOUT_S = 30.0
 #: Seconds one commit may block before the process exits for a restart.
 COMMIT_WATCHDOG_S = 120.0
+#: Records produced between two ``poll(0)`` of the producer: each costs
+#: about as much as a produce (0.3–0.8 µs, BENCHMARKS.md "Kafka worker, per
+#: stage"); a transactional producer has no delivery callbacks of ours to
+#: serve, only its error and statistics events, and librdkafka's queue is
+#: drained by its own threads.
+SERVE_EVERY = 256
 
 
 class CheckpointAborted(RecurrenceLedgerError):
@@ -117,12 +123,14 @@ class Checkpoint:
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int) -> None:
         """Produce one record to ``topic[partition]`` in the open
-        transaction, beginning one when none is open."""
+        transaction, beginning one when none is open. The producer's events
+        are served (``poll(0)``) at the first record of a transaction and
+        every :data:`SERVE_EVERY` records after it (and by the commit)."""
         if not self.in_transaction:
             self.producer.begin_transaction()
             self.in_transaction = True
             self.produced = 0
-        produce(self.producer, topic, key, value, partition)
+        produce(self.producer, topic, key, value, partition, serve=self.produced % SERVE_EVERY == 0)
         self.produced += 1
 
     def commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> None:

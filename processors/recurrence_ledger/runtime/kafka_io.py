@@ -188,12 +188,15 @@ def _require_topics(client: Producer | Consumer, physical_topics: Iterable[str])
 
 
 def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None,
-            partition: int | None = None, on_delivery: Callable | None = None) -> None:
+            partition: int | None = None, on_delivery: Callable | None = None, serve: bool = True) -> None:
     """The one produce path of the package: ``producer.produce`` (to
     ``partition``, or the producer's partitioner when None), waiting for
     room when librdkafka's local queue is full (BufferError: serve delivery
     reports for 0.1 s, try again), then serve ready events without
-    blocking (``poll(0)``) so delivery reports never pile up."""
+    blocking (``poll(0)``) so delivery reports never pile up — unless
+    ``serve`` is False (a caller producing many records in a row that
+    serves them itself every so often: ``poll(0)`` costs about as much as
+    the produce)."""
     extra: dict[str, Any] = {}
     if partition is not None:
         extra["partition"] = partition
@@ -205,7 +208,8 @@ def produce(producer: Producer, topic: str, key: bytes | None, value: bytes | No
             break
         except BufferError:  # local queue full: serve delivery reports, retry
             producer.poll(0.1)
-    producer.poll(0)
+    if serve:
+        producer.poll(0)
 
 
 def publish_journal(

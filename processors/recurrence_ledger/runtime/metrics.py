@@ -69,6 +69,16 @@ class WorkerMetrics:
         self.gc_summary: dict[int, tuple[int, float, float]] = {}  # generation -> (collections, seconds, longest)
         for reason in DEAD_LETTER_REASONS:
             self.dead_letters.labels(reason)
+        self._records_by_topic: dict[str, Any] = {}
+
+    def record(self, topic: str) -> None:
+        """One input record of physical ``topic`` processed (the
+        ``records`` counter; its child per topic is looked up once:
+        ``labels()`` costs ~2 µs a call, three times the increment)."""
+        counter = self._records_by_topic.get(topic)
+        if counter is None:
+            counter = self._records_by_topic[topic] = self.records.labels(topic)
+        counter.inc()
 
     def watch_gc(self) -> None:
         """Time every collection of CPython's cyclic GC into ``gc_pause``

@@ -17,7 +17,7 @@ No header is written: the record key and value carry everything (contract §1).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from confluent_kafka import Message
@@ -111,13 +111,22 @@ class Outputs:
         self.wire = wire
         self.topic_prefix = topic_prefix
         self.max_output_bytes = max_output_bytes
+        #: logical output topic → (physical topic, its encoder): looked up once per topic
+        self._topics: dict[str, tuple[str, Callable[[dict], bytes]]] = {}
+
+    def _topic(self, topic: str) -> tuple[str, Callable[[dict], bytes]]:
+        found = self._topics.get(topic)
+        if found is None:
+            physical = catalogue.physical(topic, self.topic_prefix)
+            found = self._topics[topic] = (physical, self.wire.encoder(catalogue.BY_NAME[topic].schema, self.output_format, topic=physical))
+        return found
 
     def record(self, emit: Emit, raw_key: bytes | None) -> OutputRecord:
         """The record of ``emit`` caused by an input record keyed ``raw_key``
-        (None for a view record, which is keyed by its emit). Raises what
-        ``Codec.encode`` raises."""
-        value = encode_emit(emit, self.output_format, self.wire, self.topic_prefix)
-        return OutputRecord(emit, catalogue.physical(emit.topic, self.topic_prefix), emit_key(emit, raw_key), value)
+        (None for a view record, which is keyed by its emit): the bytes
+        :func:`encode_emit` gives. Raises what ``Codec.encode`` raises."""
+        physical, encoder = self._topic(emit.topic)
+        return OutputRecord(emit, physical, emit_key(emit, raw_key), encoder(emit.value))
 
     def records(self, emits: Iterable[Emit], raw_key: bytes | None) -> list[OutputRecord]:
         """:meth:`record` of each emit, in order."""

@@ -16,7 +16,8 @@ the runtime's parts:
   rolled back on its own (``Task.rollback``): the partition's store returns to
   the last checkpoint and the batch's earlier records of that partition are
   applied again; the record goes to dead-letter; nothing else is undone;
-- every ``commit_interval_ms`` a checkpoint (``checkpoint.Checkpoint``): one
+- every ``commit_interval_ms`` at most — sooner when the input is drained
+  (``pacing.Pacer``) — a checkpoint (``checkpoint.Checkpoint``): one
   Kafka transaction carries the batch's outputs (to partition p of each
   output topic), the view records (``recurrence-statistics``,
   ``revision-statistics``: at most one per changed key, contract §8,
@@ -68,6 +69,7 @@ from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import BatchStats, WorkerMetrics
+from recurrence_ledger.runtime.pacing import Pacer
 from recurrence_ledger.runtime.records import CoreFailure, OutputRecord, Outputs, process_message
 from recurrence_ledger.runtime.recovery import Recovery
 from recurrence_ledger.runtime.task import Task
@@ -147,6 +149,7 @@ class LedgerWorker:
         batch_started = 0.0
         reported = 0
         interval = self.config.commit_interval_ms / 1000
+        pacer = Pacer(interval, self.config.max_batch)
         clean = False
         try:
             while self.running:
@@ -187,11 +190,14 @@ class LedgerWorker:
                     rate = (self.records_in - reported) / (now - last_report)
                     log.info("processed %d records (%.0f/s); partitions %s", self.records_in, rate, sorted(self.tasks))
                     last_report, reported = now, self.records_in
-                # The batch is due by the clock after processing it, not
-                # before: a backlog's 2,000-record batches take longer than
-                # the interval, and each must be followed by its commit.
-                if self._batch_open and time.monotonic() - batch_started >= interval:
+                # The batch is due after processing it, not before: at the
+                # interval (a backlog's 2,000-record chunks take longer than
+                # it, and each must be followed by its commit), or earlier
+                # once the input is drained (pacing.Pacer).
+                if self._batch_open and pacer.due(time.monotonic() - batch_started, len(messages)):
+                    committing = time.thread_time()
                     self._commit()
+                    pacer.committed(time.thread_time() - committing)
                 idle = self.config.exit_when_idle_s
                 if (idle is not None and now - self._last_activity >= idle and not self._batch_open
                         and not self.recovery.recovering and self._catch_up.done(now)):
@@ -236,7 +242,7 @@ class LedgerWorker:
             self._unready.setdefault((message.topic(), message.partition()), message.offset())
             return
         self.records_in += 1
-        self.metrics.records.labels(message.topic()).inc()
+        self.metrics.record(message.topic())
         kind, timestamp = message.timestamp()
         if kind != TIMESTAMP_NOT_AVAILABLE:
             self._batch.timestamps.append(timestamp / 1000)

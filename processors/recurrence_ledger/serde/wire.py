@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import struct
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from recurrence_ledger.errors import RecurrenceLedgerError
@@ -110,6 +111,15 @@ class Codec(ABC):
             return canonical_json(value)
         return self._encode_avro(schema, value, topic)
 
+    def encoder(self, schema: str, fmt: str = AVRO, *, topic: str | None = None) -> Callable[[dict], bytes]:
+        """:meth:`encode` of ``schema`` for ``topic`` in ``fmt`` as one
+        function of the value, with what can be looked up once looked up
+        (the fixed-id codec's frame header): what a worker uses for every
+        output record of a topic. Raises what :meth:`encode` raises."""
+        if fmt == JSON:
+            return canonical_json
+        return lambda value: self._encode_avro(schema, value, topic)
+
     def decode_value(self, raw: bytes, expected: tuple[str, ...]) -> dict:
         """Decode a framed Avro or JSON value; Avro must be readable as one
         of the schemas ``expected``.
@@ -139,7 +149,7 @@ class Codec(ABC):
             raise BadRecord("missing_field", "record has no value (tombstone)")
         if logical_topic == SOURCE_JOURNAL:
             envelope = self.decode_value(raw, ("SourceEvent",))
-            if set(envelope) != {"topic", "value"} or not isinstance(envelope.get("topic"), str):
+            if len(envelope) != 2 or "value" not in envelope or not isinstance(envelope.get("topic"), str):
                 raise BadRecord("invalid_envelope", 'a source-journal value is {"topic": "<input topic>", "value": {...}}')
             kind = envelope["topic"]
             if kind == SOURCE_JOURNAL or kind not in BY_NAME or BY_NAME[kind].direction != "in":
@@ -169,6 +179,13 @@ class FixedIdCodec(Codec):
 
     def _encode_avro(self, schema: str, value: dict, topic: str | None) -> bytes:
         return frame(schema, avro.encode(schema, value))
+
+    def encoder(self, schema: str, fmt: str = AVRO, *, topic: str | None = None) -> Callable[[dict], bytes]:
+        """:meth:`Codec.encoder`, the frame header of ``schema``'s fixed id made once."""
+        if fmt == JSON:
+            return canonical_json
+        header = _HEADER.pack(MAGIC, SCHEMA_IDS[schema])
+        return lambda value: header + avro.encode(schema, value)
 
     def _decode_avro(self, raw: bytes, expected: tuple[str, ...]) -> dict:
         schema, writer, body = unframe(raw)
