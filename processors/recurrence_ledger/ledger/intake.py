@@ -62,7 +62,6 @@ from recurrence_ledger.ledger.deadletter import (  # noqa: F401 - the shell's na
     Coordinates,
     dead_letter,
 )
-from recurrence_ledger.ledger.intake_check import plainly_valid
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.catalogue import BY_NAME, REVIEW_DECISIONS, SOURCE_JOURNAL
@@ -247,19 +246,13 @@ def validate(topic: str, value: Any) -> dict:
     return its canonical form (the model's JSON dump, every field present) —
     what ``LedgerProcessor.apply`` takes.
 
-    The value is checked once: a source event whose every field is plainly
-    valid (``recurrence_ledger.ledger.intake_check``: the contract §3 rules
-    of its pydantic model, restated for the common case) is returned from
-    that check; any other value — including every invalid one — is
-    validated by its pydantic model, which gives the dead-letter reason and
-    message. Either way the result is the model's JSON dump.
+    The value is checked once, by its pydantic model (the one statement of
+    the contract §3 rules), which also gives the dead-letter reason and
+    message.
 
     Raises BadRecord(unknown_topic | missing_field | unexpected_field |
     wrong_type | too_long | invalid_value) using the first pydantic error.
     """
-    event = plainly_valid(topic, value)
-    if event is not None:
-        return event
     model = SOURCE_KINDS.get(topic)
     if model is None:
         raise BadRecord("unknown_topic", f"unknown input topic {topic[:100]!r}")

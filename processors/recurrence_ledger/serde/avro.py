@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import fastavro
 from fastavro.schema import load_schema
-
-from recurrence_ledger.serde import avro_fast
 
 #: The wire contract: the repository's schemas/ folder, shipped as package data
 #: (processors/recurrence_ledger/schemas is a link to it).
@@ -157,40 +154,12 @@ def with_branches(name: str, value: dict) -> dict:
     return _with_branches(value, _plan(name))
 
 
-@cache
-def _fast_writer(name: str) -> Callable[[dict], bytes] | None:
-    return avro_fast.writer(json.loads(schema_json(name)))
-
-
-@cache
-def _fast_reader(name: str) -> Callable[[bytes], dict] | None:
-    return avro_fast.reader(json.loads(schema_json(name)))
-
-
-def _exactly(generated: Callable[[Any], Any] | None, argument: Any) -> Any:
-    """What the generated writer or reader makes of ``argument``, or None
-    when there is none for the schema or it does not handle ``argument``
-    exactly (it raised: fastavro then writes or reads it, or raises its own
-    error)."""
-    if generated is None:
-        return None
-    try:
-        return generated(argument)
-    except Exception:  # noqa: BLE001 - any refusal of the generated code means: ask fastavro
-        return None
-
-
 def encode(name: str, value: dict) -> bytes:
-    """Schemaless Avro body of ``value`` under schema ``name``: written by
-    the code generated for the schema (``serde.avro_fast``), or, for a value
-    that code does not write exactly, by fastavro (``strict=True``), which
-    writes the same bytes or raises.
+    """Schemaless Avro body of ``value`` under schema ``name`` (fastavro,
+    ``strict=True``, the schema parsed once).
 
     Raises ValueError/TypeError (fastavro) when ``value`` does not fit.
     """
-    body = _exactly(_fast_writer(name), value)
-    if body is not None:
-        return body
     buffer = io.BytesIO()
     fastavro.schemaless_writer(buffer, parsed_schema(name), _with_branches(value, _plan(name)), strict=True)
     return buffer.getvalue()
@@ -202,18 +171,9 @@ def decode(name: str, body: bytes, reader: str | None = None) -> dict:
     of it such as "ScopeStatistics.rev2"), resolved to that schema, so
     fields the writer did not have take their defaults.
 
-    Read by the code generated for the schema (``serde.avro_fast``) when it
-    reads the body to its exact end; by fastavro otherwise (an earlier
-    writer schema, or a body the generated code refuses: fastavro then
-    reads it or raises).
-
     Raises EOFError, ValueError, UnicodeDecodeError or similar on bad bytes;
     the caller maps any exception to ``undecodable_avro`` (contract §9).
     """
-    if reader is None or reader == name:
-        value = _exactly(_fast_reader(name), body)
-        if value is not None:
-            return value
     stream = io.BytesIO(body)
     if reader is not None and reader != name:
         value = fastavro.schemaless_reader(stream, parsed_schema(name), parsed_schema(reader))
