@@ -46,6 +46,13 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.runtime.faults import RuntimeHooks
+
+#: Exit code of a worker that stops so that its supervisor restarts it,
+#: because one of its Kafka clients cannot recover by itself (a commit
+#: blocked past its timeout; a consumer in librdkafka's fatal state). Its
+#: open transaction is aborted by the broker or fenced by the restarted
+#: worker, so outputs stay exactly once (tests/e2e/test_faults.py).
+RESTART_EXIT = 3
 from recurrence_ledger.runtime.kafka_io import produce
 
 log = logging.getLogger("recurrence_ledger.worker")
@@ -104,7 +111,7 @@ class Checkpoint:
         self.committing_since: float | None = None  #: ``clock()`` when the running commit began
 
     def watch(self, limit_s: float = COMMIT_WATCHDOG_S) -> None:
-        """Exit the process (code 3) when one commit has been blocked for
+        """Exit the process (:data:`RESTART_EXIT`) when one commit has been blocked for
         ``limit_s`` (checked every second, in a daemon thread): seen once in
         ~8 broker-restart runs, librdkafka's commit_transaction did not
         return after its timeout. The open transaction is aborted by the
@@ -117,7 +124,7 @@ class Checkpoint:
                 since = self.committing_since
                 if since is not None and self.clock() - since > limit_s:
                     log.critical("a transaction commit has been blocked for %.0f s: exiting for a restart", limit_s)
-                    os._exit(3)
+                    os._exit(RESTART_EXIT)
 
         threading.Thread(target=watchdog, name="commit-watchdog", daemon=True).start()
 

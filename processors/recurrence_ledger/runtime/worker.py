@@ -66,7 +66,7 @@ from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger.intake import Coordinates
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
-from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted
+from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, Checkpoint, CheckpointAborted
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import BatchStats, WorkerMetrics
 from recurrence_ledger.runtime.pacing import Pacer
@@ -232,6 +232,11 @@ class LedgerWorker:
         if error is not None:
             if error.fatal():  # e.g. FENCED_INSTANCE_ID: another process runs with this instance id
                 raise KafkaException(error)
+            if error.code() == KafkaError._FATAL:
+                # The consumer itself is in librdkafka's fatal state (seen after a broker restart fenced its
+                # static membership; the event's own fatal() is False): it will never fetch again.
+                log.critical("the consumer reports a fatal error (%s): exiting for a restart", error)
+                raise SystemExit(RESTART_EXIT)
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume error: %s", error)
             return
