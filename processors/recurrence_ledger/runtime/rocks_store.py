@@ -125,11 +125,13 @@ class RocksStore(ChangelogStore):
         self.identity = identity
         self.cache: dict[tuple, Any] = {}
         self._restore_from = restore_from
+        self._checkpoint = None if restore_from is None else restore_from - 1  # offset the data reflects
         self.wiped = reason  #: why the local store was not used (None: it was)
         self._restore_batch: WriteBatch | None = None
         self._restore_count = 0
         self._restore_offset: int | None = None
         self.closed = False
+        self.failed = False  #: a write or read failed: nothing more is written
 
     # -- reads and writes (the core's mapping) ------------------------------------
     def _read(self, key: tuple) -> Any:
@@ -222,6 +224,7 @@ class RocksStore(ChangelogStore):
                     batch.put(encode_key(key), orjson.dumps(value))
             batch.put(CHECKPOINT_KEY, checkpoint_value(offset))
             self._write(batch, "checkpoint")
+            self._checkpoint = offset
         super().flushed()
         if len(self.cache) > CACHE_KEYS:
             self.cache.clear()
@@ -257,12 +260,19 @@ class RocksStore(ChangelogStore):
         if self._restore_count >= RESTORE_BATCH:
             self.restored()
 
-    def restored(self) -> None:
-        """Write the records restored so far with their checkpoint."""
-        if self._restore_batch is not None and self._restore_count:
-            if self._restore_offset is not None:
-                self._restore_batch.put(CHECKPOINT_KEY, checkpoint_value(self._restore_offset))
-            self._write(self._restore_batch, "restore")
+    def restored(self, end: int | None = None) -> None:
+        """Write the records restored so far with their checkpoint; with
+        ``end`` (recovery reached the changelog's end, the offset the next
+        record will get), the checkpoint says the store reflects everything
+        before it, as of now — an empty changelog's too, so the next start
+        restores from there."""
+        if end is not None:
+            self._restore_offset = max(end - 1, -1 if self._restore_offset is None else self._restore_offset)
+        if self._restore_offset is not None:
+            batch = self._restore_batch or WriteBatch(raw_mode=True)
+            batch.put(CHECKPOINT_KEY, checkpoint_value(self._restore_offset))
+            self._write(batch, "restore")
+            self._checkpoint = self._restore_offset
         self._restore_batch, self._restore_count = None, 0
         self.cache.clear()
 
@@ -272,17 +282,24 @@ class RocksStore(ChangelogStore):
         self.db.close()
         self.db = _wipe_and_create(self.path, self.identity, reason)
         self.cache.clear()
-        self._restore_from = None
+        self._restore_from = self._checkpoint = None
         self.wiped = reason
 
     def close(self) -> None:
         """Close the database and release the directory's lock (pending,
-        uncommitted changes are dropped: the last checkpoint stays)."""
+        uncommitted changes are dropped: the last checkpoint stays, its
+        time refreshed: the owner wrote nothing after it)."""
         if self.closed:
             return
         self.closed = True
         try:
+            if self._checkpoint is not None and not self.failed:
+                # Still the owner: nothing was written to the changelog
+                # partition since, so the checkpoint is current as of now.
+                self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint))
             self.db.close()
+        except Exception as error:  # e.g. a full disk: what was written is in the WAL, read again on open
+            log.warning("state store %s: closing it failed: %s", self.path, error)
         finally:
             _release(self._lock)
 
@@ -294,6 +311,7 @@ class RocksStore(ChangelogStore):
             raise self._failed(f"{what} write", error) from error
 
     def _failed(self, what: str, error: Exception) -> StoreError:
+        self.failed = True
         text = str(error)
         if text.startswith("Corruption"):
             # Next open wipes it and restores from the changelog.

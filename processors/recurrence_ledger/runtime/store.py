@@ -178,8 +178,9 @@ class ChangelogStore(MutableMapping):
         else:
             self.data[parts] = orjson.loads(value)
 
-    def restored(self) -> None:
-        """Recovery reached the changelog's end (nothing to do in memory)."""
+    def restored(self, end: int | None = None) -> None:
+        """Recovery reached the changelog's end (offset ``end``, the next
+        one to be written; nothing to do in memory)."""
 
     def reset(self, reason: str) -> None:
         """Forget the state (recovery then restores the whole changelog)."""
