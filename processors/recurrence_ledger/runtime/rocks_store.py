@@ -132,6 +132,7 @@ class RocksStore(ChangelogStore):
         self._restore_offset: int | None = None
         self.closed = False
         self.failed = False  #: a write or read failed: nothing more is written
+        self._current = False  # restored to the changelog's end, and its owner since
 
     # -- reads and writes (the core's mapping) ------------------------------------
     def _read(self, key: tuple) -> Any:
@@ -273,6 +274,7 @@ class RocksStore(ChangelogStore):
             batch.put(CHECKPOINT_KEY, checkpoint_value(self._restore_offset))
             self._write(batch, "restore")
             self._checkpoint = self._restore_offset
+        self._current = end is not None
         self._restore_batch, self._restore_count = None, 0
         self.cache.clear()
 
@@ -288,14 +290,16 @@ class RocksStore(ChangelogStore):
     def close(self) -> None:
         """Close the database and release the directory's lock (pending,
         uncommitted changes are dropped: the last checkpoint stays, its
-        time refreshed: the owner wrote nothing after it)."""
+        time refreshed once the store was restored to the changelog's end:
+        only its owner wrote after that)."""
         if self.closed:
             return
         self.closed = True
         try:
-            if self._checkpoint is not None and not self.failed:
-                # Still the owner: nothing was written to the changelog
-                # partition since, so the checkpoint is current as of now.
+            if self._current and not self.failed:
+                # Restored to the end, and the owner since: nothing but its
+                # own commits was written after the checkpoint, so it is
+                # current as of now (a store closed mid-restore is not).
                 self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint))
             self.db.close()
         except Exception as error:  # e.g. a full disk: what was written is in the WAL, read again on open
