@@ -123,6 +123,7 @@ def test_a_restart_restores_only_the_tail_and_keeps_exactly_once(topic_prefix, b
     "faults",
     [
         ["committed:3"],  # the Kafka transaction committed, the local checkpoint not written
+        ["stored:3"],  # both written, nothing of the next batch yet
         ["committed:2", "restoring:10"],  # then again while restoring the tail into RocksDB
     ],
     ids=lambda faults: "+".join(f.split(":")[0] for f in faults),

@@ -60,6 +60,7 @@ another transaction after a failed local write.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import shutil
@@ -69,7 +70,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict, WriteBatch
+from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict, WriteBatch, WriteBufferManager
 
 from recurrence_ledger.runtime.store import _DELETED, ChangelogStore, StoreError, decode_key, encode_key
 
@@ -80,7 +81,7 @@ FORMAT = 1
 IDENTITY_KEY = b"\x00identity"
 CHECKPOINT_KEY = b"\x00checkpoint"
 #: Decoded records kept between checkpoints (beyond it the cache is dropped at a checkpoint).
-CACHE_KEYS = 50_000
+CACHE_KEYS = 20_000
 #: Changelog records restored per WriteBatch.
 RESTORE_BATCH = 5_000
 #: Seconds to wait for another process's lock (a rebalance's previous owner closing).
@@ -89,16 +90,32 @@ LOCK_WAIT_S = 10.0
 DEFAULT_DELETE_RETENTION_MS = 86_400_000
 
 
+#: Bytes of RocksDB's block cache, and of memtables, shared by every
+#: partition store of the process (a worker's RocksDB memory does not grow
+#: with its partition count).
+BLOCK_CACHE_BYTES = 64 * 1024 * 1024
+MEMTABLE_BYTES = 64 * 1024 * 1024
+
+
+@functools.cache
+def _shared_memory() -> tuple[Cache, WriteBufferManager]:
+    return Cache(BLOCK_CACHE_BYTES), WriteBufferManager(MEMTABLE_BYTES, False)
+
+
 def rocksdb_options() -> Options:
     """RocksDB options of a partition store: quixstreams' ``RocksDBOptions``
-    (lz4, bloom filter of 10 bits per key) with smaller memtables and block
-    cache (2 × 32 MiB, 64 MiB), to bound a worker's memory per partition."""
+    (lz4, bloom filter of 10 bits per key) with the block cache and the
+    memtable budget shared by the process's stores (Kafka Streams'
+    bounded-memory ``RocksDBConfigSetter`` recipe: one Cache and one
+    WriteBufferManager for every store)."""
+    cache, memtables = _shared_memory()
     options = Options(raw_mode=True)
     options.create_if_missing(True)
-    options.set_write_buffer_size(32 * 1024 * 1024)
+    options.set_write_buffer_size(16 * 1024 * 1024)
     options.set_max_write_buffer_number(2)
+    options.set_write_buffer_manager(memtables)
     table = BlockBasedOptions()
-    table.set_block_cache(Cache(64 * 1024 * 1024))
+    table.set_block_cache(cache)
     table.set_bloom_filter(10, block_based=True)
     options.set_block_based_table_factory(table)
     options.set_compression_type(DBCompressionType.lz4())
