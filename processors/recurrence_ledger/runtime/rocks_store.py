@@ -35,7 +35,9 @@ values written again, so restore is idempotent.
 
 When the local store is not used (:func:`open_store` wipes it and the
 worker restores the whole changelog): it is missing, RocksDB reports it
-corrupt, a read failed on corruption before (``<partition>.corrupt``), its
+corrupt (an error starting "Corruption" on open: quixstreams'
+``RocksDBStorePartition._open_rocksdict`` destroys and recreates the
+database the same way when a changelog exists, ``on_corrupted_recreate``), a read failed on corruption before (``<partition>.corrupt``), its
 identity is another deployment's topic, partition or topic id, its
 checkpoint is older than the changelog's ``delete.retention.ms`` (a
 tombstone written after it may have been compacted away), or
