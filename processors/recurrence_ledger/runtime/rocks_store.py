@@ -320,6 +320,16 @@ class RocksStore(ChangelogStore):
                 # own commits was written after the checkpoint, so it is
                 # current as of now (a store closed mid-restore is not).
                 self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint))
+        except Exception as error:
+            log.warning("state store %s: refreshing its checkpoint failed: %s", self.path, error)
+        try:
+            # Stop background flushes and compactions first, so a revoke
+            # releases the directory at once (quixstreams'
+            # RocksDBStorePartition.close; the WAL keeps unflushed data).
+            self.db.cancel_all_background(True)
+        except Exception as error:
+            log.warning("state store %s: stopping its background work failed: %s", self.path, error)
+        try:
             self.db.close()
         except Exception as error:  # e.g. a full disk: what was written is in the WAL, read again on open
             log.warning("state store %s: closing it failed: %s", self.path, error)
