@@ -72,10 +72,7 @@ def drive(records: list, store: ChangelogStore, batch: int) -> tuple[float, int]
 
 
 def load() -> str:
-    try:
-        return " ".join(open("/proc/loadavg").read().split()[:3])
-    except OSError:
-        return "n/a"
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main() -> None:

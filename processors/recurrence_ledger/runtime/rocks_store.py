@@ -249,17 +249,9 @@ class RocksStore(ChangelogStore):
         if len(self.cache) > CACHE_KEYS:
             self.cache.clear()
 
-    def rollback(self) -> int:
-        """As ``ChangelogStore.rollback``, on the cache."""
-        dirty = dict(self._dirty_at_mark)
-        for key, raw in self.before.items():
-            self.cache[key] = _DELETED if raw is None else orjson.loads(raw)
-            if key in dirty:
-                dirty[key] = self.cache[key]
-        restored = len(self.before)
-        self.before.clear()
-        self.dirty = dirty
-        return restored
+    def _put_back(self, key: tuple, raw: bytes | None) -> Any:
+        value = self.cache[key] = _DELETED if raw is None else orjson.loads(raw)
+        return value
 
     # -- recovery ---------------------------------------------------------------------
     def restore_from(self) -> int | None:
