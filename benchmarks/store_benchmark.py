@@ -13,7 +13,16 @@ of each store, alternating, over one generated journal; the RocksDB run
 starts from an empty directory each time. Records the table in
 BENCHMARKS.md between the ``store-benchmark`` markers.
 
-    python benchmarks/store_benchmark.py              # ~60k events, 3 repeats
+With ``--kafka`` (the local broker up, ``KAFKA_BOOTSTRAP_SERVERS``), also
+through the worker as deployed: the journal is published once to 4
+partitions, then ``recurrence-ledger worker --exit-when-idle 3`` drains it,
+each run in a consumer group (app id) of its own, alternating without and
+with ``--state-dir``; measured are the worker process's CPU seconds
+(``getrusage`` of the child) and wall seconds (including the 3 s idle
+exit). The topics are deleted at the end.
+
+    python benchmarks/store_benchmark.py              # ~54k events, 3 repeats
+    python benchmarks/store_benchmark.py --kafka      # and through the worker
     python benchmarks/store_benchmark.py --quick --no-record
 """
 
@@ -75,12 +84,48 @@ def load() -> str:
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
+def worker_runs(records_path: Path, repeats: int, bootstrap: str) -> dict[str, list[tuple[float, float]]]:
+    """(CPU s, wall s) of each worker run over the published journal."""
+    import resource
+    import uuid
+
+    from recurrence_ledger.runtime.kafka_admin import create_topics, delete_deployment
+    from recurrence_ledger.runtime.kafka_io import publish_journal
+
+    prefix = f"sbench-{uuid.uuid4().hex[:8]}."
+    create_topics(bootstrap, 4, prefix)
+    publish_journal(bootstrap, records_path, topic_prefix=prefix, show_progress=False)
+    runs: dict[str, list[tuple[float, float]]] = {"memory": [], "rocksdb": []}
+    apps: list[str] = []
+    state = Path(tempfile.mkdtemp(prefix="store-bench-worker-"))
+    try:
+        for repeat in range(repeats):
+            for name in runs:
+                app = f"bench-{name}-{repeat}"
+                apps.append(app)
+                extra = ["--state-dir", str(state)] if name == "rocksdb" else []
+                args = [sys.executable, "-m", "recurrence_ledger.cli", "worker", "--bootstrap", bootstrap, "--topic-prefix", prefix,
+                        "--app-id", app, "--instance-id", "w1", "--output-format", "avro", "--exit-when-idle", "3", *extra]
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                started = time.monotonic()
+                subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                wall = time.monotonic() - started
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                runs[name].append((after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, wall))
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+        for app in apps:
+            delete_deployment(bootstrap, prefix, app)
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-batch", type=int, default=MAX_BATCH.default)
     parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--kafka", action="store_true", help="also through the worker on the broker of KAFKA_BOOTSTRAP_SERVERS")
     args = parser.parse_args()
     shape = QUICK if args.quick else FULL
     records = consumed(json.dumps(record).encode() for record in generate_journal(shape))
@@ -116,6 +161,24 @@ def main() -> None:
         "",
         f"RocksDB / in-memory CPU time (medians): {ratio:.2f}× (target: within 1.25×).",
     ]
+    if args.kafka:
+        journal_path = Path(tempfile.mkdtemp(prefix="store-bench-journal-")) / "journal.jsonl"
+        journal_path.write_text("".join(json.dumps(record) + "\n" for record in generate_journal(shape)))
+        runs = worker_runs(journal_path, args.repeats, os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"))
+        lines += [
+            "",
+            f"Through the worker on the local broker (`--kafka`): the same journal on 4 partitions, one worker draining it "
+            f"(`worker --exit-when-idle 3`, defaults otherwise), {args.repeats} runs of each, alternating; load average {load()} after.",
+            "",
+            "| worker | CPU s (min / median / max) | wall s incl. 3 s idle exit (min / median / max) |",
+            "| --- | --- | --- |",
+        ]
+        for name, pairs in runs.items():
+            cpu, wall = [c for c, _ in pairs], [w for _, w in pairs]
+            lines.append(f"| {'in memory' if name == 'memory' else '--state-dir'} | {min(cpu):.1f} / {statistics.median(cpu):.1f} / {max(cpu):.1f} | "
+                         f"{min(wall):.1f} / {statistics.median(wall):.1f} / {max(wall):.1f} |")
+        cpu_ratio = statistics.median(c for c, _ in runs["rocksdb"]) / statistics.median(c for c, _ in runs["memory"])
+        lines += ["", f"Worker CPU time with `--state-dir` / in memory (medians): {cpu_ratio:.2f}×."]
     print("\n".join(lines))
     if not args.no_record:
         write_block("store-benchmark", "Partition stores: in memory and RocksDB", lines)
