@@ -372,3 +372,18 @@ def opened_db_value(root: Path, key: bytes) -> bytes:
     finally:
         store.failed = True  # read only: do not refresh
         store.close()
+
+
+def test_the_local_write_is_the_changelog_records_bytes_even_after_a_late_write(tmp_path):
+    store = opened(tmp_path)
+    store[("a",)] = {"n": 1}
+    assert store.changes() == [(b'["a"]', b'{"n":1}')]
+    store[("a",)] = {"n": 2}  # written after changes(): those bytes are stale, not reused
+    store.flushed(3)
+    assert store.db.get(b'["a"]') == b'{"n":2}'
+    store[("b",)] = 1
+    assert store.changes() == [(b'["b"]', b"1")]
+    store.rollback()
+    store.flushed(None)  # nothing left to write after the rollback
+    assert store.db.get(b'["b"]') is None
+    store.close()

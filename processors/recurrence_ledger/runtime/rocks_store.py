@@ -47,9 +47,10 @@ was recreated) or before its start.
 The per-transaction cache (Kafka Streams' record cache): the core reads,
 modifies and writes JSON records, so every key a transaction touches is
 read from RocksDB and decoded once, kept decoded until the checkpoint
-(writes go to the cache; the checkpoint encodes the changed keys once, for
-the changelog and the WriteBatch alike), and the raw bytes read are the
-rollback snapshot for free. Between checkpoints up to :data:`CACHE_KEYS`
+(writes go to the cache; the changed keys are encoded once, by
+``changes()`` for the changelog, and the WriteBatch after the commit
+writes those same bytes), and the raw bytes read are the rollback snapshot
+for free. Between checkpoints up to :data:`CACHE_KEYS`
 decoded records stay cached (hot scope records); past that the cache is
 dropped at the next checkpoint.
 
@@ -152,6 +153,7 @@ class RocksStore(ChangelogStore):
         self.closed = False
         self.failed = False  #: a write or read failed: nothing more is written
         self._current = False  # restored to the changelog's end, and its owner since
+        self._encoded: list[tuple[bytes, bytes | None]] | None = None  # changes() since the last write
 
     # -- reads and writes (the core's mapping) ------------------------------------
     def _read(self, key: tuple) -> Any:
@@ -193,12 +195,14 @@ class RocksStore(ChangelogStore):
             self._touch(key)
         self.cache[key] = value
         self.dirty[key] = value
+        self._encoded = None
 
     def __delitem__(self, key: tuple) -> None:
         if self._value(key) is _DELETED:
             raise KeyError(key)
         self.cache[key] = _DELETED
         self.dirty[key] = _DELETED
+        self._encoded = None
 
     def __iter__(self) -> Iterator[tuple]:
         for raw in self.db.keys():
@@ -228,6 +232,12 @@ class RocksStore(ChangelogStore):
         return state
 
     # -- checkpoints ----------------------------------------------------------------
+    def changes(self) -> list[tuple[bytes, bytes | None]]:
+        """As ``ChangelogStore.changes``; kept until the next write, so
+        :meth:`flushed` writes the same bytes without encoding them again."""
+        self._encoded = super().changes()
+        return self._encoded
+
     def flushed(self, offset: int | None = None) -> None:
         """The changes are committed in Kafka, the last changelog record at
         ``offset``: write them and the checkpoint in one WriteBatch. Raises
@@ -237,17 +247,23 @@ class RocksStore(ChangelogStore):
             if offset is None:
                 raise StoreError(f"{self.path}: changes committed without their changelog offset")
             batch = WriteBatch(raw_mode=True)
-            for key, value in self.dirty.items():
-                if value is _DELETED:
-                    batch.delete(encode_key(key))
+            for raw_key, raw_value in self._encoded if self._encoded is not None else super().changes():
+                if raw_value is None:
+                    batch.delete(raw_key)
                 else:
-                    batch.put(encode_key(key), orjson.dumps(value))
+                    batch.put(raw_key, raw_value)
             batch.put(CHECKPOINT_KEY, checkpoint_value(offset))
             self._write(batch, "checkpoint")
             self._checkpoint = offset
         super().flushed()
+        self._encoded = None
         if len(self.cache) > CACHE_KEYS:
             self.cache.clear()
+
+    def rollback(self) -> int:
+        """As ``ChangelogStore.rollback``, on the cache."""
+        self._encoded = None
+        return super().rollback()
 
     def _put_back(self, key: tuple, raw: bytes | None) -> Any:
         value = self.cache[key] = _DELETED if raw is None else orjson.loads(raw)
