@@ -330,17 +330,23 @@ class RocksStore(ChangelogStore):
                 self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint))
         except Exception as error:
             log.warning("state store %s: refreshing its checkpoint failed: %s", self.path, error)
+        cancelled = False
         try:
             # Stop background flushes and compactions first, so a revoke
             # releases the directory at once (quixstreams'
             # RocksDBStorePartition.close; the WAL keeps unflushed data).
             self.db.cancel_all_background(True)
+            cancelled = True
         except Exception as error:
             log.warning("state store %s: stopping its background work failed: %s", self.path, error)
         try:
             self.db.close()
-        except Exception as error:  # e.g. a full disk: what was written is in the WAL, read again on open
-            log.warning("state store %s: closing it failed: %s", self.path, error)
+        except Exception as error:
+            # After a cancel, "Shutdown in progress" is benign: the database
+            # closes and its lock is released (quixstreams' close). Anything
+            # else (e.g. a full disk): what was written is in the WAL.
+            if not (cancelled and "shutdown in progress" in str(error).lower()):
+                log.warning("state store %s: closing it failed: %s", self.path, error)
         finally:
             _release(self._lock)
 
