@@ -255,10 +255,13 @@ class RocksStore(ChangelogStore):
             batch.put(CHECKPOINT_KEY, checkpoint_value(offset))
             self._write(batch, "checkpoint")
             self._checkpoint = offset
+        touched = self.before.keys() | self.dirty.keys()
         super().flushed()
         self._encoded = None
         if len(self.cache) > CACHE_KEYS:
-            self.cache.clear()
+            # Keep what this transaction touched (the hot records: scope
+            # records, head lists) when it fits; drop the rest.
+            self.cache = {key: self.cache[key] for key in touched} if len(touched) <= CACHE_KEYS // 2 else {}
 
     def rollback(self) -> int:
         """As ``ChangelogStore.rollback``, on the cache."""
