@@ -1,0 +1,61 @@
+"""Scale-out on Kafka: three worker processes on 12 partitions, a rebalance
+mid-run — one member SIGKILLed, one added — and still exactly once: every
+output topic's facts are the embedded runner's for the same journal (no
+missing, extra or re-sent identity; the same records as multisets) and every
+view key ends on the embedded runner's value (contract §10)."""
+
+from __future__ import annotations
+
+import re
+
+from recurrence_ledger.workload import Workload, generate_journal
+from tests.e2e import harness
+from tests.journal import write_journal
+
+PARTITIONS = 12
+# ~3,500 events over 60 scopes, spread over the 12 partitions by key; small
+# transactions so the kill lands between many committed ones.
+WORKLOAD = Workload(scopes=60, outcomes_per_scope=50, heads_per_scope=4, handoffs=2, seed=41, candidates=0.2)
+#: Many small transactions; the broker's minimum session timeout, so the
+#: killed static member's partitions move on after 6 s.
+OPTIONS = ("--max-batch", "40", "--session-timeout-ms", "6000")
+
+
+def test_three_workers_on_twelve_partitions_with_a_kill_and_a_join_stay_exactly_once(topic_prefix, bootstrap, tmp_path):
+    journal = write_journal(tmp_path / "journal.jsonl", generate_journal(WORKLOAD))
+    prefix = topic_prefix
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journal, prefix)
+    reference = harness.embedded(journal, tmp_path / "embedded")
+    total = len(harness.lines(reference["recurrence-observations"]))
+
+    def start(instance: str, idle_exit: float | None):
+        log = tmp_path / f"{instance}.log"
+        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, extra=OPTIONS), log
+
+    # Batch runs exit once the whole group is caught up, so w1 and w3 wait
+    # for the killed member's partitions to be processed too.
+    (w1, log1), (w2, log2), (w3, log3) = start("w1", 6), start("w2", None), start("w3", 6)
+    observations = harness.physical(prefix, "recurrence-observations")
+    harness.wait_until(lambda: all("assigned partitions" in log.read_text() for log in (log1, log2, log3)), 90, "three members assigned")
+    harness.wait_until(lambda: harness.count_records(bootstrap, observations) > total // 4, 120, "a quarter of the outputs")
+    assert w2.poll() is None and w1.poll() is None and w3.poll() is None, "the run ended before the rebalance"
+    before_kill = harness.count_records(bootstrap, observations)
+    harness.kill(w2)
+    w4, log4 = start("w4", 6)
+
+    for worker, log in ((w1, log1), (w3, log3), (w4, log4)):
+        assert harness.wait_exit(worker, 240, log) == 0
+    # The kill was mid-run, and the group was rebalanced after it: the new
+    # member restored and processed partitions of its own.
+    assert before_kill < total
+    assert re.search(r"partition \d+ restored", log4.read_text()), log4.read_text()[-2000:]
+    assert sum(log.read_text().count("assigned partitions") for log in (log1, log3)) >= 3
+
+    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
+    report = harness.identity_report(kafka, reference)
+    print("identity report:", report)
+    for topic, counts in report.items():
+        assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
+    harness.assert_same_outputs(kafka, reference, multiset=True)
+    assert harness.last_statistics(kafka["recurrence-statistics"]) == harness.last_statistics(reference["recurrence-statistics"])
