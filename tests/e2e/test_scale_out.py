@@ -2,11 +2,15 @@
 mid-run — one member SIGKILLed, one added — and still exactly once: every
 output topic's facts are the embedded runner's for the same journal (no
 missing, extra or re-sent identity; the same records as multisets) and every
-view key ends on the embedded runner's value (contract §10)."""
+view key ends on the embedded runner's value (contract §10) — with the
+in-memory store and with the RocksDB store (``--state-dir``, one per
+worker)."""
 
 from __future__ import annotations
 
 import re
+
+import pytest
 
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
@@ -21,7 +25,8 @@ WORKLOAD = Workload(scopes=60, outcomes_per_scope=50, heads_per_scope=4, handoff
 OPTIONS = ("--max-batch", "40", "--session-timeout-ms", "6000")
 
 
-def test_three_workers_on_twelve_partitions_with_a_kill_and_a_join_stay_exactly_once(topic_prefix, bootstrap, tmp_path):
+@pytest.mark.parametrize("store", ["memory", "rocksdb"])
+def test_three_workers_on_twelve_partitions_with_a_kill_and_a_join_stay_exactly_once(store, topic_prefix, bootstrap, tmp_path):
     journal = write_journal(tmp_path / "journal.jsonl", generate_journal(WORKLOAD))
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
@@ -31,7 +36,9 @@ def test_three_workers_on_twelve_partitions_with_a_kill_and_a_join_stay_exactly_
 
     def start(instance: str, idle_exit: float | None):
         log = tmp_path / f"{instance}.log"
-        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, extra=OPTIONS), log
+        # RocksDB: a state dir per worker, as on separate machines.
+        extra = (*OPTIONS, "--state-dir", str(tmp_path / f"state-{instance}")) if store == "rocksdb" else OPTIONS
+        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, extra=extra), log
 
     # Batch runs exit once the whole group is caught up, so w1 and w3 wait
     # for the killed member's partitions to be processed too.
@@ -51,6 +58,9 @@ def test_three_workers_on_twelve_partitions_with_a_kill_and_a_join_stay_exactly_
     assert before_kill < total
     assert re.search(r"partition \d+ restored", log4.read_text()), log4.read_text()[-2000:]
     assert sum(log.read_text().count("assigned partitions") for log in (log1, log3)) >= 3
+    if store == "rocksdb":  # every worker kept its partitions' state in RocksDB databases of its own dir
+        for instance in ("w1", "w2", "w3", "w4"):
+            assert list((tmp_path / f"state-{instance}").rglob("CURRENT")), instance
 
     kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
     report = harness.identity_report(kafka, reference)
