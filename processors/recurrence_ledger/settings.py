@@ -56,6 +56,9 @@ ENV_METRICS_PORT = "RL_METRICS_PORT"
 # RL_MAX_BATCH, ...) are named with their settings in recurrence_ledger.policy.
 #: Start although the deployment's state was built on another Unicode version (contract §10).
 ENV_ACCEPT_UNICODE_CHANGE = "RL_ACCEPT_UNICODE_CHANGE"
+#: Directory of the worker's RocksDB partition stores (``--state-dir``;
+#: ``recurrence_ledger.runtime.rocks_store``); unset: state in memory.
+ENV_STATE_DIR = "RL_STATE_DIR"
 #: Verdicts kept per revision in the history read model (``recurrence_ledger.read.history``).
 ENV_HISTORY_LIMIT = "RL_HISTORY_LIMIT"
 #: Trend points kept per scope in the trend read model.
@@ -86,7 +89,7 @@ class Settings(BaseSettings):
     falls back to the host name), ``log_level`` (str), ``fault_inject`` (str
     or None), ``schema_registry_url`` (str or None), ``redis_ca_file``
     (Path or None), ``api_token`` (SecretStr or None: never shown in a repr),
-    ``api_token_file`` (Path or None), ``reviewer_tokens_file`` (Path or None). Empty variables count as unset. Raises ``pydantic.ValidationError`` for a value of the wrong
+    ``api_token_file`` (Path or None), ``reviewer_tokens_file`` (Path or None), ``state_dir`` (Path or None). Empty variables count as unset. Raises ``pydantic.ValidationError`` for a value of the wrong
     type.
     """
 
@@ -106,6 +109,7 @@ class Settings(BaseSettings):
     api_token: SecretStr | None = Field(None, validation_alias=ENV_API_TOKEN)
     api_token_file: Path | None = Field(None, validation_alias=ENV_API_TOKEN_FILE)
     reviewer_tokens_file: Path | None = Field(None, validation_alias=ENV_REVIEWER_TOKENS_FILE)
+    state_dir: Path | None = Field(None, validation_alias=ENV_STATE_DIR)
 
     @property
     def worker_instance_id(self) -> str:

@@ -13,8 +13,11 @@ from recurrence_ledger.runtime.store import ChangelogStore, encode_key
 
 
 class Event:
-    def __init__(self, partition: int, key: bytes | None = None, value: bytes | None = None, error: KafkaError | None = None):
-        self._partition, self._key, self._value, self._error = partition, key, value, error
+    def __init__(self, partition: int, key: bytes | None = None, value: bytes | None = None, error: KafkaError | None = None, offset: int = 0):
+        self._partition, self._key, self._value, self._error, self._offset = partition, key, value, error, offset
+
+    def offset(self) -> int:
+        return self._offset
 
     def partition(self) -> int:
         return self._partition

@@ -46,6 +46,7 @@ from recurrence_ledger.settings import (
     ENV_METRICS_PORT,
     ENV_REDIS_URL,
     ENV_SCHEMA_REGISTRY_URL,
+    ENV_STATE_DIR,
     ENV_TOPIC_PREFIX,
     ENV_TREND_LIMIT,
 )
@@ -318,6 +319,15 @@ MaxOutputBytesOption = Annotated[
     ),
 ]
 
+StateDirOption = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--state-dir", envvar=ENV_STATE_DIR, file_okay=False, rich_help_panel=WORKER_PANEL, show_default=False,
+        help="Keep each partition's state in RocksDB under this directory (<dir>/<changelog topic>/<partition>): a restart restores "
+             "only the changelog's tail, and the state need not fit in memory. Default: in memory (docs/operating.md, \"RocksDB state\").",
+    ),
+]
+
 
 def worker_operation(
     app_id: AppIdOption = DEFAULT_APP_ID,
@@ -333,6 +343,7 @@ def worker_operation(
     create_topics: CreateTopicsOption = None,
     metrics_port: Annotated[Optional[int], metrics_port_option(rich_help_panel=WORKER_PANEL)] = None,
     max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
+    state_dir: StateDirOption = None,
 ) -> dict[str, Any]:
     """The Kafka worker's operation, as ``runtime.worker.WorkerConfig``
     fields (``instance_id`` left out when not given: the host name)."""
@@ -340,7 +351,7 @@ def worker_operation(
         "app_id": app_id, "output_format": output_format, "redis_url": redis_url, "commit_interval_ms": commit_interval_ms,
         "max_batch": max_batch, "exit_when_idle_s": exit_when_idle, "max_wait_caught_up_s": max_wait_caught_up,
         "static_membership": static_membership, "session_timeout_ms": session_timeout_ms, "create_partitions": create_topics,
-        "metrics_port": metrics_port, "max_output_bytes": max_output_bytes,
+        "metrics_port": metrics_port, "max_output_bytes": max_output_bytes, "state_dir": state_dir,
     }
     return {**fields, "instance_id": instance_id} if instance_id else fields
 

@@ -69,6 +69,12 @@ class CheckpointAborted(RecurrenceLedgerError):
         self.cause = cause
 
 
+class ChangelogUntracked(RecurrenceLedgerError):
+    """A committed transaction's changelog records lack delivery reports, so
+    the changelog offset a local store would record is unknown: the worker
+    stops (a restart restores the tail from the store's last checkpoint)."""
+
+
 class Checkpoint:
     """The open transaction of one worker (module docstring).
 
@@ -86,6 +92,7 @@ class Checkpoint:
         retry_budget_s: float = RETRY_BUDGET_S,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        track_changelog: bool = False,
     ):
         self.producer = producer
         self.group_metadata = group_metadata
@@ -96,6 +103,11 @@ class Checkpoint:
         self.in_transaction = False
         self.produced = 0  #: records produced in the open transaction
         self.committing_since: float | None = None  #: ``clock()`` when the running commit began
+        #: Track the changelog records' offsets (a store with a local
+        #: checkpoint needs them): ``commit`` then returns them.
+        self.track_changelog = track_changelog
+        self._delivered: dict[int, int] = {}  # changelog partition → last offset delivered
+        self._undelivered = 0
 
     def watch(self, limit_s: float = COMMIT_WATCHDOG_S) -> None:
         """Exit the process (code 3) when one commit has been blocked for
@@ -115,33 +127,56 @@ class Checkpoint:
 
         threading.Thread(target=watchdog, name="commit-watchdog", daemon=True).start()
 
-    def produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int) -> None:
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int, on_delivery: Callable | None = None) -> None:
         """Produce one record to ``topic[partition]`` in the open
-        transaction, beginning one when none is open."""
+        transaction, beginning one when none is open (``on_delivery``: the
+        delivery report callback, if any)."""
         if not self.in_transaction:
             self.producer.begin_transaction()
             self.in_transaction = True
             self.produced = 0
-        produce(self.producer, topic, key, value, partition)
+        produce(self.producer, topic, key, value, partition, on_delivery)
         self.produced += 1
 
-    def commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> None:
+    def commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> dict[int, int]:
         """Produce the ``changelog`` records ``(topic, partition, key,
         value)``, send ``offsets`` (the next offset to consume per input
         partition) and commit. A no-op without an open transaction and
-        nothing to write.
+        nothing to write. With ``track_changelog``, returns the offset of
+        the last changelog record committed per partition (from the
+        delivery reports; ``{}`` otherwise).
 
-        Raises CheckpointAborted after aborting the transaction, or the
-        KafkaException of a fatal error (module docstring)."""
+        Raises CheckpointAborted after aborting the transaction, the
+        KafkaException of a fatal error (module docstring), or
+        ChangelogUntracked when a changelog record's delivery report is
+        missing after the commit (the transaction is committed; a local
+        checkpoint must not be written)."""
         self.committing_since = self.clock()
+        self._delivered, self._undelivered = {}, 0
         try:
             self._commit(changelog, offsets)
         finally:
             self.committing_since = None
+        if not self.track_changelog:
+            return {}
+        if self._undelivered:
+            self.producer.flush(CALL_TIMEOUT_S)  # serves the remaining delivery reports
+        if self._undelivered:
+            raise ChangelogUntracked(f"{self._undelivered} changelog records committed without a delivery report")
+        return dict(self._delivered)
+
+    def _delivery(self, error: Any, message: Any) -> None:
+        if error is None:
+            self._undelivered -= 1
+            partition, offset = message.partition(), message.offset()
+            if offset > self._delivered.get(partition, -1):
+                self._delivered[partition] = offset
 
     def _commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> None:
         for topic, partition, key, value in changelog:
-            self.produce(topic, key, value, partition)
+            if self.track_changelog:
+                self._undelivered += 1
+            self.produce(topic, key, value, partition, self._delivery if self.track_changelog else None)
         if not self.in_transaction:
             if offsets:  # offsets alone (e.g. only records of revoked partitions): still a transaction
                 self.producer.begin_transaction()

@@ -22,8 +22,8 @@ from recurrence_ledger.errors import RecurrenceLedgerError
 import time
 from collections.abc import Iterable, Sequence
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic, OffsetSpec
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, NewTopic, OffsetSpec
 
 from recurrence_ledger.runtime.client_config import Bootstrap, client_config
 from recurrence_ledger.catalogue import CATALOGUE, changelog_name, physical, replay_group, view_follower_group
@@ -230,6 +230,28 @@ def check_copartitioned(bootstrap: str, topics: Sequence[str], timeout: float = 
         problem = "missing topics, or topics this principal may not describe (see `recurrence-ledger topics acls`)" if None in distinct else "different partition counts"
         raise CoPartitionError(f"input topics are not co-partitioned ({problem}): {listing}", counts)
     return distinct.pop()
+
+
+def topic_identity(bootstrap: Bootstrap, topic: str, timeout: float = 10) -> tuple[str | None, int | None]:
+    """``(topic id, delete.retention.ms)`` of an existing ``topic``: its Kafka
+    topic id (KIP-516: a topic deleted and created again gets a new one) and
+    how long its tombstones are kept after compaction, each None when the
+    broker does not tell (no DescribeConfigs permission: the worker role has
+    none). Never creates a topic."""
+    admin = admin_client(bootstrap)
+    topic_id: str | None = None
+    retention: int | None = None
+    try:
+        topic_id = str(admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result().topic_id)
+    except KafkaException:
+        pass
+    try:
+        configs = admin.describe_configs([ConfigResource("topic", topic)], request_timeout=timeout)
+        for future in configs.values():
+            retention = int(future.result()["delete.retention.ms"].value)
+    except (KafkaException, KeyError, ValueError):
+        pass
+    return topic_id, retention
 
 
 #: Group-coordinator errors that pass by themselves (the coordinator is

@@ -27,6 +27,7 @@ from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
+from recurrence_ledger.runtime.store import StoreError
 from recurrence_ledger.serde import codec
 
 log = logging.getLogger("recurrence_ledger.worker")
@@ -72,8 +73,8 @@ def process_message(processor: LedgerProcessor, message: Message, topic_prefix: 
         return ingest(processor, kind, value, raw, coordinates)
     except BadRecord as bad:
         return [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
-    except codec.RegistryError:
-        raise  # the Schema Registry is unreachable: not the record's fault, never dead-letter it
+    except (codec.RegistryError, StoreError):
+        raise  # the Schema Registry is unreachable, the local store failed: not the record's fault, never dead-letter it
     except Exception as error:
         log.exception("internal error on %s[%d]@%d", physical_topic, message.partition(), message.offset())
         raise CoreFailure(coordinates, raw or b"", error) from error

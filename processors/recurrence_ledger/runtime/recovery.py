@@ -14,6 +14,14 @@ One assign-only consumer (never joins a group; its ``group.id`` is
 the changelog partitions with ``isolation.level=read_committed`` from the
 beginning to their end (``enable.partition.eof``): records of an aborted or
 open transaction are never restored.
+
+A store with a local checkpoint (``runtime.rocks_store``, ``--state-dir``)
+is read from one past its checkpoint instead: only the changelog's tail.
+That offset is checked against the changelog partition's watermarks first
+(quixstreams' ``RecoveryPartition.has_invalid_offset`` does the same): one
+beyond the end (the topic was deleted and recreated, or truncated) or
+before the start (records deleted) wipes the store, which then restores
+the whole changelog.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+
 from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.faults import RuntimeHooks
 from recurrence_ledger.runtime.store import ChangelogStore
@@ -33,6 +42,8 @@ log = logging.getLogger("recurrence_ledger.worker")
 #: Seconds one :meth:`Recovery.step` may spend restoring before it returns
 #: to the poll loop.
 STEP_BUDGET_S = 0.5
+#: Seconds to wait for a changelog partition's watermarks.
+WATERMARK_TIMEOUT_S = 10.0
 
 
 class Recovery:
@@ -53,6 +64,7 @@ class Recovery:
         self.pending: dict[int, ChangelogStore] = {}
         self.restored: dict[int, int] = {}  #: records restored so far, per pending partition
         self.started: dict[int, float] = {}
+        self._unplaced: set[int] = set()  #: pending partitions not assigned to the restore consumer yet
         self._consumer: Consumer | None = None
 
     @property
@@ -61,21 +73,22 @@ class Recovery:
         return bool(self.pending)
 
     def add(self, partition: int, store: ChangelogStore) -> None:
-        """Register an (empty) store to restore from changelog partition
-        ``partition``."""
+        """Register a store to restore from changelog partition
+        ``partition``, from ``store.restore_from()`` (None: the beginning)."""
         self.discard(partition)
         self.pending[partition] = store
         self.restored[partition] = 0
         self.started[partition] = time.monotonic()
-        if self._consumer is not None:
-            self._consumer.incremental_assign([TopicPartition(self.changelog_topic, partition, OFFSET_BEGINNING)])
+        self._unplaced.add(partition)
 
     def discard(self, partition: int) -> None:
         """Stop restoring ``partition`` (revoked or lost)."""
         if self.pending.pop(partition, None) is not None:
             self.restored.pop(partition, None)
             self.started.pop(partition, None)
-            if self._consumer is not None:
+            if partition in self._unplaced:
+                self._unplaced.discard(partition)
+            elif self._consumer is not None:
                 self._consumer.incremental_unassign([TopicPartition(self.changelog_topic, partition)])
 
     def step(self, budget_s: float = STEP_BUDGET_S) -> list[tuple[int, int, float]]:
@@ -87,6 +100,8 @@ class Recovery:
             return []
         consumer = self._restore_consumer()
         finished: list[tuple[int, int, float]] = []
+        if self._unplaced:
+            finished += self._place(consumer)
         deadline = time.monotonic() + budget_s
         while self.pending and time.monotonic() < deadline:
             message = consumer.poll(min(0.1, max(0.0, deadline - time.monotonic())))
@@ -103,7 +118,7 @@ class Recovery:
             store = self.pending.get(number)
             if store is None:  # discarded while in flight
                 continue
-            store.restore(message.key(), message.value())
+            store.restore(message.key(), message.value(), message.offset())
             self.restored[number] += 1
             self.hooks.at("restoring")
         return finished
@@ -116,9 +131,38 @@ class Recovery:
 
     # -- internals -------------------------------------------------------------
     def _finish(self, number: int) -> tuple[int, int, float]:
+        self.pending[number].restored()
         count, seconds = self.restored[number], time.monotonic() - self.started[number]
         self.discard(number)
         return number, count, seconds
+
+    def _place(self, consumer: Consumer) -> list[tuple[int, int, float]]:
+        """Assign the unplaced partitions to the restore consumer at their
+        stores' offsets (checked against the watermarks, module docstring);
+        returns those with nothing to restore, finished."""
+        assign: list[TopicPartition] = []
+        finished: list[tuple[int, int, float]] = []
+        for number in sorted(self._unplaced):
+            store = self.pending[number]
+            start = store.restore_from()
+            if start is not None:
+                low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
+                if start > high:
+                    store.reset(f"its checkpoint (offset {start - 1}) is beyond the end of {self.changelog_topic}[{number}] "
+                                f"(offset {high}): the changelog was recreated or truncated")
+                    start = None
+                elif start < low:
+                    store.reset(f"its checkpoint (offset {start - 1}) is before the start of {self.changelog_topic}[{number}] "
+                                f"(offset {low}): records it lacks were deleted")
+                    start = None
+                elif start == high:  # nothing after the checkpoint
+                    finished.append(self._finish(number))
+                    continue
+            assign.append(TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING if start is None else start))
+            self._unplaced.discard(number)
+        if assign:
+            consumer.incremental_assign(assign)
+        return finished
 
     def _restore_consumer(self) -> Consumer:
         if self._consumer is None:
@@ -128,7 +172,7 @@ class Recovery:
                 # end of the partition is what recovery waits for.
                 "fetch.wait.max.ms": 10,
             }))
-            # Each changelog partition is read whole, from the beginning; an
-            # empty one finishes through its end-of-partition event.
-            self._consumer.incremental_assign([TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING) for number in sorted(self.pending)])
+            # Each changelog partition is read from its store's offset
+            # (_place); an empty one finishes through its end-of-partition
+            # event.
         return self._consumer

@@ -32,6 +32,14 @@ partitions and the open Kafka transaction are not touched.
 
 Keys are the core's tuples; on the changelog they are canonical JSON arrays
 (``orjson.dumps(list(key))``), values JSON, deletions tombstones.
+
+This is the default store (small deployments; the embedded runner keeps a
+plain dict). ``runtime.rocks_store.RocksStore`` (``--state-dir``) has the
+same interface on RocksDB, with a local checkpoint so a restart restores
+only the changelog's tail: :meth:`ChangelogStore.restore_from`,
+:meth:`~ChangelogStore.restored`, :meth:`~ChangelogStore.reset` and
+:meth:`~ChangelogStore.close` are what recovery and the worker call on
+either.
 """
 
 from __future__ import annotations
@@ -41,7 +49,16 @@ from typing import Any
 
 import orjson
 
+from recurrence_ledger.errors import RecurrenceLedgerError
+
 _DELETED = object()
+
+
+class StoreError(RecurrenceLedgerError):
+    """The local state store failed (a full disk, an I/O error, corruption
+    found by a read, a directory locked by another worker): the worker must
+    stop — never dead-letter the record it was applying, never commit
+    another transaction on top. Its committed state is on the changelog."""
 
 
 def encode_key(key: tuple) -> bytes:
@@ -114,9 +131,10 @@ class ChangelogStore(MutableMapping):
         one per key, in first-write order."""
         return [(encode_key(key), None if value is _DELETED else orjson.dumps(value)) for key, value in self.dirty.items()]
 
-    def flushed(self) -> None:
-        """The changes are committed (the checkpoint's transaction is): the
-        current state is the new rollback point, with nothing to write."""
+    def flushed(self, offset: int | None = None) -> None:
+        """The changes are committed (the checkpoint's transaction is, its
+        last changelog record of this partition at ``offset``): the current
+        state is the new rollback point, with nothing to write."""
         self.dirty.clear()
         self.before.clear()
         self._dirty_at_mark = {}
@@ -147,10 +165,29 @@ class ChangelogStore(MutableMapping):
         return restored
 
     # -- recovery ---------------------------------------------------------------
-    def restore(self, key: bytes, value: bytes | None) -> None:
+    def restore_from(self) -> int | None:
+        """The changelog offset recovery starts at: None, the beginning (the
+        in-memory store keeps nothing between runs)."""
+        return None
+
+    def restore(self, key: bytes, value: bytes | None, offset: int | None = None) -> None:
         """Apply one changelog record (recovery; not a change to write back)."""
         parts = decode_key(key)
         if value is None:
             self.data.pop(parts, None)
         else:
             self.data[parts] = orjson.loads(value)
+
+    def restored(self) -> None:
+        """Recovery reached the changelog's end (nothing to do in memory)."""
+
+    def reset(self, reason: str) -> None:
+        """Forget the state (recovery then restores the whole changelog)."""
+        self.data.clear()
+
+    def close(self) -> None:
+        """The partition is revoked or the worker stops (nothing to release)."""
+
+    def snapshot(self) -> dict[tuple, Any]:
+        """The whole current state (a shallow copy)."""
+        return dict(self.data)

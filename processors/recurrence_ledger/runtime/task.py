@@ -22,11 +22,13 @@ log = logging.getLogger("recurrence_ledger.worker")
 class Task:
     """One assigned partition: its store, processor, pending offsets, and
     the records applied since the last checkpoint (to re-apply them after
-    a rollback). ``ready`` is False until its store is restored."""
+    a rollback). ``ready`` is False until its store is restored.
+    ``store``: the partition's store (default: a new in-memory
+    ChangelogStore; ``rocks_store.RocksStore`` with ``--state-dir``)."""
 
-    def __init__(self, partition: int, config: LedgerConfig):
+    def __init__(self, partition: int, config: LedgerConfig, store: ChangelogStore | None = None):
         self.partition = partition
-        self.store = ChangelogStore()
+        self.store = ChangelogStore() if store is None else store
         self.processor = LedgerProcessor(self.store, config)
         self.offsets: dict[str, int] = {}  # physical input topic → next offset to commit
         self.applied: list[Message] = []
@@ -55,9 +57,11 @@ class Task:
         self.processor.mark()
         self.applied.clear()
 
-    def checkpointed(self) -> None:
-        """The checkpoint committed this task's changes and offsets."""
-        self.store.flushed()
+    def checkpointed(self, changelog_offset: int | None = None) -> None:
+        """The checkpoint committed this task's changes (the last of them at
+        ``changelog_offset`` on the changelog) and offsets. Raises
+        store.StoreError when the store cannot record them."""
+        self.store.flushed(changelog_offset)
         self.processor.mark()
         self.applied.clear()
         self.offsets.clear()

@@ -11,7 +11,10 @@ the runtime's parts:
   ``store.ChangelogStore`` whose changelog is partition p of the compacted
   ``<app_id>-ledger-state-changelog``. On assignment the partition is
   paused and its store restored in the main loop (``recovery.Recovery``),
-  then resumed;
+  then resumed. With ``state_dir`` the store is a ``rocks_store.RocksStore``
+  (RocksDB, one directory per partition, locked): it records the changelog
+  offset it reflects after each committed transaction, and recovery reads
+  only the changelog's tail after it; a revoked partition's store is closed;
 - a record the core fails on (or whose outputs are too large for Kafka) is
   rolled back on its own (``Task.rollback``): the partition's store returns to
   the last checkpoint and the batch's earlier records of that partition are
@@ -66,6 +69,7 @@ from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger.intake import Coordinates
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted
+from recurrence_ledger.runtime.store import ChangelogStore, StoreError
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import BatchStats, WorkerMetrics
 from recurrence_ledger.runtime.records import CoreFailure, OutputRecord, Outputs, process_message
@@ -120,7 +124,8 @@ class LedgerWorker:
         self.consumer = Consumer(input_consumer_config(
             config.bootstrap, config.group_id, config.instance_id if config.static_membership else None, config.session_timeout_ms))
         self.producer = Producer(output_producer_config(config))
-        self.checkpoint = Checkpoint(self.producer, self.consumer.consumer_group_metadata, self.hooks)
+        self.checkpoint = Checkpoint(self.producer, self.consumer.consumer_group_metadata, self.hooks, track_changelog=config.state_dir is not None)
+        self._changelog_identity: tuple[str | None, int | None] | None = None  # (topic id, delete.retention.ms), looked up once
         self.recovery = Recovery(config.bootstrap, config.group_id, config.changelog_topic, self.hooks)
         self.metrics = WorkerMetrics()
         self._batch = BatchStats()  # the open transaction's metrics, until it commits
@@ -209,6 +214,7 @@ class LedgerWorker:
                     except KafkaException as error:  # the broker aborts it on its own at the timeout
                         log.warning("could not abort the open transaction: %s", error)
             self.consumer.close()
+            self._close_stores(list(self.tasks))
             self.producer.flush(10)
             self.recovery.close()
             self._catch_up.close()
@@ -267,7 +273,7 @@ class LedgerWorker:
                 self.hooks.applied(Coordinates(message.topic(), message.partition(), message.offset(), None))
         except CoreFailure as failure:
             return [], ("internal_error", str(failure)[:1000])
-        except (codec.RegistryError, KafkaException):
+        except (codec.RegistryError, KafkaException, StoreError):
             raise
         except Exception as error:  # a hook failing the record: handled like the core failing on it
             return [], ("internal_error", f"{type(error).__name__}: {error}"[:1000])
@@ -309,7 +315,7 @@ class LedgerWorker:
         changelog = [(self.config.changelog_topic, task.partition, key, value) for task in tasks for key, value in task.store.changes()]
         offsets = [TopicPartition(topic, task.partition, offset) for task in tasks for topic, offset in task.offsets.items()]
         try:
-            self.checkpoint.commit(changelog, offsets)
+            delivered = self.checkpoint.commit(changelog, offsets)
         except CheckpointAborted as aborted:
             log.warning("%s: rewinding to the last commit", aborted)
             self._rewind()
@@ -317,8 +323,8 @@ class LedgerWorker:
         finally:
             self.metrics.checkpoint.observe(time.monotonic() - started)
         self._batch_open = False
-        for task in tasks:
-            task.checkpointed()
+        for task in tasks:  # a StoreError here stops the worker: the transaction is committed, the restart restores its tail
+            task.checkpointed(delivered.get(task.partition))
         # What survives a checkpoint is almost all state (acyclic JSON
         # values, freed by reference counting when replaced): move it out of
         # the cyclic collector's generations, so a full collection never
@@ -340,7 +346,9 @@ class LedgerWorker:
         for committed in self.consumer.committed(assignment, timeout=30):
             offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
             self.consumer.seek(TopicPartition(committed.topic, committed.partition, offset))
-        self._start_tasks(sorted(self.tasks), assignment)
+        numbers = sorted(self.tasks)
+        self._close_stores(numbers)
+        self._start_tasks(numbers, assignment)
 
     # -- rebalance and recovery ---------------------------------------------------------
     def _start_tasks(self, numbers: list[int], partitions: list[TopicPartition]) -> None:
@@ -349,9 +357,35 @@ class LedgerWorker:
         if partitions:
             self.consumer.pause(partitions)
         for number in numbers:
-            task = Task(number, self.config.ledger)
+            task = Task(number, self.config.ledger, self._open_store(number))
             self.tasks[number] = task
             self.recovery.add(number, task.store)
+
+    def _open_store(self, number: int) -> ChangelogStore:
+        """Partition ``number``'s store: in memory, or with ``state_dir`` its
+        RocksDB store (opened and checked: ``rocks_store.open_store``)."""
+        if self.config.state_dir is None:
+            return ChangelogStore()
+        from recurrence_ledger.runtime.kafka_admin import topic_identity
+        from recurrence_ledger.runtime.rocks_store import DEFAULT_DELETE_RETENTION_MS, open_store
+
+        if self._changelog_identity is None:
+            self._changelog_identity = topic_identity(self.config.bootstrap, self.config.changelog_topic)
+            if self._changelog_identity[0] is None:
+                log.warning("the topic id of %s is unknown: local stores cannot be checked against it and restore the whole changelog",
+                            self.config.changelog_topic)
+        topic_id, retention = self._changelog_identity
+        store = open_store(self.config.state_dir, self.config.changelog_topic, number, topic_id, retention or DEFAULT_DELETE_RETENTION_MS)
+        log.info("partition %d: state store %s (%s)", number, store.path,
+                 f"restoring the whole changelog: {store.wiped}" if store.restore_from() is None else f"restoring from changelog offset {store.restore_from()}")
+        return store
+
+    def _close_stores(self, numbers: list[int]) -> None:
+        """Close the stores of tasks ``numbers`` (their last checkpoint stays on disk)."""
+        for number in numbers:
+            task = self.tasks.get(number)
+            if task is not None:
+                task.store.close()
 
     def _recover_step(self) -> None:
         """Restore for a slice of time; pin and resume finished partitions."""
@@ -382,6 +416,7 @@ class LedgerWorker:
         if self._batch_open:
             self._commit()
         for number in {tp.partition for tp in partitions}:
+            self._close_stores([number])
             self.tasks.pop(number, None)
             self.recovery.discard(number)
         log.info("revoked partitions %s", sorted({tp.partition for tp in partitions}))
@@ -394,6 +429,7 @@ class LedgerWorker:
         self._batch_open = False
         for number in list(self.tasks):
             self.recovery.discard(number)
+        self._close_stores(list(self.tasks))
         self.tasks.clear()
         log.warning("partitions lost %s: state dropped, will restore on reassignment", sorted({tp.partition for tp in partitions}))
 

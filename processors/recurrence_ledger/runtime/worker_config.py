@@ -8,6 +8,7 @@ it needs before it starts (:func:`prepare_topics`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from recurrence_ledger import catalogue, policy
@@ -64,6 +65,11 @@ class WorkerConfig:
       built on another Unicode version than this runtime's, and record this
       runtime's (contract §10; without it the worker refuses to start,
       ``recurrence_ledger.runtime.unicode_pin``).
+    - ``state_dir``: keep each partition's state in RocksDB under this
+      directory (``<state_dir>/<changelog topic>/<partition>``,
+      ``runtime.rocks_store``), so a restart restores only the changelog's
+      tail and the state need not fit in memory; None (the default): in
+      memory, restored from the whole changelog on every start.
 
     The Redis view is not the worker's: a view follower into Redis runs in
     the same process through ``recurrence_ledger.read.beside`` (``worker
@@ -88,6 +94,7 @@ class WorkerConfig:
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
     schema_registry: RegistrySettings | None = None  # its repr redacts credentials
     accept_unicode_change: bool = False
+    state_dir: Path | None = None
 
     @property
     def group_id(self) -> str:
@@ -108,7 +115,7 @@ class WorkerConfig:
 def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any) -> WorkerConfig:
     """WorkerConfig from the process settings (KAFKA_BOOTSTRAP_SERVERS,
     RL_TOPIC_PREFIX, RL_APP_ID, RL_INSTANCE_ID, SCHEMA_REGISTRY_URL,
-    RL_ACCEPT_UNICODE_CHANGE; see ``recurrence_ledger.settings``), then
+    RL_ACCEPT_UNICODE_CHANGE, RL_STATE_DIR; see ``recurrence_ledger.settings``), then
     ``overrides`` (None values ignored; a ``bootstrap`` override — a
     connection loaded from a client properties file — stands in for
     KAFKA_BOOTSTRAP_SERVERS). Raises ValueError when no bootstrap servers
@@ -124,6 +131,7 @@ def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any)
         topic_prefix=env.topic_prefix,
         ledger=ledger or LedgerConfig(),
         accept_unicode_change=env.accept_unicode_change,
+        state_dir=env.state_dir,
     )
     if env.schema_registry_url:
         from recurrence_ledger.serde.registry import registry_settings

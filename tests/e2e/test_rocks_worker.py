@@ -1,0 +1,175 @@
+"""The worker with ``--state-dir`` (RocksDB partition stores) on the real
+broker: a restart restores only the changelog's tail; SIGKILL between the
+Kafka commit and the local checkpoint, and while restoring; a store of
+another partition copied in place, a corrupt one, a missing one, a
+recreated changelog topic; a full disk under the state dir; a rebalance
+that revokes and re-assigns partitions. Each run must end with outputs
+identical to run-journal's (exactly once) and with the local stores equal
+to the state the changelog holds — never wrong or lost state."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from recurrence_ledger.runtime.rocks_store import open_store, partition_path
+from recurrence_ledger.runtime.kafka_admin import topic_identity
+from recurrence_ledger.workload import Workload, generate_journal
+from tests.e2e import harness
+from tests.e2e.test_faults import assert_exactly_once
+
+WORKLOAD = Workload(scopes=8, outcomes_per_scope=150, heads_per_scope=4, handoffs=2, seed=13, candidates=0.2)
+SLOW = ("--max-batch", "40")
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def journals(tmp_path_factory):
+    """The whole journal, and its two halves (published one after the other)."""
+    root = tmp_path_factory.mktemp("rocks")
+    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
+    whole, first, second = root / "journal.jsonl", root / "first.jsonl", root / "second.jsonl"
+    whole.write_text("".join(lines))
+    first.write_text("".join(lines[: len(lines) // 2]))
+    second.write_text("".join(lines[len(lines) // 2 :]))
+    return whole, first, second
+
+
+@pytest.fixture(scope="module")
+def reference(journals, tmp_path_factory):
+    return harness.embedded(journals[0], tmp_path_factory.mktemp("reference"))
+
+
+def changelog_topic(prefix: str) -> str:
+    return f"{prefix}ledger-ledger-state-changelog"
+
+
+def start(bootstrap, prefix, log, state_dir, *, fault=None, instance="w1", idle_exit=4.0):
+    if fault:
+        os.environ["RL_FAULT_INJECT"] = fault
+    try:
+        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit,
+                                    extra=(*SLOW, "--state-dir", str(state_dir)))
+    finally:
+        os.environ.pop("RL_FAULT_INJECT", None)
+
+
+def run_to_idle(bootstrap, prefix, log, state_dir, **options):
+    worker = start(bootstrap, prefix, log, state_dir, **options)
+    assert harness.wait_exit(worker, 180, log) == 0, log.read_text()[-4000:]
+
+
+def changelog_state(bootstrap: str, topic: str, partition: int) -> dict[bytes, bytes]:
+    """What a full restore of ``topic[partition]`` gives (read_committed, to its end)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rocks-test-reader", "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, -2)])
+    state: dict[bytes, bytes] = {}
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, "changelog read timed out"
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF
+                return state
+            if message.value() is None:
+                state.pop(message.key(), None)
+            else:
+                state[message.key()] = message.value()
+    finally:
+        consumer.close()
+
+
+def assert_stores_equal_the_changelog(bootstrap: str, prefix: str, state_dir: Path) -> None:
+    topic = changelog_topic(prefix)
+    topic_id, _ = topic_identity(bootstrap, topic)
+    for partition in range(PARTITIONS):
+        store = open_store(state_dir, topic, partition, topic_id)
+        try:
+            assert store.restore_from() is not None, f"partition {partition}: {store.wiped}"
+            local = {orjson.dumps(list(key)): orjson.dumps(value) for key, value in store.snapshot().items()}
+        finally:
+            store.close()
+        assert local == changelog_state(bootstrap, topic, partition), f"partition {partition}"
+
+
+def test_a_restart_restores_only_the_tail_and_keeps_exactly_once(topic_prefix, bootstrap, journals, reference, tmp_path):
+    prefix, state_dir, log = topic_prefix, tmp_path / "state", tmp_path / "worker.log"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    run_to_idle(bootstrap, prefix, log, state_dir)
+    assert sorted(os.listdir(state_dir / changelog_topic(prefix))) == sorted(
+        [str(n) for n in range(PARTITIONS)] + [f"{n}.lock" for n in range(PARTITIONS)])
+    first_run = log.read_text()
+    assert first_run.count("restoring the whole changelog: no local store") == PARTITIONS
+    harness.publish(bootstrap, journals[2], prefix)
+    run_to_idle(bootstrap, prefix, log, state_dir)
+    second_run = log.read_text()[len(first_run):]
+    assert second_run.count("restoring from changelog offset") == PARTITIONS, second_run[-3000:]
+    assert "restoring the whole changelog" not in second_run
+    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        ["committed:3"],  # the Kafka transaction committed, the local checkpoint not written
+        ["committed:2", "restoring:10"],  # then again while restoring the tail into RocksDB
+    ],
+    ids=lambda faults: "+".join(f.split(":")[0] for f in faults),
+)
+def test_sigkill_mid_checkpoint_restores_the_tail_correctly(topic_prefix, faults, bootstrap, journals, reference, tmp_path):
+    prefix, state_dir, log = topic_prefix, tmp_path / "state", tmp_path / "worker.log"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    run_to_idle(bootstrap, prefix, log, state_dir)  # local checkpoints exist: the restarts restore tails
+    harness.publish(bootstrap, journals[2], prefix)
+    for fault in faults:
+        crashed = start(bootstrap, prefix, log, state_dir, fault=fault, idle_exit=None)
+        assert crashed.wait(timeout=120) == -9, f"{fault} was not reached:\n{log.read_text()[-3000:]}"
+    run_to_idle(bootstrap, prefix, log, state_dir)
+    assert "fault injection: SIGKILL at" in log.read_text()
+    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+
+
+def _damage(kind: str, state_dir: Path, topic: str) -> None:
+    if kind == "another partition copied in place":
+        shutil.rmtree(partition_path(state_dir, topic, 1))
+        shutil.copytree(partition_path(state_dir, topic, 2), partition_path(state_dir, topic, 1))
+    elif kind == "corrupt":
+        (partition_path(state_dir, topic, 1) / "CURRENT").write_bytes(b"\x13garbage")
+    elif kind == "missing":
+        shutil.rmtree(partition_path(state_dir, topic, 1))
+    elif kind == "another deployment's":  # partition 1 of another prefix's changelog, renamed into place
+        other = "other." + topic
+        shutil.copytree(partition_path(state_dir, topic, 1), partition_path(state_dir, other, 1))
+        shutil.rmtree(partition_path(state_dir, topic, 1))
+        store = open_store(state_dir, other, 1, "AAAAAAAAAAAAAAAAAAAAAA")  # wiped: it is now another topic's, empty
+        store.close()
+        shutil.copytree(partition_path(state_dir, other, 1), partition_path(state_dir, topic, 1))
+
+
+@pytest.mark.parametrize("kind", ["another partition copied in place", "corrupt", "missing", "another deployment's"])
+def test_a_store_that_cannot_be_trusted_is_restored_from_the_whole_changelog(topic_prefix, kind, bootstrap, journals, reference, tmp_path):
+    prefix, state_dir, log = topic_prefix, tmp_path / "state", tmp_path / "worker.log"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    run_to_idle(bootstrap, prefix, log, state_dir)
+    _damage(kind, state_dir, changelog_topic(prefix))
+    harness.publish(bootstrap, journals[2], prefix)
+    before = len(log.read_text())
+    run_to_idle(bootstrap, prefix, log, state_dir)
+    second_run = log.read_text()[before:]
+    assert second_run.count("restoring the whole changelog") == 1, second_run[-3000:]
+    assert "partition 1: state store" in second_run and second_run.count("restoring from changelog offset") == PARTITIONS - 1
+    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
