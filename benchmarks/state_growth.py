@@ -77,6 +77,7 @@ from recurrence_ledger.ledger.intake import validate  # noqa: E402
 from recurrence_ledger.ledger.processor import LedgerProcessor  # noqa: E402
 from recurrence_ledger.runtime.client_config import producer_config  # noqa: E402
 from recurrence_ledger.runtime.kafka_io import produce  # noqa: E402
+from recurrence_ledger.runtime.rocks_store import open_store  # noqa: E402
 from recurrence_ledger.runtime.store import ChangelogStore, encode_key  # noqa: E402
 from recurrence_ledger.runtime.worker_config import WorkerConfig, output_producer_config, prepare_topics  # noqa: E402
 from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
@@ -115,10 +116,12 @@ def append_result(path: Path, record: dict) -> None:
 
 
 # -- build ---------------------------------------------------------------------------------
-def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path) -> dict:
+def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path, store_kind: str = "memory") -> dict:
     """Build the state of ``outcomes`` through the core into partition 0 of
     ``prefix``'s changelog; write the journal's last ``sum(CHUNKS)`` records
-    as ``tail_dir/chunk<i>.jsonl``. Returns counts and timings."""
+    as ``tail_dir/chunk<i>.jsonl``. ``store_kind``: the builder's own store
+    ("rocksdb": a ``RocksStore`` in a temporary dir, so the builder's memory
+    stays bounded; its dir is deleted after). Returns counts and timings."""
     shape = shape_for(outcomes + sum(CHUNKS))
     config = WorkerConfig(bootstrap=bootstrap, topic_prefix=prefix, app_id=APP_ID, create_partitions=1)
     prepare_topics(config)
@@ -127,8 +130,15 @@ def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path) -> dict:
     # back (a window), apply each record that leaves it.
     window: collections.deque = collections.deque()
     journal = generate_journal(shape)
-    store = ChangelogStore()
+    scratch = Path(tempfile.mkdtemp(prefix="growth-builder-"))
+    store = ChangelogStore() if store_kind == "memory" else open_store(scratch, config.changelog_topic, 0, None)
     processor = LedgerProcessor(store)
+    last_offset = [-1]
+
+    def delivered(error, message) -> None:
+        if error is None:
+            last_offset[0] = max(last_offset[0], message.offset())
+
     producer = Producer(producer_config(bootstrap, f"{prefix}growth-builder", {
         "message.max.bytes": output_producer_config(config)["message.max.bytes"], "compression.type": "lz4",
         "transaction.timeout.ms": 300_000, "queue.buffering.max.kbytes": 1_048_576}))
@@ -143,11 +153,15 @@ def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path) -> dict:
         processor.end_batch()
         producer.begin_transaction()
         for key, value in store.changes():
-            produce(producer, topic, key, value, 0)
+            produce(producer, topic, key, value, 0, on_delivery=delivered)
             written += 1
             changelog_bytes += len(key) + len(value or b"")
         producer.commit_transaction(300)
-        store.flushed()
+        producer.flush(30)  # serves the delivery reports (the last offset)
+        if store_kind == "memory":
+            store.flushed()
+        else:
+            store.flushed(last_offset[0])
         gc.freeze()
 
     built_outcomes = 0
@@ -161,7 +175,7 @@ def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path) -> dict:
         built_outcomes += record["topic"] == "task-outcomes"
         if events % BUILD_BATCH == 0:
             flush()
-            print(f"{datetime.now(timezone.utc):%H:%M:%S} built {events:,} events, {len(store):,} keys", file=sys.stderr, flush=True)
+            print(f"{datetime.now(timezone.utc):%H:%M:%S} built {events:,} events", file=sys.stderr, flush=True)
     flush()
     tail = list(window)
     start = 0
@@ -171,10 +185,20 @@ def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path) -> dict:
                 handle.write(orjson.dumps(record) + b"\n")
         start += size
     cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
-    state_bytes = sum(len(encode_key(key)) + len(orjson.dumps(value)) for key, value in store.data.items())
+    if store_kind == "memory":
+        keys = len(store)
+        state_bytes = sum(len(encode_key(key)) + len(orjson.dumps(value)) for key, value in store.data.items())
+    else:  # the store holds the changelog's key and value bytes: the same canonical JSON
+        keys = state_bytes = 0
+        for raw, value in store.db.items():
+            if raw[:1] != b"\x00":
+                keys += 1
+                state_bytes += len(raw) + len(value)
+        store.close()
+    shutil.rmtree(scratch, ignore_errors=True)
     with open("/proc/self/status") as handle:
         hwm = next(int(line.split()[1]) for line in handle if line.startswith("VmHWM"))
-    return {"events": events, "outcomes": outcomes, "built_outcomes": built_outcomes, "keys": len(store), "state_json_bytes": state_bytes,
+    return {"events": events, "outcomes": outcomes, "built_outcomes": built_outcomes, "keys": keys, "builder_store": store_kind, "state_json_bytes": state_bytes,
             "changelog_records": written, "changelog_value_bytes": changelog_bytes, "build_cpu_s": cpu, "build_wall_s": wall,
             "builder_peak_rss_kib": hwm, "tail_events": sum(CHUNKS)}
 
@@ -288,14 +312,15 @@ def load() -> str:
     return " ".join(open("/proc/loadavg").read().split()[:3])
 
 
-def measure_size(bootstrap: str, outcomes: int, stores: list[str], results: Path, work: Path, keep: bool) -> None:
-    """Build one size and run the worker with each store (module docstring)."""
+def measure_size(bootstrap: str, outcomes: int, stores: list[str], results: Path, work: Path, keep: bool, builder_store: str) -> None:
+    """Build one size (with ``builder_store`` as the builder's store) and run
+    the worker with each store (module docstring)."""
     prefix = f"growth{outcomes // 1000}k{uuid.uuid4().hex[:6]}."
     tail_dir = work / prefix / "tail"
     try:
         started = time.time()
         child = subprocess.run([sys.executable, __file__, "build", "--prefix", prefix, "--outcomes", str(outcomes),
-                                "--tail-dir", str(tail_dir)], cwd=REPO, capture_output=True, text=True, check=False)
+                                "--tail-dir", str(tail_dir), "--store", builder_store], cwd=REPO, capture_output=True, text=True, check=False)
         if child.returncode != 0:
             raise RuntimeError(f"build failed: {child.stdout[-2000:]}{child.stderr[-3000:]}")
         built = json.loads(child.stdout.strip().splitlines()[-1])
@@ -432,6 +457,7 @@ def main() -> None:
     child.add_argument("--prefix", required=True)
     child.add_argument("--outcomes", type=int, required=True)
     child.add_argument("--tail-dir", type=Path, required=True)
+    child.add_argument("--store", default="memory")
     parser.add_argument("--sizes", default="100000,1000000,5000000")
     parser.add_argument("--stores", default="memory,rocksdb")
     parser.add_argument("--results", type=Path, default=REPO / "benchmarks" / "state_growth.results.jsonl")
@@ -439,11 +465,15 @@ def main() -> None:
     parser.add_argument("--record", action="store_true")
     parser.add_argument("--only-record", action="store_true")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--memory-store-max", type=int, default=1_000_000,
+                        help="largest size run with the in-memory worker (its RSS grows ~4 KiB per outcome)")
+    parser.add_argument("--memory-builder-max", type=int, default=1_000_000,
+                        help="largest size built with the in-memory store (larger: RocksDB, bounded memory)")
     parser.add_argument("--commit", default=None)
     args = parser.parse_args()
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
     if args.command == "build":
-        print(json.dumps(build(bootstrap, args.prefix, args.outcomes, args.tail_dir)), flush=True)
+        print(json.dumps(build(bootstrap, args.prefix, args.outcomes, args.tail_dir, args.store)), flush=True)
         return
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     if not args.only_record:
@@ -453,7 +483,9 @@ def main() -> None:
             if args.throughput:
                 throughput(bootstrap, stores, args.throughput, args.results, work)
             for size in (int(s) for s in args.sizes.split(",") if s):
-                measure_size(bootstrap, size, stores, args.results, work, args.keep)
+                sized = [store for store in stores if store != "memory" or size <= args.memory_store_max]
+                measure_size(bootstrap, size, sized, args.results, work, args.keep,
+                             "rocksdb" if size > args.memory_builder_max else "memory")
     if args.record or args.only_record:
         record(args.results, commit)
 
