@@ -116,12 +116,18 @@ def append_result(path: Path, record: dict) -> None:
 
 
 # -- build ---------------------------------------------------------------------------------
-def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path, store_kind: str = "memory") -> dict:
+def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path, store_kind: str = "memory", replicate_above: int = 0) -> dict:
     """Build the state of ``outcomes`` through the core into partition 0 of
     ``prefix``'s changelog; write the journal's last ``sum(CHUNKS)`` records
     as ``tail_dir/chunk<i>.jsonl``. ``store_kind``: the builder's own store
     ("rocksdb": a ``RocksStore`` in a temporary dir, so the builder's memory
-    stays bounded; its dir is deleted after). Returns counts and timings."""
+    stays bounded; its dir is deleted after). With ``replicate_above`` > 0
+    and ``outcomes`` above it, only ``replicate_above`` outcomes go through
+    the core and the rest of the state is copies of theirs under other scope
+    ids (:func:`replicate`). Returns counts and timings."""
+    target = outcomes
+    if replicate_above and outcomes > replicate_above:
+        store_kind, outcomes = "memory", replicate_above
     shape = shape_for(outcomes + sum(CHUNKS))
     config = WorkerConfig(bootstrap=bootstrap, topic_prefix=prefix, app_id=APP_ID, create_partitions=1)
     prepare_topics(config)
@@ -185,9 +191,17 @@ def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path, store_kind
                 handle.write(orjson.dumps(record) + b"\n")
         start += size
     cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    copies = 0
     if store_kind == "memory":
         keys = len(store)
         state_bytes = sum(len(encode_key(key)) + len(orjson.dumps(value)) for key, value in store.data.items())
+        if target > outcomes:
+            copies = -(-target // built_outcomes) - 1
+            copied = replicate(producer, topic, store, shape.scopes, copies)
+            keys += copied["keys"]
+            state_bytes += copied["bytes"]
+            written += copied["keys"]
+            built_outcomes *= copies + 1
     else:  # the store holds the changelog's key and value bytes: the same canonical JSON
         keys = state_bytes = 0
         for raw, value in store.db.items():
@@ -198,9 +212,41 @@ def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path, store_kind
     shutil.rmtree(scratch, ignore_errors=True)
     with open("/proc/self/status") as handle:
         hwm = next(int(line.split()[1]) for line in handle if line.startswith("VmHWM"))
-    return {"events": events, "outcomes": outcomes, "built_outcomes": built_outcomes, "keys": keys, "builder_store": store_kind, "state_json_bytes": state_bytes,
+    return {"events": events, "outcomes": target, "core_outcomes": outcomes, "copies": copies, "replicate_cpu_s": time.process_time() - cpu0 - cpu,
+            "built_outcomes": built_outcomes, "keys": keys, "builder_store": store_kind, "state_json_bytes": state_bytes,
             "changelog_records": written, "changelog_value_bytes": changelog_bytes, "build_cpu_s": cpu, "build_wall_s": wall,
             "builder_peak_rss_kib": hwm, "tail_events": sum(CHUNKS)}
+
+
+SCOPE_ID = re.compile(rb"(scope|SCOPE)-([0-9]{5})")
+
+
+def replicate(producer: Producer, topic: str, store: ChangelogStore, scopes: int, copies: int) -> dict:
+    """Write ``copies`` copies of the built state to ``topic`` partition 0
+    (one transaction each), copy c with every scope id ``scope-NNNNN`` (in
+    keys and values, upper-case cues included) shifted by ``c * scopes``: the
+    state ``copies + 1`` times as many scopes of the same journal shape
+    would have, but for digests (match, observation) computed over the
+    original scope ids. A key without a scope id (deployment-wide) is not
+    copied. Returns the keys and bytes added."""
+    records = [(encode_key(key), orjson.dumps(value)) for key, value in store.data.items()]
+    records = [(key, value) for key, value in records if SCOPE_ID.search(key)]
+    added = size = 0
+    for copy in range(1, copies + 1):
+        shift = copy * scopes
+
+        def renamed(match: re.Match) -> bytes:
+            return match.group(1) + b"-%05d" % (int(match.group(2)) + shift)
+
+        producer.begin_transaction()
+        for key, value in records:
+            key, value = SCOPE_ID.sub(renamed, key), SCOPE_ID.sub(renamed, value)
+            produce(producer, topic, key, value, 0)
+            added += 1
+            size += len(key) + len(value)
+        producer.commit_transaction(300)
+        print(f"{datetime.now(timezone.utc):%H:%M:%S} copy {copy} / {copies}", file=sys.stderr, flush=True)
+    return {"keys": added, "bytes": size}
 
 
 # -- a worker run --------------------------------------------------------------------------
@@ -312,7 +358,8 @@ def load() -> str:
     return " ".join(open("/proc/loadavg").read().split()[:3])
 
 
-def measure_size(bootstrap: str, outcomes: int, stores: list[str], results: Path, work: Path, keep: bool, builder_store: str) -> None:
+def measure_size(bootstrap: str, outcomes: int, stores: list[str], results: Path, work: Path, keep: bool, builder_store: str,
+                 replicate_above: int = 0) -> None:
     """Build one size (with ``builder_store`` as the builder's store) and run
     the worker with each store (module docstring)."""
     prefix = f"growth{outcomes // 1000}k{uuid.uuid4().hex[:6]}."
@@ -320,9 +367,10 @@ def measure_size(bootstrap: str, outcomes: int, stores: list[str], results: Path
     try:
         started = time.time()
         child = subprocess.run([sys.executable, __file__, "build", "--prefix", prefix, "--outcomes", str(outcomes),
-                                "--tail-dir", str(tail_dir), "--store", builder_store], cwd=REPO, capture_output=True, text=True, check=False)
+                                "--tail-dir", str(tail_dir), "--store", builder_store,
+                                "--replicate-above", str(replicate_above)], cwd=REPO, stdout=subprocess.PIPE, text=True, check=False)
         if child.returncode != 0:
-            raise RuntimeError(f"build failed: {child.stdout[-2000:]}{child.stderr[-3000:]}")
+            raise RuntimeError(f"build failed: {child.stdout[-2000:]}")
         built = json.loads(child.stdout.strip().splitlines()[-1])
         changelog = catalogue.physical(catalogue.changelog_name(APP_ID), prefix)
         built.update(kind="build", prefix=prefix, load=load(), at=started,
@@ -441,12 +489,21 @@ def record(results: Path, commit: str) -> None:
     if tputs:
         lines += ["", f"Same input from an empty state ({THROUGHPUT_WORKLOAD.scopes * THROUGHPUT_WORKLOAD.outcomes_per_scope:,} outcomes, "
                   f"{tputs[0]['events']:,} events, one partition; events / first → last output CreateTime; runs interleaved):", "",
-                  "| store | events/s (min / median / max) | process CPU, s | peak RSS, MiB |", "| --- | --- | --- | --- |"]
+                  "| store | events/s (min / median / max) | process CPU, s | events per CPU second | peak RSS, MiB |",
+                  "| --- | --- | --- | --- | --- |"]
+        medians = {}
         for store in ("memory", "rocksdb"):
             mine = [r for r in tputs if r["store"] == store]
             if mine:
+                per_cpu = [r["events"] / r["cpu_s"] for r in mine]
+                medians[store] = (statistics.median(r["events_per_s"] for r in mine), statistics.median(per_cpu))
                 lines.append(f"| {'in-memory' if store == 'memory' else 'RocksDB'} | {_mmm([r['events_per_s'] for r in mine], lambda v: f'{v:,.0f}')} "
-                             f"| {_mmm([r['cpu_s'] for r in mine])} | {_mmm([r['peak_rss_kib'] for r in mine], _mib)} |")
+                             f"| {_mmm([r['cpu_s'] for r in mine])} | {_mmm(per_cpu, lambda v: f'{v:,.0f}')} "
+                             f"| {_mmm([r['peak_rss_kib'] for r in mine], _mib)} |")
+        if len(medians) == 2:
+            wall, cpu = (medians["rocksdb"][i] / medians["memory"][i] for i in range(2))
+            lines += ["", f"RocksDB / in-memory, medians: {wall:.0%} of the events/s, {cpu:.0%} of the events per CPU second "
+                      "(process CPU includes start-up, about 1.5 s, and the idle wait before the exit)."]
     write_block("state-growth", "State growth", lines)
 
 
@@ -458,6 +515,7 @@ def main() -> None:
     child.add_argument("--outcomes", type=int, required=True)
     child.add_argument("--tail-dir", type=Path, required=True)
     child.add_argument("--store", default="memory")
+    child.add_argument("--replicate-above", type=int, default=0)
     parser.add_argument("--sizes", default="100000,1000000,5000000")
     parser.add_argument("--stores", default="memory,rocksdb")
     parser.add_argument("--results", type=Path, default=REPO / "benchmarks" / "state_growth.results.jsonl")
@@ -467,13 +525,15 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--memory-store-max", type=int, default=1_000_000,
                         help="largest size run with the in-memory worker (its RSS grows ~4 KiB per outcome)")
+    parser.add_argument("--replicate-above", type=int, default=200_000,
+                        help="above this many outcomes, build this many through the core and copy their state under other scope ids (0: never)")
     parser.add_argument("--memory-builder-max", type=int, default=1_000_000,
                         help="largest size built with the in-memory store (larger: RocksDB, bounded memory)")
     parser.add_argument("--commit", default=None)
     args = parser.parse_args()
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
     if args.command == "build":
-        print(json.dumps(build(bootstrap, args.prefix, args.outcomes, args.tail_dir, args.store)), flush=True)
+        print(json.dumps(build(bootstrap, args.prefix, args.outcomes, args.tail_dir, args.store, args.replicate_above)), flush=True)
         return
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     if not args.only_record:
@@ -485,7 +545,7 @@ def main() -> None:
             for size in (int(s) for s in args.sizes.split(",") if s):
                 sized = [store for store in stores if store != "memory" or size <= args.memory_store_max]
                 measure_size(bootstrap, size, sized, args.results, work, args.keep,
-                             "rocksdb" if size > args.memory_builder_max else "memory")
+                             "rocksdb" if size > args.memory_builder_max else "memory", args.replicate_above)
     if args.record or args.only_record:
         record(args.results, commit)
 
