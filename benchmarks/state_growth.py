@@ -109,8 +109,13 @@ def shape_for(outcomes: int) -> Workload:
                     heads_per_scope=10, handoffs=5, seed=7)
 
 
+#: The commit measured (set by main; every result row carries it).
+CODE = {"commit": None}
+
+
 def append_result(path: Path, record: dict) -> None:
-    """One measurement, appended as a JSON line (flushed)."""
+    """One measurement (tagged with the commit measured), appended as a JSON line (flushed)."""
+    record.setdefault("code", CODE["commit"])
     with open(path, "a") as handle:
         handle.write(json.dumps(record) + "\n")
 
@@ -201,6 +206,7 @@ def build(bootstrap: str, prefix: str, outcomes: int, tail_dir: Path, store_kind
             keys += copied["keys"]
             state_bytes += copied["bytes"]
             written += copied["keys"]
+            changelog_bytes += copied["bytes"]
             built_outcomes *= copies + 1
     else:  # the store holds the changelog's key and value bytes: the same canonical JSON
         keys = state_bytes = 0
@@ -443,13 +449,19 @@ def _mmm(values: list[float], fmt=_s) -> str:
 def record(results: Path, commit: str) -> None:
     """Write the ``state-growth`` block of BENCHMARKS.md from ``results``."""
     rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
-    builds = {row["outcomes"]: row for row in rows if row["kind"] == "build"}
-    runs = [row for row in rows if row["kind"] == "run"]
+    for row in rows:
+        row["code"] = row.get("code") or commit
+    # A size measured again: its last build and the runs after it.
+    builds = {row["outcomes"]: (index, row) for index, row in enumerate(rows) if row["kind"] == "build"}
+    runs = [row for index, row in enumerate(rows) if row["kind"] == "run" and index > builds[row["outcomes"]][0]]
+    builds = {outcomes: row for outcomes, (_, row) in builds.items()}
+    codes = sorted({row["code"] for row in rows})
     tputs = [row for row in rows if row["kind"] == "throughput"]
+    tputs = [row for row in tputs if row["code"] == tputs[-1]["code"]]  # measured again: the last code's
     loads = [row["load"] for row in rows]
     when = datetime.fromtimestamp(min(row["at"] for row in rows), timezone.utc)
     lines = [
-        f"Recorded {when:%Y-%m-%d %H:%M} UTC by `python benchmarks/state_growth.py` (code {commit}; {platform.machine()}, "
+        f"Recorded {when:%Y-%m-%d %H:%M} UTC by `python benchmarks/state_growth.py` (code {', '.join(codes)}; {platform.machine()}, "
         f"CPython {platform.python_version()}, {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB RAM; "
         "one Kafka 3.9.1 KRaft broker on the same VM). Load average (1/5/15 min) at the first / last measurement: "
         f"{loads[0]} / {loads[-1]} — the 2-core VM was shared with other sessions' work, so wall times are noisy; "
@@ -463,8 +475,8 @@ def record(results: Path, commit: str) -> None:
         "Restored = process start to the worker's `partition 0 restored` log line; first output = process start to the "
         "first committed output of the new events. Peak RSS = VmHWM, steady = VmRSS idle after processing.",
         "",
-        "| outcomes | state keys | state (canonical JSON) | changelog on the broker | store | first start: restored, s | first start: peak / steady RSS, MiB | events/s at that size | restart: restored, s | restart: first output, s | restart: peak RSS, MiB | restart: steady RSS, MiB | local state dir |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| outcomes | code | state keys | state (canonical JSON) | changelog on the broker | store | first start: restored, s | first start: peak / steady RSS, MiB | events/s at that size | restart: restored, s | restart: first output, s | restart: peak RSS, MiB | restart: steady RSS, MiB | local state dir |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for outcomes in sorted(builds):
         b = builds[outcomes]
@@ -477,7 +489,7 @@ def record(results: Path, commit: str) -> None:
             f = first[0] if first else {}
             disk = max((r.get("state_dir_bytes") or 0 for r in mine), default=0)
             lines.append(
-                f"| {outcomes:,} | {b['keys']:,} | {b['state_json_bytes'] / 2**20:,.0f} MiB | {b['changelog_disk_bytes'] / 2**20:,.0f} MiB "
+                f"| {b['built_outcomes']:,} | {mine[0]['code']} | {b['keys']:,} | {b['state_json_bytes'] / 2**20:,.0f} MiB | {b['changelog_disk_bytes'] / 2**20:,.0f} MiB "
                 f"| {'in-memory' if store == 'memory' else 'RocksDB'} | {_s(f.get('to_restored_s'))} "
                 f"| {_mib(f.get('peak_rss_kib'))} / {_mib(f.get('steady_rss_kib'))} | {'–' if not f.get('events_per_s') else format(round(f['events_per_s']), ',')} "
                 f"| {_mmm([r['to_restored_s'] for r in again])} | {_mmm([r['to_first_output_s'] for r in again])} "
@@ -489,15 +501,15 @@ def record(results: Path, commit: str) -> None:
     if tputs:
         lines += ["", f"Same input from an empty state ({THROUGHPUT_WORKLOAD.scopes * THROUGHPUT_WORKLOAD.outcomes_per_scope:,} outcomes, "
                   f"{tputs[0]['events']:,} events, one partition; events / first → last output CreateTime; runs interleaved):", "",
-                  "| store | events/s (min / median / max) | process CPU, s | events per CPU second | peak RSS, MiB |",
-                  "| --- | --- | --- | --- | --- |"]
+                  "| store | code | events/s (min / median / max) | process CPU, s | events per CPU second | peak RSS, MiB |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         medians = {}
         for store in ("memory", "rocksdb"):
             mine = [r for r in tputs if r["store"] == store]
             if mine:
                 per_cpu = [r["events"] / r["cpu_s"] for r in mine]
                 medians[store] = (statistics.median(r["events_per_s"] for r in mine), statistics.median(per_cpu))
-                lines.append(f"| {'in-memory' if store == 'memory' else 'RocksDB'} | {_mmm([r['events_per_s'] for r in mine], lambda v: f'{v:,.0f}')} "
+                lines.append(f"| {'in-memory' if store == 'memory' else 'RocksDB'} | {mine[0]['code']} | {_mmm([r['events_per_s'] for r in mine], lambda v: f'{v:,.0f}')} "
                              f"| {_mmm([r['cpu_s'] for r in mine])} | {_mmm(per_cpu, lambda v: f'{v:,.0f}')} "
                              f"| {_mmm([r['peak_rss_kib'] for r in mine], _mib)} |")
         if len(medians) == 2:
@@ -536,6 +548,7 @@ def main() -> None:
         print(json.dumps(build(bootstrap, args.prefix, args.outcomes, args.tail_dir, args.store, args.replicate_above)), flush=True)
         return
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    CODE["commit"] = commit
     if not args.only_record:
         stores = args.stores.split(",")
         with tempfile.TemporaryDirectory(prefix="state-growth-") as tmp:
