@@ -193,6 +193,14 @@ def test_run_without_kafka_refuses_worker_options():
     assert "'--metrics-port'" in result.stderr and "KAFKA_BOOTSTRAP_SERVERS is not set" in result.stderr
 
 
+def test_state_dir_is_a_worker_option_of_worker_and_run(tmp_path):
+    for command in ("worker", "run"):
+        shown = run_cli(command, "--help", env={"COLUMNS": "250"})
+        assert shown.returncode == 0 and "--state-dir" in shown.stdout and "RL_STATE_DIR" in shown.stdout, command
+    refused = run_cli("run", "--state-dir", str(tmp_path), env={"COLUMNS": "200"})
+    assert refused.returncode == 2 and "'--state-dir'" in refused.stderr
+
+
 def test_options_change_policy(tmp_path):
     journal, _ = case("worked_example")
     result = run_cli("run-journal", str(journal), "--out", str(tmp_path), "--review-threshold", "5", "--quiet")

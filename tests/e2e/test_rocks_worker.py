@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import orjson
@@ -20,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from recurrence_ledger.runtime.rocks_store import open_store, partition_path
-from recurrence_ledger.runtime.kafka_admin import topic_identity
+from recurrence_ledger.runtime.kafka_admin import admin_client, topic_identity
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
 from tests.e2e.test_faults import assert_exactly_once
@@ -122,6 +123,7 @@ def test_a_restart_restores_only_the_tail_and_keeps_exactly_once(topic_prefix, b
     "faults",
     [
         ["committed:3"],  # the Kafka transaction committed, the local checkpoint not written
+        ["stored:3"],  # both written, nothing of the next batch yet
         ["committed:2", "restoring:10"],  # then again while restoring the tail into RocksDB
     ],
     ids=lambda faults: "+".join(f.split(":")[0] for f in faults),
@@ -153,7 +155,9 @@ def _damage(kind: str, state_dir: Path, topic: str) -> None:
         other = "other." + topic
         shutil.copytree(partition_path(state_dir, topic, 1), partition_path(state_dir, other, 1))
         shutil.rmtree(partition_path(state_dir, topic, 1))
-        store = open_store(state_dir, other, 1, "AAAAAAAAAAAAAAAAAAAAAA")  # wiped: it is now another topic's, empty
+        store = open_store(state_dir, other, 1, "AAAAAAAAAAAAAAAAAAAAAA")  # wiped: now another topic's store
+        store[("scope", "not-this-deployment")] = {"heads": []}
+        store.flushed(10_000)  # a checkpoint far ahead, and a record the right state does not have
         store.close()
         shutil.copytree(partition_path(state_dir, other, 1), partition_path(state_dir, topic, 1))
 
@@ -169,7 +173,115 @@ def test_a_store_that_cannot_be_trusted_is_restored_from_the_whole_changelog(top
     before = len(log.read_text())
     run_to_idle(bootstrap, prefix, log, state_dir)
     second_run = log.read_text()[before:]
-    assert second_run.count("restoring the whole changelog") == 1, second_run[-3000:]
-    assert "partition 1: state store" in second_run and second_run.count("restoring from changelog offset") == PARTITIONS - 1
+    wiped = [line for line in second_run.splitlines() if "(restoring the whole changelog" in line]
+    assert len(wiped) == 1 and "partition 1: state store" in wiped[0], second_run[-3000:]
+    assert second_run.count("restoring from changelog offset") == PARTITIONS - 1
     assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
     assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+
+
+def test_a_recreated_changelog_topic_is_never_tail_restored(topic_prefix, bootstrap, journals, tmp_path):
+    """The changelog deleted and created again (empty, a new topic id):
+    the local stores' checkpoints point beyond its end and their identity
+    names the old topic, so each is wiped and restored from the new
+    changelog — the state is what the changelog holds, not the old files."""
+    from confluent_kafka.admin import NewTopic
+
+    prefix, state_dir, log = topic_prefix, tmp_path / "state", tmp_path / "worker.log"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    run_to_idle(bootstrap, prefix, log, state_dir)
+    topic = changelog_topic(prefix)
+    old_id, _ = topic_identity(bootstrap, topic)
+    admin = admin_client(bootstrap)
+    admin.delete_topics([topic])[topic].result()
+    harness.wait_until(lambda: topic not in harness.topic_names(admin), 60, "the changelog's deletion")
+
+    def create() -> bool:
+        try:
+            admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"cleanup.policy": "compact"})])[topic].result()
+        except Exception as error:  # the deletion may still be finishing: TOPIC_ALREADY_EXISTS / marked for deletion
+            print("create:", error)
+            return False
+        return True
+
+    harness.wait_until(create, 60, "the changelog's creation")
+    assert topic_identity(bootstrap, topic)[0] != old_id
+    before = len(log.read_text())
+    run_to_idle(bootstrap, prefix, log, state_dir)
+    second_run = log.read_text()[before:]
+    assert second_run.count("(restoring the whole changelog: its topic_id is") == PARTITIONS, second_run[-3000:]
+    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+
+
+def test_a_full_disk_under_the_state_dir_stops_the_worker_and_a_restart_restores_correctly(
+        topic_prefix, bootstrap, journals, reference, tmp_path):
+    """A small tmpfs as the state dir, filled up while the worker waits for
+    input: the first checkpoint after the second half is published commits
+    in Kafka, then its local write fails — the worker exits 1 naming the
+    store and the full disk, and commits nothing more. With space freed, a
+    restart restores the tail (the committed transaction included) and ends
+    exactly once, its stores equal to the changelog."""
+    prefix, state_dir, log = topic_prefix, tmp_path / "state", tmp_path / "worker.log"
+    state_dir.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(state_dir)], check=True)
+    try:
+        harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+        harness.publish(bootstrap, journals[1], prefix)
+        run_to_idle(bootstrap, prefix, log, state_dir)
+        worker = start(bootstrap, prefix, log, state_dir, idle_exit=None)
+        before = len(log.read_text())
+        harness.wait_until(lambda: log.read_text()[before:].count(" restored: ") == PARTITIONS, 60, "the stores' restore")
+        filler = state_dir / "filler"
+        with open(filler, "wb") as handle:
+            try:
+                while True:
+                    handle.write(b"\0" * 65536)
+                    handle.flush()
+            except OSError as error:
+                assert error.errno == 28  # ENOSPC
+        harness.publish(bootstrap, journals[2], prefix)
+        assert harness.wait_exit(worker, 120, log) == 1, log.read_text()[-3000:]
+        failed = log.read_text()[before:]
+        assert "No space left on device" in failed and "checkpoint write failed" in failed, failed[-3000:]
+        assert failed.count("checkpoint write failed") == 1  # nothing committed after it
+        filler.unlink()
+        before = len(log.read_text())
+        run_to_idle(bootstrap, prefix, log, state_dir)
+        assert log.read_text()[before:].count("restoring from changelog offset") == PARTITIONS
+        assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+        assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+    finally:
+        subprocess.run(["umount", "-l", str(state_dir)], check=False)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["one state dir", "a state dir each"])
+def test_a_rebalance_closes_revoked_stores_and_tail_restores_reassigned_ones(topic_prefix, shared, bootstrap, journals, reference, tmp_path):
+    """A second worker joins mid-run and leaves (SIGTERM): the first's
+    revoked stores are closed with their checkpoint current (with one
+    state dir the second opens the same directories, which only works once
+    they are closed and unlocked), and the re-assigned ones are reopened
+    and restore the tail the second worker wrote."""
+    prefix, log1, log2 = topic_prefix, tmp_path / "w1.log", tmp_path / "w2.log"
+    dir1 = tmp_path / "state"
+    dir2 = dir1 if shared else tmp_path / "state2"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    run_to_idle(bootstrap, prefix, log1, dir1)
+    harness.publish(bootstrap, journals[2], prefix)
+    first = start(bootstrap, prefix, log1, dir1, instance="w1", idle_exit=8)
+    before = len(log1.read_text())
+    second = harness.start_worker(bootstrap, prefix, log2, instance="w2", idle_exit=None,
+                                  extra=("--max-batch", "5", "--state-dir", str(dir2), "--dynamic-membership"))
+    harness.wait_until(lambda: " restored: " in log2.read_text(), 60, "the second worker's restore")
+    time.sleep(1.0)
+    second.terminate()
+    assert second.wait(timeout=60) == 0, log2.read_text()[-3000:]
+    assert harness.wait_exit(first, 180, log1) == 0, log1.read_text()[-3000:]
+    run1, run2 = log1.read_text()[before:], log2.read_text()
+    assert "revoked partitions" in run1 and run1.count("assigned partitions") >= 2
+    assert "locked by another worker" not in run1 + run2
+    if shared:  # the second took over the first's directories: tails only, never a whole changelog
+        assert "(restoring the whole changelog" not in run1 + run2, run2[-3000:]
+    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    assert_stores_equal_the_changelog(bootstrap, prefix, dir1)

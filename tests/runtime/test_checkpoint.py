@@ -214,3 +214,54 @@ def test_abort_without_a_transaction_does_nothing():
     cp, _, _ = checkpoint(producer)
     cp.abort("nothing open")
     assert producer.calls == []
+
+
+class Reporting(ScriptedProducer):
+    """Assigns offsets per partition and serves delivery reports at
+    ``poll`` / ``flush`` (as librdkafka does), unless ``silent``."""
+
+    def __init__(self, silent: bool = False):
+        super().__init__()
+        self.silent = silent
+        self.next: dict[int, int] = {}
+        self.reports: list = []
+
+    def produce(self, topic, value=None, key=None, partition=None, on_delivery=None) -> None:
+        super().produce(topic, value=value, key=key, partition=partition)
+        offset = self.next.get(partition, 100)
+        self.next[partition] = offset + 1
+        if on_delivery is not None and not self.silent:
+            self.reports.append((on_delivery, partition, offset))
+
+    def _serve(self) -> None:
+        reports, self.reports = self.reports, []
+        for callback, partition, offset in reports:
+            message = type("Delivered", (), {"partition": lambda self, p=partition: p, "offset": lambda self, o=offset: o})()
+            callback(None, message)
+
+    def poll(self, timeout: float) -> int:
+        self._serve()
+        return super().poll(timeout)
+
+    def flush(self, timeout: float) -> int:
+        self._serve()
+        return 0
+
+
+def test_a_tracked_commit_returns_the_last_changelog_offset_of_each_partition():
+    producer = Reporting()
+    checkpoint = Checkpoint(producer, lambda: "meta", track_changelog=True)
+    checkpoint.produce("out", b"k", b"v", 0)  # an output: not tracked
+    changelog = [("cl", 0, b"a", b"1"), ("cl", 1, b"b", None), ("cl", 0, b"c", b"3")]
+    assert checkpoint.commit(changelog, [TopicPartition("in", 0, 5)]) == {0: 102, 1: 100}
+    assert Checkpoint(Reporting(), lambda: "meta").commit(changelog, []) == {}  # untracked: nothing returned
+
+
+def test_a_committed_transaction_without_delivery_reports_is_not_checkpointed_locally():
+    from recurrence_ledger.runtime.checkpoint import ChangelogUntracked
+
+    producer = Reporting(silent=True)
+    checkpoint = Checkpoint(producer, lambda: "meta", track_changelog=True)
+    with pytest.raises(ChangelogUntracked, match="2 changelog records"):
+        checkpoint.commit([("cl", 0, b"a", b"1"), ("cl", 0, b"b", b"2")], [])
+    assert ("commit",) in producer.calls  # the transaction itself is committed

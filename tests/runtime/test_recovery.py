@@ -122,3 +122,57 @@ def test_a_slice_returns_within_its_budget_while_records_keep_coming():
     manager.add(0, ChangelogStore())
     assert manager.step(budget_s=0.02) == []
     assert manager.recovering and 0 < manager.restored[0] < 100_000
+
+
+class Watermarked(ScriptedConsumer):
+    """Also answers ``get_watermark_offsets`` and records where each
+    partition was assigned."""
+
+    def __init__(self, script: dict[int, list[Event]], watermarks: dict[int, tuple[int, int]]):
+        super().__init__(script)
+        self.watermarks = watermarks
+        self.positions: dict[int, int] = {}
+
+    def get_watermark_offsets(self, partition, timeout=None):
+        return self.watermarks[partition.partition]
+
+    def incremental_assign(self, partitions) -> None:
+        super().incremental_assign(partitions)
+        self.positions.update({tp.partition: tp.offset for tp in partitions})
+
+
+def test_a_local_checkpoint_is_restored_from_only_when_the_changelog_still_has_it(tmp_path):
+    """Checkpoints at offset 9 (restore from 10) on four partitions whose
+    changelog ends before it (recreated), starts after it (records
+    deleted), ends just there (nothing to restore), or goes on: the first
+    two are wiped and read whole, the third finishes at once, the fourth
+    reads the tail only."""
+    from confluent_kafka import OFFSET_BEGINNING
+
+    from recurrence_ledger.runtime.rocks_store import open_store
+
+    stores = {}
+    for number in range(4):
+        store = open_store(tmp_path, "t", number, "id")
+        store[("old", number)] = 1
+        store.flushed(9)
+        store.close()
+        stores[number] = open_store(tmp_path, "t", number, "id")
+        assert stores[number].restore_from() == 10
+    consumer = Watermarked(
+        {0: [Event(0, encode_key(("new",)), b"0", offset=0), eof(0)], 1: [eof(1)], 3: [Event(3, encode_key(("tail",)), b"3", offset=10), eof(3)]},
+        {0: (0, 5), 1: (12, 30), 2: (0, 10), 3: (0, 12)},
+    )
+    manager = recovery(consumer)
+    for number, store in stores.items():
+        manager.add(number, store)
+    finished = []
+    while manager.recovering:
+        finished += manager.step(budget_s=0.05)
+    assert consumer.positions == {0: OFFSET_BEGINNING, 1: OFFSET_BEGINNING, 3: 10}
+    assert sorted((number, count) for number, count, _ in finished) == [(0, 1), (1, 0), (2, 0), (3, 1)]
+    assert "beyond the end" in stores[0].wiped and "before the start" in stores[1].wiped
+    assert stores[0].snapshot() == {("new",): 0} and stores[1].snapshot() == {}
+    assert stores[2].snapshot() == {("old", 2): 1} and stores[3].snapshot() == {("old", 3): 1, ("tail",): 3}
+    for store in stores.values():
+        store.close()

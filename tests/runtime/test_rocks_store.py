@@ -335,3 +335,55 @@ def test_failures_restarts_and_kills_after_the_commit_equal_a_run_that_never_fai
     got.restart()
     assert got.state() == want.state()
     got.task.store.close()
+
+
+def test_closing_refreshes_the_checkpoint_time_only_of_a_store_restored_to_the_end(tmp_path, monkeypatch):
+    """The age check (delete.retention.ms) trusts a checkpoint's time as the
+    moment the store reflected the whole changelog up to its offset: a
+    store closed while restoring its tail (another worker wrote records
+    after its checkpoint, not all read yet) must keep its old time."""
+    from recurrence_ledger.runtime.rocks_store import CHECKPOINT_KEY
+
+    clock = {"now": 1_000.0}
+    monkeypatch.setattr(rocks_store.time, "time", lambda: clock["now"])
+    store = opened(tmp_path)
+    committed(store, {("a",): 1}, offset=5)
+    store.close()
+    written_at = lambda: orjson.loads(opened_db_value(tmp_path, CHECKPOINT_KEY))["written_at"]  # noqa: E731
+    assert written_at() == 1_000.0
+    clock["now"] = 2_000.0
+    partial = opened(tmp_path, delete_retention_ms=10**12)
+    partial.restore(encode_key(("b",)), b"2", 6)  # the tail, not to its end yet
+    partial.close()
+    assert written_at() == 1_000.0
+    clock["now"] = 3_000.0
+    whole = opened(tmp_path, delete_retention_ms=10**12)
+    whole.restore(encode_key(("b",)), b"2", 6)
+    whole.restored(7)
+    clock["now"] = 4_000.0
+    whole.close()
+    assert written_at() == 4_000.0
+
+
+def opened_db_value(root: Path, key: bytes) -> bytes:
+    store = opened(root, delete_retention_ms=10**12)
+    try:
+        return store.db.get(key)
+    finally:
+        store.failed = True  # read only: do not refresh
+        store.close()
+
+
+def test_the_local_write_is_the_changelog_records_bytes_even_after_a_late_write(tmp_path):
+    store = opened(tmp_path)
+    store[("a",)] = {"n": 1}
+    assert store.changes() == [(b'["a"]', b'{"n":1}')]
+    store[("a",)] = {"n": 2}  # written after changes(): those bytes are stale, not reused
+    store.flushed(3)
+    assert store.db.get(b'["a"]') == b'{"n":2}'
+    store[("b",)] = 1
+    assert store.changes() == [(b'["b"]', b"1")]
+    store.rollback()
+    store.flushed(None)  # nothing left to write after the rollback
+    assert store.db.get(b'["b"]') is None
+    store.close()

@@ -159,6 +159,7 @@ class Checkpoint:
             self.committing_since = None
         if not self.track_changelog:
             return {}
+        self.producer.poll(0)  # delivery reports not served by commit_transaction itself
         if self._undelivered:
             self.producer.flush(CALL_TIMEOUT_S)  # serves the remaining delivery reports
         if self._undelivered:

@@ -9,7 +9,10 @@ Points (the worker calls :meth:`RuntimeHooks.at` with these names):
   are produced; the changelog and the offsets are not;
 - ``offsets_sent``: changelog produced and offsets sent to the transaction,
   before ``commit_transaction``;
-- ``committed``: the transaction committed;
+- ``committed``: the transaction committed (with ``--state-dir``: before
+  the local stores record it);
+- ``stored``: every task recorded the committed transaction (its local
+  checkpoint, with ``--state-dir``; at once without);
 - ``restoring``: one changelog record restored (recovery).
 
 And one per record: :meth:`RuntimeHooks.applied`, after the core applied an
@@ -28,7 +31,7 @@ from recurrence_ledger.ledger.intake import Coordinates
 log = logging.getLogger("recurrence_ledger.worker")
 
 #: The points of :meth:`RuntimeHooks.at` (module docstring), in loop order.
-POINTS = ("consumed", "produced", "offsets_sent", "committed", "restoring")
+POINTS = ("consumed", "produced", "offsets_sent", "committed", "stored", "restoring")
 
 
 class RuntimeHooks:

@@ -113,7 +113,7 @@ class Recovery:
                 if error.code() != KafkaError._PARTITION_EOF:
                     raise KafkaException(error)
                 if number in self.pending:
-                    finished.append(self._finish(number))
+                    finished.append(self._finish(number, message.offset()))
                 continue
             store = self.pending.get(number)
             if store is None:  # discarded while in flight
@@ -130,8 +130,8 @@ class Recovery:
             self._consumer = None
 
     # -- internals -------------------------------------------------------------
-    def _finish(self, number: int) -> tuple[int, int, float]:
-        self.pending[number].restored()
+    def _finish(self, number: int, end: int | None = None) -> tuple[int, int, float]:
+        self.pending[number].restored(end)
         count, seconds = self.restored[number], time.monotonic() - self.started[number]
         self.discard(number)
         return number, count, seconds
@@ -156,7 +156,7 @@ class Recovery:
                                 f"(offset {low}): records it lacks were deleted")
                     start = None
                 elif start == high:  # nothing after the checkpoint
-                    finished.append(self._finish(number))
+                    finished.append(self._finish(number, high))
                     continue
             assign.append(TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING if start is None else start))
             self._unplaced.discard(number)

@@ -35,7 +35,9 @@ values written again, so restore is idempotent.
 
 When the local store is not used (:func:`open_store` wipes it and the
 worker restores the whole changelog): it is missing, RocksDB reports it
-corrupt, a read failed on corruption before (``<partition>.corrupt``), its
+corrupt (an error starting "Corruption" on open: quixstreams'
+``RocksDBStorePartition._open_rocksdict`` destroys and recreates the
+database the same way when a changelog exists, ``on_corrupted_recreate``), a read failed on corruption before (``<partition>.corrupt``), its
 identity is another deployment's topic, partition or topic id, its
 checkpoint is older than the changelog's ``delete.retention.ms`` (a
 tombstone written after it may have been compacted away), or
@@ -45,9 +47,10 @@ was recreated) or before its start.
 The per-transaction cache (Kafka Streams' record cache): the core reads,
 modifies and writes JSON records, so every key a transaction touches is
 read from RocksDB and decoded once, kept decoded until the checkpoint
-(writes go to the cache; the checkpoint encodes the changed keys once, for
-the changelog and the WriteBatch alike), and the raw bytes read are the
-rollback snapshot for free. Between checkpoints up to :data:`CACHE_KEYS`
+(writes go to the cache; the changed keys are encoded once, by
+``changes()`` for the changelog, and the WriteBatch after the commit
+writes those same bytes), and the raw bytes read are the rollback snapshot
+for free. Between checkpoints up to :data:`CACHE_KEYS`
 decoded records stay cached (hot scope records); past that the cache is
 dropped at the next checkpoint.
 
@@ -60,6 +63,7 @@ another transaction after a failed local write.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import shutil
@@ -69,7 +73,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict, WriteBatch
+from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict, WriteBatch, WriteBufferManager
 
 from recurrence_ledger.runtime.store import _DELETED, ChangelogStore, StoreError, decode_key, encode_key
 
@@ -80,7 +84,7 @@ FORMAT = 1
 IDENTITY_KEY = b"\x00identity"
 CHECKPOINT_KEY = b"\x00checkpoint"
 #: Decoded records kept between checkpoints (beyond it the cache is dropped at a checkpoint).
-CACHE_KEYS = 50_000
+CACHE_KEYS = 20_000
 #: Changelog records restored per WriteBatch.
 RESTORE_BATCH = 5_000
 #: Seconds to wait for another process's lock (a rebalance's previous owner closing).
@@ -89,16 +93,32 @@ LOCK_WAIT_S = 10.0
 DEFAULT_DELETE_RETENTION_MS = 86_400_000
 
 
+#: Bytes of RocksDB's block cache, and of memtables, shared by every
+#: partition store of the process (a worker's RocksDB memory does not grow
+#: with its partition count).
+BLOCK_CACHE_BYTES = 64 * 1024 * 1024
+MEMTABLE_BYTES = 64 * 1024 * 1024
+
+
+@functools.cache
+def _shared_memory() -> tuple[Cache, WriteBufferManager]:
+    return Cache(BLOCK_CACHE_BYTES), WriteBufferManager(MEMTABLE_BYTES, False)
+
+
 def rocksdb_options() -> Options:
     """RocksDB options of a partition store: quixstreams' ``RocksDBOptions``
-    (lz4, bloom filter of 10 bits per key) with smaller memtables and block
-    cache (2 × 32 MiB, 64 MiB), to bound a worker's memory per partition."""
+    (lz4, bloom filter of 10 bits per key) with the block cache and the
+    memtable budget shared by the process's stores (Kafka Streams'
+    bounded-memory ``RocksDBConfigSetter`` recipe: one Cache and one
+    WriteBufferManager for every store)."""
+    cache, memtables = _shared_memory()
     options = Options(raw_mode=True)
     options.create_if_missing(True)
-    options.set_write_buffer_size(32 * 1024 * 1024)
+    options.set_write_buffer_size(16 * 1024 * 1024)
     options.set_max_write_buffer_number(2)
+    options.set_write_buffer_manager(memtables)
     table = BlockBasedOptions()
-    table.set_block_cache(Cache(64 * 1024 * 1024))
+    table.set_block_cache(cache)
     table.set_bloom_filter(10, block_based=True)
     options.set_block_based_table_factory(table)
     options.set_compression_type(DBCompressionType.lz4())
@@ -125,11 +145,15 @@ class RocksStore(ChangelogStore):
         self.identity = identity
         self.cache: dict[tuple, Any] = {}
         self._restore_from = restore_from
+        self._checkpoint = None if restore_from is None else restore_from - 1  # offset the data reflects
         self.wiped = reason  #: why the local store was not used (None: it was)
         self._restore_batch: WriteBatch | None = None
         self._restore_count = 0
         self._restore_offset: int | None = None
         self.closed = False
+        self.failed = False  #: a write or read failed: nothing more is written
+        self._current = False  # restored to the changelog's end, and its owner since
+        self._encoded: list[tuple[bytes, bytes | None]] | None = None  # changes() since the last write
 
     # -- reads and writes (the core's mapping) ------------------------------------
     def _read(self, key: tuple) -> Any:
@@ -171,12 +195,14 @@ class RocksStore(ChangelogStore):
             self._touch(key)
         self.cache[key] = value
         self.dirty[key] = value
+        self._encoded = None
 
     def __delitem__(self, key: tuple) -> None:
         if self._value(key) is _DELETED:
             raise KeyError(key)
         self.cache[key] = _DELETED
         self.dirty[key] = _DELETED
+        self._encoded = None
 
     def __iter__(self) -> Iterator[tuple]:
         for raw in self.db.keys():
@@ -206,6 +232,12 @@ class RocksStore(ChangelogStore):
         return state
 
     # -- checkpoints ----------------------------------------------------------------
+    def changes(self) -> list[tuple[bytes, bytes | None]]:
+        """As ``ChangelogStore.changes``; kept until the next write, so
+        :meth:`flushed` writes the same bytes without encoding them again."""
+        self._encoded = super().changes()
+        return self._encoded
+
     def flushed(self, offset: int | None = None) -> None:
         """The changes are committed in Kafka, the last changelog record at
         ``offset``: write them and the checkpoint in one WriteBatch. Raises
@@ -215,28 +247,27 @@ class RocksStore(ChangelogStore):
             if offset is None:
                 raise StoreError(f"{self.path}: changes committed without their changelog offset")
             batch = WriteBatch(raw_mode=True)
-            for key, value in self.dirty.items():
-                if value is _DELETED:
-                    batch.delete(encode_key(key))
+            for raw_key, raw_value in self._encoded if self._encoded is not None else super().changes():
+                if raw_value is None:
+                    batch.delete(raw_key)
                 else:
-                    batch.put(encode_key(key), orjson.dumps(value))
+                    batch.put(raw_key, raw_value)
             batch.put(CHECKPOINT_KEY, checkpoint_value(offset))
             self._write(batch, "checkpoint")
+            self._checkpoint = offset
         super().flushed()
+        self._encoded = None
         if len(self.cache) > CACHE_KEYS:
             self.cache.clear()
 
     def rollback(self) -> int:
         """As ``ChangelogStore.rollback``, on the cache."""
-        dirty = dict(self._dirty_at_mark)
-        for key, raw in self.before.items():
-            self.cache[key] = _DELETED if raw is None else orjson.loads(raw)
-            if key in dirty:
-                dirty[key] = self.cache[key]
-        restored = len(self.before)
-        self.before.clear()
-        self.dirty = dirty
-        return restored
+        self._encoded = None
+        return super().rollback()
+
+    def _put_back(self, key: tuple, raw: bytes | None) -> Any:
+        value = self.cache[key] = _DELETED if raw is None else orjson.loads(raw)
+        return value
 
     # -- recovery ---------------------------------------------------------------------
     def restore_from(self) -> int | None:
@@ -257,12 +288,20 @@ class RocksStore(ChangelogStore):
         if self._restore_count >= RESTORE_BATCH:
             self.restored()
 
-    def restored(self) -> None:
-        """Write the records restored so far with their checkpoint."""
-        if self._restore_batch is not None and self._restore_count:
-            if self._restore_offset is not None:
-                self._restore_batch.put(CHECKPOINT_KEY, checkpoint_value(self._restore_offset))
-            self._write(self._restore_batch, "restore")
+    def restored(self, end: int | None = None) -> None:
+        """Write the records restored so far with their checkpoint; with
+        ``end`` (recovery reached the changelog's end, the offset the next
+        record will get), the checkpoint says the store reflects everything
+        before it, as of now — an empty changelog's too, so the next start
+        restores from there."""
+        if end is not None:
+            self._restore_offset = max(end - 1, -1 if self._restore_offset is None else self._restore_offset)
+        if self._restore_offset is not None:
+            batch = self._restore_batch or WriteBatch(raw_mode=True)
+            batch.put(CHECKPOINT_KEY, checkpoint_value(self._restore_offset))
+            self._write(batch, "restore")
+            self._checkpoint = self._restore_offset
+        self._current = end is not None
         self._restore_batch, self._restore_count = None, 0
         self.cache.clear()
 
@@ -272,17 +311,36 @@ class RocksStore(ChangelogStore):
         self.db.close()
         self.db = _wipe_and_create(self.path, self.identity, reason)
         self.cache.clear()
-        self._restore_from = None
+        self._restore_from = self._checkpoint = None
         self.wiped = reason
 
     def close(self) -> None:
         """Close the database and release the directory's lock (pending,
-        uncommitted changes are dropped: the last checkpoint stays)."""
+        uncommitted changes are dropped: the last checkpoint stays, its
+        time refreshed once the store was restored to the changelog's end:
+        only its owner wrote after that)."""
         if self.closed:
             return
         self.closed = True
         try:
+            if self._current and not self.failed:
+                # Restored to the end, and the owner since: nothing but its
+                # own commits was written after the checkpoint, so it is
+                # current as of now (a store closed mid-restore is not).
+                self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint))
+        except Exception as error:
+            log.warning("state store %s: refreshing its checkpoint failed: %s", self.path, error)
+        try:
+            # Stop background flushes and compactions first, so a revoke
+            # releases the directory at once (quixstreams'
+            # RocksDBStorePartition.close; the WAL keeps unflushed data).
+            self.db.cancel_all_background(True)
+        except Exception as error:
+            log.warning("state store %s: stopping its background work failed: %s", self.path, error)
+        try:
             self.db.close()
+        except Exception as error:  # e.g. a full disk: what was written is in the WAL, read again on open
+            log.warning("state store %s: closing it failed: %s", self.path, error)
         finally:
             _release(self._lock)
 
@@ -294,6 +352,7 @@ class RocksStore(ChangelogStore):
             raise self._failed(f"{what} write", error) from error
 
     def _failed(self, what: str, error: Exception) -> StoreError:
+        self.failed = True
         text = str(error)
         if text.startswith("Corruption"):
             # Next open wipes it and restores from the changelog.

@@ -153,16 +153,22 @@ class ChangelogStore(MutableMapping):
         restored."""
         dirty = dict(self._dirty_at_mark)
         for key, raw in self.before.items():
-            if raw is None:
-                self.data.pop(key, None)
-            else:
-                self.data[key] = orjson.loads(raw)
+            value = self._put_back(key, raw)
             if key in dirty:  # the object marked dirty may have been mutated since: use the restored copy
-                dirty[key] = self.data.get(key, _DELETED)
+                dirty[key] = value
         restored = len(self.before)
         self.before.clear()
         self.dirty = dirty
         return restored
+
+    def _put_back(self, key: tuple, raw: bytes | None) -> Any:
+        """Set ``key`` to its serialized value ``raw`` at the rollback point
+        (None: absent); returns the restored value (or the deletion mark)."""
+        if raw is None:
+            self.data.pop(key, None)
+            return _DELETED
+        value = self.data[key] = orjson.loads(raw)
+        return value
 
     # -- recovery ---------------------------------------------------------------
     def restore_from(self) -> int | None:
@@ -178,8 +184,9 @@ class ChangelogStore(MutableMapping):
         else:
             self.data[parts] = orjson.loads(value)
 
-    def restored(self) -> None:
-        """Recovery reached the changelog's end (nothing to do in memory)."""
+    def restored(self, end: int | None = None) -> None:
+        """Recovery reached the changelog's end (offset ``end``, the next
+        one to be written; nothing to do in memory)."""
 
     def reset(self, reason: str) -> None:
         """Forget the state (recovery then restores the whole changelog)."""

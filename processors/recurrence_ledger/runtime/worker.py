@@ -325,6 +325,7 @@ class LedgerWorker:
         self._batch_open = False
         for task in tasks:  # a StoreError here stops the worker: the transaction is committed, the restart restores its tail
             task.checkpointed(delivered.get(task.partition))
+        self.hooks.at("stored")
         # What survives a checkpoint is almost all state (acyclic JSON
         # values, freed by reference counting when replaced): move it out of
         # the cyclic collector's generations, so a full collection never
