@@ -219,3 +219,19 @@ def publish(bootstrap: str, journal: Path, prefix: str, **options) -> None:
 def physical(prefix: str, name: str) -> str:
     """Physical topic name under ``prefix``."""
     return catalogue.physical(name, prefix)
+
+
+def assert_exactly_once(bootstrap: str, prefix: str, reference: dict[str, bytes], out: Path) -> dict[str, bytes]:
+    """Export every output topic of ``prefix`` to ``out`` and assert
+    contract §10 against the embedded runner's ``reference``: no ledger
+    identity missing, extra or re-sent (:func:`identity_report`), the same
+    last statistics per scope, and :func:`assert_same_outputs` with scopes
+    spread over partitions. Returns the exported topics."""
+    kafka = exported(bootstrap, prefix, out)
+    report = identity_report(kafka, reference)
+    print("identity report:", report)
+    for topic, counts in report.items():
+        assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
+    assert last_statistics(kafka["recurrence-statistics"]) == last_statistics(reference["recurrence-statistics"])
+    assert_same_outputs(kafka, reference, multiset=True)
+    return kafka
