@@ -62,4 +62,7 @@ def test_three_workers_on_twelve_partitions_with_a_kill_and_a_join_stay_exactly_
         for instance in ("w1", "w2", "w3", "w4"):
             assert list((tmp_path / f"state-{instance}").rglob("CURRENT")), instance
 
+    # The killed member's open transaction (if the kill caught one) holds
+    # back read_committed readers of its partitions until the broker aborts it.
+    harness.wait_transactions_settled(bootstrap, prefix, PARTITIONS)
     harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
