@@ -255,10 +255,13 @@ class RocksStore(ChangelogStore):
             batch.put(CHECKPOINT_KEY, checkpoint_value(offset))
             self._write(batch, "checkpoint")
             self._checkpoint = offset
+        touched = self.before.keys() | self.dirty.keys()
         super().flushed()
         self._encoded = None
         if len(self.cache) > CACHE_KEYS:
-            self.cache.clear()
+            # Keep what this transaction touched (the hot records: scope
+            # records, head lists) when it fits; drop the rest.
+            self.cache = {key: self.cache[key] for key in touched} if len(touched) <= CACHE_KEYS // 2 else {}
 
     def rollback(self) -> int:
         """As ``ChangelogStore.rollback``, on the cache."""
@@ -330,17 +333,23 @@ class RocksStore(ChangelogStore):
                 self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint))
         except Exception as error:
             log.warning("state store %s: refreshing its checkpoint failed: %s", self.path, error)
+        cancelled = False
         try:
             # Stop background flushes and compactions first, so a revoke
             # releases the directory at once (quixstreams'
             # RocksDBStorePartition.close; the WAL keeps unflushed data).
             self.db.cancel_all_background(True)
+            cancelled = True
         except Exception as error:
             log.warning("state store %s: stopping its background work failed: %s", self.path, error)
         try:
             self.db.close()
-        except Exception as error:  # e.g. a full disk: what was written is in the WAL, read again on open
-            log.warning("state store %s: closing it failed: %s", self.path, error)
+        except Exception as error:
+            # After a cancel, "Shutdown in progress" is benign: the database
+            # closes and its lock is released (quixstreams' close). Anything
+            # else (e.g. a full disk): what was written is in the WAL.
+            if not (cancelled and "shutdown in progress" in str(error).lower()):
+                log.warning("state store %s: closing it failed: %s", self.path, error)
         finally:
             _release(self._lock)
 
