@@ -219,3 +219,46 @@ def publish(bootstrap: str, journal: Path, prefix: str, **options) -> None:
 def physical(prefix: str, name: str) -> str:
     """Physical topic name under ``prefix``."""
     return catalogue.physical(name, prefix)
+
+
+def assert_exactly_once(bootstrap: str, prefix: str, reference: dict[str, bytes], out: Path) -> dict[str, bytes]:
+    """Export every output topic of ``prefix`` to ``out`` and assert
+    contract §10 against the embedded runner's ``reference``: no ledger
+    identity missing, extra or re-sent (:func:`identity_report`), the same
+    last statistics per scope, and :func:`assert_same_outputs` with scopes
+    spread over partitions. Returns the exported topics."""
+    kafka = exported(bootstrap, prefix, out)
+    report = identity_report(kafka, reference)
+    print("identity report:", report)
+    for topic, counts in report.items():
+        assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
+    assert last_statistics(kafka["recurrence-statistics"]) == last_statistics(reference["recurrence-statistics"])
+    assert_same_outputs(kafka, reference, multiset=True)
+    return kafka
+
+
+def wait_transactions_settled(bootstrap: str, prefix: str, partitions: int, timeout: float = 120) -> None:
+    """Wait until no open transaction holds back any output topic of
+    ``prefix``: each partition's last stable offset (what a
+    ``read_committed`` reader may read up to) equals its high watermark.
+    The open transaction of a SIGKILLed worker whose instance id never
+    comes back is aborted only by the broker, after ``transaction.timeout.ms``
+    (30 s, worker_config.output_producer_config) and its next clean-up pass;
+    until then ``read_committed`` readers see nothing after it — not even
+    other workers' committed records. AssertionError after ``timeout``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    settings = {"bootstrap.servers": bootstrap, "group.id": f"{prefix}settle", "enable.auto.commit": False}
+    committed = Consumer({**settings, "isolation.level": "read_committed"})
+    uncommitted = Consumer({**settings, "isolation.level": "read_uncommitted"})
+    parts = [TopicPartition(physical(prefix, name), number) for name in OUTPUT_TOPICS for number in range(partitions)]
+
+    def settled() -> bool:
+        return all(committed.get_watermark_offsets(tp, timeout=10)[1] == uncommitted.get_watermark_offsets(tp, timeout=10)[1]
+                   for tp in parts)
+
+    try:
+        wait_until(settled, timeout, "every output partition's last stable offset at its end")
+    finally:
+        committed.close()
+        uncommitted.close()
