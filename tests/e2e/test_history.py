@@ -118,14 +118,16 @@ def test_a_follower_into_the_redis_cluster_writes_what_the_single_redis_holds(fe
     group): the view, the scope index and every read model, key for key
     and value for value, equal the single Redis's (the worker's in-process
     follower and a follower alone wrote those); the keys spread over the
-    cluster's nodes; following again changes nothing."""
+    cluster's slots; following again changes nothing."""
     cluster = read_client(redis_cluster_url, decode_responses=True)
     RedisView(redis_cluster_url, namespace=fed.namespace).clear()
     try:
         run_follower(bootstrap, redis_cluster_url, fed.prefix, fed.workdir / "follower-cluster.log", app_id="cluster")
         on_cluster = view_snapshot(cluster, fed.namespace), read_model_snapshot(cluster, fed.namespace)
         assert on_cluster == (view_snapshot(client, fed.namespace), read_model_snapshot(client, fed.namespace))
-        assert len({cluster.get_node_from_key(key).name for key in on_cluster[0]}) >= 2
+        # The keys spread over slots (the scope's and the namespace's hash tags): which nodes own those slots is
+        # the cluster's slot map, so two slots may sit on one node and the node count is not asserted.
+        assert len({cluster.keyslot(key) for key in on_cluster[0]}) >= 2
         run_follower(bootstrap, redis_cluster_url, fed.prefix, fed.workdir / "follower-cluster.log", app_id="cluster-again")
         assert (view_snapshot(cluster, fed.namespace), read_model_snapshot(cluster, fed.namespace)) == on_cluster
     finally:
