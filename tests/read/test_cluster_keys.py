@@ -83,3 +83,13 @@ def test_a_cluster_url_redis_py_cannot_use_is_refused_without_its_password(url, 
     with pytest.raises(ValueError, match=message) as raised:
         redis_client(url)
     assert "pa/ss" not in str(raised.value)
+
+
+def test_the_empty_scope_of_a_readers_filter_keeps_one_hash_tag():
+    """A reader may ask for scope "" (no scope has that id): its keys still
+    carry one non-empty hash tag, "%", which no scope id escapes to (a bare
+    "%" only ever appears as "%25", "%3A", "%7B" or "%7D")."""
+    assert escape_scope("") == "%"
+    assert {escape_scope(text) for text in ("%", "%25", ":", "{}", "")} == {"%25", "%2525", "%3A", "%7B%7D", "%"}
+    keys = Keys("rl")
+    assert keys.scope("") == "rl:scope:{%}"

@@ -111,6 +111,19 @@ def _redis_view(redis_url: str, namespace: str, review_threshold: int = policy.R
         raise typer.Exit(2) from None
 
 
+def check_redis_url(redis_url: str) -> None:
+    """Refuse, before anything starts, a Redis URL (or CA file) redis-py
+    cannot use — exit 2 with one ``error:`` line, as ``serve`` does. Makes
+    a client without connecting (read.connect.redis_client never connects)."""
+    from recurrence_ledger.read.connect import redis_client
+
+    try:
+        redis_client(redis_url, ca_file=settings().redis_ca_file)
+    except ValueError as error:
+        console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
 def redis_errors() -> tuple[type[BaseException], ...]:
     """The errors of a Redis that does not answer (redis imported lazily)."""
     import redis

@@ -22,7 +22,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from recurrence_ledger.cli.clients import _connect, _kafka_errors, _refusing_to_start, _registry, console
+from recurrence_ledger.cli.clients import _connect, _kafka_errors, _refusing_to_start, _registry, check_redis_url, console
 from recurrence_ledger.cli.options import (
     DEFAULT_PARTITIONS,
     LEDGER_POLICY,
@@ -278,6 +278,8 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
     from recurrence_ledger.runtime.store import StoreError
     from recurrence_ledger.runtime.worker import run_worker
 
+    if redis_url:
+        check_redis_url(redis_url)
     with _refusing_to_start(CoPartitionError):
         with _kafka_errors():
             try:

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from recurrence_ledger import policy
-from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, _redis_errors, _redis_view, console
+from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, _redis_errors, _redis_view, check_redis_url, console
 from recurrence_ledger.cli.options import (
     BootstrapOption,
     ExitWhenIdleOption,
@@ -147,6 +147,7 @@ def view_follow_command(
     from recurrence_ledger.read.follower import FollowerConfig, run_follower
 
     configure_logging()
+    check_redis_url(redis_url)
     connection = _connect(bootstrap, kafka_config)
     codec = _codec(schema_registry_url, None, kafka_config)
     config = FollowerConfig(

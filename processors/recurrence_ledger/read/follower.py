@@ -389,16 +389,18 @@ class ViewFollower:
         batch = self._decode(messages)
         statistics = [record.value for record in batch if record.topic == STATISTICS]
         revisions = [record.value for record in batch if record.topic == REVISION_STATISTICS]
-        if statistics or revisions:
-            self.view.submit(statistics, revisions=revisions)
         self._statistics_since_totals |= bool(statistics)
-        backoff, paused = 0.5, False
+        backoff, paused, submitted = 0.5, False, False
         try:
             while True:
                 try:
                     if not self._layout_checked:
                         check_layout(self.view._client, self.view.layout)  # LayoutError: stop, saying what to run
                         self._layout_checked = True
+                    if not submitted:  # after the layout check: a refused layout gets nothing written beside it
+                        submitted = True  # submit keeps the records pending on a Redis error (it never raises for Redis)
+                        if statistics or revisions:
+                            self.view.submit(statistics, revisions=revisions)
                     if self.view.pending:
                         self.view.flush(force=True)
                         if self.view.pending:

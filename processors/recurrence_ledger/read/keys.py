@@ -146,7 +146,12 @@ def escape_scope(scope_id: str) -> str:
     """The ``<scope>`` part of a key: ``%`` → ``%25``, ``:`` → ``%3A``,
     ``{`` → ``%7B``, ``}`` → ``%7D``; every other character verbatim.
     Injective, and the result has no ``:`` nor brace (so a hash tag
-    ``{<scope>}`` is the whole escaped id)."""
+    ``{<scope>}`` is the whole escaped id). The empty id (never a scope:
+    contract §3; only a reader's filter) is ``%``, which no other id gives,
+    so that its keys still share one hash tag on Redis Cluster (an empty
+    tag ``{}`` would hash each key by its whole name)."""
+    if not scope_id:
+        return "%"
     return scope_id.replace("%", "%25").replace(":", "%3A").replace("{", "%7B").replace("}", "%7D")
 
 
