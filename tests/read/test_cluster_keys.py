@@ -74,6 +74,8 @@ def test_a_cluster_url_makes_a_cluster_client_without_connecting(tmp_path):
 @pytest.mark.parametrize("url, message", [
     ("redis+cluster://h:7001/1", "database other than 0"),
     ("redis+cluster://", "names no node"),
+    ("redis+cluster://h:7001,,h2:7002", "an empty node"),
+    ("redis+cluster://h:7001,", "an empty node"),
     ("redis+cluster://h:port", "not host:port"),
     ("redis+cluster://u:pa/ss@h:7001", "percent-encoded|database"),
     ("rediss+cluster://h:7001?ssl_ca_certs=/no/such/ca.pem", "does not exist"),

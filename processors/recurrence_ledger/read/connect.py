@@ -113,9 +113,11 @@ def is_cluster(client) -> bool:  # noqa: ANN001 - a redis-py client or pipeline
 def _cluster_client(url: str, base: str, options: dict) -> ClusterClient:
     prefix, userinfo, rest = split_userinfo(url)
     found = _NODES.fullmatch(rest)
-    nodes = [node for node in found["nodes"].split(",") if node] if found else []
+    nodes = found["nodes"].split(",") if found and found["nodes"] else []
     if not nodes:
         raise ValueError(f"the Redis Cluster URL {redact_url(url)} names no node (redis+cluster://host:port[,host:port…])")
+    if "" in nodes:  # "h:1,,h:2" or a trailing comma: a typo, not a node list
+        raise ValueError(f"the Redis Cluster URL {redact_url(url)} has an empty node (redis+cluster://host:port[,host:port…])")
     startup = []
     for node in nodes:
         parsed = urlsplit(f"//{node}")
