@@ -225,32 +225,45 @@ redis_base_config() {
         "logfile $LOG_FILE" "loglevel notice" "dir $RUN_DIR" 'save ""' "appendonly no"
 }
 
-# make_redis_tls_material -> a throwaway CA and the server's certificate (CN=redis,
-# SAN 127.0.0.1/localhost) under the caller's $TLS_DIR (emptied first, as
-# $CLIENT_DIR), and random passwords for the users default (the admin),
-# ledger and dashboard (redis.sh --secure, redis-cluster.sh --tls); the
-# caller sets RUN_DIR, TLS_DIR and CLIENT_DIR.
-make_redis_tls_material() {
+# make_tls_certificates CA_NAME NAME... -> under the caller's $TLS_DIR (emptied
+# first, as $CLIENT_DIR): a throwaway CA (ca.pem, ca.key; CN=CA_NAME) and, per
+# NAME, NAME.key and NAME.pem signed by it (CN=NAME, SAN 127.0.0.1/localhost,
+# serverAuth and clientAuth: a TLS Redis Cluster's nodes and Kafka's controller
+# listener present theirs as clients too). openssl's output goes to
+# $RUN_DIR/openssl.log, shown on failure. The caller sets RUN_DIR, TLS_DIR and
+# CLIENT_DIR (kafka.sh --secure, redis.sh --secure, redis-cluster.sh --tls).
+make_tls_certificates() {
+    local ca_name="$1" name
+    shift
     command -v openssl >/dev/null 2>&1 || die "openssl not found (apt-get install openssl)"
     rm -rf "$TLS_DIR" "$CLIENT_DIR"
     mkdir -p "$TLS_DIR" "$CLIENT_DIR"
     chmod 700 "$TLS_DIR" "$CLIENT_DIR"
-    local ssl_log="$RUN_DIR/openssl.log" name
+    local ssl_log="$RUN_DIR/openssl.log"
     : >"$ssl_log"
     {
-        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=recurrence-ledger redis test CA" \
+        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=$ca_name" \
             -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" \
             -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
-        openssl req -newkey rsa:2048 -nodes -subj "/CN=redis" -keyout "$TLS_DIR/redis.key" -out "$TLS_DIR/redis.csr"
-        # clientAuth too: a TLS cluster's nodes present it to each other on the cluster bus.
-        printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
-            "extendedKeyUsage=serverAuth,clientAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$TLS_DIR/redis.ext"
-        openssl x509 -req -in "$TLS_DIR/redis.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
-            -CAcreateserial -days 30 -sha256 -extfile "$TLS_DIR/redis.ext" -out "$TLS_DIR/redis.pem"
+        for name in "$@"; do
+            openssl req -newkey rsa:2048 -nodes -subj "/CN=$name" -keyout "$TLS_DIR/$name.key" -out "$TLS_DIR/$name.csr"
+            printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
+                "extendedKeyUsage=serverAuth,clientAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$TLS_DIR/$name.ext"
+            openssl x509 -req -in "$TLS_DIR/$name.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
+                -CAcreateserial -days 30 -sha256 -extfile "$TLS_DIR/$name.ext" -out "$TLS_DIR/$name.pem"
+        done
     } >>"$ssl_log" 2>&1 || {
         cat "$ssl_log" >&2
-        die "openssl failed making the throwaway CA and certificate"
+        die "openssl failed making the throwaway CA and certificates"
     }
+}
+
+# make_redis_tls_material -> a throwaway CA and the server's certificate (CN=redis)
+# (make_tls_certificates), and random passwords for the users default (the
+# admin), ledger and dashboard (redis.sh --secure, redis-cluster.sh --tls).
+make_redis_tls_material() {
+    local name
+    make_tls_certificates "recurrence-ledger redis test CA" redis
     for name in default ledger dashboard; do
         openssl rand -hex 24 >"$TLS_DIR/$name.password"
     done

@@ -196,35 +196,17 @@ cmd_fetch() {
 # ACL until one is created), upstream (a producer of the input topics).
 SECURE_USERS=(admin ledger upstream)
 
-# make_tls_material -> a throwaway CA, the broker's certificate (SAN
-# 127.0.0.1/localhost; CN=broker, also its client certificate on the
-# controller listener) and a client certificate CN=ledger (mTLS principal
-# User:ledger), all PEM under $TLS_DIR; random SCRAM passwords.
+# make_tls_material -> a throwaway CA, the broker's certificate (CN=broker, also
+# its client certificate on the controller listener) and a client certificate
+# CN=ledger (mTLS principal User:ledger), all PEM under $TLS_DIR
+# (make_tls_certificates), their PEM key stores; random SCRAM passwords.
 make_tls_material() {
-    command -v openssl >/dev/null 2>&1 || die "openssl not found (apt-get install openssl)"
-    rm -rf "$TLS_DIR" "$CLIENT_DIR"
-    mkdir -p "$TLS_DIR" "$CLIENT_DIR"
-    chmod 700 "$TLS_DIR" "$CLIENT_DIR"
-    local ssl_log="$RUN_DIR/openssl.log" name
-    : >"$ssl_log"
-    {
-        openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=recurrence-ledger test CA" \
-            -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" \
-            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
-        for name in broker ledger; do
-            openssl req -newkey rsa:2048 -nodes -subj "/CN=$name" \
-                -keyout "$TLS_DIR/$name.key" -out "$TLS_DIR/$name.csr"
-            printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=digitalSignature,keyEncipherment" \
-                "extendedKeyUsage=serverAuth,clientAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >"$TLS_DIR/$name.ext"
-            openssl x509 -req -in "$TLS_DIR/$name.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
-                -CAcreateserial -days 30 -sha256 -extfile "$TLS_DIR/$name.ext" -out "$TLS_DIR/$name.pem"
-            # Java's PEM key store: PKCS#8 private key, then the certificate.
-            cat "$TLS_DIR/$name.key" "$TLS_DIR/$name.pem" >"$TLS_DIR/$name-keystore.pem"
-        done
-    } >>"$ssl_log" 2>&1 || {
-        cat "$ssl_log" >&2
-        die "openssl failed making the throwaway CA and certificates"
-    }
+    local name
+    make_tls_certificates "recurrence-ledger test CA" broker ledger
+    for name in broker ledger; do
+        # Java's PEM key store: PKCS#8 private key, then the certificate.
+        cat "$TLS_DIR/$name.key" "$TLS_DIR/$name.pem" >"$TLS_DIR/$name-keystore.pem"
+    done
     for name in "${SECURE_USERS[@]}"; do
         openssl rand -hex 16 >"$TLS_DIR/$name.password"
     done
