@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from recurrence_ledger.catalogue import OUTPUT_TOPICS, REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.catalogue import OUTPUT_TOPICS, REVIEW_STATUS, REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.ledger.normalize import canonical_json
+from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.streaks import review_candidate_id
+from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import case, facts, final_views
-from tests.journal import CAUSAL_CASES, Ledger, causal_order
+from tests.journal import CAUSAL_CASES, Ledger, causal_order, check, claim, experience, handoff, outcome, receipt
 
 VIEWS = (STATISTICS, REVISION_STATISTICS)
 
@@ -63,3 +66,134 @@ def test_every_arrival_order_gives_the_same_facts_and_views(name, data):
     _, expected = case(name)
     out = Ledger(view_batch=view_batch).feed(*order).flush().out
     assert facts(out) == expected
+
+
+# ------------------------------------------------ position-decided figures in any arrival order
+#
+# Two figures are decided by journal position alone, so their final value is
+# the same in every arrival order — not only the causal orders above:
+# ``stale_revision_selections`` (a selection whose revision was no longer its
+# artifact's head at the outcome's position, contract §14) and a repair's
+# status (contract §18, "Repair status by position"). The journals are
+# random: the synthetic workload (whose every 10th artifact gets a revision 2
+# mid-journal) and a fix revision with a random history of verdicts; the
+# arrival order is any permutation, and so is the view batch.
+
+
+
+def position_figures(order: list[dict], view_batch: int, config: LedgerConfig | None = None) -> tuple[dict, dict, dict]:
+    """(stale_revision_selections per scope, repairs counts per scope,
+    repair status per review-status key of the candidates of revision 1)
+    of the final views of one arrival order."""
+    out = Ledger(config, view_batch=view_batch).feed(*order).flush().out
+    stats = final_views(STATISTICS, out[STATISTICS]).values()
+    rows = {key: row for key, row in final_views(REVIEW_STATUS, out[REVIEW_STATUS]).items() if row["artifact_ref"]["revision"] == 1}
+    return (
+        {s["scope_id"]: s["stale_revision_selections"] for s in stats},
+        {s["scope_id"]: {k: v for k, v in s["repairs"].items() if v} for s in stats},
+        {key: None if row["repair"] is None else row["repair"]["status"] for key, row in rows.items()},
+    )
+
+
+@settings(max_examples=60, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@given(seed=st.integers(min_value=0, max_value=10_000), data=st.data())
+def test_stale_revision_selections_do_not_depend_on_arrival_order(seed, data):
+    journal = list(generate_journal(Workload(scopes=1, outcomes_per_scope=16, heads_per_scope=10, handoffs=2, seed=seed)))
+    order = data.draw(st.permutations(journal), label="arrival")
+    view_batch = data.draw(st.integers(min_value=1, max_value=len(journal) + 1), label="view_batch")
+    stale, _, _ = position_figures(order, view_batch)
+    assert stale == position_figures(journal, 1000)[0]
+
+
+def test_a_higher_revision_at_an_earlier_position_that_arrives_later_makes_the_selections_after_it_stale():
+    S = "stale"
+    head = [experience(S, 1, "E1"), handoff(S, 2, "H1", [("E1", 1)]), receipt(S, 3, "R1", "H1")]
+    selections = [outcome(S, p, f"O{p}", status="completed", receipt_id="R1") for p in (10, 20, 30)]
+    revision2 = experience(S, 15, "E1", revision=2)
+    in_order = position_figures([*head, selections[0], revision2, *selections[1:]], 1)[0]
+    late = position_figures([*head, *selections, revision2], 1)[0]
+    assert in_order == late == {S: 2}  # O20 and O30 selected E1 r1 after r2 (position 15) was its head
+
+
+FIX_SCOPE = "repair"
+FIX_CUE = "port already bound"
+
+
+def fix_journal(history: list[bool], approve: bool) -> list[dict]:
+    """E1 r1, three unlinked recurrences of its cue (its first run: the
+    candidate), E1 r2 (position 20) cited by H2 and received through R2,
+    and one linked outcome of r2 per ``history`` entry (True: recurred,
+    False: avoided) at positions 30, 40, …; with ``approve`` a decision at
+    the end approves the candidate with fix r2 (else the candidate is
+    superseded by r2: its repair is r2's too)."""
+    S = FIX_SCOPE
+    records = [
+        experience(S, 1, "E1", cue=FIX_CUE),
+        *(outcome(S, p, f"U{p}", checks=[check(FIX_CUE)]) for p in (5, 6, 7)),
+        experience(S, 20, "E1", revision=2, cue=FIX_CUE), handoff(S, 21, "H2", [("E1", 2)]), receipt(S, 22, "R2", "H2"),
+    ]
+    for number, recurred in enumerate(history):
+        p = 30 + 10 * number
+        if recurred:
+            records.append(outcome(S, p, f"O{p}", receipt_id="R2", checks=[check(FIX_CUE)]))
+        else:
+            records.append(outcome(S, p, f"O{p}", status="completed", receipt_id="R2",
+                                   observations=[claim("tests started in sandbox")], checks=[check("ports free before pytest", status="passed")]))
+    if approve:
+        candidate = review_candidate_id(S, {"family": "experience", "artifact_id": "E1", "revision": 1}, FIX_CUE, None)
+        records.append({"topic": "review-decisions", "value": {
+            "scope_id": S, "decision_id": "D1", "candidate_id": candidate, "journal_position": 30 + 10 * len(history),
+            "decision": "approved", "reason": None, "reviewer": "rev-1", "decided_at": "2025-03-01T09:00:00Z",
+            "fix_revision": {"family": "experience", "artifact_id": "E1", "revision": 2},
+        }})
+    return records
+
+
+def repair_by_position(history: list[bool], threshold: int) -> str:
+    """contract §18 (rev. 4), worked out on the history in position order."""
+    runs, run = [], 0
+    for recurred in history:
+        if recurred:
+            run += 1
+        else:
+            runs.append(run)
+            run = 0
+    runs.append(run)
+    if max(runs) >= threshold:
+        return "failed"
+    if history and not history[-1]:
+        return "held"
+    return "recurring" if run >= 1 else "pending"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    history=st.lists(st.booleans(), max_size=9),
+    threshold=st.sampled_from([1, 2, 3]),
+    approve=st.booleans(),
+    data=st.data(),
+)
+def test_a_repair_status_is_decided_by_position_in_every_arrival_order(history, threshold, approve, data):
+    journal = fix_journal(history, approve)
+    order = causal_order(data.draw(st.permutations(journal), label="arrival"))
+    view_batch = data.draw(st.integers(min_value=1, max_value=len(journal) + 1), label="view_batch")
+    config = LedgerConfig(review_threshold=threshold)
+    _, repairs, rows = position_figures(order, view_batch, config)
+    expected = repair_by_position(history, threshold)
+    assert list(rows.values()) == [expected]  # E1 r1's one candidate, approved or superseded: its fix is r2
+    assert repairs[FIX_SCOPE] == {expected: 1}
+    assert (repairs, rows) == position_figures(journal, 1000, config)[1:]
+
+
+def test_a_late_avoided_that_splits_the_only_failed_run_turns_failed_back():
+    """Threshold 3: r2 recurs at 30, 40, 60 and 70, avoided at 50 — by
+    position two runs of 2 and the latest verdict recurred: recurring. When
+    the avoided at 50 arrives last, the run 30–70 held 4 first (failed
+    then), yet the final status is decided by position."""
+    history = [True, True, False, True, True]
+    journal = fix_journal(history, approve=False)
+    late = [record for record in journal if record["value"].get("journal_position") != 50] + [journal[-3]]
+    assert late[-1]["value"]["journal_position"] == 50
+    config = LedgerConfig(review_threshold=3)
+    assert position_figures(late, 1, config)[2] == position_figures(journal, 1, config)[2]
+    assert set(position_figures(late, 1, config)[2].values()) == {"recurring"}
