@@ -336,6 +336,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
             }
             state.append([artifact_id, revision], "cue", scope_id, record["failure"]["signature_key"])
         state.put(record, "experience", scope_id, artifact_id, revision)
+        matching.revision_known(state, scope, scope_id, artifact_id, revision, position)
         state.append([revision, position], "history", scope_id, artifact_id)
         heads = state.get("heads", scope_id, default={})
         current = heads.get(artifact_id)
