@@ -18,10 +18,9 @@ from hypothesis import strategies as st
 from recurrence_ledger.catalogue import OUTPUT_TOPICS, REVIEW_STATUS, REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.ledger.streaks import review_candidate_id
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import case, facts, final_views
-from tests.journal import CAUSAL_CASES, Ledger, causal_order, check, claim, experience, handoff, outcome, receipt
+from tests.journal import CAUSAL_CASES, Ledger, causal_order, fix_journal, stale_selection_journal
 
 VIEWS = (STATISTICS, REVISION_STATISTICS)
 
@@ -106,47 +105,12 @@ def test_stale_revision_selections_do_not_depend_on_arrival_order(seed, data):
 
 
 def test_a_higher_revision_at_an_earlier_position_that_arrives_later_makes_the_selections_after_it_stale():
-    S = "stale"
-    head = [experience(S, 1, "E1"), handoff(S, 2, "H1", [("E1", 1)]), receipt(S, 3, "R1", "H1")]
-    selections = [outcome(S, p, f"O{p}", status="completed", receipt_id="R1") for p in (10, 20, 30)]
-    revision2 = experience(S, 15, "E1", revision=2)
-    in_order = position_figures([*head, selections[0], revision2, *selections[1:]], 1)[0]
-    late = position_figures([*head, *selections, revision2], 1)[0]
-    assert in_order == late == {S: 2}  # O20 and O30 selected E1 r1 after r2 (position 15) was its head
+    journal = stale_selection_journal("stale")
+    late = [record for record in journal if record is not journal[4]] + [journal[4]]  # E1 r2 (position 15) last
+    assert position_figures(journal, 1)[0] == position_figures(late, 1)[0] == {"stale": 2}  # O20 and O30 selected E1 r1 after r2
 
 
 FIX_SCOPE = "repair"
-FIX_CUE = "port already bound"
-
-
-def fix_journal(history: list[bool], approve: bool) -> list[dict]:
-    """E1 r1, three unlinked recurrences of its cue (its first run: the
-    candidate), E1 r2 (position 20) cited by H2 and received through R2,
-    and one linked outcome of r2 per ``history`` entry (True: recurred,
-    False: avoided) at positions 30, 40, …; with ``approve`` a decision at
-    the end approves the candidate with fix r2 (else the candidate is
-    superseded by r2: its repair is r2's too)."""
-    S = FIX_SCOPE
-    records = [
-        experience(S, 1, "E1", cue=FIX_CUE),
-        *(outcome(S, p, f"U{p}", checks=[check(FIX_CUE)]) for p in (5, 6, 7)),
-        experience(S, 20, "E1", revision=2, cue=FIX_CUE), handoff(S, 21, "H2", [("E1", 2)]), receipt(S, 22, "R2", "H2"),
-    ]
-    for number, recurred in enumerate(history):
-        p = 30 + 10 * number
-        if recurred:
-            records.append(outcome(S, p, f"O{p}", receipt_id="R2", checks=[check(FIX_CUE)]))
-        else:
-            records.append(outcome(S, p, f"O{p}", status="completed", receipt_id="R2",
-                                   observations=[claim("tests started in sandbox")], checks=[check("ports free before pytest", status="passed")]))
-    if approve:
-        candidate = review_candidate_id(S, {"family": "experience", "artifact_id": "E1", "revision": 1}, FIX_CUE, None)
-        records.append({"topic": "review-decisions", "value": {
-            "scope_id": S, "decision_id": "D1", "candidate_id": candidate, "journal_position": 30 + 10 * len(history),
-            "decision": "approved", "reason": None, "reviewer": "rev-1", "decided_at": "2025-03-01T09:00:00Z",
-            "fix_revision": {"family": "experience", "artifact_id": "E1", "revision": 2},
-        }})
-    return records
 
 
 def repair_by_position(history: list[bool], threshold: int) -> str:
@@ -174,7 +138,7 @@ def repair_by_position(history: list[bool], threshold: int) -> str:
     data=st.data(),
 )
 def test_a_repair_status_is_decided_by_position_in_every_arrival_order(history, threshold, approve, data):
-    journal = fix_journal(history, approve)
+    journal = fix_journal(FIX_SCOPE, history, approve)
     order = causal_order(data.draw(st.permutations(journal), label="arrival"))
     view_batch = data.draw(st.integers(min_value=1, max_value=len(journal) + 1), label="view_batch")
     config = LedgerConfig(review_threshold=threshold)
@@ -191,7 +155,7 @@ def test_a_late_avoided_that_splits_the_only_failed_run_turns_failed_back():
     the avoided at 50 arrives last, the run 30–70 held 4 first (failed
     then), yet the final status is decided by position."""
     history = [True, True, False, True, True]
-    journal = fix_journal(history, approve=False)
+    journal = fix_journal(FIX_SCOPE, history, approve=False)
     late = [record for record in journal if record["value"].get("journal_position") != 50] + [journal[-3]]
     assert late[-1]["value"]["journal_position"] == 50
     config = LedgerConfig(review_threshold=3)
