@@ -183,7 +183,7 @@ class OutcomeDecisions:
                 if record is None:
                     continue
                 scope["linked_verdicts"] += 1
-                candidates += self._verdict(scope, scope_id, record, failure, emits, linked=True)
+                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, linked=True, failure=failure)
         else:
             scope["max_unlinked_position"] = max(scope["max_unlinked_position"], position)
             for (artifact_id, revision), hits in sorted(by_target.items()):
@@ -195,7 +195,7 @@ class OutcomeDecisions:
                     "recurred", scope_id, outcome, match["artifact_ref"], match["signature_key"],
                     failure_ref=failure_ref, match_digest=match["match_digest"],
                 )
-                candidates += self._verdict(scope, scope_id, record, failure, emits)
+                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, failure=failure)
         for candidate in candidates:
             self._emit(emits, REVIEW_CANDIDATES, scope_id, candidate)
             self._on_review_candidate(scope_id, candidate, position, emits)
@@ -231,12 +231,13 @@ class OutcomeDecisions:
                 count_ambiguous(self.state, scope_id, ref, failure["signature_key"], failure["repair_surface"])
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
 
-    def _verdict(self, scope: dict, scope_id: str, record: dict, failure: dict, emits: list[Emit], linked: bool = False) -> list[dict]:
-        """Publish the terminal verdict ``record`` of a revision whose
-        failure block is ``failure`` and apply it to the revision's runs
-        (contract §7, §8) with the revision's review threshold; returns the
-        ReviewCandidates it publishes."""
-        repair_surface = failure["repair_surface"]
+    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], linked: bool = False,
+                 failure: dict | None = None) -> list[dict]:
+        """Publish the terminal verdict ``record`` of a revision (its
+        ``repair_surface``, its stored ``failure`` block) and apply it to the
+        revision's runs (contract §7, §8) with the revision's review
+        threshold (``review_threshold_of``); returns the ReviewCandidates it
+        publishes."""
         self._emit(emits, OBSERVATIONS, scope_id, record)
         scope[record["event"]] += 1
         _surface_count(scope, repair_surface, record["event"])
