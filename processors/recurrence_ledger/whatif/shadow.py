@@ -39,7 +39,7 @@ from recurrence_ledger.ledger import admission
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.processor import LedgerProcessor
-from recurrence_ledger.ledger.results import Emit
+from recurrence_ledger.ledger.results import ApplyResult, Emit
 from recurrence_ledger.ledger.streaks import HISTORY_START, _candidate
 
 
@@ -70,7 +70,13 @@ class WhatIfProcessor(LedgerProcessor):
       near-duplicate threshold t decides, in decision order;
     - ``horizon_unlinked`` / ``end_unlinked``: ``{scope_id: {task outcome
       source_id: journal_position}}`` of the outcomes decided unlinked
-      because the provenance horizon passed / the input ended.
+      because the provenance horizon passed / the input ended;
+    - ``review_decisions``: ``{candidate_id: "approved" | "rejected"}``, the
+      decision that stands for each candidate a ReviewDecision of the input
+      names (contract §18: the first one the core applies or holds), under
+      every threshold alike — a decision the native threshold's candidates
+      cannot take (it waits in vain) still counts for the threshold whose
+      candidate it is.
     """
 
     def __init__(self, config: LedgerConfig, review_thresholds: Sequence[int] = (), near_duplicate_thresholds: Sequence[Fraction] = (),
@@ -88,6 +94,7 @@ class WhatIfProcessor(LedgerProcessor):
         self._near = [t for t in dict.fromkeys(near_duplicate_thresholds) if t != native_near]
         for threshold in self._near:
             self.decisions[threshold] = {}
+        self.review_decisions: dict[str, str] = {}
         self.horizon_unlinked: dict[str, dict[str, int]] = {}
         self.end_unlinked: dict[str, dict[str, int]] = {}
         self._deciding: dict[str, dict[str, int]] | None = None
@@ -98,6 +105,12 @@ class WhatIfProcessor(LedgerProcessor):
         return list(self._scopes_touched)
 
     # -- the hooks --------------------------------------------------------------
+    def _on_decision(self, scope_id: str, decision: dict, content_digest: str, origin: dict | None) -> ApplyResult:
+        result = super()._on_decision(scope_id, decision, content_digest, origin)
+        if result.rejection is None:
+            self.review_decisions.setdefault(decision["candidate_id"], decision["decision"])
+        return result
+
     def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], *more: object, **named: object) -> list[dict]:
         published = super()._verdict(scope, scope_id, record, repair_surface, emits, *more, **named)
         self.candidates[self.config.review_threshold] += published
