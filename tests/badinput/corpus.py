@@ -30,7 +30,7 @@ Every :class:`Entry` is one record:
   crashed the worker) were fixed in commit 8c2b7a1.
 
 A journal line read from Kafka is a ``source-journal`` record published as
-is (what ``recurrence_ledger.runtime.kafka_io.publish_journal`` does with a bad line), keyed
+is (what ``recurrence_ledger.kafka.kafka_io.publish_journal`` does with a bad line), keyed
 by its scope_id when one can be read, else without a key:
 :func:`as_source_journal` gives its key and the reason it
 must get there — the same code for a line the worker reads as JSON (its
@@ -59,8 +59,8 @@ from typing import Any, NamedTuple
 
 from recurrence_ledger.ledger.intake import MAX_DEAD_LETTER_RAW, BadRecord, Coordinates, dead_letter, ingest, validate
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
-from recurrence_ledger.runtime.kafka_io import prepare_line
-from recurrence_ledger.runtime.records import ingest_record
+from recurrence_ledger.kafka.kafka_io import prepare_line
+from recurrence_ledger.kafka.records import ingest_record
 from recurrence_ledger.serde import codec
 from tests.conftest import CASES
 from tests.journal import mutated
@@ -648,7 +648,7 @@ def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
 def kafka_ingest(processor: LedgerProcessor, logical_topic: str, key: bytes | None, value: bytes | None,
                  partition: int = 0, offset: int = 0) -> list[Emit]:
     """One Kafka record through the worker's path without a broker
-    (``recurrence_ledger.runtime.records.ingest_record``: the value decoded
+    (``recurrence_ledger.kafka.records.ingest_record``: the value decoded
     and validated, then the key; a bad record becomes one dead letter).
     Anything else raised is a defect and propagates (the worker would park
     it as internal_error)."""
