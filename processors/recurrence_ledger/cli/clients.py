@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from recurrence_ledger import policy
-from recurrence_ledger.embedded import stdout_console
+from recurrence_ledger.embedded.output import stdout_console
 from recurrence_ledger.settings import kafka_environment, settings
 
 console = stdout_console()

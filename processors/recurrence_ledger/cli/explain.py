@@ -32,7 +32,7 @@ def explain_command(
     from recurrence_ledger.ledger.explain import OutcomeNotFound, explain_outcome
 
     if journal is not None:
-        from recurrence_ledger.embedded import journal_ledger
+        from recurrence_ledger.embedded.runner import journal_ledger
 
         events, outputs = journal_ledger(journal)
         matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]

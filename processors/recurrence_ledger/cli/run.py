@@ -39,7 +39,7 @@ from recurrence_ledger.cli.options import (
     takes,
     topic_prefix_option,
 )
-from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, RunSummary, run_journal
+from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, RunSummary, run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import ref_order
 from recurrence_ledger.settings import settings

@@ -37,7 +37,7 @@ from recurrence_ledger.cli.options import (
     parse_fraction,
     redis_url_option,
 )
-from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH
+from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH
 from recurrence_ledger.settings import settings
 from recurrence_ledger.whatif.policies import ATTRIBUTES, MAX_HORIZON_PASSES, MAX_SWEEP_VALUES, SETTINGS, Policy, Sweep
 

@@ -28,7 +28,8 @@ from typing import Any, NamedTuple
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.embedded import file_progress, journal_lines  # the journal-file reader: runtime may import embedded, not the reverse
+from recurrence_ledger.embedded.journal import journal_lines  # the journal-file reader: kafka may import embedded, not the reverse
+from recurrence_ledger.embedded.output import file_progress
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config, producer_config
 from recurrence_ledger.kafka.kafka_admin import is_transient
 from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
