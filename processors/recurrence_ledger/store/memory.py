@@ -51,7 +51,7 @@ import orjson
 
 from recurrence_ledger.errors import RecurrenceLedgerError
 
-_DELETED = object()
+DELETED = object()
 
 
 class StoreError(RecurrenceLedgerError):
@@ -88,8 +88,8 @@ class ChangelogStore(MutableMapping):
         self._dirty_at_mark: dict[tuple, Any] = {}
 
     def _touch(self, key: tuple) -> None:
-        value = self.data.get(key, _DELETED)
-        self.before[key] = None if value is _DELETED else orjson.dumps(value)
+        value = self.data.get(key, DELETED)
+        self.before[key] = None if value is DELETED else orjson.dumps(value)
 
     def __getitem__(self, key: tuple) -> Any:
         if key not in self.before:
@@ -116,7 +116,7 @@ class ChangelogStore(MutableMapping):
         if key not in self.before:
             self._touch(key)
         del self.data[key]
-        self.dirty[key] = _DELETED
+        self.dirty[key] = DELETED
 
     def __iter__(self) -> Iterator[tuple]:
         return iter(self.data)
@@ -129,7 +129,7 @@ class ChangelogStore(MutableMapping):
         """Changelog records ``(key bytes, value bytes or None for a
         tombstone)`` for every key written since the last :meth:`flushed`,
         one per key, in first-write order."""
-        return [(encode_key(key), None if value is _DELETED else orjson.dumps(value)) for key, value in self.dirty.items()]
+        return [(encode_key(key), None if value is DELETED else orjson.dumps(value)) for key, value in self.dirty.items()]
 
     def flushed(self, offset: int | None = None) -> None:
         """The changes are committed (the checkpoint's transaction is, its
@@ -166,7 +166,7 @@ class ChangelogStore(MutableMapping):
         (None: absent); returns the restored value (or the deletion mark)."""
         if raw is None:
             self.data.pop(key, None)
-            return _DELETED
+            return DELETED
         value = self.data[key] = orjson.loads(raw)
         return value
 

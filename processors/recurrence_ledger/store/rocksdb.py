@@ -75,7 +75,7 @@ from typing import Any
 import orjson
 from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict, WriteBatch, WriteBufferManager
 
-from recurrence_ledger.store.memory import _DELETED, ChangelogStore, StoreError, decode_key, encode_key
+from recurrence_ledger.store.memory import DELETED, ChangelogStore, StoreError, decode_key, encode_key
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -166,11 +166,11 @@ class RocksStore(ChangelogStore):
     def _touch(self, key: tuple) -> None:
         value = self.cache.get(key, None)
         if key in self.cache:
-            self.before[key] = None if value is _DELETED else orjson.dumps(value)
+            self.before[key] = None if value is DELETED else orjson.dumps(value)
             return
         raw = self._read(key)
         self.before[key] = raw
-        self.cache[key] = _DELETED if raw is None else orjson.loads(raw)
+        self.cache[key] = DELETED if raw is None else orjson.loads(raw)
 
     def _value(self, key: tuple) -> Any:
         if key not in self.before:
@@ -179,16 +179,16 @@ class RocksStore(ChangelogStore):
 
     def __getitem__(self, key: tuple) -> Any:
         value = self._value(key)
-        if value is _DELETED:
+        if value is DELETED:
             raise KeyError(key)
         return value
 
     def get(self, key: tuple, default: Any = None) -> Any:
         value = self._value(key)
-        return default if value is _DELETED else value
+        return default if value is DELETED else value
 
     def __contains__(self, key: object) -> bool:
-        return self._value(key) is not _DELETED  # type: ignore[arg-type]
+        return self._value(key) is not DELETED  # type: ignore[arg-type]
 
     def __setitem__(self, key: tuple, value: Any) -> None:
         if key not in self.before:
@@ -198,10 +198,10 @@ class RocksStore(ChangelogStore):
         self._encoded = None
 
     def __delitem__(self, key: tuple) -> None:
-        if self._value(key) is _DELETED:
+        if self._value(key) is DELETED:
             raise KeyError(key)
-        self.cache[key] = _DELETED
-        self.dirty[key] = _DELETED
+        self.cache[key] = DELETED
+        self.dirty[key] = DELETED
         self._encoded = None
 
     def __iter__(self) -> Iterator[tuple]:
@@ -209,10 +209,10 @@ class RocksStore(ChangelogStore):
             if raw[:1] == b"\x00":
                 continue
             key = decode_key(raw)
-            if self.cache.get(key, None) is not _DELETED:
+            if self.cache.get(key, None) is not DELETED:
                 yield key
         for key, value in list(self.cache.items()):
-            if value is not _DELETED and self.db.get(encode_key(key)) is None:
+            if value is not DELETED and self.db.get(encode_key(key)) is None:
                 yield key
 
     def __len__(self) -> int:
@@ -225,7 +225,7 @@ class RocksStore(ChangelogStore):
             if raw[:1] != b"\x00":
                 state[decode_key(raw)] = orjson.loads(value)
         for key, value in self.cache.items():
-            if value is _DELETED:
+            if value is DELETED:
                 state.pop(key, None)
             else:
                 state[key] = value
@@ -269,7 +269,7 @@ class RocksStore(ChangelogStore):
         return super().rollback()
 
     def _put_back(self, key: tuple, raw: bytes | None) -> Any:
-        value = self.cache[key] = _DELETED if raw is None else orjson.loads(raw)
+        value = self.cache[key] = DELETED if raw is None else orjson.loads(raw)
         return value
 
     # -- recovery ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ it and from the same events, what other thresholds would have published:
   threshold at once: when a verdict takes a run from that number ``before``
   to ``length``, every threshold t with ``before < t ≤ length`` publishes
   the run's candidate now, with the run's failure refs of this moment
-  (``streaks._candidate``, the core's own record). No state per threshold,
+  (``streaks.review_candidate``, the core's own record). No state per threshold,
   and no re-run of matching.
 - **Near-duplicate thresholds** (§12 rule 5). Admission never changes a
   ledger fact, and a candidate is decided at the same moment whatever the
@@ -40,7 +40,7 @@ from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
-from recurrence_ledger.ledger.streaks import HISTORY_START, _candidate
+from recurrence_ledger.ledger.streaks import HISTORY_START, review_candidate
 
 
 def with_near_duplicates(decision: dict, near: list[dict]) -> dict:
@@ -131,7 +131,7 @@ class WhatIfProcessor(LedgerProcessor):
         self._longest[key] = length
         for threshold in self._reviews:
             if before < threshold <= length:
-                self.candidates[threshold].append(_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold))
+                self.candidates[threshold].append(review_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold))
 
     def _decide_candidate(self, scope_id: str, candidate: dict, emits: list[Emit]) -> None:
         super()._decide_candidate(scope_id, candidate, emits)
