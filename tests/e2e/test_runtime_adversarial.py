@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from recurrence_ledger.store.memory import encode_key
+from recurrence_ledger.store.base import encode_key
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
 from tests.runtime.test_adversarial import BROKER_WORKLOAD, embedded_without_flush

@@ -28,7 +28,7 @@ from recurrence_ledger.ledger import processor as processor_module
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import pin_unicode_version
 from recurrence_ledger.kafka.kafka_io import prepare_line
-from recurrence_ledger.store.memory import encode_key
+from recurrence_ledger.store.base import encode_key
 from recurrence_ledger.kafka.records import process_message
 from recurrence_ledger.runtime.task import Task
 from recurrence_ledger.catalogue import LEDGER_TOPICS, VIEW_TOPICS

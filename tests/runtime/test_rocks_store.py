@@ -25,7 +25,8 @@ from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import pin_unicode_version
 from recurrence_ledger.store import rocksdb as rocks_store
 from recurrence_ledger.store.rocksdb import RocksStore, open_store, partition_path
-from recurrence_ledger.store.memory import ChangelogStore, StoreError, encode_key
+from recurrence_ledger.store.base import StoreError, encode_key
+from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.runtime.task import Task
 from tests.runtime.test_adversarial import Simulated, journal_records, random_plan
 
@@ -227,7 +228,7 @@ def test_two_processes_cannot_open_one_partition(tmp_path):
 
     store = opened(tmp_path)
     code = (
-        "import sys; from recurrence_ledger.store.rocksdb import open_store; from recurrence_ledger.store.memory import StoreError\n"
+        "import sys; from recurrence_ledger.store.rocksdb import open_store; from recurrence_ledger.store.base import StoreError\n"
         f"try: open_store(sys.argv[1], {TOPIC!r}, 0, {TOPIC_ID!r}, lock_wait_s=0.5)\n"
         "except StoreError as e: print(e); sys.exit(7)\n"
     )

@@ -275,7 +275,7 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
     from recurrence_ledger.kafka.kafka_admin import CoPartitionError
     from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
     from recurrence_ledger.runtime.checkpoint import ChangelogUntracked
-    from recurrence_ledger.store.memory import StoreError
+    from recurrence_ledger.store.base import StoreError
     from recurrence_ledger.runtime.worker import run_worker
 
     if redis_url:

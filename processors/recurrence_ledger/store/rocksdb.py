@@ -1,6 +1,6 @@
 """The RocksDB partition store (``--state-dir``): one partition's state on
 disk, with the in-memory store's interface and guarantees
-(``store.memory.ChangelogStore``: one changelog record per changed key per
+(``store.base.PartitionStore``, a sibling of ``store.memory.ChangelogStore``: one changelog record per changed key per
 transaction, rollback to the last checkpoint or mark, restore from the
 changelog), and a local checkpoint of the changelog offset it reflects, so a
 restart on the same machine restores only the changelog's tail.
@@ -10,7 +10,7 @@ database (rocksdict, the binding quixstreams uses); beside it
 ``<partition>.lock`` is held with an exclusive ``flock`` while the store is
 open, so two workers never share one directory (RocksDB's own LOCK file
 guards the database too; ours also covers a wipe). Keys are the changelog's
-record keys (canonical JSON arrays, ``store.encode_key``), values the
+record keys (canonical JSON arrays, ``store.base.encode_key``), values the
 changelog's record values: restoring copies bytes, never decodes them. Two
 local keys start with a NUL byte (a JSON array never does):
 
@@ -54,7 +54,7 @@ for free. Between checkpoints up to :data:`CACHE_KEYS`
 decoded records stay cached (hot scope records); past that the cache is
 dropped at the next checkpoint.
 
-Errors: :class:`store.StoreError` for anything the disk or RocksDB refuses
+Errors: :class:`store.base.StoreError` for anything the disk or RocksDB refuses
 (a full disk, an I/O error, another worker holding the lock) — the worker
 stops with it, never dead-letters a record for it, and never commits
 another transaction after a failed local write.
@@ -75,7 +75,7 @@ from typing import Any
 import orjson
 from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict, WriteBatch, WriteBufferManager
 
-from recurrence_ledger.store.memory import DELETED, ChangelogStore, StoreError, decode_key, encode_key
+from recurrence_ledger.store.base import DELETED, PartitionStore, StoreError, decode_key, encode_key
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -130,15 +130,14 @@ def partition_path(state_dir: Path, changelog_topic: str, partition: int) -> Pat
     return Path(state_dir) / changelog_topic / str(partition)
 
 
-class RocksStore(ChangelogStore):
+class RocksStore(PartitionStore):
     """One partition's state in RocksDB (module docstring); open it with
     :func:`open_store`. ``cache`` holds decoded values (or the deletion
     mark) of keys touched since the last checkpoint; ``before`` and
     ``dirty`` are the in-memory store's."""
 
     def __init__(self, db: Rdict, path: Path, lock: Any, identity: dict, restore_from: int | None, reason: str | None):
-        super().__init__()
-        del self.data  # the state is in RocksDB and the cache, never in a dict of everything
+        super().__init__()  # no dict of everything: the state is in RocksDB and the cache
         self.db = db
         self.path = path
         self._lock = lock
@@ -233,7 +232,7 @@ class RocksStore(ChangelogStore):
 
     # -- checkpoints ----------------------------------------------------------------
     def changes(self) -> list[tuple[bytes, bytes | None]]:
-        """As ``ChangelogStore.changes``; kept until the next write, so
+        """As ``PartitionStore.changes``; kept until the next write, so
         :meth:`flushed` writes the same bytes without encoding them again."""
         self._encoded = super().changes()
         return self._encoded
@@ -264,7 +263,7 @@ class RocksStore(ChangelogStore):
             self.cache = {key: self.cache[key] for key in touched} if len(touched) <= CACHE_KEYS // 2 else {}
 
     def rollback(self) -> int:
-        """As ``ChangelogStore.rollback``, on the cache."""
+        """As ``PartitionStore.rollback``, on the cache."""
         self._encoded = None
         return super().rollback()
 
