@@ -3,7 +3,7 @@ recovery in the main loop, offsets-only batches, the in-process view
 follower, replay): real worker processes through the e2e harness, compared
 with run-journal's core on the journal without the records the worker
 dead-lettered (``embedded_without_flush``; the broker-free half of these
-tests and that reference are tests/runtime/test_adversarial.py).
+tests and that reference are tests/runtime/test_record_rollback.py).
 
 Failing when written (branch ``break``; the diagnosis is in each docstring):
 
@@ -33,12 +33,12 @@ import pytest
 from recurrence_ledger.store.base import encode_key
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
-from tests.runtime.test_adversarial import BROKER_WORKLOAD, embedded_without_flush
+from tests.runtime.test_record_rollback import BROKER_WORKLOAD, embedded_without_flush
 
 # The reference of a run that dead-lettered records (internal_error,
 # oversized_output) is embedded_without_flush over the journal without them:
 # run-journal's loop without its end-of-file flush (why, and the check that
-# on the full journal it is run-journal's: tests/runtime/test_adversarial.py).
+# on the full journal it is run-journal's: tests/runtime/test_record_rollback.py).
 
 SLOW = ("--max-batch", "40")  # many transactions per run
 

@@ -6,7 +6,7 @@ must not be used (missing, corrupt, another partition's or deployment's,
 another incarnation of the changelog topic, too old, locked).
 
 The adversarial runs drive the real core through ``Task`` as
-tests/runtime/test_adversarial.py does, with restarts that reopen the
+tests/runtime/test_record_rollback.py does, with restarts that reopen the
 store and restore only the changelog's tail (an append-only changelog with
 offsets stands in for the topic), and with kills between the Kafka commit
 and the local write; each must end in the state of a run that never
@@ -28,7 +28,7 @@ from recurrence_ledger.store.rocksdb import RocksStore, open_store, partition_pa
 from recurrence_ledger.store.base import StoreError, encode_key
 from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.runtime.task import Task
-from tests.runtime.test_adversarial import Simulated, journal_records, random_plan
+from tests.runtime.test_record_rollback import Simulated, journal_records, random_plan
 
 TOPIC = "dep.app-ledger-state-changelog"
 TOPIC_ID = "m6hc71qMSnqnIsRQcjwLgw"
