@@ -50,6 +50,7 @@ from recurrence_ledger.catalogue import REVIEW_DECISIONS, REVIEW_STATUS
 from recurrence_ledger.ledger.candidates import due
 from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.deadletter import Coordinates, dead_letter
+from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.normalize import canonical_json, digest
 from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
@@ -143,6 +144,7 @@ class ReviewLoop:
 
     state: LedgerState
     config: LedgerConfig
+    hook: PolicyHook | None
     #: Scopes that received a waiting decision: ``flush`` dead-letters what they still hold.
     _decision_scopes: dict[str, None]
     #: The batch's artifacts whose candidates' rows may have changed: scope_id → artifact ids.
@@ -193,6 +195,7 @@ class ReviewLoop:
             if rejection is not None:
                 return ApplyResult(rejection=rejection)
             state.put({"digest": content_digest, "position": position}, "review_decision", scope_id, decision["decision_id"])
+            self._decision_taken(scope_id, decision)
             return ApplyResult()
         as_of, horizon = state.scope(scope_id)["as_of_position"], self.config.provenance_horizon
         if as_of is not None and horizon is not None and position + horizon <= as_of:
@@ -213,7 +216,13 @@ class ReviewLoop:
         bisect.insort(index, [position, decision["decision_id"]])
         state.put(index, "review_pending_index", scope_id)
         self._decision_scopes[scope_id] = None
+        self._decision_taken(scope_id, decision)
         return ApplyResult()
+
+    def _decision_taken(self, scope_id: str, decision: dict) -> None:
+        """Tell the policy hook (``ledger.hooks``) of a decision applied or held."""
+        if self.hook is not None:
+            self.hook.review_decision_taken(self.state, scope_id, decision)
 
     def _apply_decision(self, scope_id: str, decision: dict) -> Rejection | None:
         """Apply ``decision`` to its published candidate, or say why not:
