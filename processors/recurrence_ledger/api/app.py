@@ -117,6 +117,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.middleware.cors import CORSMiddleware
 
 from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerTokens, is_decision, is_public
+from recurrence_ledger.api.limits import BodyLimit
 from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR
 from recurrence_ledger.api.routes import history, review, revisions, scopes, service
@@ -178,6 +179,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     # token, and a 401 must carry the CORS headers for a configured origin's
     # page to read it. Without origins there is no CORS middleware at all,
     # so no response has an Access-Control-Allow-Origin header.
+    # Innermost, behind the guard: every request body bounded by the bytes
+    # read (recurrence_ledger.api.limits), so a refused request reads none.
+    app.add_middleware(BodyLimit)
     app.add_middleware(ReadSideGuard, token=token, allowed_hosts=settings.allowed_hosts, reviewers=reviewers)
     if origins:
         app.add_middleware(

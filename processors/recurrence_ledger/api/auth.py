@@ -50,9 +50,6 @@ DASHBOARD_HEADERS = {
 
 #: The path of a review decision (``POST``): guarded by the reviewer tokens.
 DECISION_PATH = re.compile(r"/review-candidates/[^/]+/decision")
-#: Largest body of a decision request (bytes): a reason has at most 16,384
-#: characters (4 bytes each in UTF-8, escaped at most 6 bytes in JSON).
-MAX_DECISION_BODY = 128 * 1024
 
 
 def is_decision(method: str, path: str) -> bool:
@@ -129,8 +126,8 @@ class ReadSideGuard:
     request whose ``Host`` is not one of them answers 400. A review
     decision (:func:`is_decision`) answers 403 without ``reviewers``, 401
     without a bearer token, 403 with the read ``token`` or another that is
-    no reviewer's, 413 with a body over :data:`MAX_DECISION_BODY`; with a
-    reviewer's token it goes on with the name in ``scope["state"]
+    no reviewer's (its body's size is bounded behind the guard:
+    ``recurrence_ledger.api.limits``); with a reviewer's token it goes on with the name in ``scope["state"]
     ["reviewer"]`` (``request.state.reviewer``). With a ``token``, a request
     for a non-public path (:func:`is_public`) without it answers 401 with
     ``WWW-Authenticate: Bearer`` — before routing, so unknown paths and bad
@@ -159,9 +156,6 @@ class ReadSideGuard:
             if self.token is not None and self.token.accepts(headers):
                 return JSONResponse({"detail": "the read token may not decide: a review decision needs a reviewer token"}, 403)
             return JSONResponse({"detail": "not a reviewer token: a review decision needs a reviewer token"}, 403)
-        length = next((value for name, value in headers if name == b"content-length"), b"0")
-        if not length.isdigit() or int(length) > MAX_DECISION_BODY:
-            return JSONResponse({"detail": f"a decision request has at most {MAX_DECISION_BODY} bytes"}, 413)
         scope.setdefault("state", {})["reviewer"] = reviewer
         return None
 
