@@ -65,7 +65,7 @@ enforces): with an API token (``RL_API_TOKEN`` or ``RL_API_TOKEN_FILE``)
 every request answers 401 with ``WWW-Authenticate: Bearer`` unless it
 carries ``Authorization: Bearer <token>`` — compared in constant time
 (``BearerToken``) — except the public paths (``PUBLIC_PATHS``:
-``/healthz``, the dashboard page and its static files, the documentation
+``/healthz``, the dashboard pages (``/``, ``/review``, ``/timeline``) and their static files, the documentation
 pages and ``/openapi.json``, none of which holds data of the view). The
 check runs before routing (``ReadSideGuard``), so an unauthenticated
 request learns nothing, not even whether a path or parameter exists. No

@@ -40,7 +40,6 @@ from confluent_kafka import KafkaException
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from recurrence_ledger.api.auth import DASHBOARD_HEADERS
 from recurrence_ledger.api.bodies import shaper
 from recurrence_ledger.api.idempotency import IDEMPOTENCY_TTL_S, KEY_FORMAT, REPLAYED_HEADER, DecisionAnswers
 from recurrence_ledger.api.params import MAX_OFFSET, MAX_QUEUE_LIMIT, IfNoneMatch
@@ -201,6 +200,6 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
         surface: Annotated[str | None, Query()] = None,
         refresh: Annotated[str | None, Query()] = None,
     ) -> FileResponse:
-        return page("review.html", DASHBOARD_HEADERS)
+        return page("review.html")
 
     return routes
