@@ -86,7 +86,9 @@ Who may decide: a review decision needs a reviewer token (``serve
 its reviewer), never the read token; the API publishes the decision to the
 deployment's ``review-decisions`` topic (``KAFKA_BOOTSTRAP_SERVERS``,
 ``KAFKA_CONFIG_FILE``, ``SCHEMA_REGISTRY_URL``, ``RL_TOPIC_PREFIX``) and
-writes nothing itself. Without reviewer tokens it takes no decision.
+writes nothing itself but the answer of a request with an
+``Idempotency-Key`` (``recurrence_ledger.api.idempotency``). Without
+reviewer tokens it takes no decision.
 
 Configuration (environment, or ``ApiSettings``): ``REDIS_URL`` (default
 ``redis://127.0.0.1:6379/0``; ``redis://user:password@host:port/db`` for an

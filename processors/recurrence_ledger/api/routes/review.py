@@ -14,8 +14,9 @@ The GETs read the read models the view follower keeps
 ``If-None-Match`` → 304, 400 for a bad or unknown query parameter, 503 when
 Redis does not answer.
 
-A decision is published, never applied here: the API writes neither Redis
-nor any state. It needs a reviewer token (``recurrence_ledger.api.auth``:
+A decision is published, never applied here: the API writes no state (in
+Redis only the answer of a request with an ``Idempotency-Key``, so that a
+retry is answered, not published again: ``recurrence_ledger.api.idempotency``). It needs a reviewer token (``recurrence_ledger.api.auth``:
 401 without a token, 403 with the read token or an unknown one), whose
 reviewer's name the decision records — a ``reviewer`` in the body is a 400,
 and so is any other field than ``decision``, ``reason`` and
