@@ -19,7 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich import box
-from rich.console import Console
+from rich.text import Text
 from rich.table import Table
 
 from recurrence_ledger.cli.clients import _connect, _kafka_errors, _refusing_to_start, _registry, check_redis_url, console
@@ -39,7 +39,7 @@ from recurrence_ledger.cli.options import (
     takes,
     topic_prefix_option,
 )
-from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, RunSummary, run_journal
+from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, RunSummary, run_journal, stderr_console
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import ref_order
 from recurrence_ledger.settings import settings
@@ -59,11 +59,12 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
         table.add_row(scope_id, *(str(stats[name]) for name in ("selected", "recurred", "avoided", "unknown", "needing_review")))
     console.print(table)
     for scope_id, stats in sorted(summary.statistics.items()):
-        console.print(
-            f"[bold]{scope_id}[/bold]: as_of_position {stats['as_of_position']}, "
+        console.print(Text.assemble(
+            (scope_id, "bold"),
+            f": as_of_position {stats['as_of_position']}, "
             f"unlinked_handoff_citations {stats['unlinked_handoff_citations']}, "
-            f"pending_outcomes {stats['pending_outcomes']}, late_revisions {stats['late_revisions']}"
-        )
+            f"pending_outcomes {stats['pending_outcomes']}, late_revisions {stats['late_revisions']}",
+        ))
         for row in stats["top_revisions"]:
             ref = row["artifact_ref"]
             console.print(
@@ -145,7 +146,7 @@ def warn_dead_letters(summary: RunSummary, out_dir: Path) -> None:
     """A loud warning on stderr: how many journal lines were dead-lettered,
     by reason, and where they are."""
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.dead_letter_reasons.items()))
-    Console(stderr=True).print(
+    stderr_console().print(
         f"WARNING: {summary.dead_letters} of {summary.lines} journal lines were dead-lettered ({reasons}) and are not "
         f"in the ledger; every event that relied on them may count differently. See {out_dir}/dead-letter.jsonl.",
         style="bold red", highlight=False, soft_wrap=True,
