@@ -107,6 +107,7 @@ The dashboard uses Chart.js 4.6.1 (MIT), the npm package's
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 
 import redis
@@ -270,12 +271,19 @@ def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_
     """Run the API with uvicorn until SIGINT/SIGTERM: one process, uvloop
     and httptools when installed (uvicorn's ``auto``), each response sent
     in one write (``recurrence_ledger.api.transport``), the access log only
-    with ``access_log`` (``serve --access-log``)."""
+    with ``access_log`` (``serve --access-log``). When Redis does not answer
+    at start, one warning line on stderr says so, and it serves anyway."""
     import gc
 
     import uvicorn
 
     app = create_app(settings)
+    try:
+        app.state.reader.ping()
+    except redis.RedisError as error:
+        # Said once, at start: serving goes on (every request that needs Redis answers 503 until it answers).
+        print(f"warning: Redis does not answer ({describe_error(error, settings.redis_url)}): /healthz and every data path answer 503 "
+              "until it does", file=sys.stderr, flush=True)
     # What is loaded by now lives as long as the process: out of the
     # collector's generations, each full collection has less to walk.
     gc.collect()
