@@ -14,7 +14,7 @@ import pytest
 
 from recurrence_ledger.api.idempotency import REPLAYED_HEADER
 from recurrence_ledger.catalogue import REVIEW_DECISIONS
-from recurrence_ledger.runtime.kafka_io import read_topic
+from recurrence_ledger.kafka.kafka_io import read_topic
 from tests.e2e.review_fixtures import candidate, decision_api
 
 ALICE, BOB = "alice-token-0123456789", "bob-token-0123456789ab"

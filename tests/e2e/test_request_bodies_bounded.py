@@ -22,7 +22,7 @@ import pytest
 
 from recurrence_ledger.api.limits import MAX_DECISION_BODY, MAX_OTHER_BODY
 from recurrence_ledger.catalogue import REVIEW_DECISIONS
-from recurrence_ledger.runtime.kafka_io import read_topic
+from recurrence_ledger.kafka.kafka_io import read_topic
 from tests.e2e.review_fixtures import candidate, decision_api
 
 ALICE = "alice-token-0123456789"

@@ -58,7 +58,7 @@ import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from recurrence_ledger.embedded import stderr_console
+from recurrence_ledger.embedded.output import stderr_console
 from recurrence_ledger.kafka.client_config import consumer_config, producer_config
 from recurrence_ledger.kafka.kafka_io import produce, read_raw, read_topic
 from recurrence_ledger.runtime.unicode_pin import check_changelog
