@@ -132,6 +132,16 @@ def run_calls(client, calls: list[Call]) -> list:
     return run_cluster_calls(client, calls)
 
 
+def run_call(client, script: Script, keys: list[str], args: list):
+    """Run one script call and return its reply: on Redis Cluster through
+    :func:`run_cluster_calls` (a slot being migrated waits for its
+    migration to end), else as redis-py's ``Script`` runs it. Raises redis
+    errors."""
+    if is_cluster(client):
+        return run_cluster_calls(client, [(script, keys, args)])[0]
+    return script(keys=keys, args=args)
+
+
 #: Seconds a call may wait for its slot's migration (an online reshard) to end before run_cluster_calls gives up.
 SLOT_MIGRATION_WAIT_S = 120.0
 #: The replies of a slot's owner that mean "not here, not now": the slot moved (MOVED: the slot map is refreshed), is
