@@ -79,7 +79,9 @@ at most 1000 scope summaries, ``/revisions`` at most 100 rows,
 ``/review-candidates`` at most the worker's ``--top-revisions`` rows,
 ``/statistics`` one record (its ``top_revisions`` at most that N); offsets
 above 1,000,000 and any unknown query parameter answer 400 on every route
-(``recurrence_ledger.api.params``).
+(``recurrence_ledger.api.params``); and every request body is bounded by
+the bytes read, chunked or not, before anything parses it (413:
+``recurrence_ledger.api.limits``).
 
 Who may decide: a review decision needs a reviewer token (``serve
 --reviewer-tokens FILE`` / ``RL_REVIEWER_TOKENS_FILE``, each token naming
