@@ -274,6 +274,7 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
     in the same process (composed by the read side, ``read.beside``)."""
     from recurrence_ledger.runtime.kafka_admin import CoPartitionError
     from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
+    from recurrence_ledger.runtime.changelog_guard import CHANGELOG_LOST_EXIT, ChangelogLost
     from recurrence_ledger.runtime.checkpoint import ChangelogUntracked
     from recurrence_ledger.runtime.store import StoreError
     from recurrence_ledger.runtime.worker import run_worker
@@ -292,6 +293,9 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
             except NotCaughtUp as error:
                 console.print(f"error: batch run stopped before the group caught up, outputs are incomplete: {error}", style="red", highlight=False)
                 raise typer.Exit(NOT_CAUGHT_UP_EXIT) from None
+            except ChangelogLost as error:
+                console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True, markup=False)
+                raise typer.Exit(CHANGELOG_LOST_EXIT) from None
             except (StoreError, ChangelogUntracked) as error:  # --state-dir: what is committed is on the changelog
                 console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
                 raise typer.Exit(1) from None

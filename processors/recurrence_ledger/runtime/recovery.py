@@ -17,11 +17,13 @@ open transaction are never restored.
 
 A store with a local checkpoint (``runtime.rocks_store``, ``--state-dir``)
 is read from one past its checkpoint instead: only the changelog's tail.
-That offset is checked against the changelog partition's watermarks first
-(quixstreams' ``RecoveryPartition.has_invalid_offset`` does the same): one
-beyond the end (the topic was deleted and recreated, or truncated) or
-before the start (records deleted) wipes the store, which then restores
-the whole changelog.
+Before a partition is read, its changelog's watermarks and the group's
+committed input offsets of that partition decide where to start, whether
+a local store is wiped first, and whether the worker must refuse to run
+because the changelog lost state the offsets say existed
+(``changelog_guard.plan_restore``: ``ChangelogLost``, the local store kept
+as it is). quixstreams' ``RecoveryPartition.has_invalid_offset`` checks a
+local offset against the watermarks the same way.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 
+from recurrence_ledger.runtime.changelog_guard import plan_restore
 from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.faults import RuntimeHooks
 from recurrence_ledger.runtime.store import ChangelogStore
@@ -51,16 +54,20 @@ class Recovery:
 
     ``bootstrap``: the Kafka connection; ``group_id``: the worker's group
     (the restore consumer uses ``<group_id>-restore``); ``changelog_topic``:
-    the physical changelog topic. ``consumer_factory`` is injectable for
-    tests."""
+    the physical changelog topic. ``consumed``: partition number → the
+    group's committed input offsets of that partition beyond each input
+    partition's start (``{topic: offset}``; default: none, as in a new
+    deployment). ``consumer_factory`` is injectable for tests."""
 
     def __init__(self, bootstrap: Bootstrap, group_id: str, changelog_topic: str, hooks: RuntimeHooks | None = None,
-                 consumer_factory: Callable[[dict], Consumer] = Consumer):
+                 consumer_factory: Callable[[dict], Consumer] = Consumer,
+                 consumed: Callable[[int], dict[str, int]] = lambda number: {}):
         self.bootstrap = bootstrap
         self.group_id = group_id
         self.changelog_topic = changelog_topic
         self.hooks = hooks or RuntimeHooks()
         self.consumer_factory = consumer_factory
+        self.consumed = consumed
         self.pending: dict[int, ChangelogStore] = {}
         self.restored: dict[int, int] = {}  #: records restored so far, per pending partition
         self.started: dict[int, float] = {}
@@ -95,7 +102,9 @@ class Recovery:
         """Restore for up to ``budget_s`` seconds. Returns the partitions
         finished in this step as ``(partition, records restored, seconds
         since registered)``. Raises KafkaException on a consumer error other
-        than end of partition."""
+        than end of partition, and ``changelog_guard.ChangelogLost`` when a
+        partition's changelog lost state its committed offsets say existed
+        (nothing of it restored, its local store untouched)."""
         if not self.pending:
             return []
         consumer = self._restore_consumer()
@@ -145,19 +154,20 @@ class Recovery:
         for number in sorted(self._unplaced):
             store = self.pending[number]
             start = store.restore_from()
-            if start is not None:
+            consumed = self.consumed(number)
+            if start is not None or consumed or store.kept_checkpoint is not None:
                 low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
-                if start > high:
-                    store.reset(f"its checkpoint (offset {start - 1}) is beyond the end of {self.changelog_topic}[{number}] "
-                                f"(offset {high}): the changelog was recreated or truncated")
-                    start = None
-                elif start < low:
-                    store.reset(f"its checkpoint (offset {start - 1}) is before the start of {self.changelog_topic}[{number}] "
-                                f"(offset {low}): records it lacks were deleted")
-                    start = None
-                elif start == high:  # nothing after the checkpoint
+                plan = plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id,
+                                    consumed=consumed, low=low, high=high, local_from=start,
+                                    kept_checkpoint=store.kept_checkpoint,
+                                    kept_reason=store.wiped if store.kept_checkpoint is not None else None,
+                                    reseed_hint=store.kept_checkpoint is not None or start is not None)
+                if plan.wipe is not None:
+                    store.reset(plan.wipe)
+                if plan.done:  # nothing after the checkpoint
                     finished.append(self._finish(number, high))
                     continue
+                start = plan.start
             assign.append(TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING if start is None else start))
             self._unplaced.discard(number)
         if assign:

@@ -136,7 +136,8 @@ class RocksStore(ChangelogStore):
     mark) of keys touched since the last checkpoint; ``before`` and
     ``dirty`` are the in-memory store's."""
 
-    def __init__(self, db: Rdict, path: Path, lock: Any, identity: dict, restore_from: int | None, reason: str | None):
+    def __init__(self, db: Rdict, path: Path, lock: Any, identity: dict, restore_from: int | None, reason: str | None,
+                 kept_checkpoint: int | None = None):
         super().__init__()
         del self.data  # the state is in RocksDB and the cache, never in a dict of everything
         self.db = db
@@ -147,6 +148,11 @@ class RocksStore(ChangelogStore):
         self._restore_from = restore_from
         self._checkpoint = None if restore_from is None else restore_from - 1  # offset the data reflects
         self.wiped = reason  #: why the local store was not used (None: it was)
+        #: Untrusted for a tail restore but kept on disk until recovery
+        #: decides (``changelog_guard.plan_restore``): its topic id or age
+        #: does not match, yet it may be the only intact copy of the state.
+        #: The changelog offset its data reflects; None when nothing is kept.
+        self.kept_checkpoint = kept_checkpoint
         self._restore_batch: WriteBatch | None = None
         self._restore_count = 0
         self._restore_offset: int | None = None
@@ -311,6 +317,7 @@ class RocksStore(ChangelogStore):
     def reset(self, reason: str) -> None:
         """Wipe the local store (``reason`` logged) and restore the whole
         changelog into it."""
+        self.kept_checkpoint = None
         self.db.close()
         self.db = _wipe_and_create(self.path, self.identity, reason)
         self.cache.clear()
@@ -430,7 +437,10 @@ def open_store(state_dir: Path, changelog_topic: str, partition: int, topic_id: 
     locked for this process. A store that cannot be trusted (module
     docstring) is wiped and restores the whole changelog (its ``wiped``
     says why). Raises StoreError when another process holds the lock or
-    the directory cannot be written."""
+    the directory cannot be written. A store that is this partition's but
+    whose topic id or checkpoint age does not match is kept as it is (its
+    ``kept_checkpoint`` set, ``restore_from()`` None): recovery wipes it only
+    when the changelog can give the state back (``changelog_guard``)."""
     path = partition_path(state_dir, changelog_topic, partition)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -439,19 +449,20 @@ def open_store(state_dir: Path, changelog_topic: str, partition: int, topic_id: 
     lock = _lock(path, lock_wait_s)
     identity = {"format": FORMAT, "changelog_topic": changelog_topic, "partition": partition, "topic_id": topic_id}
     try:
-        db, restore_from, reason = _open_checked(path, identity, delete_retention_ms)
+        db, restore_from, reason, kept = _open_checked(path, identity, delete_retention_ms)
     except BaseException:
         _release(lock)
         raise
-    return RocksStore(db, path, lock, identity, restore_from, reason)
+    return RocksStore(db, path, lock, identity, restore_from, reason, kept)
 
 
-def _open_checked(path: Path, identity: dict, delete_retention_ms: int) -> tuple[Rdict, int | None, str | None]:
+def _open_checked(path: Path, identity: dict, delete_retention_ms: int) -> tuple[Rdict, int | None, str | None, int | None]:
+    """(database, offset to restore from, why not trusted, the kept data's checkpoint offset)."""
     if not path.exists():
-        return _wipe_and_create(path, identity, "no local store"), None, "no local store"
+        return _wipe_and_create(path, identity, "no local store"), None, "no local store", None
     if _corrupt_marker(path).exists():
         reason = f"a read found it corrupt ({_corrupt_marker(path).read_text().strip()})"
-        return _wipe_and_create(path, identity, reason), None, reason
+        return _wipe_and_create(path, identity, reason), None, reason, None
     try:
         db = _open(path)
     except Exception as error:
@@ -459,31 +470,44 @@ def _open_checked(path: Path, identity: dict, delete_retention_ms: int) -> tuple
         if not text.startswith(("Corruption", "Invalid argument")):
             raise StoreError(f"state store {path}: cannot open it: {text}") from error
         reason = f"corrupt: {text}"
-        return _wipe_and_create(path, identity, reason), None, reason
+        return _wipe_and_create(path, identity, reason), None, reason, None
     try:
-        reason, restore_from = _check(db, identity, delete_retention_ms)
+        reason, restore_from, keep = _check(db, identity, delete_retention_ms)
     except Exception as error:  # a read failing on open: corrupt
-        reason, restore_from = f"corrupt: {error}", None
+        reason, restore_from, keep = f"corrupt: {error}", None, False
     if reason is None:
-        return db, restore_from, None
+        return db, restore_from, None, None
+    if keep:
+        log.info("state store %s not trusted for a tail restore (%s): kept until the changelog is checked", path, reason)
+        return db, None, reason, _kept_offset(db)
     db.close()
-    return _wipe_and_create(path, identity, reason), None, reason
+    return _wipe_and_create(path, identity, reason), None, reason, None
 
 
-def _check(db: Rdict, identity: dict, delete_retention_ms: int) -> tuple[str | None, int | None]:
-    """(why the store cannot be used or None, the offset to restore from)."""
+def _kept_offset(db: Rdict) -> int | None:
+    """The changelog offset a store's checkpoint names (None: no checkpoint)."""
+    raw = db.get(CHECKPOINT_KEY)
+    return None if raw is None else int(orjson.loads(raw)["offset"])
+
+
+def _check(db: Rdict, identity: dict, delete_retention_ms: int) -> tuple[str | None, int | None, bool]:
+    """(why the store cannot be used or None, the offset to restore from,
+    whether its data is this partition's and kept until recovery decides)."""
     raw_identity, raw_checkpoint = db.get(IDENTITY_KEY), db.get(CHECKPOINT_KEY)
     if raw_identity is None:
-        return "no identity record: not a store of this version", None
+        return "no identity record: not a store of this version", None, False
     recorded = orjson.loads(raw_identity)
     for field in ("format", "changelog_topic", "partition", "topic_id"):
         if recorded.get(field) != identity[field] or identity[field] is None:
-            return f"its {field} is {recorded.get(field)!r}, this one's {identity[field]!r}", None
+            # Another topic id (or an unknown one) is this partition's state
+            # of a changelog deleted and created again: maybe its only copy.
+            keep = field == "topic_id" and raw_checkpoint is not None
+            return f"its {field} is {recorded.get(field)!r}, this one's {identity[field]!r}", None, keep
     if raw_checkpoint is None:
-        return "empty", None
+        return "empty", None, False
     checkpoint = orjson.loads(raw_checkpoint)
     age_ms = (time.time() - checkpoint["written_at"]) * 1000
     if age_ms > delete_retention_ms:
         return (f"its checkpoint is {age_ms / 3_600_000:.1f} h old, beyond the changelog's delete.retention.ms "
-                f"({delete_retention_ms / 3_600_000:.1f} h): a deletion since may have been compacted away"), None
-    return None, int(checkpoint["offset"]) + 1
+                f"({delete_retention_ms / 3_600_000:.1f} h): a deletion since may have been compacted away"), None, True
+    return None, int(checkpoint["offset"]) + 1, False

@@ -81,6 +81,12 @@ class ChangelogStore(MutableMapping):
     (None when the key did not exist).
     """
 
+    #: Why a local copy of the state was not used (None: none was, or it was).
+    wiped: str | None = None
+    #: The changelog offset a kept, untrusted local copy reflects
+    #: (``rocks_store.RocksStore``); None: nothing kept (always, in memory).
+    kept_checkpoint: int | None = None
+
     def __init__(self) -> None:
         self.data: dict[tuple, Any] = {}
         self.dirty: dict[tuple, Any] = {}

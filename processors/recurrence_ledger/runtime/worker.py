@@ -128,7 +128,7 @@ class LedgerWorker:
         self.producer = Producer(output_producer_config(config))
         self.checkpoint = Checkpoint(self.producer, self.consumer.consumer_group_metadata, self.hooks, track_changelog=config.state_dir is not None)
         self._changelog_identity: tuple[str | None, int | None] | None = None  # (topic id, delete.retention.ms), looked up once
-        self.recovery = Recovery(config.bootstrap, config.group_id, config.changelog_topic, self.hooks)
+        self.recovery = Recovery(config.bootstrap, config.group_id, config.changelog_topic, self.hooks, consumed=self._consumed)
         self.metrics = WorkerMetrics()
         self._batch = BatchStats()  # the open transaction's metrics, until it commits
         self._last_activity = time.monotonic()
@@ -391,6 +391,20 @@ class LedgerWorker:
         log.info("partition %d: state store %s (%s)", number, store.path,
                  f"restoring the whole changelog: {store.wiped}" if store.restore_from() is None else f"restoring from changelog offset {store.restore_from()}")
         return store
+
+    def _consumed(self, number: int) -> dict[str, int]:
+        """The group's committed offsets of input partition ``number`` that
+        lie beyond the partition's start (``{topic: offset}``): records were
+        processed into state (``changelog_guard``). Called from the main
+        loop (recovery), never from a rebalance callback."""
+        committed = self.consumer.committed([TopicPartition(topic, number) for topic in self.inputs], timeout=30)
+        consumed = {}
+        for partition in committed:
+            if partition.offset > 0:
+                low, _ = self.consumer.get_watermark_offsets(partition, timeout=10, cached=False)
+                if partition.offset > low:
+                    consumed[partition.topic] = partition.offset
+        return consumed
 
     def _close_stores(self, numbers: list[int]) -> None:
         """Close the stores of tasks ``numbers`` (their last checkpoint stays on disk)."""
