@@ -35,7 +35,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 
-from recurrence_ledger.runtime.changelog_guard import plan_restore
+from recurrence_ledger.runtime.changelog_guard import RestorePlan, plan_restore
 from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.faults import RuntimeHooks
 from recurrence_ledger.runtime.store import ChangelogStore
@@ -149,30 +149,38 @@ class Recovery:
         """Assign the unplaced partitions to the restore consumer at their
         stores' offsets (checked against the watermarks, module docstring);
         returns those with nothing to restore, finished."""
+        # Every partition is planned before any is touched: a refusal
+        # (ChangelogLost) leaves every store and assignment as it was.
+        plans = {number: self._plan(consumer, number) for number in sorted(self._unplaced)}
         assign: list[TopicPartition] = []
         finished: list[tuple[int, int, float]] = []
-        for number in sorted(self._unplaced):
+        for number, (plan, high) in plans.items():
             store = self.pending[number]
-            start = store.restore_from()
-            consumed = self.consumed(number)
-            if start is not None or consumed or store.kept_checkpoint is not None:
-                low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
-                plan = plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id,
-                                    consumed=consumed, low=low, high=high, local_from=start,
-                                    kept_checkpoint=store.kept_checkpoint,
-                                    kept_reason=store.wiped if store.kept_checkpoint is not None else None,
-                                    reseed_hint=store.kept_checkpoint is not None or start is not None)
-                if plan.wipe is not None:
-                    store.reset(plan.wipe)
-                if plan.done:  # nothing after the checkpoint
-                    finished.append(self._finish(number, high))
-                    continue
-                start = plan.start
-            assign.append(TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING if start is None else start))
+            if plan.wipe is not None:
+                store.reset(plan.wipe)
+            if plan.done:  # nothing after the checkpoint (_finish forgets it, unassigned)
+                finished.append(self._finish(number, high))
+                continue
             self._unplaced.discard(number)
+            assign.append(TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING if plan.start is None else plan.start))
         if assign:
             consumer.incremental_assign(assign)
         return finished
+
+    def _plan(self, consumer: Consumer, number: int) -> tuple[RestorePlan, int]:
+        """Partition ``number``'s restore plan and its changelog's high
+        watermark (``changelog_guard.plan_restore``; the watermarks are
+        read only when they matter)."""
+        store = self.pending[number]
+        start = store.restore_from()
+        consumed = self.consumed(number)
+        if start is None and not consumed and store.kept_checkpoint is None:
+            return RestorePlan(None), 0
+        low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
+        kept = store.kept_checkpoint is not None
+        return plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id, consumed=consumed,
+                            low=low, high=high, local_from=start, kept_checkpoint=store.kept_checkpoint,
+                            kept_reason=store.wiped if kept else None, reseed_hint=kept or start is not None), high
 
     def _restore_consumer(self) -> Consumer:
         if self._consumer is None:
