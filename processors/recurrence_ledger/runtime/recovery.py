@@ -35,7 +35,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 
-from recurrence_ledger.runtime.changelog_guard import RestorePlan, plan_restore
+from recurrence_ledger.runtime.changelog_guard import ChangelogLost, RestorePlan, plan_restore
 from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.faults import RuntimeHooks
 from recurrence_ledger.runtime.store import ChangelogStore
@@ -57,17 +57,22 @@ class Recovery:
     the physical changelog topic. ``consumed``: partition number → the
     group's committed input offsets of that partition beyond each input
     partition's start (``{topic: offset}``; default: none, as in a new
-    deployment). ``consumer_factory`` is injectable for tests."""
+    deployment). ``reseed``: when given, ``reseed(partition, store, end)``
+    writes an intact local store back to its empty changelog partition
+    (end offset ``end``) instead of refusing, and returns the new end
+    (``runtime.reseed``). ``consumer_factory`` is injectable for tests."""
 
     def __init__(self, bootstrap: Bootstrap, group_id: str, changelog_topic: str, hooks: RuntimeHooks | None = None,
                  consumer_factory: Callable[[dict], Consumer] = Consumer,
-                 consumed: Callable[[int], dict[str, int]] = lambda number: {}):
+                 consumed: Callable[[int], dict[str, int]] = lambda number: {},
+                 reseed: Callable[[int, ChangelogStore, int], int] | None = None):
         self.bootstrap = bootstrap
         self.group_id = group_id
         self.changelog_topic = changelog_topic
         self.hooks = hooks or RuntimeHooks()
         self.consumer_factory = consumer_factory
         self.consumed = consumed
+        self.reseed = reseed
         self.pending: dict[int, ChangelogStore] = {}
         self.restored: dict[int, int] = {}  #: records restored so far, per pending partition
         self.started: dict[int, float] = {}
@@ -178,9 +183,18 @@ class Recovery:
             return RestorePlan(None), 0
         low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
         kept = store.kept_checkpoint is not None
-        return plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id, consumed=consumed,
-                            low=low, high=high, local_from=start, kept_checkpoint=store.kept_checkpoint,
-                            kept_reason=store.wiped if kept else None, reseed_hint=kept or start is not None), high
+        try:
+            return plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id, consumed=consumed,
+                                low=low, high=high, local_from=start, kept_checkpoint=store.kept_checkpoint,
+                                kept_reason=store.wiped if kept else None, reseed_hint=kept or start is not None), high
+        except ChangelogLost as lost:
+            if self.reseed is None:
+                raise
+            why = store.reseed_refusal() if high == low else f"the changelog is not empty (offsets {low}–{high})"
+            if why is not None:
+                raise ChangelogLost(f"{lost}; --reseed-changelog cannot reseed it: {why}", number) from None
+            end = self.reseed(number, store, high)
+            return RestorePlan(end, done=True), end
 
     def _restore_consumer(self) -> Consumer:
         if self._consumer is None:

@@ -324,6 +324,39 @@ class RocksStore(ChangelogStore):
         self._restore_from = self._checkpoint = None
         self.wiped = reason
 
+    # -- reseeding an empty changelog (runtime.reseed) -----------------------------------
+    def reseed_refusal(self) -> str | None:
+        """Why this store cannot be written back to an empty changelog, or
+        None: it holds checkpointed state whose last checkpoint was written
+        on a clean close (a crash may leave it a transaction behind the
+        committed offsets, and the changelog that had that transaction is
+        gone)."""
+        raw = self.db.get(CHECKPOINT_KEY)
+        if raw is None or (self._restore_from is None and self.kept_checkpoint is None):
+            return "it holds no checkpointed state"
+        if not orjson.loads(raw).get("clean", False):
+            return ("its last checkpoint was not written by a clean stop (a crash may have left it one transaction "
+                    "behind the committed offsets)")
+        return None
+
+    def records(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every state record as changelog ``(key, value)`` bytes, as stored."""
+        for raw, value in self.db.items():
+            if raw[:1] != b"\x00":
+                yield raw, value
+
+    def adopt(self, offset: int) -> None:
+        """Its records were written to a new changelog, the last at
+        ``offset``: record this changelog's identity and that checkpoint
+        (one WriteBatch); the store is trusted again."""
+        batch = WriteBatch(raw_mode=True)
+        batch.put(IDENTITY_KEY, orjson.dumps(self.identity))
+        batch.put(CHECKPOINT_KEY, checkpoint_value(offset))
+        self._write(batch, "reseed")
+        self._restore_from, self._checkpoint = offset + 1, offset
+        self.kept_checkpoint = None
+        self.wiped = None
+
     def close(self) -> None:
         """Close the database and release the directory's lock (pending,
         uncommitted changes are dropped: the last checkpoint stays, its
@@ -337,7 +370,7 @@ class RocksStore(ChangelogStore):
                 # Restored to the end, and the owner since: nothing but its
                 # own commits was written after the checkpoint, so it is
                 # current as of now (a store closed mid-restore is not).
-                self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint))
+                self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint, clean=True))
         except Exception as error:
             log.warning("state store %s: refreshing its checkpoint failed: %s", self.path, error)
         cancelled = False
@@ -378,9 +411,11 @@ class RocksStore(ChangelogStore):
                           "its last committed state is on the changelog (docs/operating.md, \"RocksDB state\")")
 
 
-def checkpoint_value(offset: int) -> bytes:
-    """The ``\\x00checkpoint`` value for changelog offset ``offset``."""
-    return orjson.dumps({"offset": offset, "written_at": time.time()})
+def checkpoint_value(offset: int, clean: bool = False) -> bytes:
+    """The ``\\x00checkpoint`` value for changelog offset ``offset``;
+    ``clean``: written by the store's owner on a clean close, after its last
+    committed transaction (the store reflects exactly the committed offsets)."""
+    return orjson.dumps({"offset": offset, "written_at": time.time(), "clean": clean})
 
 
 def _corrupt_marker(path: Path) -> Path:

@@ -201,6 +201,21 @@ class ChangelogStore(MutableMapping):
     def close(self) -> None:
         """The partition is revoked or the worker stops (nothing to release)."""
 
+    def reseed_refusal(self) -> str | None:
+        """Why this store cannot be written back to an empty changelog
+        (``runtime.reseed``); None when it can. In memory: nothing
+        survives a stop."""
+        return "the worker keeps its state in memory (no --state-dir store survived its stop)"
+
+    def records(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every state record as changelog ``(key, value)`` bytes."""
+        for key, value in self.data.items():
+            yield encode_key(key), orjson.dumps(value)
+
+    def adopt(self, offset: int) -> None:
+        """The store's records were written to a new changelog, the last
+        at ``offset`` (``runtime.reseed``); nothing to record in memory."""
+
     def snapshot(self) -> dict[tuple, Any]:
         """The whole current state (a shallow copy)."""
         return dict(self.data)

@@ -128,7 +128,8 @@ class LedgerWorker:
         self.producer = Producer(output_producer_config(config))
         self.checkpoint = Checkpoint(self.producer, self.consumer.consumer_group_metadata, self.hooks, track_changelog=config.state_dir is not None)
         self._changelog_identity: tuple[str | None, int | None] | None = None  # (topic id, delete.retention.ms), looked up once
-        self.recovery = Recovery(config.bootstrap, config.group_id, config.changelog_topic, self.hooks, consumed=self._consumed)
+        self.recovery = Recovery(config.bootstrap, config.group_id, config.changelog_topic, self.hooks, consumed=self._consumed,
+                                 reseed=self._reseed if config.reseed_changelog else None)
         self.metrics = WorkerMetrics()
         self._batch = BatchStats()  # the open transaction's metrics, until it commits
         self._last_activity = time.monotonic()
@@ -405,6 +406,14 @@ class LedgerWorker:
                 if partition.offset > low:
                     consumed[partition.topic] = partition.offset
         return consumed
+
+    def _reseed(self, number: int, store: ChangelogStore, end: int) -> int:
+        """Write partition ``number``'s intact local store back to its empty
+        changelog (``runtime.reseed``, ``--reseed-changelog``); returns the
+        changelog's new end offset."""
+        from recurrence_ledger.runtime.reseed import reseed_changelog
+
+        return reseed_changelog(self.config.bootstrap, self.config.changelog_topic, number, store, end)
 
     def _close_stores(self, numbers: list[int]) -> None:
         """Close the stores of tasks ``numbers`` (their last checkpoint stays on disk)."""
