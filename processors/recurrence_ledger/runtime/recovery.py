@@ -36,6 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 
 from recurrence_ledger.runtime.changelog_guard import ChangelogLost, RestorePlan, plan_restore
+from recurrence_ledger.runtime.checkpoint import RestartRequired
 from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.faults import RuntimeHooks
 from recurrence_ledger.runtime.store import ChangelogStore
@@ -45,6 +46,8 @@ log = logging.getLogger("recurrence_ledger.worker")
 #: Seconds one :meth:`Recovery.step` may spend restoring before it returns
 #: to the poll loop.
 STEP_BUDGET_S = 0.5
+#: Consumer error codes a restore waits out (librdkafka reconnects by itself).
+TRANSIENT = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT})
 #: Seconds to wait for a changelog partition's watermarks.
 WATERMARK_TIMEOUT_S = 10.0
 
@@ -107,7 +110,9 @@ class Recovery:
         """Restore for up to ``budget_s`` seconds. Returns the partitions
         finished in this step as ``(partition, records restored, seconds
         since registered)``. Raises KafkaException on a consumer error other
-        than end of partition, and ``changelog_guard.ChangelogLost`` when a
+        than end of partition or a transient one (:data:`TRANSIENT`, logged),
+        ``checkpoint.RestartRequired`` on a fatal one, and
+        ``changelog_guard.ChangelogLost`` when a
         partition's changelog lost state its committed offsets say existed
         (nothing of it restored, its local store untouched)."""
         if not self.pending:
@@ -124,6 +129,11 @@ class Recovery:
             number = message.partition()
             error = message.error()
             if error is not None:
+                if error.code() in TRANSIENT:  # the broker restarting: librdkafka reconnects and fetches again
+                    log.warning("restoring state: %s (retrying)", error)
+                    continue
+                if error.fatal():
+                    raise RestartRequired(f"the restore consumer failed fatally ({error}): exiting for a restart")
                 if error.code() != KafkaError._PARTITION_EOF:
                     raise KafkaException(error)
                 if number in self.pending:

@@ -69,7 +69,7 @@ from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger.intake import Coordinates
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
-from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, Checkpoint, CheckpointAborted
+from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted, RestartRequired
 from recurrence_ledger.runtime.store import ChangelogStore, StoreError
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import BatchStats, WorkerMetrics
@@ -148,8 +148,10 @@ class LedgerWorker:
         NotCaughtUp when a batch run gives up waiting for the group to catch
         up (after ``max_wait_caught_up_s`` without progress), and
         UnicodeVersionChanged when a restored partition was built on another
-        Unicode version (before any of its records is processed)."""
-        self.producer.init_transactions(30)
+        Unicode version (before any of its records is processed), and
+        checkpoint.RestartRequired when a Kafka client cannot go on in this
+        process (the CLI exits with RESTART_EXIT)."""
+        self.checkpoint.init_transactions()
         self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         last_report = last_lag = self._last_activity = time.monotonic()
         batch_started = 0.0
@@ -218,7 +220,7 @@ class LedgerWorker:
                     self._batch_open = False
                     try:
                         self.checkpoint.abort("stopping on an error")
-                    except KafkaException as error:  # the broker aborts it on its own at the timeout
+                    except RestartRequired as error:  # the broker aborts it on its own at the timeout
                         log.warning("could not abort the open transaction: %s", error)
             self.consumer.close()
             self._close_stores(list(self.tasks))
@@ -242,8 +244,7 @@ class LedgerWorker:
             if error.code() == KafkaError._FATAL:
                 # The consumer itself is in librdkafka's fatal state (seen after a broker restart fenced its
                 # static membership; the event's own fatal() is False): it will never fetch again.
-                log.critical("the consumer reports a fatal error (%s): exiting for a restart", error)
-                raise SystemExit(RESTART_EXIT)
+                raise RestartRequired(f"the consumer reports a fatal error ({error}): exiting for a restart")
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume error: %s", error)
             return
@@ -356,7 +357,11 @@ class LedgerWorker:
         self._batch.clear()
         self._batch_open = False
         assignment = self.consumer.assignment()
-        for committed in self.consumer.committed(assignment, timeout=30):
+        try:
+            positions = self.consumer.committed(assignment, timeout=30)
+        except KafkaException as error:  # e.g. the group coordinator still moving after a broker restart
+            raise RestartRequired(f"cannot read the committed offsets to rewind to ({error.args[0]}): exiting for a restart") from error
+        for committed in positions:
             offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
             self.consumer.seek(TopicPartition(committed.topic, committed.partition, offset))
         numbers = sorted(self.tasks)
