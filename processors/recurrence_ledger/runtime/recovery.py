@@ -48,6 +48,9 @@ log = logging.getLogger("recurrence_ledger.worker")
 STEP_BUDGET_S = 0.5
 #: Consumer error codes a restore waits out (librdkafka reconnects by itself).
 TRANSIENT = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT})
+#: Seconds planning a restore may keep failing on transient errors before
+#: the worker exits for a restart.
+PLAN_RETRY_S = 120.0
 #: Seconds to wait for a changelog partition's watermarks.
 WATERMARK_TIMEOUT_S = 10.0
 
@@ -81,6 +84,7 @@ class Recovery:
         self.started: dict[int, float] = {}
         self._unplaced: set[int] = set()  #: pending partitions not assigned to the restore consumer yet
         self._consumer: Consumer | None = None
+        self._plan_failing_since: float | None = None
 
     @property
     def recovering(self) -> bool:
@@ -166,7 +170,21 @@ class Recovery:
         returns those with nothing to restore, finished."""
         # Every partition is planned before any is touched: a refusal
         # (ChangelogLost) leaves every store and assignment as it was.
-        plans = {number: self._plan(consumer, number) for number in sorted(self._unplaced)}
+        try:
+            plans = {number: self._plan(consumer, number) for number in sorted(self._unplaced)}
+        except KafkaException as error:
+            # The watermarks or the committed offsets could not be read (a
+            # broker restarting): plan again at the next step, for up to
+            # PLAN_RETRY_S, then exit for a restart.
+            if not error.args[0].retriable() and error.args[0].code() not in TRANSIENT:
+                raise
+            now = time.monotonic()
+            self._plan_failing_since = self._plan_failing_since or now
+            if now - self._plan_failing_since > PLAN_RETRY_S:
+                raise RestartRequired(f"cannot plan the state restore ({error.args[0]}): exiting for a restart") from error
+            log.warning("planning the state restore: %s (retrying)", error.args[0])
+            return []
+        self._plan_failing_since = None
         assign: list[TopicPartition] = []
         finished: list[tuple[int, int, float]] = []
         for number, (plan, high) in plans.items():

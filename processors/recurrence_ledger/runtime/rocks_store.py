@@ -17,8 +17,10 @@ local keys start with a NUL byte (a JSON array never does):
 - ``\\x00identity``: ``{"format", "changelog_topic", "partition",
   "topic_id"}`` — the deployment's changelog topic, the partition and the
   changelog topic's Kafka topic id (its creation identity, KIP-516);
-- ``\\x00checkpoint``: ``{"offset", "written_at"}`` — the offset of the last
-  changelog record the data reflects, and when (Unix seconds).
+- ``\\x00checkpoint``: ``{"offset", "written_at", "clean"}`` — the offset of
+  the last changelog record the data reflects, when (Unix seconds), and
+  whether its owner wrote it on a clean close (after its last committed
+  transaction: what ``--reseed-changelog`` may write back, ``runtime.reseed``).
 
 Both are written in the same ``WriteBatch`` as the data they describe
 (quixstreams' ``RocksDBStorePartition.write`` and
@@ -37,12 +39,16 @@ When the local store is not used (:func:`open_store` wipes it and the
 worker restores the whole changelog): it is missing, RocksDB reports it
 corrupt (an error starting "Corruption" on open: quixstreams'
 ``RocksDBStorePartition._open_rocksdict`` destroys and recreates the
-database the same way when a changelog exists, ``on_corrupted_recreate``), a read failed on corruption before (``<partition>.corrupt``), its
-identity is another deployment's topic, partition or topic id, its
-checkpoint is older than the changelog's ``delete.retention.ms`` (a
-tombstone written after it may have been compacted away), or
-(``recovery.Recovery``) its offset is beyond the changelog's end (the topic
-was recreated) or before its start.
+database the same way when a changelog exists, ``on_corrupted_recreate``),
+a read failed on corruption before (``<partition>.corrupt``), or its
+identity is another deployment's topic or partition. A store of this
+partition whose topic id is another (the changelog deleted and created
+again) or whose checkpoint is older than the changelog's
+``delete.retention.ms`` (a tombstone written after it may have been
+compacted away) is kept as it is (``kept_checkpoint``), like one whose
+offset is beyond the changelog's end or before its start: recovery wipes it
+only when the changelog can give the state back, and otherwise the worker
+refuses to run with the store untouched (``runtime.changelog_guard``).
 
 The per-transaction cache (Kafka Streams' record cache): the core reads,
 modifies and writes JSON records, so every key a transaction touches is
