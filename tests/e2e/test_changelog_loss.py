@@ -18,9 +18,9 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
 from recurrence_ledger.runtime.changelog_guard import CHANGELOG_LOST_EXIT
-from recurrence_ledger.runtime.kafka_admin import admin_client, topic_identity
-from recurrence_ledger.runtime.rocks_store import open_store
-from recurrence_ledger.runtime.store import encode_key
+from recurrence_ledger.kafka.kafka_admin import admin_client, topic_identity
+from recurrence_ledger.store.base import encode_key
+from recurrence_ledger.store.rocksdb import open_store
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
 from tests.e2e.test_rocks_worker import assert_stores_equal_the_changelog, changelog_state

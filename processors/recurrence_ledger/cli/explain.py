@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from recurrence_ledger import catalogue
-from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console
+from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console
 from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption, json_option
 
 def explain_command(
@@ -32,24 +32,24 @@ def explain_command(
     from recurrence_ledger.ledger.explain import OutcomeNotFound, explain_outcome
 
     if journal is not None:
-        from recurrence_ledger.embedded import journal_ledger
+        from recurrence_ledger.embedded.runner import journal_ledger
 
         events, outputs = journal_ledger(journal)
         matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
         candidate_sets = outputs[catalogue.CANDIDATE_SETS]
     elif bootstrap or kafka_config:
-        from recurrence_ledger.runtime.kafka_io import read_topic
+        from recurrence_ledger.kafka.kafka_io import read_topic
 
-        connection = _connect(bootstrap, kafka_config)
-        with _kafka_errors():
-            codec = _codec(schema_registry_url, None, kafka_config)
+        connection = kafka_connection(bootstrap, kafka_config)
+        with reporting_kafka_errors():
+            codec = command_codec(schema_registry_url, None, kafka_config)
             events = []
             for name in catalogue.INPUT_TOPICS:
                 for *_, value in read_topic(connection, name, topic_prefix=topic_prefix, codec=codec):
                     events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
             matches = [value for *_, value in read_topic(connection, catalogue.MATCHES, topic_prefix=topic_prefix, codec=codec)]
             observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
-            from recurrence_ledger.runtime.kafka_io import read_candidate_sets
+            from recurrence_ledger.kafka.kafka_io import read_candidate_sets
 
             wanted = {(m["scope_id"], m["candidate_set_digest"]) for m in matches
                       if m["candidate_refs"] is None and (m["scope_id"], m["task_outcome_ref"]["source_id"]) == (scope, task_outcome_id)}

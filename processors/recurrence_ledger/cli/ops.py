@@ -53,7 +53,7 @@ from rich.table import Table
 
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option
-from recurrence_ledger.embedded import stdout_console
+from recurrence_ledger.embedded.output import stdout_console
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key, reason_counts
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader
@@ -447,7 +447,7 @@ def serve_command(
     Kafka."""
     from recurrence_ledger.api.app import decision_publisher, serve
     from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token, read_reviewer_tokens
-    from recurrence_ledger.runtime.client_properties import load_connection
+    from recurrence_ledger.kafka.client_properties import load_connection
 
     env = process_settings()
     try:

@@ -15,7 +15,7 @@ the changelog partitions with ``isolation.level=read_committed`` from the
 beginning to their end (``enable.partition.eof``): records of an aborted or
 open transaction are never restored.
 
-A store with a local checkpoint (``runtime.rocks_store``, ``--state-dir``)
+A store with a local checkpoint (``store.rocksdb``, ``--state-dir``)
 is read from one past its checkpoint instead: only the changelog's tail.
 Before a partition is read, its changelog's watermarks and the group's
 committed input offsets of that partition decide where to start, whether
@@ -35,11 +35,11 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 
+from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.changelog_guard import ChangelogLost, RestorePlan, plan_restore
 from recurrence_ledger.runtime.checkpoint import RestartRequired
-from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.faults import RuntimeHooks
-from recurrence_ledger.runtime.store import ChangelogStore
+from recurrence_ledger.store.base import PartitionStore
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -71,7 +71,7 @@ class Recovery:
     def __init__(self, bootstrap: Bootstrap, group_id: str, changelog_topic: str, hooks: RuntimeHooks | None = None,
                  consumer_factory: Callable[[dict], Consumer] = Consumer,
                  consumed: Callable[[int], dict[str, int]] = lambda number: {},
-                 reseed: Callable[[int, ChangelogStore, int], int] | None = None):
+                 reseed: Callable[[int, PartitionStore, int], int] | None = None):
         self.bootstrap = bootstrap
         self.group_id = group_id
         self.changelog_topic = changelog_topic
@@ -79,7 +79,7 @@ class Recovery:
         self.consumer_factory = consumer_factory
         self.consumed = consumed
         self.reseed = reseed
-        self.pending: dict[int, ChangelogStore] = {}
+        self.pending: dict[int, PartitionStore] = {}
         self.restored: dict[int, int] = {}  #: records restored so far, per pending partition
         self.started: dict[int, float] = {}
         self._unplaced: set[int] = set()  #: pending partitions not assigned to the restore consumer yet
@@ -91,7 +91,7 @@ class Recovery:
         """True while a registered partition is not restored yet."""
         return bool(self.pending)
 
-    def add(self, partition: int, store: ChangelogStore) -> None:
+    def add(self, partition: int, store: PartitionStore) -> None:
         """Register a store to restore from changelog partition
         ``partition``, from ``store.restore_from()`` (None: the beginning)."""
         self.discard(partition)

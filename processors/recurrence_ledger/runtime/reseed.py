@@ -25,9 +25,9 @@ import logging
 from confluent_kafka import Producer
 
 from recurrence_ledger.catalogue import MAX_MESSAGE_BYTES
-from recurrence_ledger.runtime.client_config import Bootstrap, producer_config
-from recurrence_ledger.runtime.kafka_io import produce
-from recurrence_ledger.runtime.store import ChangelogStore, StoreError
+from recurrence_ledger.kafka.client_config import Bootstrap, producer_config
+from recurrence_ledger.kafka.kafka_io import produce
+from recurrence_ledger.store.base import PartitionStore, StoreError
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -35,8 +35,8 @@ log = logging.getLogger("recurrence_ledger.worker")
 FLUSH_TIMEOUT_S = 120.0
 
 
-def reseed_changelog(bootstrap: Bootstrap, changelog_topic: str, partition: int, store: ChangelogStore, end: int) -> int:
-    """Produce every record of ``store`` (a ``rocks_store.RocksStore``
+def reseed_changelog(bootstrap: Bootstrap, changelog_topic: str, partition: int, store: PartitionStore, end: int) -> int:
+    """Produce every record of ``store`` (a ``store.rocksdb.RocksStore``
     whose ``reseed_refusal()`` is None) to the empty ``changelog_topic
     [partition]`` whose end offset is ``end``, then adopt the new changelog
     in the store. Returns the changelog's new end offset. Raises StoreError
