@@ -276,7 +276,8 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
     in the same process (composed by the read side, ``cli.beside``)."""
     from recurrence_ledger.kafka.kafka_admin import CoPartitionError
     from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
-    from recurrence_ledger.runtime.checkpoint import ChangelogUntracked
+    from recurrence_ledger.runtime.changelog_guard import CHANGELOG_LOST_EXIT, ChangelogLost
+    from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, ChangelogUntracked, RestartRequired
     from recurrence_ledger.store.base import StoreError
     from recurrence_ledger.runtime.worker import run_worker
 
@@ -294,7 +295,13 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
             except NotCaughtUp as error:
                 console.print(f"error: batch run stopped before the group caught up, outputs are incomplete: {error}", style="red", highlight=False)
                 raise typer.Exit(NOT_CAUGHT_UP_EXIT) from None
-            except (StoreError, ChangelogUntracked) as error:  # --state-dir: what is committed is on the changelog
+            except ChangelogLost as error:
+                console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True, markup=False)
+                raise typer.Exit(CHANGELOG_LOST_EXIT) from None
+            except (RestartRequired, ChangelogUntracked) as error:  # a Kafka client cannot go on: the supervisor restarts it
+                console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True, markup=False)
+                raise typer.Exit(RESTART_EXIT) from None
+            except StoreError as error:  # --state-dir: what is committed is on the changelog
                 console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
                 raise typer.Exit(1) from None
 
