@@ -56,3 +56,18 @@ def test_redis_down_answers_503():
             response = httpx.get(base_url + path)
             assert response.status_code == 503
             assert response.json()["detail"].startswith("Redis unavailable")
+
+
+def test_serve_says_once_at_start_that_redis_does_not_answer(tmp_path):
+    from tests.e2e.api_server import serve_cli, stop_process
+
+    log = tmp_path / "serve.log"
+    process, url = serve_cli([], {"REDIS_URL": UNREACHABLE}, log)
+    try:
+        assert httpx.get(f"{url}/healthz").status_code == 503
+        assert httpx.get(f"{url}/scopes").status_code == 503
+    finally:
+        stop_process(process)
+    said = [line for line in log.read_text().splitlines() if "Redis does not answer" in line]
+    assert said == ["warning: Redis does not answer (ConnectionError: Error 111 connecting to 127.0.0.1:1. Connection refused.): "
+                    "/healthz and every data path answer 503 until it does"], log.read_text()

@@ -48,12 +48,11 @@ import redis
 import typer
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console
 from rich.table import Table
 
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option
-from recurrence_ledger.embedded.output import stdout_console
+from recurrence_ledger.embedded.output import stderr_console, stdout_console
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key, reason_counts
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader
@@ -61,7 +60,7 @@ from recurrence_ledger.redact import redact_url
 from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REVIEWER_TOKENS_FILE, kafka_environment, settings as process_settings
 
 console = stdout_console()
-errors = Console(stderr=True)
+errors = stderr_console()
 
 
 ScopeOption = Annotated[Optional[str], typer.Option("--scope", help="Only this scope (default: every scope in the view).")]
@@ -419,7 +418,7 @@ def serve_command(
         Optional[Path],
         typer.Option(
             "--reviewer-tokens", envvar=ENV_REVIEWER_TOKENS_FILE, dir_okay=False, show_default=False,
-            help="TOML file of reviewer tokens ([reviewers] name = \"token\"): each may POST /review-candidates/{id}/decision, "
+            help="TOML file of reviewer tokens (\\[reviewers] name = \"token\"): each may POST /review-candidates/{id}/decision, "
             "which is published to Kafka as that reviewer's (needs --bootstrap or --kafka-config). Default: no one decides.",
         ),
     ] = None,

@@ -11,7 +11,7 @@ import orjson
 
 from recurrence_ledger.read.projection import RedisView, PendingWrite
 from recurrence_ledger.read.records import pad
-from recurrence_ledger.read.scripts import scripts
+from recurrence_ledger.read.scripts import run_call, scripts
 
 
 def row_measure(row: dict) -> int:
@@ -63,8 +63,8 @@ class FollowerView(RedisView):
         existed = True
         if check_namespace and write is None:
             existed = bool(self._client.exists(layout.scopes))
-        wrote, rows = self._guarded(
-            keys=[layout.scope(scope_id), layout.top(scope_id), layout.review(scope_id), layout.revisions(scope_id)],
+        wrote, rows = run_call(
+            self._client, self._guarded, keys=[layout.scope(scope_id), layout.top(scope_id), layout.review(scope_id), layout.revisions(scope_id)],
             args=[orjson.dumps(payload)],
         )
         if record is not None and wrote:

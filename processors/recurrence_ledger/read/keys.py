@@ -40,6 +40,7 @@ The view
 | ``{ns}:{<ns>}:scopes:by:{sort}`` | sorted set | the scope index of ``GET /scopes?sort=``: member = scope id, score from ``scope_index`` (``scope_id``: 0, so that Redis orders the members by their bytes; the counters negated, so that ascending order is largest first with ties by scope id) |
 | ``{ns}:{<ns>}:scopes:at`` | hash | scope id → the ``as_of_position`` (19 digits) of the record the scope set and index were last written with: they are written after the scope's own keys, by a script that never puts back an older position |
 | ``{ns}:{<ns>}:layout`` | string | the layout version (``2``) |
+| ``{ns}:{<ns>}:decision-request:{digest}`` | string | written by the API, not the workers: the answer to the review decision sent with one ``Idempotency-Key`` (``recurrence_ledger.api.idempotency``), JSON, expiring after minutes |
 
 The read models of the history
 ------------------------------
@@ -298,6 +299,14 @@ class Keys:
         """``{ns}:{<ns>}:layout``: the layout version of the namespace's keys."""
         return self._global("layout")
 
+    def decision_request(self, request_digest: str) -> str:
+        """``{ns}:{<ns>}:decision-request:{digest}``: the answer of the
+        review decision sent with one idempotency key (``digest``: 64 hex
+        digits of the reviewer and the key; ``recurrence_ledger.api.idempotency``)."""
+        if re.fullmatch(r"[0-9a-f]{64}", request_digest) is None:
+            raise ValueError(f"a decision request digest is 64 hex digits, not {request_digest!r}")
+        return self._global(f"decision-request:{request_digest}")
+
     @property
     def legacy_scopes(self) -> str:
         """``{ns}:scopes``: the scope set of layout 1, whose presence says
@@ -316,7 +325,7 @@ class Keys:
         if view:
             return (
                 rf"{ns}:{scope}(:top|:review|:revisions|:{_SCOPE_READ_MODELS})?"
-                rf"|{ns}:\{{{ns}\}}:(scopes|scopes:at|scopes:by:[a-z_]+|layout|review-queue:items|{_GLOBAL_READ_MODELS})"
+                rf"|{ns}:\{{{ns}\}}:(scopes|scopes:at|scopes:by:[a-z_]+|layout|review-queue:items|decision-request:[0-9a-f]{{64}}|{_GLOBAL_READ_MODELS})"
                 rf"|{ns}:({LEGACY_KEYS})"
             )
         return (

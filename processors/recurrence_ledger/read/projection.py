@@ -75,7 +75,7 @@ from recurrence_ledger.read.connect import redis_client
 from recurrence_ledger.redact import redact_url
 from recurrence_ledger.read.keys import SCOPE_SORTS, Keys
 from recurrence_ledger.read.records import pad
-from recurrence_ledger.read.scripts import scripts
+from recurrence_ledger.read.scripts import run_call, scripts
 
 log = logging.getLogger(__name__)
 
@@ -415,7 +415,8 @@ class RedisView:
         record's); returns whether the scope set existed before. Raises
         redis errors."""
         scores = scope_index(record)
-        existed, _ = scripts(self._client).index_scope(
+        existed, _ = run_call(
+            self._client, scripts(self._client).index_scope,
             keys=[self._scopes_key, self.layout.scopes_at, *self.layout.scope_index_keys()],
             args=[scope_id, pad(record["as_of_position"]), *(scores[sort] for sort in SCOPE_SORTS)],
         )

@@ -25,7 +25,7 @@
 // endpoint on the server); sessionStorage is per tab and gone when the tab
 // closes. The cost is that the page's scripts can read it, which is why the
 // page is served with a Content-Security-Policy that runs only this
-// service's own scripts (processors/recurrence_ledger/api/auth.py, DASHBOARD_HEADERS) and renders
+// service's own scripts (processors/recurrence_ledger/api/responses.py, PAGE_HEADERS) and renders
 // every value with textContent. "forget token" removes it.
 "use strict";
 

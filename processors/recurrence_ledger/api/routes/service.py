@@ -1,7 +1,7 @@
 """The service's own routes: ``GET /healthz`` (whether Redis answers; no
 API token needed, and with one set, why Redis is down is only told to a
 request that carries it) and ``GET /`` (the dashboard page, with
-:data:`recurrence_ledger.api.auth.DASHBOARD_HEADERS`; its query parameters
+:data:`recurrence_ledger.api.responses.PAGE_HEADERS`; its query parameters
 are read by the page's script)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import redis
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
 
-from recurrence_ledger.api.auth import DASHBOARD_HEADERS, BearerToken
+from recurrence_ledger.api.auth import BearerToken
 from recurrence_ledger.api.responses import ERRORS, page
 from recurrence_ledger.api.schemas import Health
 from recurrence_ledger.read.connect import describe_error
@@ -45,4 +45,4 @@ def register(app: FastAPI, reader: ViewReader, redis_url: str, token: BearerToke
         refresh: Annotated[str | None, Query(description="Milliseconds between polls (read by the page's script).")] = None,
         limit: Annotated[str | None, Query(description="Revisions the page shows (read by the page's script).")] = None,
     ) -> FileResponse:
-        return page("index.html", DASHBOARD_HEADERS)
+        return page("index.html")
