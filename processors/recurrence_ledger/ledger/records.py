@@ -263,13 +263,13 @@ class ScopeStatistics(Value):
     the sum over the scopes as a gauge)."""
 
     scope_id: Id = Field(title="scope", description="The scope (contract §3).")
-    as_of_position: Position = Field(title="as of", description="Highest journal position applied in the scope (pending outcomes included).")
+    as_of_position: Position = Field(title="as of position", description="Highest journal position applied in the scope (pending outcomes included).")
     selected: Count = Field(title="selected", description="Selections linked to a Task Outcome (contract §7).")
     recurred: Count = Field(title="recurred", description="Terminal recurred verdicts (contract §7).")
     avoided: Count = Field(title="avoided", description="Terminal avoided verdicts (contract §7).")
     unknown: Count = Field(title="unknown", description="Linked selections without a terminal verdict: an evidence gap, not a failure.")
     unlinked_handoff_citations: Count = Field(
-        title="unlinked citations", description="Handoff citations no Task Outcome was linked through: provenance coverage, not a failure."
+        title="unlinked Handoff citations", description="Handoff citations no Task Outcome was linked through: provenance coverage, not a failure."
     )
     needing_review: Count = Field(
         title="needing review", description="Revisions whose streak ≥ the review threshold (the true count, even beyond top_revisions)."

@@ -89,6 +89,23 @@
     }
   }
 
+  // The labels of the scope table and the unknown reasons, as the ledger's records state them
+  // (GET /field-catalogue): read once; a <th data-label="field"> gets the field's title and description.
+  let catalogue = null;
+  async function loadCatalogue() {
+    if (catalogue) return;
+    const answer = await getJSON("/field-catalogue");
+    if (!answer.body) return;
+    catalogue = answer.body;
+    window.rlUnknown.load(catalogue.unknown_reasons);
+    for (const th of document.querySelectorAll("th[data-label]")) {
+      const label = catalogue.scope[th.dataset.label];
+      if (!label) continue;
+      th.textContent = label.title;
+      th.title = label.description || "";
+    }
+  }
+
   function renderStatistics(record) {
     $("#scope-name").textContent = record.scope_id;
     $("#scope-as-of").textContent = String(record.as_of_position);
@@ -266,6 +283,7 @@
           const changed = record.changed || revisions.changed || review.changed || byUnknown.changed || suspects.changed
             || $("#scope-name").textContent !== selected;
           if (changed) {
+            await loadCatalogue();
             renderStatistics(record.body);
             renderRevisions(revisions.body);
             renderReview(review.body);
