@@ -103,7 +103,7 @@
   function renderSuspects(record, list, threshold) {
     const body = $("#suspects tbody");
     body.replaceChildren();
-    const count = record.binding_suspects ?? 0;
+    const count = record[$("#suspect-count").dataset.counter] ?? 0; // the figure index.html gives this place
     $("#suspect-count").textContent = String(count);
     $("#suspect-threshold").textContent = String(threshold ?? "?");
     $(".suspects-panel").classList.toggle("alert", count > 0);
