@@ -281,7 +281,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
             scope = state.scope(scope_id)
             artifacts = {artifact_id for artifact_id, _ in revisions} | self._review_dirty.get(scope_id, {}).keys()
             self._review_rows(scope, scope_id, artifacts, emits)
-            statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit)
+            statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold)
             published = digest(statistics)
             if scope.get("published_digest") != published:
                 scope["published_digest"] = published
