@@ -171,7 +171,7 @@ def observations_of(fed: Fed, artifact_id: str) -> list[tuple[int, str, str]]:
 def test_verdict_history_and_runs_equal_the_ledger(fed, client):
     models = ReadModels(client, fed.namespace)
     history = models.history(SCOPE, "T1", 1)
-    assert history is not None and history.review_threshold == 3
+    assert history is not None and history.row["runs_reaching_threshold"] == [None, 7]
     verdicts = history.verdicts()
     assert sorted((row["task_outcome_position"], row["event"], row["task_outcome_id"]) for row in verdicts) == observations_of(fed, "T1")
     assert history.total == len(verdicts) == 12
@@ -297,7 +297,7 @@ def test_history_is_bounded_with_a_total(read_redis_url):
         runs = history.runs(verdicts)
         assert [(run["run_start_position"], run["recurred"], run["complete"], run["current"]) for run in runs] == [(6, 4, False, True)]
         assert with_runs([[3, "recurred", "o3", None, None, None, "x"]], floor=2)[0]["run"] == 2
-        assert runs_of([], 3) == []
+        assert runs_of([], [None]) == []
     finally:
         models.clear()
         client.delete(Keys(namespace).scope("bounded"))

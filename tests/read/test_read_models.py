@@ -33,7 +33,7 @@ def test_runs_are_named_by_their_opening_avoided_verdict():
         (4, "selected", None, "recurred"), (4, "recurred", None, "recurred"), (5, "recurred", None, "recurred"),
         (7, "selected", 7, "avoided"), (7, "avoided", 7, "avoided"), (8, "selected", 7, None), (9, "recurred", 7, "recurred"),
     ]
-    runs = runs_of(rows, threshold=2, open_candidates={7: "sha256:c"})
+    runs = runs_of(rows, reaching=[None], open_candidates={7: "sha256:c"})
     assert [(r["run_start_position"], r["recurred"], r["first_position"], r["last_position"], r["reaches_threshold"], r["current"], r["review_candidate"])
             for r in runs] == [(None, 2, 4, 5, True, False, None), (7, 1, 7, 9, False, True, "sha256:c")]
     assert all(r["complete"] for r in runs)
@@ -42,8 +42,8 @@ def test_runs_are_named_by_their_opening_avoided_verdict():
 def test_a_truncated_history_names_its_oldest_run_from_the_floor_and_marks_it_incomplete():
     rows = with_runs(HISTORY[5:], floor=7)
     assert [r["run"] for r in rows] == [7, 7]
-    assert [r["complete"] for r in runs_of(rows, 3, floor=7, truncated=True)] == [False]
-    assert [r["complete"] for r in runs_of(with_runs(HISTORY[3:]), 3, truncated=True)] == [True]
+    assert [r["complete"] for r in runs_of(rows, truncated=True)] == [False]
+    assert [r["complete"] for r in runs_of(with_runs(HISTORY[3:]), truncated=True)] == [True]
 
 
 def test_positions_compare_as_text_when_padded():

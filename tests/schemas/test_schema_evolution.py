@@ -108,8 +108,30 @@ def test_the_form_of_id_16_is_what_it_registered_and_the_current_form_appends_to
 #: version), with their files and ids, and the fields appended.
 REVISION_4_FORMS = {
     "ScopeStatistics": ("ScopeStatistics.id20", 20, ["review_threshold"]),
-    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["version"]),
+    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["version", "runs_reaching_threshold"]),
 }
+
+
+def test_the_form_before_record_revision_5_is_what_it_registered_and_the_current_form_appends_the_runs_to_it():
+    """Record revision 5: RevisionStatistics names the runs reaching the
+    review threshold (the review page marks them as the ledger decided);
+    the form before keeps id 22."""
+    registered = previous("RevisionStatistics.id22")
+    assert {**json.loads(avro.schema_json("RevisionStatistics.id22")), "doc": None} == {**registered, "doc": None}
+    assert catalogue.PREVIOUS_SCHEMA_IDS[22] == ("RevisionStatistics", "RevisionStatistics.id22")
+    current = json.loads(avro.schema_json("RevisionStatistics"))
+    assert_appended_with_defaults(registered, current)
+    assert [field["name"] for field in current["fields"][len(registered["fields"]):]] == ["runs_reaching_threshold"]
+    row = {**RevisionStatistics.model_validate({
+        "scope_id": "s", "artifact_ref": {"family": "experience", "artifact_id": "a", "revision": 1}, "signature_key": "k",
+        "terminal_recurred_streak": 3, "needs_review": True, "recurred": 4, "avoided": 1, "version": 5,
+    }).model_dump(mode="json", by_alias=True)}
+    old = {key: value for key, value in row.items() if key != "runs_reaching_threshold"}
+    frame = codec.frame_id(22, avro.encode("RevisionStatistics.id22", old))
+    assert codec.decode_value(frame, ("RevisionStatistics",)) == {**old, "runs_reaching_threshold": []}
+    written = codec.encode("RevisionStatistics", {**row, "runs_reaching_threshold": [None, 7]})
+    assert written[1:5] == (23).to_bytes(4, "big")
+    assert codec.decode_value(written, ("RevisionStatistics",))["runs_reaching_threshold"] == [None, 7]
 
 
 @pytest.mark.parametrize("name", sorted(REVISION_4_FORMS))
@@ -146,7 +168,7 @@ def test_a_widened_union_keeps_its_branches_in_order_and_its_id(name):
 def test_the_new_records_have_new_ids_and_no_earlier_form():
     assert {name: catalogue.SCHEMA_IDS[name] for name in NEW} == {"ReviewDecision": 18, "ReviewStatus": 19}
     assert catalogue.SCHEMA_IDS["ScopeStatistics"] == 21
-    assert catalogue.SCHEMA_IDS["RevisionStatistics"] == 22
+    assert catalogue.SCHEMA_IDS["RevisionStatistics"] == 23
     assert not any((PREVIOUS / f"{name}.json").exists() for name in NEW)
 
 

@@ -344,11 +344,18 @@ class RevisionStatistics(RevisionFigures, RevisionRowOrder):
     (``recurrence_ledger.ledger.statistics.row_version``): it grows with
     every row the ledger publishes for the revision, so a reader keeps the
     row with the highest version and never decides that order itself.
+    Since record revision 5 ``runs_reaching_threshold``: the runs the review
+    page marks as reaching the threshold, as the ledger decided it.
     """
 
     version: Count = _count(
         "version", "Grows with every row the ledger publishes for the revision (its observations and ambiguous matches so far); "
         "0 in a row written before record revision 4."
+    )
+    runs_reaching_threshold: list[Position | None] = Field(
+        default_factory=list, title="runs reaching the threshold",
+        description="The names of the revision's runs (the position of the avoided verdict that opened each; null: the start of its history) "
+        "that hold at least the review threshold's recurred verdicts now, oldest first (contract §8); empty in a row written before record revision 5.",
     )
 
 

@@ -11,7 +11,7 @@ from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.ratios import published_ratio
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
-from recurrence_ledger.ledger.streaks import linked_verdicts, streak_length
+from recurrence_ledger.ledger.streaks import linked_verdicts, runs_reaching_threshold, streak_length
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 
 
@@ -217,7 +217,9 @@ def top_revisions(state: LedgerState, scope_id: str, limit: int, threshold: int)
 
 def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int) -> dict:
     """The RevisionStatistics row of one revision (the ``revisions`` view): its streak (contract §8), ``needs_review`` (streak ≥
-    ``threshold``), :func:`revision_figures` and its :func:`row_version`. The revision must have a
+    ``threshold``), :func:`revision_figures`, its :func:`row_version` and
+    ``runs_reaching_threshold`` (the names of its runs holding ≥
+    ``threshold`` recurred verdicts, :func:`recurrence_ledger.ledger.streaks.runs_reaching_threshold`). The revision must have a
     selection or a verdict (a ``streak`` record); KeyError/TypeError
     otherwise."""
     record = state.get("streak", scope_id, artifact_id, revision)
@@ -230,6 +232,7 @@ def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, rev
         "needs_review": streak >= threshold,
         **(revision_figures := figures(state, scope_id, artifact_id, revision)),
         "version": row_version(revision_figures),
+        "runs_reaching_threshold": runs_reaching_threshold(state, scope_id, artifact_id, revision, record, threshold),
     }
 
 

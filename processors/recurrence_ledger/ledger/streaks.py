@@ -168,6 +168,20 @@ def runs_at_threshold(state: LedgerState, scope_id: str, artifact_id: str, revis
     return count
 
 
+def runs_reaching_threshold(state: LedgerState, scope_id: str, artifact_id: str, revision: int, record: dict, threshold: int) -> list[int | None]:
+    """The names of the revision's runs that hold at least ``threshold``
+    recurred verdicts now, by position (contract §8 "reaches the
+    threshold"), oldest first; None names the run at the start of its
+    history. Published on its RevisionStatistics row so that readers never
+    compare a run with a threshold of their own. Reads no run when the
+    record counts none (``full_runs`` at ``threshold``)."""
+    if record.get("full_runs_threshold") == threshold and not record.get("full_runs"):
+        return []
+    parts = (scope_id, artifact_id, revision)
+    starts = [None, *state.get("avoided_at", *parts, default=[])]
+    return [start for start in starts if len(_get_run(state, parts, start)) >= threshold]
+
+
 def _count_full_runs(state: LedgerState, parts: tuple, threshold: int) -> int:
     starts = [None, *state.get("avoided_at", *parts, default=[])]
     return sum(1 for start in starts if len(_get_run(state, parts, start)) >= threshold)

@@ -124,19 +124,21 @@ class ReadModels:
 
     # -- reads
 
-    def history(self, scope_id: str, artifact_id: str, revision: int) -> RevisionHistory | None:
-        """The revision's history as stored, with the scope's review
-        threshold and the revision's view row, or None when the view does
+    def history(self, scope_id: str, artifact_id: str, revision: int, scope_fields: tuple[str, ...] = ()) -> RevisionHistory | None:
+        """The revision's history as stored, with the revision's view row
+        (which names the runs reaching the review threshold) and the
+        ``scope_fields`` the caller asks of the scope's hash (text or None
+        each, in ``RevisionHistory.scope``), or None when the view does
         not hold the scope. Two round trips: one MULTI/EXEC for the scope,
         the row, the kept verdicts and the meta hash, then the position of
         the last avoided verdict before the oldest kept one."""
         keys = self.keys
         pipe = self.client.pipeline(transaction=True)
-        pipe.hmget(keys.scope(scope_id), "as_of_position", "review_threshold")
+        pipe.hmget(keys.scope(scope_id), "as_of_position", *scope_fields)
         pipe.hget(keys.revisions(scope_id), revision_member({"family": "experience", "artifact_id": artifact_id, "revision": revision}))
         pipe.zrange(keys.history(scope_id, artifact_id, revision), 0, -1)
         pipe.hgetall(keys.history_meta(scope_id, artifact_id, revision))
-        (as_of, threshold), row, members, meta = pipe.execute()
+        (as_of, *asked), row, members, meta = pipe.execute()
         if as_of is None:
             return None
         entries = [orjson.loads(member_) for member_ in members]
@@ -146,7 +148,9 @@ class ReadModels:
             below = self.client.zrevrangebyscore(keys.avoided(scope_id, artifact_id, revision), f"({lowest}", "-inf", start=0, num=1)
             floor = int(below[0]) if below else None
         meta = {_text(name): _text(value) for name, value in meta.items()}
-        digest = hashlib.sha256(b"%s\x00%s\x00%s\x00" % (_bytes(as_of), _bytes(threshold or b"none"), _bytes(row or b"none")))
+        digest = hashlib.sha256(b"%s\x00%s\x00" % (_bytes(as_of), _bytes(row or b"none")))
+        for value in asked:
+            digest.update(_bytes(value or b"none") + b"\x00")
         for member_ in members:
             digest.update(_bytes(member_) + b"\x00")
         for name in sorted(meta):
@@ -154,7 +158,7 @@ class ReadModels:
         digest.update(b"floor=%s" % str(floor).encode())
         return RevisionHistory(
             scope_id=scope_id, artifact_id=artifact_id, revision=revision, as_of_position=int(as_of),
-            review_threshold=(int(threshold) or None) if threshold is not None else None,  # 0: a record before record revision 4
+            scope={name: None if value is None else _text(value) for name, value in zip(scope_fields, asked, strict=True)},
             row=orjson.loads(row) if row is not None else None,
             entries=entries, floor=floor, meta=meta, etag=etag(digest),
         )

@@ -104,14 +104,16 @@ class RevisionHistory:
     """What Redis holds of one revision's history. ``entries``: the kept
     members (lists); ``floor``: the position of the last avoided verdict
     before the oldest kept one (None: none); ``meta``: the history-meta
-    hash; ``row``: the revision's RevisionStatistics row from the view (None
-    when absent)."""
+    hash; ``scope``: the fields of the scope's hash the reader asked for
+    (text or None); ``row``: the revision's RevisionStatistics row from the view (None
+    when absent), whose ``runs_reaching_threshold`` names the runs the
+    ledger decided reach the review threshold."""
 
     scope_id: str
     artifact_id: str
     revision: int
     as_of_position: int
-    review_threshold: int | None
+    scope: dict[str, str | None]
     row: dict | None
     entries: list[list]
     floor: int | None
@@ -138,9 +140,12 @@ class RevisionHistory:
         return with_runs(self.entries, self.floor)
 
     def runs(self, verdicts: list[dict] | None = None) -> list[dict]:
-        """The runs of the kept observations (:func:`runs_of`)."""
+        """The runs of the kept observations (:func:`runs_of`), marked as
+        the revision's row says (none reaches the threshold without a row,
+        or with one written before record revision 5)."""
         verdicts = self.verdicts() if verdicts is None else verdicts
-        return runs_of(verdicts, self.review_threshold, self.floor, truncated=self.total > len(self.entries), open_candidates=self.open_candidates)
+        reaching = (self.row or {}).get("runs_reaching_threshold", [])
+        return runs_of(verdicts, reaching, truncated=self.total > len(self.entries), open_candidates=self.open_candidates)
 
 
 def with_runs(entries: Iterable[list], floor: int | None = None) -> list[dict]:
@@ -174,16 +179,19 @@ def with_runs(entries: Iterable[list], floor: int | None = None) -> list[dict]:
     return rows
 
 
-def runs_of(verdicts: list[dict], threshold: int | None, floor: int | None = None, truncated: bool = False,
+def runs_of(verdicts: list[dict], reaching: Iterable[int | None] = (), truncated: bool = False,
             open_candidates: dict[int | None, str] | None = None) -> list[dict]:
-    """The runs of ``verdicts`` (:func:`with_runs`), oldest first: name
-    (``run_start_position``), ``recurred`` (its recurred verdicts among the
-    kept ones), first and last position, ``reaches_threshold`` (recurred ≥
-    ``threshold``), ``current`` (the revision's last run), ``complete``
+    """The runs of ``verdicts`` (:func:`with_runs`) grouped by name, oldest
+    first: name (``run_start_position``), ``recurred`` (its recurred
+    verdicts among the kept ones), first and last position,
+    ``reaches_threshold`` (its name is in ``reaching``: the ledger's
+    RevisionStatistics ``runs_reaching_threshold``, never a threshold of the
+    reader's), ``current`` (the revision's last run), ``complete``
     (every observation of the run is kept: false for the oldest run of a
     truncated history) and ``review_candidate`` (the id of its open review
     candidate, or None)."""
     open_candidates = open_candidates or {}
+    reaching = set(reaching)
     runs: dict[int | None, dict] = {}
     kept_avoided = {row["task_outcome_position"] for row in verdicts if row["event"] == "avoided"}
     for row in verdicts:
@@ -196,7 +204,7 @@ def runs_of(verdicts: list[dict], threshold: int | None, floor: int | None = Non
     ordered = list(runs.values())
     for index, run in enumerate(ordered):
         start = run["run_start_position"]
-        run["reaches_threshold"] = threshold is not None and run["recurred"] >= threshold
+        run["reaches_threshold"] = start in reaching
         run["current"] = index == len(ordered) - 1
         run["complete"] = not truncated or start in kept_avoided
         run["review_candidate"] = open_candidates.get(start)

@@ -69,7 +69,7 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         failure_ref and run, the runs (contract §8) and the review
         threshold. Kept: the newest N by position (``total`` counts them
         all)."""
-        history = models.history(scope, artifact_id, revision)
+        history = models.history(scope, artifact_id, revision, scope_fields=("review_threshold",))
         if history is None:
             return unknown_scope(scope, namespace)
         if history.row is None and not history.entries and not history.meta:
@@ -99,7 +99,7 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
             "artifact_ref": {"family": "experience", "artifact_id": artifact_id, "revision": revision},
             "signature_key": row.get("signature_key", history.meta.get("signature_key")), "repair_surface": row.get("repair_surface"),
             "terminal_recurred_streak": row.get("terminal_recurred_streak"), "needs_review": row.get("needs_review"),
-            "review_threshold": history.review_threshold, "order": order, "limit": limit, "offset": offset, "total": history.total,
+            "review_threshold": int(history.scope["review_threshold"] or 0) or None,  # 0: a record before record revision 4 "order": order, "limit": limit, "offset": offset, "total": history.total,
             "retained": len(verdicts), "truncated": history.total > len(verdicts), "runs": [shape_run(run) for run in runs], "verdicts": rows,
         })
         return answer(body, history.etag, None, history.as_of_position)
