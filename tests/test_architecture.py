@@ -149,6 +149,18 @@ def test_the_read_side_the_api_and_whatif_import_nothing_of_the_runtime():
     assert offenders == []
 
 
+def test_the_read_side_never_names_the_review_threshold():
+    """The ledger decides what reaches the review threshold (a row's
+    ``needs_review``, a RevisionStatistics row's ``runs_reaching_threshold``):
+    no file of ``read/`` (Python or Lua) names ``review_threshold``."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted((PACKAGE_DIR / "read").rglob("*")) if path.is_file() and path.suffix in {".py", ".lua"}
+        for number, line in enumerate(path.read_text().splitlines(), 1) if "review_threshold" in line
+    ]
+    assert offenders == []
+
+
 def test_the_modules_of_the_package_form_no_import_cycle():
     known = modules()
     graph = {name: {target for target in imports(path, known)[0] if target != name} for name, path in known.items()}
