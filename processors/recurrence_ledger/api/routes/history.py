@@ -80,6 +80,7 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         runs = history.runs(verdicts)
         ordered = verdicts if order == "oldest" else verdicts[::-1]
         row = history.row or {}
+        # The scope's review_threshold as its record stored it (0 or absent: a record before record revision 4).
         shape_verdict, shape_ref = shaper(Verdict), shaper(ItemRef)
         rows = [
             shape_verdict({
@@ -99,7 +100,7 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
             "artifact_ref": {"family": "experience", "artifact_id": artifact_id, "revision": revision},
             "signature_key": row.get("signature_key", history.meta.get("signature_key")), "repair_surface": row.get("repair_surface"),
             "terminal_recurred_streak": row.get("terminal_recurred_streak"), "needs_review": row.get("needs_review"),
-            "review_threshold": int(history.scope["review_threshold"] or 0) or None,  # 0: a record before record revision 4 "order": order, "limit": limit, "offset": offset, "total": history.total,
+            "review_threshold": int(history.scope["review_threshold"] or 0) or None, "order": order, "limit": limit, "offset": offset, "total": history.total,
             "retained": len(verdicts), "truncated": history.total > len(verdicts), "runs": [shape_run(run) for run in runs], "verdicts": rows,
         })
         return answer(body, history.etag, None, history.as_of_position)
