@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from recurrence_ledger import policy
+from recurrence_ledger.ledger.severity import review_threshold_of
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,9 @@ class LedgerConfig:
     the :mod:`recurrence_ledger.policy` setting of the same name.
 
     - ``review_threshold``: streak at which a revision needs review.
+    - ``critical_review_threshold``: the same for a critical revision
+      (contract §22: ``needs_review``, ``needing_review``, its review
+      candidates and a critical fix revision's ``failed``).
     - ``top_revisions_limit``: N of ``top_revisions``.
     - ``provenance_horizon``: how many journal positions a pending outcome
       may wait, counted on its scope's ``as_of_position``, before it is
@@ -43,12 +47,19 @@ class LedgerConfig:
     provenance_horizon: int | None = policy.PROVENANCE_HORIZON.default
     max_pending_candidates: int = policy.MAX_PENDING_CANDIDATES.default
     near_duplicate_threshold: Fraction = policy.NEAR_DUPLICATE_THRESHOLD.default
+    critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default
 
     def __post_init__(self) -> None:
         policy.REVIEW_THRESHOLD.check(self.review_threshold)
+        policy.CRITICAL_REVIEW_THRESHOLD.check(self.critical_review_threshold)
         policy.TOP_REVISIONS.check(self.top_revisions_limit)
         policy.PROVENANCE_HORIZON.check(self.provenance_horizon)
         policy.MAX_PENDING_CANDIDATES.check(self.max_pending_candidates)
         policy.NEAR_DUPLICATE_THRESHOLD.check(self.near_duplicate_threshold)
         if not isinstance(self.near_duplicate_threshold, Fraction) or not 0 < self.near_duplicate_threshold <= 1:
             raise ValueError(f"near_duplicate_threshold must be a Fraction in (0, 1], got {self.near_duplicate_threshold!r}")
+
+    def review_threshold_of(self, severity: str | None) -> int:
+        """The review threshold of a revision of ``severity`` (contract
+        §22: the critical one for ``critical``), ``severity.review_threshold_of``."""
+        return review_threshold_of(severity, self.review_threshold, self.critical_review_threshold)

@@ -46,6 +46,7 @@ from recurrence_ledger.ledger import admission, causal, chain, matching, records
 from recurrence_ledger.ledger.candidates import CandidateAdmission
 from recurrence_ledger.ledger.reviews import ReviewLoop
 from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.models import identity_content
 from recurrence_ledger.ledger.normalize import digest, normalize
 from recurrence_ledger.ledger.outcomes import OutcomeDecisions
 from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
@@ -153,7 +154,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         position = value["journal_position"]
         identity = _identity(kind, value)
         try:
-            content_digest = digest(value)
+            content_digest = digest(identity_content(kind, value))
         except ValueError as error:  # e.g. a lone surrogate: no canonical form, no identity
             return ApplyResult(rejection=Rejection("invalid_value", str(error)))
         state = self.state
@@ -266,7 +267,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         for scope_id in sorted(self._dirty.keys() | self._review_dirty.keys()):
             revisions = self._dirty.get(scope_id, {})
             for artifact_id, revision in sorted(revisions):
-                record = revision_statistics(state, scope_id, artifact_id, revision, threshold)
+                record = revision_statistics(state, scope_id, artifact_id, revision, threshold, self.config.critical_review_threshold)
                 self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
             scope = state.scope(scope_id)
             artifacts = {artifact_id for artifact_id, _ in revisions} | self._review_dirty.get(scope_id, {}).keys()
@@ -334,6 +335,8 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
                 "condition_key": normalize(failure["verification"]["condition"]),
                 "check_subject_key": normalize(failure["verification"]["check_subject"]),
             }
+            if failure.get("severity") is not None:  # contract §22; an unrated record is as before revision 4
+                record["failure"]["severity"] = failure["severity"]
             state.append([artifact_id, revision], "cue", scope_id, record["failure"]["signature_key"])
         state.put(record, "experience", scope_id, artifact_id, revision)
         state.append([revision, position], "history", scope_id, artifact_id)

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from recurrence_ledger.ledger.models import ArtifactRef, Digest, Id, Position, RepairSurface, ReviewVerdict, SourceRef, Text, Value
+from recurrence_ledger.ledger.models import ArtifactRef, Digest, Id, Position, RepairSurface, ReviewVerdict, Severity, SourceRef, Text, Value
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
 
@@ -143,7 +143,7 @@ class RecurrenceStreak(Value):
     verdicts) and ``low_yield`` (selected ≥ 3 and yield < 0.3; surfaced only,
     contract §14); since revision 3 ``unknown``, ``unknown_reasons``,
     ``ambiguous`` and ``binding_suspect`` (contract §17, as on
-    RevisionStatistics)."""
+    RevisionStatistics); since revision 4 ``severity`` (contract §22)."""
 
     artifact_ref: ArtifactRef
     signature_key: str
@@ -158,6 +158,7 @@ class RecurrenceStreak(Value):
     unknown_reasons: UnknownReasons = UnknownReasons()
     ambiguous: Count = 0
     binding_suspect: bool = False
+    severity: Severity | None = None
 
 
 class ReviewCandidate(Value):
@@ -186,14 +187,38 @@ class SurfaceCounts(Value):
     avoided: Annotated[int, Field(ge=0)]
 
 
+class RejectedByReason(Value):
+    """contract §24 (rev. 4): a scope's rejected review candidates by the
+    ``reason_code`` of their decision (``recurrence_ledger.ledger.severity.REASON_BUCKETS``);
+    ``unspecified``: rejected without one. They sum to ``rejected``."""
+
+    false_cause: Count = 0
+    broad_scope: Count = 0
+    weak_evidence: Count = 0
+    duplicate: Count = 0
+    not_reproducible: Count = 0
+    other: Count = 0
+    unspecified: Count = 0
+
+
 class ReviewCounts(Value):
     """contract §18 (rev. 3): a scope's review candidates by the ``status``
-    of their ReviewStatus."""
+    of their ReviewStatus; since revision 4 (contract §24) the rejected ones
+    by reason code and ``promotion_rate`` = approved / (approved +
+    rejected), a §19.3 ratio, None without decisions."""
 
     open: Count = 0
     approved: Count = 0
     rejected: Count = 0
     superseded: Count = 0
+    rejected_by_reason: RejectedByReason = RejectedByReason()
+    promotion_rate: Annotated[float | None, Field(ge=0, le=1)] = None
+
+    @model_validator(mode="after")
+    def _sums(self) -> ReviewCounts:
+        if sum(self.rejected_by_reason.model_dump().values()) != self.rejected and any(self.rejected_by_reason.model_dump().values()):
+            raise ValueError("rejected_by_reason sums to rejected (contract §24)")
+        return self
 
 
 class RepairCounts(Value):
@@ -206,6 +231,18 @@ class RepairCounts(Value):
     failed: Count = 0
 
 
+class SeverityCounts(Value):
+    """contract §22 (rev. 4): a scope's recurred verdicts by their
+    revision's severity; ``unrated``: revisions without one. They sum to
+    the scope's ``recurred``."""
+
+    critical: Count = 0
+    high: Count = 0
+    medium: Count = 0
+    low: Count = 0
+    unrated: Count = 0
+
+
 class ScopeStatistics(Value):
     """contract §8: the recurrence statistics block for one scope plus
     ``as_of_position`` and the operational gauges ``pending_outcomes`` and
@@ -213,8 +250,13 @@ class ScopeStatistics(Value):
     ``stale_revision_selections`` and ``by_repair_surface``, and since
     revision 3 ``forward_references`` (contract §16), ``unknown_reasons``,
     ``ambiguous_matches``, ``unmatched_failures`` and ``binding_suspects``
-    (§17), ``reviews`` and ``repairs`` (§18). Re-published whenever it
-    changes (compacted topic)."""
+    (§17), ``reviews`` and ``repairs`` (§18), and since revision 4
+    ``recurred_by_severity`` (§22). Re-published whenever it
+    changes (compacted topic).
+
+    Raises ValueError when ``recurred_by_severity`` has counts that do not
+    sum to ``recurred`` (all zeros: a record written before revision 4,
+    read with its default)."""
 
     scope_id: Id
     as_of_position: Position
@@ -237,6 +279,14 @@ class ScopeStatistics(Value):
     binding_suspects: Count = 0
     reviews: ReviewCounts = ReviewCounts()
     repairs: RepairCounts = RepairCounts()
+    recurred_by_severity: SeverityCounts = SeverityCounts()
+
+    @model_validator(mode="after")
+    def _severity_sums(self) -> ScopeStatistics:
+        counts = self.recurred_by_severity.model_dump().values()
+        if any(counts) and sum(counts) != self.recurred:
+            raise ValueError("recurred_by_severity sums to recurred (contract §22)")
+        return self
 
 
 class RevisionStatistics(Value):
@@ -253,7 +303,9 @@ class RevisionStatistics(Value):
     a revision has a row even without a selection or a verdict) and
     ``binding_suspect`` (no terminal verdict at all, and at least
     review-threshold unknown selections with ``condition_empty`` or a
-    ``check_…`` reason).
+    ``check_…`` reason). Since revision 4 ``severity`` (contract §22; a
+    critical revision's ``needs_review`` compares with the critical review
+    threshold).
     """
 
     scope_id: Id
@@ -271,6 +323,7 @@ class RevisionStatistics(Value):
     unknown_reasons: UnknownReasons = UnknownReasons()
     ambiguous: Count = 0
     binding_suspect: bool = False
+    severity: Severity | None = None
 
 
 class NearDuplicate(Value):

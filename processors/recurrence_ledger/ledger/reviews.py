@@ -22,7 +22,9 @@ written explicitly, see ``state.py``):
   revision, signature_key, streak, ``position`` (the journal position of
   the Task Outcome whose verdict published it), the applied ``decision``
   and named ``fix`` (or None), what its row counts in the scope's
-  ``reviews`` and ``repairs`` (``counted``) and the digest of its last
+  ``reviews`` and ``repairs`` (``counted``; a rejected row with a reason
+  code counts it in ``rejected_by_reason`` too, contract §24: a third
+  entry, the code kept as ``reason_code``) and the digest of its last
   published row (``published``);
 - ``("reviews", scope_id, artifact_id)``: the candidate ids of an artifact,
   in publication order (whose rows a new revision or a revision's new
@@ -53,6 +55,7 @@ from recurrence_ledger.ledger.deadletter import Coordinates, dead_letter
 from recurrence_ledger.ledger.normalize import canonical_json, digest
 from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
+from recurrence_ledger.ledger.severity import review_threshold_of
 from recurrence_ledger.ledger.statistics import figures
 from recurrence_ledger.ledger.streaks import reached_threshold, streak_length
 
@@ -82,11 +85,15 @@ def repair_state(record: dict | None, threshold: int) -> str:
     return "held" if streak_length(record) == 0 else "recurring"
 
 
-def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: dict, threshold: int) -> dict:
+def review_status(
+    state: LedgerState, scope_id: str, candidate_id: str, record: dict, threshold: int, critical_threshold: int | None = None,
+) -> dict:
     """The ReviewStatus row of a published candidate (its ``review``
     record), from what the state knows now: the artifact's known revisions
     (its ``history``), the applied decision and the fix revision F's streak
-    record. ``fix_revision`` without a named one is the lowest known
+    record. F's repair is ``failed`` at F's own review threshold: the
+    review ``threshold``, or for a critical F ``critical_threshold`` when
+    given (contract §22). ``fix_revision`` without a named one is the lowest known
     revision above the candidate's, so its final value does not depend on
     the order in which the revisions arrived."""
     artifact_id, revision = record["artifact_id"], record["revision"]
@@ -107,7 +114,7 @@ def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: 
         streak_record = state.get("streak", scope_id, fix["artifact_id"], fix["revision"]) if fix is not None else None
         numbers = figures(state, scope_id, fix["artifact_id"], fix["revision"]) if streak_record is not None else {}
         repair = {
-            "status": repair_state(streak_record, threshold),
+            "status": repair_state(streak_record, _fix_threshold(streak_record, threshold, critical_threshold)),
             "selected": numbers.get("selected", 0),
             "recurred": numbers.get("recurred", 0),
             "avoided": numbers.get("avoided", 0),
@@ -125,6 +132,14 @@ def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: 
         "fix_revision": fix,
         "repair": repair,
     }
+
+
+def _fix_threshold(streak_record: dict | None, threshold: int, critical_threshold: int | None) -> int:
+    """The review threshold of a fix revision from its streak record
+    (contract §22: the critical one for a critical revision)."""
+    if critical_threshold is None or streak_record is None:
+        return threshold
+    return review_threshold_of(streak_record.get("severity"), threshold, critical_threshold)
 
 
 class ReviewLoop:
@@ -234,6 +249,8 @@ class ReviewLoop:
             ))
         record["decision"] = {name: decision[name] for name in APPLIED_FIELDS}
         record["fix"] = fix
+        if decision.get("reason_code") is not None:  # contract §24: counted with the rejected row
+            record["reason_code"] = decision["reason_code"]
         state.put(record, "review", scope_id, candidate_id)
         self._mark_review(scope_id, record["artifact_id"])
         return None
@@ -277,14 +294,18 @@ class ReviewLoop:
         candidate_ids = sorted({cid for artifact_id in artifacts for cid in state.get("reviews", scope_id, artifact_id, default=[])})
         for candidate_id in candidate_ids:
             record = state.get("review", scope_id, candidate_id)
-            row = review_status(state, scope_id, candidate_id, record, threshold)
+            row = review_status(state, scope_id, candidate_id, record, threshold, self.config.critical_review_threshold)
             published = digest(row)
             if record["published"] == published:
                 continue
             counted = [row["status"], row["repair"]["status"] if row["repair"] is not None else None]
+            code = record.get("reason_code") if row["status"] == "rejected" else None
+            if code is not None:  # contract §24: the third count, kept only when there is one
+                counted.append(code)
             before = record["counted"] or [None, None]
             _move(scope, "reviews", before[0], counted[0])
             _move(scope, "repairs", before[1], counted[1])
+            _move(scope, "rejected_by_reason", before[2] if len(before) > 2 else None, code)
             record["counted"], record["published"] = counted, published
             state.put(record, "review", scope_id, candidate_id)
             self._emit(emits, REVIEW_STATUS, review_status_key(scope_id, candidate_id), row)

@@ -10,6 +10,7 @@ from typing import get_args
 from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.ratios import published_ratio
+from recurrence_ledger.ledger.severity import promotion_rate, recurred_by_severity, rejected_by_reason, review_threshold_of
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 from recurrence_ledger.ledger.streaks import linked_verdicts, streak_length
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
@@ -29,7 +30,9 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     per repair_surface. Taken
     from the sorted ranking (cached between streak changes), so the cost is
     O(top_limit), not O(revisions). Revision 3 adds :func:`causal_and_unknown_figures`
-and :func:`review_figures`.
+and :func:`review_figures`; revision 4 ``recurred_by_severity`` (contract
+§22, ``severity.recurred_by_severity``) and, in ``reviews``, the rejections
+by reason code and the promotion rate (§24).
     """
     return {
         "scope_id": scope_id,
@@ -51,6 +54,7 @@ and :func:`review_figures`.
         },
         **causal_and_unknown_figures(scope),
         **review_figures(scope),
+        "recurred_by_severity": recurred_by_severity(scope),
     }
 
 
@@ -65,10 +69,18 @@ def review_figures(scope: dict) -> dict[str, dict[str, int]]:
     status of their ReviewStatus) and ``repairs`` (the rows with a repair,
     by its status), contract §18: every status present, in the contract's
     order, from the counts ``recurrence_ledger.ledger.reviews`` keeps in the
-    scope record."""
+    scope record. Since revision 4 (contract §24) ``reviews`` also has
+    ``rejected_by_reason`` (the rejected rows by reason code, summing to
+    ``rejected``) and ``promotion_rate`` (approved / (approved + rejected),
+    None without a decision)."""
     reviews, repairs = scope.get("reviews", {}), scope.get("repairs", {})
+    counts = {status: reviews.get(status, 0) for status in REVIEW_STATES}
     return {
-        "reviews": {status: reviews.get(status, 0) for status in REVIEW_STATES},
+        "reviews": {
+            **counts,
+            "rejected_by_reason": rejected_by_reason(counts["rejected"], scope.get("rejected_by_reason")),
+            "promotion_rate": promotion_rate(counts["approved"], counts["rejected"]),
+        },
         "repairs": {status: repairs.get(status, 0) for status in REPAIR_STATES},
     }
 
@@ -181,12 +193,12 @@ def revision_figures(record: dict | None) -> dict:
 
 def figures(state: LedgerState, scope_id: str, artifact_id: str, revision: int) -> dict:
     """:func:`revision_figures` and :func:`unknown_figures` of a revision's
-    streak record, cached until its counts change
+    streak record and its ``severity`` (contract §22, None: unrated), cached until its counts change
     (``LedgerState.forget_top``). Do not mutate."""
     cached = state.cached_figures(scope_id, artifact_id, revision)
     if cached is None:
         record = state.get("streak", scope_id, artifact_id, revision)
-        cached = {**revision_figures(record), **unknown_figures(record)}
+        cached = {**revision_figures(record), **unknown_figures(record), "severity": (record or {}).get("severity")}
         state.cache_figures(scope_id, artifact_id, revision, cached)
     return cached
 
@@ -211,13 +223,19 @@ def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
     return rows
 
 
-def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int) -> dict:
+def revision_statistics(
+    state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int, critical_threshold: int | None = None,
+) -> dict:
     """The RevisionStatistics row of one revision (the ``revisions`` view): its streak (contract §8), ``needs_review`` (streak ≥
-    ``threshold``) and :func:`revision_figures`. The revision must have a
+    the revision's review threshold: ``threshold``, or for a critical
+    revision ``critical_threshold`` when given, contract §22) and
+    :func:`figures`. The revision must have a
     selection or a verdict (a ``streak`` record); KeyError/TypeError
     otherwise."""
     record = state.get("streak", scope_id, artifact_id, revision)
     streak = streak_length(record)
+    if critical_threshold is not None:
+        threshold = review_threshold_of(record.get("severity"), threshold, critical_threshold)
     return {
         "scope_id": scope_id,
         "artifact_ref": experience_ref(artifact_id, revision),

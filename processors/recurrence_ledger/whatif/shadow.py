@@ -40,7 +40,11 @@ from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
+from recurrence_ledger.ledger.severity import is_critical
 from recurrence_ledger.ledger.streaks import HISTORY_START, _candidate
+
+#: A review policy: (review threshold, critical review threshold), contract §8, §22.
+ReviewPair = tuple[int, int]
 
 
 def with_near_duplicates(decision: dict, near: list[dict]) -> dict:
@@ -61,10 +65,12 @@ class WhatIfProcessor(LedgerProcessor):
     ``near_duplicate_thresholds`` computed from the same pass (each may
     include the native one, which the core itself decides).
 
-    After the input (``flush``), per threshold:
+    A review threshold is a pair (review threshold, critical review
+    threshold), contract §22; a plain number t is (t, the native critical
+    review threshold). After the input (``flush``), per threshold:
 
-    - ``candidates[t]``: the ReviewCandidate records review threshold t
-      publishes, in publication order (the native one's are the core's, the
+    - ``candidates[(t, c)]``: the ReviewCandidate records the review
+      thresholds t and c publish, in publication order (the native one's are the core's, the
       others' from the runs the core keeps, module docstring);
     - ``decisions[t]``: ``{(scope_id, candidate_id): AdmissionDecision}``
       near-duplicate threshold t decides, in decision order;
@@ -73,12 +79,14 @@ class WhatIfProcessor(LedgerProcessor):
       because the provenance horizon passed / the input ended.
     """
 
-    def __init__(self, config: LedgerConfig, review_thresholds: Sequence[int] = (), near_duplicate_thresholds: Sequence[Fraction] = (),
+    def __init__(self, config: LedgerConfig, review_thresholds: Sequence[int | ReviewPair] = (), near_duplicate_thresholds: Sequence[Fraction] = (),
                  validate_outputs: bool = False) -> None:
         super().__init__(config=config, validate_outputs=validate_outputs)
-        native_review, native_near = config.review_threshold, config.near_duplicate_threshold
-        self.candidates: dict[int, list[dict]] = {native_review: []}
-        self._reviews = sorted(t for t in dict.fromkeys(review_thresholds) if t != native_review)
+        native_review = (config.review_threshold, config.critical_review_threshold)
+        native_near = config.near_duplicate_threshold
+        self.candidates: dict[ReviewPair, list[dict]] = {native_review: []}
+        pairs = ((t, config.critical_review_threshold) if isinstance(t, int) else tuple(t) for t in review_thresholds)
+        self._reviews = sorted(t for t in dict.fromkeys(pairs) if t != native_review)
         for threshold in self._reviews:
             self.candidates[threshold] = []
         #: (scope_id, artifact_id, revision, run name) → the most recurred
@@ -98,14 +106,14 @@ class WhatIfProcessor(LedgerProcessor):
         return list(self._scopes_touched)
 
     # -- the hooks --------------------------------------------------------------
-    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], *more: object, **named: object) -> list[dict]:
-        published = super()._verdict(scope, scope_id, record, repair_surface, emits, *more, **named)
-        self.candidates[self.config.review_threshold] += published
-        if self._reviews and repair_surface == "experience_content":
-            self._other_thresholds(scope_id, record, repair_surface)
+    def _verdict(self, scope: dict, scope_id: str, record: dict, failure: dict, emits: list[Emit], *more: object, **named: object) -> list[dict]:
+        published = super()._verdict(scope, scope_id, record, failure, emits, *more, **named)
+        self.candidates[(self.config.review_threshold, self.config.critical_review_threshold)] += published
+        if self._reviews and failure["repair_surface"] == "experience_content":
+            self._other_thresholds(scope_id, record, failure["repair_surface"], is_critical(failure))
         return published
 
-    def _other_thresholds(self, scope_id: str, record: dict, repair_surface: str) -> None:
+    def _other_thresholds(self, scope_id: str, record: dict, repair_surface: str, critical: bool = False) -> None:
         """The candidates the other review thresholds publish for the run
         this verdict (just recorded by the core) lengthened or split off:
         for a recurred verdict the run it falls in (named by the avoided
@@ -129,9 +137,10 @@ class WhatIfProcessor(LedgerProcessor):
         if length <= before:
             return
         self._longest[key] = length
-        for threshold in self._reviews:
+        for pair in self._reviews:
+            threshold = pair[1] if critical else pair[0]  # contract §22: a critical revision's own threshold
             if before < threshold <= length:
-                self.candidates[threshold].append(_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold))
+                self.candidates[pair].append(_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold, critical))
 
     def _decide_candidate(self, scope_id: str, candidate: dict, emits: list[Emit]) -> None:
         super()._decide_candidate(scope_id, candidate, emits)
