@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface, ReviewDecision
+from recurrence_ledger.ledger.models import ArtifactRef, RejectionReason, RepairSurface, ReviewDecision, Severity
 from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, UnknownReasons
 from recurrence_ledger.ledger.statistics import LOW_YIELD, LOW_YIELD_MIN_SELECTED
 
@@ -91,6 +91,9 @@ class _Figures(_Shape):
         False, description="No terminal verdict at all, and at least review-threshold unknown selections with condition_empty or a check_… reason: "
         "the bound check proves nothing (contract §17).",
     )
+    severity: Severity | None = Field(
+        None, description="The failure record's severity (contract §22): low, medium, high or critical; null: unrated. "
+        "A critical revision needs review at the critical review threshold.")
 
 
 class RevisionRow(_Figures):
@@ -326,7 +329,8 @@ class DecisionRequest(BaseModel):
     ``decision`` approved or rejected; ``reason`` free text, required and not
     blank for rejected (at most 16,384 characters); ``fix_revision`` only
     with approved: a higher revision of the candidate's own artifact (null:
-    the lowest known one above it counts). Nothing else: the reviewer is
+    the lowest known one above it counts); ``reason_code`` only with
+    rejected (contract §24). Nothing else: the reviewer is
     the reviewer token's, the position and time the API's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -334,6 +338,9 @@ class DecisionRequest(BaseModel):
     decision: Literal["approved", "rejected"]
     reason: str | None = None
     fix_revision: ArtifactRef | None = None
+    reason_code: RejectionReason | None = Field(
+        None, description="Only with rejected (contract §24): false_cause, broad_scope, weak_evidence, duplicate, not_reproducible or other; "
+        "counted in the scope's reviews.rejected_by_reason (none: unspecified).")
 
     @model_validator(mode="before")
     @classmethod

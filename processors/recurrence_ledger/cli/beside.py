@@ -50,7 +50,8 @@ def follower_config(config: WorkerConfig, redis_url: str) -> FollowerConfig:
     Schema Registry. Its ``repr`` redacts the URL's password."""
     return FollowerConfig(
         bootstrap=config.bootstrap, redis_url=redis_url, app_id=config.app_id, topic_prefix=config.topic_prefix,
-        review_threshold=config.ledger.review_threshold, schema_registry=config.schema_registry,
+        review_threshold=config.ledger.review_threshold, critical_review_threshold=config.ledger.critical_review_threshold,
+        schema_registry=config.schema_registry,
     )
 
 

@@ -98,14 +98,16 @@ def _refusing_to_start(*errors: type[Exception]) -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
-def _redis_view(redis_url: str, namespace: str, review_threshold: int = policy.REVIEW_THRESHOLD.default):  # noqa: ANN202 - lazy import
+def _redis_view(redis_url: str, namespace: str, review_threshold: int = policy.REVIEW_THRESHOLD.default,  # noqa: ANN202 - lazy import
+                critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default):
     """The RedisView of a command (the CA of RL_REDIS_CA_FILE for a
     rediss:// URL without one); exit 2 for a URL or CA file redis-py cannot
     use."""
     from recurrence_ledger.read.projection import RedisView
 
     try:
-        return RedisView(redis_url, namespace=namespace, review_threshold=review_threshold, ca_file=settings().redis_ca_file)
+        return RedisView(redis_url, namespace=namespace, review_threshold=review_threshold, ca_file=settings().redis_ca_file,
+                         critical_review_threshold=critical_review_threshold)
     except ValueError as error:
         console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None

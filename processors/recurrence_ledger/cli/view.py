@@ -20,6 +20,7 @@ from recurrence_ledger.cli.options import (
     MetricsPortOption,
     PrefixOption,
     RegistryOption,
+    CriticalThresholdOption,
     ThresholdOption,
     TrendLimitOption,
     ViewRedisOption,
@@ -57,6 +58,7 @@ def view_rebuild_command(
     schema_registry_url: RegistryOption = None,
     history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
     trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
+    critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
 ) -> None:
     """Rebuild the Redis view from the statistics topics.
 
@@ -69,7 +71,7 @@ def view_rebuild_command(
     from recurrence_ledger.read.rebuild import rebuild_from_topic
     from recurrence_ledger.read.keys import default_namespace
 
-    view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
+    view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold, critical_review_threshold)
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors(), _redis_errors(view):
         codec = _codec(schema_registry_url, None, kafka_config)
@@ -134,6 +136,7 @@ def view_follow_command(
     schema_registry_url: RegistryOption = None,
     exit_when_idle: ExitWhenIdleOption = None,
     metrics_port: MetricsPortOption = None,
+    critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
 ) -> None:
     """Follow the committed topics into the Redis view and its history.
 
@@ -152,7 +155,7 @@ def view_follow_command(
     codec = _codec(schema_registry_url, None, kafka_config)
     config = FollowerConfig(
         bootstrap=connection, redis_url=redis_url, app_id=app_id, topic_prefix=topic_prefix, review_threshold=review_threshold,
-        history_limit=history_limit, trend_limit=trend_limit, exit_when_idle_s=exit_when_idle, metrics_port=metrics_port,
+        critical_review_threshold=critical_review_threshold, history_limit=history_limit, trend_limit=trend_limit, exit_when_idle_s=exit_when_idle, metrics_port=metrics_port,
     )
     from recurrence_ledger.read.layout import LayoutError
     from recurrence_ledger.redact import redact_url

@@ -155,7 +155,8 @@ def view_group(app_id: str, topic_prefix: str = "") -> str:
 @dataclass(frozen=True)
 class FollowerConfig:
     """How one follower runs. ``review_threshold``: the workers'
-    ``--review-threshold`` (stored with each scope, decides its review set);
+    ``--review-threshold`` (stored with each scope, decides its review set;
+    ``critical_review_threshold`` for critical revisions, contract §22);
     ``history_limit`` / ``trend_limit``: verdicts kept per revision and
     trend points per scope; ``exit_when_idle_s``: stop after this many
     seconds without a record (tests, batch jobs); ``metrics_port``: serve
@@ -166,6 +167,7 @@ class FollowerConfig:
     app_id: str = DEFAULT_APP_ID
     topic_prefix: str = ""
     review_threshold: int = policy.REVIEW_THRESHOLD.default
+    critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default
     history_limit: int = DEFAULT_HISTORY_LIMIT
     trend_limit: int = DEFAULT_TREND_LIMIT
     max_batch: int = policy.MAX_BATCH.default
@@ -279,7 +281,8 @@ class ViewFollower:
         self.config = config
         self.codec = codec
         self.topics = {catalogue.physical(name, config.topic_prefix): name for name in FOLLOWED}
-        self.view = FollowerView(config.redis_url, namespace=config.namespace, review_threshold=config.review_threshold)
+        self.view = FollowerView(config.redis_url, namespace=config.namespace, review_threshold=config.review_threshold,
+                                 critical_review_threshold=config.critical_review_threshold)
         self.models = ReadModels(self.view._client, config.namespace, config.history_limit, config.trend_limit)
         self.metrics = FollowerMetrics(config.namespace)
         self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, {

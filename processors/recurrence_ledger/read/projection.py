@@ -67,6 +67,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from recurrence_ledger.ledger.severity import review_threshold_of
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics
@@ -211,7 +212,9 @@ class RedisView:
     (``recurrence_ledger.read.keys.default_namespace()`` gives the
     deployment's).
     ``review_threshold``: streak (≥ 1) at which a ``top_revisions`` row goes
-    into the review set — use the worker's ``--review-threshold``.
+    into the review set — use the worker's ``--review-threshold``;
+    ``critical_review_threshold`` the same for a critical row (contract
+    §22) — the worker's ``--critical-review-threshold``.
     ``retry_seconds``: after a failed write, no new attempt from ``submit``
     before this many seconds; consecutive failures double the wait up to
     ``MAX_BACKOFF_FACTOR`` × retry_seconds, so that even a hung Redis (each
@@ -232,6 +235,7 @@ class RedisView:
         retry_seconds: float = 1.0,
         socket_timeout: float = 0.5,
         ca_file: str | Path | None = None,
+        critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default,
     ):
         if not namespace:
             raise ValueError("namespace must not be empty")
@@ -239,6 +243,7 @@ class RedisView:
             raise ValueError("review_threshold must be ≥ 1")
         self.namespace = namespace
         self.review_threshold = review_threshold
+        self.critical_review_threshold = critical_review_threshold
         self.retry_seconds = retry_seconds
         # No client-side retries: the view has its own back-off, and redis-py's
         # default (3 retries with exponential back-off) would multiply the time
@@ -372,7 +377,8 @@ class RedisView:
         fields["review_threshold"] = str(self.review_threshold)
         top = {member(row): row["terminal_recurred_streak"] for row in record["top_revisions"]}
         review = tuple(
-            member(row) for row in record["top_revisions"] if row["terminal_recurred_streak"] >= self.review_threshold
+            member(row) for row in record["top_revisions"]
+            if row["terminal_recurred_streak"] >= review_threshold_of(row.get("severity"), self.review_threshold, self.critical_review_threshold)
         )
         return _ScopeWrite(record["scope_id"], fields, top, review)
 

@@ -134,7 +134,8 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
     def decide(candidate_id: CandidateId, body: DecisionRequest, request: Request) -> JSONResponse:
         """Publish a human decision on a review candidate (contract §18) to
         ``review-decisions``: approved (optionally with the fix_revision
-        that repairs it) or rejected (with a reason). Needs a reviewer token
+        that repairs it) or rejected (with a reason, and a reason_code the
+        ledger counts, contract §24). Needs a reviewer token
         (Authorization: Bearer), whose reviewer it records. 202 once Kafka
         acknowledged it; the worker then publishes the candidate's new
         review status."""
@@ -149,6 +150,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
             decision = new_decision(
                 entry.item["candidate"], entry.status, reviewer=reviewer, decision=body.decision, reason=body.reason,
                 fix_revision=body.fix_revision.model_dump() if body.fix_revision is not None else None, journal_position=entry.as_of_position,
+                reason_code=body.reason_code,
             )
         except DecisionRefused as refused:
             return JSONResponse({"detail": f"{refused}: {refused.code}"}, 409 if refused.code == "already_decided" else 400)
