@@ -47,6 +47,7 @@ Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 | ``recurrence_ledger_view_batch_seconds`` | histogram | | one batch: Redis writes and offset commit |
 | ``recurrence_ledger_view_unknown_selections`` | gauge | reason | unknown selections with that contract §17 reason, summed over every scope of the view (eleven series) |
 | ``recurrence_ledger_view_binding_suspects`` | gauge | | revisions with ``binding_suspect``, summed over the scopes |
+| ``recurrence_ledger_view_critical_recurrences`` | gauge | ``scope`` | recurred verdicts of critical revisions (contract §22), one series per scope that has any |
 | ``recurrence_ledger_view_ambiguous_matches`` | gauge | | ambiguous RecurrenceMatches, summed over the scopes |
 | ``recurrence_ledger_view_unmatched_failures`` | gauge | | unmatched RecurrenceMatches (failures no lesson covers), summed over the scopes |
 | ``recurrence_ledger_view_forward_references`` | gauge | | contract §16 forward references, summed over the scopes |
@@ -217,6 +218,11 @@ class FollowerMetrics(ReviewMetricsMixin):
             "recurrence_ledger_view_unmatched_failures", "Unmatched RecurrenceMatches (failures no lesson covers), over every scope.", registry=self.registry
         )
         self.forward_references = Gauge("recurrence_ledger_view_forward_references", "Forward references (contract §16), over every scope.", registry=self.registry)
+        self.critical_recurrences = Gauge(
+            "recurrence_ledger_view_critical_recurrences",
+            "Recurred verdicts of critical revisions in this scope (contract §22: recurred_by_severity.critical); only scopes with one.",
+            ["scope"], registry=self.registry,
+        )
         self.totals_read = Gauge(
             "recurrence_ledger_view_totals_timestamp_seconds", "When the view's totals were last read from Redis.", registry=self.registry
         )
@@ -255,6 +261,8 @@ class FollowerMetrics(ReviewMetricsMixin):
         self.ambiguous_matches.set(totals.ambiguous_matches)
         self.unmatched_failures.set(totals.unmatched_failures)
         self.forward_references.set(totals.forward_references)
+        for scope_id, count in totals.critical_recurrences.items():
+            self.critical_recurrences.labels(scope_id).set(count)
         self.totals_read.set(time.time())
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:

@@ -90,6 +90,10 @@ HSET_CHUNK = 1000
 #: ``ambiguous_matches``, ``unmatched_failures`` and ``binding_suspects``),
 #: as integer strings. A record written before revision 3 has 0 for the
 #: new ones (the model's defaults).
+#: The scope hash field of the scope's recurred verdicts of critical
+#: revisions (contract §22: ``recurred_by_severity.critical``), which the
+#: follower's ``recurrence_ledger_view_critical_recurrences`` reports.
+CRITICAL_RECURRENCES_FIELD = "critical_recurrences"
 COUNTER_FIELDS: tuple[str, ...] = (
     "as_of_position",
     "selected",
@@ -371,6 +375,7 @@ class RedisView:
         fields: dict[str, bytes | str] = {name: str(getattr(model, name)) for name in COUNTER_FIELDS}
         fields[UNKNOWN_REASONS_FIELD] = canonical_json(model.unknown_reasons.model_dump())
         fields["top_revisions"] = canonical_json(record["top_revisions"])
+        fields[CRITICAL_RECURRENCES_FIELD] = str(model.recurred_by_severity.critical)
         fields["record"] = canonical_json(record)
         # The policy that decided the review set (and every needs_review
         # flag the ledger published): readers show it, they do not assume it.

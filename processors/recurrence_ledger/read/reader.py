@@ -36,9 +36,10 @@ REDIS_TIMEOUT_S = 2.0
 #: The revision figures a ``top_revisions`` row carries besides its streak
 #: (``recurrence_ledger.ledger.statistics.revision_figures``; since revision
 #: 3 also contract §17's ``unknown``, ``unknown_reasons``, ``ambiguous`` and
-#: ``binding_suspect``, absent from rows written before it).
+#: ``binding_suspect``, absent from rows written before it; since revision 4
+#: contract §22's ``severity``).
 FIGURE_FIELDS: tuple[str, ...] = (
-    "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "unknown", "unknown_reasons", "ambiguous", "binding_suspect",
+    "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "unknown", "unknown_reasons", "ambiguous", "binding_suspect", "severity",
 )
 
 
