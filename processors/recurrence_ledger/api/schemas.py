@@ -300,6 +300,8 @@ class QueueItem(_Shape):
     decision: AppliedReviewDecision | None = None
     fix_revision: ArtifactRef | None = None
     repair: Repair | None = None
+    severity: Severity | None = Field(
+        None, description="The revision's severity (contract §22; null: unrated or not in the view yet): the inbox shows critical candidates first.")
 
 
 class ReviewQueue(_Shape):

@@ -3,13 +3,14 @@
 // tests/e2e/test_review_browser.py.
 //
 // Usage: node review.mjs BASE_URL CANDIDATE_ID SCREENSHOT
-// Reads the reviewer token and the reason from stdin (one line each: never
-// in argv, which other users of the machine can read).
+// Reads the reviewer token, the reason and the reason code (contract §24;
+// an empty line: none) from stdin (one line each: never in argv, which
+// other users of the machine can read).
 //
 // 1. opens BASE_URL/review?refresh=300, waits for CANDIDATE_ID's row in the
 //    waiting table and prints the page's state (window.reviewView);
 // 2. enters the reviewer token, clicks the row's Reject button, types the
-//    reason into the form it opens, clicks send, waits for the page to say
+//    reason into the form it opens, picks the reason code, clicks send, waits for the page to say
 //    the decision was sent and prints the state again;
 // 3. on the line "wait" from stdin, waits (up to 120 s of polls) until the
 //    candidate is in the decided table, prints the state and saves
@@ -30,6 +31,7 @@ const consoleErrors = [];
 const posts = [];
 const token = await nextLine();
 const reason = await nextLine();
+const reasonCode = await nextLine();
 await withChromium({ width: 1280, height: 900 }, async (page) => {
   page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
   page.on("pageerror", (error) => consoleErrors.push(String(error)));
@@ -39,6 +41,7 @@ await withChromium({ width: 1280, height: 900 }, async (page) => {
   const state = async () => ({
     ...(await page.evaluate(() => ({ view: window.reviewView, stats: window.historyStats, url: location.href,
       csp: document.querySelectorAll("[onclick], [onsubmit], [onchange], [oninput]").length,
+      criticalMarks: document.querySelectorAll("#waiting tbody tr.critical .severity.critical").length,
       stored: (() => { try { return Object.keys(sessionStorage); } catch (_) { return null; } })() }))),
     consoleErrors, posts,
   });
@@ -55,6 +58,7 @@ await withChromium({ width: 1280, height: 900 }, async (page) => {
   await page.click(`${row} button.reject`);
   await page.waitForSelector(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, { timeout: 5000 });
   await page.fill(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, reason);
+  if (reasonCode) await page.selectOption(`#waiting tr.decision-row[data-candidate="${candidateId}"] select.reason-code`, reasonCode);
   await page.click(`#waiting tr.decision-row[data-candidate="${candidateId}"] button.send`);
   await page.waitForFunction(() => window.reviewView.sent.length === 1, null, { timeout: 20000 });
   console.log(JSON.stringify(await state()));

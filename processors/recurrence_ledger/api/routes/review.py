@@ -18,8 +18,10 @@ A decision is published, never applied here: the API writes neither Redis
 nor any state. It needs a reviewer token (``recurrence_ledger.api.auth``:
 401 without a token, 403 with the read token or an unknown one), whose
 reviewer's name the decision records — a ``reviewer`` in the body is a 400,
-and so is any other field than ``decision``, ``reason`` and
-``fix_revision``. Its ``journal_position`` is the scope's current
+and so is any other field than ``decision``, ``reason``, ``fix_revision``
+and ``reason_code`` (contract §24: only with a rejection, one of its six
+codes; another code, or one with an approval, is a 400 too). Its
+``journal_position`` is the scope's current
 ``as_of_position`` in the view, its ``decided_at`` the API's clock, its id
 ``recurrence_ledger.kafka.review.decision_id``. Refused before anything
 is published: 404 for a candidate the view does not hold
@@ -76,6 +78,7 @@ def queue_item(item: dict, status: dict | None) -> dict:
         failure_refs=[shape_ref(ref) for ref in candidate["failure_refs"]], published_at=iso(item["timestamp"]),
         status=status["status"] if status else "open", decision=status.get("decision") if status else None,
         fix_revision=status.get("fix_revision") if status else None, repair=status.get("repair") if status else None,
+        severity=item.get("severity"),
     )
 
 
