@@ -158,3 +158,20 @@ def test_a_critical_revision_beside_changes_no_candidate_of_an_unrated_one():
     beside = Ledger().feed(experience(S, 0, "C1", cue=CUE, severity="critical"), *base).flush()
     assert beside.out["review-candidates"] == alone.out["review-candidates"]
     assert [c["streak"] for c in alone.out["review-candidates"]] == [3]
+
+
+def _candidate(severity=None) -> dict:
+    failure = {"signature": {"recall_cue": CUE, "symptom": None}, "repair_surface": "experience_content",
+               "verification": {"condition": "tenant pinned", "check_subject": "tenant check"}}
+    if severity is not None:
+        failure["severity"] = severity
+    return {"topic": "experience-candidates", "value": {
+        "candidate_id": "K1", "scope_id": S, "journal_position": 20, "artifact_id": None,
+        "content": {"situation": "s", "action": "a", "outcome": "o", "lesson": "l", "failure": failure}, "cited_sources": []}}
+
+
+def test_an_admission_candidate_takes_a_severity_and_refuses_an_unknown_one():
+    ledger = Ledger().feed(experience(S, 1, "C1", cue=CUE), _candidate("Critical"), _candidate("critical"), _candidate(None)).flush()
+    # the unknown value is bad input; the valid one is decided; the same candidate without it is another content
+    assert ledger.reasons() == ["invalid_value", "identity_conflict"]
+    assert [d["candidate_id"] for d in ledger.out["admission-decisions"]] == ["K1"]
