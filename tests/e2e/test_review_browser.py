@@ -3,11 +3,13 @@ tests/e2e/browser/review.mjs), end to end through the API, Kafka and the
 worker (contract §18): a real worker fed with tests/cases/worked_example.jsonl
 — and tests/cases/critical_runs.jsonl beside it, whose two candidates are
 critical (contract §22) — publishes its review candidates and writes the
-Redis view; the page shows the candidates waiting with their failing
-items, the critical ones first and marked; the reviewer enters a
-reviewer token, clicks Reject, types a reason and picks a reason code
-(contract §24); the API publishes the
-decision to ``review-decisions``; a worker applies it and publishes the
+Redis view (the critical candidates listed first and marked); the page shows
+the candidate waiting with its failing items — served with an API token,
+as production runs: the page loads without it, asks for it, and reads the
+queue with it; the reviewer enters a reviewer token, clicks Reject, types a
+reason, picks a reason code (contract §24) and double-clicks send; the API publishes exactly one decision to
+``review-decisions`` (the button is disabled while the request is in
+flight, which carries an ``Idempotency-Key``); a worker applies it and publishes the
 candidate's ReviewStatus, its follower projects it, and the open page
 shows the candidate decided — rejected, by the token's reviewer, with the
 reason.
@@ -35,6 +37,7 @@ from tests.e2e.test_dashboard_browser import read_line
 from tests.plugins.services import BROWSER_DIR
 
 TOKEN = "reviewer-token-0123456789abcdef"
+API_TOKEN = "api-token-0123456789abcdef"
 REASON = "a mirror outage, not a lesson: the revision is right"
 REASON_CODE = "false_cause"
 
@@ -47,11 +50,12 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
         candidates = read_jsonl(tmp_path / "embedded" / "review-candidates.jsonl")
         [candidate] = [c for c in candidates if c["scope_id"] == "dns-mirror"]
         critical = sorted(c["candidate_id"] for c in candidates if c["scope_id"] == "tenant-guard")
-        settings = ApiSettings(redis_url=redis_url, topic_prefix=view.prefix, reviewer_tokens=(("alice", TOKEN),), kafka=bootstrap)
+        settings = ApiSettings(redis_url=redis_url, topic_prefix=view.prefix, api_token=API_TOKEN, reviewer_tokens=(("alice", TOKEN),), kafka=bootstrap)
         with running_api(settings) as base_url:
             driver = subprocess.Popen(
                 [browser, str(BROWSER_DIR / "review.mjs"), base_url, candidate["candidate_id"], str(screenshot)],
                 cwd=BROWSER_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "RL_BROWSER_API_TOKEN": API_TOKEN},
             )
             try:
                 driver.stdin.write(f"{TOKEN}\n{REASON}\n{REASON_CODE}\n")
@@ -64,13 +68,17 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
                 assert [(r[1], r[5]) for r in waiting["view"]["waiting"]] == [("tenant-guard", "critical")] * 2 + [("dns-mirror", None)]
                 assert sorted(r[0] for r in waiting["view"]["waiting"][:2]) == critical
                 assert waiting["criticalMarks"] == 2
-                assert waiting["csp"] == 0 and waiting["consoleErrors"] == []
+                assert waiting["asked"] == "API token required"
+                assert waiting["csp"] == 0
+                # The only console errors: the 401s of the reads before the token was given (Chromium logs failed fetches).
+                assert [error for error in waiting["consoleErrors"] if "401" not in error] == []
 
                 sent = read_line(driver, 30)
                 [(candidate_id, decision_id, decision, reviewer, code)] = sent["view"]["sent"]
                 assert (candidate_id, decision, reviewer, code) == (candidate["candidate_id"], "rejected", "alice", REASON_CODE)
-                [post] = sent["posts"]
+                [post] = sent["posts"]  # a double click sends one decision
                 assert post["bearer"] and json.loads(post["body"]) == {"decision": "rejected", "reason": REASON, "reason_code": REASON_CODE}
+                assert len(post["idempotencyKey"]) == 32
                 assert TOKEN not in post["url"] and "recurrence-ledger.reviewer-token" in sent["stored"]
                 [published] = [value for _, _, _, value in read_topic(bootstrap, REVIEW_DECISIONS, topic_prefix=view.prefix)]
                 assert (published["decision_id"], published["reviewer"], published["reason"], published["reason_code"]) == (
@@ -84,7 +92,7 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
                 assert [row for row in decided["view"]["decided"] if row[0] == candidate["candidate_id"]] == [
                     [candidate["candidate_id"], "rejected", "alice", REASON, None, None]]
                 assert all(row[0] != candidate["candidate_id"] for row in decided["view"]["waiting"])
-                assert decided["consoleErrors"] == []
+                assert [error for error in decided["consoleErrors"] if "401" not in error] == []
                 driver.stdin.close()
                 assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]
             finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.ledger.severity import is_critical, review_threshold_of, severity_of
+from recurrence_ledger.ledger.severity import is_critical, severity_review_threshold, severity_of
 from recurrence_ledger.ledger.streaks import review_candidate_id
 from tests.journal import Ledger, check, claim, experience, handoff, outcome, receipt
 
@@ -149,7 +149,7 @@ def test_is_critical_reads_every_form_of_a_revision():
     assert not is_critical(experience(S, 1, "C1")["value"]) and not is_critical(None)
     assert not is_critical(experience(S, 1, "C1", failure=False)["value"])
     assert severity_of({"severity": "low"}) == "low"
-    assert [review_threshold_of(s, 3, 1) for s in ("critical", "high", None)] == [1, 3, 3]
+    assert [severity_review_threshold(s, 3, 1) for s in ("critical", "high", None)] == [1, 3, 3]
 
 
 def test_a_critical_revision_beside_changes_no_candidate_of_an_unrated_one():

@@ -103,7 +103,27 @@ def test_the_form_of_id_16_is_what_it_registered_and_the_current_form_appends_to
     assert {**json.loads(avro.schema_json(file)), "doc": None} == {**registered, "doc": None}
     assert catalogue.PREVIOUS_SCHEMA_IDS[schema_id] == (name, file)
     assert_appended_with_defaults(registered, json.loads(avro.schema_json(name)))
-    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]] == ["reviews", "repairs", "recurred_by_severity"]
+    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]] == ["reviews", "repairs", "review_threshold", "recurred_by_severity"]
+
+
+#: The forms of record revision 3 that record revision 4 evolved (the
+#: read side copies the ledger's decisions: ScopeStatistics'
+#: review_threshold and its rows' needs_review, RevisionStatistics'
+#: version), with their files and ids, and the fields appended.
+REVISION_4_FORMS = {
+    "ScopeStatistics": ("ScopeStatistics.id20", 20, ["review_threshold", "recurred_by_severity"]),
+    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["version", "severity"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REVISION_4_FORMS))
+def test_the_forms_before_record_revision_4_are_what_they_registered_and_the_current_form_appends_to_them(name):
+    file, schema_id, appended = REVISION_4_FORMS[name]
+    registered = previous(file)
+    assert {**json.loads(avro.schema_json(file)), "doc": None} == {**registered, "doc": None}
+    assert catalogue.PREVIOUS_SCHEMA_IDS[schema_id] == (name, file)
+    assert_appended_with_defaults(registered, json.loads(avro.schema_json(name)))
+    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]] == appended
 
 
 @pytest.mark.parametrize("name", sorted(WIDENED))
@@ -129,8 +149,9 @@ def test_a_widened_union_keeps_its_branches_in_order_and_its_id(name):
 
 def test_the_new_records_have_new_ids_and_no_earlier_form():
     assert {name: catalogue.SCHEMA_IDS[name] for name in NEW} == {"ReviewDecision": catalogue.SCHEMA_IDS["ReviewDecision"], "ReviewStatus": 19}
-    assert 18 in (catalogue.SCHEMA_IDS["ReviewDecision"], *catalogue.PREVIOUS_SCHEMA_IDS)  # revision 4 gave it a new id
-    assert 20 in (catalogue.SCHEMA_IDS["ScopeStatistics"], *catalogue.PREVIOUS_SCHEMA_IDS)  # revision 4 gave it a new id
+    assert 18 in (catalogue.SCHEMA_IDS["ReviewDecision"], *catalogue.PREVIOUS_SCHEMA_IDS)  # contract revision 4 gave it a new id
+    assert catalogue.SCHEMA_IDS["ScopeStatistics"] == 21
+    assert catalogue.SCHEMA_IDS["RevisionStatistics"] == 22
     assert not any((PREVIOUS / f"{name}.json").exists() for name in NEW)
 
 
@@ -169,9 +190,11 @@ def test_a_view_row_written_under_an_earlier_id_reads_with_the_new_fields_defaul
             fresh = ScopeStatistics.model_validate({"scope_id": "s", "as_of_position": 0, "selected": 0, "recurred": 0, "avoided": 0, "unknown": 0,
                                                     "unlinked_handoff_citations": 0, "needing_review": 0, "top_revisions": [],
                                                     "pending_outcomes": 0, "late_revisions": 0}).model_dump(mode="json")
-            rev4 = {"recurred_by_severity": fresh["recurred_by_severity"]}  # revision 4's figure, not in the id-16 form either
-            top = [{**row, "severity": None} for row in current["top_revisions"]]
-            assert decoded == {**current, **rev4, "top_revisions": top, "reviews": fresh["reviews"], "repairs": fresh["repairs"]}
+            assert decoded == {
+                **current, "reviews": fresh["reviews"], "repairs": dict.fromkeys(current["repairs"], 0), "review_threshold": 0,
+                "recurred_by_severity": fresh["recurred_by_severity"],
+                "top_revisions": [{**row, "needs_review": False, "severity": None} for row in current["top_revisions"]],
+            }
         # what is written now carries the new id and every figure
         written = codec.encode(name, current)
         assert written[1:5] == catalogue.SCHEMA_IDS[name].to_bytes(4, "big")

@@ -9,7 +9,9 @@ every topic record as revision 3 registered it (``avro.schema_json`` at the
 commit revision 4 started from). Each changed record gets a new fixed id
 and its revision-3 form stays readable under the old one
 (``[[previous_schema]]``). The last test registers the new schemas over the
-revision-3 ones on the real Schema Registry.
+revision-3 ones on the real Schema Registry. (ScopeStatistics and
+RevisionStatistics also gain the record-shape fields of this release,
+``review_threshold``, ``needs_review`` and ``version``, in the same form.)
 """
 
 from __future__ import annotations
@@ -33,18 +35,21 @@ CHANGED = {
     "ExperienceRevision": (2, 30),
     "ExperienceCandidate": (11, 31),
     "ReviewDecision": (18, 32),
-    "ScopeStatistics": (20, 33),
-    "RevisionStatistics": (17, 34),
+    "ScopeStatistics": (20, 21),
+    "RevisionStatistics": (17, 22),
 }
+#: The file of each record's revision-3 form (ScopeStatistics and
+#: RevisionStatistics: the record-shape change of this release named them).
+FILES = {"ScopeStatistics": "ScopeStatistics.id20", "RevisionStatistics": "RevisionStatistics.id17"}
 #: The fields revision 4 appends, per record (nested records by name).
 APPENDED = {
     "FailureRecord": ["severity"],
     "CandidateFailure": ["severity"],
     "ReviewDecision": ["reason_code"],
-    "RevisionStatistics": ["severity"],
-    "RecurrenceStreak": ["severity"],
+    "RevisionStatistics": ["version", "severity"],
+    "RecurrenceStreak": ["needs_review", "severity"],
     "ReviewCounts": ["rejected_by_reason", "promotion_rate"],
-    "ScopeStatistics": ["recurred_by_severity"],
+    "ScopeStatistics": ["review_threshold", "recurred_by_severity"],
 }
 
 
@@ -74,8 +79,9 @@ def test_the_appended_fields_are_the_contract_s():
 def test_each_changed_record_has_a_new_id_and_its_revision_3_form_keeps_the_old_one(name):
     old_id, new_id = CHANGED[name]
     assert catalogue.SCHEMA_IDS[name] == new_id
-    assert catalogue.PREVIOUS_SCHEMA_IDS[old_id] == (name, f"{name}.rev3")
-    assert {**json.loads(avro.schema_json(f"{name}.rev3")), "doc": None} == {**json.loads(rev3_text(name)), "doc": None}
+    file = FILES.get(name, f"{name}.rev3")
+    assert catalogue.PREVIOUS_SCHEMA_IDS[old_id] == (name, file)
+    assert {**json.loads(avro.schema_json(file)), "doc": None} == {**json.loads(rev3_text(name)), "doc": None}
 
 
 def _experience(failure_extra: dict | None = None) -> dict:

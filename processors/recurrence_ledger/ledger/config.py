@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from recurrence_ledger import policy
-from recurrence_ledger.ledger.severity import review_threshold_of
+from recurrence_ledger.ledger.severity import is_critical
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,15 @@ class LedgerConfig:
         if not isinstance(self.near_duplicate_threshold, Fraction) or not 0 < self.near_duplicate_threshold <= 1:
             raise ValueError(f"near_duplicate_threshold must be a Fraction in (0, 1], got {self.near_duplicate_threshold!r}")
 
-    def review_threshold_of(self, severity: str | None) -> int:
-        """The review threshold of a revision of ``severity`` (contract
-        §22: the critical one for ``critical``), ``severity.review_threshold_of``."""
-        return review_threshold_of(severity, self.review_threshold, self.critical_review_threshold)
+
+def review_threshold_of(config: LedgerConfig, failure: dict | None) -> int:
+    """The review threshold of one revision, given its failure block
+    (contract §8; None: a revision without one): the number of recurred
+    verdicts in a row at which it needs review, a run of it publishes its
+    ReviewCandidate, and — as a fix revision — its repair has failed
+    (§18). Every rule that needs a revision's threshold asks here, so a
+    threshold of its own for some revisions (§22: critical ones) is one
+    change. A critical revision (§22, ``severity.is_critical``) has
+    ``config.critical_review_threshold``, every other
+    ``config.review_threshold``."""
+    return config.critical_review_threshold if is_critical(failure) else config.review_threshold

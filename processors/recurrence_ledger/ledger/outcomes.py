@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from recurrence_ledger.catalogue import CANDIDATE_SETS, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES
 from recurrence_ledger.ledger import chain, matching, verdicts
-from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.ledger.state import LedgerState
@@ -189,8 +189,7 @@ class OutcomeDecisions:
                 )
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
                 _surface_count(scope, failure["repair_surface"], "selected")
-                if matching.head_revision_at(state, scope, scope_id, ref["artifact_id"], position) != ref["revision"]:
-                    scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + 1
+                matching.count_selection(state, scope, scope_id, ref["artifact_id"], ref["revision"], position)
                 if record is None:
                     continue
                 scope["linked_verdicts"] += 1
@@ -243,10 +242,12 @@ class OutcomeDecisions:
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
 
     def _verdict(self, scope: dict, scope_id: str, record: dict, failure: dict, emits: list[Emit], linked: bool = False) -> list[dict]:
-        """Publish a terminal verdict (an observation ``record``) of the
-        revision whose stored failure block is ``failure`` and apply it to
-        its runs (contract §8) at the revision's own review threshold
-        (§22); returns the review candidates it publishes."""
+        """Publish the terminal verdict ``record`` of a revision (its stored
+        ``failure`` block) and apply it to the revision's runs (contract
+        §7, §8) with the revision's review threshold (``review_threshold_of``:
+        the critical one for a critical revision, §22; ``binding_suspect``
+        keeps the review threshold); returns the ReviewCandidates it
+        publishes."""
         repair_surface, severity = failure["repair_surface"], failure.get("severity")
         self._emit(emits, OBSERVATIONS, scope_id, record)
         scope[record["event"]] += 1
@@ -259,7 +260,7 @@ class OutcomeDecisions:
         published = record_verdict(
             self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
             record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold, linked,
-            severity, self.config.review_threshold_of(severity),
+            severity, review_threshold_of(self.config, failure),
         )
         if self.hook is not None:
             self.hook.verdict_recorded(self.state, scope_id, record, repair_surface, published)

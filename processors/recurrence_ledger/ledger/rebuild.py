@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from recurrence_ledger import policy
-from recurrence_ledger.ledger.severity import count_recurred, review_threshold_of
+from recurrence_ledger.ledger.severity import count_recurred, severity_review_threshold
 from recurrence_ledger.ledger.state import LedgerState, new_scope_record
 from recurrence_ledger.ledger.statistics import revision_id, revision_statistics, top_revisions
 from recurrence_ledger.ledger.streaks import count_selected, is_binding_suspect, record_verdict, revision_record
@@ -80,7 +80,7 @@ def rebuild_views(
             "avoided": scope["avoided"],
             "unknown": scope["selected"] - scope["linked_verdicts"],
             "needing_review": scope["needing_review"],
-            "top_revisions": top_revisions(state, scope_id, top_limit),
+            "top_revisions": top_revisions(state, scope_id, top_limit, review_threshold, critical_review_threshold),
         }
         for scope_id, scope in scopes.items()
     }
@@ -137,7 +137,7 @@ def _replay(
         # their own topic): the streak is recomputed with surface "" there.
         record_verdict(state, scope, scope_id, ref, record["signature_key"], "", event,
                        record["task_outcome_position"], record["failure_ref"], review_threshold, linked,
-                       severity, review_threshold_of(severity, review_threshold, critical_review_threshold))
+                       severity, severity_review_threshold(severity, review_threshold, critical_review_threshold))
         if surface:
             parts = ("streak", scope_id, ref["artifact_id"], ref["revision"])
             revision = state.get(*parts)

@@ -72,7 +72,7 @@ def is_critical(revision: Mapping | None) -> bool:
     return severity_of(revision) == CRITICAL
 
 
-def review_threshold_of(severity: str | None, review_threshold: int, critical_review_threshold: int) -> int:
+def severity_review_threshold(severity: str | None, review_threshold: int, critical_review_threshold: int) -> int:
     """contract §22.2: the review threshold of a revision of ``severity``:
     ``critical_review_threshold`` for a critical one, else the deployment's
     ``review_threshold``. What ``needs_review``, ``needing_review``, review

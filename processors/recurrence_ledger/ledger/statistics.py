@@ -10,13 +10,13 @@ from typing import get_args
 from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.ratios import published_ratio
-from recurrence_ledger.ledger.severity import promotion_rate, recurred_by_severity, rejected_by_reason, review_threshold_of
+from recurrence_ledger.ledger.severity import promotion_rate, recurred_by_severity, rejected_by_reason, severity_review_threshold
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 from recurrence_ledger.ledger.streaks import linked_verdicts, streak_length
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 
 
-def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int) -> dict:
+def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int, threshold: int, critical_threshold: int | None = None) -> dict:
     """The statistics record of one scope.
 
     ``unknown`` = selected − terminal verdicts on linked outcomes (§7).
@@ -30,9 +30,10 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     per repair_surface. Taken
     from the sorted ranking (cached between streak changes), so the cost is
     O(top_limit), not O(revisions). Revision 3 adds :func:`causal_and_unknown_figures`
-and :func:`review_figures`; revision 4 ``recurred_by_severity`` (contract
-§22, ``severity.recurred_by_severity``) and, in ``reviews``, the rejections
-by reason code and the promotion rate (§24).
+and :func:`review_figures`; record revision 4 the review ``threshold`` that
+    decided ``needing_review`` and each row's ``needs_review``.; revision 4 ``recurred_by_severity`` (contract
+    §22) and, in ``reviews``, the rejections by reason code and the promotion
+    rate (§24).
     """
     return {
         "scope_id": scope_id,
@@ -43,7 +44,7 @@ by reason code and the promotion rate (§24).
         "unknown": scope["selected"] - scope["linked_verdicts"],
         "unlinked_handoff_citations": scope["unlinked_handoff_citations"],
         "needing_review": scope["needing_review"],
-        "top_revisions": top_revisions(state, scope_id, top_limit),
+        "top_revisions": top_revisions(state, scope_id, top_limit, threshold, critical_threshold),
         "pending_outcomes": scope["pending_outcomes"],
         "late_revisions": scope["late_revisions"],
         "repeat_failure_rate": _rate(scope.get("linked_recurred", 0), scope["avoided"]),
@@ -54,6 +55,7 @@ by reason code and the promotion rate (§24).
         },
         **causal_and_unknown_figures(scope),
         **review_figures(scope),
+        "review_threshold": threshold,
         "recurred_by_severity": recurred_by_severity(scope),
     }
 
@@ -203,11 +205,13 @@ def figures(state: LedgerState, scope_id: str, artifact_id: str, revision: int) 
     return cached
 
 
-def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
+def top_revisions(state: LedgerState, scope_id: str, limit: int, threshold: int, critical_threshold: int | None = None) -> list[dict]:
     """The first ``limit`` revisions of the streak ranking as RecurrenceStreak
     rows (contract §8: artifact_ref, signature_key, terminal_recurred_streak)
-    with the revision's figures (:func:`revision_figures`); cached until a
-    streak or count of the scope changes."""
+    with the revision's figures (:func:`revision_figures`) and
+    ``needs_review`` (streak ≥ ``threshold``); cached until a streak or
+    count of the scope changes (``needs_review`` is added to the cached
+    rows: what-if replays read one state with several thresholds)."""
     rows = state.cached_top(scope_id, limit)
     if rows is None:
         rows = [
@@ -220,30 +224,44 @@ def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
             for negative_streak, family, artifact_id, revision, signature_key in state.ranking(scope_id).islice(0, limit)
         ]
         state.cache_top(scope_id, limit, rows)
-    return rows
+    if critical_threshold is None:
+        return [{**row, "needs_review": row["terminal_recurred_streak"] >= threshold} for row in rows]
+    return [  # contract §22: a critical row's own threshold
+        {**row, "needs_review": row["terminal_recurred_streak"] >= severity_review_threshold(row.get("severity"), threshold, critical_threshold)}
+        for row in rows
+    ]
 
 
 def revision_statistics(
     state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int, critical_threshold: int | None = None,
 ) -> dict:
     """The RevisionStatistics row of one revision (the ``revisions`` view): its streak (contract §8), ``needs_review`` (streak ≥
-    the revision's review threshold: ``threshold``, or for a critical
-    revision ``critical_threshold`` when given, contract §22) and
-    :func:`figures`. The revision must have a
+    ``threshold``), :func:`revision_figures` and its :func:`row_version`. The revision must have a
     selection or a verdict (a ``streak`` record); KeyError/TypeError
     otherwise."""
     record = state.get("streak", scope_id, artifact_id, revision)
     streak = streak_length(record)
     if critical_threshold is not None:
-        threshold = review_threshold_of(record.get("severity"), threshold, critical_threshold)
+        threshold = severity_review_threshold(record.get("severity"), threshold, critical_threshold)
     return {
         "scope_id": scope_id,
         "artifact_ref": experience_ref(artifact_id, revision),
         "signature_key": record["signature_key"],
         "terminal_recurred_streak": streak,
         "needs_review": streak >= threshold,
-        **figures(state, scope_id, artifact_id, revision),
+        **(revision_figures := figures(state, scope_id, artifact_id, revision)),
+        "version": row_version(revision_figures),
     }
+
+
+def row_version(figures: dict) -> int:
+    """The ``version`` of a RevisionStatistics row: ``selected + recurred +
+    avoided + ambiguous`` of its figures. The processor publishes a row for
+    a revision only when one of these counts changed, and they never
+    decrease (observations and ambiguous matches are never withdrawn), so
+    the version grows with every row published for the revision, in
+    publication order; a rebuild from the ledger gives the same value."""
+    return figures["selected"] + figures["recurred"] + figures["avoided"] + figures.get("ambiguous", 0)
 
 
 def revision_id(record: dict) -> tuple[str, str, int]:

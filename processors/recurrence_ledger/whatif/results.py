@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from recurrence_ledger.ledger.statistics import scope_statistics
-from recurrence_ledger.ledger.severity import review_threshold_of
+from recurrence_ledger.ledger.severity import severity_review_threshold
 from recurrence_ledger.whatif.policies import Policy
 from recurrence_ledger.whatif.shadow import WhatIfProcessor
 
@@ -82,12 +82,13 @@ def policy_result(processor: WhatIfProcessor, policy: Policy) -> PolicyResult:
             if -negative_streak < lowest:
                 break
             severity = state.get("streak", scope_id, artifact_id, revision).get("severity")
-            if -negative_streak < review_threshold_of(severity, policy.review_threshold, policy.critical_review_threshold):
+            if -negative_streak < severity_review_threshold(severity, policy.review_threshold, policy.critical_review_threshold):
                 continue  # contract §22: a critical revision's own threshold
             needing[(artifact_id, revision)] = {"signature_key": signature_key, "streak": -negative_streak}
         if needing:
             result.needing_review[scope_id] = needing
-        statistics = scope_statistics(state, state.scope(scope_id), scope_id, policy.top_revisions)
+        statistics = scope_statistics(state, state.scope(scope_id), scope_id, policy.top_revisions, policy.review_threshold,
+                                      policy.critical_review_threshold)
         statistics["needing_review"] = len(needing)
         result.statistics[scope_id] = statistics
     return result
