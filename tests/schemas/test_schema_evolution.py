@@ -112,7 +112,7 @@ def test_the_form_of_id_16_is_what_it_registered_and_the_current_form_appends_to
 #: version), with their files and ids, and the fields appended.
 REVISION_4_FORMS = {
     "ScopeStatistics": ("ScopeStatistics.id20", 20, ["review_threshold", "recurred_by_severity"]),
-    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["version", "severity"]),
+    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["severity", "version"]),
 }
 
 

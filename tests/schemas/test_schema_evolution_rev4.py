@@ -46,7 +46,7 @@ APPENDED = {
     "FailureRecord": ["severity"],
     "CandidateFailure": ["severity"],
     "ReviewDecision": ["reason_code"],
-    "RevisionStatistics": ["version", "severity"],
+    "RevisionStatistics": ["severity", "version"],
     "RecurrenceStreak": ["needs_review", "severity"],
     "ReviewCounts": ["rejected_by_reason", "promotion_rate"],
     "ScopeStatistics": ["review_threshold", "recurred_by_severity"],

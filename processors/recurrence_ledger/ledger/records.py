@@ -197,9 +197,8 @@ class RecurrenceStreak(RevisionFigures):
     yield < 0.3; surfaced only, contract §14); since revision 3 ``unknown``,
     ``unknown_reasons``, ``ambiguous`` and ``binding_suspect`` (contract
     §17, as on RevisionStatistics); since record revision 4 ``needs_review``
-    (so that readers never compare the streak with a threshold of their own);
-    since contract revision 4 ``severity`` (contract §22)."""
-
+    (so that readers never compare the streak with a threshold of their own)
+    and ``severity`` (contract §22)."""
 
 
 class ReviewCandidate(Value):
@@ -229,9 +228,7 @@ class SurfaceCounts(Value):
 
 
 class RejectedByReason(Value):
-    """contract §24 (rev. 4): a scope's rejected review candidates by the
-    ``reason_code`` of their decision (``recurrence_ledger.ledger.severity.REASON_BUCKETS``);
-    ``unspecified``: rejected without one. They sum to ``rejected``."""
+    """contract §24: rejected candidates by reason_code (``unspecified``: none); they sum to ``rejected``."""
 
     false_cause: Count = 0
     broad_scope: Count = 0
@@ -243,10 +240,7 @@ class RejectedByReason(Value):
 
 
 class ReviewCounts(Value):
-    """contract §18 (rev. 3): a scope's review candidates by the ``status``
-    of their ReviewStatus; since revision 4 (contract §24) the rejected ones
-    by reason code and ``promotion_rate`` = approved / (approved +
-    rejected), a §19.3 ratio, None without decisions."""
+    """contract §18: review candidates by ReviewStatus ``status``; §24: rejections by code, ``promotion_rate``."""
 
     open: Count = 0
     approved: Count = 0
@@ -257,7 +251,8 @@ class ReviewCounts(Value):
 
     @model_validator(mode="after")
     def _sums(self) -> ReviewCounts:
-        if sum(self.rejected_by_reason.model_dump().values()) != self.rejected and any(self.rejected_by_reason.model_dump().values()):
+        counts = self.rejected_by_reason.model_dump().values()
+        if any(counts) and sum(counts) != self.rejected:
             raise ValueError("rejected_by_reason sums to rejected (contract §24)")
         return self
 
@@ -273,9 +268,7 @@ class RepairCounts(Value):
 
 
 class SeverityCounts(Value):
-    """contract §22 (rev. 4): a scope's recurred verdicts by their
-    revision's severity; ``unrated``: revisions without one. They sum to
-    the scope's ``recurred``."""
+    """contract §22: recurred verdicts by their revision's severity (``unrated``: none); they sum to ``recurred``."""
 
     critical: Count = 0
     high: Count = 0
@@ -350,13 +343,11 @@ class ScopeStatistics(Value):
         "0 in a record written before record revision 4."
     )
     recurred_by_severity: SeverityCounts = Field(
-        SeverityCounts(), title="recurred by severity",
-        description="Recurred verdicts by their revision's severity (contract §22), summing to recurred.")
+        SeverityCounts(), title="recurred by severity", description="Recurred verdicts by their revision's severity (contract §22).")
 
     @model_validator(mode="after")
     def _severity_sums(self) -> ScopeStatistics:
-        counts = self.recurred_by_severity.model_dump().values()
-        if any(counts) and sum(counts) != self.recurred:
+        if any(counts := self.recurred_by_severity.model_dump().values()) and sum(counts) != self.recurred:
             raise ValueError("recurred_by_severity sums to recurred (contract §22)")
         return self
 
