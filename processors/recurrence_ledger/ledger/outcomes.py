@@ -14,7 +14,7 @@ import bisect
 from collections.abc import Callable
 
 from recurrence_ledger.catalogue import CANDIDATE_SETS, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES
-from recurrence_ledger.ledger import chain, matching, verdicts
+from recurrence_ledger.ledger import chain, matching, patterns, verdicts
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.ledger.state import LedgerState
@@ -40,6 +40,8 @@ class OutcomeDecisions:
     config: LedgerConfig
     #: Revisions (artifact_id, revision) the current event changed; see ``_finish_scope``.
     _revisions_touched: dict[tuple[str, int], None]
+    #: (scope_id, signature_key) whose recurred count changed in the batch (contract §23.5).
+    _patterns_touched: dict[tuple[str, str], None]
     _emit: Callable[[list[Emit], str, str, dict], None]
     #: A ReviewCandidate was published (``reviews.ReviewLoop``, contract §18).
     _on_review_candidate: Callable[[str, dict, int, list[Emit]], None]
@@ -239,7 +241,11 @@ class OutcomeDecisions:
         if record["event"] == "recurred" and record["handoff_ref"] is not None:
             scope["linked_recurred"] = scope.get("linked_recurred", 0) + 1
         self._revisions_touched[(record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])] = None
-        return record_verdict(
+        candidates = record_verdict(
             self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
             record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold, linked,
         )
+        if record["event"] == "recurred":  # contract §23.2: a RecurrenceObservation, never a holdout's control verdict
+            patterns.count_recurred(self.state, scope_id, record["signature_key"])
+            self._patterns_touched[(scope_id, record["signature_key"])] = None
+        return candidates

@@ -1,4 +1,4 @@
-"""Pydantic v2 models of the ledger's output records (contract §4, §6–§9, §12, §18).
+"""Pydantic v2 models of the ledger's output records (contract §4, §6–§9, §12, §18, §23).
 
 Each carries the validation matrix of contract §13 as model validators, so
 a record that breaks it can never be published (``LedgerProcessor`` with
@@ -407,6 +407,62 @@ class ReviewStatus(Value):
         if fix is not None and ((fix.family, fix.artifact_id) != (own.family, own.artifact_id) or fix.revision <= own.revision):
             raise ValueError("fix_revision is a higher revision of the candidate's own artifact")
         return self
+
+
+# --------------------------------------------------------------------- §23
+
+
+class PatternContribution(Value):
+    """contract §23.5: scope ``scope_id``'s new absolute count of
+    ``recurred`` RecurrenceObservations with ``signature_key``, in its
+    pattern ``group`` — what the scope stage writes to the internal
+    repartition topic (key: canonical JSON of ``{group, signature_key}``,
+    ``recurrence_ledger.ledger.patterns.pattern_key``) whenever a batch
+    changes it. Absolute, so a retry or a replay cannot count twice."""
+
+    group: str
+    signature_key: Annotated[str, Field(min_length=1)]
+    scope_id: Id
+    recurred: Annotated[int, Field(ge=1)]
+
+
+class SignaturePattern(Value):
+    """contract §23.3: one signature of one pattern group across its scopes,
+    a view row on the compacted ``signature-patterns`` topic (key:
+    canonical JSON of ``{group, signature_key}``). ``scope_count``: the
+    scopes with at least one recurred verdict with the signature;
+    ``scopes``: the first 100 of them in code point order; ``recurred``: the
+    recurred verdicts with the signature over the group's scopes."""
+
+    group: str
+    signature_key: Annotated[str, Field(min_length=1)]
+    scope_count: Annotated[int, Field(ge=1)]
+    scopes: Annotated[list[Id], Field(min_length=1, max_length=100)]
+    recurred: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SignaturePattern:
+        if self.scopes != sorted(set(self.scopes)):
+            raise ValueError("scopes are distinct, in code point order")
+        if len(self.scopes) != min(self.scope_count, 100):
+            raise ValueError("scopes holds the first min(scope_count, 100) scopes")
+        if self.recurred < self.scope_count:
+            raise ValueError("every contributing scope has at least one recurred verdict")
+        return self
+
+
+class PatternCandidate(Value):
+    """contract §23.4: a signature whose ``scope_count`` in ``group`` first
+    reached ``threshold`` (the deployment's ``pattern_threshold``), on
+    ``pattern-candidates``; ``candidate_id`` = digest of ``{group,
+    signature_key, threshold}``. It names no scopes and is never
+    withdrawn."""
+
+    candidate_id: Digest
+    group: str
+    signature_key: Annotated[str, Field(min_length=1)]
+    threshold: Annotated[int, Field(ge=1)]
+    reason: str
 
 
 # --------------------------------------------------------------------- §9
