@@ -108,8 +108,8 @@ def count_recurred(state: LedgerState, scope_id: str, signature_key: str) -> Non
 def candidate_reason(group: str, threshold: int) -> str:
     """The reason of a PatternCandidate: it depends on the group and the
     threshold only, so its bytes are the same whichever scopes crossed it."""
-    where = "the deployment's scopes" if group == "" else f"pattern group {group!r}"
-    return f"recurred in {threshold} scopes of {where} (pattern threshold {threshold})"
+    where = "" if group == "" else f" of pattern group {canonical_json(group).decode('utf-8')}"
+    return f"recurred in {threshold} scopes{where} (pattern threshold {threshold})"
 
 
 class PatternStage:
