@@ -105,3 +105,38 @@ def test_patterns_stay_exactly_once_with_three_workers_a_kill_and_a_join(store, 
     assert final_views(SIGNATURE_PATTERNS, harness.lines(kafka[SIGNATURE_PATTERNS])) == \
         final_views(SIGNATURE_PATTERNS, harness.lines(reference[SIGNATURE_PATTERNS]))
     harness.assert_same_outputs(kafka, reference, multiset=True)
+
+
+GROUPS = LedgerConfig(pattern_group_separator="/", pattern_threshold=2)
+
+
+def test_a_replay_covers_the_pattern_stage_and_writes_nothing_twice(topic_prefix, bootstrap, tmp_path):
+    from recurrence_ledger.runtime.replay import parse_start, run_replay
+    from tests.plugins.processes import run_cli
+
+    lines = (CASES / "patterns.jsonl").read_text().splitlines(keepends=True)
+    first, rest = tmp_path / "first.jsonl", tmp_path / "rest.jsonl"
+    first.write_text("".join(lines[:15]))
+    rest.write_text("".join(lines[15:]))
+    harness.prepare(bootstrap, topic_prefix, partitions=3)
+    harness.publish(bootstrap, first, topic_prefix)
+    harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "worker.log", extra=policy_options(GROUPS))
+    # The rest arrives while the worker is stopped: a replay fills in the
+    # scope facts and the pattern stage's, once.
+    harness.publish(bootstrap, rest, topic_prefix)
+    summary = run_replay(bootstrap, topic_prefix, parse_start("earliest"), app_id="ledger", ledger=GROUPS, show_progress=False)
+    assert summary.written[PATTERN_CANDIDATES] == 1 and summary.written[SIGNATURE_PATTERNS] > 0  # teamA crossed before the stop
+    reference = embedded(CASES / "patterns.jsonl", tmp_path / "embedded", GROUPS)
+    kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
+    assert Counter(kafka[PATTERN_CANDIDATES].splitlines()) == Counter(reference[PATTERN_CANDIDATES].splitlines())
+    assert final_views(SIGNATURE_PATTERNS, harness.lines(kafka[SIGNATURE_PATTERNS])) == \
+        final_views(SIGNATURE_PATTERNS, harness.lines(reference[SIGNATURE_PATTERNS]))
+    again = run_replay(bootstrap, topic_prefix, parse_start("earliest"), app_id="ledger", ledger=GROUPS, show_progress=False)
+    assert dict(again.written) == {} and again.suppressed[PATTERN_CANDIDATES] == 2
+
+    result = run_cli("rebuild", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, *policy_options(GROUPS))
+    output = " ".join(result.stdout.split())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "signature patterns: 4 rebuilt, 2 pattern candidates, equal to the signature-patterns and pattern-candidates topics" in output
+    other = run_cli("rebuild", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix)  # another grouping: the topics differ
+    assert other.returncode == 1 and "candidates DIFFER" in " ".join(other.stdout.split())

@@ -206,3 +206,31 @@ class PatternStage:
         if self.validate_outputs:
             (PatternCandidate if topic == PATTERN_CANDIDATES else SignaturePattern).model_validate(value)
         emits.append(Emit(topic, key, value))
+
+
+def rebuild_patterns(
+    observations: Iterable[dict], separator: str | None = policy.PATTERN_GROUP_SEPARATOR.default,
+    threshold: int = policy.PATTERN_THRESHOLD.default,
+) -> tuple[dict[tuple[str, str], dict], dict[str, dict]]:
+    """The pattern stage recomputed from RecurrenceObservation records alone
+    (in any order, each ``observation_id`` once; contract §23.2: the
+    recurred ones): ``(rows, candidates)`` — the final SignaturePattern row
+    per (group, signature_key) and the PatternCandidates by candidate_id.
+    What ``recurrence-ledger rebuild`` compares with the
+    ``signature-patterns`` and ``pattern-candidates`` topics."""
+    counts: dict[tuple[str, str], int] = {}
+    seen: set[str] = set()
+    for observation in observations:
+        if observation["event"] != "recurred" or observation["observation_id"] in seen:
+            continue
+        seen.add(observation["observation_id"])
+        key = (observation["scope_id"], observation["signature_key"])
+        counts[key] = counts.get(key, 0) + 1
+    stage = PatternStage(threshold=threshold)
+    candidates = {
+        emit.value["candidate_id"]: emit.value
+        for (scope_id, signature_key), count in sorted(counts.items())
+        for emit in stage.apply(contribution(scope_id, signature_key, count, separator).value)
+    }
+    rows = {(emit.value["group"], emit.value["signature_key"]): emit.value for emit in stage.end_batch()}
+    return rows, candidates
