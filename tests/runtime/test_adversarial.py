@@ -27,9 +27,9 @@ import pytest
 from recurrence_ledger.ledger import processor as processor_module
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import pin_unicode_version
-from recurrence_ledger.runtime.kafka_io import prepare_line
-from recurrence_ledger.runtime.store import encode_key
-from recurrence_ledger.runtime.records import process_message
+from recurrence_ledger.kafka.kafka_io import prepare_line
+from recurrence_ledger.store.memory import encode_key
+from recurrence_ledger.kafka.records import process_message
 from recurrence_ledger.runtime.task import Task
 from recurrence_ledger.catalogue import LEDGER_TOPICS, VIEW_TOPICS
 from recurrence_ledger.workload import Workload, generate_journal
@@ -249,7 +249,7 @@ def test_many_oversized_records_in_one_batch_do_not_make_the_batch_quadratic():
     one-partition backlog must be processed (failures included) within 5 s."""
     import time as clock
 
-    from recurrence_ledger.runtime.records import encode_emit
+    from recurrence_ledger.kafka.records import encode_emit
 
     every = journal_records(Workload(scopes=10, outcomes_per_scope=200, heads_per_scope=4, handoffs=2, seed=5))[:1000]
     sim = Simulated()
