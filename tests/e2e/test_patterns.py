@@ -52,6 +52,14 @@ def test_the_pattern_stage_on_kafka_gives_the_embedded_runner_s_patterns(config,
     # (scope, signature) per transaction, each an absolute count.
     contributions = harness.count_records(bootstrap, harness.physical(topic_prefix, PATTERN_REPARTITION))
     assert contributions >= len({(v["group"], v["signature_key"]) for v in harness.lines(reference[SIGNATURE_PATTERNS])})
+    # The skill document (contract §23.6) from the topics is the one from the journal.
+    from tests.plugins.processes import run_cli
+
+    args = ("patterns", "export", "--group", "" if config.pattern_group_separator is None else "teamA", *policy_options(config))
+    from_kafka = run_cli(*args, "--bootstrap", bootstrap, "--topic-prefix", topic_prefix)
+    from_journal = run_cli(*args, "--journal", journal)
+    assert from_kafka.returncode == 0, from_kafka.stderr
+    assert from_kafka.stdout == from_journal.stdout and "\n## schema migration lock timeout\n" in from_kafka.stdout
 
 
 PARTITIONS = 12
