@@ -208,6 +208,31 @@ class PatternStage:
         emits.append(Emit(topic, key, value))
 
 
+def patterns_of_counts(
+    counts: Iterable[tuple[str, str, int]], separator: str | None, threshold: int,
+) -> tuple[dict[tuple[str, str], dict], dict[str, dict]]:
+    """The pattern stage over final counts ``(scope_id, signature_key,
+    recurred)``, in one batch: ``(rows, candidates)`` — the final
+    SignaturePattern row per (group, signature_key) and the
+    PatternCandidates by candidate_id (the same in every order of the
+    counts, module docstring)."""
+    stage = PatternStage(threshold=threshold)
+    candidates = {
+        emit.value["candidate_id"]: emit.value
+        for scope_id, signature_key, count in sorted(counts)
+        for emit in stage.apply(contribution(scope_id, signature_key, count, separator).value)
+    }
+    rows = {(emit.value["group"], emit.value["signature_key"]): emit.value for emit in stage.end_batch()}
+    return rows, candidates
+
+
+def state_counts(store: Store) -> list[tuple[str, str, int]]:
+    """Every (scope_id, signature_key, recurred) count a scope stage's
+    ``store`` holds (:func:`count_recurred`'s records): what a policy
+    replay (contract §20) feeds :func:`patterns_of_counts`."""
+    return [(key[1], key[2], value) for key, value in store.items() if key[0] == "pattern_count"]
+
+
 def rebuild_patterns(
     observations: Iterable[dict], separator: str | None = policy.PATTERN_GROUP_SEPARATOR.default,
     threshold: int = policy.PATTERN_THRESHOLD.default,
@@ -226,11 +251,4 @@ def rebuild_patterns(
         seen.add(observation["observation_id"])
         key = (observation["scope_id"], observation["signature_key"])
         counts[key] = counts.get(key, 0) + 1
-    stage = PatternStage(threshold=threshold)
-    candidates = {
-        emit.value["candidate_id"]: emit.value
-        for (scope_id, signature_key), count in sorted(counts.items())
-        for emit in stage.apply(contribution(scope_id, signature_key, count, separator).value)
-    }
-    rows = {(emit.value["group"], emit.value["signature_key"]): emit.value for emit in stage.end_batch()}
-    return rows, candidates
+    return patterns_of_counts(((scope_id, key, count) for (scope_id, key), count in counts.items()), separator, threshold)
