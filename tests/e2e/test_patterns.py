@@ -87,7 +87,7 @@ def test_patterns_stay_exactly_once_with_three_workers_a_kill_and_a_join(store, 
 
     (w1, log1), (w2, log2), (w3, log3) = start("w1", 6), start("w2", None), start("w3", 6)
     observations = harness.physical(prefix, "recurrence-observations")
-    harness.wait_until(lambda: all("assigned pattern partitions" in log.read_text() for log in (log1, log2, log3)), 90, "three members assigned")
+    harness.wait_until(lambda: all("assigned pattern tasks" in log.read_text() for log in (log1, log2, log3)), 90, "three members assigned")
     counts: list[int] = []
 
     def progressed() -> bool:
@@ -101,7 +101,7 @@ def test_patterns_stay_exactly_once_with_three_workers_a_kill_and_a_join(store, 
     for worker, log in ((w1, log1), (w3, log3), (w4, log4)):
         assert harness.wait_exit(worker, 240, log) == 0
     assert counts[-1] < total
-    assert re.search(r"pattern partition \d+ restored", log4.read_text()), log4.read_text()[-2000:]
+    assert re.search(r"pattern task \d+ ready", log4.read_text()), log4.read_text()[-2000:]
 
     harness.wait_transactions_settled(bootstrap, prefix, PARTITIONS)
     kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
