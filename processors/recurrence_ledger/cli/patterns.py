@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from recurrence_ledger import catalogue, policy
-from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console
+from recurrence_ledger.cli.clients import command_codec, console, kafka_connection, reporting_kafka_errors
 from recurrence_ledger.cli.options import (
     BootstrapOption, KafkaConfigOption, PatternSeparatorOption, PatternThresholdOption, PrefixOption, RegistryOption,
 )
@@ -60,9 +60,9 @@ def export_command(
     elif bootstrap or kafka_config:
         from recurrence_ledger.kafka.kafka_io import read_topic
 
-        connection = _connect(bootstrap, kafka_config)
-        with _kafka_errors():
-            codec = _codec(schema_registry_url, None, kafka_config)
+        connection = kafka_connection(bootstrap, kafka_config)
+        with reporting_kafka_errors():
+            codec = command_codec(schema_registry_url, None, kafka_config)
             rows = [value for *_, value in read_topic(connection, catalogue.SIGNATURE_PATTERNS, topic_prefix=topic_prefix, codec=codec)]
             experiences = []
             for name in (catalogue.SOURCE_JOURNAL, catalogue.EXPERIENCE_REVISIONS):

@@ -32,7 +32,7 @@ from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter,
 from recurrence_ledger.ledger.patterns import PatternStage
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
 from recurrence_ledger.ledger.records import PatternContribution
-from recurrence_ledger.store.memory import StoreError
+from recurrence_ledger.store.base import StoreError
 from recurrence_ledger.serde import codec
 
 log = logging.getLogger("recurrence_ledger.worker")

@@ -70,7 +70,8 @@ from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger.intake import Coordinates
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, Checkpoint, CheckpointAborted
-from recurrence_ledger.store.memory import ChangelogStore, StoreError
+from recurrence_ledger.store.base import PartitionStore, StoreError
+from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import BatchStats, WorkerMetrics
 from recurrence_ledger.runtime.pacing import Pacer
@@ -420,10 +421,10 @@ class LedgerWorker:
             stage.tasks[number] = task
             stage.recovery.add(number, task.store)
 
-    def _open_store(self, changelog_topic: str, number: int) -> ChangelogStore:
+    def _open_store(self, changelog_topic: str, number: int) -> PartitionStore:
         """The store of partition ``number`` of ``changelog_topic``: in
         memory, or with ``state_dir`` its RocksDB store (opened and checked:
-        ``rocks_store.open_store``)."""
+        ``store.rocksdb.open_store``)."""
         if self.config.state_dir is None:
             return ChangelogStore()
         from recurrence_ledger.kafka.kafka_admin import topic_identity
