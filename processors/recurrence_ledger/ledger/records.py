@@ -492,12 +492,8 @@ class ReviewStatus(Value):
 
 
 class PatternContribution(Value):
-    """contract §23.5: scope ``scope_id``'s new absolute count of
-    ``recurred`` RecurrenceObservations with ``signature_key``, in its
-    pattern ``group`` — what the scope stage writes to the internal
-    repartition topic (key: canonical JSON of ``{group, signature_key}``,
-    ``recurrence_ledger.ledger.patterns.pattern_key``) whenever a batch
-    changes it. Absolute, so a retry or a replay cannot count twice."""
+    """contract §23.5: a scope's new absolute count of recurred verdicts
+    with a signature, on the repartition topic (``patterns.pattern_key``)."""
 
     group: str
     signature_key: Annotated[str, Field(min_length=1)]
@@ -506,12 +502,8 @@ class PatternContribution(Value):
 
 
 class SignaturePattern(Value):
-    """contract §23.3: one signature of one pattern group across its scopes,
-    a view row on the compacted ``signature-patterns`` topic (key:
-    canonical JSON of ``{group, signature_key}``). ``scope_count``: the
-    scopes with at least one recurred verdict with the signature;
-    ``scopes``: the first 100 of them in code point order; ``recurred``: the
-    recurred verdicts with the signature over the group's scopes."""
+    """contract §23.3: a signature across a group's scopes (view
+    ``signature-patterns``): the first 100 scopes in code point order."""
 
     group: str
     signature_key: Annotated[str, Field(min_length=1)]
@@ -521,21 +513,14 @@ class SignaturePattern(Value):
 
     @model_validator(mode="after")
     def _consistent(self) -> SignaturePattern:
-        if self.scopes != sorted(set(self.scopes)):
-            raise ValueError("scopes are distinct, in code point order")
-        if len(self.scopes) != min(self.scope_count, 100):
-            raise ValueError("scopes holds the first min(scope_count, 100) scopes")
-        if self.recurred < self.scope_count:
-            raise ValueError("every contributing scope has at least one recurred verdict")
+        if self.scopes != sorted(set(self.scopes)) or len(self.scopes) != min(self.scope_count, 100) or self.recurred < self.scope_count:
+            raise ValueError("scopes: the first min(scope_count, 100), distinct, in code point order; recurred ≥ scope_count")
         return self
 
 
 class PatternCandidate(Value):
-    """contract §23.4: a signature whose ``scope_count`` in ``group`` first
-    reached ``threshold`` (the deployment's ``pattern_threshold``), on
-    ``pattern-candidates``; ``candidate_id`` = digest of ``{group,
-    signature_key, threshold}``. It names no scopes and is never
-    withdrawn."""
+    """contract §23.4: a pattern that reached the pattern threshold;
+    ``candidate_id`` = digest of ``{group, signature_key, threshold}``."""
 
     candidate_id: Digest
     group: str
