@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics, field_name
+from recurrence_ledger.ledger.fields import field_name
+from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics
 
 PACKAGE = Path(__file__).resolve().parents[2] / "processors" / "recurrence_ledger"
 READ_SIDE = ("read", "api", "cli", "static")
