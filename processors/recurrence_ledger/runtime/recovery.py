@@ -207,6 +207,9 @@ class Recovery:
         store = self.pending[number]
         start = store.restore_from()
         consumed = self.consumed(number)
+        # Once restored, the store reflects the group's committed offsets
+        # (a reseed compares them with a clean store's: store.rocksdb).
+        store.reflects(consumed, whole=True)
         if start is None and not consumed and store.kept_checkpoint is None:
             return RestorePlan(None), 0
         low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
@@ -218,7 +221,7 @@ class Recovery:
         except ChangelogLost as lost:
             if self.reseed is None:
                 raise
-            why = store.reseed_refusal() if high == low else f"the changelog is not empty (offsets {low}–{high})"
+            why = store.reseed_refusal(consumed) if high == low else f"the changelog is not empty (offsets {low}–{high})"
             if why is not None:
                 raise ChangelogLost(f"{lost}; --reseed-changelog cannot reseed it: {why}", number) from None
             end = self.reseed(number, store, high)
