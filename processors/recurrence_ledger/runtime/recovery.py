@@ -61,8 +61,8 @@ class Recovery:
     ``bootstrap``: the Kafka connection; ``group_id``: the worker's group
     (the restore consumer uses ``<group_id>-restore``); ``changelog_topic``:
     the physical changelog topic. ``consumed``: partition number → the
-    group's committed input offsets of that partition beyond each input
-    partition's start (``{topic: offset}``; default: none, as in a new
+    group's committed input offsets of that partition beyond offset 0
+    (``{topic: offset}``; default: none, as in a new
     deployment). ``reseed``: when given, ``reseed(partition, store, end)``
     writes an intact local store back to its empty changelog partition
     (end offset ``end``) instead of refusing, and returns the new end

@@ -160,7 +160,7 @@ class PartitionStore(MutableMapping, ABC):
 
     def reseed_refusal(self, consumed: dict[str, int]) -> str | None:
         """Why this store cannot be written back to an empty changelog when
-        the group's committed input offsets beyond their partitions' start
+        the group's committed input offsets beyond offset 0
         are ``consumed``; None when it can. By default (in memory) nothing
         survives a stop."""
         return "the worker keeps its state in memory (no --state-dir store survived its stop)"

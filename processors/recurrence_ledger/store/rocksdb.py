@@ -344,7 +344,7 @@ class RocksStore(PartitionStore):
         on a clean close (a crash may leave it a transaction behind the
         committed offsets, and the changelog that had that transaction is
         gone) and reflects exactly the group's committed input offsets
-        ``consumed`` (those beyond their partitions' start): a clean store
+        ``consumed`` (those beyond offset 0): a clean store
         the group carried on without — another worker, or a run without
         this --state-dir, committed after it — is behind them, and writing
         it back would silently lose every transaction in between."""

@@ -1,4 +1,4 @@
-"""``--reseed-changelog`` from a --state-dir store that was closed cleanly
+"""Changelog losses the first guard let through. ``--reseed-changelog`` from a --state-dir store that was closed cleanly
 but is *behind* the consumer group's committed offsets (another worker, or
 a run without that --state-dir, committed more after it): writing it back
 and carrying on from the committed offsets would silently lose every
@@ -39,3 +39,40 @@ def test_a_clean_store_behind_the_committed_offsets_is_not_reseeded(topic_prefix
     errors = [line for line in text.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "--reseed-changelog cannot reseed it" in errors[0] and "behind the committed state" in errors[0], text[-4000:]
     assert output_counts(bootstrap, prefix) == counts
+
+
+def test_a_deleted_changelog_is_refused_after_the_inputs_were_purged_up_to_the_committed_offsets(topic_prefix, bootstrap, tmp_path):
+    """The inputs' processed records deleted (DeleteRecords up to the group's
+    committed offsets, to free disk, as Kafka Streams purges repartition
+    topics; or input retention passing them while the group is stopped):
+    the committed offsets then sit at the partitions' start, yet they still
+    say state existed. A deleted changelog must be refused, not created
+    again empty and run on."""
+    from confluent_kafka import TopicPartition
+
+    from recurrence_ledger.catalogue import INPUT_TOPICS
+    from recurrence_ledger.kafka.kafka_admin import admin_client
+    from tests.e2e.test_changelog_loss import assert_refused, delete_changelog
+
+    prefix, log = topic_prefix, tmp_path / "worker.log"
+    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(lines[: len(lines) // 2]))
+    second.write_text("".join(lines[len(lines) // 2:]))
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, first, prefix)
+    assert run(bootstrap, prefix, log) == 0, log.read_text()[-3000:]
+    admin = admin_client(bootstrap)
+    group = f"{prefix}ledger"
+    inputs = [harness.physical(prefix, name) for name in INPUT_TOPICS]
+    committed = admin.list_consumer_group_offsets([__import__("confluent_kafka").ConsumerGroupTopicPartitions(group)])[group].result()
+    purge = [TopicPartition(part.topic, part.partition, part.offset) for part in committed.topic_partitions
+             if part.topic in inputs and part.offset > 0]
+    assert purge
+    for future in admin.delete_records(purge).values():
+        future.result()
+    delete_changelog(bootstrap, prefix)
+    harness.publish(bootstrap, second, prefix)
+    counts = output_counts(bootstrap, prefix)
+    before = len(log.read_text())
+    assert_refused(log, before, run(bootstrap, prefix, log), bootstrap, prefix, counts)
