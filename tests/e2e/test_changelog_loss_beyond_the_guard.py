@@ -76,3 +76,42 @@ def test_a_deleted_changelog_is_refused_after_the_inputs_were_purged_up_to_the_c
     counts = output_counts(bootstrap, prefix)
     before = len(log.read_text())
     assert_refused(log, before, run(bootstrap, prefix, log), bootstrap, prefix, counts)
+
+
+def test_a_group_reset_to_the_earliest_offsets_by_hand_with_the_changelog_intact_ends_exactly_once(
+        topic_prefix, bootstrap, tmp_path):
+    """Not refused (docs/kafka.md): the state is whole, and every record read
+    again is the same identity with the same content — no fact re-sent, the
+    outputs exactly run-journal's."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    from recurrence_ledger.catalogue import INPUT_TOPICS
+    from recurrence_ledger.kafka.kafka_admin import admin_client
+
+    prefix, log, state_dir = topic_prefix, tmp_path / "worker.log", tmp_path / "state"
+    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
+    whole, first, second = tmp_path / "whole.jsonl", tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    whole.write_text("".join(lines))
+    first.write_text("".join(lines[: len(lines) // 2]))
+    second.write_text("".join(lines[len(lines) // 2:]))
+    reference = harness.embedded(whole, tmp_path / "reference")
+    flags = ("--state-dir", str(state_dir), "--dynamic-membership")
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, first, prefix)
+    assert run(bootstrap, prefix, log, *flags) == 0, log.read_text()[-3000:]
+    admin, group = admin_client(bootstrap), f"{prefix}ledger"
+    earliest = [TopicPartition(harness.physical(prefix, name), number, 0) for name in INPUT_TOPICS for number in range(PARTITIONS)]
+
+    def reset() -> bool:
+        try:
+            admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, earliest)])[group].result()
+        except Exception as error:  # the group may not be empty yet
+            print("reset:", error)
+            return False
+        return True
+
+    harness.wait_until(reset, 60, "the group's offsets reset")
+    harness.publish(bootstrap, second, prefix)
+    before = len(log.read_text())
+    assert run(bootstrap, prefix, log, *flags) == 0, log.read_text()[before:][-3000:]
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
