@@ -115,3 +115,42 @@ def test_a_group_reset_to_the_earliest_offsets_by_hand_with_the_changelog_intact
     before = len(log.read_text())
     assert run(bootstrap, prefix, log, *flags) == 0, log.read_text()[before:][-3000:]
     harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+
+
+def test_a_killed_worker_s_store_is_not_reseeded(topic_prefix, bootstrap, tmp_path):
+    """kill -9 mid-run: the store's last checkpoint is not a clean stop's (it
+    may be a transaction behind the committed offsets), so with the
+    changelog deleted the reseed refuses and says why; outputs unchanged."""
+    import signal
+
+    from recurrence_ledger.catalogue import OUTPUT_TOPICS
+    from tests.e2e.test_changelog_loss import SLOW, changelog_topic
+
+    prefix, log, state_dir = topic_prefix, tmp_path / "worker.log", tmp_path / "state"
+    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text("".join(lines))
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journal, prefix)
+    worker = harness.start_worker(bootstrap, prefix, log, idle_exit=None, extra=(*SLOW, "--state-dir", str(state_dir)))
+    def committed() -> bool:
+        try:
+            return harness.count_records(bootstrap, changelog_topic(prefix)) > 0
+        except LookupError:  # the worker has not created the changelog yet
+            return False
+
+    try:
+        harness.wait_until(committed, 120, "a committed changelog record")
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+    from tests.e2e.test_changelog_loss import delete_changelog
+
+    delete_changelog(bootstrap, prefix)
+    counts = {name: harness.count_records(bootstrap, harness.physical(prefix, name)) for name in OUTPUT_TOPICS}
+    before = len(log.read_text())
+    code = run(bootstrap, prefix, log, "--state-dir", str(state_dir), "--reseed-changelog")
+    text = log.read_text()[before:]
+    assert code == CHANGELOG_LOST_EXIT, text[-4000:]
+    assert "reseeded" not in text and "not written by a clean stop" in text, text[-4000:]
+    assert output_counts(bootstrap, prefix) == counts
