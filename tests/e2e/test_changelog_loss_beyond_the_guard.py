@@ -1,8 +1,11 @@
-"""Changelog losses the first guard let through. ``--reseed-changelog`` from a --state-dir store that was closed cleanly
-but is *behind* the consumer group's committed offsets (another worker, or
-a run without that --state-dir, committed more after it): writing it back
-and carrying on from the committed offsets would silently lose every
-transaction in between. The worker must refuse (exit 5) and keep the store."""
+"""Changelog losses beyond tests/e2e/test_changelog_loss.py, on the real
+broker: a clean --state-dir store *behind* the group's committed offsets
+(another worker, or a run without that --state-dir, committed after it)
+must not be reseeded — writing it back and carrying on would silently lose
+every transaction in between; inputs purged up to the committed offsets
+still say state existed; a killed worker's store is not reseeded. And what
+must not be refused: a group reset to the earliest offsets by hand with the
+changelog intact ends exactly once."""
 
 from __future__ import annotations
 
