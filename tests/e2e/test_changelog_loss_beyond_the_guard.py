@@ -157,3 +157,40 @@ def test_a_killed_worker_s_store_is_not_reseeded(topic_prefix, bootstrap, tmp_pa
     assert code == CHANGELOG_LOST_EXIT, text[-4000:]
     assert "reseeded" not in text and "not written by a clean stop" in text, text[-4000:]
     assert output_counts(bootstrap, prefix) == counts
+
+
+def test_a_changelog_deleted_while_the_worker_runs_is_refused_with_the_ways_out(topic_prefix, bootstrap, tmp_path):
+    """The changelog topic deleted under a running worker: its transaction
+    times out and it rewinds — then it must refuse like at a start (exit 5,
+    one error line with the ways out), not exit 1 on a raw
+    UNKNOWN_TOPIC_OR_PART from the watermarks."""
+    import signal
+
+    from tests.e2e.test_changelog_loss import SLOW, assert_refused, changelog_topic, delete_changelog
+
+    prefix, log = topic_prefix, tmp_path / "worker.log"
+    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(lines[: len(lines) // 2]))
+    second.write_text("".join(lines[len(lines) // 2:]))
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, first, prefix)
+    worker = harness.start_worker(bootstrap, prefix, log, idle_exit=None, extra=SLOW)
+
+    def committed() -> bool:
+        try:
+            return harness.count_records(bootstrap, changelog_topic(prefix)) > 0
+        except LookupError:  # the worker has not created the changelog yet
+            return False
+
+    try:
+        harness.wait_until(committed, 120, "a committed changelog record")
+        delete_changelog(bootstrap, prefix)
+        counts = output_counts(bootstrap, prefix)
+        harness.publish(bootstrap, second, prefix)
+        code = harness.wait_exit(worker, 240, log)
+    finally:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(30)
+    assert_refused(log, 0, code, bootstrap, prefix, counts)

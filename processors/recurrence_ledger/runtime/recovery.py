@@ -212,8 +212,20 @@ class Recovery:
         store.reflects(consumed, whole=True)
         if start is None and not consumed and store.kept_checkpoint is None:
             return RestorePlan(None), 0
-        low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
         kept = store.kept_checkpoint is not None
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+            # The changelog topic was deleted while the worker ran (it
+            # creates it at start): as lost as an empty one, never a raw
+            # error and exit 1 — and nothing to reseed into.
+            plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id, consumed=consumed,
+                         low=0, high=0, local_from=start, kept_checkpoint=store.kept_checkpoint,
+                         kept_reason=store.wiped if kept else None, reseed_hint=kept or start is not None)
+            raise
+
         try:
             return plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id, consumed=consumed,
                                 low=low, high=high, local_from=start, kept_checkpoint=store.kept_checkpoint,
