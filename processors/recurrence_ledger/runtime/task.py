@@ -69,6 +69,7 @@ class Task:
         """The checkpoint committed this task's changes (the last of them at
         ``changelog_offset`` on the changelog) and offsets. Raises
         store.StoreError when the store cannot record them."""
+        self.store.reflects(self.offsets)
         self.store.flushed(changelog_offset)
         self.processor.mark()
         self.applied.clear()

@@ -456,18 +456,18 @@ class LedgerWorker:
 
     def _consumed(self, topics: list[str], number: int) -> dict[str, int]:
         """The group's committed offsets of partition ``number`` of a
-        stage's input ``topics`` that lie beyond the partition's start
-        (``{topic: offset}``): records were processed into state
-        (``changelog_guard``). Called from the main loop (recovery), never
-        from a rebalance callback."""
+        stage's input ``topics`` beyond offset 0 (``{topic: offset}``):
+        records were processed into state (``changelog_guard``). Not
+        compared with the partition's start: the worker commits an input
+        offset only with the changelog of the records before it, so an
+        offset at the start of an input whose processed records were
+        deleted since (DeleteRecords up to the committed offsets to free
+        disk, or retention passing them while the group was stopped) still
+        says state existed — counting only offsets beyond the start let a
+        deleted changelog be created again empty and run on. Called from
+        the main loop (recovery), never from a rebalance callback."""
         committed = self.consumer.committed([TopicPartition(topic, number) for topic in topics], timeout=30)
-        consumed = {}
-        for partition in committed:
-            if partition.offset > 0:
-                low, _ = self.consumer.get_watermark_offsets(partition, timeout=10, cached=False)
-                if partition.offset > low:
-                    consumed[partition.topic] = partition.offset
-        return consumed
+        return {partition.topic: partition.offset for partition in committed if partition.offset > 0}
 
     def _reseed(self, number: int, store: PartitionStore, end: int) -> int:
         """Write partition ``number``'s intact local store back to its empty
