@@ -28,10 +28,11 @@ documentation, see below):
 | review endpoints | ``GET /review-queue?status=…``, ``GET /review-candidates/{id}``, ``POST /review-candidates/{id}/decision`` (a reviewer token; publishes a ReviewDecision to Kafka, contract §18), the ``/review`` inbox page: ``recurrence_ledger.api.routes.review`` |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the recurrence statistics block (contract §8) plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
 | ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), 0 ≤ ``offset`` ≤ 1,000,000; anything else 400 |
-| ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set, with the review threshold the workers stored |
+| ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review (the rows the ledger flagged ``needs_review``), from the view's review set, with the review threshold the ledger published in the record |
 | ``GET /`` | the dashboard page (HTML; ``/static/…`` its script, style and the bundled Chart.js; ``refresh`` and ``limit`` are read by its script) |
 | ``GET /docs``, ``GET /redoc`` | the API's documentation pages (Swagger UI, ReDoc), their scripts served from the fastapi-offline package under ``/static-docs/``: no CDN |
 | ``GET /healthz`` | ``Health``: 200 when Redis answers, else 503 |
+| ``GET /field-catalogue`` | ``FieldCatalogue``: the published records' fields with their titles and descriptions, and the eleven unknown reasons of contract §17 with their family and suspect flag (``recurrence_ledger.ledger.records``) |
 | ``GET /openapi.json`` | FastAPI's OpenAPI 3.1 document |
 
 Polling: every response of the JSON endpoints carries an ``ETag`` that

@@ -52,3 +52,14 @@ class LedgerConfig:
         policy.NEAR_DUPLICATE_THRESHOLD.check(self.near_duplicate_threshold)
         if not isinstance(self.near_duplicate_threshold, Fraction) or not 0 < self.near_duplicate_threshold <= 1:
             raise ValueError(f"near_duplicate_threshold must be a Fraction in (0, 1], got {self.near_duplicate_threshold!r}")
+
+
+def review_threshold_of(config: LedgerConfig, failure: dict | None) -> int:
+    """The review threshold of one revision, given its failure block
+    (contract §8; None: a revision without one): the number of recurred
+    verdicts in a row at which it needs review, a run of it publishes its
+    ReviewCandidate, and — as a fix revision — its repair has failed
+    (§18). Every rule that needs a revision's threshold asks here, so a
+    threshold of its own for some revisions (§22: critical ones) is one
+    change. Today every revision has ``config.review_threshold``."""
+    return config.review_threshold

@@ -281,7 +281,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
             scope = state.scope(scope_id)
             artifacts = {artifact_id for artifact_id, _ in revisions} | self._review_dirty.get(scope_id, {}).keys()
             self._review_rows(scope, scope_id, artifacts, emits)
-            statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit)
+            statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold)
             published = digest(statistics)
             if scope.get("published_digest") != published:
                 scope["published_digest"] = published
@@ -346,6 +346,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
             }
             state.append([artifact_id, revision], "cue", scope_id, record["failure"]["signature_key"])
         state.put(record, "experience", scope_id, artifact_id, revision)
+        matching.revision_known(state, scope, scope_id, artifact_id, revision, position)
         state.append([revision, position], "history", scope_id, artifact_id)
         heads = state.get("heads", scope_id, default={})
         current = heads.get(artifact_id)

@@ -76,7 +76,7 @@ def rebuild_views(
             "avoided": scope["avoided"],
             "unknown": scope["selected"] - scope["linked_verdicts"],
             "needing_review": scope["needing_review"],
-            "top_revisions": top_revisions(state, scope_id, top_limit),
+            "top_revisions": top_revisions(state, scope_id, top_limit, review_threshold),
         }
         for scope_id, scope in scopes.items()
     }
