@@ -28,7 +28,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from recurrence_ledger.catalogue import INPUT_TOPICS, SOURCE_JOURNAL
 from recurrence_ledger.client.events import event, kind_of
-from recurrence_ledger.kafka.client_config import KafkaConnection
+from recurrence_ledger.kafka.client_config import KafkaConnection, check_connection
 from recurrence_ledger.kafka.client_properties import is_registry_key, load_connection, read_properties
 from recurrence_ledger.kafka.kafka_io import FLUSH_TIMEOUT_S, PublishError, prepare_event, produce, publisher_config, require_topics
 from recurrence_ledger.ledger.models import Value
@@ -59,7 +59,8 @@ class Publisher:
     deployment's prefix; ``fmt``: ``"avro"`` or ``"json"``;
     ``flush_timeout``: seconds :meth:`flush` waits.
 
-    Use as a context manager: opening checks that the target topics exist
+    Use as a context manager: opening checks the connection
+    (``KafkaConnectionError``) and that the target topics exist
     (LookupError otherwise: topics are never auto-created), leaving flushes.
     :meth:`publish` sends one event; a delivery that fails is raised as
     ``kafka_io.PublishError`` by the next :meth:`publish` or :meth:`flush`.
@@ -118,9 +119,13 @@ class Publisher:
         return tuple(self.topic_prefix + name for name in names)
 
     def open(self) -> Publisher:
-        """Create the producer and check that the target topics exist
-        (LookupError otherwise). Called by ``with``."""
+        """Check the connection as every command does (raises
+        ``kafka.client_config.KafkaConnectionError`` when the brokers cannot
+        be reached or refuse the credentials or the TLS handshake), create
+        the producer and check that the target topics exist (LookupError
+        otherwise). Called by ``with``."""
         if self._producer is None:
+            check_connection(self.connection)
             producer = Producer(publisher_config(self.connection))
             require_topics(producer, self.topics)
             self._producer = producer
