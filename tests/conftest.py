@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "cases"
 #: Every case in tests/cases (tests/cases/README.md): the case-driven tests
 #: run each of them. Adding a case is adding its name here.
-CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop")
+CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop", "critical_runs", "review_reasons")
 
 
 def case(name: str) -> tuple[Path, dict]:
@@ -55,7 +55,7 @@ def facts(records: dict[str, list[dict]]) -> dict:
             **{k: stats[k] for k in ("selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations", "needing_review",
                                      "forward_references", "ambiguous_matches", "unmatched_failures", "binding_suspects")},
             "unknown_reasons": reasons(stats["unknown_reasons"]),
-            "reviews": reasons(stats["reviews"]),
+            "reviews": reasons({status: stats["reviews"][status] for status in ("open", "approved", "rejected", "superseded")}),
             "repairs": reasons(stats["repairs"]),
             "top_revisions": [
                 {
@@ -63,15 +63,26 @@ def facts(records: dict[str, list[dict]]) -> dict:
                     "revision": row["artifact_ref"]["revision"],
                     "signature_key": row["signature_key"],
                     "terminal_recurred_streak": row["terminal_recurred_streak"],
+                    **({"severity": row["severity"]} if row.get("severity") is not None else {}),
                 }
                 for row in stats["top_revisions"]
             ],
         }
+        # revision 4 (contract §22, §24): listed only where they occurred
+        summary = scope(stats["scope_id"])["statistics"]
+        if reasons(stats["reviews"]["rejected_by_reason"]):
+            summary["rejected_by_reason"] = reasons(stats["reviews"]["rejected_by_reason"])
+        if stats["reviews"]["promotion_rate"] is not None:
+            summary["promotion_rate"] = stats["reviews"]["promotion_rate"]
+        rated = {severity: count for severity, count in stats["recurred_by_severity"].items() if severity != "unrated"}
+        if reasons(rated):
+            summary["recurred_by_severity"] = reasons(stats["recurred_by_severity"])
     for row in records["revision-statistics"]:
         ref = row["artifact_ref"]
         scope(row["scope_id"])["revisions"][f"{ref['artifact_id']}r{ref['revision']}"] = {
             **{k: row[k] for k in ("selected", "recurred", "avoided", "unknown", "ambiguous", "binding_suspect")},
             "unknown_reasons": reasons(row["unknown_reasons"]),
+            **({"severity": row["severity"], "needs_review": row["needs_review"]} if row.get("severity") is not None else {}),
         }
     for obs in records["recurrence-observations"]:
         ref = obs["artifact_ref"]

@@ -14,7 +14,7 @@ This module is a leaf: it imports nothing of the package, so the pure core
 may import it (docs/architecture.md).
 
 Contract sections: the review threshold and the top-N of ``top_revisions``
-are §8, the provenance horizon §5, the near-duplicate threshold and the
+are §8, the critical review threshold §22, the provenance horizon §5, the near-duplicate threshold and the
 pending-candidate bound §12 (which bounds waiting review decisions too,
 §18) (docs/contract.md); the commit interval and
 batch size are the Kafka runtime's (docs/kafka.md) and never change a
@@ -71,6 +71,11 @@ REVIEW_THRESHOLD: Setting[int] = Setting(
     "review_threshold", "--review-threshold", "RL_REVIEW_THRESHOLD", 3, 1, "consecutive recurred verdicts", "§8",
     "Streak at which a revision needs review (contract §8).",
 )
+CRITICAL_REVIEW_THRESHOLD: Setting[int] = Setting(
+    "critical_review_threshold", "--critical-review-threshold", "RL_CRITICAL_REVIEW_THRESHOLD", 1, 1,
+    "consecutive recurred verdicts", "§22",
+    "Streak at which a critical revision needs review and publishes its candidate (contract §22).",
+)
 TOP_REVISIONS: Setting[int] = Setting(
     "top_revisions_limit", "--top-revisions", "RL_TOP_REVISIONS", 10, 0, "rows", "§8",
     "N of top_revisions (contract §8).",
@@ -101,7 +106,7 @@ MAX_BATCH: Setting[int] = Setting(
 )
 
 #: The ledger policy: what decides ledger facts and views (contract §5, §8, §12).
-LEDGER_SETTINGS: tuple[Setting, ...] = (REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD)
+LEDGER_SETTINGS: tuple[Setting, ...] = (REVIEW_THRESHOLD, CRITICAL_REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD)
 #: The runtime's batching: how often and how much, never what.
 RUNTIME_SETTINGS: tuple[Setting, ...] = (COMMIT_INTERVAL_MS, MAX_BATCH)
 #: Every setting, in the order of the docs table.

@@ -52,7 +52,9 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     }
     assert [(r["artifact_ref"]["artifact_id"], r["artifact_ref"]["revision"], r["terminal_recurred_streak"]) for r in last["top_revisions"]] == [
         ("EXP-mock-server", 1, 3), ("EXP-schema-drift", 2, 3), ("EXP-schema-drift", 1, 1)]
-    assert (last["reviews"], last["repairs"]) == ({"open": 0, "approved": 1, "rejected": 1, "superseded": 0},
+    reviews = {status: last["reviews"][status] for status in ("open", "approved", "rejected", "superseded")}
+    assert (last["reviews"]["rejected_by_reason"]["unspecified"], last["reviews"]["promotion_rate"]) == (1, 0.5)
+    assert (reviews, last["repairs"]) == ({"open": 0, "approved": 1, "rejected": 1, "superseded": 0},
                                                   {"pending": 0, "held": 1, "recurring": 0, "failed": 0})
     assert "billing-api" in result.stdout
     # Its two review candidates (contract §18): r2's approved with fix r3, whose avoided verdict holds; the mock server's rejected.

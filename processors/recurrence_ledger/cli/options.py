@@ -1,6 +1,7 @@
 """Every option that more than one command takes, each defined once.
 
-The ledger policy's options (``--review-threshold``, ``--top-revisions``,
+The ledger policy's options (``--review-threshold``,
+``--critical-review-threshold``, ``--top-revisions``,
 ``--provenance-horizon``, ``--max-pending-candidates``,
 ``--near-duplicate-threshold``) and the runtime's
 batching options (``--commit-interval-ms``, ``--max-batch``) are built from
@@ -88,6 +89,7 @@ def fraction_option(setting: policy.Setting, panel: str) -> Any:
 
 
 ThresholdOption = Annotated[int, setting_option(policy.REVIEW_THRESHOLD, POLICY_PANEL)]
+CriticalThresholdOption = Annotated[int, setting_option(policy.CRITICAL_REVIEW_THRESHOLD, POLICY_PANEL)]
 TopOption = Annotated[int, setting_option(policy.TOP_REVISIONS, POLICY_PANEL)]
 HorizonOption = Annotated[Optional[int], setting_option(policy.PROVENANCE_HORIZON, POLICY_PANEL)]
 PendingCandidatesOption = Annotated[int, setting_option(policy.MAX_PENDING_CANDIDATES, POLICY_PANEL)]
@@ -274,12 +276,14 @@ def ledger_policy(
     provenance_horizon: HorizonOption = policy.PROVENANCE_HORIZON.default,
     max_pending_candidates: PendingCandidatesOption = policy.MAX_PENDING_CANDIDATES.default,
     near_duplicate_threshold: NearDuplicateOption = policy.NEAR_DUPLICATE_THRESHOLD.default,
+    critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
 ) -> LedgerConfig:
     """The ledger policy of a command that runs the ledger (contract §5, §8,
-    §12), as the core's LedgerConfig."""
+    §12, §22), as the core's LedgerConfig."""
     return LedgerConfig(
         review_threshold=review_threshold, top_revisions_limit=top_revisions, provenance_horizon=provenance_horizon,
         max_pending_candidates=max_pending_candidates, near_duplicate_threshold=near_duplicate_threshold,
+        critical_review_threshold=critical_review_threshold,
     )
 
 

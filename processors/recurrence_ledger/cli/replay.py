@@ -24,6 +24,7 @@ from recurrence_ledger.cli.options import (
     PrefixOption,
     RegistryOption,
     RewriteRedisOption,
+    CriticalThresholdOption,
     ThresholdOption,
     TopOption,
     TrendLimitOption,
@@ -136,6 +137,7 @@ def rebuild_command(
     review_threshold: ThresholdOption = policy.REVIEW_THRESHOLD.default,
     top_revisions: TopOption = policy.TOP_REVISIONS.default,
     schema_registry_url: RegistryOption = None,
+    critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
     app_id: Annotated[str, app_id_option("The deployment's app id (its changelog holds the Unicode pin).")] = DEFAULT_APP_ID,
     accept_unicode_change: AcceptUnicodeOption = False,
     history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
@@ -163,9 +165,9 @@ def rebuild_command(
         latest = read_statistics_topic(connection, topic_prefix, codec=codec)
         live_rows = [row for rows in read_revision_statistics_topic(connection, topic_prefix, codec=codec).values() for row in rows.values()]
     surfaces = surfaces_from(latest.values(), live_rows)
-    rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces)
+    rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces, critical_review_threshold)
     differences = compare(rebuilt, latest)
-    rebuilt_rows = rebuild_revisions(observations, review_threshold, surfaces)
+    rebuilt_rows = rebuild_revisions(observations, review_threshold, surfaces, critical_review_threshold)
     revision_differences = compare_revisions(rebuilt_rows, live_rows)
     table = Table(title=f"rebuilt from {len(observations)} observations", box=box.SIMPLE_HEAD)
     for column in ("scope", "selected", "recurred", "avoided", "unknown", "needing review", "top streak", "live view"):

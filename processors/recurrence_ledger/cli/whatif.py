@@ -171,14 +171,17 @@ def what_if_command(
     provenance_horizon: Annotated[Optional[int], _alternative(policy.PROVENANCE_HORIZON)] = None,
     near_duplicate_threshold: Annotated[Optional[Fraction], _alternative(policy.NEAR_DUPLICATE_THRESHOLD)] = None,
     top_revisions: Annotated[Optional[int], _alternative(policy.TOP_REVISIONS)] = None,
+    critical_review_threshold: Annotated[Optional[int], _alternative(policy.CRITICAL_REVIEW_THRESHOLD)] = None,
     sweep: Annotated[Optional[str], typer.Option(
         "--sweep", rich_help_panel=ALTERNATIVE_PANEL, show_default=False,
         help="Every value of one setting instead of one alternative: SETTING=RANGE, e.g. review-threshold=2..8, "
-             "near-duplicate-threshold=3/5..1:1/10, provenance-horizon=100,1000,10000, top-revisions=5..20:5.")] = None,
+             "near-duplicate-threshold=3/5..1:1/10, provenance-horizon=100,1000,10000, top-revisions=5..20:5, "
+             "critical-review-threshold=1..3.")] = None,
     baseline_review_threshold: Annotated[int, _baseline(policy.REVIEW_THRESHOLD)] = policy.REVIEW_THRESHOLD.default,
     baseline_provenance_horizon: Annotated[Optional[int], _baseline(policy.PROVENANCE_HORIZON)] = policy.PROVENANCE_HORIZON.default,
     baseline_near_duplicate_threshold: Annotated[Fraction, _baseline(policy.NEAR_DUPLICATE_THRESHOLD)] = policy.NEAR_DUPLICATE_THRESHOLD.default,
     baseline_top_revisions: Annotated[int, _baseline(policy.TOP_REVISIONS)] = policy.TOP_REVISIONS.default,
+    baseline_critical_review_threshold: Annotated[int, _baseline(policy.CRITICAL_REVIEW_THRESHOLD)] = policy.CRITICAL_REVIEW_THRESHOLD.default,
     max_pending_candidates: PendingCandidatesOption = policy.MAX_PENDING_CANDIDATES.default,
     from_topics: Annotated[bool, typer.Option("--from-topics", rich_help_panel=INPUT_PANEL,
                                               help="Read the deployment's input topics from the beginning to their current end "
@@ -211,13 +214,15 @@ def what_if_command(
         raise typer.BadParameter("give a JOURNAL file, or --from-topics to read the deployment's input topics (not both)", param_hint="JOURNAL")
     parsed = parse_sweep(sweep) if sweep is not None else None
     alternative_values = {"review_threshold": review_threshold, "provenance_horizon": provenance_horizon,
-                          "near_duplicate_threshold": near_duplicate_threshold, "top_revisions": top_revisions}
+                          "near_duplicate_threshold": near_duplicate_threshold, "top_revisions": top_revisions,
+                          "critical_review_threshold": critical_review_threshold}
     if parsed is not None and alternative_values[ATTRIBUTES[parsed.setting.name]] is not None:
         raise typer.BadParameter(f"--sweep {sweep} and {parsed.setting.option} name the same setting", param_hint="--sweep")
     options = {"review_threshold": (baseline_review_threshold, policy.REVIEW_THRESHOLD),
                "provenance_horizon": (baseline_provenance_horizon, policy.PROVENANCE_HORIZON),
                "near_duplicate_threshold": (baseline_near_duplicate_threshold, policy.NEAR_DUPLICATE_THRESHOLD),
-               "top_revisions": (baseline_top_revisions, policy.TOP_REVISIONS)}
+               "top_revisions": (baseline_top_revisions, policy.TOP_REVISIONS),
+               "critical_review_threshold": (baseline_critical_review_threshold, policy.CRITICAL_REVIEW_THRESHOLD)}
     values = {name: value for name, (value, _) in options.items()}
     sources = {name: _source(ctx, f"baseline_{name}", setting) for name, (_, setting) in options.items()}
     redis_url = redis_url or settings().redis_url

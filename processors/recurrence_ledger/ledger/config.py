@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from recurrence_ledger import policy
+from recurrence_ledger.ledger.severity import is_critical
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,9 @@ class LedgerConfig:
     the :mod:`recurrence_ledger.policy` setting of the same name.
 
     - ``review_threshold``: streak at which a revision needs review.
+    - ``critical_review_threshold``: the same for a critical revision
+      (contract §22: ``needs_review``, ``needing_review``, its review
+      candidates and a critical fix revision's ``failed``).
     - ``top_revisions_limit``: N of ``top_revisions``.
     - ``provenance_horizon``: how many journal positions a pending outcome
       may wait, counted on its scope's ``as_of_position``, before it is
@@ -43,9 +47,11 @@ class LedgerConfig:
     provenance_horizon: int | None = policy.PROVENANCE_HORIZON.default
     max_pending_candidates: int = policy.MAX_PENDING_CANDIDATES.default
     near_duplicate_threshold: Fraction = policy.NEAR_DUPLICATE_THRESHOLD.default
+    critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default
 
     def __post_init__(self) -> None:
         policy.REVIEW_THRESHOLD.check(self.review_threshold)
+        policy.CRITICAL_REVIEW_THRESHOLD.check(self.critical_review_threshold)
         policy.TOP_REVISIONS.check(self.top_revisions_limit)
         policy.PROVENANCE_HORIZON.check(self.provenance_horizon)
         policy.MAX_PENDING_CANDIDATES.check(self.max_pending_candidates)
@@ -61,5 +67,7 @@ def review_threshold_of(config: LedgerConfig, failure: dict | None) -> int:
     ReviewCandidate, and — as a fix revision — its repair has failed
     (§18). Every rule that needs a revision's threshold asks here, so a
     threshold of its own for some revisions (§22: critical ones) is one
-    change. Today every revision has ``config.review_threshold``."""
-    return config.review_threshold
+    change. A critical revision (§22, ``severity.is_critical``) has
+    ``config.critical_review_threshold``, every other
+    ``config.review_threshold``."""
+    return config.critical_review_threshold if is_critical(failure) else config.review_threshold

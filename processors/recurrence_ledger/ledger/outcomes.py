@@ -19,6 +19,7 @@ from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.ledger.state import LedgerState
+from recurrence_ledger.ledger.severity import count_recurred
 from recurrence_ledger.ledger.streaks import count_ambiguous, count_selected, record_verdict
 from recurrence_ledger.ledger.validation import check_record
 
@@ -182,14 +183,17 @@ class OutcomeDecisions:
                         reason = verdicts.unknown_reason(len(hits), signature_key in ambiguous_cues, binding)
                 self._emit(emits, OBSERVATIONS, scope_id, verdicts.observation("selected", scope_id, outcome, ref, signature_key, **link))
                 scope["selected"] += 1
-                count_selected(state, scope_id, ref, signature_key, failure["repair_surface"], reason, scope, self.config.review_threshold)
+                count_selected(
+                    state, scope_id, ref, signature_key, failure["repair_surface"], reason, scope, self.config.review_threshold,
+                    failure.get("severity"),
+                )
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
                 _surface_count(scope, failure["repair_surface"], "selected")
                 matching.count_selection(state, scope, scope_id, ref["artifact_id"], ref["revision"], position)
                 if record is None:
                     continue
                 scope["linked_verdicts"] += 1
-                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, linked=True, failure=failure)
+                candidates += self._verdict(scope, scope_id, record, failure, emits, linked=True)
         else:
             scope["max_unlinked_position"] = max(scope["max_unlinked_position"], position)
             for (artifact_id, revision), hits in sorted(by_target.items()):
@@ -201,7 +205,7 @@ class OutcomeDecisions:
                     "recurred", scope_id, outcome, match["artifact_ref"], match["signature_key"],
                     failure_ref=failure_ref, match_digest=match["match_digest"],
                 )
-                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, failure=failure)
+                candidates += self._verdict(scope, scope_id, record, failure, emits)
         for candidate in candidates:
             self._emit(emits, REVIEW_CANDIDATES, scope_id, candidate)
             self._on_review_candidate(scope_id, candidate, position, emits)
@@ -234,25 +238,29 @@ class OutcomeDecisions:
             scope["ambiguous_matches"] = scope.get("ambiguous_matches", 0) + 1
             for ref in eligible:
                 failure = self.state.get("experience", scope_id, ref["artifact_id"], ref["revision"])["failure"]
-                count_ambiguous(self.state, scope_id, ref, failure["signature_key"], failure["repair_surface"])
+                count_ambiguous(self.state, scope_id, ref, failure["signature_key"], failure["repair_surface"], failure.get("severity"))
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
 
-    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], linked: bool = False,
-                 failure: dict | None = None) -> list[dict]:
-        """Publish the terminal verdict ``record`` of a revision (its
-        ``repair_surface``, its stored ``failure`` block) and apply it to the
-        revision's runs (contract §7, §8) with the revision's review
-        threshold (``review_threshold_of``); returns the ReviewCandidates it
+    def _verdict(self, scope: dict, scope_id: str, record: dict, failure: dict, emits: list[Emit], linked: bool = False) -> list[dict]:
+        """Publish the terminal verdict ``record`` of a revision (its stored
+        ``failure`` block) and apply it to the revision's runs (contract
+        §7, §8) with the revision's review threshold (``review_threshold_of``:
+        the critical one for a critical revision, §22; ``binding_suspect``
+        keeps the review threshold); returns the ReviewCandidates it
         publishes."""
+        repair_surface, severity = failure["repair_surface"], failure.get("severity")
         self._emit(emits, OBSERVATIONS, scope_id, record)
         scope[record["event"]] += 1
+        if record["event"] == "recurred":
+            count_recurred(scope, severity)
         _surface_count(scope, repair_surface, record["event"])
         if record["event"] == "recurred" and record["handoff_ref"] is not None:
             scope["linked_recurred"] = scope.get("linked_recurred", 0) + 1
         self._revisions_touched[(record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])] = None
         published = record_verdict(
             self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
-            record["event"], record["task_outcome_position"], record["failure_ref"], review_threshold_of(self.config, failure), linked,
+            record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold, linked,
+            severity, review_threshold_of(self.config, failure),
         )
         if self.hook is not None:
             self.hook.verdict_recorded(self.state, scope_id, record, repair_surface, published)

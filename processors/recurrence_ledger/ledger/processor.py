@@ -46,6 +46,7 @@ from recurrence_ledger.ledger import admission, causal, chain, matching, records
 from recurrence_ledger.ledger.candidates import CandidateAdmission
 from recurrence_ledger.ledger.reviews import ReviewLoop
 from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.models import identity_content
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.normalize import digest, normalize
 from recurrence_ledger.ledger.outcomes import OutcomeDecisions
@@ -163,7 +164,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         position = value["journal_position"]
         identity = _identity(kind, value)
         try:
-            content_digest = digest(value)
+            content_digest = digest(identity_content(kind, value))
         except ValueError as error:  # e.g. a lone surrogate: no canonical form, no identity
             return ApplyResult(rejection=Rejection("invalid_value", str(error)))
         state = self.state
@@ -276,12 +277,12 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         for scope_id in sorted(self._dirty.keys() | self._review_dirty.keys()):
             revisions = self._dirty.get(scope_id, {})
             for artifact_id, revision in sorted(revisions):
-                record = revision_statistics(state, scope_id, artifact_id, revision, threshold)
+                record = revision_statistics(state, scope_id, artifact_id, revision, threshold, self.config.critical_review_threshold)
                 self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
             scope = state.scope(scope_id)
             artifacts = {artifact_id for artifact_id, _ in revisions} | self._review_dirty.get(scope_id, {}).keys()
             self._review_rows(scope, scope_id, artifacts, emits)
-            statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold)
+            statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold, self.config.critical_review_threshold)
             published = digest(statistics)
             if scope.get("published_digest") != published:
                 scope["published_digest"] = published
@@ -344,6 +345,8 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
                 "condition_key": normalize(failure["verification"]["condition"]),
                 "check_subject_key": normalize(failure["verification"]["check_subject"]),
             }
+            if failure.get("severity") is not None:  # contract §22; an unrated record is as before revision 4
+                record["failure"]["severity"] = failure["severity"]
             state.append([artifact_id, revision], "cue", scope_id, record["failure"]["signature_key"])
         state.put(record, "experience", scope_id, artifact_id, revision)
         matching.revision_known(state, scope, scope_id, artifact_id, revision, position)

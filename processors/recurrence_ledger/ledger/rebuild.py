@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from recurrence_ledger import policy
+from recurrence_ledger.ledger.severity import count_recurred, severity_review_threshold
 from recurrence_ledger.ledger.state import LedgerState, new_scope_record
 from recurrence_ledger.ledger.statistics import revision_id, revision_statistics, top_revisions
 from recurrence_ledger.ledger.streaks import count_selected, is_binding_suspect, record_verdict, revision_record
@@ -36,7 +37,7 @@ DERIVED_FIELDS = ("selected", "recurred", "avoided", "unknown", "needing_review"
 
 #: The figures of a revision's row that are not derived from observations:
 #: carried over from the live rows.
-CARRIED_FIELDS = ("signature_key", "repair_surface", "unknown_reasons", "ambiguous")
+CARRIED_FIELDS = ("signature_key", "repair_surface", "unknown_reasons", "ambiguous", "severity")
 
 
 def surfaces_from(statistics: Iterable[dict], revision_rows: Iterable[dict] = ()) -> dict[tuple[str, str, int], dict]:
@@ -61,14 +62,17 @@ def rebuild_views(
     review_threshold: int = policy.REVIEW_THRESHOLD.default,
     top_limit: int = policy.TOP_REVISIONS.default,
     surfaces: dict[tuple[str, str, int], str] | None = None,
+    critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default,
 ) -> dict[str, dict]:
     """Per scope, the DERIVED_FIELDS of ScopeStatistics from observation
     records (dicts as published; a repeated observation_id counts once).
     Streaks are ordered by
     task_outcome_position whatever the input order (contract §8), so a
     topic read partition by partition gives the live values. ``surfaces``
-    (see :func:`surfaces_from`) fills the rows' repair_surface."""
-    state, scopes = _replay(observations, review_threshold, surfaces or {})
+    (see :func:`surfaces_from`) fills the rows' repair_surface and
+    severity; a critical revision needs review at
+    ``critical_review_threshold`` (contract §22)."""
+    state, scopes = _replay(observations, review_threshold, surfaces or {}, critical_review_threshold)
     return {
         scope_id: {
             "selected": scope["selected"],
@@ -76,7 +80,7 @@ def rebuild_views(
             "avoided": scope["avoided"],
             "unknown": scope["selected"] - scope["linked_verdicts"],
             "needing_review": scope["needing_review"],
-            "top_revisions": top_revisions(state, scope_id, top_limit, review_threshold),
+            "top_revisions": top_revisions(state, scope_id, top_limit, review_threshold, critical_review_threshold),
         }
         for scope_id, scope in scopes.items()
     }
@@ -86,21 +90,24 @@ def rebuild_revisions(
     observations: Iterable[dict],
     review_threshold: int = policy.REVIEW_THRESHOLD.default,
     surfaces: dict[tuple[str, str, int], str] | None = None,
+    critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default,
 ) -> dict[tuple[str, str, int], dict]:
     """The ``revisions`` view from observation records alone: the
     RevisionStatistics row of every revision with an observation (a
     repeated observation_id counts once), by
     (scope_id, artifact_id, revision) — what the last revision-statistics
     record of each revision must be."""
-    state, _ = _replay(observations, review_threshold, surfaces or {})
+    state, _ = _replay(observations, review_threshold, surfaces or {}, critical_review_threshold)
     return {
-        (key[1], key[2], key[3]): revision_statistics(state, key[1], key[2], key[3], review_threshold)
+        (key[1], key[2], key[3]): revision_statistics(state, key[1], key[2], key[3], review_threshold, critical_review_threshold)
         for key in list(state.store)
         if key[0] == "streak"
     }
 
 
-def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict) -> tuple[LedgerState, dict[str, dict]]:
+def _replay(
+    observations: Iterable[dict], review_threshold: int, surfaces: dict, critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default,
+) -> tuple[LedgerState, dict[str, dict]]:
     """Observations through the processor's streak code, each
     ``observation_id`` once, then the carried figures: (state, scope
     records)."""
@@ -115,18 +122,22 @@ def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict)
         scope = scopes.setdefault(scope_id, new_scope_record())
         event = record["event"]
         ref = record["artifact_ref"]
-        surface = (surfaces.get((scope_id, ref["artifact_id"], ref["revision"])) or {}).get("repair_surface") or ""
+        carried = surfaces.get((scope_id, ref["artifact_id"], ref["revision"])) or {}
+        surface, severity = carried.get("repair_surface") or "", carried.get("severity")
         scope[event] += 1
         if event == "selected":
-            count_selected(state, scope_id, ref, record["signature_key"], surface)
+            count_selected(state, scope_id, ref, record["signature_key"], surface, severity=severity)
             continue
+        if event == "recurred":
+            count_recurred(scope, severity)
         linked = record["handoff_ref"] is not None
         if linked:
             scope["linked_verdicts"] += 1
         # A rebuild publishes no review candidate (they are ledger records of
         # their own topic): the streak is recomputed with surface "" there.
         record_verdict(state, scope, scope_id, ref, record["signature_key"], "", event,
-                       record["task_outcome_position"], record["failure_ref"], review_threshold, linked)
+                       record["task_outcome_position"], record["failure_ref"], review_threshold, linked,
+                       severity, severity_review_threshold(severity, review_threshold, critical_review_threshold))
         if surface:
             parts = ("streak", scope_id, ref["artifact_id"], ref["revision"])
             revision = state.get(*parts)

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from recurrence_ledger.ledger.models import ArtifactRef, Digest, Id, Position, RepairSurface, ReviewVerdict, SourceRef, Text, Value
+from recurrence_ledger.ledger.models import ArtifactRef, Digest, Id, Position, RepairSurface, ReviewVerdict, Severity, SourceRef, Text, Value
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
 
@@ -185,6 +185,8 @@ class RevisionFigures(Value):
         "or a check_… reason: the bound check proves nothing (contract §17)."
     )
     needs_review: bool = Field(False, title="needs review", description="Streak ≥ the workers' review threshold (contract §8), as the ledger decided it.")
+    severity: Severity | None = Field(
+        None, title="severity", description="The failure record's severity (contract §22): low, medium, high or critical; null: unrated.")
 
 
 class RecurrenceStreak(RevisionFigures):
@@ -195,7 +197,8 @@ class RecurrenceStreak(RevisionFigures):
     yield < 0.3; surfaced only, contract §14); since revision 3 ``unknown``,
     ``unknown_reasons``, ``ambiguous`` and ``binding_suspect`` (contract
     §17, as on RevisionStatistics); since record revision 4 ``needs_review``
-    (so that readers never compare the streak with a threshold of their own)."""
+    (so that readers never compare the streak with a threshold of their own)
+    and ``severity`` (contract §22)."""
 
 
 class ReviewCandidate(Value):
@@ -224,14 +227,34 @@ class SurfaceCounts(Value):
     avoided: Annotated[int, Field(ge=0)]
 
 
+class RejectedByReason(Value):
+    """contract §24: rejected candidates by reason_code (``unspecified``: none); they sum to ``rejected``."""
+
+    false_cause: Count = 0
+    broad_scope: Count = 0
+    weak_evidence: Count = 0
+    duplicate: Count = 0
+    not_reproducible: Count = 0
+    other: Count = 0
+    unspecified: Count = 0
+
+
 class ReviewCounts(Value):
-    """contract §18 (rev. 3): a scope's review candidates by the ``status``
-    of their ReviewStatus."""
+    """contract §18: review candidates by ReviewStatus ``status``; §24: rejections by code, ``promotion_rate``."""
 
     open: Count = 0
     approved: Count = 0
     rejected: Count = 0
     superseded: Count = 0
+    rejected_by_reason: RejectedByReason = RejectedByReason()
+    promotion_rate: Annotated[float | None, Field(ge=0, le=1)] = None
+
+    @model_validator(mode="after")
+    def _sums(self) -> ReviewCounts:
+        counts = self.rejected_by_reason.model_dump().values()
+        if any(counts) and sum(counts) != self.rejected:
+            raise ValueError("rejected_by_reason sums to rejected (contract §24)")
+        return self
 
 
 class RepairCounts(Value):
@@ -242,6 +265,16 @@ class RepairCounts(Value):
     held: Count = 0
     recurring: Count = 0
     failed: Count = 0
+
+
+class SeverityCounts(Value):
+    """contract §22: recurred verdicts by their revision's severity (``unrated``: none); they sum to ``recurred``."""
+
+    critical: Count = 0
+    high: Count = 0
+    medium: Count = 0
+    low: Count = 0
+    unrated: Count = 0
 
 
 class ScopeStatistics(Value):
@@ -309,6 +342,14 @@ class ScopeStatistics(Value):
         "review threshold", "The workers' review threshold (--review-threshold) that decided needing_review, needs_review and binding_suspect; "
         "0 in a record written before record revision 4."
     )
+    recurred_by_severity: SeverityCounts = Field(
+        SeverityCounts(), title="recurred by severity", description="Recurred verdicts by their revision's severity (contract §22).")
+
+    @model_validator(mode="after")
+    def _severity_sums(self) -> ScopeStatistics:
+        if any(counts := self.recurred_by_severity.model_dump().values()) and sum(counts) != self.recurred:
+            raise ValueError("recurred_by_severity sums to recurred (contract §22)")
+        return self
 
 
 class RevisionRowOrder(Value):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from recurrence_ledger.ledger.statistics import scope_statistics
+from recurrence_ledger.ledger.severity import severity_review_threshold
 from recurrence_ledger.whatif.policies import Policy
 from recurrence_ledger.whatif.shadow import WhatIfProcessor
 
@@ -70,19 +71,24 @@ def policy_result(processor: WhatIfProcessor, policy: Policy) -> PolicyResult:
     thresholds), after ``flush``."""
     state = processor.state
     result = PolicyResult(policy, horizon_unlinked=processor.horizon_unlinked, end_unlinked=processor.end_unlinked)
-    for candidate in processor.candidates[policy.review_threshold]:
+    for candidate in processor.candidates[(policy.review_threshold, policy.critical_review_threshold)]:
         result.candidates.setdefault(candidate["scope_id"], {})[candidate["candidate_id"]] = candidate
     for (scope_id, candidate_id), decision in processor.decisions[policy.near_duplicate_threshold].items():
         result.decisions.setdefault(scope_id, {})[candidate_id] = decision
     for scope_id in processor.scope_ids:
         needing = {}
+        lowest = min(policy.review_threshold, policy.critical_review_threshold)
         for negative_streak, _, artifact_id, revision, signature_key in state.ranking(scope_id):
-            if -negative_streak < policy.review_threshold:
+            if -negative_streak < lowest:
                 break
+            severity = state.get("streak", scope_id, artifact_id, revision).get("severity")
+            if -negative_streak < severity_review_threshold(severity, policy.review_threshold, policy.critical_review_threshold):
+                continue  # contract §22: a critical revision's own threshold
             needing[(artifact_id, revision)] = {"signature_key": signature_key, "streak": -negative_streak}
         if needing:
             result.needing_review[scope_id] = needing
-        statistics = scope_statistics(state, state.scope(scope_id), scope_id, policy.top_revisions, policy.review_threshold)
+        statistics = scope_statistics(state, state.scope(scope_id), scope_id, policy.top_revisions, policy.review_threshold,
+                                      policy.critical_review_threshold)
         statistics["needing_review"] = len(needing)
         result.statistics[scope_id] = statistics
     return result
