@@ -123,7 +123,9 @@ def view_key(topic: str, record: dict) -> tuple:
     """The table key of a view record (contract §8): its scope for
     ``recurrence-statistics``, (scope, artifact_id, revision) for
     ``revision-statistics``, (scope, candidate_id) for ``review-status``
-    (§18)."""
+    (§18), (group, signature_key) for ``signature-patterns`` (§23)."""
+    if topic == "signature-patterns":
+        return (record["group"], record["signature_key"])
     if topic == "revision-statistics":
         return (record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])
     if topic == "review-status":

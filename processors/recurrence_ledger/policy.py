@@ -16,7 +16,7 @@ may import it (docs/architecture.md).
 Contract sections: the review threshold and the top-N of ``top_revisions``
 are §8, the critical review threshold §22, the provenance horizon §5, the near-duplicate threshold and the
 pending-candidate bound §12 (which bounds waiting review decisions too,
-§18) (docs/contract.md); the commit interval and
+§18), the pattern threshold and group separator §23 (docs/contract.md); the commit interval and
 batch size are the Kafka runtime's (docs/kafka.md) and never change a
 ledger fact.
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Generic, TypeVar
 
-T = TypeVar("T", int, Fraction)
+T = TypeVar("T", int, Fraction, str)
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,17 @@ NEAR_DUPLICATE_THRESHOLD: Setting[Fraction] = Setting(
     "Sørensen–Dice score of cue bigrams", "§12",
     "Score at which an admission candidate's cue is a near-duplicate of a current head's (contract §12, rule 5).",
 )
+PATTERN_THRESHOLD: Setting[int] = Setting(
+    "pattern_threshold", "--pattern-threshold", "RL_PATTERN_THRESHOLD", 3, 1, "scopes of a pattern group", "§23",
+    "Contributing scopes at which a signature of a pattern group becomes a PatternCandidate (contract §23).",
+)
+#: A text setting: its minimum is the empty text (any separator passes
+#: ``check``); ``LedgerConfig`` refuses an empty separator.
+PATTERN_GROUP_SEPARATOR: Setting[str] = Setting(
+    "pattern_group_separator", "--pattern-group-separator", "RL_PATTERN_GROUP_SEPARATOR", None, "", "text", "§23",
+    "Pattern groups (contract §23): a scope's group is its scope_id up to the first separator; unset, every scope is in the group \"\".",
+    optional=True,
+)
 COMMIT_INTERVAL_MS: Setting[int] = Setting(
     "commit_interval_ms", "--commit-interval-ms", "RL_COMMIT_INTERVAL_MS", 100, 10, "milliseconds", "kafka.md",
     "Longest a transaction stays open; it commits sooner once the input is drained (docs/kafka.md, commits and latency).",
@@ -106,7 +117,10 @@ MAX_BATCH: Setting[int] = Setting(
 )
 
 #: The ledger policy: what decides ledger facts and views (contract §5, §8, §12).
-LEDGER_SETTINGS: tuple[Setting, ...] = (REVIEW_THRESHOLD, CRITICAL_REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD)
+LEDGER_SETTINGS: tuple[Setting, ...] = (
+    REVIEW_THRESHOLD, CRITICAL_REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD,
+    PATTERN_THRESHOLD, PATTERN_GROUP_SEPARATOR,
+)
 #: The runtime's batching: how often and how much, never what.
 RUNTIME_SETTINGS: tuple[Setting, ...] = (COMMIT_INTERVAL_MS, MAX_BATCH)
 #: Every setting, in the order of the docs table.

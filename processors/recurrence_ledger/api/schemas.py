@@ -17,7 +17,8 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from recurrence_ledger.ledger.models import ArtifactRef, RejectionReason, RepairSurface, ReviewDecision, Severity
-from recurrence_ledger.ledger.records import REVISION_IDENTITY, AppliedReviewDecision, Repair, RevisionFigures, ScopeStatistics
+from recurrence_ledger.ledger.fields import REVISION_IDENTITY
+from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, ScopeStatistics
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
 ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]
@@ -47,7 +48,7 @@ def copied_fields(model: type[BaseModel], names: Iterable[str]) -> dict[str, tup
 #: recurred, avoided, needing_review), the evidence-coverage figures,
 #: the operational gauges, the counts of §16–§17 and the review threshold
 #: the ledger applied — every plain integer field of ScopeStatistics
-#: (``recurrence_ledger.ledger.records.integer_fields``), documented as the
+#: (``recurrence_ledger.ledger.fields.integer_fields``), documented as the
 #: record documents it; a record written before a field existed has its
 #: default (0).
 ScopeSummary = create_model(
@@ -80,7 +81,7 @@ class _FiguresBase(_Shape):
 #: The revision's figures: from its RevisionStatistics row (``/revisions``)
 #: or its ``top_revisions`` row (``/review-candidates``) — the fields of the
 #: ledger's RevisionFigures besides the revision's identity
-#: (``recurrence_ledger.ledger.records.figure_fields``).
+#: (``recurrence_ledger.ledger.fields.figure_fields``).
 _Figures = create_model(
     "_Figures",
     __base__=_FiguresBase,

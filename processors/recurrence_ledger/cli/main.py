@@ -26,6 +26,7 @@ import typer
 from rich.markup import escape
 
 from recurrence_ledger.cli import explain, ops, records, replay, run, whatif
+from recurrence_ledger.cli.patterns import patterns_app
 from recurrence_ledger.cli.review import review_app
 from recurrence_ledger.cli.topics import topics_app
 from recurrence_ledger.cli.view import view_app
@@ -73,6 +74,7 @@ for _name, _command in COMMANDS:
 app.add_typer(topics_app, name="topics")
 app.add_typer(view_app, name="view")
 app.add_typer(review_app, name="review")
+app.add_typer(patterns_app, name="patterns")
 
 
 def reflow_help(typer_app: typer.Typer, escaped: set[int] | None = None) -> None:

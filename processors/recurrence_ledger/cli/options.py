@@ -94,6 +94,14 @@ TopOption = Annotated[int, setting_option(policy.TOP_REVISIONS, POLICY_PANEL)]
 HorizonOption = Annotated[Optional[int], setting_option(policy.PROVENANCE_HORIZON, POLICY_PANEL)]
 PendingCandidatesOption = Annotated[int, setting_option(policy.MAX_PENDING_CANDIDATES, POLICY_PANEL)]
 NearDuplicateOption = Annotated[Fraction, fraction_option(policy.NEAR_DUPLICATE_THRESHOLD, POLICY_PANEL)]
+PatternThresholdOption = Annotated[int, setting_option(policy.PATTERN_THRESHOLD, POLICY_PANEL)]
+PatternSeparatorOption = Annotated[
+    Optional[str],
+    typer.Option(
+        policy.PATTERN_GROUP_SEPARATOR.option, envvar=policy.PATTERN_GROUP_SEPARATOR.env, rich_help_panel=POLICY_PANEL,
+        show_default=False, help=policy.PATTERN_GROUP_SEPARATOR.help,
+    ),
+]
 CommitIntervalOption = Annotated[int, setting_option(policy.COMMIT_INTERVAL_MS, WORKER_PANEL)]
 MaxBatchOption = Annotated[int, setting_option(policy.MAX_BATCH, WORKER_PANEL)]
 
@@ -277,13 +285,20 @@ def ledger_policy(
     max_pending_candidates: PendingCandidatesOption = policy.MAX_PENDING_CANDIDATES.default,
     near_duplicate_threshold: NearDuplicateOption = policy.NEAR_DUPLICATE_THRESHOLD.default,
     critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
+    pattern_threshold: PatternThresholdOption = policy.PATTERN_THRESHOLD.default,
+    pattern_group_separator: PatternSeparatorOption = policy.PATTERN_GROUP_SEPARATOR.default,
 ) -> LedgerConfig:
     """The ledger policy of a command that runs the ledger (contract §5, §8,
-    §12, §22), as the core's LedgerConfig."""
+    §12, §22, §23), as the core's LedgerConfig. Raises typer.BadParameter for an
+    empty pattern group separator."""
+    if pattern_group_separator == "":
+        raise typer.BadParameter("the pattern group separator is a non-empty text (leave it unset for one group)",
+                                 param_hint=policy.PATTERN_GROUP_SEPARATOR.option)
     return LedgerConfig(
         review_threshold=review_threshold, top_revisions_limit=top_revisions, provenance_horizon=provenance_horizon,
         max_pending_candidates=max_pending_candidates, near_duplicate_threshold=near_duplicate_threshold,
         critical_review_threshold=critical_review_threshold,
+        pattern_threshold=pattern_threshold, pattern_group_separator=pattern_group_separator,
     )
 
 

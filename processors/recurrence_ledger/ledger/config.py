@@ -13,7 +13,7 @@ from recurrence_ledger.ledger.severity import is_critical
 
 @dataclass(frozen=True)
 class LedgerConfig:
-    """Deployment policy (contract §5, §8, §12); every default and bound is
+    """Deployment policy (contract §5, §8, §12, §23); every default and bound is
     the :mod:`recurrence_ledger.policy` setting of the same name.
 
     - ``review_threshold``: streak at which a revision needs review.
@@ -37,6 +37,11 @@ class LedgerConfig:
     - ``near_duplicate_threshold``: admission rule 5's Sørensen–Dice score
       at which a current head is a near-duplicate of a candidate (§12), an
       exact fraction in (0, 1] (default 4/5), compared exactly.
+    - ``pattern_threshold``: contributing scopes at which a signature of a
+      pattern group becomes a PatternCandidate (§23.4).
+    - ``pattern_group_separator``: None puts every scope in the group
+      ``""``; a text cuts a scope_id at its first occurrence (§23.1). An
+      empty text is refused.
 
     Raises ValueError for a value below its setting's minimum, or a
     near-duplicate threshold that is not a fraction in (0, 1].
@@ -48,6 +53,8 @@ class LedgerConfig:
     max_pending_candidates: int = policy.MAX_PENDING_CANDIDATES.default
     near_duplicate_threshold: Fraction = policy.NEAR_DUPLICATE_THRESHOLD.default
     critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default
+    pattern_threshold: int = policy.PATTERN_THRESHOLD.default
+    pattern_group_separator: str | None = policy.PATTERN_GROUP_SEPARATOR.default
 
     def __post_init__(self) -> None:
         policy.REVIEW_THRESHOLD.check(self.review_threshold)
@@ -56,6 +63,9 @@ class LedgerConfig:
         policy.PROVENANCE_HORIZON.check(self.provenance_horizon)
         policy.MAX_PENDING_CANDIDATES.check(self.max_pending_candidates)
         policy.NEAR_DUPLICATE_THRESHOLD.check(self.near_duplicate_threshold)
+        policy.PATTERN_THRESHOLD.check(self.pattern_threshold)
+        if self.pattern_group_separator is not None and not (isinstance(self.pattern_group_separator, str) and self.pattern_group_separator):
+            raise ValueError(f"pattern_group_separator must be a non-empty text or None, got {self.pattern_group_separator!r}")
         if not isinstance(self.near_duplicate_threshold, Fraction) or not 0 < self.near_duplicate_threshold <= 1:
             raise ValueError(f"near_duplicate_threshold must be a Fraction in (0, 1], got {self.near_duplicate_threshold!r}")
 

@@ -14,7 +14,7 @@ import bisect
 from collections.abc import Callable
 
 from recurrence_ledger.catalogue import CANDIDATE_SETS, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES
-from recurrence_ledger.ledger import chain, matching, verdicts
+from recurrence_ledger.ledger import chain, matching, patterns, verdicts
 from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.results import Emit
@@ -43,6 +43,8 @@ class OutcomeDecisions:
     hook: PolicyHook | None
     #: Revisions (artifact_id, revision) the current event changed; see ``_finish_scope``.
     _revisions_touched: dict[tuple[str, int], None]
+    #: (scope_id, signature_key) whose recurred count changed in the batch (contract §23.5).
+    _patterns_touched: dict[tuple[str, str], None]
     _emit: Callable[[list[Emit], str, str, dict], None]
     #: A ReviewCandidate was published (``reviews.ReviewLoop``, contract §18).
     _on_review_candidate: Callable[[str, dict, int, list[Emit]], None]
@@ -262,6 +264,9 @@ class OutcomeDecisions:
             record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold, linked,
             severity, review_threshold_of(self.config, failure),
         )
+        if record["event"] == "recurred":  # contract §23.2: a RecurrenceObservation, never a holdout's control verdict
+            patterns.count_recurred(self.state, scope_id, record["signature_key"])
+            self._patterns_touched[(scope_id, record["signature_key"])] = None
         if self.hook is not None:
             self.hook.verdict_recorded(self.state, scope_id, record, repair_surface, published)
         return published

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from recurrence_ledger.ledger import admission, causal, chain, matching, records
+from recurrence_ledger.ledger import admission, causal, chain, matching, patterns, records
 from recurrence_ledger.ledger.candidates import CandidateAdmission
 from recurrence_ledger.ledger.reviews import ReviewLoop
 from recurrence_ledger.ledger.config import LedgerConfig
@@ -137,6 +137,10 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         # (contract §18): scope_id → artifact ids; see end_batch.
         self._review_dirty: dict[str, dict[str, None]] = {}
         self._review_dirty_at_mark: dict[str, dict[str, None]] = {}
+        # The batch's (scope_id, signature_key) whose recurred count changed
+        # (contract §23.5); see contributions.
+        self._patterns_touched: dict[tuple[str, str], None] = {}
+        self._patterns_at_mark: dict[tuple[str, str], None] = {}
 
     # -- public ---------------------------------------------------------------
     @property
@@ -294,9 +298,27 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         self._review_dirty.clear()
         return emits
 
+    def contributions(self) -> list[Emit]:
+        """Close a batch of the pattern stage's input (contract §23.5): for
+        every (scope, signature_key) whose count of recurred verdicts
+        changed since the last call, the scope's new absolute count as a
+        PatternContribution on the repartition topic, keyed by ``{group,
+        signature_key}`` (``patterns.contribution``), in code point order of
+        (scope_id, signature_key). The worker calls it with ``end_batch``,
+        in the same transaction; the embedded runner feeds them to its
+        ``PatternStage``. Reads state only."""
+        separator = self.config.pattern_group_separator
+        emits = [
+            patterns.contribution(scope_id, signature_key, patterns.recurred_count(self.state, scope_id, signature_key), separator)
+            for scope_id, signature_key in sorted(self._patterns_touched)
+        ]
+        self._patterns_touched.clear()
+        return emits
+
     def mark(self) -> None:
         """Remember the batch's view marks as they are now: the runtime made
         the current state its rollback point (see :meth:`rolled_back`)."""
+        self._patterns_at_mark = dict(self._patterns_touched)
         self._dirty_at_mark = {scope_id: dict(revisions) for scope_id, revisions in self._dirty.items()}
         self._review_dirty_at_mark = {scope_id: dict(artifacts) for scope_id, artifacts in self._review_dirty.items()}
 
@@ -308,6 +330,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         self._revisions_touched.clear()
         self._dirty = {scope_id: dict(revisions) for scope_id, revisions in self._dirty_at_mark.items()}
         self._review_dirty = {scope_id: dict(artifacts) for scope_id, artifacts in self._review_dirty_at_mark.items()}
+        self._patterns_touched = dict(self._patterns_at_mark)
 
     def restore_candidate_set(self, scope_id: str, candidate_set_digest: str, size: int = 0) -> None:
         """Record an already-published CandidateSet (read back from

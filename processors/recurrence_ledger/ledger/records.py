@@ -1,4 +1,4 @@
-"""Pydantic v2 models of the ledger's output records (contract §4, §6–§9, §12, §18).
+"""Pydantic v2 models of the ledger's output records (contract §4, §6–§9, §12, §18, §23).
 
 Each carries the validation matrix of contract §13 as model validators, so
 a record that breaks it can never be published (``LedgerProcessor`` with
@@ -529,6 +529,47 @@ class ReviewStatus(Value):
         return self
 
 
+# --------------------------------------------------------------------- §23
+
+
+class PatternContribution(Value):
+    """contract §23.5: a scope's new absolute count of recurred verdicts
+    with a signature, on the repartition topic (``patterns.pattern_key``)."""
+
+    group: str
+    signature_key: Annotated[str, Field(min_length=1)]
+    scope_id: Id
+    recurred: Annotated[int, Field(ge=1)]
+
+
+class SignaturePattern(Value):
+    """contract §23.3: a signature across a group's scopes (view
+    ``signature-patterns``): the first 100 scopes in code point order."""
+
+    group: str
+    signature_key: Annotated[str, Field(min_length=1)]
+    scope_count: Annotated[int, Field(ge=1)]
+    scopes: Annotated[list[Id], Field(min_length=1, max_length=100)]
+    recurred: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SignaturePattern:
+        if self.scopes != sorted(set(self.scopes)) or len(self.scopes) != min(self.scope_count, 100) or self.recurred < self.scope_count:
+            raise ValueError("scopes: the first min(scope_count, 100), distinct, in code point order; recurred ≥ scope_count")
+        return self
+
+
+class PatternCandidate(Value):
+    """contract §23.4: a pattern that reached the pattern threshold;
+    ``candidate_id`` = digest of ``{group, signature_key, threshold}``."""
+
+    candidate_id: Digest
+    group: str
+    signature_key: Annotated[str, Field(min_length=1)]
+    threshold: Annotated[int, Field(ge=1)]
+    reason: str
+
+
 # --------------------------------------------------------------------- §9
 
 
@@ -547,54 +588,3 @@ class DeadLetter(Value):
     raw: str
     reason: str
     message: str
-
-
-# --------------------------------------------------------------------- field catalogue
-#
-# The read side (Redis projection, API, CLI, dashboard) derives its field
-# lists from the models above instead of restating them, so a new figure
-# is one field here (with its title and description), its Avro schema, the
-# core that computes it and the docs.
-
-
-def field_name(model: type[Value], name: str) -> str:
-    """The published name of a model field (its alias: ``yield_`` → ``yield``)."""
-    return model.model_fields[name].alias or name
-
-
-def integer_fields(model: type[Value]) -> tuple[str, ...]:
-    """The published names of the fields of ``model`` that are plain
-    integers (counts and positions), in the record's order: what the Redis
-    projection keeps as integer strings in a scope's hash."""
-    return tuple(field_name(model, name) for name, info in model.model_fields.items() if info.annotation is int)
-
-
-def total_fields(model: type[Value]) -> tuple[str, ...]:
-    """The fields of ``model`` marked ``total`` (``json_schema_extra``):
-    the figures the view follower sums over the scopes and publishes as
-    gauges."""
-    return tuple(
-        field_name(model, name) for name, info in model.model_fields.items() if (info.json_schema_extra or {}).get("total")
-    )
-
-
-#: The identity of a revision row (which revision it is), as opposed to its figures.
-REVISION_IDENTITY: tuple[str, ...] = ("scope_id", "artifact_ref", "signature_key", "terminal_recurred_streak")
-
-
-def figure_fields() -> tuple[str, ...]:
-    """The published names of a revision's figures (:class:`RevisionFigures`
-    without its identity), in the record's order: what a row of the API
-    takes from the ledger's row of the same revision."""
-    return tuple(field_name(RevisionFigures, name) for name in RevisionFigures.model_fields if name not in REVISION_IDENTITY)
-
-
-def field_catalogue(model: type[Value]) -> dict[str, dict]:
-    """``{published name: {"title", "description", …extras}}`` of every field
-    of ``model`` that has a title: the labels a dashboard or a CLI table
-    shows, from the one statement of the record."""
-    return {
-        field_name(model, name): {"title": info.title, "description": info.description, **(info.json_schema_extra or {})}
-        for name, info in model.model_fields.items()
-        if info.title
-    }

@@ -68,7 +68,8 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics, integer_fields
+from recurrence_ledger.ledger.fields import integer_fields
+from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.read.connect import redis_client
 from recurrence_ledger.redact import redact_url
@@ -86,7 +87,7 @@ HSET_CHUNK = 1000
 #: Hash fields holding the integer figures of a ScopeStatistics record
 #: (counters, gauges, its position and the review threshold the ledger
 #: applied), as integer strings: every plain integer field of the model
-#: (``recurrence_ledger.ledger.records.integer_fields``), in its order. A
+#: (``recurrence_ledger.ledger.fields.integer_fields``), in its order. A
 #: record written before a field existed has the model's default (0).
 COUNTER_FIELDS: tuple[str, ...] = integer_fields(ScopeStatistics)
 #: The scope hash field of the scope's recurred verdicts of critical

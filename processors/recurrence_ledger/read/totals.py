@@ -1,6 +1,6 @@
 """Totals over every scope of the Redis view (contract §16–§17): unknown
 selections by reason and the ScopeStatistics figures marked ``total``
-(``recurrence_ledger.ledger.records.total_fields``), summed over the
+(``recurrence_ledger.ledger.fields.total_fields``), summed over the
 scopes' last ScopeStatistics records. The view follower publishes them as Prometheus
 gauges (``recurrence_ledger.read.follower``; docs/operating.md says why
 totals and not one series per scope).
@@ -22,7 +22,8 @@ from types import MappingProxyType
 import orjson
 import redis
 
-from recurrence_ledger.ledger.records import ScopeStatistics, total_fields
+from recurrence_ledger.ledger.fields import total_fields
+from recurrence_ledger.ledger.records import ScopeStatistics
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.keys import Keys
 from recurrence_ledger.read.projection import CRITICAL_RECURRENCES_FIELD, UNKNOWN_REASONS_FIELD

@@ -3,7 +3,8 @@ policies in as few passes over the inputs as the rules allow.
 
 A :class:`Policy` is the four settings §20 names: review threshold,
 provenance horizon, top-N of ``top_revisions`` and near-duplicate
-threshold. Which of them need their own pass:
+threshold, and the two of §23: pattern threshold and pattern group
+separator. Which of them need their own pass:
 
 - the **provenance horizon** decides when a pending outcome stops waiting,
   so it changes matches, verdicts and everything after them: one pass (one
@@ -17,7 +18,10 @@ threshold. Which of them need their own pass:
   an admission decision, which is computed when the decision is made from
   the bigram index of that moment: every threshold from one pass;
 - **top-N** only cuts the ``top_revisions`` rows of a view: read off the
-  final state.
+  final state;
+- the **pattern threshold** and **group separator** only decide how the
+  final counts of recurred verdicts per (scope, signature) add up to
+  patterns and candidates (contract §23): read off the final state too.
 
 :func:`passes` groups policies into :class:`Pass` es accordingly.
 """
@@ -37,7 +41,7 @@ from recurrence_ledger.ledger.config import LedgerConfig
 SETTINGS: dict[str, policy.Setting] = {
     setting.option.removeprefix("--"): setting
     for setting in (policy.REVIEW_THRESHOLD, policy.PROVENANCE_HORIZON, policy.NEAR_DUPLICATE_THRESHOLD, policy.TOP_REVISIONS,
-                    policy.CRITICAL_REVIEW_THRESHOLD)
+                    policy.CRITICAL_REVIEW_THRESHOLD, policy.PATTERN_THRESHOLD)
 }
 #: Policy attribute of each setting (``LedgerConfig``'s name, except top-N).
 ATTRIBUTES: dict[str, str] = {
@@ -46,6 +50,8 @@ ATTRIBUTES: dict[str, str] = {
     policy.NEAR_DUPLICATE_THRESHOLD.name: "near_duplicate_threshold",
     policy.TOP_REVISIONS.name: "top_revisions",
     policy.CRITICAL_REVIEW_THRESHOLD.name: "critical_review_threshold",
+    policy.PATTERN_THRESHOLD.name: "pattern_threshold",
+    policy.PATTERN_GROUP_SEPARATOR.name: "pattern_group_separator",
 }
 
 
@@ -56,7 +62,8 @@ class Policy:
     ``near_duplicate_threshold`` (§12 rule 5, an exact fraction) and
     ``top_revisions`` (N of ``top_revisions``, §8), and since revision 4
     ``critical_review_threshold`` (§22: the review threshold of critical
-    revisions). Defaults are the
+    revisions), ``pattern_threshold`` and ``pattern_group_separator``
+    (§23). Defaults are the
     :mod:`recurrence_ledger.policy` settings'. Raises ValueError for a value
     the core refuses (:class:`LedgerConfig`)."""
 
@@ -65,6 +72,8 @@ class Policy:
     near_duplicate_threshold: Fraction = policy.NEAR_DUPLICATE_THRESHOLD.default
     top_revisions: int = policy.TOP_REVISIONS.default
     critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default
+    pattern_threshold: int = policy.PATTERN_THRESHOLD.default
+    pattern_group_separator: str | None = policy.PATTERN_GROUP_SEPARATOR.default
 
     def __post_init__(self) -> None:
         self.config()
@@ -75,6 +84,7 @@ class Policy:
             review_threshold=self.review_threshold, top_revisions_limit=self.top_revisions,
             provenance_horizon=self.provenance_horizon, max_pending_candidates=max_pending_candidates,
             near_duplicate_threshold=self.near_duplicate_threshold, critical_review_threshold=self.critical_review_threshold,
+            pattern_threshold=self.pattern_threshold, pattern_group_separator=self.pattern_group_separator,
         )
 
     def with_setting(self, setting: policy.Setting, value: Any) -> Policy:
@@ -94,6 +104,8 @@ class Policy:
             "near_duplicate_threshold": str(self.near_duplicate_threshold),
             "top_revisions": self.top_revisions,
             "critical_review_threshold": self.critical_review_threshold,
+            "pattern_threshold": self.pattern_threshold,
+            "pattern_group_separator": self.pattern_group_separator,
         }
 
     def differences(self, other: Policy) -> list[str]:
