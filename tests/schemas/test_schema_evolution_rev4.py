@@ -36,7 +36,7 @@ CHANGED = {
     "ExperienceCandidate": (11, 31),
     "ReviewDecision": (18, 32),
     "ScopeStatistics": (20, 21),
-    "RevisionStatistics": (17, 22),
+    "RevisionStatistics": (17, 23),
 }
 #: The file of each record's revision-3 form (ScopeStatistics and
 #: RevisionStatistics: the record-shape change of this release named them).
@@ -46,7 +46,7 @@ APPENDED = {
     "FailureRecord": ["severity"],
     "CandidateFailure": ["severity"],
     "ReviewDecision": ["reason_code"],
-    "RevisionStatistics": ["severity", "version"],
+    "RevisionStatistics": ["severity", "version", "runs_reaching_threshold"],
     "RecurrenceStreak": ["needs_review", "severity"],
     "ReviewCounts": ["rejected_by_reason", "promotion_rate"],
     "ScopeStatistics": ["review_threshold", "recurred_by_severity"],
