@@ -290,6 +290,7 @@ def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
     assert set(schemas["ScopeStatistics"]["properties"]) == set(COUNTER_FIELDS) | {
         "scope_id", "top_revisions", "repeat_failure_rate", "stale_revision_selections", "by_repair_surface", "unknown_reasons",
         "reviews", "repairs",  # contract §18: review statuses and repairs of the scope
+        "recurred_by_severity",  # contract §22
     }
     assert set(FIGURES) <= set(schemas["RecurrenceStreak"]["properties"])
     assert set(FIGURES) <= set(schemas["RevisionRow"]["properties"]) and set(FIGURES) <= set(schemas["ReviewRow"]["properties"])

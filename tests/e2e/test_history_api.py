@@ -143,6 +143,7 @@ def synthetic_scopes(record: dict, count: int, seed: int = 7) -> list[dict]:
         avoided = rng.randrange(0, 3)
         records.append({
             **record, "scope_id": f"team-{index % 7}/scope-{index:04d}", "recurred": recurred, "avoided": avoided,
+            "recurred_by_severity": {**record["recurred_by_severity"], "critical": 0, "high": 0, "medium": 0, "low": 0, "unrated": recurred},
             "needing_review": rng.choice((0, 0, 1, 2)), "as_of_position": 100 + index,
             "repeat_failure_rate": None if recurred + avoided == 0 else round(recurred / (recurred + avoided), 4),
         })
@@ -196,7 +197,9 @@ def test_scope_index_follows_every_write(redis_url, view):
         writer.submit([first, second])
         raw = redis.Redis.from_url(redis_url, decode_responses=True)
         assert raw.zscore(Keys(f"rl:{prefix}").scope_index("recurred"), first["scope_id"]) == -first["recurred"]
-        writer.submit([{**first, "recurred": 40, "as_of_position": first["as_of_position"] + 1}])
+        more = 40 - first["recurred"]  # the new recurrences unrated: recurred_by_severity still sums to recurred (contract §22)
+        by_severity = {**first["recurred_by_severity"], "unrated": first["recurred_by_severity"]["unrated"] + more}
+        writer.submit([{**first, "recurred": 40, "recurred_by_severity": by_severity, "as_of_position": first["as_of_position"] + 1}])
         assert raw.zrange(Keys(f"rl:{prefix}").scope_index("recurred"), 0, 0) == [first["scope_id"]]
         raw.close()
     finally:

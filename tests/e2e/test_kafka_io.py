@@ -291,7 +291,7 @@ def test_avro_values_are_confluent_framed_for_a_plain_consumer(bootstrap, topic_
     assert len(values) == len(records)
     for value, record in zip(values, records, strict=True):
         magic, schema_id = struct.unpack(">bI", value[:5])
-        assert (magic, schema_id) == (0, 1) == (0, SCHEMA_IDS["SourceEvent"])
+        assert (magic, schema_id) == (0, 42) == (0, SCHEMA_IDS["SourceEvent"])  # revision 4's SourceEvent
         assert fastavro.schemaless_reader(io.BytesIO(value[5:]), schema) == validated(record)
 
 
@@ -301,7 +301,7 @@ def test_per_kind_avro_values_carry_each_kinds_schema_id(bootstrap, topic_prefix
     publish_journal(bootstrap, journal, per_kind=True, topic_prefix=topic_prefix, show_progress=False)
     ids = {kind: {struct.unpack(">bI", record.value[:5]) for record in read_raw(bootstrap, topic_prefix + kind)} for kind in KINDS}
     assert ids == {
-        "experience-revisions": {(0, 2)},
+        "experience-revisions": {(0, 30)},  # revision 4's ExperienceRevision (severity)
         "handoff-revisions": {(0, 3)},
         "handoff-receipts": {(0, 4)},
         "task-outcomes": {(0, 5)},

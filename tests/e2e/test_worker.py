@@ -175,7 +175,8 @@ def test_prometheus_metrics(topic_prefix, bootstrap, tmp_path):
     assert samples[("recurrence_ledger_outputs_total", (("topic", "recurrence-observations"),))] == 6
     assert samples[("recurrence_ledger_outputs_total", (("topic", "recurrence-matches"),))] == 2
     assert samples[("recurrence_ledger_pending_outcomes", ())] == 0
-    assert samples[("recurrence_ledger_processing_latency_seconds_count", ())] == 11
+    # 11 input records and the one record the scope stage wrote to the pattern stage's repartition topic (contract §23)
+    assert samples[("recurrence_ledger_processing_latency_seconds_count", ())] == 12
     assert samples[("recurrence_ledger_consumer_lag", (("partition", "0"), ("topic", source)))] == 0
 
 
