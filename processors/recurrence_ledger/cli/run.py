@@ -275,6 +275,8 @@ def run_command(
 def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: ANN001 - lazy import
     """Run the worker ``config``; with ``redis_url``, with its view follower
     in the same process (composed by the read side, ``cli.beside``)."""
+    from confluent_kafka import KafkaException
+
     from recurrence_ledger.kafka.kafka_admin import CoPartitionError
     from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
     from recurrence_ledger.runtime.changelog_guard import CHANGELOG_LOST_EXIT, ChangelogLost
@@ -301,6 +303,13 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
                 raise typer.Exit(CHANGELOG_LOST_EXIT) from None
             except (RestartRequired, ChangelogUntracked) as error:  # a Kafka client cannot go on: the supervisor restarts it
                 console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True, markup=False)
+                raise typer.Exit(RESTART_EXIT) from None
+            except KafkaException as error:
+                # A client in librdkafka's fatal state (a producer fenced after its transaction timed out) never
+                # works again, wherever the error surfaced: a restart is the cure, not a user's mistake (exit 1).
+                if not (error.args and error.args[0].fatal()):
+                    raise
+                console.print(f"error: {error.args[0]}: exiting for a restart", style="red", highlight=False, soft_wrap=True, markup=False)
                 raise typer.Exit(RESTART_EXIT) from None
             except StoreError as error:  # --state-dir: what is committed is on the changelog
                 console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
