@@ -55,7 +55,8 @@ def quiet_scope(record: dict) -> tuple[dict, list[dict]]:
         for artifact_id in ("Z1", "Z2")
     ]
     statistics = {**record, "scope_id": QUIET, "selected": 2, "recurred": 0, "avoided": 2, "unknown": 0, "unlinked_handoff_citations": 0,
-                  "needing_review": 0, "top_revisions": [], "pending_outcomes": 0, "late_revisions": 0, "repeat_failure_rate": 0.0}
+                  "needing_review": 0, "top_revisions": [], "pending_outcomes": 0, "late_revisions": 0, "repeat_failure_rate": 0.0,
+                  "recurred_by_severity": {name: 0 for name in record["recurred_by_severity"]}}  # no recurrence: none by severity (§22)
     return statistics, rows
 SCOPE = "dns-mirror"
 #: The counters of the scope's panels (data-counter), contract §8 and §16–§17.
