@@ -10,10 +10,11 @@ ends exactly as run-journal's."""
 from __future__ import annotations
 
 import json
+import time
 
 import orjson
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
@@ -109,6 +110,23 @@ def test_a_deleted_changelog_is_refused_not_recreated_empty_and_run_on(topic_pre
     assert_refused(log, again, run(bootstrap, prefix, log), bootstrap, prefix, counts)
 
 
+def delete_records_once_allowed(admin, partition: TopicPartition, within: float = 30.0) -> None:
+    """DeleteRecords up to ``partition.offset``, retried while the broker
+    still answers POLICY_VIOLATION: a config change is acknowledged when the
+    controller has it, and the partition's log takes it up a moment later
+    (KRaft applies it from the metadata log), so the first request can still
+    meet the compact-only policy. Raises the last error after ``within`` s."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            admin.delete_records([partition])[partition].result()
+            return
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.POLICY_VIOLATION or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def test_a_changelog_truncated_at_its_start_is_refused(topic_prefix, bootstrap, journals, tmp_path):
     """Records deleted from the changelog's start (DeleteRecords, or
     retention on a compact,delete topic): a restore would miss them."""
@@ -122,7 +140,7 @@ def test_a_changelog_truncated_at_its_start_is_refused(topic_prefix, bootstrap, 
     policy = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
         ConfigEntry("cleanup.policy", "compact,delete", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([policy])[policy].result()
-    admin.delete_records([TopicPartition(topic, 2, 3)])[TopicPartition(topic, 2, 3)].result()
+    delete_records_once_allowed(admin, TopicPartition(topic, 2, 3))
     counts = output_counts(bootstrap, prefix)
     before = len(log.read_text())
     error = assert_refused(log, before, run(bootstrap, prefix, log), bootstrap, prefix, counts)

@@ -596,6 +596,10 @@ def test_rebuild_from_topic_holds_the_last_version_of_each_scope(make_view, boot
             revisions_topic, key=revision_key(stale_row["scope_id"], stale_row["artifact_ref"]).encode(),
             value=encode("RevisionStatistics", stale_row),
         )
+        # Delivered before the abort: an EndTxn sent while the partitions are
+        # still being added to the transaction can fail INVALID_TXN_STATE
+        # (confluentinc/librdkafka#4849), as test_kafka_io's aborts also flush.
+        producer.flush(30)
         producer.abort_transaction(30)
 
         view = make_view()
