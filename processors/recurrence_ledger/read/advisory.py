@@ -20,10 +20,8 @@ whether a revision without a review candidate is still its artifact's head
 (the heads are ledger state, contract §3; a revision is known superseded
 here only through a ReviewStatus ``superseded`` with its ``fix_revision``).
 
-Two round trips, each in one Redis Cluster slot: one MULTI/EXEC for the
-scope's keys (its hash and the rows of the asked revisions), one for the
-namespace's review keys (the candidates' ReviewStatus rows and whether the
-candidates are known).
+Two pipelined round trips, every command in the scope's or the
+namespace's Redis Cluster slot (:func:`read_advisory`).
 """
 
 from __future__ import annotations
@@ -64,46 +62,44 @@ class ScopeAdvisory:
 
 def read_advisory(client: redis.Redis, keys: Keys, scope_id: str, refs: list[dict]) -> ScopeAdvisory:
     """The advisory of ``refs`` (ArtifactRef dicts, at most
-    :data:`MAX_ADVISORY_REFS` — the caller bounds them) in ``scope_id``,
-    read in two MULTI/EXEC round trips (the second only when a row names a
-    run reaching the review threshold). Raises ``redis.RedisError`` when
-    Redis does not answer."""
-    pipe = client.pipeline(transaction=True)
-    pipe.hget(keys.scope(scope_id), "as_of_position")
+    :data:`MAX_ADVISORY_REFS` — the caller bounds them) in ``scope_id``.
+    Two pipelined round trips, plain pipelines (no MULTI: every value read
+    is one the ledger published whole, and an advisory is a hint read at
+    one moment): the scope's position and the asked rows (the scope's
+    slot), then — only when a row names a run reaching the review threshold
+    — the candidates' ReviewStatus rows (the namespace's slot) and whether
+    the scope's review read model holds each candidate (its ``t:`` field,
+    the scope's slot). Raises ``redis.RedisError`` when Redis does not
+    answer."""
     members = [revision_member(ref) for ref in refs]
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(keys.scope(scope_id), "as_of_position")
     if members:
         pipe.hmget(keys.revisions(scope_id), members)
     results = pipe.execute()
     as_of = results[0]
-    raw_rows = results[1] if members else []
-    rows = [orjson.loads(raw) if raw is not None else None for raw in raw_rows]
+    rows = [orjson.loads(raw) if raw is not None else None for raw in results[1]] if members else []
     candidates: list[list[str]] = []
     for ref, row in zip(refs, rows, strict=True):
-        runs = row.get("runs_reaching_threshold", []) if row is not None else []
-        candidates.append([review_candidate_id(scope_id, _ref(ref), row["signature_key"], run) for run in runs] if row else [])
+        runs = row.get("runs_reaching_threshold", ()) if row is not None else ()
+        candidates.append([review_candidate_id(scope_id, _ref(ref), row["signature_key"], run) for run in runs] if runs else [])
     every = sorted({cid for cids in candidates for cid in cids})
-    statuses: dict[str, dict | None] = {}
+    statuses: dict[str, dict] = {}
     if every:
-        pipe = client.pipeline(transaction=True)
+        pipe = client.pipeline(transaction=False)
         pipe.hmget(keys.review_status, every)
-        for cid in every:
-            pipe.hexists(keys.queue_items, cid)
-        raw_statuses, *present = pipe.execute()
-        for cid, raw, known in zip(every, raw_statuses, present, strict=True):
+        pipe.hmget(keys.review_state(scope_id), [f"t:{cid}" for cid in every])
+        raw_statuses, applied = pipe.execute()
+        for cid, raw, known in zip(every, raw_statuses, applied, strict=True):
             if raw is not None:
                 statuses[cid] = orjson.loads(raw)
-            elif known:  # published, no ReviewStatus applied yet: open (contract §18)
+            elif known is not None:  # published, no ReviewStatus applied yet: open (contract §18)
                 statuses[cid] = {"candidate_id": cid, "status": "open", "decision": None, "fix_revision": None, "repair": None}
     advisories = []
     for ref, row, cids in zip(refs, rows, candidates, strict=True):
         found = [statuses[cid] for cid in cids if cid in statuses]
         advisories.append(advise_ref(ref, row, found[-1] if found else None))
-    return ScopeAdvisory(
-        scope_id=scope_id,
-        known=as_of is not None,
-        as_of_position=int(as_of) if as_of is not None else None,
-        advisories=advisories,
-    )
+    return ScopeAdvisory(scope_id=scope_id, known=as_of is not None, as_of_position=int(as_of) if as_of is not None else None, advisories=advisories)
 
 
 def _ref(ref: dict) -> dict:
