@@ -352,8 +352,8 @@ ReseedChangelogOption = Annotated[
     bool,
     typer.Option(
         "--reseed-changelog", rich_help_panel=WORKER_PANEL,
-        help="With --state-dir: when a partition's changelog is empty (deleted and created again) while the group has committed "
-             "offsets, write its intact local store back to the changelog instead of refusing (exit 5) (docs/operating.md, "
+        help="With --state-dir: when a partition's changelog (the ledger's or the pattern stage's) is empty (deleted and created "
+             "again) while the group has committed offsets, write its intact local store back to the changelog instead of refusing (exit 5) (docs/operating.md, "
              "\"A lost or truncated changelog\").",
     ),
 ]
