@@ -312,8 +312,8 @@ MaxWaitCaughtUpOption = Annotated[
     float,
     typer.Option(
         "--max-wait-caught-up", min=0, rich_help_panel=WORKER_PANEL,
-        help="With --exit-when-idle: how long to wait, idle and without progress of the group, for every input partition of the group "
-             "to be committed to its end (exit 0); then exit 4 naming the partitions left.",
+        help="With --exit-when-idle: how long to wait, idle and without progress of the group, for every input and repartition partition "
+             "of the group to be committed to its end, no transaction open on it (exit 0); then exit 4 naming the partitions left.",
     ),
 ]
 StaticMembershipOption = Annotated[

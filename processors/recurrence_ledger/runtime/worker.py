@@ -159,8 +159,8 @@ class LedgerWorker:
     # -- lifecycle ----------------------------------------------------------------
     def run(self) -> None:
         """Process until stopped (SIGTERM/SIGINT) or, with
-        ``exit_when_idle_s``, idle that long with every input partition of the
-        group caught up. Commits the open transaction on the way out. Raises
+        ``exit_when_idle_s``, idle that long with every input and repartition
+        partition of the group caught up (``catch_up.CatchUp``). Commits the open transaction on the way out. Raises
         NotCaughtUp when a batch run gives up waiting for the group to catch
         up (after ``max_wait_caught_up_s`` without progress), and
         UnicodeVersionChanged when a restored partition was built on another
