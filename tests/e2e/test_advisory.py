@@ -17,71 +17,28 @@ from fastapi.testclient import TestClient
 
 from recurrence_ledger.api.app import create_app
 from recurrence_ledger.api.settings import ApiSettings
-from recurrence_ledger.catalogue import REVIEW_CANDIDATES, REVIEW_STATUS
-from recurrence_ledger.read.connect import redis_client
-from recurrence_ledger.read.follower_view import FollowerView
-from recurrence_ledger.read.history import ReadModels
-from recurrence_ledger.read.keys import default_namespace
-from recurrence_ledger.read.records import Located
-from tests.conftest import case, read_jsonl
 from tests.e2e import harness
-from tests.plugins.processes import run_cli
+from tests.e2e.advisory_fixtures import clear, feed, ref, run_cases
 
 TOKEN = "advisory-read-token-0123456789abcdef"
 
 
-def ref(artifact_id: str, revision: int = 1) -> dict:
-    return {"family": "experience", "artifact_id": artifact_id, "revision": revision}
-
-
-def feed(url: str, prefix: str, out: Path) -> None:
-    """The run-journal outputs in ``out`` into the view and the review read models of ``prefix``."""
-    view = FollowerView(url, namespace=default_namespace(prefix))
-    try:
-        view.submit(read_jsonl(out / "recurrence-statistics.jsonl"), revisions=read_jsonl(out / "revision-statistics.jsonl"))
-        assert view.pending == 0
-    finally:
-        view.close()
-    client = redis_client(url)
-    try:
-        records = [Located(REVIEW_CANDIDATES, 0, n, 1_700_000_000_000 + n, value) for n, value in enumerate(read_jsonl(out / "review-candidates.jsonl"))]
-        records += [Located(REVIEW_STATUS, 0, n, 1_800_000_000_000 + n, value) for n, value in enumerate(read_jsonl(out / "review-status.jsonl"))]
-        ReadModels(client, default_namespace(prefix)).apply(records)
-    finally:
-        client.close()
-
-
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> dict[str, Path]:
-    workdir = tmp_path_factory.mktemp("advisory")
-    found = {}
-    for name in ("review_loop", "unknown_reasons", "critical_runs"):
-        journal, _ = case(name)
-        result = run_cli("run-journal", journal, "--out", workdir / name, "--quiet", "--allow-dead-letters")
-        assert result.returncode == 0, result.stdout + result.stderr
-        found[name] = workdir / name
-    return found
+    return run_cases(tmp_path_factory.mktemp("advisory"), ("review_loop", "unknown_reasons", "critical_runs"))
 
 
 @pytest.fixture
 def api(read_redis_url, outputs) -> Iterator[TestClient]:
-    url = read_redis_url
     prefix = harness.new_prefix()
     try:
         for out in outputs.values():
-            feed(url, prefix, out)
-        settings = ApiSettings(redis_url=url, topic_prefix=prefix, api_token=TOKEN)
+            feed(read_redis_url, prefix, out)
+        settings = ApiSettings(redis_url=read_redis_url, topic_prefix=prefix, api_token=TOKEN)
         with TestClient(create_app(settings), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
             yield client
     finally:
-        view = FollowerView(url, namespace=default_namespace(prefix))
-        view.clear()
-        view.close()
-        client = redis_client(url)
-        try:
-            ReadModels(client, default_namespace(prefix)).clear()
-        finally:
-            client.close()
+        clear(read_redis_url, prefix)
 
 
 def advise(api: TestClient, scope_id: str, refs: list[dict]) -> dict:
