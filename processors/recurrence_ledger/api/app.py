@@ -125,7 +125,7 @@ from starlette.middleware.cors import CORSMiddleware
 from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerTokens, is_decision, is_public
 from recurrence_ledger.api.limits import BodyLimit
 from recurrence_ledger.api.params import known_query_only
-from recurrence_ledger.api.responses import STATIC_DIR
+from recurrence_ledger.api.responses import STATIC_DIR, DocsHeaders
 from recurrence_ledger.api.routes import history, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
 from recurrence_ledger.api.transport import http_protocol
@@ -136,6 +136,8 @@ from recurrence_ledger.kafka.review import DecisionPublisher
 
 #: Where the documentation pages' assets (Swagger UI, ReDoc) are served from.
 DOCS_STATIC_URL = "/static-docs"
+#: The documentation pages: Swagger UI and ReDoc.
+DOCS_URL, REDOC_URL = "/docs", "/redoc"
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -174,6 +176,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         summary="Recurrence statistics of every scope, read from the Redis view (contract §8).",
         description=(__doc__ or "").split("\n\n")[0],
         static_url=DOCS_STATIC_URL,
+        docs_url=DOCS_URL,
+        redoc_url=REDOC_URL,
         favicon_url="data:,",
         swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from an outside validator
         dependencies=[Depends(known_query_only)],
@@ -188,6 +192,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     # Innermost, behind the guard: every request body bounded by the bytes
     # read (recurrence_ledger.api.limits), so a refused request reads none.
     app.add_middleware(BodyLimit)
+    app.add_middleware(DocsHeaders, paths=frozenset({DOCS_URL, REDOC_URL, app.swagger_ui_oauth2_redirect_url}))
     app.add_middleware(ReadSideGuard, token=token, allowed_hosts=settings.allowed_hosts, reviewers=reviewers)
     if origins:
         app.add_middleware(
