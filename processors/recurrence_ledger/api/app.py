@@ -128,7 +128,7 @@ from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR, DocsHeaders
 from recurrence_ledger.api.routes import history, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
-from recurrence_ledger.api.transport import http_protocol
+from recurrence_ledger.api.transport import ServeLimits, http_protocol
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.reader import ViewReader
@@ -275,10 +275,13 @@ def decision_publisher(settings: ApiSettings) -> DecisionPublisher | None:
     return DecisionPublisher(settings.kafka, settings.topic_prefix, codec)
 
 
-def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False) -> None:
+def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False,
+          limits: ServeLimits | None = None) -> None:
     """Run the API with uvicorn until SIGINT/SIGTERM: one process, uvloop
     and httptools when installed (uvicorn's ``auto``), each response sent
-    in one write (``recurrence_ledger.api.transport``), the access log only
+    in one write and each request head bounded by ``limits`` (default
+    :class:`ServeLimits`, with uvicorn's connection limits;
+    ``recurrence_ledger.api.transport``), the access log only
     with ``access_log`` (``serve --access-log``). When Redis does not answer
     at start, one warning line on stderr says so, and it serves anyway."""
     import gc
@@ -296,4 +299,5 @@ def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_
     # collector's generations, each full collection has less to walk.
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, http=http_protocol())
+    limits = limits or ServeLimits()
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, http=http_protocol(limits), **limits.uvicorn_options())
