@@ -126,10 +126,10 @@ from starlette.middleware.cors import CORSMiddleware
 from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerTokens, is_decision, is_public
 from recurrence_ledger.api.limits import BodyLimit
 from recurrence_ledger.api.params import known_query_only
-from recurrence_ledger.api.responses import STATIC_DIR
+from recurrence_ledger.api.responses import STATIC_DIR, DocsHeaders
 from recurrence_ledger.api.routes import advisories, history, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
-from recurrence_ledger.api.transport import http_protocol
+from recurrence_ledger.api.transport import ServeLimits, http_protocol
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.reader import ViewReader
@@ -137,6 +137,8 @@ from recurrence_ledger.kafka.review import DecisionPublisher
 
 #: Where the documentation pages' assets (Swagger UI, ReDoc) are served from.
 DOCS_STATIC_URL = "/static-docs"
+#: The documentation pages: Swagger UI and ReDoc.
+DOCS_URL, REDOC_URL = "/docs", "/redoc"
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -175,6 +177,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         summary="Recurrence statistics of every scope, read from the Redis view (contract §8).",
         description=(__doc__ or "").split("\n\n")[0],
         static_url=DOCS_STATIC_URL,
+        docs_url=DOCS_URL,
+        redoc_url=REDOC_URL,
         favicon_url="data:,",
         swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from an outside validator
         dependencies=[Depends(known_query_only)],
@@ -189,6 +193,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     # Innermost, behind the guard: every request body bounded by the bytes
     # read (recurrence_ledger.api.limits), so a refused request reads none.
     app.add_middleware(BodyLimit)
+    app.add_middleware(DocsHeaders, paths=frozenset({DOCS_URL, REDOC_URL, app.swagger_ui_oauth2_redirect_url}))
     app.add_middleware(ReadSideGuard, token=token, allowed_hosts=settings.allowed_hosts, reviewers=reviewers)
     if origins:
         app.add_middleware(
@@ -272,10 +277,13 @@ def decision_publisher(settings: ApiSettings) -> DecisionPublisher | None:
     return DecisionPublisher(settings.kafka, settings.topic_prefix, codec)
 
 
-def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False) -> None:
+def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False,
+          limits: ServeLimits | None = None) -> None:
     """Run the API with uvicorn until SIGINT/SIGTERM: one process, uvloop
     and httptools when installed (uvicorn's ``auto``), each response sent
-    in one write (``recurrence_ledger.api.transport``), the access log only
+    in one write and each request head bounded by ``limits`` (default
+    :class:`ServeLimits`, with uvicorn's connection limits;
+    ``recurrence_ledger.api.transport``), the access log only
     with ``access_log`` (``serve --access-log``). When Redis does not answer
     at start, one warning line on stderr says so, and it serves anyway."""
     import gc
@@ -293,4 +301,5 @@ def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_
     # collector's generations, each full collection has less to walk.
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, http=http_protocol())
+    limits = limits or ServeLimits()
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, http=http_protocol(limits), **limits.uvicorn_options())

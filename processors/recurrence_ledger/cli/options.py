@@ -58,6 +58,7 @@ T = TypeVar("T")
 #: Help panels grouping the options of the commands that run the ledger.
 WORKER_PANEL = "Kafka worker operation"
 POLICY_PANEL = "Ledger policy"
+SERVE_PANEL = "Connection limits"
 
 
 def setting_option(setting: policy.Setting, panel: str) -> Any:
