@@ -67,12 +67,24 @@ def facts(records: dict[str, list[dict]]) -> dict:
                 for row in stats["top_revisions"]
             ],
         }
+        # contract §21 (rev. 4): only in a scope with withheld lessons or conflicts
+        if stats["withheld"] or stats["holdout_conflicts"]:
+            scope(stats["scope_id"])["statistics"].update(
+                withheld=stats["withheld"], holdout_conflicts=stats["holdout_conflicts"], effects=reasons(stats["effects"]),
+            )
     for row in records["revision-statistics"]:
         ref = row["artifact_ref"]
         scope(row["scope_id"])["revisions"][f"{ref['artifact_id']}r{ref['revision']}"] = {
             **{k: row[k] for k in ("selected", "recurred", "avoided", "unknown", "ambiguous", "binding_suspect")},
             "unknown_reasons": reasons(row["unknown_reasons"]),
+            **({"effect": row["effect"]} if row["effect"] is not None else {}),
         }
+    for holdout in records.get("holdout-observations", []):  # contract §21.3, in publication order
+        ref = holdout["artifact_ref"]
+        scope(holdout["scope_id"]).setdefault("holdout_observations", []).append(
+            f"{holdout['verdict'] or holdout['reason']} {ref['artifact_id']}r{ref['revision']} {holdout['task_outcome_ref']['source_id']} "
+            f"{holdout['assignment']}"
+        )
     for obs in records["recurrence-observations"]:
         ref = obs["artifact_ref"]
         scope(obs["scope_id"])["observations"].append(
@@ -97,7 +109,9 @@ def facts(records: dict[str, list[dict]]) -> dict:
         name = revision(row["artifact_ref"]) + ("" if run is None else f"@{run}")
         scope(row["scope_id"])["review_statuses"][name] = {
             "status": row["status"], "streak": row["streak"], "decision": row["decision"],
-            "fix_revision": revision(row["fix_revision"]), "repair": row["repair"],
+            "fix_revision": revision(row["fix_revision"]),
+            # contract §21.4: the fix revision's effect, shown when it has one
+            "repair": None if row["repair"] is None else {k: v for k, v in row["repair"].items() if k != "effect" or v is not None},
         }
     for entry in scopes.values():
         for name in ("observations", "matches", "review_candidates"):

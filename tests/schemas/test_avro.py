@@ -17,6 +17,7 @@ from recurrence_ledger.ledger.records import (
     AdmissionDecision,
     CandidateSet,
     DeadLetter,
+    HoldoutObservation,
     RecurrenceMatch,
     RecurrenceObservation,
     ReviewCandidate,
@@ -36,6 +37,7 @@ OUTPUT_MODELS = {
     "admission-decisions": ("AdmissionDecision", AdmissionDecision),
     "candidate-sets": ("CandidateSet", CandidateSet),
     "review-status": ("ReviewStatus", ReviewStatus),
+    "holdout-observations": ("HoldoutObservation", HoldoutObservation),
 }
 #: The model of every record that travels on a topic, by its name (the Avro record's).
 TOPIC_MODELS = {model.__name__: model for model in [*models.SOURCE_KINDS.values(), *(model for _, model in OUTPUT_MODELS.values()), DeadLetter]}

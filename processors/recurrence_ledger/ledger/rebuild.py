@@ -18,7 +18,8 @@ figures the observations cannot give either — its repair_surface (on the
 Experience revision), ``unknown_reasons`` and ``ambiguous`` (contract §17:
 from the outcomes' evidence and the matches' candidates): they are carried
 over from the live rows (:func:`surfaces_from`), and ``binding_suspect`` is
-decided again from them and the rebuilt verdicts.
+decided again from them and the rebuilt verdicts. So is the ``effect`` of
+revision 4 (contract §21.4: from the HoldoutObservations and the policy).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ DERIVED_FIELDS = ("selected", "recurred", "avoided", "unknown", "needing_review"
 
 #: The figures of a revision's row that are not derived from observations:
 #: carried over from the live rows.
-CARRIED_FIELDS = ("signature_key", "repair_surface", "unknown_reasons", "ambiguous")
+CARRIED_FIELDS = ("signature_key", "repair_surface", "unknown_reasons", "ambiguous", "effect")
 
 
 def surfaces_from(statistics: Iterable[dict], revision_rows: Iterable[dict] = ()) -> dict[tuple[str, str, int], dict]:
@@ -92,9 +93,13 @@ def rebuild_revisions(
     repeated observation_id counts once), by
     (scope_id, artifact_id, revision) — what the last revision-statistics
     record of each revision must be."""
-    state, _ = _replay(observations, review_threshold, surfaces or {})
+    surfaces = surfaces or {}
+    state, _ = _replay(observations, review_threshold, surfaces)
     return {
-        (key[1], key[2], key[3]): revision_statistics(state, key[1], key[2], key[3], review_threshold)
+        (key[1], key[2], key[3]): {
+            **revision_statistics(state, key[1], key[2], key[3], review_threshold),
+            "effect": (surfaces.get((key[1], key[2], key[3])) or {}).get("effect"),
+        }
         for key in list(state.store)
         if key[0] == "streak"
     }

@@ -213,15 +213,21 @@ def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
 
 def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int) -> dict:
     """The RevisionStatistics row of one revision (the ``revisions`` view): its streak (contract §8), ``needs_review`` (streak ≥
-    ``threshold``) and :func:`revision_figures`. The revision must have a
-    selection or a verdict (a ``streak`` record); KeyError/TypeError
-    otherwise."""
+    ``threshold``) and :func:`revision_figures`. A revision with neither a
+    selection nor a verdict (no ``streak`` record) but a HoldoutObservation
+    (contract §21) has a row with zero figures; its Experience revision
+    must be known (KeyError/TypeError otherwise)."""
     record = state.get("streak", scope_id, artifact_id, revision)
-    streak = streak_length(record)
+    if record is None:
+        signature_key = state.get("experience", scope_id, artifact_id, revision)["failure"]["signature_key"]
+        streak = 0
+    else:
+        signature_key = record["signature_key"]
+        streak = streak_length(record)
     return {
         "scope_id": scope_id,
         "artifact_ref": experience_ref(artifact_id, revision),
-        "signature_key": record["signature_key"],
+        "signature_key": signature_key,
         "terminal_recurred_streak": streak,
         "needs_review": streak >= threshold,
         **figures(state, scope_id, artifact_id, revision),
