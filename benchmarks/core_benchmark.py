@@ -153,7 +153,7 @@ def records_per_event(shape: Workload, tx_events: int) -> dict:
     every ``tx_events`` events, as the worker does once per transaction),
     and the changelog records of a worker committing every ``tx_events``
     events (distinct state keys changed per transaction; one partition)."""
-    from recurrence_ledger.runtime.store import ChangelogStore
+    from recurrence_ledger.store.memory import ChangelogStore
 
     counts = {"facts": 0, "views_embedded": 0, "views_tx": 0, "changelog": 0}
     embedded = LedgerProcessor()

@@ -189,8 +189,8 @@ import orjson  # noqa: E402
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, OffsetSpec  # noqa: E402
 
-from recurrence_ledger.runtime.kafka_admin import create_topics  # noqa: E402
-from recurrence_ledger.runtime.kafka_io import prepare_line, publish_journal, publisher_config  # noqa: E402
+from recurrence_ledger.kafka.kafka_admin import create_topics  # noqa: E402
+from recurrence_ledger.kafka.kafka_io import prepare_line, publish_journal, publisher_config  # noqa: E402
 from recurrence_ledger.runtime.worker_config import input_consumer_config  # noqa: E402
 from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
 from recurrence_ledger.serde.codec import decode_value  # noqa: E402

@@ -3,7 +3,7 @@
 For each workload shape: a fresh topic prefix (1 partition), the journal
 published, one ``recurrence-ledger worker --redis-url`` run to idle — the
 product's own path into Redis: the in-process view follower writes the view
-and the history read models (``recurrence_ledger.read.beside``). Then every
+and the history read models (``recurrence_ledger.cli.beside``). Then every
 key of the deployment's namespace (``RedisView.keys``) is measured with
 ``MEMORY USAGE key SAMPLES 0`` (every element counted), grouped by key
 family (``read/keys.py``'s tables), and divided by the number of scopes;

@@ -46,9 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from recurrence_ledger.ledger.processor import LedgerConfig  # noqa: E402
 from recurrence_ledger.ledger.state import pin_unicode_version  # noqa: E402
 from recurrence_ledger.policy import MAX_BATCH  # noqa: E402
-from recurrence_ledger.runtime.records import process_message  # noqa: E402
-from recurrence_ledger.runtime.rocks_store import open_store  # noqa: E402
-from recurrence_ledger.runtime.store import ChangelogStore  # noqa: E402
+from recurrence_ledger.kafka.records import process_message  # noqa: E402
+from recurrence_ledger.store.rocksdb import open_store  # noqa: E402
+from recurrence_ledger.store.memory import ChangelogStore  # noqa: E402
 from recurrence_ledger.runtime.task import Task  # noqa: E402
 from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
 
@@ -89,8 +89,8 @@ def worker_runs(records_path: Path, repeats: int, bootstrap: str) -> dict[str, l
     import resource
     import uuid
 
-    from recurrence_ledger.runtime.kafka_admin import create_topics, delete_deployment
-    from recurrence_ledger.runtime.kafka_io import publish_journal
+    from recurrence_ledger.kafka.kafka_admin import create_topics, delete_deployment
+    from recurrence_ledger.kafka.kafka_io import publish_journal
 
     prefix = f"sbench-{uuid.uuid4().hex[:8]}."
     create_topics(bootstrap, 4, prefix)

@@ -65,8 +65,8 @@ from recurrence_ledger import catalogue  # noqa: E402
 from recurrence_ledger.ledger.config import LedgerConfig  # noqa: E402
 from recurrence_ledger.ledger.intake import validate  # noqa: E402
 from recurrence_ledger.runtime.checkpoint import Checkpoint  # noqa: E402
-from recurrence_ledger.runtime.kafka_io import prepare_line  # noqa: E402
-from recurrence_ledger.runtime.records import Outputs, process_message  # noqa: E402
+from recurrence_ledger.kafka.kafka_io import prepare_line  # noqa: E402
+from recurrence_ledger.kafka.records import Outputs, process_message  # noqa: E402
 from recurrence_ledger.runtime.task import Task  # noqa: E402
 from recurrence_ledger.serde import codec  # noqa: E402
 from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from recurrence_ledger.runtime.kafka_io import prepare_line
+from recurrence_ledger.kafka.kafka_io import prepare_line
 
 
 class Record:

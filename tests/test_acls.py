@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from recurrence_ledger.runtime.acls import role_acls
+from recurrence_ledger.kafka.acls import role_acls
 from tests.plugins.processes import run_cli  # no Kafka settings from the environment: the printed commands name BOOTSTRAP
 
 ADD = "kafka-acls --bootstrap-server BOOTSTRAP --command-config admin.properties --add --allow-principal User:ledger"

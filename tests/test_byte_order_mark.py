@@ -10,7 +10,7 @@ import pytest
 
 from recurrence_ledger.embedded import journal_lines, run_journal
 from recurrence_ledger.ledger.intake import BOM, BadRecord, decode_json, decode_journal_line
-from recurrence_ledger.runtime.kafka_io import prepare_line
+from recurrence_ledger.kafka.kafka_io import prepare_line
 from recurrence_ledger.serde import codec
 from tests.conftest import read_outputs, case
 from tests.journal import Ledger, check, experience, line, outcome

@@ -168,7 +168,7 @@ def test_a_redis_url_runs_the_worker_with_its_view_follower_beside_it(monkeypatc
     from typer.testing import CliRunner
 
     from recurrence_ledger.cli import main as cli, run as cli_run
-    from recurrence_ledger.read import beside
+    from recurrence_ledger.cli import beside
     from recurrence_ledger.runtime import worker
     from recurrence_ledger.settings import settings
 

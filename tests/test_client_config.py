@@ -1,4 +1,4 @@
-"""The Kafka client configuration (recurrence_ledger.runtime.client_config):
+"""The Kafka client configuration (recurrence_ledger.kafka.client_config):
 Java client properties → librdkafka settings, KAFKA_* overrides, refusals
 that name the key, and a repr that never shows a secret. No broker needed."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.runtime.client_config import ClientConfigError, KafkaConnection, client_config
-from recurrence_ledger.runtime.client_properties import env_overrides, load_connection, parse_jaas, read_properties, translate
+from recurrence_ledger.kafka.client_config import ClientConfigError, KafkaConnection, client_config
+from recurrence_ledger.kafka.client_properties import env_overrides, load_connection, parse_jaas, read_properties, translate
 
 SECRET = "s3cr3t-Pa55=word;\\x"
 PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
@@ -184,7 +184,7 @@ def test_every_consumer_reads_committed_records_and_every_producer_is_idempotent
     package is told (a Consumer/Producer accepts these dicts; no broker)."""
     from confluent_kafka import Consumer, Producer
 
-    from recurrence_ledger.runtime.client_config import consumer_config, producer_config
+    from recurrence_ledger.kafka.client_config import consumer_config, producer_config
     from recurrence_ledger.runtime.worker_config import WorkerConfig, input_consumer_config, output_producer_config
 
     connection = KafkaConnection("h:9093", {"security.protocol": "SSL", "ssl.ca.location": "/ca.pem"})

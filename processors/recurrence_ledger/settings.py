@@ -24,7 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 ENV_BOOTSTRAP_SERVERS = "KAFKA_BOOTSTRAP_SERVERS"
 #: Kafka client properties file (Java ``client.properties`` format: security
 #: protocol, SASL credentials, trust store); other ``KAFKA_*`` variables
-#: override its settings (``recurrence_ledger.runtime.client_config``).
+#: override its settings (``recurrence_ledger.kafka.client_config``).
 ENV_KAFKA_CONFIG_FILE = "KAFKA_CONFIG_FILE"
 #: Prefix of the environment variables that override Kafka client settings.
 KAFKA_ENV_PREFIX = "KAFKA_"
@@ -58,7 +58,7 @@ ENV_METRICS_PORT = "RL_METRICS_PORT"
 #: Start although the deployment's state was built on another Unicode version (contract §10).
 ENV_ACCEPT_UNICODE_CHANGE = "RL_ACCEPT_UNICODE_CHANGE"
 #: Directory of the worker's RocksDB partition stores (``--state-dir``;
-#: ``recurrence_ledger.runtime.rocks_store``); unset: state in memory.
+#: ``recurrence_ledger.store.rocksdb``); unset: state in memory.
 ENV_STATE_DIR = "RL_STATE_DIR"
 #: Verdicts kept per revision in the history read model (``recurrence_ledger.read.history``).
 ENV_HISTORY_LIMIT = "RL_HISTORY_LIMIT"
@@ -130,7 +130,7 @@ def settings() -> Settings:
 def kafka_environment() -> dict[str, str]:
     """Every ``KAFKA_*`` environment variable of the process, read once like
     :func:`settings`: the Kafka client overrides
-    (``recurrence_ledger.runtime.client_properties.env_overrides`` picks the
+    (``recurrence_ledger.kafka.client_properties.env_overrides`` picks the
     settings among them)."""
     return {name: value for name, value in os.environ.items() if name.startswith(KAFKA_ENV_PREFIX)}
 

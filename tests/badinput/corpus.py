@@ -30,7 +30,7 @@ Every :class:`Entry` is one record:
   crashed the worker) were fixed in commit 8c2b7a1.
 
 A journal line read from Kafka is a ``source-journal`` record published as
-is (what ``recurrence_ledger.runtime.kafka_io.publish_journal`` does with a bad line), keyed
+is (what ``recurrence_ledger.kafka.kafka_io.publish_journal`` does with a bad line), keyed
 by its scope_id: :func:`as_source_journal` gives its key and the reason it
 must get there — the same code for a line the worker reads as JSON (its
 first byte after JSON whitespace starts a JSON value, or a BOM: contract
@@ -650,7 +650,7 @@ def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
 def kafka_ingest(processor: LedgerProcessor, logical_topic: str, key: bytes | None, value: bytes | None,
                  partition: int = 0, offset: int = 0) -> list[Emit]:
     """One Kafka record through the worker's path without a broker (see
-    ``recurrence_ledger.runtime.records``): a record without key is a key_mismatch, then
+    ``recurrence_ledger.kafka.records``): a record without key is a key_mismatch, then
     ``recurrence_ledger.serde.codec.decode_source`` and ``intake.ingest``; a BadRecord from
     decoding becomes one dead letter. Anything else raised is a defect and
     propagates (the worker would park it as internal_error)."""

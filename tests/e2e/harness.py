@@ -17,8 +17,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from recurrence_ledger.embedded import run_journal
-from recurrence_ledger.runtime.kafka_admin import create_topics
-from recurrence_ledger.runtime.kafka_io import export_topic, publish_journal, read_raw
+from recurrence_ledger.kafka.kafka_admin import create_topics
+from recurrence_ledger.kafka.kafka_io import export_topic, publish_journal, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.catalogue import LEDGER_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
 from recurrence_ledger.read.projection import RedisView

@@ -29,7 +29,7 @@ import time
 
 import httpx
 
-from recurrence_ledger.runtime.kafka_io import publish_raw
+from recurrence_ledger.kafka.kafka_io import publish_raw
 from tests.conftest import case
 from tests.e2e import harness
 from tests.e2e.harness import REPO

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import pytest
 from confluent_kafka import KafkaException
 
-from recurrence_ledger.runtime.kafka_io import publish_raw
+from recurrence_ledger.kafka.kafka_io import publish_raw
 from tests.badinput import corpus
 from tests.badinput.corpus import HOSTILE_VALID_REPLAYS, JOURNAL, JOURNAL_ENTRIES, KAFKA_ENTRIES, SOURCE_JOURNAL, Entry
 from tests.e2e import harness

@@ -29,7 +29,7 @@ from recurrence_ledger.read.follower_view import FollowerView
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.pages import with_runs, runs_of
 from recurrence_ledger.read.follower import decode
-from recurrence_ledger.runtime.kafka_io import read_raw
+from recurrence_ledger.kafka.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS
 from recurrence_ledger.read.projection import RedisView

@@ -1,4 +1,4 @@
-"""recurrence_ledger.runtime.kafka_admin and recurrence_ledger.runtime.kafka_io against the real broker
+"""recurrence_ledger.kafka.kafka_admin and recurrence_ledger.kafka.kafka_io against the real broker
 (contract §1 topics, §9 dead letters, §11 file format).
 
 Every test works under its own topic prefix (``topic_prefix`` fixture), so
@@ -20,8 +20,8 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import NewTopic
 
 from recurrence_ledger.embedded import run_journal
-from recurrence_ledger.runtime.kafka_admin import CoPartitionError, check_copartitioned, create_topics, wait_for_topics
-from recurrence_ledger.runtime.kafka_io import (
+from recurrence_ledger.kafka.kafka_admin import CoPartitionError, check_copartitioned, create_topics, wait_for_topics
+from recurrence_ledger.kafka.kafka_io import (
     READER_GROUP_ID,
     PublishSummary,
     UndecodableRecord,

@@ -28,7 +28,7 @@ from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.keys import default_namespace
 from recurrence_ledger.read.projection import RedisView
-from recurrence_ledger.runtime.kafka_io import read_raw, read_topic
+from recurrence_ledger.kafka.kafka_io import read_raw, read_topic
 from tests.e2e import harness
 from tests.e2e.api_server import running_api
 from tests.e2e.review_fixtures import applied, candidate, located_candidate, located_status, ref, repair, statistics, status

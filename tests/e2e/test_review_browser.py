@@ -24,7 +24,7 @@ import subprocess
 
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.catalogue import REVIEW_DECISIONS
-from recurrence_ledger.runtime.kafka_io import read_topic
+from recurrence_ledger.kafka.kafka_io import read_topic
 from tests.conftest import read_jsonl
 from tests.e2e import harness
 from tests.e2e.api_server import fed_view, running_api

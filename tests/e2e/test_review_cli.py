@@ -13,7 +13,7 @@ import pytest
 
 from recurrence_ledger.catalogue import REVIEW_CANDIDATES, REVIEW_DECISIONS, REVIEW_STATUS, STATISTICS
 from recurrence_ledger.ledger.normalize import canonical_json, digest
-from recurrence_ledger.runtime.kafka_io import publish_raw, read_topic
+from recurrence_ledger.kafka.kafka_io import publish_raw, read_topic
 from recurrence_ledger.serde.codec import encode
 from tests.e2e import harness
 from tests.e2e.review_fixtures import applied, candidate, ref, repair, statistics, status

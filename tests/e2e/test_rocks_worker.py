@@ -20,8 +20,8 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from recurrence_ledger.runtime.rocks_store import open_store, partition_path
-from recurrence_ledger.runtime.kafka_admin import admin_client, topic_identity
+from recurrence_ledger.store.rocksdb import open_store, partition_path
+from recurrence_ledger.kafka.kafka_admin import admin_client, topic_identity
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
 from tests.e2e.test_faults import assert_exactly_once

@@ -30,7 +30,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from recurrence_ledger.runtime.store import encode_key
+from recurrence_ledger.store.memory import encode_key
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
 from tests.runtime.test_adversarial import BROKER_WORKLOAD, embedded_without_flush
@@ -137,7 +137,7 @@ def test_a_failure_right_before_each_commit(topic_prefix, bootstrap, broker_jour
 
 
 def _changelog_pins(bootstrap, prefix) -> dict[int, str]:
-    from recurrence_ledger.runtime.kafka_io import read_raw
+    from recurrence_ledger.kafka.kafka_io import read_raw
     from tests.e2e import harness
 
     pins = {}
@@ -190,7 +190,7 @@ def test_no_ledger_output_exceeds_max_output_bytes(topic_prefix, bootstrap, brok
     limit they do exceed it, at Kafka's real one it takes a pathological
     scope. (Dead letters are left out: their raw bytes are capped by
     MAX_DEAD_LETTER_RAW, far below Kafka's limit, not below this one.)"""
-    from recurrence_ledger.runtime.kafka_io import read_raw
+    from recurrence_ledger.kafka.kafka_io import read_raw
     from recurrence_ledger.catalogue import DEAD_LETTER, OUTPUT_TOPICS, VIEW_TOPICS
     from tests.e2e import harness
 
@@ -289,7 +289,7 @@ def _fill_changelog(bootstrap, prefix, partitions, per_partition):
     reads, so that a restore takes seconds."""
     from confluent_kafka import Producer
 
-    from recurrence_ledger.runtime.kafka_admin import create_topics
+    from recurrence_ledger.kafka.kafka_admin import create_topics
     from tests.e2e import harness
 
     create_topics(bootstrap, partitions, prefix, extra=[("ledger-ledger-state-changelog", {"cleanup.policy": "compact"})])

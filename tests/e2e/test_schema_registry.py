@@ -38,7 +38,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.runtime.kafka_admin import create_topics
+from recurrence_ledger.kafka.kafka_admin import create_topics
 from recurrence_ledger.serde import avro
 from recurrence_ledger.serde.registry import RegistryCodec, RegistrySettings, subject
 from recurrence_ledger import catalogue

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 
 from recurrence_ledger.catalogue import SOURCE_JOURNAL
-from recurrence_ledger.runtime.kafka_io import publish_raw
+from recurrence_ledger.kafka.kafka_io import publish_raw
 from tests.badinput import corpus
 from tests.e2e import harness
 

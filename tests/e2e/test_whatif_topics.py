@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from recurrence_ledger.catalogue import LEDGER_TOPICS, OUTPUT_TOPICS
 from recurrence_ledger.embedded import journal_lines
 from recurrence_ledger.read.keys import default_namespace
-from recurrence_ledger.runtime.kafka_io import prepare_line, publisher_config
+from recurrence_ledger.kafka.kafka_io import prepare_line, publisher_config
 from recurrence_ledger.whatif.topics import READER_GROUP
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from recurrence_ledger.runtime.kafka_io import publish_raw
+from recurrence_ledger.kafka.kafka_io import publish_raw
 from recurrence_ledger.read.projection import RedisView
 from recurrence_ledger.read.keys import default_namespace
 from recurrence_ledger.workload import Workload, generate_journal

@@ -19,7 +19,7 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.streaks import review_candidate_id
-from recurrence_ledger.runtime.store import ChangelogStore
+from recurrence_ledger.store.memory import ChangelogStore
 from tests.conftest import facts, read_outputs
 from tests.journal import Ledger, check, claim, experience, handoff, line, outcome, receipt, write_journal
 

@@ -19,7 +19,7 @@ from recurrence_ledger.ledger.state import (
     UNICODE_VERSION_KEY,
     StateFormatError,
 )
-from recurrence_ledger.runtime.store import ChangelogStore
+from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.journal import check, experience, line, outcome
 

@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 
 from recurrence_ledger.ledger.state import UNICODE_VERSION_KEY, UnicodeVersionChanged, pin_unicode_version
-from recurrence_ledger.runtime.store import ChangelogStore
+from recurrence_ledger.store.memory import ChangelogStore
 
 
 def test_a_new_state_records_the_runtime_version_once():

@@ -45,9 +45,9 @@ import pytest
 import redis
 from confluent_kafka import KafkaException
 
-from recurrence_ledger.runtime.client_config import KafkaConnection, KafkaConnectionError, check_connection
-from recurrence_ledger.runtime.client_properties import load_connection, read_properties
-from recurrence_ledger.runtime.kafka_admin import admin_client
+from recurrence_ledger.kafka.client_config import KafkaConnection, KafkaConnectionError, check_connection
+from recurrence_ledger.kafka.client_properties import load_connection, read_properties
+from recurrence_ledger.kafka.kafka_admin import admin_client
 
 # ----------------------------------------------------------------- the secured broker
 

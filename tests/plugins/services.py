@@ -34,7 +34,7 @@ or does not answer: a service test that silently skips proves nothing.
   runs on the same broker, never share a topic); its topics are deleted at
   teardown (best effort).
 - ``catalogue_topics``: ``create(partitions=3, extra=())`` creates every
-  catalogue topic under ``topic_prefix`` (recurrence_ledger.runtime.kafka_admin.create_topics).
+  catalogue topic under ``topic_prefix`` (recurrence_ledger.kafka.kafka_admin.create_topics).
 - ``kafka_server``: ``make()`` gives a broker of the test's own
   (:class:`KafkaServer`, deploy/kafka.sh on free ports, not started).
 - ``redis_url`` (session): ``REDIS_URL``, answering PING.
@@ -314,7 +314,7 @@ def topic_prefix(bootstrap: str) -> Iterator[str]:
 def catalogue_topics(bootstrap: str, topic_prefix: str) -> Callable[..., dict[str, str]]:
     """``create(partitions=3, extra=())``: create the catalogue's topics
     under ``topic_prefix``; returns create_topics' status per topic."""
-    from recurrence_ledger.runtime.kafka_admin import create_topics
+    from recurrence_ledger.kafka.kafka_admin import create_topics
 
     def create(partitions: int = 3, extra: Iterable[tuple[str, dict]] = ()) -> dict[str, str]:
         return create_topics(bootstrap, partitions, topic_prefix, extra=extra)

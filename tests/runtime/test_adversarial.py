@@ -27,9 +27,9 @@ import pytest
 from recurrence_ledger.ledger import processor as processor_module
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import pin_unicode_version
-from recurrence_ledger.runtime.kafka_io import prepare_line
-from recurrence_ledger.runtime.store import encode_key
-from recurrence_ledger.runtime.records import process_message
+from recurrence_ledger.kafka.kafka_io import prepare_line
+from recurrence_ledger.store.memory import encode_key
+from recurrence_ledger.kafka.records import process_message
 from recurrence_ledger.runtime.task import Task
 from recurrence_ledger.catalogue import LEDGER_TOPICS, VIEW_TOPICS
 from recurrence_ledger.workload import Workload, generate_journal
@@ -245,16 +245,16 @@ def test_many_oversized_records_in_one_batch_do_not_make_the_batch_quadratic():
     every earlier record of the batch, so k failures in a batch of n cost
     ~k·n/2 applications: a 2,000-record batch (the default --max-batch)
     takes ~58 s instead of 0.5 s here — past the transaction timeout
-    (30 s), so the batch can never commit. The first 1,000 records of a
-    one-partition backlog must be processed (failures included) within 5 s."""
-    import time as clock
-
-    from recurrence_ledger.runtime.records import encode_emit
+    (30 s), so the batch can never commit. Over the first 1,000 records of
+    a one-partition backlog (about half of them parked) the rollbacks must
+    re-apply at most one record per record of the batch — linear, where the
+    quadratic cost is ~k·n/2 ≈ 250,000 re-applications. Counted, not timed:
+    a wall-clock bound fails on a loaded machine."""
+    from recurrence_ledger.kafka.records import encode_emit
 
     every = journal_records(Workload(scopes=10, outcomes_per_scope=200, heads_per_scope=4, handoffs=2, seed=5))[:1000]
     sim = Simulated()
     failures = reapplied = 0
-    started = clock.perf_counter()
     for record in every:  # one batch, as LedgerWorker._handle / _apply do
         emits = process_message(sim.task.processor, record, "")
         if any(len(encode_emit(emit, "avro")) > 300 for emit in emits):
@@ -263,8 +263,8 @@ def test_many_oversized_records_in_one_batch_do_not_make_the_batch_quadratic():
         else:
             sim.task.applied.append(record)
     sim.checkpoint()
-    seconds = clock.perf_counter() - started
-    assert seconds < 5, f"{len(every)} records, {failures} parked, {reapplied} re-applications: {seconds:.1f} s"
+    assert failures > 400, f"the workload must park about half of {len(every)} records, parked {failures}"
+    assert reapplied <= len(every), f"{len(every)} records, {failures} parked, {reapplied} re-applications"
 
 
 # ------------------------------------------------------------------ the broker tests' reference

@@ -1,4 +1,4 @@
-"""The worker's in-process view follower (``read.beside.InProcessFollower``,
+"""The worker's in-process view follower (``cli.beside.InProcessFollower``,
 the worker's Companion) on the way out, without a broker or Redis: after a
 clean stop it drains the follower (waits for its thread), unless the
 follower reports Redis down; after a failure it stops it at once."""
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from recurrence_ledger.read import beside
+from recurrence_ledger.cli import beside
 from recurrence_ledger.runtime.worker_config import WorkerConfig
 
 

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError
 
 from recurrence_ledger.runtime.faults import RuntimeHooks
 from recurrence_ledger.runtime.recovery import Recovery
-from recurrence_ledger.runtime.store import ChangelogStore, encode_key
+from recurrence_ledger.store.memory import ChangelogStore, encode_key
 
 
 class Event:
@@ -149,7 +149,7 @@ def test_a_local_checkpoint_is_restored_from_only_when_the_changelog_still_has_i
     reads the tail only."""
     from confluent_kafka import OFFSET_BEGINNING
 
-    from recurrence_ledger.runtime.rocks_store import open_store
+    from recurrence_ledger.store.rocksdb import open_store
 
     stores = {}
     for number in range(4):

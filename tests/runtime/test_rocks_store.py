@@ -1,5 +1,5 @@
 """The RocksDB partition store without a broker
-(recurrence_ledger.runtime.rocks_store): the in-memory store's guarantees
+(recurrence_ledger.store.rocksdb): the in-memory store's guarantees
 on RocksDB (one changelog record per changed key, rollback, restore), the
 local checkpoint and a tail restore, and every case where the local store
 must not be used (missing, corrupt, another partition's or deployment's,
@@ -23,9 +23,9 @@ import pytest
 
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import pin_unicode_version
-from recurrence_ledger.runtime import rocks_store
-from recurrence_ledger.runtime.rocks_store import RocksStore, open_store, partition_path
-from recurrence_ledger.runtime.store import ChangelogStore, StoreError, encode_key
+from recurrence_ledger.store import rocksdb as rocks_store
+from recurrence_ledger.store.rocksdb import RocksStore, open_store, partition_path
+from recurrence_ledger.store.memory import ChangelogStore, StoreError, encode_key
 from recurrence_ledger.runtime.task import Task
 from tests.runtime.test_adversarial import Simulated, journal_records, random_plan
 
@@ -227,7 +227,7 @@ def test_two_processes_cannot_open_one_partition(tmp_path):
 
     store = opened(tmp_path)
     code = (
-        "import sys; from recurrence_ledger.runtime.rocks_store import open_store; from recurrence_ledger.runtime.store import StoreError\n"
+        "import sys; from recurrence_ledger.store.rocksdb import open_store; from recurrence_ledger.store.memory import StoreError\n"
         f"try: open_store(sys.argv[1], {TOPIC!r}, 0, {TOPIC_ID!r}, lock_wait_s=0.5)\n"
         "except StoreError as e: print(e); sys.exit(7)\n"
     )
@@ -342,7 +342,7 @@ def test_closing_refreshes_the_checkpoint_time_only_of_a_store_restored_to_the_e
     moment the store reflected the whole changelog up to its offset: a
     store closed while restoring its tail (another worker wrote records
     after its checkpoint, not all read yet) must keep its old time."""
-    from recurrence_ledger.runtime.rocks_store import CHECKPOINT_KEY
+    from recurrence_ledger.store.rocksdb import CHECKPOINT_KEY
 
     clock = {"now": 1_000.0}
     monkeypatch.setattr(rocks_store.time, "time", lambda: clock["now"])

@@ -1,5 +1,5 @@
 """The partition store and a record's rollback, without a broker
-(recurrence_ledger.runtime.store, recurrence_ledger.runtime.task.Task).
+(recurrence_ledger.store.memory, recurrence_ledger.runtime.task.Task).
 
 The rollback tests drive the real core through the worker's own decode
 shell (``process_message``) over the fixture cases, with records that look
@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.runtime.store import ChangelogStore, decode_key, encode_key
-from recurrence_ledger.runtime.records import process_message
+from recurrence_ledger.store.memory import ChangelogStore, decode_key, encode_key
+from recurrence_ledger.kafka.records import process_message
 from recurrence_ledger.runtime.task import Task
 from tests.conftest import CASE_NAMES, case
 from tests.consumed import Record, consumed

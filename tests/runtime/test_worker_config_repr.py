@@ -3,14 +3,14 @@ the Kafka connection keeps its own redacting repr
 (``client_config.KafkaConnection``: the values of ``SECRET_KEYS`` as
 ``***``), and so do the Schema Registry settings inside it. The Redis URL is
 not the worker's: the in-process view follower's configuration
-(``read.beside.follower_config``) carries it, its password through
+(``cli.beside.follower_config``) carries it, its password through
 ``redact.redact_url`` (as ``api.ApiSettings`` does)."""
 
 from __future__ import annotations
 
-from recurrence_ledger.read.beside import follower_config
+from recurrence_ledger.cli.beside import follower_config
 from recurrence_ledger.redact import redact_url
-from recurrence_ledger.runtime.client_config import KafkaConnection
+from recurrence_ledger.kafka.client_config import KafkaConnection
 from recurrence_ledger.runtime.worker_config import WorkerConfig
 
 REDIS_PASSWORD = "s3cret-redis-pw"

@@ -19,7 +19,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.processor import LedgerProcessor
-from recurrence_ledger.runtime.records import process_message
+from recurrence_ledger.kafka.records import process_message
 from recurrence_ledger.serde import avro, codec
 from recurrence_ledger.serde.codec import FIXED, RegistryError, make_codec
 from recurrence_ledger.serde.registry import RegistryCodec, RegistrySettings, configure_subjects, delete_subjects, registry_settings, subject

@@ -125,7 +125,7 @@ from recurrence_ledger.api.transport import http_protocol
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.reader import ViewReader
-from recurrence_ledger.runtime.review import DecisionPublisher
+from recurrence_ledger.kafka.review import DecisionPublisher
 
 #: Where the documentation pages' assets (Swagger UI, ReDoc) are served from.
 DOCS_STATIC_URL = "/static-docs"

@@ -164,10 +164,10 @@ def reviewer_tokens_from_env() -> tuple[tuple[str, str], ...]:
 def kafka_from_env() -> Any:
     """Where the API publishes review decisions, from the process settings:
     the ``KafkaConnection`` of KAFKA_BOOTSTRAP_SERVERS, KAFKA_CONFIG_FILE and
-    the ``KAFKA_*`` overrides (``runtime.client_properties.load_connection``),
+    the ``KAFKA_*`` overrides (``kafka.client_properties.load_connection``),
     or None when neither the bootstrap nor a config file is set. Raises
     ClientConfigError (a ValueError) for unusable settings."""
-    from recurrence_ledger.runtime.client_properties import load_connection
+    from recurrence_ledger.kafka.client_properties import load_connection
 
     env = settings()
     if env.bootstrap_servers is None and env.kafka_config_file is None:

@@ -26,8 +26,8 @@ def _registry(url: str | None, auto_register: bool | None = None, kafka_config: 
     ``--schema-registry-url`` / SCHEMA_REGISTRY_URL, or the registry keys
     (``schema.registry.url``, ``basic.auth.user.info``, …) of the
     ``--kafka-config`` file. Exit 2 for unusable registry settings."""
-    from recurrence_ledger.runtime.client_config import ClientConfigError
-    from recurrence_ledger.runtime.client_properties import is_registry_key, read_properties
+    from recurrence_ledger.kafka.client_config import ClientConfigError
+    from recurrence_ledger.kafka.client_properties import is_registry_key, read_properties
     from recurrence_ledger.serde.registry import registry_settings
 
     try:
@@ -53,7 +53,7 @@ def _kafka_errors() -> Iterator[None]:
     code 1."""
     from confluent_kafka import KafkaException
 
-    from recurrence_ledger.runtime.kafka_io import UndecodableRecord
+    from recurrence_ledger.kafka.kafka_io import UndecodableRecord
     from recurrence_ledger.serde.codec import RegistryError
 
     try:
@@ -69,8 +69,8 @@ def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 
     KAFKA_* overrides), checked within client_config.CONNECT_TIMEOUT_S:
     exit 2 for unusable settings, 1 when the cluster cannot be reached or
     refuses the credentials or the TLS handshake. Never prints a secret."""
-    from recurrence_ledger.runtime.client_config import ClientConfigError, KafkaConnectionError, check_connection
-    from recurrence_ledger.runtime.client_properties import load_connection
+    from recurrence_ledger.kafka.client_config import ClientConfigError, KafkaConnectionError, check_connection
+    from recurrence_ledger.kafka.client_properties import load_connection
 
     try:
         connection = load_connection(bootstrap, kafka_config, kafka_environment())

@@ -38,7 +38,7 @@ def explain_command(
         matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
         candidate_sets = outputs[catalogue.CANDIDATE_SETS]
     elif bootstrap or kafka_config:
-        from recurrence_ledger.runtime.kafka_io import read_topic
+        from recurrence_ledger.kafka.kafka_io import read_topic
 
         connection = _connect(bootstrap, kafka_config)
         with _kafka_errors():
@@ -49,7 +49,7 @@ def explain_command(
                     events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
             matches = [value for *_, value in read_topic(connection, catalogue.MATCHES, topic_prefix=topic_prefix, codec=codec)]
             observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
-            from recurrence_ledger.runtime.kafka_io import read_candidate_sets
+            from recurrence_ledger.kafka.kafka_io import read_candidate_sets
 
             wanted = {(m["scope_id"], m["candidate_set_digest"]) for m in matches
                       if m["candidate_refs"] is None and (m["scope_id"], m["task_outcome_ref"]["source_id"]) == (scope, task_outcome_id)}

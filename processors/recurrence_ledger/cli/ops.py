@@ -447,7 +447,7 @@ def serve_command(
     Kafka."""
     from recurrence_ledger.api.app import decision_publisher, serve
     from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token, read_reviewer_tokens
-    from recurrence_ledger.runtime.client_properties import load_connection
+    from recurrence_ledger.kafka.client_properties import load_connection
 
     env = process_settings()
     try:

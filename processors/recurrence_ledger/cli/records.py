@@ -32,7 +32,7 @@ def publish_command(
     auto_register: AutoRegisterOption = None,
 ) -> None:
     """Load a journal file into the input topics (idempotent producer)."""
-    from recurrence_ledger.runtime.kafka_io import publish_journal
+    from recurrence_ledger.kafka.kafka_io import publish_journal
 
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
@@ -55,7 +55,7 @@ def export_command(
     schema_registry_url: RegistryOption = None,
 ) -> None:
     """Write a topic's committed records to JSON Lines, partition by partition."""
-    from recurrence_ledger.runtime.kafka_io import export_topic
+    from recurrence_ledger.kafka.kafka_io import export_topic
 
     _check_topic(topic)
     connection = _connect(bootstrap, kafka_config)

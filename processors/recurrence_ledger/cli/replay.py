@@ -148,7 +148,7 @@ def rebuild_command(
     revision-statistics records, and with --redis-url rewrites the Redis
     view. Exit code 1 when the rebuilt views differ from the live ones; 2
     when the deployment's state was built on another Unicode version."""
-    from recurrence_ledger.runtime.kafka_io import read_topic
+    from recurrence_ledger.kafka.kafka_io import read_topic
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
     from recurrence_ledger.read.rebuild import read_revision_statistics_topic, read_statistics_topic
     from recurrence_ledger.read.keys import default_namespace

@@ -2,7 +2,7 @@
 against Kafka (contract §18) — ``list`` and ``show`` read the
 ``review-candidates`` and ``review-status`` topics whole; ``approve`` and
 ``reject`` publish a ReviewDecision to ``review-decisions``
-(``recurrence_ledger.runtime.review``), after the checks the API makes too:
+(``recurrence_ledger.kafka.review``), after the checks the API makes too:
 the candidate is known, not already decided, its scope's ``as_of_position``
 (from ``recurrence-statistics``) is the decision's position, a rejection has
 a reason, a fix revision is a higher revision of the candidate's artifact.
@@ -41,7 +41,7 @@ ReviewJsonOption = Annotated[bool, json_option("Print JSON instead of a table.")
 
 def _read(access: TopicsAccess, statistics: bool = False):  # noqa: ANN202 - lazy imports
     """The connection, the codec and the review topics as read whole."""
-    from recurrence_ledger.runtime.review import read_review_topics
+    from recurrence_ledger.kafka.review import read_review_topics
 
     connection = _connect(access.bootstrap, access.kafka_config)
     codec = _codec(access.schema_registry_url, kafka_config=access.kafka_config)
@@ -168,8 +168,8 @@ def parse_fix_revision(text: str) -> dict:
 
 def decide(candidate: str, decision: str, reviewer: str, reason: str | None, fix_revision: dict | None, access: TopicsAccess) -> None:
     """Check and publish one decision (the module docstring)."""
-    from recurrence_ledger.runtime.kafka_io import PublishError
-    from recurrence_ledger.runtime.review import DecisionPublisher, DecisionRefused, new_decision
+    from recurrence_ledger.kafka.kafka_io import PublishError
+    from recurrence_ledger.kafka.review import DecisionPublisher, DecisionRefused, new_decision
 
     connection, codec, topics = _read(access, statistics=True)
     item = find_candidate(topics.candidates, candidate)

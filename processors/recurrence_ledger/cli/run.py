@@ -224,7 +224,7 @@ def run_command(
                 style="red",
             )
             raise typer.Exit(2)
-        from recurrence_ledger.runtime.client_config import bootstrap_of
+        from recurrence_ledger.kafka.client_config import bootstrap_of
         from recurrence_ledger.runtime.worker_config import worker_config_from_env
 
         redis_url = worker.pop("redis_url")
@@ -271,11 +271,11 @@ def run_command(
 
 def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: ANN001 - lazy import
     """Run the worker ``config``; with ``redis_url``, with its view follower
-    in the same process (composed by the read side, ``read.beside``)."""
-    from recurrence_ledger.runtime.kafka_admin import CoPartitionError
+    in the same process (composed by the read side, ``cli.beside``)."""
+    from recurrence_ledger.kafka.kafka_admin import CoPartitionError
     from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
     from recurrence_ledger.runtime.checkpoint import ChangelogUntracked
-    from recurrence_ledger.runtime.store import StoreError
+    from recurrence_ledger.store.memory import StoreError
     from recurrence_ledger.runtime.worker import run_worker
 
     if redis_url:
@@ -284,7 +284,7 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
         with _kafka_errors():
             try:
                 if redis_url:
-                    from recurrence_ledger.read.beside import run_worker_with_follower
+                    from recurrence_ledger.cli.beside import run_worker_with_follower
 
                     run_worker_with_follower(config, redis_url)
                 else:

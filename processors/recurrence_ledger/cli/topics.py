@@ -44,7 +44,7 @@ def topics_create_command(
     """Create every topic of the catalogue with its settings (idempotent).
     With a Schema Registry, also register our schema under each topic's
     subject and set the subject's compatibility to BACKWARD."""
-    from recurrence_ledger.runtime.kafka_admin import create_topics
+    from recurrence_ledger.kafka.kafka_admin import create_topics
 
     connection = _connect(bootstrap, kafka_config)
     with _kafka_errors():
@@ -82,7 +82,7 @@ def topics_delete_command(
     permanently). Without --yes it only lists them. Stop the deployment's
     workers first; its Redis keys go with 'recurrence-ledger view clear
     --yes'."""
-    from recurrence_ledger.runtime.kafka_admin import delete_deployment, deployment_resources
+    from recurrence_ledger.kafka.kafka_admin import delete_deployment, deployment_resources
 
     topics, groups = deployment_resources(topic_prefix, app_id)
     registry = _registry(schema_registry_url, None, kafka_config)
@@ -140,7 +140,7 @@ def topics_acls_command(
     """The ACL bindings a principal needs for a role of the deployment
     (docs/kafka.md, "Connecting to your cluster"), as kafka-acls command
     lines; --apply creates them."""
-    from recurrence_ledger.runtime.acls import apply_acls, kafka_acls_commands, role_acls
+    from recurrence_ledger.kafka.acls import apply_acls, kafka_acls_commands, role_acls
 
     try:
         acls = role_acls(role, principal, topic_prefix, app_id, create_topics)

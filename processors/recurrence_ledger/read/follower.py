@@ -33,7 +33,7 @@ view's to fix).
 
 It runs alone (``recurrence-ledger view follow``, until SIGTERM, or
 ``--exit-when-idle``), or inside a worker started with a Redis URL (in a
-thread, ``recurrence_ledger.read.beside``; drained when the worker stops).
+thread, ``recurrence_ledger.cli.beside``; drained when the worker stops).
 
 Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 
@@ -99,8 +99,8 @@ from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_
 from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
 from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
 from recurrence_ledger.read.totals import ViewTotals, view_totals
-from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
-from recurrence_ledger.runtime.kafka_io import _require_topics, read_raw
+from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
+from recurrence_ledger.kafka.kafka_io import _require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue

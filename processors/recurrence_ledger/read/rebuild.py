@@ -16,7 +16,7 @@ import time
 import orjson
 
 from recurrence_ledger.ledger.intake import BadRecord
-from recurrence_ledger.runtime.kafka_io import read_raw
+from recurrence_ledger.kafka.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.catalogue import REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.read.layout import mark_layout
@@ -29,7 +29,7 @@ def read_statistics_topic(bootstrap: str, topic_prefix: str = "", timeout: float
     """The last ScopeStatistics record per scope in the physical
     ``topic_prefix + "recurrence-statistics"`` topic (contract §1, §8).
 
-    The topic is read to its end with ``recurrence_ledger.runtime.kafka_io.read_raw``
+    The topic is read to its end with ``recurrence_ledger.kafka.kafka_io.read_raw``
     (read_committed, every partition from the beginning, no group offsets);
     values are decoded with ``codec.decode_value(raw, ("ScopeStatistics",))``
     (``recurrence_ledger.serde.codec``); a tombstone removes its key's scope; an

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.runtime.client_config import Bootstrap, client_config, consumer_config
+from recurrence_ledger.kafka.client_config import Bootstrap, client_config, consumer_config
 
 log = logging.getLogger("recurrence_ledger.worker")
 

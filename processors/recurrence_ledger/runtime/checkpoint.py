@@ -53,7 +53,7 @@ from recurrence_ledger.runtime.faults import RuntimeHooks
 #: open transaction is aborted by the broker or fenced by the restarted
 #: worker, so outputs stay exactly once (tests/e2e/test_faults.py).
 RESTART_EXIT = 3
-from recurrence_ledger.runtime.kafka_io import produce
+from recurrence_ledger.kafka.kafka_io import produce
 
 log = logging.getLogger("recurrence_ledger.worker")
 

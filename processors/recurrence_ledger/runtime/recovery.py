@@ -15,7 +15,7 @@ the changelog partitions with ``isolation.level=read_committed`` from the
 beginning to their end (``enable.partition.eof``): records of an aborted or
 open transaction are never restored.
 
-A store with a local checkpoint (``runtime.rocks_store``, ``--state-dir``)
+A store with a local checkpoint (``store.rocksdb``, ``--state-dir``)
 is read from one past its checkpoint instead: only the changelog's tail.
 That offset is checked against the changelog partition's watermarks first
 (quixstreams' ``RecoveryPartition.has_invalid_offset`` does the same): one
@@ -33,9 +33,9 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 
-from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config
+from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.faults import RuntimeHooks
-from recurrence_ledger.runtime.store import ChangelogStore
+from recurrence_ledger.store.memory import ChangelogStore
 
 log = logging.getLogger("recurrence_ledger.worker")
 

@@ -59,14 +59,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from recurrence_ledger.runtime.client_config import consumer_config, producer_config
-from recurrence_ledger.runtime.kafka_io import produce, read_raw, read_topic
+from recurrence_ledger.kafka.client_config import consumer_config, producer_config
+from recurrence_ledger.kafka.kafka_io import produce, read_raw, read_topic
 from recurrence_ledger.runtime.unicode_pin import check_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.intake import dead_letter
-from recurrence_ledger.runtime.records import ROLLED_BACK_REASONS, CoreFailure, emit_key, encode_emit, process_message
+from recurrence_ledger.kafka.records import ROLLED_BACK_REASONS, CoreFailure, emit_key, encode_emit, process_message
 from recurrence_ledger.serde.codec import AVRO, FIXED, Codec
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import (

@@ -14,7 +14,7 @@ from confluent_kafka import Message
 
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
-from recurrence_ledger.runtime.store import ChangelogStore
+from recurrence_ledger.store.memory import ChangelogStore
 
 log = logging.getLogger("recurrence_ledger.worker")
 

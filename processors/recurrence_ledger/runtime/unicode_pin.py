@@ -20,7 +20,7 @@ import unicodedata
 import orjson
 
 from recurrence_ledger.ledger.state import UNICODE_VERSION_KEY, UnicodeVersionChanged
-from recurrence_ledger.runtime.kafka_io import read_raw
+from recurrence_ledger.kafka.kafka_io import read_raw
 
 #: Changelog record key of the pin (the worker's key encoding, ChangelogStore).
 CHANGELOG_KEY = orjson.dumps(list(UNICODE_VERSION_KEY))

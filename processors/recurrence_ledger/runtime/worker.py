@@ -35,11 +35,11 @@ from the changelog is exactly the state that produced the committed outputs.
 The Redis view is not written from here, and nothing of the read side is
 imported: :func:`run_worker` takes a :class:`Companion` — something run
 beside the loop in the same process, started when the worker is built and
-finished when its loop ends. ``recurrence_ledger.read.beside`` passes a view
+finished when its loop ends. ``recurrence_ledger.cli.beside`` passes a view
 follower (its own consumer of the committed view topics, in a thread), so
 the ledger never waits on Redis and the read side can run apart
 (``view follow``). Records are decoded and outputs encoded by
-``recurrence_ledger.runtime.records``; the configuration and the client
+``recurrence_ledger.kafka.records``; the configuration and the client
 settings are ``recurrence_ledger.runtime.worker_config``'s.
 
 Why not Faust tables here: faust-streaming's ``exactly_once`` sends records to
@@ -70,11 +70,11 @@ from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger.intake import Coordinates
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, Checkpoint, CheckpointAborted
-from recurrence_ledger.runtime.store import ChangelogStore, StoreError
+from recurrence_ledger.store.memory import ChangelogStore, StoreError
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import BatchStats, WorkerMetrics
 from recurrence_ledger.runtime.pacing import Pacer
-from recurrence_ledger.runtime.records import CoreFailure, OutputRecord, Outputs, process_message
+from recurrence_ledger.kafka.records import CoreFailure, OutputRecord, Outputs, process_message
 from recurrence_ledger.runtime.recovery import Recovery
 from recurrence_ledger.runtime.task import Task
 from recurrence_ledger.runtime.worker_config import WorkerConfig, input_consumer_config, output_producer_config, prepare_topics
@@ -85,7 +85,7 @@ log = logging.getLogger("recurrence_ledger.worker")
 
 class Companion(Protocol):
     """Something a worker process runs beside its loop (the read side's
-    in-process view follower, ``recurrence_ledger.read.beside``).
+    in-process view follower, ``recurrence_ledger.cli.beside``).
     :func:`run_worker` calls :meth:`start` once the worker is built (an
     exception stops the run before anything is consumed) and
     :meth:`finish` when the loop has ended, before ``run_worker`` returns or
@@ -378,8 +378,8 @@ class LedgerWorker:
         RocksDB store (opened and checked: ``rocks_store.open_store``)."""
         if self.config.state_dir is None:
             return ChangelogStore()
-        from recurrence_ledger.runtime.kafka_admin import topic_identity
-        from recurrence_ledger.runtime.rocks_store import DEFAULT_DELETE_RETENTION_MS, open_store
+        from recurrence_ledger.kafka.kafka_admin import topic_identity
+        from recurrence_ledger.store.rocksdb import DEFAULT_DELETE_RETENTION_MS, open_store
 
         if self._changelog_identity is None:
             self._changelog_identity = topic_identity(self.config.bootstrap, self.config.changelog_topic)
@@ -449,7 +449,7 @@ class LedgerWorker:
 def run_worker(config: WorkerConfig, companion: Companion | None = None) -> None:
     """Prepare the topics and run one worker until SIGTERM/SIGINT (or idle
     timeout), with ``companion`` beside its loop (:class:`Companion`: e.g.
-    ``read.beside``'s view follower, which gets up to 60 s on the way out to
+    ``cli.beside``'s view follower, which gets up to 60 s on the way out to
     apply what was committed). Raises CoPartitionError before consuming
     anything when the topics are not co-partitioned, NotCaughtUp when a
     batch run gives up waiting for its group, and UnicodeVersionChanged when

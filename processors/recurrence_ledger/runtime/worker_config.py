@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from recurrence_ledger import catalogue, policy
 from recurrence_ledger.catalogue import DEFAULT_MAX_OUTPUT_BYTES, MAX_MESSAGE_BYTES
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config, producer_config
+from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config, producer_config
 from recurrence_ledger.serde import codec
 from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_MAX_WAIT_CAUGHT_UP_S, ENV_BOOTSTRAP_SERVERS, settings
 
@@ -67,12 +67,12 @@ class WorkerConfig:
       ``recurrence_ledger.runtime.unicode_pin``).
     - ``state_dir``: keep each partition's state in RocksDB under this
       directory (``<state_dir>/<changelog topic>/<partition>``,
-      ``runtime.rocks_store``), so a restart restores only the changelog's
+      ``store.rocksdb``), so a restart restores only the changelog's
       tail and the state need not fit in memory; None (the default): in
       memory, restored from the whole changelog on every start.
 
     The Redis view is not the worker's: a view follower into Redis runs in
-    the same process through ``recurrence_ledger.read.beside`` (``worker
+    the same process through ``recurrence_ledger.cli.beside`` (``worker
     --redis-url``), or apart (``view follow``). ``repr`` shows no secret:
     the Kafka connection and the registry settings redact their own.
     """
@@ -180,10 +180,10 @@ def prepare_topics(config: WorkerConfig) -> int:
     ``config.create_partitions`` set, missing catalogue topics are first
     created with that many partitions (a fresh deployment).
 
-    Raises ``recurrence_ledger.runtime.kafka_admin.CoPartitionError`` with every topic's
+    Raises ``recurrence_ledger.kafka.kafka_admin.CoPartitionError`` with every topic's
     count when they differ or an input topic is missing.
     """
-    from recurrence_ledger.runtime.kafka_admin import check_copartitioned, create_topics
+    from recurrence_ledger.kafka.kafka_admin import check_copartitioned, create_topics
 
     prefix = config.topic_prefix
     if config.create_partitions:

@@ -34,10 +34,10 @@ from recurrence_ledger import catalogue
 from recurrence_ledger.ledger.intake import dead_letter
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
-from recurrence_ledger.runtime.client_config import Bootstrap, bootstrap_of, consumer_config
-from recurrence_ledger.runtime.kafka_admin import is_transient
-from recurrence_ledger.runtime.kafka_io import _require_topics, _watermarks
-from recurrence_ledger.runtime.records import CoreFailure, process_message
+from recurrence_ledger.kafka.client_config import Bootstrap, bootstrap_of, consumer_config
+from recurrence_ledger.kafka.kafka_admin import is_transient
+from recurrence_ledger.kafka.kafka_io import _require_topics, _watermarks
+from recurrence_ledger.kafka.records import CoreFailure, process_message
 from recurrence_ledger.serde.codec import FIXED, Codec
 
 #: The ``group.id`` librdkafka requires of a consumer; never joined, never

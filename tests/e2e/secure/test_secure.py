@@ -17,9 +17,9 @@ import uuid
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, ConsumerGroupTopicPartitions, Consumer, KafkaError, Producer, TopicPartition
 
-from recurrence_ledger.runtime.acls import describe_acls, role_acls
-from recurrence_ledger.runtime.client_config import client_config
-from recurrence_ledger.runtime.kafka_admin import admin_client
+from recurrence_ledger.kafka.acls import describe_acls, role_acls
+from recurrence_ledger.kafka.client_config import client_config
+from recurrence_ledger.kafka.kafka_admin import admin_client
 from recurrence_ledger import catalogue
 from recurrence_ledger.read.projection import RedisView
 from recurrence_ledger.read.keys import default_namespace
@@ -220,8 +220,8 @@ def test_a_reviewer_writes_review_decisions_only_and_the_worker_reads_them(secur
     (or the state changelog) is TOPIC_AUTHORIZATION_FAILED; User:ledger
     with the worker role's bindings reads the decision."""
     from recurrence_ledger.catalogue import REVIEW_CANDIDATES, REVIEW_DECISIONS, STATISTICS
-    from recurrence_ledger.runtime.client_config import consumer_config
-    from recurrence_ledger.runtime.kafka_io import publish_raw
+    from recurrence_ledger.kafka.client_config import consumer_config
+    from recurrence_ledger.kafka.kafka_io import publish_raw
     from recurrence_ledger.serde.codec import decode_value, encode
     from tests.e2e.review_fixtures import candidate, statistics
 

@@ -21,7 +21,7 @@ reviewer's name the decision records — a ``reviewer`` in the body is a 400,
 and so is any other field than ``decision``, ``reason`` and
 ``fix_revision``. Its ``journal_position`` is the scope's current
 ``as_of_position`` in the view, its ``decided_at`` the API's clock, its id
-``recurrence_ledger.runtime.review.decision_id``. Refused before anything
+``recurrence_ledger.kafka.review.decision_id``. Refused before anything
 is published: 404 for a candidate the view does not hold
 (``unknown_candidate``), 409 for one whose status is already approved or
 rejected (``already_decided``; the worker dead-letters a second decision
@@ -48,7 +48,7 @@ from recurrence_ledger.api.routes.history import iso
 from recurrence_ledger.api.schemas import DecisionAccepted, DecisionRequest, ItemRef, QueueItem, ReviewCandidateBody, ReviewFilter, ReviewQueue
 from recurrence_ledger.ledger.models import MAX_ID_LENGTH, RepairSurface
 from recurrence_ledger.read.history import ReadModels
-from recurrence_ledger.runtime.review import DecisionPublisher, DecisionRefused, new_decision
+from recurrence_ledger.kafka.review import DecisionPublisher, DecisionRefused, new_decision
 
 #: A candidate id in a path: no longer than an id can be.
 CandidateId = Annotated[str, Path(max_length=MAX_ID_LENGTH, description="The candidate_id (sha256:…).")]

@@ -56,8 +56,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from recurrence_ledger.runtime.client_config import Bootstrap
-from recurrence_ledger.runtime.kafka_io import READER_GROUP_ID
+from recurrence_ledger.kafka.client_config import Bootstrap
+from recurrence_ledger.kafka.kafka_io import READER_GROUP_ID
 from recurrence_ledger import catalogue
 
 #: Roles :func:`role_acls` knows.
@@ -163,7 +163,7 @@ def apply_acls(bootstrap: Bootstrap, acls: Sequence[Acl]) -> dict[Acl, str]:
     connection's principal may not alter ACLs)."""
     from confluent_kafka import KafkaException
 
-    from recurrence_ledger.runtime.kafka_admin import admin_client
+    from recurrence_ledger.kafka.kafka_admin import admin_client
 
     admin = admin_client(bootstrap)
     futures = admin.create_acls([_binding(acl) for acl in acls], request_timeout=ACL_TIMEOUT_S)
@@ -184,7 +184,7 @@ def describe_acls(bootstrap: Bootstrap, principal: str) -> list[Acl]:
     API's ``describe_acls`` with a filter on the principal)."""
     from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-    from recurrence_ledger.runtime.kafka_admin import admin_client
+    from recurrence_ledger.kafka.kafka_admin import admin_client
 
     admin = admin_client(bootstrap)
     query = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY, AclPermissionType.ALLOW)

@@ -1,6 +1,6 @@
 """The RocksDB partition store (``--state-dir``): one partition's state on
 disk, with the in-memory store's interface and guarantees
-(``runtime.store.ChangelogStore``: one changelog record per changed key per
+(``store.memory.ChangelogStore``: one changelog record per changed key per
 transaction, rollback to the last checkpoint or mark, restore from the
 changelog), and a local checkpoint of the changelog offset it reflects, so a
 restart on the same machine restores only the changelog's tail.
@@ -75,7 +75,7 @@ from typing import Any
 import orjson
 from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict, WriteBatch, WriteBufferManager
 
-from recurrence_ledger.runtime.store import _DELETED, ChangelogStore, StoreError, decode_key, encode_key
+from recurrence_ledger.store.memory import _DELETED, ChangelogStore, StoreError, decode_key, encode_key
 
 log = logging.getLogger("recurrence_ledger.worker")
 

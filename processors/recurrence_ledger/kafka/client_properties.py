@@ -1,4 +1,4 @@
-"""Java client properties → a :class:`~recurrence_ledger.runtime.client_config.KafkaConnection`.
+"""Java client properties → a :class:`~recurrence_ledger.kafka.client_config.KafkaConnection`.
 
 A deployment describes its cluster the way the Java tools are told
 (``client.properties`` / ``--command-config``): ``key=value`` lines in the
@@ -46,7 +46,7 @@ from pathlib import Path
 
 import javaproperties
 
-from recurrence_ledger.runtime.client_config import ClientConfigError, KafkaConnection
+from recurrence_ledger.kafka.client_config import ClientConfigError, KafkaConnection
 
 #: ``KAFKA_*`` variables that are not client settings (the bootstrap, the
 #: properties file, and the knobs of the Kafka scripts and deploy/kafka.sh).

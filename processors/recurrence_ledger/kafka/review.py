@@ -36,8 +36,8 @@ from recurrence_ledger import catalogue
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.models import ReviewDecision
 from recurrence_ledger.ledger.normalize import digest, is_blank
-from recurrence_ledger.runtime.client_config import Bootstrap
-from recurrence_ledger.runtime.kafka_io import FLUSH_TIMEOUT_S, PublishError, _require_topics, produce, publisher_config, read_raw
+from recurrence_ledger.kafka.client_config import Bootstrap
+from recurrence_ledger.kafka.kafka_io import FLUSH_TIMEOUT_S, PublishError, _require_topics, produce, publisher_config, read_raw
 from recurrence_ledger.serde.codec import AVRO, FIXED, Codec
 
 #: The statuses of a decided candidate (contract §18).

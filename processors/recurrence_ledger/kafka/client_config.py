@@ -4,7 +4,7 @@ AdminClient.
 
 - :class:`KafkaConnection`: bootstrap servers plus librdkafka security
   settings (read from a Java-style client properties file and ``KAFKA_*``
-  variables by ``recurrence_ledger.runtime.client_properties``), whose
+  variables by ``recurrence_ledger.kafka.client_properties``), whose
   ``repr`` never shows a secret (:data:`SECRET_KEYS`); :data:`Bootstrap`,
   what the package's Kafka functions accept (a plain bootstrap string, as
   before, or a connection);

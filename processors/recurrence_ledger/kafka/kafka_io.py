@@ -29,8 +29,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.embedded import file_progress, journal_lines  # the journal-file reader: runtime may import embedded, not the reverse
-from recurrence_ledger.runtime.client_config import Bootstrap, consumer_config, producer_config
-from recurrence_ledger.runtime.kafka_admin import is_transient
+from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config, producer_config
+from recurrence_ledger.kafka.kafka_admin import is_transient
 from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.serde.codec import AVRO, FIXED, JSON, Codec

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, NewTopic, OffsetSpec
 
-from recurrence_ledger.runtime.client_config import Bootstrap, client_config
+from recurrence_ledger.kafka.client_config import Bootstrap, client_config
 from recurrence_ledger.catalogue import CATALOGUE, changelog_name, physical, replay_group, view_follower_group
 
 #: Seconds create_topics may take in all: the controller creating the

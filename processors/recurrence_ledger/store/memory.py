@@ -34,7 +34,7 @@ Keys are the core's tuples; on the changelog they are canonical JSON arrays
 (``orjson.dumps(list(key))``), values JSON, deletions tombstones.
 
 This is the default store (small deployments; the embedded runner keeps a
-plain dict). ``runtime.rocks_store.RocksStore`` (``--state-dir``) has the
+plain dict). ``store.rocksdb.RocksStore`` (``--state-dir``) has the
 same interface on RocksDB, with a local checkpoint so a restart restores
 only the changelog's tail: :meth:`ChangelogStore.restore_from`,
 :meth:`~ChangelogStore.restored`, :meth:`~ChangelogStore.reset` and
