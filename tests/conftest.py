@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "cases"
 #: Every case in tests/cases (tests/cases/README.md): the case-driven tests
 #: run each of them. Adding a case is adding its name here.
-CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop")
+CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop", "holdout_rules", "holdout_effects")
 
 
 def case(name: str) -> tuple[Path, dict]:
@@ -79,7 +79,7 @@ def facts(records: dict[str, list[dict]]) -> dict:
             "unknown_reasons": reasons(row["unknown_reasons"]),
             **({"effect": row["effect"]} if row["effect"] is not None else {}),
         }
-    for holdout in records.get("holdout-observations", []):  # contract §21.3, in publication order
+    for holdout in records.get("holdout-observations", []):  # contract §21.3
         ref = holdout["artifact_ref"]
         scope(holdout["scope_id"]).setdefault("holdout_observations", []).append(
             f"{holdout['verdict'] or holdout['reason']} {ref['artifact_id']}r{ref['revision']} {holdout['task_outcome_ref']['source_id']} "
@@ -116,6 +116,8 @@ def facts(records: dict[str, list[dict]]) -> dict:
     for entry in scopes.values():
         for name in ("observations", "matches", "review_candidates"):
             entry[name].sort()
+        if "holdout_observations" in entry:
+            entry["holdout_observations"].sort()
     dead_letter_reasons = {}
     for dead in records["dead-letter"]:
         dead_letter_reasons[dead["reason"]] = dead_letter_reasons.get(dead["reason"], 0) + 1

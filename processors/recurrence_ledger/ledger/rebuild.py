@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from recurrence_ledger import policy
-from recurrence_ledger.ledger.state import LedgerState, new_scope_record
-from recurrence_ledger.ledger.statistics import revision_id, revision_statistics, top_revisions
+from recurrence_ledger.ledger.state import LedgerState, experience_ref, new_scope_record
+from recurrence_ledger.ledger.statistics import revision_figures, revision_id, revision_statistics, top_revisions, unknown_figures
 from recurrence_ledger.ledger.streaks import count_selected, is_binding_suspect, record_verdict, revision_record
 
 #: ScopeStatistics fields that rebuild_views derives from observations.
@@ -95,7 +95,7 @@ def rebuild_revisions(
     record of each revision must be."""
     surfaces = surfaces or {}
     state, _ = _replay(observations, review_threshold, surfaces)
-    return {
+    rows = {
         (key[1], key[2], key[3]): {
             **revision_statistics(state, key[1], key[2], key[3], review_threshold),
             "effect": (surfaces.get((key[1], key[2], key[3])) or {}).get("effect"),
@@ -103,6 +103,15 @@ def rebuild_revisions(
         for key in list(state.store)
         if key[0] == "streak"
     }
+    # contract §21: a revision only ever withheld has a row with its effect and no observation
+    for (scope_id, artifact_id, revision), carried in surfaces.items():
+        if (scope_id, artifact_id, revision) not in rows and carried.get("effect") is not None and carried.get("signature_key"):
+            rows[(scope_id, artifact_id, revision)] = {
+                "scope_id": scope_id, "artifact_ref": experience_ref(artifact_id, revision), "signature_key": carried["signature_key"],
+                "terminal_recurred_streak": 0, "needs_review": False, **revision_figures(None), **unknown_figures(None),
+                "repair_surface": carried.get("repair_surface"), "effect": carried["effect"],
+            }
+    return rows
 
 
 def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict) -> tuple[LedgerState, dict[str, dict]]:
