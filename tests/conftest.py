@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "cases"
 #: Every case in tests/cases (tests/cases/README.md): the case-driven tests
 #: run each of them. Adding a case is adding its name here.
-CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop", "holdout_rules", "holdout_effects")
+CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop", "holdout_rules", "holdout_effects", "holdout_waiting")
 
 
 def case(name: str) -> tuple[Path, dict]:

@@ -141,3 +141,15 @@ def test_a_handoff_without_withheld_entries_is_the_event_it_was_before_revision_
     ledger.feed(*lines).flush()
     assert {topic: values for topic, values in ledger.out.items() if topic not in ("recurrence-statistics", "revision-statistics")} == {
         topic: values for topic, values in before.items() if topic not in ("recurrence-statistics", "revision-statistics")}
+
+
+def test_a_withheld_entry_never_published_makes_the_outcome_wait_until_the_horizon():
+    path, _ = case("holdout_waiting")
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    ledger = Ledger().feed(*lines[:-1])
+    assert ledger.out["recurrence-statistics"][-1]["pending_outcomes"] == 1
+    assert ledger.out["recurrence-observations"] == [] and ledger.out["holdout-observations"] == []
+    ledger.feed(lines[-1])  # position 10,010: the horizon (10,000 positions) has passed
+    last = ledger.out["recurrence-statistics"][-1]
+    assert (last["pending_outcomes"], last["selected"], last["withheld"]) == (0, 0, 0)
+    assert [match["candidate_set_mode"] for match in ledger.out["recurrence-matches"]] == []
