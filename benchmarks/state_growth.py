@@ -78,7 +78,8 @@ from recurrence_ledger.ledger.processor import LedgerProcessor  # noqa: E402
 from recurrence_ledger.kafka.client_config import producer_config  # noqa: E402
 from recurrence_ledger.kafka.kafka_io import produce  # noqa: E402
 from recurrence_ledger.store.rocksdb import open_store  # noqa: E402
-from recurrence_ledger.store.memory import ChangelogStore, encode_key  # noqa: E402
+from recurrence_ledger.store.base import encode_key  # noqa: E402
+from recurrence_ledger.store.memory import ChangelogStore  # noqa: E402
 from recurrence_ledger.runtime.worker_config import WorkerConfig, output_producer_config, prepare_topics  # noqa: E402
 from recurrence_ledger.workload import Workload, generate_journal  # noqa: E402
 

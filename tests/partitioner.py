@@ -4,7 +4,7 @@ Kafka's ``DefaultPartitioner`` / ``BuiltInPartitioner`` places a keyed record
 on ``toPositive(murmur2(key)) % partitions``; librdkafka does the same with
 ``partitioner=murmur2_random``. The tests use this to check that our
 producers place a scope where any Java producer would. Golden values are in
-``tests/test_partitioner.py``, taken from ``org.apache.kafka.common.utils.Utils``
+``tests/kafka/test_partitioner.py``, taken from ``org.apache.kafka.common.utils.Utils``
 of kafka-clients 3.9.1.
 """
 

@@ -8,6 +8,10 @@
   Redis or HTTP, the read side no HTTP framework, the core none of them).
 - The modules of the package form no import cycle, not even two files of
   one room, at module level or inside functions.
+- No module imports another module's private (``_name``) name: a name
+  another module uses is public.
+- The read side, the API and what-if import nothing of the worker's
+  runtime (their Kafka comes from ``kafka``).
 - No file of the package is longer than :data:`MAX_LINES`.
 - Path = import path: every module's import name is its path under
   ``processors/``.
@@ -87,7 +91,7 @@ def imports(path: Path, known: dict[str, Path]) -> tuple[set[str], set[str]]:
 
 def test_the_room_map_names_every_room_of_the_package():
     rooms = room_map()
-    assert {"ledger", "serde", "runtime", "read", "api", "cli", "catalogue", "policy", "errors"} <= set(rooms)
+    assert {"ledger", "serde", "store", "kafka", "embedded", "runtime", "read", "api", "whatif", "cli", "catalogue", "policy", "errors"} <= set(rooms)
     present = {room(name) for name in modules()} - {"__init__"}
     assert present - set(rooms) == set(), "rooms missing from docs/architecture.md's map"
     assert set(rooms) - present == set(), "the map lists rooms that do not exist"
@@ -114,6 +118,34 @@ def test_no_room_imports_the_libraries_its_row_forbids():
         bad = imports(path, known)[1] & forbidden
         if bad:
             offenders.append(f"{path.relative_to(REPO)}: {sorted(bad)}")
+    assert offenders == []
+
+
+def private_imports(path: Path, known: dict[str, Path]) -> list[str]:
+    """``module._name`` for every ``from module import _name`` in ``path``
+    where ``module`` is another module of the package (dunder names aside)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == PACKAGE:
+            if known.get(node.module) == path:
+                continue
+            found += [f"{node.module}.{alias.name}" for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another_module():
+    known = modules()
+    offenders = {str(path.relative_to(REPO)): names for path in known.values() if (names := private_imports(path, known))}
+    assert offenders == {}, "a name another module uses is public: drop its leading underscore"
+
+
+def test_the_read_side_the_api_and_whatif_import_nothing_of_the_runtime():
+    known = modules()
+    offenders = [
+        f"{path.relative_to(REPO)} imports {target}"
+        for name, path in known.items() if room(name) in {"read", "api", "whatif"}
+        for target in imports(path, known)[0] if room(target) == "runtime"
+    ]
     assert offenders == []
 
 

@@ -784,7 +784,7 @@ def reason_codes_from_input() -> set[str]:
     docstring, except internal_error (the core raised: never caused by input
     alone, by definition), too_many_pending (a policy limit reached only
     after thousands of valid waiting candidates; tested with a small limit in
-    tests/ledger/test_admission_adversarial.py), unknown_candidate
+    tests/ledger/test_admission_under_hostile_input.py), unknown_candidate
     (contract §18: a decision whose candidate is not published waits, and is
     dead-lettered by what follows it — the horizon, the end of the journal
     or the candidate; tested in tests/ledger/test_review_decisions.py),

@@ -29,7 +29,7 @@ from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.keys import REVIEW_FILTERS, Keys, default_namespace
 from recurrence_ledger.read.layout import LayoutError, check_layout
 from recurrence_ledger.read.projection import RedisView
-from recurrence_ledger.read.records import Located, _calls
+from recurrence_ledger.read.records import Located, script_calls
 from recurrence_ledger.read.scripts import run_calls, scripts
 from tests.e2e import harness
 from tests.e2e.api_server import running_api
@@ -87,7 +87,7 @@ def test_every_key_of_every_script_call_is_of_one_slot(cluster):
     by_topic = batch()
     calls = []
     for name, records in by_topic.items():
-        calls += _calls(keys, records[0].topic, keys.applied_field(records[0].topic, 0), records, registered, 1000, 1000)
+        calls += script_calls(keys, records[0].topic, keys.applied_field(records[0].topic, 0), records, registered, 1000, 1000)
     assert len(calls) == 3 + (1 + 3) + (1 + 3) + 3  # one per scope, and one of the namespace per review topic
     scope_slots = {scope_id: client.cluster_keyslot(keys.scope(scope_id)) for scope_id in SCOPES}
     namespace_slot = client.cluster_keyslot(keys.scopes)
@@ -222,7 +222,7 @@ def test_a_batch_applied_in_part_then_again_holds_what_it_holds_applied_once(rea
         calls = []
         for group in batch().values():
             topic = group[0].topic
-            calls += [call for _, call in _calls(halfway, topic, halfway.applied_field(topic, 0), group, registered, 1000, 1000)]
+            calls += [call for _, call in script_calls(halfway, topic, halfway.applied_field(topic, 0), group, registered, 1000, 1000)]
         run_calls(client, calls[::2])  # every other script: a namespace one, some scopes' — the rest lost with the follower
         counts = ReadModels(client, halfway.namespace).apply(records)
         assert 0 < counts.observations < 6 and counts.trend_points < 3

@@ -9,7 +9,8 @@ from confluent_kafka import KafkaError
 
 from recurrence_ledger.runtime.faults import RuntimeHooks
 from recurrence_ledger.runtime.recovery import Recovery
-from recurrence_ledger.store.memory import ChangelogStore, encode_key
+from recurrence_ledger.store.base import encode_key
+from recurrence_ledger.store.memory import ChangelogStore
 
 
 class Event:

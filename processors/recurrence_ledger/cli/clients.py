@@ -15,13 +15,13 @@ from typing import Any
 import typer
 
 from recurrence_ledger import policy
-from recurrence_ledger.embedded import stdout_console
+from recurrence_ledger.embedded.output import stdout_console
 from recurrence_ledger.settings import kafka_environment, settings
 
 console = stdout_console()
 
 
-def _registry(url: str | None, auto_register: bool | None = None, kafka_config: Path | None = None):  # noqa: ANN202 - lazy import
+def command_registry(url: str | None, auto_register: bool | None = None, kafka_config: Path | None = None):  # noqa: ANN202 - lazy import
     """The registry settings of a command, or None (fixed-id framing):
     ``--schema-registry-url`` / SCHEMA_REGISTRY_URL, or the registry keys
     (``schema.registry.url``, ``basic.auth.user.info``, …) of the
@@ -38,15 +38,15 @@ def _registry(url: str | None, auto_register: bool | None = None, kafka_config: 
         raise typer.Exit(2) from None
 
 
-def _codec(url: str | None, auto_register: bool | None = None, kafka_config: Path | None = None):  # noqa: ANN202 - lazy import
+def command_codec(url: str | None, auto_register: bool | None = None, kafka_config: Path | None = None):  # noqa: ANN202 - lazy import
     """The value codec of a command (recurrence_ledger.serde.codec)."""
     from recurrence_ledger.serde.codec import make_codec
 
-    return make_codec(_registry(url, auto_register, kafka_config))
+    return make_codec(command_registry(url, auto_register, kafka_config))
 
 
 @contextlib.contextmanager
-def _kafka_errors() -> Iterator[None]:
+def reporting_kafka_errors() -> Iterator[None]:
     """Turn the errors a user can cause (missing topics, no broker, a topic
     outside the catalogue, a Schema Registry that refuses or does not
     answer, values framed for another codec) into one red line and exit
@@ -64,7 +64,7 @@ def _kafka_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 - lazy import
+def kafka_connection(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 - lazy import
     """The command's Kafka connection (``--bootstrap`` + ``--kafka-config`` +
     KAFKA_* overrides), checked within client_config.CONNECT_TIMEOUT_S:
     exit 2 for unusable settings, 1 when the cluster cannot be reached or
@@ -85,7 +85,7 @@ def _connect(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 
 
 
 @contextlib.contextmanager
-def _refusing_to_start(*errors: type[Exception]) -> Iterator[None]:
+def refusing_to_start(*errors: type[Exception]) -> Iterator[None]:
     """Turn a refusal to start (topics not co-partitioned, or a state built
     on another Unicode version, contract §10) into one red line and exit
     code 2."""
@@ -98,7 +98,7 @@ def _refusing_to_start(*errors: type[Exception]) -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
-def _redis_view(redis_url: str, namespace: str, review_threshold: int = policy.REVIEW_THRESHOLD.default):  # noqa: ANN202 - lazy import
+def command_redis_view(redis_url: str, namespace: str, review_threshold: int = policy.REVIEW_THRESHOLD.default):  # noqa: ANN202 - lazy import
     """The RedisView of a command (the CA of RL_REDIS_CA_FILE for a
     rediss:// URL without one); exit 2 for a URL or CA file redis-py cannot
     use."""
@@ -132,7 +132,7 @@ def redis_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextlib.contextmanager
-def _redis_errors(view: Any) -> Iterator[None]:
+def reporting_redis_errors(view: Any) -> Iterator[None]:
     """Turn a Redis that does not answer, refuses the credentials, a
     permission or the TLS handshake into one red line (the URL without its
     password) and exit code 1. ``view``: the RedisView (imported lazily)."""

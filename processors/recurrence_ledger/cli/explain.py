@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from recurrence_ledger import catalogue
-from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console
+from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console
 from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption, json_option
 
 def explain_command(
@@ -32,7 +32,7 @@ def explain_command(
     from recurrence_ledger.ledger.explain import OutcomeNotFound, explain_outcome
 
     if journal is not None:
-        from recurrence_ledger.embedded import journal_ledger
+        from recurrence_ledger.embedded.runner import journal_ledger
 
         events, outputs = journal_ledger(journal)
         matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
@@ -40,9 +40,9 @@ def explain_command(
     elif bootstrap or kafka_config:
         from recurrence_ledger.kafka.kafka_io import read_topic
 
-        connection = _connect(bootstrap, kafka_config)
-        with _kafka_errors():
-            codec = _codec(schema_registry_url, None, kafka_config)
+        connection = kafka_connection(bootstrap, kafka_config)
+        with reporting_kafka_errors():
+            codec = command_codec(schema_registry_url, None, kafka_config)
             events = []
             for name in catalogue.INPUT_TOPICS:
                 for *_, value in read_topic(connection, name, topic_prefix=topic_prefix, codec=codec):

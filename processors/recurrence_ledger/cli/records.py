@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from recurrence_ledger import catalogue
-from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console
+from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console
 from recurrence_ledger.cli.options import AutoRegisterOption, BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption
 
 
@@ -34,9 +34,9 @@ def publish_command(
     """Load a journal file into the input topics (idempotent producer)."""
     from recurrence_ledger.kafka.kafka_io import publish_journal
 
-    connection = _connect(bootstrap, kafka_config)
-    with _kafka_errors():
-        codec = _codec(schema_registry_url, auto_register, kafka_config)
+    connection = kafka_connection(bootstrap, kafka_config)
+    with reporting_kafka_errors():
+        codec = command_codec(schema_registry_url, auto_register, kafka_config)
         summary = publish_journal(connection, journal, fmt=fmt, per_kind=per_kind, topic_prefix=topic_prefix, codec=codec)
     per_topic = ", ".join(f"{topic_prefix}{name} {count}" for name, count in summary.topics.items())
     console.print(
@@ -58,7 +58,7 @@ def export_command(
     from recurrence_ledger.kafka.kafka_io import export_topic
 
     _check_topic(topic)
-    connection = _connect(bootstrap, kafka_config)
-    with _kafka_errors():
-        count = export_topic(connection, topic, out, topic_prefix=topic_prefix, codec=_codec(schema_registry_url, None, kafka_config))
+    connection = kafka_connection(bootstrap, kafka_config)
+    with reporting_kafka_errors():
+        count = export_topic(connection, topic, out, topic_prefix=topic_prefix, codec=command_codec(schema_registry_url, None, kafka_config))
     console.print(f"{count} record{'' if count == 1 else 's'} → {out}")

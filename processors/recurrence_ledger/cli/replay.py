@@ -13,7 +13,7 @@ from rich import box
 from rich.table import Table
 
 from recurrence_ledger import catalogue, policy
-from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, _redis_errors, _redis_view, _refusing_to_start, console
+from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, reporting_redis_errors, command_redis_view, refusing_to_start, console
 from recurrence_ledger.cli.options import (
     LEDGER_POLICY,
     AcceptUnicodeOption,
@@ -65,12 +65,12 @@ def replay_command(
         replay_start = parse_start(start)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from") from None
-    connection = _connect(bootstrap, kafka_config)
-    with _refusing_to_start(), _kafka_errors():
+    connection = kafka_connection(bootstrap, kafka_config)
+    with refusing_to_start(), reporting_kafka_errors():
         summary = run_replay(
             connection, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=ledger,
-            codec=_codec(schema_registry_url, auto_register, kafka_config),
+            codec=command_codec(schema_registry_url, auto_register, kafka_config),
             accept_unicode_change=accept_unicode_change,
         )
     if as_json:
@@ -154,11 +154,11 @@ def rebuild_command(
     from recurrence_ledger.read.keys import default_namespace
     from recurrence_ledger.runtime.unicode_pin import check_changelog
 
-    connection = _connect(bootstrap, kafka_config)
-    with _refusing_to_start(), _kafka_errors():
+    connection = kafka_connection(bootstrap, kafka_config)
+    with refusing_to_start(), reporting_kafka_errors():
         check_changelog(connection, catalogue.physical(catalogue.changelog_name(app_id), topic_prefix), accept_unicode_change)
-    with _kafka_errors():
-        codec = _codec(schema_registry_url, None, kafka_config)
+    with reporting_kafka_errors():
+        codec = command_codec(schema_registry_url, None, kafka_config)
         observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
         latest = read_statistics_topic(connection, topic_prefix, codec=codec)
         live_rows = [row for rows in read_revision_statistics_topic(connection, topic_prefix, codec=codec).values() for row in rows.values()]
@@ -186,15 +186,15 @@ def rebuild_command(
     )
     if redis_url:
         records = [{**record, **rebuilt.get(scope_id, {})} for scope_id, record in latest.items()]
-        view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
-        with _redis_errors(view):
+        view = command_redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
+        with reporting_redis_errors(view):
             view.clear()
         view.submit(records, revisions=[rebuilt_rows[key] for key in sorted(rebuilt_rows)])  # writes at once when Redis answers
         view.flush()
         if view.pending:
             console.print(f"Redis at {view.where} did not answer: the view was not rewritten", style="red", highlight=False)
             raise typer.Exit(1)
-        with _kafka_errors():
+        with reporting_kafka_errors():
             history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
         console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes", highlight=False)
         console.print(history, highlight=False)

@@ -24,7 +24,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console
+from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console
 from recurrence_ledger.cli.options import TOPICS_ACCESS, TopicsAccess, json_option, takes
 
 review_app = typer.Typer(help="Human decisions on review candidates (contract §18), against Kafka.", no_args_is_help=True, rich_markup_mode="rich")
@@ -43,9 +43,9 @@ def _read(access: TopicsAccess, statistics: bool = False):  # noqa: ANN202 - laz
     """The connection, the codec and the review topics as read whole."""
     from recurrence_ledger.kafka.review import read_review_topics
 
-    connection = _connect(access.bootstrap, access.kafka_config)
-    codec = _codec(access.schema_registry_url, kafka_config=access.kafka_config)
-    with _kafka_errors():
+    connection = kafka_connection(access.bootstrap, access.kafka_config)
+    codec = command_codec(access.schema_registry_url, kafka_config=access.kafka_config)
+    with reporting_kafka_errors():
         topics = read_review_topics(connection, access.topic_prefix, codec, statistics=statistics)
     return connection, codec, topics
 
@@ -186,7 +186,7 @@ def decide(candidate: str, decision: str, reviewer: str, reason: str | None, fix
             raise typer.BadParameter(str(refused)) from None
         console.print(f"error: {refused} ({refused.code})", style="red", highlight=False)
         raise typer.Exit(1) from None
-    with _kafka_errors():
+    with reporting_kafka_errors():
         try:
             where = DecisionPublisher(connection, access.topic_prefix, codec).publish(record)
         except PublishError as error:

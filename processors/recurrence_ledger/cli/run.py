@@ -22,7 +22,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from recurrence_ledger.cli.clients import _connect, _kafka_errors, _refusing_to_start, _registry, check_redis_url, console
+from recurrence_ledger.cli.clients import kafka_connection, reporting_kafka_errors, refusing_to_start, command_registry, check_redis_url, console
 from recurrence_ledger.cli.options import (
     DEFAULT_PARTITIONS,
     LEDGER_POLICY,
@@ -39,7 +39,7 @@ from recurrence_ledger.cli.options import (
     takes,
     topic_prefix_option,
 )
-from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, RunSummary, run_journal
+from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, RunSummary, run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import ref_order
 from recurrence_ledger.settings import settings
@@ -228,9 +228,9 @@ def run_command(
         from recurrence_ledger.runtime.worker_config import worker_config_from_env
 
         redis_url = worker.pop("redis_url")
-        connection = _connect(settings().bootstrap_servers, kafka_config)
+        connection = kafka_connection(settings().bootstrap_servers, kafka_config)
         worker_config = worker_config_from_env(ledger, bootstrap=connection, topic_prefix=topic_prefix, **worker)
-        registry = _registry(settings().schema_registry_url, None, kafka_config)
+        registry = command_registry(settings().schema_registry_url, None, kafka_config)
         worker_config = replace(worker_config, schema_registry=registry or worker_config.schema_registry)
         where = "KAFKA_BOOTSTRAP_SERVERS is set" if settings().bootstrap_servers else f"from {kafka_config}"
         console.print(
@@ -275,13 +275,13 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
     from recurrence_ledger.kafka.kafka_admin import CoPartitionError
     from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
     from recurrence_ledger.runtime.checkpoint import ChangelogUntracked
-    from recurrence_ledger.store.memory import StoreError
+    from recurrence_ledger.store.base import StoreError
     from recurrence_ledger.runtime.worker import run_worker
 
     if redis_url:
         check_redis_url(redis_url)
-    with _refusing_to_start(CoPartitionError):
-        with _kafka_errors():
+    with refusing_to_start(CoPartitionError):
+        with reporting_kafka_errors():
             try:
                 if redis_url:
                     from recurrence_ledger.cli.beside import run_worker_with_follower
@@ -314,10 +314,10 @@ def worker_command(
 
     redis_url = worker.pop("redis_url")
     config = WorkerConfig(
-        bootstrap=_connect(bootstrap, kafka_config),
+        bootstrap=kafka_connection(bootstrap, kafka_config),
         topic_prefix=topic_prefix,
         ledger=ledger,
-        schema_registry=_registry(schema_registry_url, auto_register, kafka_config),
+        schema_registry=command_registry(schema_registry_url, auto_register, kafka_config),
         accept_unicode_change=accept_unicode_change,
         **worker,
     )

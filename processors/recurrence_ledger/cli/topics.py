@@ -10,7 +10,7 @@ from rich import box
 from rich.table import Table
 
 from recurrence_ledger import catalogue
-from recurrence_ledger.cli.clients import _connect, _kafka_errors, _registry, console
+from recurrence_ledger.cli.clients import kafka_connection, reporting_kafka_errors, command_registry, console
 from recurrence_ledger.cli.options import (
     DEFAULT_PARTITIONS,
     AutoRegisterOption,
@@ -46,10 +46,10 @@ def topics_create_command(
     subject and set the subject's compatibility to BACKWARD."""
     from recurrence_ledger.kafka.kafka_admin import create_topics
 
-    connection = _connect(bootstrap, kafka_config)
-    with _kafka_errors():
+    connection = kafka_connection(bootstrap, kafka_config)
+    with reporting_kafka_errors():
         result = create_topics(connection, partitions, topic_prefix, replication)
-        registry = _registry(schema_registry_url, auto_register, kafka_config)
+        registry = command_registry(schema_registry_url, auto_register, kafka_config)
         if registry is not None:
             from recurrence_ledger.serde.codec import make_codec
             from recurrence_ledger.serde.registry import configure_subjects, subject
@@ -85,7 +85,7 @@ def topics_delete_command(
     from recurrence_ledger.kafka.kafka_admin import delete_deployment, deployment_resources
 
     topics, groups = deployment_resources(topic_prefix, app_id)
-    registry = _registry(schema_registry_url, None, kafka_config)
+    registry = command_registry(schema_registry_url, None, kafka_config)
     catalogue_topics = [catalogue.physical(spec.name, topic_prefix) for spec in catalogue.CATALOGUE]
     if not yes:
         lines = ["would delete (run again with --yes):", f"  topics ({len(topics)}):"]
@@ -101,8 +101,8 @@ def topics_delete_command(
             lines += [f"    {subject(name)}" for name in catalogue_topics]
         console.print("\n".join(lines), highlight=False)
         return
-    connection = _connect(bootstrap, kafka_config)
-    with _kafka_errors():
+    connection = kafka_connection(bootstrap, kafka_config)
+    with reporting_kafka_errors():
         result = delete_deployment(connection, topic_prefix, app_id)
     for label, names in (("topics", topics), ("consumer groups", groups)):
         console.print(f"{label}:", highlight=False)
@@ -117,7 +117,7 @@ def topics_delete_command(
         # Only the subjects of topics that are gone: a topic the broker kept still needs its schema.
         gone = [name for name in catalogue_topics if result.get(name) in ("deleted", "absent")]
         console.print(f"schema registry subjects at {registry.url}:", highlight=False)
-        with _kafka_errors():
+        with reporting_kafka_errors():
             subjects = delete_subjects(registry, gone)
         for name, outcome in subjects.items():
             console.print(f"  {name}: {outcome}", highlight=False)
@@ -150,8 +150,8 @@ def topics_acls_command(
         for line in kafka_acls_commands(acls, bootstrap or "BOOTSTRAP", str(kafka_config) if kafka_config else "admin.properties"):
             print(line)
         return
-    connection = _connect(bootstrap, kafka_config)
-    with _kafka_errors():
+    connection = kafka_connection(bootstrap, kafka_config)
+    with reporting_kafka_errors():
         result = apply_acls(connection, acls)
     for acl, outcome in result.items():
         print(f"{acl.principal} {acl.operation} {acl.resource_type} {acl.name} ({acl.pattern}): {outcome}")

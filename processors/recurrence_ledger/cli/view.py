@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from recurrence_ledger import policy
-from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, _redis_errors, _redis_view, check_redis_url, console
+from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, reporting_redis_errors, command_redis_view, check_redis_url, console
 from recurrence_ledger.cli.options import (
     BootstrapOption,
     ExitWhenIdleOption,
@@ -69,10 +69,10 @@ def view_rebuild_command(
     from recurrence_ledger.read.rebuild import rebuild_from_topic
     from recurrence_ledger.read.keys import default_namespace
 
-    view = _redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
-    connection = _connect(bootstrap, kafka_config)
-    with _kafka_errors(), _redis_errors(view):
-        codec = _codec(schema_registry_url, None, kafka_config)
+    view = command_redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
+    connection = kafka_connection(bootstrap, kafka_config)
+    with reporting_kafka_errors(), reporting_redis_errors(view):
+        codec = command_codec(schema_registry_url, None, kafka_config)
         scopes = rebuild_from_topic(view, connection, topic_prefix, codec=codec)
         history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
     console.print(f"{scopes} scopes written to {view.where} (namespace {default_namespace(topic_prefix)})", highlight=False)
@@ -98,9 +98,9 @@ def view_clear_command(
     from recurrence_ledger.read.keys import default_namespace
 
     namespace = default_namespace(topic_prefix)
-    view = _redis_view(redis_url, namespace)
+    view = command_redis_view(redis_url, namespace)
     try:
-        with _redis_errors(view):
+        with reporting_redis_errors(view):
             if yes:
                 deleted = view.clear()
                 console.print(f"{deleted} keys deleted from {view.where} (namespace {namespace})", highlight=False)
@@ -148,8 +148,8 @@ def view_follow_command(
 
     configure_logging()
     check_redis_url(redis_url)
-    connection = _connect(bootstrap, kafka_config)
-    codec = _codec(schema_registry_url, None, kafka_config)
+    connection = kafka_connection(bootstrap, kafka_config)
+    codec = command_codec(schema_registry_url, None, kafka_config)
     config = FollowerConfig(
         bootstrap=connection, redis_url=redis_url, app_id=app_id, topic_prefix=topic_prefix, review_threshold=review_threshold,
         history_limit=history_limit, trend_limit=trend_limit, exit_when_idle_s=exit_when_idle, metrics_port=metrics_port,
@@ -157,7 +157,7 @@ def view_follow_command(
     from recurrence_ledger.read.layout import LayoutError
     from recurrence_ledger.redact import redact_url
 
-    with _kafka_errors():
+    with reporting_kafka_errors():
         try:
             applied = run_follower(config, codec)
         except LayoutError as error:

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from recurrence_ledger import policy
-from recurrence_ledger.cli.clients import _codec, _connect, _kafka_errors, console, redis_errors
+from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console, redis_errors
 from recurrence_ledger.cli.options import (
     BootstrapOption,
     KafkaConfigOption,
@@ -37,7 +37,7 @@ from recurrence_ledger.cli.options import (
     parse_fraction,
     redis_url_option,
 )
-from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH
+from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH
 from recurrence_ledger.settings import settings
 from recurrence_ledger.whatif.policies import ATTRIBUTES, MAX_HORIZON_PASSES, MAX_SWEEP_VALUES, SETTINGS, Policy, Sweep
 
@@ -232,8 +232,8 @@ def what_if_command(
     if from_topics:
         from recurrence_ledger.whatif.topics import TopicsInput
 
-        source = TopicsInput(_connect(bootstrap, kafka_config), topic_prefix, _codec(schema_registry_url, False, kafka_config))
-        with _kafka_errors():
+        source = TopicsInput(kafka_connection(bootstrap, kafka_config), topic_prefix, command_codec(schema_registry_url, False, kafka_config))
+        with reporting_kafka_errors():
             source.open()
     else:
         try:
@@ -242,7 +242,7 @@ def what_if_command(
             console.print(f"error: {error}", style="red", highlight=False)
             raise typer.Exit(2) from None
     try:
-        with _kafka_errors():
+        with reporting_kafka_errors():
             outcome = replay(source, [baseline, *alternatives], out_dir=out, facts_of=alternatives[0] if parsed is None else None,
                              max_pending_candidates=max_pending_candidates, view_batch=view_batch, show_progress=not quiet)
     finally:

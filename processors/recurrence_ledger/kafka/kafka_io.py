@@ -28,7 +28,8 @@ from typing import Any, NamedTuple
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.embedded import file_progress, journal_lines  # the journal-file reader: runtime may import embedded, not the reverse
+from recurrence_ledger.embedded.journal import journal_lines  # the journal-file reader: kafka may import embedded, not the reverse
+from recurrence_ledger.embedded.output import file_progress
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config, producer_config
 from recurrence_ledger.kafka.kafka_admin import is_transient
 from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
@@ -170,7 +171,7 @@ def publisher_config(bootstrap: Bootstrap) -> dict[str, Any]:
     return producer_config(bootstrap, settings=PUBLISH_SETTINGS)
 
 
-def _require_topics(client: Producer | Consumer, physical_topics: Iterable[str]) -> dict[str, int]:
+def require_topics(client: Producer | Consumer, physical_topics: Iterable[str]) -> dict[str, int]:
     """Partition count of each topic; raises LookupError for a missing one.
     Unfiltered metadata: a named request would auto-create the topic."""
     metadata = client.list_topics(timeout=METADATA_TIMEOUT_S)
@@ -245,7 +246,7 @@ def publish_journal(
     started = time.monotonic()
     producer = Producer(publisher_config(bootstrap))
     targets = (SOURCE_JOURNAL, *(_SOURCE_KINDS if per_kind else ()))
-    _require_topics(producer, [topic_prefix + name for name in targets])
+    require_topics(producer, [topic_prefix + name for name in targets])
     summary = PublishSummary(topics={name: 0 for name in targets})
     failures: list[tuple[int | None, str, str]] = []
 
@@ -290,7 +291,7 @@ def publish_raw(bootstrap: str, physical_topic: str, key: bytes | None, value: b
     record is not delivered within FLUSH_TIMEOUT_S seconds.
     """
     producer = Producer(publisher_config(bootstrap))
-    _require_topics(producer, [physical_topic])
+    require_topics(producer, [physical_topic])
     report: list[tuple[KafkaError | None, Message]] = []
     try:
         produce(producer, physical_topic, key, value, on_delivery=lambda error, message: report.append((error, message)))
@@ -303,7 +304,7 @@ def publish_raw(bootstrap: str, physical_topic: str, key: bytes | None, value: b
     return report[0][1].partition(), report[0][1].offset()
 
 
-def _watermarks(consumer: Consumer, partition: TopicPartition, deadline: float) -> tuple[int, int]:
+def watermarks(consumer: Consumer, partition: TopicPartition, deadline: float) -> tuple[int, int]:
     """``(low, high)`` offsets of a partition as this consumer's isolation
     level sees them (for read_committed, high is the last stable offset).
     Retries the transient errors of a partition whose leader is still
@@ -345,10 +346,10 @@ def read_raw(bootstrap: str, physical_topic: str, timeout: float = 30.0, only_ke
         "fetch.wait.max.ms": 100,
     }))
     try:
-        partitions = _require_topics(consumer, [physical_topic])[physical_topic]
+        partitions = require_topics(consumer, [physical_topic])[physical_topic]
         ends: dict[int, int] = {}
         for partition in range(partitions):
-            low, high = _watermarks(consumer, TopicPartition(physical_topic, partition), deadline)
+            low, high = watermarks(consumer, TopicPartition(physical_topic, partition), deadline)
             if high > low:
                 ends[partition] = high
         records: dict[int, list[RawRecord]] = {partition: [] for partition in ends}

@@ -27,7 +27,7 @@ from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
-from recurrence_ledger.store.memory import StoreError
+from recurrence_ledger.store.base import StoreError
 from recurrence_ledger.serde import codec
 
 log = logging.getLogger("recurrence_ledger.worker")

@@ -37,7 +37,7 @@ from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.models import ReviewDecision
 from recurrence_ledger.ledger.normalize import digest, is_blank
 from recurrence_ledger.kafka.client_config import Bootstrap
-from recurrence_ledger.kafka.kafka_io import FLUSH_TIMEOUT_S, PublishError, _require_topics, produce, publisher_config, read_raw
+from recurrence_ledger.kafka.kafka_io import FLUSH_TIMEOUT_S, PublishError, require_topics, produce, publisher_config, read_raw
 from recurrence_ledger.serde.codec import AVRO, FIXED, Codec
 
 #: The statuses of a decided candidate (contract §18).
@@ -179,7 +179,7 @@ class DecisionPublisher:
         with self._lock:
             if self._producer is None:
                 producer = Producer(publisher_config(self.bootstrap))
-                _require_topics(producer, [self.topic])
+                require_topics(producer, [self.topic])
                 self._producer = producer
             try:
                 produce(self._producer, self.topic, decision["scope_id"].encode(), value, on_delivery=lambda error, message: report.append((error, message)))

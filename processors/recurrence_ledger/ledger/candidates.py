@@ -16,6 +16,7 @@ from collections.abc import Callable
 from recurrence_ledger.catalogue import ADMISSION_DECISIONS
 from recurrence_ledger.ledger import admission
 from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
 from recurrence_ledger.ledger.state import LedgerState
 
@@ -42,6 +43,7 @@ class CandidateAdmission:
 
     state: LedgerState
     config: LedgerConfig
+    hook: PolicyHook | None
     #: Scopes that received a candidate: ``flush`` decides what they still hold.
     _candidate_scopes: dict[str, None]
     _emit: Callable[[list[Emit], str, str, dict], None]
@@ -122,3 +124,5 @@ class CandidateAdmission:
         key = admission.signature_key(candidate["content"])
         near = admission.near_duplicates(state, scope_id, key, candidate["artifact_id"], self.config.near_duplicate_threshold) if key else []
         self._emit(emits, ADMISSION_DECISIONS, scope_id, admission.decision(candidate, failure_refs, missing, near))
+        if self.hook is not None:
+            self.hook.admission_decided(state, scope_id, candidate, emits[-1].value)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from recurrence_ledger.catalogue import CANDIDATE_SETS, HOLDOUT_OBSERVATIONS, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES
 from recurrence_ledger.ledger import chain, matching, verdicts, withheld
 from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.ledger.state import LedgerState
 from recurrence_ledger.ledger.streaks import count_ambiguous, count_selected, record_verdict
@@ -38,6 +39,7 @@ class OutcomeDecisions:
 
     state: LedgerState
     config: LedgerConfig
+    hook: PolicyHook | None
     #: Revisions (artifact_id, revision) the current event changed; see ``_finish_scope``.
     _revisions_touched: dict[tuple[str, int], None]
     _emit: Callable[[list[Emit], str, str, dict], None]
@@ -80,8 +82,12 @@ class OutcomeDecisions:
         state.put_nonempty(index, "pending_index", scope_id)
         return pending
 
-    def _decide_expired(self, scope: dict, scope_id: str, outcome_id: str, emits: list[Emit]) -> None:
-        """Decide a pending outcome as unlinked (missing provenance); frozen."""
+    def _decide_expired(self, scope: dict, scope_id: str, outcome_id: str, emits: list[Emit], end_of_input: bool = False) -> None:
+        """Decide a pending outcome as unlinked (missing provenance); frozen.
+        ``end_of_input``: the input ended (``flush``), not the horizon."""
+        if self.hook is not None:
+            position = self.state.get("pending", scope_id, outcome_id)["outcome"]["journal_position"]
+            self.hook.outcome_expired(self.state, scope_id, outcome_id, position, end_of_input)
         pending = self._forget_pending(scope, scope_id, outcome_id)
         waiting = self.state.get("wait", scope_id, *pending["waiting_on"], default=[])
         self.state.put_nonempty([other for other in waiting if other != outcome_id], "wait", scope_id, *pending["waiting_on"])
@@ -259,7 +265,10 @@ class OutcomeDecisions:
         if record["event"] == "recurred" and record["handoff_ref"] is not None:
             scope["linked_recurred"] = scope.get("linked_recurred", 0) + 1
         self._revisions_touched[(record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])] = None
-        return record_verdict(
+        published = record_verdict(
             self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
             record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold, linked,
         )
+        if self.hook is not None:
+            self.hook.verdict_recorded(self.state, scope_id, record, repair_surface, published)
+        return published

@@ -46,6 +46,7 @@ from recurrence_ledger.ledger import admission, causal, chain, matching, records
 from recurrence_ledger.ledger.candidates import CandidateAdmission
 from recurrence_ledger.ledger.reviews import ReviewLoop
 from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.normalize import digest, normalize
 from recurrence_ledger.ledger.outcomes import OutcomeDecisions
 from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
@@ -114,13 +115,17 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
     (``validation.check_record``; LedgerInvariantError on a bug).
     ``validate_outputs`` additionally validates every output against its full
     pydantic model (field types and bounds) — the tests turn it on; it costs
-    about 40 % of throughput.
+    about 40 % of throughput. ``hook``: a policy hook told of the core's
+    verdicts, admission decisions and expired outcomes (``ledger.hooks``;
+    what-if replays, contract §20), or None.
     """
 
-    def __init__(self, store: Store | None = None, config: LedgerConfig | None = None, validate_outputs: bool = False):
+    def __init__(self, store: Store | None = None, config: LedgerConfig | None = None, validate_outputs: bool = False,
+                 hook: PolicyHook | None = None):
         self.state = LedgerState(store)
         self.config = config or LedgerConfig()
         self.validate_outputs = validate_outputs
+        self.hook = hook
         self._scopes_touched: dict[str, None] = {}
         self._candidate_scopes: dict[str, None] = {}
         self._decision_scopes: dict[str, None] = {}
@@ -135,6 +140,11 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         self._review_dirty_at_mark: dict[str, dict[str, None]] = {}
 
     # -- public ---------------------------------------------------------------
+    @property
+    def scope_ids(self) -> list[str]:
+        """The scopes of every source event applied, in order first seen."""
+        return list(self._scopes_touched)
+
     def apply(self, kind: str, value: dict, origin: dict | None = None) -> ApplyResult:
         """Apply one validated source event of ``kind`` (an input topic name
         of contract §1, e.g. "task-outcomes").
@@ -233,7 +243,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         for scope_id in self._scopes_touched:
             scope = self.state.scope(scope_id)
             for _, outcome_id in list(self.state.get("pending_index", scope_id, default=[])):
-                self._decide_expired(scope, scope_id, outcome_id, emits)
+                self._decide_expired(scope, scope_id, outcome_id, emits, end_of_input=True)
             self._finish_scope(scope, scope_id, emits)
         for scope_id in self._candidate_scopes:
             self._expire_candidates(scope_id, None, emits, end_of_input=True)

@@ -308,12 +308,12 @@ def record_verdict(
         run_name, entries = changed
         if len(entries) >= threshold and run_name not in record["published"]:
             record["published"].append(run_name)
-            candidates.append(_candidate(state, scope_id, artifact_ref, signature_key, repair_surface, run_name, entries, threshold))
+            candidates.append(review_candidate(state, scope_id, artifact_ref, signature_key, repair_surface, run_name, entries, threshold))
     state.put(record, "streak", *parts)
     return candidates
 
 
-def _candidate(
+def review_candidate(
     state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str,
     run_name: int | None, entries: list, threshold: int,
 ) -> dict:

@@ -100,7 +100,7 @@ from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Loc
 from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
 from recurrence_ledger.read.totals import ViewTotals, view_totals
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
-from recurrence_ledger.kafka.kafka_io import _require_topics, read_raw
+from recurrence_ledger.kafka.kafka_io import require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue
@@ -319,7 +319,7 @@ class ViewFollower:
         ``exit_when_idle_s``. Raises LookupError when a followed topic does
         not exist, and ``recurrence_ledger.read.layout.LayoutError`` (before
         writing anything) when Redis holds the view in another key layout."""
-        _require_topics(self.consumer, list(self.topics))
+        require_topics(self.consumer, list(self.topics))
         try:
             self.metrics.show_reviews(self.models)
         except REDIS_DOWN_ERRORS as error:  # shown after the first batch written

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import orjson
 
-from recurrence_ledger.read.projection import RedisView, _Pending
+from recurrence_ledger.read.projection import RedisView, PendingWrite
 from recurrence_ledger.read.records import pad
 from recurrence_ledger.read.scripts import scripts
 
@@ -44,7 +44,7 @@ class FollowerView(RedisView):
         #: Scope records and revision rows left out by the guard since creation.
         self.stale_skipped = 0
 
-    def _write(self, scope_id: str, pending: _Pending, check_namespace: bool = False) -> None:
+    def _write(self, scope_id: str, pending: PendingWrite, check_namespace: bool = False) -> None:
         layout = self.layout
         write = pending.scope
         payload: dict = {"scope": None, "rows": []}

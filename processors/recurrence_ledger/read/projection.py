@@ -190,7 +190,7 @@ class _ScopeWrite:
 
 
 @dataclass
-class _Pending:
+class PendingWrite:
     """What waits to be written for one scope: its latest statistics record
     (None when only revision rows changed) and the latest row of each of its
     revisions (``revision_member`` → canonical JSON)."""
@@ -252,7 +252,7 @@ class RedisView:
             retry=Retry(NoBackoff(), 0),
             decode_responses=True,
         )
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[str, PendingWrite] = {}
         self._healthy = True
         self._failures = 0  # consecutive failed attempts
         self._retry_at = 0.0  # time.monotonic() before which submit does not try
@@ -324,9 +324,9 @@ class RedisView:
         prepared = [self._prepare(record) for record in latest.values()]
         rows = [(scope_id, member_, self._prepare_revision(record)) for (scope_id, member_), record in latest_revisions.items()]
         for write in prepared:
-            self._pending.setdefault(write.scope_id, _Pending()).scope = write
+            self._pending.setdefault(write.scope_id, PendingWrite()).scope = write
         for scope_id, member_, value in rows:
-            self._pending.setdefault(scope_id, _Pending()).revisions[member_] = value
+            self._pending.setdefault(scope_id, PendingWrite()).revisions[member_] = value
         self.flush(force=False)
 
     def flush(self, force: bool = True) -> int:
@@ -376,7 +376,7 @@ class RedisView:
         )
         return _ScopeWrite(record["scope_id"], fields, top, review)
 
-    def _write(self, scope_id: str, pending: _Pending, check_namespace: bool = False) -> None:
+    def _write(self, scope_id: str, pending: PendingWrite, check_namespace: bool = False) -> None:
         """One scope's MULTI/EXEC of its own keys (one slot): its scope keys
         (replaced) when a statistics record is pending, and the fields of its
         pending revision rows; then, for a statistics record, the scope set

@@ -20,7 +20,7 @@ from recurrence_ledger.kafka.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.catalogue import REVISION_STATISTICS, STATISTICS
 from recurrence_ledger.read.layout import mark_layout
-from recurrence_ledger.read.projection import RedisView, _Pending, revision_member
+from recurrence_ledger.read.projection import RedisView, PendingWrite, revision_member
 
 log = logging.getLogger(__name__)
 
@@ -127,10 +127,10 @@ def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", 
     started = time.monotonic()
     latest = read_statistics_topic(bootstrap, topic_prefix, timeout, codec)
     revisions = read_revision_statistics_topic(bootstrap, topic_prefix, timeout, codec)
-    prepared: dict[str, _Pending] = {}
+    prepared: dict[str, PendingWrite] = {}
     for scope_id, record in latest.items():
         try:
-            prepared[scope_id] = _Pending(scope=view._prepare(record))
+            prepared[scope_id] = PendingWrite(scope=view._prepare(record))
         except ValueError as error:
             log.warning("%s%s: record of scope %r skipped: %s", topic_prefix, STATISTICS, scope_id, str(error)[:500])
     rows = 0
@@ -143,7 +143,7 @@ def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", 
                     "%s%s: row of %r %s skipped: %s", topic_prefix, REVISION_STATISTICS, scope_id, member_, str(error)[:500]
                 )
                 continue
-            prepared.setdefault(scope_id, _Pending()).revisions[member_] = value
+            prepared.setdefault(scope_id, PendingWrite()).revisions[member_] = value
             rows += 1
     view.clear()
     mark_layout(view._client, view.layout)

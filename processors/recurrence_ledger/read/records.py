@@ -154,7 +154,7 @@ def _by_scope(chunk: list[Located]) -> dict[str, list[Located]]:
     return grouped
 
 
-def _calls(keys: Keys, topic: str, applied_field: str, chunk: list[Located], registered, history_limit: int, trend_limit: int) -> list[tuple[str, Call]]:  # noqa: ANN001
+def script_calls(keys: Keys, topic: str, applied_field: str, chunk: list[Located], registered, history_limit: int, trend_limit: int) -> list[tuple[str, Call]]:  # noqa: ANN001
     """The script calls of one chunk of one partition, each tagged with what
     its reply counts (``""``: nothing): one per scope, and for the review
     topics one for the cross-scope keys first."""
@@ -214,7 +214,7 @@ def apply_records(client: redis.Redis, keys: Keys, records: Iterable[Located], h
         group.sort(key=lambda record: record.offset)
         applied_field = keys.applied_field(topic, partition)
         for start in range(0, len(group), APPLY_CHUNK):
-            calls += _calls(keys, topic, applied_field, group[start : start + APPLY_CHUNK], registered, history_limit, trend_limit)
+            calls += script_calls(keys, topic, applied_field, group[start : start + APPLY_CHUNK], registered, history_limit, trend_limit)
     for (counted, _), applied in zip(calls, run_calls(client, [call for _, call in calls]), strict=True):
         if counted in ("candidates", "review_statuses"):
             number, measured = int(applied[0]), applied[1:]

@@ -35,7 +35,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
 from recurrence_ledger.runtime.faults import RuntimeHooks
-from recurrence_ledger.store.memory import ChangelogStore
+from recurrence_ledger.store.base import PartitionStore
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -61,7 +61,7 @@ class Recovery:
         self.changelog_topic = changelog_topic
         self.hooks = hooks or RuntimeHooks()
         self.consumer_factory = consumer_factory
-        self.pending: dict[int, ChangelogStore] = {}
+        self.pending: dict[int, PartitionStore] = {}
         self.restored: dict[int, int] = {}  #: records restored so far, per pending partition
         self.started: dict[int, float] = {}
         self._unplaced: set[int] = set()  #: pending partitions not assigned to the restore consumer yet
@@ -72,7 +72,7 @@ class Recovery:
         """True while a registered partition is not restored yet."""
         return bool(self.pending)
 
-    def add(self, partition: int, store: ChangelogStore) -> None:
+    def add(self, partition: int, store: PartitionStore) -> None:
         """Register a store to restore from changelog partition
         ``partition``, from ``store.restore_from()`` (None: the beginning)."""
         self.discard(partition)

@@ -14,6 +14,7 @@ from confluent_kafka import Message
 
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
+from recurrence_ledger.store.base import PartitionStore
 from recurrence_ledger.store.memory import ChangelogStore
 
 log = logging.getLogger("recurrence_ledger.worker")
@@ -24,9 +25,9 @@ class Task:
     the records applied since the last checkpoint (to re-apply them after
     a rollback). ``ready`` is False until its store is restored.
     ``store``: the partition's store (default: a new in-memory
-    ChangelogStore; ``rocks_store.RocksStore`` with ``--state-dir``)."""
+    ChangelogStore; ``store.rocksdb.RocksStore`` with ``--state-dir``)."""
 
-    def __init__(self, partition: int, config: LedgerConfig, store: ChangelogStore | None = None):
+    def __init__(self, partition: int, config: LedgerConfig, store: PartitionStore | None = None):
         self.partition = partition
         self.store = ChangelogStore() if store is None else store
         self.processor = LedgerProcessor(self.store, config)

@@ -70,7 +70,8 @@ from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger.intake import Coordinates
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, Checkpoint, CheckpointAborted
-from recurrence_ledger.store.memory import ChangelogStore, StoreError
+from recurrence_ledger.store.base import PartitionStore, StoreError
+from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import BatchStats, WorkerMetrics
 from recurrence_ledger.runtime.pacing import Pacer
@@ -373,7 +374,7 @@ class LedgerWorker:
             self.tasks[number] = task
             self.recovery.add(number, task.store)
 
-    def _open_store(self, number: int) -> ChangelogStore:
+    def _open_store(self, number: int) -> PartitionStore:
         """Partition ``number``'s store: in memory, or with ``state_dir`` its
         RocksDB store (opened and checked: ``rocks_store.open_store``)."""
         if self.config.state_dir is None:

@@ -11,7 +11,7 @@
   const $ = (selector) => document.querySelector(selector);
 
   // The eleven reasons of contract §17 in the contract's order
-  // (recurrence_ledger.ledger.verdicts.UNKNOWN_REASONS; tests/test_static_scripts.py keeps the two equal).
+  // (recurrence_ledger.ledger.verdicts.UNKNOWN_REASONS; tests/api/test_static_scripts.py keeps the two equal).
   const REASONS = [
     "multiple_matches", "ambiguous", "condition_empty", "condition_not_observed", "condition_unverified", "condition_duplicated",
     "check_missing", "check_unverified", "check_duplicated", "check_not_run", "check_failed",

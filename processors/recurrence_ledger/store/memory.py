@@ -34,8 +34,8 @@ Keys are the core's tuples; on the changelog they are canonical JSON arrays
 (``orjson.dumps(list(key))``), values JSON, deletions tombstones.
 
 This is the default store (small deployments; the embedded runner keeps a
-plain dict). ``store.rocksdb.RocksStore`` (``--state-dir``) has the
-same interface on RocksDB, with a local checkpoint so a restart restores
+plain dict). ``store.rocksdb.RocksStore`` (``--state-dir``), its sibling, has the
+same interface (``store.base.PartitionStore``) on RocksDB, with a local checkpoint so a restart restores
 only the changelog's tail: :meth:`ChangelogStore.restore_from`,
 :meth:`~ChangelogStore.restored`, :meth:`~ChangelogStore.reset` and
 :meth:`~ChangelogStore.close` are what recovery and the worker call on
@@ -44,34 +44,15 @@ either.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
-from recurrence_ledger.errors import RecurrenceLedgerError
-
-_DELETED = object()
+from recurrence_ledger.store.base import DELETED, PartitionStore, decode_key
 
 
-class StoreError(RecurrenceLedgerError):
-    """The local state store failed (a full disk, an I/O error, corruption
-    found by a read, a directory locked by another worker): the worker must
-    stop — never dead-letter the record it was applying, never commit
-    another transaction on top. Its committed state is on the changelog."""
-
-
-def encode_key(key: tuple) -> bytes:
-    """Changelog record key of a state key: canonical JSON array bytes."""
-    return orjson.dumps(list(key))
-
-
-def decode_key(raw: bytes) -> tuple:
-    """State key of a changelog record key (inverse of :func:`encode_key`)."""
-    return tuple(orjson.loads(raw))
-
-
-class ChangelogStore(MutableMapping):
+class ChangelogStore(PartitionStore):
     """One partition's state (module docstring).
 
     ``data``: the live state, ``{key tuple: JSON value}``. ``dirty``: keys
@@ -82,14 +63,12 @@ class ChangelogStore(MutableMapping):
     """
 
     def __init__(self) -> None:
+        super().__init__()
         self.data: dict[tuple, Any] = {}
-        self.dirty: dict[tuple, Any] = {}
-        self.before: dict[tuple, bytes | None] = {}
-        self._dirty_at_mark: dict[tuple, Any] = {}
 
     def _touch(self, key: tuple) -> None:
-        value = self.data.get(key, _DELETED)
-        self.before[key] = None if value is _DELETED else orjson.dumps(value)
+        value = self.data.get(key, DELETED)
+        self.before[key] = None if value is DELETED else orjson.dumps(value)
 
     def __getitem__(self, key: tuple) -> Any:
         if key not in self.before:
@@ -116,7 +95,7 @@ class ChangelogStore(MutableMapping):
         if key not in self.before:
             self._touch(key)
         del self.data[key]
-        self.dirty[key] = _DELETED
+        self.dirty[key] = DELETED
 
     def __iter__(self) -> Iterator[tuple]:
         return iter(self.data)
@@ -124,49 +103,12 @@ class ChangelogStore(MutableMapping):
     def __len__(self) -> int:
         return len(self.data)
 
-    # -- checkpoints ------------------------------------------------------------
-    def changes(self) -> list[tuple[bytes, bytes | None]]:
-        """Changelog records ``(key bytes, value bytes or None for a
-        tombstone)`` for every key written since the last :meth:`flushed`,
-        one per key, in first-write order."""
-        return [(encode_key(key), None if value is _DELETED else orjson.dumps(value)) for key, value in self.dirty.items()]
-
-    def flushed(self, offset: int | None = None) -> None:
-        """The changes are committed (the checkpoint's transaction is, its
-        last changelog record of this partition at ``offset``): the current
-        state is the new rollback point, with nothing to write."""
-        self.dirty.clear()
-        self.before.clear()
-        self._dirty_at_mark = {}
-
-    def mark(self) -> None:
-        """Make the current state the rollback point, keeping the pending
-        changes for the next checkpoint (e.g. the Unicode pin written right
-        after recovery, before the partition's first record)."""
-        self.before.clear()
-        self._dirty_at_mark = dict(self.dirty)
-
-    def rollback(self) -> int:
-        """Return every key touched since the rollback point to its value
-        then (a deserialized copy, as recovery would load it), and the
-        pending changes to what they were then. Returns the number of keys
-        restored."""
-        dirty = dict(self._dirty_at_mark)
-        for key, raw in self.before.items():
-            value = self._put_back(key, raw)
-            if key in dirty:  # the object marked dirty may have been mutated since: use the restored copy
-                dirty[key] = value
-        restored = len(self.before)
-        self.before.clear()
-        self.dirty = dirty
-        return restored
-
     def _put_back(self, key: tuple, raw: bytes | None) -> Any:
         """Set ``key`` to its serialized value ``raw`` at the rollback point
         (None: absent); returns the restored value (or the deletion mark)."""
         if raw is None:
             self.data.pop(key, None)
-            return _DELETED
+            return DELETED
         value = self.data[key] = orjson.loads(raw)
         return value
 

@@ -1,6 +1,6 @@
 """The RocksDB partition store (``--state-dir``): one partition's state on
 disk, with the in-memory store's interface and guarantees
-(``store.memory.ChangelogStore``: one changelog record per changed key per
+(``store.base.PartitionStore``, a sibling of ``store.memory.ChangelogStore``: one changelog record per changed key per
 transaction, rollback to the last checkpoint or mark, restore from the
 changelog), and a local checkpoint of the changelog offset it reflects, so a
 restart on the same machine restores only the changelog's tail.
@@ -10,7 +10,7 @@ database (rocksdict, the binding quixstreams uses); beside it
 ``<partition>.lock`` is held with an exclusive ``flock`` while the store is
 open, so two workers never share one directory (RocksDB's own LOCK file
 guards the database too; ours also covers a wipe). Keys are the changelog's
-record keys (canonical JSON arrays, ``store.encode_key``), values the
+record keys (canonical JSON arrays, ``store.base.encode_key``), values the
 changelog's record values: restoring copies bytes, never decodes them. Two
 local keys start with a NUL byte (a JSON array never does):
 
@@ -54,7 +54,7 @@ for free. Between checkpoints up to :data:`CACHE_KEYS`
 decoded records stay cached (hot scope records); past that the cache is
 dropped at the next checkpoint.
 
-Errors: :class:`store.StoreError` for anything the disk or RocksDB refuses
+Errors: :class:`store.base.StoreError` for anything the disk or RocksDB refuses
 (a full disk, an I/O error, another worker holding the lock) — the worker
 stops with it, never dead-letters a record for it, and never commits
 another transaction after a failed local write.
@@ -75,7 +75,7 @@ from typing import Any
 import orjson
 from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict, WriteBatch, WriteBufferManager
 
-from recurrence_ledger.store.memory import _DELETED, ChangelogStore, StoreError, decode_key, encode_key
+from recurrence_ledger.store.base import DELETED, PartitionStore, StoreError, decode_key, encode_key
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -130,15 +130,14 @@ def partition_path(state_dir: Path, changelog_topic: str, partition: int) -> Pat
     return Path(state_dir) / changelog_topic / str(partition)
 
 
-class RocksStore(ChangelogStore):
+class RocksStore(PartitionStore):
     """One partition's state in RocksDB (module docstring); open it with
     :func:`open_store`. ``cache`` holds decoded values (or the deletion
     mark) of keys touched since the last checkpoint; ``before`` and
     ``dirty`` are the in-memory store's."""
 
     def __init__(self, db: Rdict, path: Path, lock: Any, identity: dict, restore_from: int | None, reason: str | None):
-        super().__init__()
-        del self.data  # the state is in RocksDB and the cache, never in a dict of everything
+        super().__init__()  # no dict of everything: the state is in RocksDB and the cache
         self.db = db
         self.path = path
         self._lock = lock
@@ -166,11 +165,11 @@ class RocksStore(ChangelogStore):
     def _touch(self, key: tuple) -> None:
         value = self.cache.get(key, None)
         if key in self.cache:
-            self.before[key] = None if value is _DELETED else orjson.dumps(value)
+            self.before[key] = None if value is DELETED else orjson.dumps(value)
             return
         raw = self._read(key)
         self.before[key] = raw
-        self.cache[key] = _DELETED if raw is None else orjson.loads(raw)
+        self.cache[key] = DELETED if raw is None else orjson.loads(raw)
 
     def _value(self, key: tuple) -> Any:
         if key not in self.before:
@@ -179,16 +178,16 @@ class RocksStore(ChangelogStore):
 
     def __getitem__(self, key: tuple) -> Any:
         value = self._value(key)
-        if value is _DELETED:
+        if value is DELETED:
             raise KeyError(key)
         return value
 
     def get(self, key: tuple, default: Any = None) -> Any:
         value = self._value(key)
-        return default if value is _DELETED else value
+        return default if value is DELETED else value
 
     def __contains__(self, key: object) -> bool:
-        return self._value(key) is not _DELETED  # type: ignore[arg-type]
+        return self._value(key) is not DELETED  # type: ignore[arg-type]
 
     def __setitem__(self, key: tuple, value: Any) -> None:
         if key not in self.before:
@@ -198,10 +197,10 @@ class RocksStore(ChangelogStore):
         self._encoded = None
 
     def __delitem__(self, key: tuple) -> None:
-        if self._value(key) is _DELETED:
+        if self._value(key) is DELETED:
             raise KeyError(key)
-        self.cache[key] = _DELETED
-        self.dirty[key] = _DELETED
+        self.cache[key] = DELETED
+        self.dirty[key] = DELETED
         self._encoded = None
 
     def __iter__(self) -> Iterator[tuple]:
@@ -209,10 +208,10 @@ class RocksStore(ChangelogStore):
             if raw[:1] == b"\x00":
                 continue
             key = decode_key(raw)
-            if self.cache.get(key, None) is not _DELETED:
+            if self.cache.get(key, None) is not DELETED:
                 yield key
         for key, value in list(self.cache.items()):
-            if value is not _DELETED and self.db.get(encode_key(key)) is None:
+            if value is not DELETED and self.db.get(encode_key(key)) is None:
                 yield key
 
     def __len__(self) -> int:
@@ -225,7 +224,7 @@ class RocksStore(ChangelogStore):
             if raw[:1] != b"\x00":
                 state[decode_key(raw)] = orjson.loads(value)
         for key, value in self.cache.items():
-            if value is _DELETED:
+            if value is DELETED:
                 state.pop(key, None)
             else:
                 state[key] = value
@@ -233,7 +232,7 @@ class RocksStore(ChangelogStore):
 
     # -- checkpoints ----------------------------------------------------------------
     def changes(self) -> list[tuple[bytes, bytes | None]]:
-        """As ``ChangelogStore.changes``; kept until the next write, so
+        """As ``PartitionStore.changes``; kept until the next write, so
         :meth:`flushed` writes the same bytes without encoding them again."""
         self._encoded = super().changes()
         return self._encoded
@@ -264,12 +263,12 @@ class RocksStore(ChangelogStore):
             self.cache = {key: self.cache[key] for key in touched} if len(touched) <= CACHE_KEYS // 2 else {}
 
     def rollback(self) -> int:
-        """As ``ChangelogStore.rollback``, on the cache."""
+        """As ``PartitionStore.rollback``, on the cache."""
         self._encoded = None
         return super().rollback()
 
     def _put_back(self, key: tuple, raw: bytes | None) -> Any:
-        value = self.cache[key] = _DELETED if raw is None else orjson.loads(raw)
+        value = self.cache[key] = DELETED if raw is None else orjson.loads(raw)
         return value
 
     # -- recovery ---------------------------------------------------------------------

@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from recurrence_ledger.catalogue import DEAD_LETTER, SOURCE_JOURNAL
-from recurrence_ledger.embedded import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary, file_progress, journal_lines
+from recurrence_ledger.embedded.journal import journal_lines
+from recurrence_ledger.embedded.output import file_progress
+from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.processor import LedgerProcessor

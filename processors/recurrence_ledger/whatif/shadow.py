@@ -14,7 +14,7 @@ it and from the same events, what other thresholds would have published:
   threshold at once: when a verdict takes a run from that number ``before``
   to ``length``, every threshold t with ``before < t ≤ length`` publishes
   the run's candidate now, with the run's failure refs of this moment
-  (``streaks._candidate``, the core's own record). No state per threshold,
+  (``streaks.review_candidate``, the core's own record). No state per threshold,
   and no re-run of matching.
 - **Near-duplicate thresholds** (§12 rule 5). Admission never changes a
   ledger fact, and a candidate is decided at the same moment whatever the
@@ -24,9 +24,10 @@ it and from the same events, what other thresholds would have published:
   unlinked are recorded (``horizon_unlinked``), apart from those the end of
   the inputs decided (``end_unlinked``).
 
-The processor hooks three steps of the core — a terminal verdict, an
-admission decision, an outcome decided as unlinked because it waited too
-long — and changes none of them: its emits are the core's, byte for byte.
+The processor is its own policy hook (``ledger.hooks.PolicyHook``): the
+core tells it of three steps — a terminal verdict, an admission decision, an
+outcome decided as unlinked because it waited too long — and it changes none
+of them: its emits are the core's, byte for byte.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ from fractions import Fraction
 
 from recurrence_ledger.ledger import admission
 from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.processor import LedgerProcessor
-from recurrence_ledger.ledger.results import Emit
-from recurrence_ledger.ledger.streaks import HISTORY_START, _candidate
+from recurrence_ledger.ledger.state import LedgerState
+from recurrence_ledger.ledger.streaks import HISTORY_START, review_candidate
 
 
 def with_near_duplicates(decision: dict, near: list[dict]) -> dict:
@@ -55,7 +57,7 @@ def with_near_duplicates(decision: dict, near: list[dict]) -> dict:
     return record
 
 
-class WhatIfProcessor(LedgerProcessor):
+class WhatIfProcessor(LedgerProcessor, PolicyHook):
     """The core at ``config`` (the native policy), plus the review
     thresholds ``review_thresholds`` and near-duplicate thresholds
     ``near_duplicate_thresholds`` computed from the same pass (each may
@@ -75,7 +77,7 @@ class WhatIfProcessor(LedgerProcessor):
 
     def __init__(self, config: LedgerConfig, review_thresholds: Sequence[int] = (), near_duplicate_thresholds: Sequence[Fraction] = (),
                  validate_outputs: bool = False) -> None:
-        super().__init__(config=config, validate_outputs=validate_outputs)
+        super().__init__(config=config, validate_outputs=validate_outputs, hook=self)
         native_review, native_near = config.review_threshold, config.near_duplicate_threshold
         self.candidates: dict[int, list[dict]] = {native_review: []}
         self._reviews = sorted(t for t in dict.fromkeys(review_thresholds) if t != native_review)
@@ -90,27 +92,20 @@ class WhatIfProcessor(LedgerProcessor):
             self.decisions[threshold] = {}
         self.horizon_unlinked: dict[str, dict[str, int]] = {}
         self.end_unlinked: dict[str, dict[str, int]] = {}
-        self._deciding: dict[str, dict[str, int]] | None = None
 
-    @property
-    def scope_ids(self) -> list[str]:
-        """The scopes of every source event applied, in order first seen."""
-        return list(self._scopes_touched)
-
-    # -- the hooks --------------------------------------------------------------
-    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], *more: object, **named: object) -> list[dict]:
-        published = super()._verdict(scope, scope_id, record, repair_surface, emits, *more, **named)
+    # -- the policy hook (ledger.hooks.PolicyHook) --------------------------------
+    def verdict_recorded(self, state: LedgerState, scope_id: str, record: dict, repair_surface: str, published: list[dict]) -> None:
+        """The native threshold's candidates are the core's ``published``;
+        the other review thresholds' are worked out from the run."""
         self.candidates[self.config.review_threshold] += published
         if self._reviews and repair_surface == "experience_content":
-            self._other_thresholds(scope_id, record, repair_surface)
-        return published
+            self._other_thresholds(state, scope_id, record, repair_surface)
 
-    def _other_thresholds(self, scope_id: str, record: dict, repair_surface: str) -> None:
+    def _other_thresholds(self, state: LedgerState, scope_id: str, record: dict, repair_surface: str) -> None:
         """The candidates the other review thresholds publish for the run
         this verdict (just recorded by the core) lengthened or split off:
         for a recurred verdict the run it falls in (named by the avoided
         verdict before it), for an avoided one the run it opens."""
-        state = self.state
         ref, position = record["artifact_ref"], record["task_outcome_position"]
         parts = (scope_id, ref["artifact_id"], ref["revision"])
         if record["event"] == "avoided":
@@ -131,37 +126,19 @@ class WhatIfProcessor(LedgerProcessor):
         self._longest[key] = length
         for threshold in self._reviews:
             if before < threshold <= length:
-                self.candidates[threshold].append(_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold))
+                self.candidates[threshold].append(review_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold))
 
-    def _decide_candidate(self, scope_id: str, candidate: dict, emits: list[Emit]) -> None:
-        super()._decide_candidate(scope_id, candidate, emits)
-        decision = emits[-1].value
+    def admission_decided(self, state: LedgerState, scope_id: str, candidate: dict, decision: dict) -> None:
+        """The native threshold's decision is the core's; each other
+        near-duplicate threshold looks the near-duplicates up again now."""
         key = (scope_id, candidate["candidate_id"])
         self.decisions[self.config.near_duplicate_threshold][key] = decision
         if self._near:
             cue = admission.signature_key(candidate["content"])
             for threshold in self._near:
-                near = admission.near_duplicates(self.state, scope_id, cue, candidate["artifact_id"], threshold) if cue else []
+                near = admission.near_duplicates(state, scope_id, cue, candidate["artifact_id"], threshold) if cue else []
                 self.decisions[threshold][key] = with_near_duplicates(decision, near)
 
-    def _expire_pending(self, scope: dict, scope_id: str, emits: list[Emit]) -> None:
-        self._deciding = self.horizon_unlinked
-        try:
-            super()._expire_pending(scope, scope_id, emits)
-        finally:
-            self._deciding = None
-
-    def flush(self) -> list[Emit]:
-        """The end of the input (``LedgerProcessor.flush``), recording the
-        outcomes it decides unlinked."""
-        self._deciding = self.end_unlinked
-        try:
-            return super().flush()
-        finally:
-            self._deciding = None
-
-    def _decide_expired(self, scope: dict, scope_id: str, outcome_id: str, emits: list[Emit]) -> None:
-        if self._deciding is not None:
-            pending = self.state.get("pending", scope_id, outcome_id)
-            self._deciding.setdefault(scope_id, {})[outcome_id] = pending["outcome"]["journal_position"]
-        super()._decide_expired(scope, scope_id, outcome_id, emits)
+    def outcome_expired(self, state: LedgerState, scope_id: str, outcome_id: str, journal_position: int, end_of_input: bool) -> None:
+        """Recorded in ``end_unlinked`` or ``horizon_unlinked``."""
+        (self.end_unlinked if end_of_input else self.horizon_unlinked).setdefault(scope_id, {})[outcome_id] = journal_position

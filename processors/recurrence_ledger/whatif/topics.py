@@ -36,7 +36,7 @@ from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.kafka.client_config import Bootstrap, bootstrap_of, consumer_config
 from recurrence_ledger.kafka.kafka_admin import is_transient
-from recurrence_ledger.kafka.kafka_io import _require_topics, _watermarks
+from recurrence_ledger.kafka.kafka_io import require_topics, watermarks
 from recurrence_ledger.kafka.records import CoreFailure, process_message
 from recurrence_ledger.serde.codec import FIXED, Codec
 
@@ -98,14 +98,14 @@ class TopicsInput:
         }))
         names = [catalogue.physical(name, self.topic_prefix) for name in catalogue.INPUT_TOPICS]
         try:
-            counts = _require_topics(self._consumer, names)
+            counts = require_topics(self._consumer, names)
         except LookupError as error:
             self.close()
             raise LookupError(f"{error} — is the topic prefix {self.topic_prefix!r} the deployment's?") from None
         deadline = time.monotonic() + timeout
         for name in names:
             for partition in range(counts[name]):
-                low, high = _watermarks(self._consumer, TopicPartition(name, partition), deadline)
+                low, high = watermarks(self._consumer, TopicPartition(name, partition), deadline)
                 self.ranges.append(TopicRange(name, partition, low, high))
         return self
 

@@ -6,7 +6,7 @@ first, from this service (the pages' CSP allows only 'self' scripts)."""
 import re
 from pathlib import Path
 
-STATIC = Path(__file__).resolve().parent.parent / "processors" / "recurrence_ledger" / "static"
+STATIC = Path(__file__).resolve().parents[2] / "processors" / "recurrence_ledger" / "static"
 SHARED = "history-common.js"
 SCRIPT_TAG = re.compile(r'<script\s+src="([^"]+)"')
 #: An implementation of the getter: the fetch with If-None-Match.

@@ -3,7 +3,7 @@ recovery in the main loop, offsets-only batches, the in-process view
 follower, replay): real worker processes through the e2e harness, compared
 with run-journal's core on the journal without the records the worker
 dead-lettered (``embedded_without_flush``; the broker-free half of these
-tests and that reference are tests/runtime/test_adversarial.py).
+tests and that reference are tests/runtime/test_record_rollback.py).
 
 Failing when written (branch ``break``; the diagnosis is in each docstring):
 
@@ -23,22 +23,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
-import orjson
 import pytest
 
-from recurrence_ledger.store.memory import encode_key
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
-from tests.runtime.test_adversarial import BROKER_WORKLOAD, embedded_without_flush
+from tests.runtime.test_record_rollback import BROKER_WORKLOAD, embedded_without_flush
 
 # The reference of a run that dead-lettered records (internal_error,
 # oversized_output) is embedded_without_flush over the journal without them:
 # run-journal's loop without its end-of-file flush (why, and the check that
-# on the full journal it is run-journal's: tests/runtime/test_adversarial.py).
+# on the full journal it is run-journal's: tests/runtime/test_record_rollback.py).
 
 SLOW = ("--max-batch", "40")  # many transactions per run
 
@@ -244,175 +241,6 @@ def test_replaying_a_finished_run_with_parked_records_writes_nothing(parking, to
     _, parked = _assert_equals_reference_without_parked(bootstrap, topic_prefix, broker_journal, tmp_path)
     assert parked
     assert _replay_written(bootstrap, topic_prefix) == {}
-
-
-# -- offsets-only batches --------------------------------------------------------------
-
-
-def test_a_batch_of_duplicates_commits_its_offsets_and_the_batch_run_exits(topic_prefix, bootstrap, broker_journal, tmp_path):
-    """The whole journal published twice: the second copy produces nothing
-    (duplicates), yet its offsets must be committed (offsets-only
-    transactions) and a batch run must exit 0 once caught up."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from tests.e2e import harness
-
-    harness.prepare(bootstrap, topic_prefix, partitions=3)
-    harness.publish(bootstrap, broker_journal, topic_prefix)
-    harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "first.log", extra=SLOW)
-    before = harness.exported(bootstrap, topic_prefix, tmp_path / "before")
-    harness.publish(bootstrap, broker_journal, topic_prefix)  # every record again: duplicates
-    started = time.monotonic()
-    harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "second.log", extra=SLOW)
-    assert time.monotonic() - started < 40
-    after = harness.exported(bootstrap, topic_prefix, tmp_path / "after")
-    assert after == before
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": harness.physical(topic_prefix, "ledger")})
-    try:
-        source = harness.physical(topic_prefix, "source-journal")
-        for tp in consumer.committed([TopicPartition(source, p) for p in range(3)], timeout=10):
-            _, high = consumer.get_watermark_offsets(TopicPartition(source, tp.partition), timeout=10)
-            assert high - 1 <= tp.offset <= high, (tp.partition, tp.offset, high)  # at its end (a commit marker may follow)
-    finally:
-        consumer.close()
-    # A third run over nothing new exits at once.
-    started = time.monotonic()
-    harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "third.log", extra=SLOW)
-    assert time.monotonic() - started < 30
-
-
-# -- recovery in the main loop ------------------------------------------------------
-
-
-def _fill_changelog(bootstrap, prefix, partitions, per_partition):
-    """Pad every changelog partition with state records the core never
-    reads, so that a restore takes seconds."""
-    from confluent_kafka import Producer
-
-    from recurrence_ledger.kafka.kafka_admin import create_topics
-    from tests.e2e import harness
-
-    create_topics(bootstrap, partitions, prefix, extra=[("ledger-ledger-state-changelog", {"cleanup.policy": "compact"})])
-    topic = harness.physical(prefix, "ledger-ledger-state-changelog")
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
-    pad = orjson.dumps({"pad": "x" * 40})
-    for partition in range(partitions):
-        for number in range(per_partition):
-            producer.produce(topic, key=encode_key(("padding", partition, number)), value=pad, partition=partition)
-            if number % 20_000 == 0:
-                producer.poll(0)
-    assert producer.flush(120) == 0
-
-
-def test_kill_during_a_long_restore_then_a_rebalance_while_restoring_then_scale_back(topic_prefix, bootstrap, broker_journal, tmp_path):
-    from tests.e2e import harness
-
-    harness.prepare(bootstrap, topic_prefix, partitions=3)
-    _fill_changelog(bootstrap, topic_prefix, 3, 150_000)
-    harness.publish(bootstrap, broker_journal, topic_prefix)
-    first_log, second_log = tmp_path / "w1.log", tmp_path / "w2.log"
-    crashed = _start(bootstrap, topic_prefix, first_log, fault="restoring:200000", idle_exit=None)
-    assert crashed.wait(timeout=60) == -9
-    first = _start(bootstrap, topic_prefix, first_log, idle_exit=6)
-    harness.wait_until(lambda: first_log.read_text().count("assigned partitions") >= 2, 30, "the first worker's second assignment")
-    second = _start(bootstrap, topic_prefix, second_log, instance="w2", idle_exit=None)
-    harness.wait_until(lambda: "restored:" in second_log.read_text(), 40, "the second worker's restore")
-    second.terminate()  # leaves mid-run: the first takes its partitions back (static member: after the session timeout)
-    assert second.wait(timeout=30) == 0, second_log.read_text()[-3000:]
-    assert harness.wait_exit(first, 90, first_log) == 0
-    print(first_log.read_text()[-2500:])
-    from tests.e2e.test_faults import assert_exactly_once
-
-    reference = harness.embedded(broker_journal, tmp_path / "reference")
-    assert_exactly_once(bootstrap, topic_prefix, reference, tmp_path / "kafka")
-    assert _replay_written(bootstrap, topic_prefix) == {}
-
-
-# -- the in-process view follower -------------------------------------------------
-
-
-def _assert_redis_holds(redis_url, prefix, kafka) -> None:
-    from recurrence_ledger.read.projection import RedisView
-    from recurrence_ledger.read.keys import default_namespace
-    from tests.e2e import harness
-
-    view = RedisView(redis_url, namespace=default_namespace(prefix))
-    try:
-        wrong = {scope: (view.read(scope), record) for scope, record in harness.last_statistics(kafka["recurrence-statistics"]).items()
-                 if view.read(scope) != record}
-    finally:
-        view.close()
-    assert not wrong, f"{len(wrong)} scope(s) behind in Redis: {sorted(wrong)}"
-
-
-@pytest.mark.parametrize("idle_exit", [0.2, 1.0])
-def test_after_a_short_batch_run_redis_holds_the_final_views(idle_exit, topic_prefix, bootstrap, redis_url, broker_journal, tmp_path):
-    """A batch run that exits soon after its last commit: the follower
-    thread, drained on exit, must have applied every committed view record
-    (it may have joined its group late, or be between two polls)."""
-    from tests.e2e import harness
-
-    harness.prepare(bootstrap, topic_prefix, partitions=3)
-    harness.publish(bootstrap, broker_journal, topic_prefix)
-    log = tmp_path / "worker.log"
-    try:
-        worker = _start(bootstrap, topic_prefix, log, idle_exit=idle_exit, redis_url=redis_url, extra=())
-        assert harness.wait_exit(worker, 60, log) == 0
-        kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
-        _assert_redis_holds(redis_url, topic_prefix, kafka)
-    finally:
-        harness.remove_prefix(bootstrap, topic_prefix, redis_url)
-
-
-@pytest.mark.serial  # times the ledger and the exit: nothing else may load the machine meanwhile
-def test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger(topic_prefix, bootstrap, redis_server, broker_journal, tmp_path):
-    """A Redis of this test's own (never the shared one) goes down after the
-    follower wrote the first half's views; the second half is published
-    then. The ledger must process it as fast as with Redis up, exactly
-    once, and the batch run must exit 0 — without waiting long on a Redis
-    that is gone.
-
-    Observed: the ledger completes 0.4 s after the publish, exit code 0,
-    but the process exits ~68 s later: run_worker (processors/recurrence_ledger/runtime/
-    worker.py:758-762) joins the follower for FOLLOWER_DRAIN_S = 60 s
-    although the follower is in its Redis back-off and cannot progress.
-    Fix: give up the drain at once (or after a few seconds) while
-    ``follower.redis_ok`` is False."""
-    from recurrence_ledger.read.projection import RedisView
-    from recurrence_ledger.read.keys import default_namespace
-    from tests.e2e import harness
-    from tests.e2e.test_faults import assert_exactly_once
-
-    server = redis_server()  # stopped by the fixture, whatever happens
-    redis_url = server.url
-    lines = broker_journal.read_text().splitlines(keepends=True)
-    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    first.write_text("".join(lines[: len(lines) // 2]))
-    second.write_text("".join(lines[len(lines) // 2 :]))
-    server.start()
-    harness.prepare(bootstrap, topic_prefix, partitions=3)
-    harness.publish(bootstrap, first, topic_prefix)
-    log = tmp_path / "worker.log"
-    worker = _start(bootstrap, topic_prefix, log, redis_url=redis_url, idle_exit=8)
-    view = RedisView(redis_url, namespace=default_namespace(topic_prefix))
-    harness.wait_until(lambda: view.read("scope-00000") is not None, 30, "the follower's first views")
-    view.close()
-    server.stop()
-    harness.publish(bootstrap, second, topic_prefix)
-    published = time.monotonic()
-    reference = harness.embedded(broker_journal, tmp_path / "reference")
-    observations = harness.physical(topic_prefix, "recurrence-observations")
-    want = len(harness.lines(reference["recurrence-observations"]))
-    harness.wait_until(lambda: harness.count_records(bootstrap, observations) >= want, 30, "the ledger's outputs with Redis down")
-    caught_up = time.monotonic() - published
-    code = worker.wait(timeout=120)
-    exited = time.monotonic() - published
-    print(f"ledger complete {caught_up:.1f} s after the second half was published, worker exited after {exited:.1f} s; "
-          f"log tail:\n{log.read_text()[-1200:]}")
-    assert code == 0
-    assert_exactly_once(bootstrap, topic_prefix, reference, tmp_path / "kafka")
-    assert caught_up < 15
-    assert exited - caught_up < 30, f"the batch run exited {exited - caught_up:.0f} s after its ledger was complete (Redis down)"
 
 
 @pytest.mark.serial  # a time budget: nothing else may load the machine meanwhile

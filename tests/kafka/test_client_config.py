@@ -173,10 +173,10 @@ def test_one_properties_file_carries_kafka_and_schema_registry_settings(tmp_path
     connection = load_connection(None, path, {})
     assert connection.bootstrap == "broker:9094"
     assert not any(key.startswith(("schema.registry", "basic.auth", "auto.register")) for key in connection.settings)
-    registry = cli._registry(None, None, path)
+    registry = cli.command_registry(None, None, path)
     assert registry is not None and registry.url == "https://registry:8081/apis/ccompat/v7"
     assert registry.auto_register is False
-    assert cli._registry(None, None, None) is None
+    assert cli.command_registry(None, None, None) is None
 
 
 def test_every_consumer_reads_committed_records_and_every_producer_is_idempotent():

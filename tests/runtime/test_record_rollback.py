@@ -3,7 +3,7 @@
 rollback, random batch boundaries, several failing records per batch,
 restarts from a simulated compacted changelog), compared with a run that
 never saw the failed records; and the reference the broker tests of
-tests/e2e/test_runtime_adversarial.py compare the worker with.
+tests/e2e/test_parked_records.py compare the worker with.
 
 Failing when written (branch ``break``; the diagnosis is in each docstring):
 
@@ -28,7 +28,7 @@ from recurrence_ledger.ledger import processor as processor_module
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import pin_unicode_version
 from recurrence_ledger.kafka.kafka_io import prepare_line
-from recurrence_ledger.store.memory import encode_key
+from recurrence_ledger.store.base import encode_key
 from recurrence_ledger.kafka.records import process_message
 from recurrence_ledger.runtime.task import Task
 from recurrence_ledger.catalogue import LEDGER_TOPICS, VIEW_TOPICS
@@ -270,7 +270,7 @@ def test_many_oversized_records_in_one_batch_do_not_make_the_batch_quadratic():
 # ------------------------------------------------------------------ the broker tests' reference
 #
 # The reference of a worker run that dead-lettered records (internal_error,
-# oversized_output; tests/e2e/test_runtime_adversarial.py) is the embedded
+# oversized_output; tests/e2e/test_parked_records.py) is the embedded
 # core over the journal without them. The end of a journal file is the
 # provenance horizon for run-journal (it decides what is still pending,
 # contract §5); a worker has no end of input. Dropping a receipt or a

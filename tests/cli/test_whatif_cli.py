@@ -137,7 +137,7 @@ def test_the_packaged_example_at_threshold_one_adds_the_run_of_revision_1_after_
     and EXP-mock-server r1, the first runs of each); at 1 they are the same
     candidates (a candidate is named by its run), and r1's run after its
     avoided verdict at position 4, one recurrence long, is the one added."""
-    result = invoke("what-if", str(Path(__file__).parents[1] / "processors/recurrence_ledger/examples/openapi_drift.jsonl"),
+    result = invoke("what-if", str(Path(__file__).parents[2] / "processors/recurrence_ledger/examples/openapi_drift.jsonl"),
                     "--out", str(tmp_path), "--review-threshold", "1")
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())

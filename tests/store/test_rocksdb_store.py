@@ -6,7 +6,7 @@ must not be used (missing, corrupt, another partition's or deployment's,
 another incarnation of the changelog topic, too old, locked).
 
 The adversarial runs drive the real core through ``Task`` as
-tests/runtime/test_adversarial.py does, with restarts that reopen the
+tests/runtime/test_record_rollback.py does, with restarts that reopen the
 store and restore only the changelog's tail (an append-only changelog with
 offsets stands in for the topic), and with kills between the Kafka commit
 and the local write; each must end in the state of a run that never
@@ -25,9 +25,10 @@ from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.state import pin_unicode_version
 from recurrence_ledger.store import rocksdb as rocks_store
 from recurrence_ledger.store.rocksdb import RocksStore, open_store, partition_path
-from recurrence_ledger.store.memory import ChangelogStore, StoreError, encode_key
+from recurrence_ledger.store.base import StoreError, encode_key
+from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.runtime.task import Task
-from tests.runtime.test_adversarial import Simulated, journal_records, random_plan
+from tests.runtime.test_record_rollback import Simulated, journal_records, random_plan
 
 TOPIC = "dep.app-ledger-state-changelog"
 TOPIC_ID = "m6hc71qMSnqnIsRQcjwLgw"
@@ -227,7 +228,7 @@ def test_two_processes_cannot_open_one_partition(tmp_path):
 
     store = opened(tmp_path)
     code = (
-        "import sys; from recurrence_ledger.store.rocksdb import open_store; from recurrence_ledger.store.memory import StoreError\n"
+        "import sys; from recurrence_ledger.store.rocksdb import open_store; from recurrence_ledger.store.base import StoreError\n"
         f"try: open_store(sys.argv[1], {TOPIC!r}, 0, {TOPIC_ID!r}, lock_wait_s=0.5)\n"
         "except StoreError as e: print(e); sys.exit(7)\n"
     )

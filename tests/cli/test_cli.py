@@ -117,7 +117,7 @@ def test_run_takes_the_worker_options_and_passes_them_to_the_kafka_worker(monkey
     started = []
     monkeypatch.setattr(worker, "run_worker", started.append)
     # No broker here: the connection check is the secured-broker tests' concern.
-    monkeypatch.setattr(cli_run, "_connect", lambda bootstrap, kafka_config: bootstrap)
+    monkeypatch.setattr(cli_run, "kafka_connection", lambda bootstrap, kafka_config: bootstrap)
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
     monkeypatch.delenv("REDIS_URL", raising=False)  # a Redis URL adds the view follower (the next test)
     settings.cache_clear()
@@ -149,7 +149,7 @@ def test_a_kafka_config_file_alone_makes_run_the_worker(monkeypatch, tmp_path):
     properties.write_text("bootstrap.servers=broker.example:9092\n")
     started = []
     monkeypatch.setattr(worker, "run_worker", started.append)
-    monkeypatch.setattr(cli_run, "_connect", lambda bootstrap, kafka_config: f"{bootstrap}|{kafka_config}")
+    monkeypatch.setattr(cli_run, "kafka_connection", lambda bootstrap, kafka_config: f"{bootstrap}|{kafka_config}")
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.setenv("KAFKA_CONFIG_FILE", str(properties))
@@ -175,7 +175,7 @@ def test_a_redis_url_runs_the_worker_with_its_view_follower_beside_it(monkeypatc
     alone, with_follower = [], []
     monkeypatch.setattr(worker, "run_worker", alone.append)
     monkeypatch.setattr(beside, "run_worker_with_follower", lambda config, redis_url: with_follower.append((config, redis_url)))
-    monkeypatch.setattr(cli_run, "_connect", lambda bootstrap, kafka_config: bootstrap)
+    monkeypatch.setattr(cli_run, "kafka_connection", lambda bootstrap, kafka_config: bootstrap)
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
     monkeypatch.delenv("REDIS_URL", raising=False)
     settings.cache_clear()
@@ -498,7 +498,7 @@ def test_replay_prints_a_readable_summary_and_json(monkeypatch):
     from recurrence_ledger.runtime import replay
 
     monkeypatch.setattr(replay, "run_replay", lambda *args, **kwargs: replay_summary(kwargs["dry_run"]))
-    monkeypatch.setattr(cli_replay, "_connect", lambda bootstrap, kafka_config: bootstrap)  # no broker in this test
+    monkeypatch.setattr(cli_replay, "kafka_connection", lambda bootstrap, kafka_config: bootstrap)  # no broker in this test
     result = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1"])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-3:] == [

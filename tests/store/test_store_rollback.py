@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.store.memory import ChangelogStore, decode_key, encode_key
+from recurrence_ledger.store.base import decode_key, encode_key
+from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.kafka.records import process_message
 from recurrence_ledger.runtime.task import Task
 from tests.conftest import CASE_NAMES, case

@@ -1,0 +1,162 @@
+"""contract §11: the embedded runner — a journal file in, one JSON Lines file
+per output topic out, through the same core as the Kafka worker.
+
+Each output line is the record value as canonical JSON (contract §4), so two
+runs over the same input produce byte-identical files (contract §10).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from recurrence_ledger.embedded.journal import journal_lines
+from recurrence_ledger.embedded.output import file_progress
+from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
+from recurrence_ledger.ledger.normalize import canonical_json_line
+from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
+from recurrence_ledger.catalogue import (
+    ADMISSION_DECISIONS, DEAD_LETTER, MATCHES, OBSERVATIONS, OUTPUT_TOPICS, REVIEW_STATUS, SOURCE_JOURNAL, STATISTICS,
+)
+
+#: Output topics the summary only counts.
+_FACTS = frozenset({MATCHES, OBSERVATIONS})
+
+#: Dead-letter coordinates topic for records read from a journal file: the
+#: file is a copy of the source-journal topic (contract §1).
+
+#: Journal records per batch of the views (contract §8, §11): the view files
+#: get at most one record per changed key every this many records, and at the
+#: end of the file (``--view-batch``).
+DEFAULT_VIEW_BATCH = 1_000
+
+
+@dataclass
+class RunSummary:
+    """What a run produced: records per output topic, each scope's last
+    statistics record (its current view, contract §11), each review
+    candidate's last ReviewStatus row (``review_status``, keyed by
+    (scope_id, candidate_id), contract §18) and admission counts:
+    ``admission`` maps "accepted", "rejected", "near_duplicates" (decisions
+    listing any) and each rejection reason code to a count;
+    ``dead_letter_reasons`` counts dead letters by reason code."""
+
+    records: dict[str, int] = field(default_factory=lambda: {topic: 0 for topic in OUTPUT_TOPICS})
+    statistics: dict[str, dict] = field(default_factory=dict)
+    review_status: dict[tuple[str, str], dict] = field(default_factory=dict)
+    admission: Counter = field(default_factory=Counter)
+    lines: int = 0
+    dead_letter_reasons: Counter = field(default_factory=Counter)
+
+    @property
+    def dead_letters(self) -> int:
+        """Records sent to dead-letter."""
+        return self.records[DEAD_LETTER]
+
+
+class JsonlSink:
+    """Writes emits to ``DIR/<topic>.jsonl`` (one file per output topic, always created)."""
+
+    def __init__(self, out_dir: Path, stack: contextlib.ExitStack):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.files: dict[str, BinaryIO] = {
+            topic: stack.enter_context(open(out_dir / f"{topic}.jsonl", "wb")) for topic in OUTPUT_TOPICS
+        }
+
+    def write(self, emits: Iterable[Emit], summary: RunSummary) -> None:
+        """Append each emit's value as one canonical JSON line."""
+        files, records = self.files, summary.records
+        for emit in emits:
+            files[emit.topic].write(canonical_json_line(emit.value))
+            records[emit.topic] += 1
+            if emit.topic in _FACTS:
+                continue
+            if emit.topic == STATISTICS:
+                summary.statistics[emit.value["scope_id"]] = emit.value
+            elif emit.topic == REVIEW_STATUS:
+                summary.review_status[(emit.value["scope_id"], emit.value["candidate_id"])] = emit.value
+            elif emit.topic == DEAD_LETTER:
+                summary.dead_letter_reasons[emit.value["reason"]] += 1
+            elif emit.topic == ADMISSION_DECISIONS:
+                summary.admission.update([emit.value["decision"], *emit.value["reasons"]])
+                summary.admission["near_duplicates"] += bool(emit.value["near_duplicates"])
+
+
+def run_journal(
+    journal: Path,
+    out_dir: Path,
+    config: LedgerConfig | None = None,
+    show_progress: bool = True,
+    validate_outputs: bool = False,
+    view_batch: int = DEFAULT_VIEW_BATCH,
+) -> RunSummary:
+    """Process ``journal`` (JSON Lines, ``docs/journals.md``) and write
+    ``out_dir/<topic>.jsonl`` for every output topic of contract §1.
+
+    The end of the file counts as the provenance horizon passing for every
+    outcome still pending (contract §5). Bad lines go to
+    ``dead-letter.jsonl`` with their line number as offset; processing goes
+    on. Ledger facts are written as their events cause them; the view files
+    (``recurrence-statistics``, ``revision-statistics``) get the changed
+    keys' latest values every ``view_batch`` journal records (valid or not)
+    and at the end of the file (contract §8, ``LedgerProcessor.end_batch``).
+    ``validate_outputs`` validates every output against its pydantic
+    model (tests). Raises ValueError for ``view_batch`` < 1, OSError if the
+    journal cannot be read or the output written.
+    """
+    if view_batch < 1:
+        raise ValueError("view_batch must be ≥ 1")
+    processor = LedgerProcessor(config=config, validate_outputs=validate_outputs)
+    summary = RunSummary()
+    size = journal.stat().st_size
+    with contextlib.ExitStack() as stack:
+        sink = JsonlSink(out_dir, stack)
+        handle = stack.enter_context(open(journal, "rb"))
+        progress = stack.enter_context(file_progress(show_progress))
+        task = progress.add_task(journal.name, total=size)
+        stack.callback(gc.unfreeze)
+        for number, line in journal_lines(handle):
+            summary.lines += 1
+            sink.write(ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)), summary)
+            if summary.lines % view_batch == 0:
+                sink.write(processor.end_batch(), summary)
+                # What survived the batch is the growing state: out of the
+                # collector's generations, so its collections stay the size
+                # of a batch (the worker does the same at every checkpoint;
+                # the core makes no cyclic garbage). Unfrozen at the end.
+                gc.freeze()
+            if number % 512 == 0:
+                progress.update(task, completed=handle.tell())
+        sink.write(processor.flush(), summary)
+        sink.write(processor.end_batch(), summary)
+        progress.update(task, completed=size)
+    return summary
+
+
+def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> tuple[list[tuple[str, dict]], dict[str, list[dict]]]:
+    """Run a journal in memory: ``(valid source events as (kind, canonical
+    value), output records per topic)`` — what ``explain`` reads when it is
+    pointed at a journal file instead of Kafka. Bad lines are skipped (they
+    are in the dead-letter list of the outputs)."""
+    from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, validate
+
+    processor = LedgerProcessor(config=config)
+    events: list[tuple[str, dict]] = []
+    outputs: dict[str, list[dict]] = {topic: [] for topic in OUTPUT_TOPICS}
+    with open(journal, "rb") as handle:
+        for number, line in journal_lines(handle):
+            try:
+                kind, value = decode_journal_line(line)
+                events.append((kind, validate(kind, value)))
+            except BadRecord:
+                pass
+            for emit in ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)):
+                outputs[emit.topic].append(emit.value)
+    for emit in [*processor.flush(), *processor.end_batch()]:
+        outputs[emit.topic].append(emit.value)
+    return events, outputs

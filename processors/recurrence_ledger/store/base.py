@@ -1,0 +1,144 @@
+"""The partition store's interface (quixstreams' ``state/base``): what every
+store of one input partition's state keeps, whatever holds the data.
+
+The core (``recurrence_ledger.ledger``) reads and writes its state through a
+``MutableMapping[tuple, JSON value]`` (docs/contract.md §3). A
+:class:`PartitionStore` is that mapping, plus
+
+- the changes since the last checkpoint (:meth:`~PartitionStore.changes`:
+  one changelog record per changed key, in first-write order; written to the
+  compacted changelog topic in the same Kafka transaction as the outputs
+  they produced), made the new rollback point by
+  :meth:`~PartitionStore.flushed`;
+- a rollback to the start of the open batch (:meth:`~PartitionStore.mark`,
+  :meth:`~PartitionStore.rollback`): every key the batch touched back to its
+  value at the rollback point, from the serialized copy the store took the
+  first time the batch touched it;
+- recovery from the changelog (:meth:`~PartitionStore.restore_from`,
+  :meth:`~PartitionStore.restore`, :meth:`~PartitionStore.restored`,
+  :meth:`~PartitionStore.reset`) and :meth:`~PartitionStore.close`.
+
+Two siblings implement it: :class:`recurrence_ledger.store.memory.ChangelogStore`
+(a dict; the default) and :class:`recurrence_ledger.store.rocksdb.RocksStore`
+(RocksDB with a local checkpoint, ``--state-dir``). One test suite
+(``tests/store/test_partition_store_contract.py``) runs on both.
+
+Keys are the core's tuples; on the changelog they are canonical JSON arrays
+(:func:`encode_key`), values JSON, deletions tombstones.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import MutableMapping
+from typing import Any
+
+import orjson
+
+from recurrence_ledger.errors import RecurrenceLedgerError
+
+#: The mark of a deleted key in a store's ``dirty`` changes (and caches).
+DELETED = object()
+
+
+class StoreError(RecurrenceLedgerError):
+    """The local state store failed (a full disk, an I/O error, corruption
+    found by a read, a directory locked by another worker): the worker must
+    stop — never dead-letter the record it was applying, never commit
+    another transaction on top. Its committed state is on the changelog."""
+
+
+def encode_key(key: tuple) -> bytes:
+    """Changelog record key of a state key: canonical JSON array bytes."""
+    return orjson.dumps(list(key))
+
+
+def decode_key(raw: bytes) -> tuple:
+    """State key of a changelog record key (inverse of :func:`encode_key`)."""
+    return tuple(orjson.loads(raw))
+
+
+class PartitionStore(MutableMapping, ABC):
+    """One partition's state (module docstring). ``dirty``: keys written
+    since the last :meth:`flushed`, with their last value (or
+    :data:`DELETED`). ``before``: serialized value at the rollback point (the
+    last :meth:`flushed` or :meth:`mark`) of every key touched since then
+    (None when the key did not exist). A store records ``before`` in
+    :meth:`_touch` and puts it back in :meth:`_put_back`."""
+
+    def __init__(self) -> None:
+        self.dirty: dict[tuple, Any] = {}
+        self.before: dict[tuple, bytes | None] = {}
+        self._dirty_at_mark: dict[tuple, Any] = {}
+
+    @abstractmethod
+    def _touch(self, key: tuple) -> None:
+        """Record ``key``'s serialized value at the rollback point in ``before``."""
+
+    @abstractmethod
+    def _put_back(self, key: tuple, raw: bytes | None) -> Any:
+        """Set ``key`` to its serialized value ``raw`` at the rollback point
+        (None: absent); returns the restored value (or :data:`DELETED`)."""
+
+    # -- checkpoints ------------------------------------------------------------
+    def changes(self) -> list[tuple[bytes, bytes | None]]:
+        """Changelog records ``(key bytes, value bytes or None for a
+        tombstone)`` for every key written since the last :meth:`flushed`,
+        one per key, in first-write order."""
+        return [(encode_key(key), None if value is DELETED else orjson.dumps(value)) for key, value in self.dirty.items()]
+
+    def flushed(self, offset: int | None = None) -> None:
+        """The changes are committed (the checkpoint's transaction is, its
+        last changelog record of this partition at ``offset``): the current
+        state is the new rollback point, with nothing to write."""
+        self.dirty.clear()
+        self.before.clear()
+        self._dirty_at_mark = {}
+
+    def mark(self) -> None:
+        """Make the current state the rollback point, keeping the pending
+        changes for the next checkpoint (e.g. the Unicode pin written right
+        after recovery, before the partition's first record)."""
+        self.before.clear()
+        self._dirty_at_mark = dict(self.dirty)
+
+    def rollback(self) -> int:
+        """Return every key touched since the rollback point to its value
+        then (a deserialized copy, as recovery would load it), and the
+        pending changes to what they were then. Returns the number of keys
+        restored."""
+        dirty = dict(self._dirty_at_mark)
+        for key, raw in self.before.items():
+            value = self._put_back(key, raw)
+            if key in dirty:  # the object marked dirty may have been mutated since: use the restored copy
+                dirty[key] = value
+        restored = len(self.before)
+        self.before.clear()
+        self.dirty = dirty
+        return restored
+
+    # -- recovery ---------------------------------------------------------------
+    @abstractmethod
+    def restore_from(self) -> int | None:
+        """The changelog offset recovery starts at (None: the beginning)."""
+
+    @abstractmethod
+    def restore(self, key: bytes, value: bytes | None, offset: int | None = None) -> None:
+        """Apply one changelog record (recovery; not a change to write back)."""
+
+    @abstractmethod
+    def restored(self, end: int | None = None) -> None:
+        """Recovery reached the changelog's end (``end``: the offset of the
+        next record to be written), or a batch of restored records is done."""
+
+    @abstractmethod
+    def reset(self, reason: str) -> None:
+        """Forget the state (recovery then restores the whole changelog)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """The partition is revoked or the worker stops."""
+
+    @abstractmethod
+    def snapshot(self) -> dict[tuple, Any]:
+        """The whole current state, decoded."""
