@@ -41,7 +41,8 @@ def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):
 def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     result = run_cli("run", "--out", str(tmp_path), columns=300)  # the summary line on one line
     assert result.returncode == 0, result.stderr
-    last = json.loads((tmp_path / "recurrence-statistics.jsonl").read_text().splitlines()[-1])
+    by_scope = {record["scope_id"]: record for record in map(json.loads, (tmp_path / "recurrence-statistics.jsonl").read_text().splitlines())}
+    last = by_scope["billing-api"]
     # The minimum checkable evidence case, in our own words: r1 selected three
     # times (avoided, recurred, unknown), r2 recurring on three unlinked
     # outcomes, its fix r3 selected and avoided, and EXP-mock-server r1
@@ -73,8 +74,12 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
         "1 accepted",
         "1 rejected — reasons: cue_restates_outcome, missing_repair_surface, no_failure_evidence",
         "1 with near-duplicate suggestions",
-        f"24 journal records → {counts}",
+        f"39 journal records → {counts}",
     ]
+    # checkout-web (contract §21): a lesson withheld from half of the tasks, recurring in 4 of 5 without it and 1 of 5 with it
+    assert [line for line in lines if line.startswith("effect ")] == [
+        "effect EXP-flag-snapshot r1: helps, probability_helps 0.9600 (treated 1 of 5 recurred, withheld 4 of 5)"]
+    assert (by_scope["checkout-web"]["withheld"], by_scope["checkout-web"]["effects"]["helps"]) == (5, 1)
     assert "review-candidates 2," in counts and "review-status 2," in counts and "dead-letter 0" in counts
     assert f"output files: {tmp_path.resolve()}/<topic>.jsonl" in result.stdout
 
