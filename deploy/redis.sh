@@ -78,8 +78,10 @@ CLIENT_DIR="$RUN_DIR/client"
 # granted (redis-py ignores the refusal).
 # ledger, the writer: worker, view rebuild, view clear, rebuild --redis-url.
 LEDGER_ACL="resetkeys ~rl:* resetchannels -@all +ping +select +multi +exec +discard +exists +del +unlink +get +set +hset +hdel +hincrby +hget +hmget +hgetall +hvals +zadd +zrem +zremrangebyrank +zscore +zcard +zcount +zrange +zrevrange +zrangebyscore +zrevrangebyscore +sadd +scard +smembers +scan +evalsha +eval +script|load +script|exists"
-# dashboard, the reader: serve, rank, stats; read-only key access (%R~).
-DASHBOARD_ACL="resetkeys %R~rl:* resetchannels -@all +ping +select +multi +exec +discard +get +hget +hmget +hgetall +smembers +scard +zrange +zrevrange +zrangebyscore +zrevrangebyscore +zcard +zcount +zscore +evalsha_ro +script|load +script|exists"
+# dashboard, the reader: serve, rank, stats; read-only key access (%R~) but
+# for the answers of idempotent review decisions (SET NX EX, DEL: %RW~ on
+# the decision-request keys only; recurrence_ledger.api.idempotency).
+DASHBOARD_ACL="resetkeys %R~rl:* %RW~rl:*:decision-request:* resetchannels -@all +ping +select +multi +exec +discard +get +set +del +hget +hmget +hgetall +smembers +scard +zrange +zrevrange +zrangebyscore +zrevrangebyscore +zcard +zcount +zscore +evalsha_ro +script|load +script|exists"
 
 running_pid() {
     service_pid "redis-server"

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
+from recurrence_ledger.ledger.normalize import normalize
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
+from recurrence_ledger.ledger.streaks import review_candidate_id
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
 
 
@@ -126,6 +128,51 @@ def causal_order(order: list[dict]) -> list[dict]:
             arrived.append(waiting.pop(index))
             break
     return arrived
+
+
+def stale_selection_journal(scope: str) -> list[dict]:
+    """E1 r1 cited by H1 (received through R1), Task Outcomes selecting it
+    at positions 10, 20 and 30, and E1 r2 at position 15 (the fifth
+    record): in journal order the selections at 20 and 30 are stale
+    (contract §14)."""
+    return [
+        experience(scope, 1, "E1"), handoff(scope, 2, "H1", [("E1", 1)]), receipt(scope, 3, "R1", "H1"),
+        outcome(scope, 10, "O10", status="completed", receipt_id="R1"),
+        experience(scope, 15, "E1", revision=2),
+        *(outcome(scope, p, f"O{p}", status="completed", receipt_id="R1") for p in (20, 30)),
+    ]
+
+
+def fix_journal(scope: str, history: list[bool], approve: bool, fix_surface: str = "experience_content") -> list[dict]:
+    """A candidate and its fix revision (contract §18): E1 r1, three
+    unlinked recurrences of its cue (positions 5–7, its first run: the
+    candidate), E1 r2 (position 20, repair surface ``fix_surface``) cited
+    by H2 and received through R2, and one linked Task Outcome of r2 per
+    ``history`` entry (True: recurred, False: avoided) at positions 30, 40,
+    …; with ``approve`` a decision at the end approves the candidate with
+    fix r2 (else the candidate is superseded by r2: its repair is r2's too)."""
+    cue = "port already bound"
+    records = [
+        experience(scope, 1, "E1", cue=cue),
+        *(outcome(scope, p, f"U{p}", checks=[check(cue)]) for p in (5, 6, 7)),
+        experience(scope, 20, "E1", revision=2, cue=cue, surface=fix_surface),
+        handoff(scope, 21, "H2", [("E1", 2)]), receipt(scope, 22, "R2", "H2"),
+    ]
+    for number, recurred in enumerate(history):
+        p = 30 + 10 * number
+        if recurred:
+            records.append(outcome(scope, p, f"O{p}", receipt_id="R2", checks=[check(cue)]))
+        else:
+            records.append(outcome(scope, p, f"O{p}", status="completed", receipt_id="R2",
+                                   observations=[claim("tests started in sandbox")], checks=[check("ports free before pytest", status="passed")]))
+    if approve:
+        candidate = review_candidate_id(scope, {"family": "experience", "artifact_id": "E1", "revision": 1}, normalize(cue), None)
+        records.append({"topic": "review-decisions", "value": {
+            "scope_id": scope, "decision_id": "D1", "candidate_id": candidate, "journal_position": 30 + 10 * len(history),
+            "decision": "approved", "reason": None, "reviewer": "rev-1", "decided_at": "2025-03-01T09:00:00Z",
+            "fix_revision": {"family": "experience", "artifact_id": "E1", "revision": 2},
+        }})
+    return records
 
 
 def mutated(record: dict, path: Sequence, value: Any = None, *, delete: bool = False) -> dict:

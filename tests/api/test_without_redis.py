@@ -34,7 +34,7 @@ def test_the_routes_are_the_documented_ones():
     # A new endpoint gets the checks of tests/e2e/test_read_access.py by itself; its bounds go into docs/results.md.
     # (/openapi.json and the static files are fixed documents outside FastAPI's routes.)
     assert sorted(route.path for route in api_routes()) == sorted([
-        "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/healthz", "/holdout/assign",
+        "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/healthz", "/holdout/assign", "/field-catalogue",
         "/scopes", "/scopes/{scope:path}/review-candidates", "/scopes/{scope:path}/revisions", "/scopes/{scope:path}/statistics",
     ])
 
@@ -56,3 +56,37 @@ def test_redis_down_answers_503():
             response = httpx.get(base_url + path)
             assert response.status_code == 503
             assert response.json()["detail"].startswith("Redis unavailable")
+
+
+def test_serve_says_once_at_start_that_redis_does_not_answer(tmp_path):
+    from tests.e2e.api_server import serve_cli, stop_process
+
+    log = tmp_path / "serve.log"
+    process, url = serve_cli([], {"REDIS_URL": UNREACHABLE}, log)
+    try:
+        assert httpx.get(f"{url}/healthz").status_code == 503
+        assert httpx.get(f"{url}/scopes").status_code == 503
+    finally:
+        stop_process(process)
+    said = [line for line in log.read_text().splitlines() if "Redis does not answer" in line]
+    assert said == ["warning: Redis does not answer (ConnectionError: Error 111 connecting to 127.0.0.1:1. Connection refused.): "
+                    "/healthz and every data path answer 503 until it does"], log.read_text()
+
+
+def test_the_field_catalogue_is_the_records_own_statement():
+    # The dashboard's labels and the eleven unknown reasons come from ledger/records.py, not from the page.
+    from fastapi.testclient import TestClient
+
+    from recurrence_ledger.ledger.records import ScopeStatistics
+    from recurrence_ledger.ledger.verdicts import SUSPECT_REASONS, UNKNOWN_REASONS
+
+    client = TestClient(create_app(ApiSettings(redis_url=UNREACHABLE, api_token=TOKEN)))
+    body = client.get("/field-catalogue", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert list(body["unknown_reasons"]) == list(UNKNOWN_REASONS)
+    assert {name for name, label in body["unknown_reasons"].items() if label["suspect"]} == SUSPECT_REASONS
+    assert {label["family"] for label in body["unknown_reasons"].values()} == {"matching", "condition", "check"}
+    assert body["scope"]["binding_suspects"] == {
+        "title": "binding suspects", "description": ScopeStatistics.model_fields["binding_suspects"].description,
+        "family": None, "suspect": None, "total": True,
+    }
+    assert body["revision"]["yield"]["title"] == "yield" and "needs_review" in body["revision"]

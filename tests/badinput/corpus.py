@@ -31,7 +31,8 @@ Every :class:`Entry` is one record:
 
 A journal line read from Kafka is a ``source-journal`` record published as
 is (what ``recurrence_ledger.kafka.kafka_io.publish_journal`` does with a bad line), keyed
-by its scope_id: :func:`as_source_journal` gives its key and the reason it
+by its scope_id when one can be read, else without a key:
+:func:`as_source_journal` gives its key and the reason it
 must get there — the same code for a line the worker reads as JSON (its
 first byte after JSON whitespace starts a JSON value, or a BOM: contract
 §9), and ``bad_magic_byte`` for any other (neither JSON nor an Avro frame,
@@ -58,6 +59,8 @@ from typing import Any, NamedTuple
 
 from recurrence_ledger.ledger.intake import MAX_DEAD_LETTER_RAW, BadRecord, Coordinates, dead_letter, ingest, validate
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
+from recurrence_ledger.kafka.kafka_io import prepare_line
+from recurrence_ledger.kafka.records import ingest_record
 from recurrence_ledger.serde import codec
 from tests.conftest import CASES
 from tests.journal import mutated
@@ -622,26 +625,21 @@ def gap(entry: Entry, index: int) -> int:
 
 def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
     """``(key, reason)`` of a journal entry published as is on
-    source-journal: keyed by the value's scope_id when one can be read (else
-    the minimum case's scope), and the same reason when the line is JSON
-    (it starts with a UTF-8 BOM, or its first byte after JSON whitespace is
-    ``{``, ``[``, ``"``, a digit, ``-``, ``t``, ``f`` or ``n``: contract §9),
-    else ``bad_magic_byte`` — or ``unknown_schema_id`` when it starts with
-    byte 0, which reads as a frame header naming id 0."""
+    source-journal with the key ``publish`` gives the line
+    (``kafka_io.prepare_line``: its scope_id when one can be read, else no
+    key), and the reason the worker gives it: the journal's reason when the line is JSON (it starts
+    with a UTF-8 BOM, or its first byte after JSON whitespace is ``{``,
+    ``[``, ``"``, a digit, ``-``, ``t``, ``f`` or ``n``: contract §9) —
+    the worker judges the value before the key — else ``bad_magic_byte``,
+    or ``unknown_schema_id`` when it starts with byte 0, which reads as a
+    frame header naming id 0."""
     assert entry.target == JOURNAL
+    prepared = prepare_line(entry.value)
     if entry.value[:1] == b"\x00":  # read as a frame header with schema id 0
-        return KEY, "unknown_schema_id"
-    key = KEY
-    try:
-        value = json.loads(entry.value).get("value")
-        scope_id = value.get("scope_id") if isinstance(value, dict) else None
-        if isinstance(scope_id, str):
-            key = scope_id.encode("utf-8")
-    except (ValueError, AttributeError, RecursionError, UnicodeEncodeError):
-        pass
+        return prepared.key, "unknown_schema_id"
     first = entry.value.lstrip(b" \t\n\r")[:1]
     is_json = entry.value.startswith(b"\xef\xbb\xbf") or (first != b"" and first in b'{["-0123456789tfn')  # §9
-    return key, (entry.expected_reason if is_json else "bad_magic_byte")
+    return prepared.key, (entry.expected_reason if is_json else "bad_magic_byte")
 
 
 # --------------------------------------------------------------------- the worker's decode path, without a broker
@@ -649,20 +647,13 @@ def as_source_journal(entry: Entry) -> tuple[bytes | None, str]:
 
 def kafka_ingest(processor: LedgerProcessor, logical_topic: str, key: bytes | None, value: bytes | None,
                  partition: int = 0, offset: int = 0) -> list[Emit]:
-    """One Kafka record through the worker's path without a broker (see
-    ``recurrence_ledger.kafka.records``): a record without key is a key_mismatch, then
-    ``recurrence_ledger.serde.codec.decode_source`` and ``intake.ingest``; a BadRecord from
-    decoding becomes one dead letter. Anything else raised is a defect and
-    propagates (the worker would park it as internal_error)."""
+    """One Kafka record through the worker's path without a broker
+    (``recurrence_ledger.kafka.records.ingest_record``: the value decoded
+    and validated, then the key; a bad record becomes one dead letter).
+    Anything else raised is a defect and propagates (the worker would park
+    it as internal_error)."""
     text_key = key.decode("utf-8", "replace") if key is not None else None
-    coordinates = Coordinates(logical_topic, partition, offset, text_key)
-    try:
-        if key is None:
-            raise BadRecord("key_mismatch", "record has no key")
-        kind, decoded = codec.decode_source(logical_topic, value)
-    except BadRecord as bad:
-        return [dead_letter(coordinates, value or b"", bad.reason, bad.message)]
-    return ingest(processor, kind, decoded, value or b"", coordinates)
+    return ingest_record(processor, logical_topic, key, value, Coordinates(logical_topic, partition, offset, text_key))
 
 
 def publish_form(line: bytes) -> tuple[bytes, bytes]:

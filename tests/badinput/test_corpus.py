@@ -203,14 +203,15 @@ def test_kafka_entry_between_valid_records(entry: Entry):
 
 @pytest.mark.parametrize("entry", params(JOURNAL_ENTRIES, "decode"))
 def test_journal_line_published_raw_on_source_journal(entry: Entry):
-    """A bad journal line published as is (publish_journal's raw path) gets
-    the embedded runner's reason when it is JSON (contract §10 parity)."""
+    """A bad journal line published as is (publish_journal's raw path, with
+    no key when it names no scope_id) gets the embedded runner's reason
+    when it is JSON (contract §9, §10 parity)."""
     key, reason = corpus.as_source_journal(entry)
     at = GAPS[entry.id]
     valid = valid_kafka_records()
     out, emits = kafka_run([*valid[:at], (SOURCE_JOURNAL, key, entry.value), *valid[at:]])
     assert_one_dead_letter(out["dead-letter"], topic=SOURCE_JOURNAL, partition=0, offset=at,
-                           key=key.decode("utf-8", "replace"), raw=entry.value, reason=reason)
+                           key=None if key is None else key.decode("utf-8", "replace"), raw=entry.value, reason=reason)
     assert ledger_outputs(out) == CLEAN_KAFKA
     assert max(corpus.wire_size(emit) for emit in emits) <= corpus.MAX_PRODUCE_BYTES
 

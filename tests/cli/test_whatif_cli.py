@@ -59,12 +59,12 @@ def test_a_sweep_of_seven_thresholds_is_one_pass_with_a_chart_and_the_core_s_cou
         last = {record["scope_id"]: record for record in read_jsonl(tmp_path / "rj" / "recurrence-statistics.jsonl")}
         assert row["review_candidates"] == len(read_jsonl(tmp_path / "rj" / "review-candidates.jsonl")), row
         assert row["revisions_needing_review"] == sum(record["needing_review"] for record in last.values()), row
-        assert row["rejected_candidates_avoided"] is None
+        assert row["rejected_candidates_avoided"] == 0  # the workload has no review decisions
     assert [row["review_candidates"] for row in report["sweep"]["rows"]] == sorted((row["review_candidates"] for row in report["sweep"]["rows"]), reverse=True)
     assert (tmp_path / "sweep" / "chart.png").read_bytes().startswith(PNG)
     markdown = (tmp_path / "sweep" / "report.md").read_text()
     assert "![review load against the review threshold](chart.png)" in markdown and "| 3 (baseline) |" in markdown
-    assert "ReviewDecision" in report["review_decisions"]
+    assert report["review_decisions"] == {"approved": 0, "rejected": 0}
 
 
 def test_the_baseline_comes_from_the_command_line_the_deployment_s_variable_or_the_default(tmp_path):

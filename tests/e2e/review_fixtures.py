@@ -6,6 +6,11 @@ records, the worker's rules are the core's tests)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
+import redis
+
 from recurrence_ledger.catalogue import REVIEW_CANDIDATES, REVIEW_STATUS
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.records import ReviewCandidate, ReviewStatus, ScopeStatistics
@@ -71,3 +76,36 @@ def statistics(scope_id: str, as_of_position: int) -> dict:
         scope_id=scope_id, as_of_position=as_of_position, selected=0, recurred=0, avoided=0, unknown=0, unlinked_handoff_citations=0,
         needing_review=0, top_revisions=[], pending_outcomes=0, late_revisions=0,
     ).model_dump(mode="json", by_alias=True)
+
+
+@contextlib.contextmanager
+def decision_api(bootstrap: str, redis_url: str, reviewers: tuple[tuple[str, str], ...], candidates: list[dict],
+                 api_token: str | None = None) -> Iterator[tuple[str, str]]:
+    """A real uvicorn API over a fresh topic prefix whose read models hold
+    ``candidates`` (open, their scopes at as_of_position 41) and which
+    publishes decisions with ``reviewers``' tokens to the test broker;
+    yields ``(prefix, base_url)``. The prefix's topics and namespace are
+    removed at exit."""
+    from recurrence_ledger.api.settings import ApiSettings
+    from recurrence_ledger.read.history import ReadModels
+    from recurrence_ledger.read.keys import default_namespace
+    from recurrence_ledger.read.projection import RedisView
+    from tests.e2e import harness
+    from tests.e2e.api_server import running_api
+
+    prefix = harness.new_prefix()
+    client = redis.Redis.from_url(redis_url)
+    try:
+        harness.prepare(bootstrap, prefix, partitions=2)
+        view = RedisView(redis_url, namespace=default_namespace(prefix))
+        view.submit([statistics(scope, 41) for scope in sorted({value["scope_id"] for value in candidates})])
+        assert not view.pending
+        view.close()
+        ReadModels(client, default_namespace(prefix)).apply(
+            [located_candidate(value, 0, offset, 1_700_000_000_000 + offset) for offset, value in enumerate(candidates)])
+        settings = ApiSettings(redis_url=redis_url, topic_prefix=prefix, api_token=api_token, reviewer_tokens=reviewers, kafka=bootstrap)
+        with running_api(settings) as base_url:
+            yield prefix, base_url
+    finally:
+        harness.remove_prefix(bootstrap, prefix, redis_url)
+        client.close()

@@ -13,12 +13,11 @@ import uuid
 
 import httpx
 import pytest
-import redis
 
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.read.projection import COUNTER_FIELDS, RedisView
-from recurrence_ledger.read.keys import Keys, default_namespace
+from recurrence_ledger.read.keys import default_namespace
 from tests.e2e.api_server import fed_view, running_api
 from tests.plugins.processes import run_cli
 
@@ -162,32 +161,33 @@ def test_a_new_statistics_record_changes_the_etag_and_the_body(api, view, record
     assert api.get(f"/scopes/{SCOPE}/statistics", headers={"If-None-Match": before.headers["etag"]}).status_code == 304
 
 
-def test_review_threshold_and_etag_come_from_the_view_written_by_each_policy(redis_url, record):
-    # The same statistics record projected by two workers with different
-    # --review-threshold: each API shows its view's threshold and review
-    # set, and neither answers 304 to the other's review ETag.
-    bodies, etags, statistics_etags = {}, {}, {}
+def test_review_threshold_and_review_set_come_from_the_record_each_policy_published(redis_url, record):
+    # The same scope as published by two workers with different
+    # --review-threshold: each record carries its threshold and each row its
+    # needs_review; the API shows them as published, and neither answers 304
+    # to the other's review ETag.
+    def published_at(threshold: int) -> dict:
+        return {**record, "review_threshold": threshold,
+                "top_revisions": [{**row, "needs_review": row["terminal_recurred_streak"] >= threshold} for row in record["top_revisions"]]}
+
+    bodies, etags = {}, {}
     for threshold in (3, 4):
         namespace = f"rl:t{uuid.uuid4().hex[:8]}."
-        writer = RedisView(redis_url, namespace=namespace, review_threshold=threshold)
+        writer = RedisView(redis_url, namespace=namespace)
         try:
-            writer.submit([record])
+            writer.submit([published_at(threshold)])
             assert writer.pending == 0
             with running_api(ApiSettings(redis_url=redis_url, namespace=namespace)) as base_url:
                 response = httpx.get(f"{base_url}/scopes/{SCOPE}/review-candidates")
                 bodies[threshold], etags[threshold] = response.json(), response.headers["etag"]
-                statistics_etags[threshold] = httpx.get(f"{base_url}/scopes/{SCOPE}/statistics").headers["etag"]
                 other = 3 if threshold == 4 else None
                 if other:
                     assert httpx.get(f"{base_url}/scopes/{SCOPE}/review-candidates", headers={"If-None-Match": etags[other]}).status_code == 200
-                # The same record rewritten under another policy: same statistics ETag, new review ETag.
-                RedisView(redis_url, namespace=namespace, review_threshold=threshold + 2).submit([record])
+                # A record written before record revision 4 has no threshold: the API says so (null), it does not guess.
+                old = {key: value for key, value in record.items() if key != "review_threshold"}
+                writer.submit([{**old, "top_revisions": [{k: v for k, v in row.items() if k != "needs_review"} for row in old["top_revisions"]]}])
                 again = httpx.get(f"{base_url}/scopes/{SCOPE}/review-candidates", headers={"If-None-Match": etags[threshold]})
-                assert again.status_code == 200 and again.json()["review_threshold"] == threshold + 2
-                assert httpx.get(f"{base_url}/scopes/{SCOPE}/statistics").headers["etag"] == statistics_etags[threshold]
-                # A view written before the threshold was stored says so (null), it does not guess.
-                redis.Redis.from_url(redis_url).hdel(Keys(namespace).scope(SCOPE), "review_threshold")
-                assert httpx.get(f"{base_url}/scopes/{SCOPE}/review-candidates").json()["review_threshold"] is None
+                assert again.status_code == 200 and again.json()["review_threshold"] is None
         finally:
             writer.clear()
             writer.close()
@@ -195,8 +195,6 @@ def test_review_threshold_and_etag_come_from_the_view_written_by_each_policy(red
     assert [row["terminal_recurred_streak"] for row in bodies[3]["revisions"]] == [4, 3]
     assert [row["terminal_recurred_streak"] for row in bodies[4]["revisions"]] == [4]
     assert etags[3] != etags[4]
-    assert statistics_etags[3] == statistics_etags[4]  # the statistics body is the same record
-    assert etags[3] != statistics_etags[3]
 
 
 # ----------------------------------------------------------------- 400 and 404
@@ -228,7 +226,7 @@ def test_offset_up_to_the_bound_is_an_empty_page(api):
 
 @pytest.mark.parametrize("path", [
     "/scopes", f"/scopes/{SCOPE}/statistics", f"/scopes/{SCOPE}/revisions?sort=streak", f"/scopes/{SCOPE}/review-candidates",
-    "/healthz", "/", "/docs", "/redoc",
+    "/healthz", "/field-catalogue", "/", "/docs", "/redoc",
 ])
 def test_unknown_query_parameters_answer_400_naming_them(api, path):
     separator = "&" if "?" in path else "?"
@@ -278,6 +276,7 @@ def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
     document = api.get("/openapi.json").json()
     assert set(document["paths"]) == {
         "/scopes", "/scopes/{scope}/statistics", "/scopes/{scope}/revisions", "/scopes/{scope}/review-candidates", "/healthz",
+        "/field-catalogue",  # the published records' fields (ledger/records.py), for the dashboard's labels
         # the history endpoints (processors/api_history.py, tests/e2e/test_history_api.py)
         "/scopes/{scope}/revisions/{artifact_id}/{revision}/history", "/scopes/{scope}/trend",
         # the review endpoints (processors/recurrence_ledger/api/routes/review.py, tests/e2e/test_review_api.py)

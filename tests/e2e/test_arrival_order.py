@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import case, facts
+from recurrence_ledger.catalogue import REVIEW_STATUS, STATISTICS
+from tests.conftest import case, facts, final_views
 from tests.e2e import harness
-from tests.journal import CAUSAL_CASES, causal_order, write_journal
+from tests.journal import CAUSAL_CASES, causal_order, fix_journal, stale_selection_journal, write_journal
 
 #: Arrival orders run per case, and the seed of their shuffles.
 ORDERS = 3
@@ -92,3 +93,38 @@ def test_every_arrival_order_gives_the_same_facts_on_kafka_and_in_run_journal(na
         # ... and with the journal's own order: the same ledger facts (in another
         # order of publication) and the same final view value per key.
         harness.assert_same_outputs(kafka, reference, multiset=True)
+
+
+def test_position_decided_figures_are_the_same_when_events_arrive_late_on_kafka_and_in_run_journal(bootstrap, prefixes, tmp_path):
+    """Two figures decided by position (contract §14, §18 rev. 4), in an
+    arrival order that no causal order allows: a higher revision at an
+    earlier position that arrives after the selections it makes stale
+    (``stale_revision_selections``), and an ``avoided`` verdict of a fix
+    revision that arrives after the recurrences around it (its repair:
+    ``recurring`` by position, ``failed`` had it been decided by arrival).
+    The fix revision's repair surface publishes no candidate of its own, so
+    the ledger facts of the two orders are the same as well."""
+    stale = stale_selection_journal("stale")
+    fix = fix_journal("repair", [True, True, False, True, True], approve=True, fix_surface="recall_policy")
+    in_order = write_journal(tmp_path / "in-order.jsonl", [*stale, *fix])
+    late_revision, late_avoided = stale[4], fix[-4]
+    assert (late_revision["value"]["journal_position"], late_avoided["value"]["journal_position"]) == (15, 50)
+    arrival = [record for record in [*stale, *fix] if record is not late_revision and record is not late_avoided]
+    late = write_journal(tmp_path / "late.jsonl", [*arrival, late_revision, late_avoided])
+
+    reference = harness.embedded(in_order, tmp_path / "embedded-in-order")
+    embedded = harness.embedded(late, tmp_path / "embedded-late")
+    prefixes.append(harness.new_prefix())
+    harness.prepare(bootstrap, prefixes[-1], partitions=1)
+    harness.publish(bootstrap, late, prefixes[-1])
+    harness.run_to_idle(bootstrap, prefixes[-1], tmp_path / "worker.log")
+    kafka = harness.exported(bootstrap, prefixes[-1], tmp_path / "kafka")
+
+    for outputs in (reference, embedded, kafka):
+        statistics = harness.last_statistics(outputs[STATISTICS])
+        assert statistics["stale"]["stale_revision_selections"] == 2
+        assert statistics["repair"]["repairs"] == {"pending": 0, "held": 0, "recurring": 1, "failed": 0}
+        [row] = final_views(REVIEW_STATUS, harness.lines(outputs[REVIEW_STATUS])).values()
+        assert (row["status"], row["repair"]["status"], row["repair"]["recurred"], row["repair"]["avoided"]) == ("approved", "recurring", 4, 1)
+    harness.assert_same_outputs(kafka, embedded)
+    harness.assert_same_outputs(kafka, reference, multiset=True)

@@ -32,6 +32,7 @@ import uuid
 
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.ledger.records import UnknownReasons
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.projection import RedisView
 from tests.conftest import case, read_jsonl
@@ -272,7 +273,9 @@ def assert_unknown_explained(shown: dict, audit: dict, revisions: list[dict]) ->
     assert suspects["counterColor"] == REVIEW_RED
     [suspect] = suspects["rows"]
     assert suspect[:3] == ["B1 r1", signatures["B1 r1"], "9"]
-    assert suspect[3].startswith("the condition was observed once but the bound check never ran (no check of the outcome has its name): ")
+    # The sentence is the reason's description in ledger/records.py (GET /field-catalogue), not the page's.
+    description = UnknownReasons.model_fields["check_missing"].description
+    assert suspect[3].startswith(f"1 unknown selection: {description} (also ")
     assert suspects["fixReasons"] == ["check_missing"]
     others = [chip for chip in chips(figures["B1 r1"]["unknown_reasons"]) if not chip.startswith("check_missing")]
     assert suspects["also"] == [f"(also {', '.join(others)})"]

@@ -2,9 +2,12 @@
 tests/e2e/browser/review.mjs), end to end through the API, Kafka and the
 worker (contract §18): a real worker fed with tests/cases/worked_example.jsonl
 publishes its review candidate and writes the Redis view; the page shows
-the candidate waiting with its failing items; the reviewer enters a
-reviewer token, clicks Reject and types a reason; the API publishes the
-decision to ``review-decisions``; a worker applies it and publishes the
+the candidate waiting with its failing items — served with an API token,
+as production runs: the page loads without it, asks for it, and reads the
+queue with it; the reviewer enters a reviewer token, clicks Reject, types a
+reason and double-clicks send; the API publishes exactly one decision to
+``review-decisions`` (the button is disabled while the request is in
+flight, which carries an ``Idempotency-Key``); a worker applies it and publishes the
 candidate's ReviewStatus, its follower projects it, and the open page
 shows the candidate decided — rejected, by the token's reviewer, with the
 reason.
@@ -32,6 +35,7 @@ from tests.e2e.test_dashboard_browser import read_line
 from tests.plugins.services import BROWSER_DIR
 
 TOKEN = "reviewer-token-0123456789abcdef"
+API_TOKEN = "api-token-0123456789abcdef"
 REASON = "a mirror outage, not a lesson: the revision is right"
 
 
@@ -39,11 +43,12 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
     screenshot = tmp_path / "review.png"
     with fed_view(bootstrap, redis_url, tmp_path) as view:
         [candidate] = read_jsonl(tmp_path / "embedded" / "review-candidates.jsonl")
-        settings = ApiSettings(redis_url=redis_url, topic_prefix=view.prefix, reviewer_tokens=(("alice", TOKEN),), kafka=bootstrap)
+        settings = ApiSettings(redis_url=redis_url, topic_prefix=view.prefix, api_token=API_TOKEN, reviewer_tokens=(("alice", TOKEN),), kafka=bootstrap)
         with running_api(settings) as base_url:
             driver = subprocess.Popen(
                 [browser, str(BROWSER_DIR / "review.mjs"), base_url, candidate["candidate_id"], str(screenshot)],
                 cwd=BROWSER_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env={**os.environ, "RL_BROWSER_API_TOKEN": API_TOKEN},
             )
             try:
                 driver.stdin.write(f"{TOKEN}\n{REASON}\n")
@@ -52,13 +57,17 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
                 [row] = [row for row in waiting["view"]["waiting"] if row[0] == candidate["candidate_id"]]
                 failures = [f"{ref['task_outcome_ref']['source_id']} {ref['item_kind']}[{ref['item_index']}]" for ref in candidate["failure_refs"]]
                 assert row == [candidate["candidate_id"], candidate["scope_id"], f"{candidate['artifact_ref']['artifact_id']} r1", "open", failures]
-                assert waiting["csp"] == 0 and waiting["consoleErrors"] == []
+                assert waiting["asked"] == "API token required"
+                assert waiting["csp"] == 0
+                # The only console errors: the 401s of the reads before the token was given (Chromium logs failed fetches).
+                assert [error for error in waiting["consoleErrors"] if "401" not in error] == []
 
                 sent = read_line(driver, 30)
                 [(candidate_id, decision_id, decision, reviewer)] = sent["view"]["sent"]
                 assert (candidate_id, decision, reviewer) == (candidate["candidate_id"], "rejected", "alice")
-                [post] = sent["posts"]
+                [post] = sent["posts"]  # a double click sends one decision
                 assert post["bearer"] and json.loads(post["body"]) == {"decision": "rejected", "reason": REASON}
+                assert len(post["idempotencyKey"]) == 32
                 assert TOKEN not in post["url"] and "recurrence-ledger.reviewer-token" in sent["stored"]
                 [published] = [value for _, _, _, value in read_topic(bootstrap, REVIEW_DECISIONS, topic_prefix=view.prefix)]
                 assert (published["decision_id"], published["reviewer"], published["reason"]) == (decision_id, "alice", REASON)
@@ -71,7 +80,7 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
                 assert [row for row in decided["view"]["decided"] if row[0] == candidate["candidate_id"]] == [
                     [candidate["candidate_id"], "rejected", "alice", REASON, None, None]]
                 assert all(row[0] != candidate["candidate_id"] for row in decided["view"]["waiting"])
-                assert decided["consoleErrors"] == []
+                assert [error for error in decided["consoleErrors"] if "401" not in error] == []
                 driver.stdin.close()
                 assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]
             finally:

@@ -180,11 +180,13 @@ def test_a_store_that_cannot_be_trusted_is_restored_from_the_whole_changelog(top
     assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
 
 
-def test_a_recreated_changelog_topic_is_never_tail_restored(topic_prefix, bootstrap, journals, tmp_path):
-    """The changelog deleted and created again (empty, a new topic id):
-    the local stores' checkpoints point beyond its end and their identity
-    names the old topic, so each is wiped and restored from the new
-    changelog — the state is what the changelog holds, not the old files."""
+def test_a_recreated_changelog_topic_with_the_group_deleted_is_never_tail_restored(topic_prefix, bootstrap, journals, tmp_path):
+    """The changelog deleted and created again (empty, a new topic id) and
+    the consumer group deleted with it (a deliberate rebuild from the
+    beginning; with the group's offsets kept the worker refuses:
+    tests/e2e/test_changelog_loss.py): the local stores' identity names the
+    old topic, so each is wiped and restored from the new changelog — the
+    state is what the changelog holds, not the old files."""
     from confluent_kafka.admin import NewTopic
 
     prefix, state_dir, log = topic_prefix, tmp_path / "state", tmp_path / "worker.log"
@@ -207,6 +209,16 @@ def test_a_recreated_changelog_topic_is_never_tail_restored(topic_prefix, bootst
 
     harness.wait_until(create, 60, "the changelog's creation")
     assert topic_identity(bootstrap, topic)[0] != old_id
+
+    def delete_group() -> bool:  # the stopped static member stays until its session times out
+        try:
+            admin.delete_consumer_groups([f"{prefix}ledger"])[f"{prefix}ledger"].result()
+        except Exception as error:
+            print("delete group:", error)
+            return False
+        return True
+
+    harness.wait_until(delete_group, 60, "the consumer group's deletion")
     before = len(log.read_text())
     run_to_idle(bootstrap, prefix, log, state_dir)
     second_run = log.read_text()[before:]

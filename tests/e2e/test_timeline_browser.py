@@ -23,6 +23,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from recurrence_ledger.api.responses import PAGE_HEADERS
 from recurrence_ledger.api.settings import ApiSettings
 from tests.conftest import CASES, read_jsonl
 from tests.e2e.api_server import fed_view, running_api
@@ -30,6 +31,7 @@ from tests.e2e.history_fixtures import SCOPE, run_follower, timeline_journal
 from tests.plugins.services import BROWSER_DIR
 
 SHOTS = ("dashboard-trend.png", "timeline.png", "review-waiting.png")
+API_TOKEN = "timeline-api-token-0123456789"
 
 
 def test_click_through_from_the_scope_list_to_a_revision_timeline(bootstrap, redis_url, browser, tmp_path):
@@ -41,14 +43,17 @@ def test_click_through_from_the_scope_list_to_a_revision_timeline(bootstrap, red
             record for record in read_jsonl(tmp_path / "embedded" / "recurrence-observations.jsonl")
             if record["scope_id"] == SCOPE and record["artifact_ref"]["artifact_id"] == "T1"
         ]
-        with running_api(ApiSettings(redis_url=redis_url, topic_prefix=view.prefix)) as base_url:
+        # With an API token, as production runs: the timeline opened first, by a navigation, loads and asks for it.
+        with running_api(ApiSettings(redis_url=redis_url, topic_prefix=view.prefix, api_token=API_TOKEN)) as base_url:
             result = subprocess.run(
                 [node, str(BROWSER_DIR / "timeline.mjs"), base_url, SCOPE, "T1", "build-10", str(tmp_path)],
-                cwd=BROWSER_DIR, capture_output=True, text=True, timeout=180,
+                cwd=BROWSER_DIR, capture_output=True, text=True, timeout=180, env={**os.environ, "RL_BROWSER_API_TOKEN": API_TOKEN},
             )
     assert result.returncode == 0, result.stderr[-4000:]
     shown = json.loads(result.stdout)
-    assert shown["consoleErrors"] == []
+    assert shown["asked"] == {"status": 200, "csp": PAGE_HEADERS["Content-Security-Policy"], "nosniff": "nosniff", "shown": "API token required"}
+    # The only console errors: the 401s of the reads before the token was given (Chromium logs failed fetches).
+    assert [error for error in shown["consoleErrors"] if "401" not in error] == []
 
     # The scope's trend: one point per statistics record, the last one the embedded runner's last record.
     expected = view.expected[SCOPE]

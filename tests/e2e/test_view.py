@@ -201,11 +201,11 @@ def test_hgetall_is_one_call_with_every_counter(make_view, histories, raw):
         assert [args[0] for args in sent] == ["HGETALL"]
 
         fields = raw.hgetall(Keys(view.namespace).scope(scope_id))
-        assert set(fields) == {*COUNTER_FIELDS, "unknown_reasons", "top_revisions", "record", "review_threshold"}
+        assert set(fields) == {*COUNTER_FIELDS, "unknown_reasons", "top_revisions", "record"}
         for name in COUNTER_FIELDS:
             assert fields[name] == str(last[name])
         assert fields["unknown_reasons"] == canonical_json(last["unknown_reasons"]).decode()
-        assert fields["review_threshold"] == str(view.review_threshold)  # the writer's policy, stored with the scope
+        assert fields["review_threshold"] == str(last["review_threshold"]) == "3"  # the ledger's policy, published in the record
         assert fields["top_revisions"] == canonical_json(last["top_revisions"]).decode()
         assert fields["record"] == canonical_json(last).decode()
 
@@ -281,12 +281,17 @@ def test_review_set_holds_revisions_at_or_over_the_threshold(make_view, historie
     assert len(default.review(WORKED_SCOPE)) == last[WORKED_SCOPE]["needing_review"]  # exact: needing_review ≤ N
     assert default.review(MINIMUM_SCOPE) == set()  # streaks of 1
 
-    strict = make_view(review_threshold=4)
-    strict.submit(_interleaved(histories))
+    # The review set is the rows the ledger flagged (needs_review), whatever their streak: the view has no threshold.
+    def flagged_at(threshold: int) -> list[dict]:
+        return [{**record, "top_revisions": [{**row, "needs_review": row["terminal_recurred_streak"] >= threshold} for row in record["top_revisions"]]}
+                for record in _interleaved(histories)]
+
+    strict = make_view()
+    strict.submit(flagged_at(4))
     assert strict.review(WORKED_SCOPE) == {worked["D2"]}
 
-    lenient = make_view(review_threshold=1)
-    lenient.submit(_interleaved(histories))
+    lenient = make_view()
+    lenient.submit(flagged_at(1))
     assert lenient.review(MINIMUM_SCOPE) == {member(row) for row in last[MINIMUM_SCOPE]["top_revisions"]}
 
     # A later record with a smaller top list replaces the sets, not adds to them.

@@ -25,6 +25,7 @@ from recurrence_ledger.workload import Workload, generate_journal
 from tests.e2e import harness
 from tests.journal import write_journal
 from tests.plugins.processes import run_cli
+from tests.whatif.test_rejected_candidates_avoided import reviewed_journal
 
 pytestmark = pytest.mark.broker
 
@@ -151,3 +152,29 @@ def test_a_topic_that_does_not_exist_is_an_error_and_nothing_is_created(admin, b
     message = " ".join(result.stdout.split())
     assert "topics do not exist" in message and f"{prefix}source-journal" in message and "topic prefix" in message, message
     assert not [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]
+
+
+def test_a_what_if_over_the_topics_counts_the_rejected_candidates_from_the_review_decisions_topic(bootstrap, topic_prefix, tmp_path):
+    """contract §20 with §18: the review decisions on their own topic
+    (where reviewers publish them) are read with the other inputs, and a
+    higher threshold counts the rejected candidates it would not have
+    raised, as the same what-if over the journal does."""
+    journal = reviewed_journal(tmp_path / "reviewed.jsonl")
+    harness.prepare(bootstrap, topic_prefix, partitions=1)
+    producer = Producer(publisher_config(bootstrap))
+    with open(journal, "rb") as handle:
+        for number, line in journal_lines(handle):  # the decisions on review-decisions, the rest on source-journal
+            record = prepare_line(line, per_kind=b'"review-decisions"' in line, topic_prefix=topic_prefix)
+            producer.produce(topic_prefix + record.topic, value=record.value, key=record.key, timestamp=1_800_000_000_000 + number)
+    assert producer.flush(30) == 0
+    try:
+        topics = what_if("--from-topics", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix,
+                         "--sweep", "review-threshold=3..6", "--out", str(tmp_path / "topics"))
+        assert topics["inputs"]["offsets"][topic_prefix + "review-decisions"] == 4
+        rows = {row["value"]: (row["review_candidates"], row["rejected_candidates_avoided"]) for row in topics["sweep"]["rows"]}
+        assert rows == {3: (4, 0), 4: (2, 1), 5: (1, 2), 6: (0, 3)}
+        assert topics["review_decisions"] == {"approved": 1, "rejected": 3}
+        file = what_if(str(journal), "--sweep", "review-threshold=3..6", "--out", str(tmp_path / "file"))
+        assert topics["sweep"]["rows"] == file["sweep"]["rows"] and topics["comparisons"] == file["comparisons"]
+    finally:
+        harness.remove_prefix(bootstrap, topic_prefix)

@@ -177,3 +177,38 @@ def test_prometheus_metrics(topic_prefix, bootstrap, tmp_path):
     assert samples[("recurrence_ledger_pending_outcomes", ())] == 0
     assert samples[("recurrence_ledger_processing_latency_seconds_count", ())] == 11
     assert samples[("recurrence_ledger_consumer_lag", (("partition", "0"), ("topic", source)))] == 0
+
+
+def test_a_bad_journal_line_gets_the_same_reason_after_publish_as_in_run_journal(topic_prefix, bootstrap, tmp_path):
+    """contract §9: the same bad line, the same dead letter on both paths.
+    ``publish`` sends a line it cannot use as is — without a key when no
+    scope_id can be read from it — and the worker judges the value before
+    the key, as run-journal judges the line: broken JSON is malformed_json,
+    not a record without a key."""
+    journal, _ = case("minimum_case")
+    lines = [line for line in journal.read_bytes().splitlines() if line.strip()]
+    bad = [
+        b'{"topic": "task-outcomes", "value": {"scope_id": "migration-lock", "journal_position": 9',  # cut short
+        b'{"topic": "task-outcomes", "value": {"scope_id": ',  # broken before its scope_id
+        b'{"topic": "task-outcomes", "value": {"scope_id": "", "journal_position": 9}}',  # no scope_id to key it by
+        b'{"topic": "no-such-topic", "value": {}}',
+        b'["task-outcomes"]',
+    ]
+    mixed = write_journal(tmp_path / "mixed.jsonl", [*lines[:3], *bad, *lines[3:]])
+    harness.prepare(bootstrap, topic_prefix, partitions=1)
+    harness.publish(bootstrap, mixed, topic_prefix)
+    harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "worker.log")
+
+    kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
+    reference = harness.embedded(mixed, tmp_path / "embedded")
+
+    def letters(outputs: dict[str, bytes]) -> list[tuple[str, str]]:
+        """(raw bytes, reason) per dead letter, in order; the messages of the
+        two decode paths may word a reason differently."""
+        return [(d["raw"], d["reason"]) for d in harness.lines(outputs["dead-letter"])]
+
+    assert [reason for _, reason in letters(reference)] == [
+        "malformed_json", "malformed_json", "invalid_value", "unknown_topic", "invalid_envelope",
+    ]
+    assert letters(kafka) == letters(reference)
+    harness.assert_same_outputs(kafka, harness.embedded(journal, tmp_path / "valid"))

@@ -144,7 +144,7 @@ def test_bearer_token_is_compared_with_compare_digest(monkeypatch):
 
 
 def test_public_paths_hold_no_data():
-    assert all(is_public(path) for path in ("/healthz", "/", "/docs", "/redoc", "/openapi.json", "/static/dashboard.js", "/static-docs/x.js"))
+    assert all(is_public(path) for path in ("/healthz", "/", "/review", "/timeline", "/docs", "/redoc", "/openapi.json", "/static/dashboard.js", "/static-docs/x.js"))
     assert not any(is_public(path) for path in ("/scopes", "/scopes/a/statistics", "/static", "//scopes", "/healthz/x", "/nope"))
 
 

@@ -1,16 +1,16 @@
 """Contract §17 on the read side without a Redis: the revisions' sort by
-unknown and binding_suspect filter, the follower's guard measure, when it
-reads the view's totals and the gauges they set. The same on a real Redis,
+unknown and binding_suspect filter, when the follower reads the view's totals and the gauges they set. The same on a real Redis,
 with the figures of tests/cases/unknown_reasons.expected.json, is
 tests/e2e/test_unknown_view.py."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from prometheus_client import generate_latest
 
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.follower import TOTALS_IDLE_INTERVAL_S, TOTALS_INTERVAL_S, FollowerMetrics, totals_due
-from recurrence_ledger.read.follower_view import row_measure
 from recurrence_ledger.read.reader import select_revisions
 from recurrence_ledger.read.totals import ViewTotals
 
@@ -31,12 +31,6 @@ def test_sort_by_unknown_and_the_binding_suspect_filter():
     assert [r["artifact_ref"]["artifact_id"] for r in select_revisions(rows, binding_suspect=False)] == ["C", "A", "D"]
 
 
-def test_the_guard_measure_counts_ambiguous_matches():
-    # A revision's row can change by an ambiguous match alone; a row of revision 2 has none.
-    assert row_measure(row("A", selected=1, ambiguous=2)) > row_measure(row("A", selected=1, ambiguous=1))
-    assert row_measure(row("A", selected=2, recurred=1, avoided=1)) == 4
-
-
 def test_when_a_follower_reads_the_totals():
     assert totals_due(None, 5.0, False)
     assert not totals_due(100.0, 100.0 + TOTALS_INTERVAL_S - 0.1, True)
@@ -49,8 +43,8 @@ def test_the_gauges_exist_from_the_start_and_take_the_totals():
     metrics = FollowerMetrics()
     before = generate_latest(metrics.registry).decode()
     assert all(f'recurrence_ledger_view_unknown_selections{{reason="{reason}"}} 0.0' in before for reason in UNKNOWN_REASONS)
-    metrics.set_totals(ViewTotals(scopes=2, unknown_reasons={**dict.fromkeys(UNKNOWN_REASONS, 0), "check_not_run": 5}, binding_suspects=1,
-                                  ambiguous_matches=3, unmatched_failures=4, forward_references=6))
+    metrics.set_totals(ViewTotals(scopes=2, unknown_reasons={**dict.fromkeys(UNKNOWN_REASONS, 0), "check_not_run": 5}, sums=MappingProxyType(
+        {"binding_suspects": 1, "ambiguous_matches": 3, "unmatched_failures": 4, "forward_references": 6})))
     after = generate_latest(metrics.registry).decode()
     assert 'recurrence_ledger_view_unknown_selections{reason="check_not_run"} 5.0' in after
     for line in ("recurrence_ledger_view_binding_suspects 1.0", "recurrence_ledger_view_ambiguous_matches 3.0",

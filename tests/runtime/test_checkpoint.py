@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted
+from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, Checkpoint, CheckpointAborted, RestartRequired
 from recurrence_ledger.runtime.faults import RuntimeHooks
 
 
@@ -190,23 +190,55 @@ def test_an_abortable_send_offsets_error_aborts_before_commit():
     assert points.points == []
 
 
-def test_a_fatal_error_is_raised_without_an_abort():
+def test_a_fatal_error_asks_for_a_restart_without_an_abort():
+    """A fatal producer (fenced, or its epoch bumped by the broker after a
+    long stall) cannot be used again: the process exits for a restart
+    (RESTART_EXIT), never with the generic 1."""
     producer = ScriptedProducer(commit=[fatal()])
     cp, points, _ = checkpoint(producer)
     cp.produce("out", None, b"v", 0)
-    with pytest.raises(KafkaException) as raised:
+    with pytest.raises(RestartRequired) as raised:
         cp.commit([], OFFSETS)
-    assert raised.value.args[0].fatal()
+    assert raised.value.exit_code == RESTART_EXIT == 3 and "fenced by a newer instance" in str(raised.value)
     assert "abort" not in names(producer) and "committed" not in points.points
 
 
-def test_a_failing_abort_is_raised():
+def test_a_failing_abort_asks_for_a_restart():
     producer = ScriptedProducer(commit=[abortable()], abort=[fatal()])
     cp, _, _ = checkpoint(producer)
     cp.produce("out", None, b"v", 0)
-    with pytest.raises(KafkaException) as raised:
+    with pytest.raises(RestartRequired) as raised:
         cp.commit([], OFFSETS)
-    assert raised.value.args[0].code() == KafkaError._FENCED
+    assert raised.value.exit_code == RESTART_EXIT and "abort" in str(raised.value)
+
+
+def test_an_abort_that_times_out_is_retried_in_place():
+    """The broker restarting: abort_transaction times out (retriable, and
+    librdkafka lets it be called again) — retried, then the batch rewinds
+    as after any abort."""
+    producer = ScriptedProducer(commit=[abortable()], abort=[retriable(), retriable()])
+    cp, _, clock = checkpoint(producer)
+    cp.produce("out", None, b"v", 0)
+    with pytest.raises(CheckpointAborted):
+        cp.commit([], OFFSETS)
+    assert names(producer)[-3:] == ["abort", "abort", "abort"] and len(clock.sleeps) == 2
+    assert not cp.in_transaction
+
+
+def test_an_abort_that_keeps_timing_out_asks_for_a_restart():
+    producer = ScriptedProducer(commit=[abortable()], abort=[retriable() for _ in range(100)])
+    cp, _, clock = checkpoint(producer, budget=3.0)
+    cp.produce("out", None, b"v", 0)
+    with pytest.raises(RestartRequired) as raised:
+        cp.commit([], OFFSETS)
+    assert raised.value.exit_code == RESTART_EXIT and clock.now >= 3.0
+
+
+def test_a_producer_in_its_fatal_state_asks_for_a_restart_when_a_transaction_begins():
+    producer = ScriptedProducer(begin=[fatal()])
+    cp, _, _ = checkpoint(producer)
+    with pytest.raises(RestartRequired):
+        cp.produce("out", None, b"v", 0)
 
 
 def test_abort_without_a_transaction_does_nothing():

@@ -5,6 +5,7 @@ restore is covered by every e2e test that restarts a worker."""
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import KafkaError
 
 from recurrence_ledger.runtime.faults import RuntimeHooks
@@ -177,3 +178,26 @@ def test_a_local_checkpoint_is_restored_from_only_when_the_changelog_still_has_i
     assert stores[2].snapshot() == {("old", 2): 1} and stores[3].snapshot() == {("old", 3): 1, ("tail",): 3}
     for store in stores.values():
         store.close()
+
+
+def test_a_broker_restart_while_restoring_is_waited_out_and_a_fatal_consumer_asks_for_a_restart():
+    """Transport errors while the broker restarts are logged and the
+    restore goes on (they used to end the worker with exit 1); a consumer
+    in librdkafka's fatal state exits for a restart (RESTART_EXIT)."""
+    from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, RestartRequired
+
+    down = [Event(0, error=KafkaError(KafkaError._TRANSPORT, "broker down")), Event(0, error=KafkaError(KafkaError._ALL_BROKERS_DOWN))]
+    consumer = ScriptedConsumer({0: [*down, Event(0, encode_key(("a",)), b"1"), eof(0)]})
+    manager, store = recovery(consumer), ChangelogStore()
+    manager.add(0, store)
+    finished = []
+    while manager.recovering:
+        finished += manager.step(budget_s=0.05)
+    assert [(number, count) for number, count, _ in finished] == [(0, 1)] and store.snapshot() == {("a",): 1}
+    fatal = ScriptedConsumer({0: [Event(0, error=KafkaError(KafkaError._FATAL, "fenced", fatal=True))]})
+    manager = recovery(fatal)
+    manager.add(0, ChangelogStore())
+    with pytest.raises(RestartRequired) as raised:
+        while manager.recovering:
+            manager.step(budget_s=0.05)
+    assert raised.value.exit_code == RESTART_EXIT

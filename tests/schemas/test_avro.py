@@ -81,7 +81,7 @@ def test_every_output_record_round_trips(name, tmp_path):
     journal = EXAMPLE if name == "example" else case(name)[0]
     run_journal(journal, tmp_path, show_progress=False, validate_outputs=True)
     outputs = read_outputs(tmp_path)
-    assert outputs["revision-statistics"]
+    assert outputs["revision-statistics"] or name == "holdout_waiting"  # its one outcome waits, then is decided unlinked without a failure
     if name in ("minimum_case", "worked_example"):  # unlinked failing outcomes: scope_heads sets by reference
         assert outputs["candidate-sets"]
         assert any(m["candidate_refs"] is None for m in outputs["recurrence-matches"])

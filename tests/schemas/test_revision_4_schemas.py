@@ -23,8 +23,8 @@ from tests.schemas.test_schema_evolution import assert_appended_with_defaults
 EVOLVED_IN_4 = {
     "HandoffRevision": ("HandoffRevision.rev3", 3, 24),
     "SourceEvent": ("SourceEvent.rev3", 1, 29),
-    "RevisionStatistics": ("RevisionStatistics.rev3", 17, 26),
-    "ScopeStatistics": ("ScopeStatistics.rev3", 20, 27),
+    "RevisionStatistics": ("RevisionStatistics.id17", 17, 22),
+    "ScopeStatistics": ("ScopeStatistics.id20", 20, 21),
     "ReviewStatus": ("ReviewStatus.rev3", 19, 28),
 }
 

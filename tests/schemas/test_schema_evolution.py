@@ -101,7 +101,27 @@ def test_the_form_of_id_16_is_what_it_registered_and_the_current_form_appends_to
     assert {**json.loads(avro.schema_json(file)), "doc": None} == {**registered, "doc": None}
     assert catalogue.PREVIOUS_SCHEMA_IDS[schema_id] == (name, file)
     assert_appended_with_defaults(registered, json.loads(avro.schema_json(name)))
-    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]][:2] == ["reviews", "repairs"]
+    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]][:3] == ["reviews", "repairs", "review_threshold"]
+
+
+#: The forms of record revision 3 that record revision 4 evolved (the
+#: read side copies the ledger's decisions: ScopeStatistics'
+#: review_threshold and its rows' needs_review, RevisionStatistics'
+#: version), with their files and ids, and the fields appended.
+REVISION_4_FORMS = {
+    "ScopeStatistics": ("ScopeStatistics.id20", 20, ["review_threshold", "withheld", "holdout_conflicts", "effects"]),  # and contract §21's
+    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["version", "effect"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REVISION_4_FORMS))
+def test_the_forms_before_record_revision_4_are_what_they_registered_and_the_current_form_appends_to_them(name):
+    file, schema_id, appended = REVISION_4_FORMS[name]
+    registered = previous(file)
+    assert {**json.loads(avro.schema_json(file)), "doc": None} == {**registered, "doc": None}
+    assert catalogue.PREVIOUS_SCHEMA_IDS[schema_id] == (name, file)
+    assert_appended_with_defaults(registered, json.loads(avro.schema_json(name)))
+    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]] == appended
 
 
 @pytest.mark.parametrize("name", sorted(WIDENED))
@@ -128,7 +148,8 @@ def test_a_widened_union_keeps_its_branches_in_order_and_its_id(name):
 def test_the_new_records_have_new_ids_and_no_earlier_form():
     assert {name: catalogue.SCHEMA_IDS[name] for name in NEW} == {"ReviewDecision": 18, "ReviewStatus": 28, "HoldoutObservation": 25}
     assert catalogue.PREVIOUS_SCHEMA_IDS[19] == ("ReviewStatus", "ReviewStatus.rev3")
-    assert catalogue.SCHEMA_IDS["ScopeStatistics"] == 27 and catalogue.PREVIOUS_SCHEMA_IDS[20] == ("ScopeStatistics", "ScopeStatistics.rev3")
+    assert catalogue.SCHEMA_IDS["ScopeStatistics"] == 21
+    assert catalogue.SCHEMA_IDS["RevisionStatistics"] == 22
     assert not any((PREVIOUS / f"{name}.json").exists() for name in NEW)
 
 
@@ -164,7 +185,10 @@ def test_a_view_row_written_under_an_earlier_id_reads_with_the_new_fields_defaul
             assert decoded["unknown_reasons"] == dict.fromkeys(decoded["unknown_reasons"], 0)
         else:
             assert current["reviews"]["approved"] == 3 and current["repairs"]["failed"] == 1
-            assert decoded == {**current, "reviews": dict.fromkeys(current["reviews"], 0), "repairs": dict.fromkeys(current["repairs"], 0)}
+            assert decoded == {
+                **current, "reviews": dict.fromkeys(current["reviews"], 0), "repairs": dict.fromkeys(current["repairs"], 0), "review_threshold": 0,
+                "top_revisions": [{**row, "needs_review": False} for row in current["top_revisions"]],
+            }
         # what is written now carries the new id and every figure
         written = codec.encode(name, current)
         assert written[1:5] == catalogue.SCHEMA_IDS[name].to_bytes(4, "big")

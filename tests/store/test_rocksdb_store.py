@@ -148,7 +148,7 @@ def test_another_partitions_directory_copied_in_place_is_wiped(tmp_path):
     three.close()
 
 
-def test_another_deployments_or_a_recreated_topics_store_is_wiped(tmp_path):
+def test_another_deployments_store_is_wiped_a_recreated_topics_is_kept_until_recovery_decides(tmp_path):
     import shutil
 
     _checkpointed(tmp_path)
@@ -157,19 +157,24 @@ def test_another_deployments_or_a_recreated_topics_store_is_wiped(tmp_path):
     store = opened(tmp_path, topic=other)
     assert store.restore_from() is None and store.snapshot() == {} and "changelog_topic" in store.wiped
     store.close()
-    recreated = opened(tmp_path, topic_id="AAAAAAAAAAAAAAAAAAAAAA")  # the topic was deleted and created again
-    assert recreated.restore_from() is None and recreated.snapshot() == {} and "topic_id" in recreated.wiped
+    # The topic deleted and created again: not trusted for a tail restore,
+    # but kept as it is (it may be the only intact copy of the state) until
+    # recovery checks the changelog (changelog_guard) and wipes it by reset.
+    recreated = opened(tmp_path, topic_id="AAAAAAAAAAAAAAAAAAAAAA")
+    assert recreated.restore_from() is None and "topic_id" in recreated.wiped and recreated.kept_checkpoint == 10
+    assert recreated.snapshot() == {("scope", "s"): {"partition": 0}}
     recreated.close()
-    _checkpointed(tmp_path)
     unknown = opened(tmp_path, topic_id=None)  # the broker did not tell: cannot be checked
-    assert unknown.restore_from() is None and unknown.snapshot() == {}
+    assert unknown.restore_from() is None and unknown.kept_checkpoint == 10
+    unknown.reset(unknown.wiped)
+    assert unknown.snapshot() == {} and unknown.kept_checkpoint is None
     unknown.close()
 
 
 def test_a_checkpoint_older_than_the_tombstone_retention_is_wiped(tmp_path):
     _checkpointed(tmp_path)
     store = opened(tmp_path, delete_retention_ms=0)
-    assert store.restore_from() is None and "delete.retention.ms" in store.wiped
+    assert store.restore_from() is None and "delete.retention.ms" in store.wiped and store.kept_checkpoint == 10
     store.close()
 
 

@@ -28,10 +28,11 @@ documentation, see below):
 | review endpoints | ``GET /review-queue?status=…``, ``GET /review-candidates/{id}``, ``POST /review-candidates/{id}/decision`` (a reviewer token; publishes a ReviewDecision to Kafka, contract §18), the ``/review`` inbox page: ``recurrence_ledger.api.routes.review`` |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the recurrence statistics block (contract §8) plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
 | ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), 0 ≤ ``offset`` ≤ 1,000,000; anything else 400 |
-| ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review, from the view's review set, with the review threshold the workers stored |
+| ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review (the rows the ledger flagged ``needs_review``), from the view's review set, with the review threshold the ledger published in the record |
 | ``GET /`` | the dashboard page (HTML; ``/static/…`` its script, style and the bundled Chart.js; ``refresh`` and ``limit`` are read by its script) |
 | ``GET /docs``, ``GET /redoc`` | the API's documentation pages (Swagger UI, ReDoc), their scripts served from the fastapi-offline package under ``/static-docs/``: no CDN |
 | ``GET /healthz`` | ``Health``: 200 when Redis answers, else 503 |
+| ``GET /field-catalogue`` | ``FieldCatalogue``: the published records' fields with their titles and descriptions, and the eleven unknown reasons of contract §17 with their family and suspect flag (``recurrence_ledger.ledger.records``) |
 | ``GET /openapi.json`` | FastAPI's OpenAPI 3.1 document |
 
 Polling: every response of the JSON endpoints carries an ``ETag`` that
@@ -65,7 +66,7 @@ enforces): with an API token (``RL_API_TOKEN`` or ``RL_API_TOKEN_FILE``)
 every request answers 401 with ``WWW-Authenticate: Bearer`` unless it
 carries ``Authorization: Bearer <token>`` — compared in constant time
 (``BearerToken``) — except the public paths (``PUBLIC_PATHS``:
-``/healthz``, the dashboard page and its static files, the documentation
+``/healthz``, the dashboard pages (``/``, ``/review``, ``/timeline``) and their static files, the documentation
 pages and ``/openapi.json``, none of which holds data of the view). The
 check runs before routing (``ReadSideGuard``), so an unauthenticated
 request learns nothing, not even whether a path or parameter exists. No
@@ -79,14 +80,18 @@ at most 1000 scope summaries, ``/revisions`` at most 100 rows,
 ``/review-candidates`` at most the worker's ``--top-revisions`` rows,
 ``/statistics`` one record (its ``top_revisions`` at most that N); offsets
 above 1,000,000 and any unknown query parameter answer 400 on every route
-(``recurrence_ledger.api.params``).
+(``recurrence_ledger.api.params``); and every request body is bounded by
+the bytes read, chunked or not, before anything parses it (413:
+``recurrence_ledger.api.limits``).
 
 Who may decide: a review decision needs a reviewer token (``serve
 --reviewer-tokens FILE`` / ``RL_REVIEWER_TOKENS_FILE``, each token naming
 its reviewer), never the read token; the API publishes the decision to the
 deployment's ``review-decisions`` topic (``KAFKA_BOOTSTRAP_SERVERS``,
 ``KAFKA_CONFIG_FILE``, ``SCHEMA_REGISTRY_URL``, ``RL_TOPIC_PREFIX``) and
-writes nothing itself. Without reviewer tokens it takes no decision.
+writes nothing itself but the answer of a request with an
+``Idempotency-Key`` (``recurrence_ledger.api.idempotency``). Without
+reviewer tokens it takes no decision.
 
 Configuration (environment, or ``ApiSettings``): ``REDIS_URL`` (default
 ``redis://127.0.0.1:6379/0``; ``redis://user:password@host:port/db`` for an
@@ -105,6 +110,7 @@ The dashboard uses Chart.js 4.6.1 (MIT), the npm package's
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator
 
 import redis
@@ -117,6 +123,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.middleware.cors import CORSMiddleware
 
 from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerTokens, is_decision, is_public
+from recurrence_ledger.api.limits import BodyLimit
 from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR
 from recurrence_ledger.api.routes import history, holdout, review, revisions, scopes, service
@@ -178,6 +185,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     # token, and a 401 must carry the CORS headers for a configured origin's
     # page to read it. Without origins there is no CORS middleware at all,
     # so no response has an Access-Control-Allow-Origin header.
+    # Innermost, behind the guard: every request body bounded by the bytes
+    # read (recurrence_ledger.api.limits), so a refused request reads none.
+    app.add_middleware(BodyLimit)
     app.add_middleware(ReadSideGuard, token=token, allowed_hosts=settings.allowed_hosts, reviewers=reviewers)
     if origins:
         app.add_middleware(
@@ -265,12 +275,19 @@ def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_
     """Run the API with uvicorn until SIGINT/SIGTERM: one process, uvloop
     and httptools when installed (uvicorn's ``auto``), each response sent
     in one write (``recurrence_ledger.api.transport``), the access log only
-    with ``access_log`` (``serve --access-log``)."""
+    with ``access_log`` (``serve --access-log``). When Redis does not answer
+    at start, one warning line on stderr says so, and it serves anyway."""
     import gc
 
     import uvicorn
 
     app = create_app(settings)
+    try:
+        app.state.reader.ping()
+    except redis.RedisError as error:
+        # Said once, at start: serving goes on (every request that needs Redis answers 503 until it answers).
+        print(f"warning: Redis does not answer ({describe_error(error, settings.redis_url)}): /healthz and every data path answer 503 "
+              "until it does", file=sys.stderr, flush=True)
     # What is loaded by now lives as long as the process: out of the
     # collector's generations, each full collection has less to walk.
     gc.collect()

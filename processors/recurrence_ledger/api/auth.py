@@ -2,8 +2,8 @@
 token's constant-time check (:class:`BearerToken`), the reviewer tokens'
 (:class:`ReviewerTokens`), the public paths (:func:`is_public`), the
 decision path (:func:`is_decision`), the ``Host`` rule and the middleware
-in front of the app that applies them (:class:`ReadSideGuard`), and the
-security headers of the dashboard pages (:data:`DASHBOARD_HEADERS`). What
+in front of the app that applies them (:class:`ReadSideGuard`). The
+security headers of the pages: ``recurrence_ledger.api.responses.PAGE_HEADERS``. What
 is configured, and its checks: ``recurrence_ledger.api.settings``.
 
 A review decision (``POST /review-candidates/{id}/decision``, contract §18)
@@ -23,36 +23,19 @@ from collections.abc import Iterable
 from fastapi.responses import JSONResponse
 
 #: Paths that answer without the token when one is set: the health check,
-#: and what holds no data of the view — the dashboard page and its static
-#: files (a browser loads them before the page can ask for the token), the
+#: and what holds no data of the view — the dashboard pages (``/``, the
+#: review inbox ``/review``, the timeline ``/timeline``: a browser's
+#: navigation carries no header, so they load, then ask for the token) and
+#: their static files, the
 #: documentation pages and the OpenAPI document (Swagger UI fetches it
 #: without credentials; it describes the API's shapes, which the source
 #: code publishes anyway). Everything else — every ``/scopes…`` endpoint and
 #: any unknown path — answers 401 without ``Authorization: Bearer <token>``.
-PUBLIC_PATHS = frozenset({"/healthz", "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/", "/review", "/timeline", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 PUBLIC_PREFIXES = ("/static/", "/static-docs/")
-
-#: Headers of the dashboard pages (``/`` and the review inbox ``/review``).
-#: The pages keep the API token (and the review page a reviewer token) in
-#: sessionStorage (see processors/recurrence_ledger/static/dashboard.js),
-#: which their scripts can read, so they allow no script, style, connection
-#: or frame from anywhere but this service, and no inline script or handler:
-#: an injected script could not load or send a token away.
-DASHBOARD_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-        "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
-
 
 #: The path of a review decision (``POST``): guarded by the reviewer tokens.
 DECISION_PATH = re.compile(r"/review-candidates/[^/]+/decision")
-#: Largest body of a decision request (bytes): a reason has at most 16,384
-#: characters (4 bytes each in UTF-8, escaped at most 6 bytes in JSON).
-MAX_DECISION_BODY = 128 * 1024
 
 
 def is_decision(method: str, path: str) -> bool:
@@ -129,8 +112,8 @@ class ReadSideGuard:
     request whose ``Host`` is not one of them answers 400. A review
     decision (:func:`is_decision`) answers 403 without ``reviewers``, 401
     without a bearer token, 403 with the read ``token`` or another that is
-    no reviewer's, 413 with a body over :data:`MAX_DECISION_BODY`; with a
-    reviewer's token it goes on with the name in ``scope["state"]
+    no reviewer's (its body's size is bounded behind the guard:
+    ``recurrence_ledger.api.limits``); with a reviewer's token it goes on with the name in ``scope["state"]
     ["reviewer"]`` (``request.state.reviewer``). With a ``token``, a request
     for a non-public path (:func:`is_public`) without it answers 401 with
     ``WWW-Authenticate: Bearer`` — before routing, so unknown paths and bad
@@ -159,9 +142,6 @@ class ReadSideGuard:
             if self.token is not None and self.token.accepts(headers):
                 return JSONResponse({"detail": "the read token may not decide: a review decision needs a reviewer token"}, 403)
             return JSONResponse({"detail": "not a reviewer token: a review decision needs a reviewer token"}, 403)
-        length = next((value for name, value in headers if name == b"content-length"), b"0")
-        if not length.isdigit() or int(length) > MAX_DECISION_BODY:
-            return JSONResponse({"detail": f"a decision request has at most {MAX_DECISION_BODY} bytes"}, 413)
         scope.setdefault("state", {})["reviewer"] = reviewer
         return None
 

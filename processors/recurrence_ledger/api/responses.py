@@ -20,6 +20,21 @@ from recurrence_ledger.api.schemas import ErrorBody
 #: Directory of the dashboard's static files (package data), served under ``/static/``.
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
+#: Headers of every HTML page (``/``, ``/review``, ``/timeline``; :func:`page`).
+#: The pages keep the API token (and the review page a reviewer token) in
+#: sessionStorage (see processors/recurrence_ledger/static/dashboard.js),
+#: which their scripts can read, so they allow no script, style, connection
+#: or frame from anywhere but this service, and no inline script or handler:
+#: an injected script could not load or send a token away.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
 #: The documented 400 / 404 / 503 answers of the scope endpoints.
 ERRORS: dict[int, dict] = {
     400: {"model": ErrorBody, "description": "Unknown or bad query parameter"},
@@ -77,7 +92,8 @@ def unknown_scope(scope: str, namespace: str) -> JSONResponse:
     return not_found(f"unknown scope {scope!r}", namespace)
 
 
-def page(name: str, headers: dict[str, str] | None = None) -> FileResponse:
+def page(name: str) -> FileResponse:
     """The HTML page ``name`` of :data:`STATIC_DIR`, never cached without
-    revalidation, with ``headers`` besides."""
-    return FileResponse(STATIC_DIR / name, media_type="text/html", headers={"Cache-Control": "no-cache", **(headers or {})})
+    revalidation, with the pages' security headers (:data:`PAGE_HEADERS`):
+    every page is answered here, so every page has them."""
+    return FileResponse(STATIC_DIR / name, media_type="text/html", headers={"Cache-Control": "no-cache", **PAGE_HEADERS})

@@ -9,14 +9,15 @@ endpoints (``/scopes``, ``…/statistics`` — the core's ScopeStatistics —,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface, ReviewDecision
-from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, UnknownReasons
-from recurrence_ledger.ledger.statistics import LOW_YIELD, LOW_YIELD_MIN_SELECTED
+from recurrence_ledger.ledger.records import REVISION_IDENTITY, AppliedReviewDecision, Repair, RevisionFigures, ScopeStatistics
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
 ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]
@@ -33,27 +34,29 @@ class _Shape(BaseModel):
 # ----------------------------------------------------------------- the view
 
 
-class ScopeSummary(_Shape):
-    """One scope's counters (contract §8): ledger facts (selected, recurred,
-    avoided, needing_review), the evidence-coverage figures (unknown,
-    unlinked_handoff_citations) and the operational gauges
-    (pending_outcomes, late_revisions); since revision 3 the counts of
-    §16–§17 (0 for a record written before it)."""
+def copied_fields(model: type[BaseModel], names: Iterable[str]) -> dict[str, tuple[object, FieldInfo]]:
+    """``create_model`` field definitions of ``names`` (field names, not
+    aliases) of a record model of ``recurrence_ledger.ledger.records``:
+    each with the model's type, default, alias, title and description —
+    so an answer of the API documents a figure exactly as the record
+    states it, and a new figure of the record needs no edit here."""
+    return {name: (model.model_fields[name].annotation, FieldInfo.merge_field_infos(model.model_fields[name])) for name in names}
 
-    scope_id: str
-    as_of_position: int = Field(description="Highest journal position applied in the scope (pending outcomes included).")
-    selected: int
-    recurred: int
-    avoided: int
-    unknown: int = Field(description="Linked selections without a terminal verdict: an evidence gap, not a failure.")
-    unlinked_handoff_citations: int = Field(description="Handoff citations no Task Outcome was linked through: provenance coverage, not a failure.")
-    needing_review: int = Field(description="Revisions whose streak ≥ the review threshold (the true count, even beyond top_revisions).")
-    pending_outcomes: int = Field(description="Gauge: outcomes waiting for their receipt, Handoff or cited Experience.")
-    late_revisions: int = Field(description="Gauge: revisions that arrived after outcomes that could have cited them.")
-    forward_references: int = Field(0, description="References that point forward in the journal and link nothing (contract §16).")
-    ambiguous_matches: int = Field(0, description="Ambiguous RecurrenceMatches: a failure matched several revisions' cues (contract §17).")
-    unmatched_failures: int = Field(0, description="Unmatched RecurrenceMatches: failures no lesson covers yet (contract §17).")
-    binding_suspects: int = Field(0, description="Revisions whose bound check proves nothing (binding_suspect, contract §17).")
+
+#: One scope's integer figures (contract §8): ledger facts (selected,
+#: recurred, avoided, needing_review), the evidence-coverage figures,
+#: the operational gauges, the counts of §16–§17 and the review threshold
+#: the ledger applied — every plain integer field of ScopeStatistics
+#: (``recurrence_ledger.ledger.records.integer_fields``), documented as the
+#: record documents it; a record written before a field existed has its
+#: default (0).
+ScopeSummary = create_model(
+    "ScopeSummary",
+    __base__=_Shape,
+    __doc__="One scope's integer figures: every plain integer field of its ScopeStatistics record (contract §8), and its scope_id.",
+    scope_id=(str, Field(description="The scope (contract §3).")),
+    **copied_fields(ScopeStatistics, (name for name, info in ScopeStatistics.model_fields.items() if info.annotation is int)),
+)
 
 
 class ScopeList(_Shape):
@@ -70,27 +73,20 @@ class ScopeList(_Shape):
     scopes: list[ScopeSummary]
 
 
-class _Figures(_Shape):
-    """The revision's figures: from its RevisionStatistics row
-    (``/revisions``) or its ``top_revisions`` row (``/review-candidates``)."""
-
+class _FiguresBase(_Shape):
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
 
-    repair_surface: RepairSurface | None = Field(None, description="The revision's repair_surface (contract §3); null when the ledger does not know it.")
-    selected: int = Field(0, description="Selections of the revision linked to a Task Outcome.")
-    recurred: int = Field(0, description="Terminal recurred verdicts of the revision.")
-    avoided: int = Field(0, description="Terminal avoided verdicts of the revision.")
-    yield_: float | None = Field(None, alias="yield", description="avoided / (avoided + recurred), rounded to 4 decimals; null without terminal verdicts.")
-    low_yield: bool = Field(False, description=f"selected ≥ {LOW_YIELD_MIN_SELECTED} and yield < {float(LOW_YIELD)} (surfaced only, never retired: contract §14).")
-    unknown: int = Field(0, description="Selections without a terminal verdict (contract §17): selected minus the terminal verdicts on linked outcomes.")
-    unknown_reasons: UnknownReasons = Field(
-        UnknownReasons(), description="Why each unknown selection stayed unknown: the eleven reasons of contract §17, in its order, summing to unknown."
-    )
-    ambiguous: int = Field(0, description="Ambiguous RecurrenceMatches with this revision among the eligible candidates (contract §17).")
-    binding_suspect: bool = Field(
-        False, description="No terminal verdict at all, and at least review-threshold unknown selections with condition_empty or a check_… reason: "
-        "the bound check proves nothing (contract §17).",
-    )
+
+#: The revision's figures: from its RevisionStatistics row (``/revisions``)
+#: or its ``top_revisions`` row (``/review-candidates``) — the fields of the
+#: ledger's RevisionFigures besides the revision's identity
+#: (``recurrence_ledger.ledger.records.figure_fields``).
+_Figures = create_model(
+    "_Figures",
+    __base__=_FiguresBase,
+    __doc__="The revision's figures, as the ledger's RevisionFigures states them.",
+    **copied_fields(RevisionFigures, (name for name in RevisionFigures.model_fields if name not in REVISION_IDENTITY)),
+)
 
 
 class RevisionRow(_Figures):
@@ -101,7 +97,6 @@ class RevisionRow(_Figures):
     artifact_ref: ArtifactRef
     signature_key: str
     terminal_recurred_streak: int = Field(description="Terminal recurred verdicts since the last avoided one (contract §8).")
-    needs_review: bool = Field(description="Streak ≥ the workers' review threshold (contract §8), as the worker published it.")
 
 
 class RevisionList(_Shape):
@@ -355,3 +350,26 @@ class DecisionAccepted(_Shape):
     partition: int
     offset: int
     status_url: str
+
+
+# ----------------------------------------------------------------- the field catalogue
+
+
+class FieldLabel(_Shape):
+    """One field of a published record as ``recurrence_ledger.ledger.records``
+    states it."""
+
+    title: str = Field(description="A short label.")
+    description: str | None = Field(None, description="What the field means (units, contract section).")
+    family: str | None = Field(None, description="An unknown reason's family: matching, condition or check (contract §17).")
+    suspect: bool | None = Field(None, description="An unknown reason that makes a binding suspect (contract §17).")
+    total: bool | None = Field(None, description="A scope figure the view follower sums over the scopes (a Prometheus gauge).")
+
+
+class FieldCatalogue(_Shape):
+    """``GET /field-catalogue``: the fields of the published records, by
+    published name, in the records' order."""
+
+    scope: dict[str, FieldLabel] = Field(description="ScopeStatistics (contract §8).")
+    revision: dict[str, FieldLabel] = Field(description="A revision's row: top_revisions and the revisions view (contract §8, §14).")
+    unknown_reasons: dict[str, FieldLabel] = Field(description="The eleven unknown reasons of contract §17, in the contract's order.")

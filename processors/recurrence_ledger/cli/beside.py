@@ -46,11 +46,10 @@ STOP_JOIN_S = 5.0
 
 def follower_config(config: WorkerConfig, redis_url: str) -> FollowerConfig:
     """The in-process follower of the worker ``config`` into ``redis_url``:
-    the worker's connection, app id, topic prefix, review threshold and
-    Schema Registry. Its ``repr`` redacts the URL's password."""
+    the worker's connection, app id, topic prefix and Schema Registry. Its ``repr`` redacts the URL's password."""
     return FollowerConfig(
         bootstrap=config.bootstrap, redis_url=redis_url, app_id=config.app_id, topic_prefix=config.topic_prefix,
-        review_threshold=config.ledger.review_threshold, schema_registry=config.schema_registry,
+        schema_registry=config.schema_registry,
     )
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import typer
 
-from recurrence_ledger import policy
 from recurrence_ledger.embedded.output import stdout_console
 from recurrence_ledger.settings import kafka_environment, settings
 
@@ -98,14 +97,14 @@ def refusing_to_start(*errors: type[Exception]) -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
-def command_redis_view(redis_url: str, namespace: str, review_threshold: int = policy.REVIEW_THRESHOLD.default):  # noqa: ANN202 - lazy import
+def command_redis_view(redis_url: str, namespace: str):  # noqa: ANN202 - lazy import
     """The RedisView of a command (the CA of RL_REDIS_CA_FILE for a
     rediss:// URL without one); exit 2 for a URL or CA file redis-py cannot
     use."""
     from recurrence_ledger.read.projection import RedisView
 
     try:
-        return RedisView(redis_url, namespace=namespace, review_threshold=review_threshold, ca_file=settings().redis_ca_file)
+        return RedisView(redis_url, namespace=namespace, ca_file=settings().redis_ca_file)
     except ValueError as error:
         console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None

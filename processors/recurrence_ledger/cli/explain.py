@@ -68,29 +68,29 @@ def explain_command(
 
 
 def print_explanation(explanation: dict) -> None:
-    """The explanation as a tree (user text escaped from rich markup)."""
-    from rich.markup import escape
+    """The explanation as a tree (printed without console markup: ids and
+    match inputs are shown as they are)."""
     from rich.tree import Tree
 
     outcome = explanation["task_outcome"]
     chain = explanation["chain"]
-    tree = Tree(escape(f"{outcome['source_id']} in {explanation['scope_id']} (position {outcome['journal_position']}, {outcome['status']})"))
-    link = tree.add(escape(f"chain: {chain['status']} — {chain['reason']}"))
+    tree = Tree(f"{outcome['source_id']} in {explanation['scope_id']} (position {outcome['journal_position']}, {outcome['status']})")
+    link = tree.add(f"chain: {chain['status']} — {chain['reason']}")
     if chain["handoff"]:
-        link.add(escape(f"receipt {chain['receipt']} → Handoff {chain['handoff']} → cited failure-bearing revisions: {', '.join(chain['cited']) or 'none'}"))
+        link.add(f"receipt {chain['receipt']} → Handoff {chain['handoff']} → cited failure-bearing revisions: {', '.join(chain['cited']) or 'none'}")
     items = tree.add(f"failure items: {len(explanation['failure_items'])}")
     for item in explanation["failure_items"]:
         match = item["match"]
         text = f"{item['item_kind']}[{item['item_index']}] '{item['match_input']}'"
         if match is None:
-            items.add(escape(f"{text}: no RecurrenceMatch recorded"))
+            items.add(f"{text}: no RecurrenceMatch recorded")
         else:
             target = f" → {match['target']}" if match["target"] else ""
             candidates = (f"candidate set {match['candidate_set_digest']} not found on candidate-sets" if match["candidates"] is None
                           else f"candidates {', '.join(match['candidates']) or 'none'}")
-            items.add(escape(f"{text}: {match['result']}{target} ({match['candidate_set_mode']}, {candidates})"))
+            items.add(f"{text}: {match['result']}{target} ({match['candidate_set_mode']}, {candidates})")
     revisions = tree.add("revisions")
     for row in explanation["revisions"]:
         selected = "selected, " if row["selected"] else ""
-        revisions.add(escape(f"{row['artifact_ref']} ({row['repair_surface']}): {selected}{row['reason']}"))
+        revisions.add(f"{row['artifact_ref']} ({row['repair_surface']}): {selected}{row['reason']}")
     console.print(tree, highlight=False)

@@ -23,6 +23,7 @@ import sys
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from recurrence_ledger.cli import explain, ops, records, replay, run, whatif
 from recurrence_ledger.cli.holdout import holdout_app
@@ -76,16 +77,24 @@ app.add_typer(review_app, name="review")
 app.add_typer(holdout_app, name="holdout")
 
 
-def reflow_help(typer_app: typer.Typer) -> None:
+def reflow_help(typer_app: typer.Typer, escaped: set[int] | None = None) -> None:
     """Give every command of ``typer_app`` (and of its sub-apps) its
     docstring as help text with each paragraph on one line, so that the
     terminal wraps it at its width instead of at the docstring's line
-    breaks (Typer's rich mode keeps single line breaks)."""
+    breaks (Typer's rich mode keeps single line breaks), its rich markup
+    escaped (``escaped``: the ids of the commands done), so that bracketed
+    text is shown, not eaten as markup. (An option's help is written
+    escaped where it is defined: Typer builds its option infos anew from
+    the annotations each time.)"""
+    escaped = set() if escaped is None else escaped
     for info in typer_app.registered_commands:
         if info.help is None and info.callback is not None and info.callback.__doc__:
             info.help = "\n\n".join(" ".join(paragraph.split()) for paragraph in inspect.cleandoc(info.callback.__doc__).split("\n\n"))
+        if info.help is not None and id(info) not in escaped:
+            escaped.add(id(info))
+            info.help = escape(info.help)
     for group in typer_app.registered_groups:
-        reflow_help(group.typer_instance)
+        reflow_help(group.typer_instance, escaped)
 
 
 reflow_help(app)

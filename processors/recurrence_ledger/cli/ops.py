@@ -48,12 +48,12 @@ import redis
 import typer
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console
 from rich.table import Table
 
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option
-from recurrence_ledger.embedded.output import stdout_console
+from recurrence_ledger.embedded.output import stderr_console, stdout_console
+from recurrence_ledger.ledger.records import ScopeStatistics, total_fields
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key, reason_counts
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader
@@ -61,7 +61,7 @@ from recurrence_ledger.redact import redact_url
 from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REVIEWER_TOKENS_FILE, kafka_environment, settings as process_settings
 
 console = stdout_console()
-errors = Console(stderr=True)
+errors = stderr_console()
 
 
 ScopeOption = Annotated[Optional[str], typer.Option("--scope", help="Only this scope (default: every scope in the view).")]
@@ -293,20 +293,14 @@ def rank_command(
 
 
 STAT_COLUMNS = ("as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "late_revisions")
-#: Short two-line headers, so that the table fits 80 columns.
-STAT_HEADERS = {
-    "as_of_position": "as of",
-    "selected": "selected",
-    "recurred": "recurred",
-    "avoided": "avoided",
-    "needing_review": "needing\nreview",
-    "unknown": "unknown",
-    "unlinked_handoff_citations": "unlinked\ncitations",
-    "pending_outcomes": "pending",
-    "late_revisions": "late",
-}
-#: The counts of contract §16–§17 a scope's line under the ``stats`` table names, besides its unknown reasons.
-STAT_NOTES = {"ambiguous_matches": "ambiguous matches", "unmatched_failures": "unmatched failures", "forward_references": "forward references"}
+#: The column headers: each field's title as the record states it
+#: (``recurrence_ledger.ledger.records``), a word per line so that the
+#: table fits 80 columns.
+STAT_HEADERS = {name: ScopeStatistics.model_fields[name].title.replace(" ", "\n") for name in STAT_COLUMNS}
+#: The counts a scope's line under the ``stats`` table names, besides its
+#: binding suspects and unknown reasons: the other ScopeStatistics figures
+#: marked ``total`` (``total_fields``), with their titles.
+STAT_NOTES = {name: ScopeStatistics.model_fields[name].title for name in total_fields(ScopeStatistics) if name != "binding_suspects"}
 
 
 def reason_summary(counts: dict | None) -> str:
@@ -419,7 +413,7 @@ def serve_command(
         Optional[Path],
         typer.Option(
             "--reviewer-tokens", envvar=ENV_REVIEWER_TOKENS_FILE, dir_okay=False, show_default=False,
-            help="TOML file of reviewer tokens ([reviewers] name = \"token\"): each may POST /review-candidates/{id}/decision, "
+            help="TOML file of reviewer tokens (\\[reviewers] name = \"token\"): each may POST /review-candidates/{id}/decision, "
             "which is published to Kafka as that reviewer's (needs --bootstrap or --kafka-config). Default: no one decides.",
         ),
     ] = None,

@@ -371,6 +371,16 @@ StateDirOption = Annotated[
     ),
 ]
 
+ReseedChangelogOption = Annotated[
+    bool,
+    typer.Option(
+        "--reseed-changelog", rich_help_panel=WORKER_PANEL,
+        help="With --state-dir: when a partition's changelog is empty (deleted and created again) while the group has committed "
+             "offsets, write its intact local store back to the changelog instead of refusing (exit 5) (docs/operating.md, "
+             "\"A lost or truncated changelog\").",
+    ),
+]
+
 
 def worker_operation(
     app_id: AppIdOption = DEFAULT_APP_ID,
@@ -387,6 +397,7 @@ def worker_operation(
     metrics_port: Annotated[Optional[int], metrics_port_option(rich_help_panel=WORKER_PANEL)] = None,
     max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
     state_dir: StateDirOption = None,
+    reseed_changelog: ReseedChangelogOption = False,
 ) -> dict[str, Any]:
     """The Kafka worker's operation, as ``runtime.worker.WorkerConfig``
     fields (``instance_id`` left out when not given: the host name)."""
@@ -395,6 +406,7 @@ def worker_operation(
         "max_batch": max_batch, "exit_when_idle_s": exit_when_idle, "max_wait_caught_up_s": max_wait_caught_up,
         "static_membership": static_membership, "session_timeout_ms": session_timeout_ms, "create_partitions": create_topics,
         "metrics_port": metrics_port, "max_output_bytes": max_output_bytes, "state_dir": state_dir,
+        "reseed_changelog": reseed_changelog,
     }
     return {**fields, "instance_id": instance_id} if instance_id else fields
 

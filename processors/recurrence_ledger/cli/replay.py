@@ -186,7 +186,7 @@ def rebuild_command(
     )
     if redis_url:
         records = [{**record, **rebuilt.get(scope_id, {})} for scope_id, record in latest.items()]
-        view = command_redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
+        view = command_redis_view(redis_url, default_namespace(topic_prefix))
         with reporting_redis_errors(view):
             view.clear()
         view.submit(records, revisions=[rebuilt_rows[key] for key in sorted(rebuilt_rows)])  # writes at once when Redis answers

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich import box
-from rich.console import Console
+from rich.text import Text
 from rich.table import Table
 
 from recurrence_ledger.cli.clients import kafka_connection, reporting_kafka_errors, refusing_to_start, command_registry, check_redis_url, console
@@ -39,12 +39,19 @@ from recurrence_ledger.cli.options import (
     takes,
     topic_prefix_option,
 )
+from recurrence_ledger.embedded.output import stderr_console
 from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, RunSummary, run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.records import ScopeStatistics
 from recurrence_ledger.ledger.state import ref_order
 from recurrence_ledger.settings import settings
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
+
+
+#: The columns of the run's summary table (titles from the record model), and the figures of each scope's line under it.
+SUMMARY_COLUMNS = ("selected", "recurred", "avoided", "unknown", "needing_review")
+SUMMARY_LINE = ("as_of_position", "unlinked_handoff_citations", "pending_outcomes", "late_revisions")
 
 
 def print_summary(summary: RunSummary, out_dir: Path) -> None:
@@ -53,17 +60,13 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
     its review candidates (:func:`review_lines`)."""
     table = Table(title="recurrence statistics (last record per scope)", box=box.SIMPLE_HEAD)
     table.add_column("scope", overflow="fold")
-    for column in ("selected", "recurred", "avoided", "unknown", "needing review"):
-        table.add_column(column, justify="right")
+    for column in SUMMARY_COLUMNS:
+        table.add_column(ScopeStatistics.model_fields[column].title, justify="right")
     for scope_id, stats in sorted(summary.statistics.items()):
-        table.add_row(scope_id, *(str(stats[name]) for name in ("selected", "recurred", "avoided", "unknown", "needing_review")))
+        table.add_row(scope_id, *(str(stats[name]) for name in SUMMARY_COLUMNS))
     console.print(table)
     for scope_id, stats in sorted(summary.statistics.items()):
-        console.print(
-            f"[bold]{scope_id}[/bold]: as_of_position {stats['as_of_position']}, "
-            f"unlinked_handoff_citations {stats['unlinked_handoff_citations']}, "
-            f"pending_outcomes {stats['pending_outcomes']}, late_revisions {stats['late_revisions']}"
-        )
+        console.print(Text.assemble((scope_id, "bold"), ": " + ", ".join(f"{name} {stats[name]}" for name in SUMMARY_LINE)))
         for row in stats["top_revisions"]:
             ref = row["artifact_ref"]
             console.print(
@@ -167,7 +170,7 @@ def warn_dead_letters(summary: RunSummary, out_dir: Path) -> None:
     """A loud warning on stderr: how many journal lines were dead-lettered,
     by reason, and where they are."""
     reasons = ", ".join(f"{reason} {count}" for reason, count in sorted(summary.dead_letter_reasons.items()))
-    Console(stderr=True).print(
+    stderr_console().print(
         f"WARNING: {summary.dead_letters} of {summary.lines} journal lines were dead-lettered ({reasons}) and are not "
         f"in the ledger; every event that relied on them may count differently. See {out_dir}/dead-letter.jsonl.",
         style="bold red", highlight=False, soft_wrap=True,
@@ -296,7 +299,8 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
     in the same process (composed by the read side, ``cli.beside``)."""
     from recurrence_ledger.kafka.kafka_admin import CoPartitionError
     from recurrence_ledger.runtime.catch_up import NOT_CAUGHT_UP_EXIT, NotCaughtUp
-    from recurrence_ledger.runtime.checkpoint import ChangelogUntracked
+    from recurrence_ledger.runtime.changelog_guard import CHANGELOG_LOST_EXIT, ChangelogLost
+    from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, ChangelogUntracked, RestartRequired
     from recurrence_ledger.store.base import StoreError
     from recurrence_ledger.runtime.worker import run_worker
 
@@ -314,7 +318,13 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
             except NotCaughtUp as error:
                 console.print(f"error: batch run stopped before the group caught up, outputs are incomplete: {error}", style="red", highlight=False)
                 raise typer.Exit(NOT_CAUGHT_UP_EXIT) from None
-            except (StoreError, ChangelogUntracked) as error:  # --state-dir: what is committed is on the changelog
+            except ChangelogLost as error:
+                console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True, markup=False)
+                raise typer.Exit(CHANGELOG_LOST_EXIT) from None
+            except (RestartRequired, ChangelogUntracked) as error:  # a Kafka client cannot go on: the supervisor restarts it
+                console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True, markup=False)
+                raise typer.Exit(RESTART_EXIT) from None
+            except StoreError as error:  # --state-dir: what is committed is on the changelog
                 console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
                 raise typer.Exit(1) from None
 

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 
-from recurrence_ledger import policy
 from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, reporting_redis_errors, command_redis_view, check_redis_url, console
 from recurrence_ledger.cli.options import (
     BootstrapOption,
@@ -20,7 +19,6 @@ from recurrence_ledger.cli.options import (
     MetricsPortOption,
     PrefixOption,
     RegistryOption,
-    ThresholdOption,
     TrendLimitOption,
     ViewRedisOption,
     YesOption,
@@ -53,7 +51,6 @@ def view_rebuild_command(
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
-    review_threshold: ThresholdOption = policy.REVIEW_THRESHOLD.default,
     schema_registry_url: RegistryOption = None,
     history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
     trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
@@ -63,13 +60,13 @@ def view_rebuild_command(
     Reads the recurrence-statistics and revision-statistics topics whole,
     then replaces the view's keys; then rebuilds the read models (verdict
     histories, trends, review queue) from recurrence-observations,
-    review-candidates and recurrence-statistics. --review-threshold must be
-    the workers' (it decides the review set and is stored with each scope).
+    review-candidates and recurrence-statistics (the review set and the
+    review threshold are the ones the ledger published in the records).
     Stop the view follower while it runs."""
     from recurrence_ledger.read.rebuild import rebuild_from_topic
     from recurrence_ledger.read.keys import default_namespace
 
-    view = command_redis_view(redis_url, default_namespace(topic_prefix), review_threshold)
+    view = command_redis_view(redis_url, default_namespace(topic_prefix))
     connection = kafka_connection(bootstrap, kafka_config)
     with reporting_kafka_errors(), reporting_redis_errors(view):
         codec = command_codec(schema_registry_url, None, kafka_config)
@@ -128,7 +125,6 @@ def view_follow_command(
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, app_id_option("The deployment's app id (the follower's group is PREFIX+APP_ID-view).")] = DEFAULT_APP_ID,
-    review_threshold: ThresholdOption = policy.REVIEW_THRESHOLD.default,
     history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
     trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
     schema_registry_url: RegistryOption = None,
@@ -141,9 +137,8 @@ def view_follow_command(
     and review-candidates (read_committed, consumer group PREFIX+APP_ID-view),
     writes the view and the read models (verdict histories, trends, the review
     queue) and commits its offsets once Redis has them. Runs until SIGTERM, or
-    until --exit-when-idle seconds pass without a record. --review-threshold,
-    --history-limit and --trend-limit must be those of the workers and of view
-    rebuild."""
+    until --exit-when-idle seconds pass without a record. --history-limit and
+    --trend-limit must be those of view rebuild."""
     from recurrence_ledger.read.follower import FollowerConfig, run_follower
 
     configure_logging()
@@ -151,7 +146,7 @@ def view_follow_command(
     connection = kafka_connection(bootstrap, kafka_config)
     codec = command_codec(schema_registry_url, None, kafka_config)
     config = FollowerConfig(
-        bootstrap=connection, redis_url=redis_url, app_id=app_id, topic_prefix=topic_prefix, review_threshold=review_threshold,
+        bootstrap=connection, redis_url=redis_url, app_id=app_id, topic_prefix=topic_prefix,
         history_limit=history_limit, trend_limit=trend_limit, exit_when_idle_s=exit_when_idle, metrics_port=metrics_port,
     )
     from recurrence_ledger.read.layout import LayoutError

@@ -252,8 +252,7 @@ def what_if_command(
     if parsed is not None:
         from recurrence_ledger.whatif.chart import draw_chart
 
-        draw_chart(document["sweep"], out / CHART, note=None if document["sweep"]["rows"][0]["rejected_candidates_avoided"] is not None
-                   else "Rejected candidates avoided: not shown — what-if does not count review decisions yet (contract §18).")
+        draw_chart(document["sweep"], out / CHART)
     json_path, markdown_path = write_report(document, out)
     if not quiet:
         _print_summary(document, markdown_path)

@@ -48,36 +48,52 @@ class CoreFailure(RecurrenceLedgerError):
 
 
 def process_message(processor: LedgerProcessor, message: Message, topic_prefix: str, wire: codec.Codec = codec.FIXED) -> list[Emit]:
-    """Decode one input record and apply it: the whole shell of contract §9.
+    """Decode one input record and apply it: the whole shell of contract §9
+    (:func:`ingest_record` on the message's topic, key and value).
 
-    Returns the emits, or one dead-letter emit for a record without a key
-    (or one that is not the UTF-8 bytes of the value's scope_id), one that
-    does not decode (with ``wire``) or validate. Raises CoreFailure when the
-    core itself raised — a bug, after which the processor's state cannot be
-    trusted — and RegistryError when a Schema Registry does not answer.
+    Returns the emits, or one dead-letter emit for a bad record. Raises
+    CoreFailure when the core itself raised — a bug, after which the
+    processor's state cannot be trusted — and RegistryError when a Schema
+    Registry does not answer.
     """
     physical_topic = message.topic()
     raw = message.value()
     raw_key = message.key()
-    try:
-        key = raw_key.decode("utf-8") if raw_key is not None else None
-    except UnicodeDecodeError:
-        key = raw_key.decode("utf-8", "replace")
-        coordinates = Coordinates(physical_topic, message.partition(), message.offset(), key)
-        return [dead_letter(coordinates, raw or b"", "key_mismatch", "record key is not UTF-8, so it cannot be a scope_id (contract §1)")]
+    key = raw_key.decode("utf-8", "replace") if raw_key is not None else None
     coordinates = Coordinates(physical_topic, message.partition(), message.offset(), key)
     try:
-        if raw_key is None:
-            raise BadRecord("key_mismatch", "record has no key; the key must be its scope_id (contract §1)")
-        kind, value = wire.decode_source(catalogue.logical(physical_topic, topic_prefix), raw)
-        return ingest(processor, kind, value, raw, coordinates)
-    except BadRecord as bad:
-        return [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
+        return ingest_record(processor, catalogue.logical(physical_topic, topic_prefix), raw_key, raw, coordinates, wire)
     except (codec.RegistryError, StoreError):
         raise  # the Schema Registry is unreachable, the local store failed: not the record's fault, never dead-letter it
     except Exception as error:
         log.exception("internal error on %s[%d]@%d", physical_topic, message.partition(), message.offset())
         raise CoreFailure(coordinates, raw or b"", error) from error
+
+
+def ingest_record(processor: LedgerProcessor, logical_topic: str, raw_key: bytes | None, raw: bytes | None,
+                  coordinates: Coordinates, wire: codec.Codec = codec.FIXED) -> list[Emit]:
+    """How the worker reads one input record (contract §1, §9): the value
+    first — decoded with ``wire`` and validated, so a bad value gets the
+    reason the embedded runner gives the same bytes as a journal line,
+    whatever its key (``publish`` sends a line it cannot read without a
+    key) — then the key: none, not UTF-8, or not the value's scope_id is
+    ``key_mismatch``. Returns the emits of ``processor``, or one dead-letter
+    emit at ``coordinates`` (whose key is the key as text). Raises what the
+    codec raises for a Schema Registry that does not answer, and whatever
+    the core raises (a bug)."""
+    try:
+        kind, value = wire.decode_source(logical_topic, raw)
+    except BadRecord as bad:
+        return [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
+    key_error = None
+    if raw_key is None:
+        key_error = "record has no key; the key must be its scope_id (contract §1)"
+    else:
+        try:
+            raw_key.decode("utf-8")
+        except UnicodeDecodeError:
+            key_error = "record key is not UTF-8, so it cannot be a scope_id (contract §1)"
+    return ingest(processor, kind, value, raw or b"", coordinates, key_error=key_error)
 
 
 def emit_key(emit: Emit, raw_key: bytes | None) -> bytes | None:

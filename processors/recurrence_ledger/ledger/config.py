@@ -75,3 +75,14 @@ class LedgerConfig:
             raise ValueError(f"holdout_rate must be a Fraction, got {self.holdout_rate!r}")
         if (self.holdout_salt is None) != (self.holdout_rate is None):
             raise ValueError("holdout_salt and holdout_rate are set together (contract §21.5), or neither")
+
+
+def review_threshold_of(config: LedgerConfig, failure: dict | None) -> int:
+    """The review threshold of one revision, given its failure block
+    (contract §8; None: a revision without one): the number of recurred
+    verdicts in a row at which it needs review, a run of it publishes its
+    ReviewCandidate, and — as a fix revision — its repair has failed
+    (§18). Every rule that needs a revision's threshold asks here, so a
+    threshold of its own for some revisions (§22: critical ones) is one
+    change. Today every revision has ``config.review_threshold``."""
+    return config.review_threshold

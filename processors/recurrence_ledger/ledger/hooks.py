@@ -1,10 +1,10 @@
 """The core's public policy hook: what a policy replay (contract §20) watches
 in ``LedgerProcessor`` without changing it.
 
-A :class:`PolicyHook` given to ``LedgerProcessor(hook=...)`` is told of three
+A :class:`PolicyHook` given to ``LedgerProcessor(hook=...)`` is told of four
 steps of the core, after the core took them: a terminal verdict recorded
 (§7/§8), an admission decision made (§12), a pending Task Outcome decided as
-unlinked because it waited too long (§5). The hook reads the state it is
+unlinked because it waited too long (§5), a review decision taken (§18). The hook reads the state it is
 handed and must not write it, nor touch the emits: the core's records stay
 byte for byte what they are without a hook. Every method does nothing here;
 a hook overrides the ones it needs (``whatif.shadow.WhatIfProcessor``).
@@ -34,3 +34,9 @@ class PolicyHook:
         """The pending Task Outcome ``outcome_id`` (at ``journal_position``)
         is about to be decided unlinked (§5): its provenance horizon passed
         (``end_of_input`` False) or the input ended (``flush``, True)."""
+
+    def review_decision_taken(self, state: LedgerState, scope_id: str, decision: dict) -> None:
+        """The ReviewDecision ``decision`` (its canonical form, contract §18)
+        was applied to its candidate or is held until the candidate is
+        published — not dead-lettered when it arrived. A held decision may
+        still be dead-lettered later (``unknown_candidate``)."""

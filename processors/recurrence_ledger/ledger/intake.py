@@ -272,16 +272,22 @@ def origin(coordinates: Coordinates, raw: bytes) -> dict:
     return {**coordinates._asdict(), "raw": base64.b64encode(raw).decode("ascii")}
 
 
-def ingest(processor: LedgerProcessor, topic: str, value: Any, raw: bytes, coordinates: Coordinates) -> list[Emit]:
+def ingest(processor: LedgerProcessor, topic: str, value: Any, raw: bytes, coordinates: Coordinates,
+           key_error: str | None = None) -> list[Emit]:
     """Validate a decoded record, apply it, and turn every failure into one
     dead-letter emit. Never raises for bad input: the caller goes on with
     the next record (contract §9).
 
     ``coordinates.key``, when set (Kafka), must equal the value's scope_id so
-    that one scope stays on one partition (contract §1).
+    that one scope stays on one partition (contract §1). ``key_error``: the
+    record's key cannot be a scope_id at all (Kafka: none, or not UTF-8),
+    said in these words; it is ``key_mismatch`` once the value validates,
+    so a bad value gets its own reason on every path.
     """
     try:
         event = validate(topic, value)
+        if key_error is not None:
+            raise BadRecord("key_mismatch", key_error)
         if coordinates.key is not None and coordinates.key != event["scope_id"]:
             raise BadRecord("key_mismatch", f"record key {coordinates.key[:100]!r} is not its scope_id {event['scope_id'][:100]!r}")
         result = processor.apply(topic, event, origin(coordinates, raw) if topic == REVIEW_DECISIONS else None)

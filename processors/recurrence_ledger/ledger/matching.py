@@ -276,6 +276,60 @@ def head_revision_at(state: LedgerState, scope: dict, scope_id: str, artifact_id
     return head_at(state, scope_id, artifact_id, position)
 
 
+#: Journal positions per record of a revision's fresh selections
+#: (:func:`count_selection`), so a selection rewrites a bounded record.
+FRESH_BUCKET = 256
+
+
+def count_selection(state: LedgerState, scope: dict, scope_id: str, artifact_id: str, revision: int, position: int) -> None:
+    """One ``selected`` observation of an Experience revision by the Task
+    Outcome at ``position``, for ``stale_revision_selections`` (contract
+    §14): stale when the revision is no longer its artifact's head at the
+    outcome's position. Decided by position, so the final count is the
+    same in every arrival order: a selection that is fresh now is kept
+    (``("fresh", scope_id, artifact_id, revision, position // FRESH_BUCKET)``
+    → its sorted positions, the buckets listed in ``("fresh_buckets",
+    scope_id, artifact_id, revision)``) until a higher revision at an
+    earlier position arrives (:func:`revision_known`)."""
+    if head_revision_at(state, scope, scope_id, artifact_id, position) != revision:
+        scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + 1
+        return
+    bucket = position // FRESH_BUCKET
+    fresh = state.get("fresh", scope_id, artifact_id, revision, bucket)
+    if fresh is None:
+        fresh = []
+        buckets = state.get("fresh_buckets", scope_id, artifact_id, revision, default=[])
+        bisect.insort(buckets, bucket)
+        state.put(buckets, "fresh_buckets", scope_id, artifact_id, revision)
+    bisect.insort(fresh, position)
+    state.put(fresh, "fresh", scope_id, artifact_id, revision, bucket)
+
+
+def revision_known(state: LedgerState, scope: dict, scope_id: str, artifact_id: str, revision: int, position: int) -> None:
+    """A new Experience revision, published at ``position``: the fresh
+    selections of the artifact's lower revisions by Task Outcomes at later
+    positions (decided before it arrived) were no longer of the head, and
+    count in ``stale_revision_selections`` now (:func:`count_selection`).
+    In journal order there are none, and nothing is written."""
+    for known, _ in state.get("history", scope_id, artifact_id, default=[]):
+        if known >= revision:
+            continue
+        buckets = state.get("fresh_buckets", scope_id, artifact_id, known, default=[])
+        first = bisect.bisect_left(buckets, position // FRESH_BUCKET)
+        if first == len(buckets):
+            continue
+        for bucket in buckets[first:]:
+            fresh = state.get("fresh", scope_id, artifact_id, known, bucket)
+            cut = bisect.bisect_right(fresh, position)
+            if cut == len(fresh):
+                continue
+            scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + len(fresh) - cut
+            state.put_nonempty(fresh[:cut], "fresh", scope_id, artifact_id, known, bucket)
+            if not cut:
+                buckets.remove(bucket)
+        state.put_nonempty(buckets, "fresh_buckets", scope_id, artifact_id, known)
+
+
 def scope_heads(state: LedgerState, scope: dict, scope_id: str, position: int) -> CandidateSet:
     """The frozen ``scope_heads`` candidate set at ``position``: the head
     revision of every Experience artifact in the scope whose head carries a

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from recurrence_ledger.catalogue import CANDIDATE_SETS, HOLDOUT_OBSERVATIONS, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES
 from recurrence_ledger.ledger import chain, matching, verdicts, withheld
-from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.ledger.state import LedgerState
@@ -186,12 +186,11 @@ class OutcomeDecisions:
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
                 withheld.count_treated(state, self.config, scope_id, resolution.handoff_ref, ref, failure, record and record["event"])
                 _surface_count(scope, failure["repair_surface"], "selected")
-                if matching.head_revision_at(state, scope, scope_id, ref["artifact_id"], position) != ref["revision"]:
-                    scope["stale_revision_selections"] = scope.get("stale_revision_selections", 0) + 1
+                matching.count_selection(state, scope, scope_id, ref["artifact_id"], ref["revision"], position)
                 if record is None:
                     continue
                 scope["linked_verdicts"] += 1
-                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, linked=True)
+                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, linked=True, failure=failure)
             self._withheld_set(scope, scope_id, outcome, resolution, evidence, items, emits)
         else:
             scope["max_unlinked_position"] = max(scope["max_unlinked_position"], position)
@@ -204,7 +203,7 @@ class OutcomeDecisions:
                     "recurred", scope_id, outcome, match["artifact_ref"], match["signature_key"],
                     failure_ref=failure_ref, match_digest=match["match_digest"],
                 )
-                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits)
+                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, failure=failure)
         for candidate in candidates:
             self._emit(emits, REVIEW_CANDIDATES, scope_id, candidate)
             self._on_review_candidate(scope_id, candidate, position, emits)
@@ -258,7 +257,13 @@ class OutcomeDecisions:
                 count_ambiguous(self.state, scope_id, ref, failure["signature_key"], failure["repair_surface"])
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
 
-    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], linked: bool = False) -> list[dict]:
+    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], linked: bool = False,
+                 failure: dict | None = None) -> list[dict]:
+        """Publish the terminal verdict ``record`` of a revision (its
+        ``repair_surface``, its stored ``failure`` block) and apply it to the
+        revision's runs (contract §7, §8) with the revision's review
+        threshold (``review_threshold_of``); returns the ReviewCandidates it
+        publishes."""
         self._emit(emits, OBSERVATIONS, scope_id, record)
         scope[record["event"]] += 1
         _surface_count(scope, repair_surface, record["event"])
@@ -267,7 +272,7 @@ class OutcomeDecisions:
         self._revisions_touched[(record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])] = None
         published = record_verdict(
             self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
-            record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold, linked,
+            record["event"], record["task_outcome_position"], record["failure_ref"], review_threshold_of(self.config, failure), linked,
         )
         if self.hook is not None:
             self.hook.verdict_recorded(self.state, scope_id, record, repair_surface, published)

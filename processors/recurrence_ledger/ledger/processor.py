@@ -287,7 +287,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
                 self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
             artifacts = {artifact_id for artifact_id, _ in revisions} | self._review_dirty.get(scope_id, {}).keys()
             self._review_rows(scope, scope_id, artifacts, emits)
-            statistics = {**scope_statistics(state, scope, scope_id, self.config.top_revisions_limit), **withheld.scope_figures(scope)}
+            statistics = {**scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold), **withheld.scope_figures(scope)}
             published = digest(statistics)
             if scope.get("published_digest") != published:
                 scope["published_digest"] = published
@@ -352,6 +352,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
             }
             state.append([artifact_id, revision], "cue", scope_id, record["failure"]["signature_key"])
         state.put(record, "experience", scope_id, artifact_id, revision)
+        matching.revision_known(state, scope, scope_id, artifact_id, revision, position)
         state.append([revision, position], "history", scope_id, artifact_id)
         heads = state.get("heads", scope_id, default={})
         current = heads.get(artifact_id)

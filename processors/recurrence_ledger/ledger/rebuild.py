@@ -77,7 +77,7 @@ def rebuild_views(
             "avoided": scope["avoided"],
             "unknown": scope["selected"] - scope["linked_verdicts"],
             "needing_review": scope["needing_review"],
-            "top_revisions": top_revisions(state, scope_id, top_limit),
+            "top_revisions": top_revisions(state, scope_id, top_limit, review_threshold),
         }
         for scope_id, scope in scopes.items()
     }
@@ -109,7 +109,7 @@ def rebuild_revisions(
             rows[(scope_id, artifact_id, revision)] = {
                 "scope_id": scope_id, "artifact_ref": experience_ref(artifact_id, revision), "signature_key": carried["signature_key"],
                 "terminal_recurred_streak": 0, "needs_review": False, **revision_figures(None), **unknown_figures(None),
-                "repair_surface": carried.get("repair_surface"), "effect": carried["effect"],
+                "repair_surface": carried.get("repair_surface"), "version": 0, "effect": carried["effect"],
             }
     return rows
 

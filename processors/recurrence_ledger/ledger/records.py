@@ -117,47 +117,85 @@ class RecurrenceObservation(Value):
 Count = Annotated[int, Field(ge=0)]
 
 
+def _reason(family: str, description: str, suspect: bool = False) -> object:
+    """A reason count of :class:`UnknownReasons`: default 0, its ``family``
+    (``matching``, ``condition`` or ``check``) and whether it makes a
+    binding suspect (contract §17) as JSON Schema extras, so that readers
+    (the API's ``/unknown-reasons``, the dashboard) take them from here."""
+    return Field(0, ge=0, title=description.split(":")[0], description=description, json_schema_extra={"family": family, "suspect": suspect})
+
+
 class UnknownReasons(Value):
     """contract §17 (rev. 3): how many unknown selections have each reason,
     every reason present, in the contract's order
     (``recurrence_ledger.ledger.verdicts.UNKNOWN_REASONS``; a test keeps the
-    two in step); the counts add up to the record's ``unknown``."""
+    two in step); the counts add up to the record's ``unknown``. Each
+    field's description says what the reason means and what to fix; its
+    ``family`` and ``suspect`` (``SUSPECT_REASONS``) are JSON Schema
+    extras."""
 
-    multiple_matches: Count = 0
-    ambiguous: Count = 0
-    condition_empty: Count = 0
-    condition_not_observed: Count = 0
-    condition_unverified: Count = 0
-    condition_duplicated: Count = 0
-    check_missing: Count = 0
-    check_unverified: Count = 0
-    check_duplicated: Count = 0
-    check_not_run: Count = 0
-    check_failed: Count = 0
+    multiple_matches: int = _reason("matching", "multiple matches: two or more failure items of the outcome matched this revision, and one outcome adds at most one recurrence: make the cue more specific")
+    ambiguous: int = _reason("matching", "ambiguous: the failure matched this cue and another revision's: merge the duplicate lessons or make their cues distinct")
+    condition_empty: int = _reason("condition", "condition empty: the verification condition is empty once normalized, so the selection can never be avoided: give the revision a condition outcomes can report", suspect=True)
+    condition_not_observed: int = _reason("condition", "condition not observed: the outcome did not report the condition: make outcomes report the condition as the revision words it")
+    condition_unverified: int = _reason("condition", "condition unverified: the condition was only declared or had no exact evidence: make outcomes report it with verified evidence")
+    condition_duplicated: int = _reason("condition", "condition duplicated: the condition was reported more than once in the outcome: report it once")
+    check_missing: int = _reason("check", "check missing: the condition was observed but no check of the outcome has the bound name: bind the revision to a check the task runs, or correct its check_subject", suspect=True)
+    check_unverified: int = _reason("check", "check unverified: the condition was observed but the bound check was only declared or had no exact evidence: make the check report verified evidence", suspect=True)
+    check_duplicated: int = _reason("check", "check duplicated: the condition was observed but the bound check was verified more than once in one outcome: bind the revision to a check name that occurs once", suspect=True)
+    check_not_run: int = _reason("check", "check not run: the condition was observed but the bound check did not run (skipped, cancelled or unknown): make it run whenever the condition holds", suspect=True)
+    check_failed: int = _reason("check", "check failed: the condition was observed and the bound check failed, but no failure item matched the recall cue: reword the cue to what the check reports", suspect=True)
 
 
-class RecurrenceStreak(Value):
+def _count(title: str, description: str, **extra: object) -> object:
+    """A count field (integer ≥ 0, default 0) with its title and description."""
+    return Field(0, ge=0, title=title, description=description, json_schema_extra=extra or None)
+
+
+class RevisionFigures(Value):
+    """The figures of one Experience revision that both a ``top_revisions``
+    row (:class:`RecurrenceStreak`) and a row of the ``revisions`` view
+    (:class:`RevisionStatistics`) carry (contract §8, §14, §17): its streak
+    and review flag, its yield figures and its unknown selections. The one
+    statement of them: the read side (Redis projection, API, CLI, dashboard)
+    takes the names, titles and descriptions from here."""
+
+    artifact_ref: ArtifactRef = Field(title="revision", description="The Experience revision (contract §2).")
+    signature_key: str = Field(title="signature key", description="The revision's normalized recall cue (contract §5).")
+    terminal_recurred_streak: Annotated[int, Field(ge=0)] = Field(
+        title="streak", description="Terminal recurred verdicts since the last avoided one (contract §8)."
+    )
+    repair_surface: RepairSurface | None = Field(
+        None, title="repair surface", description="The revision's repair_surface (contract §3); null when the ledger does not know it."
+    )
+    selected: Count = _count("selected", "Selections of the revision linked to a Task Outcome.")
+    recurred: Count = _count("recurred", "Terminal recurred verdicts of the revision.")
+    avoided: Count = _count("avoided", "Terminal avoided verdicts of the revision.")
+    yield_: Annotated[float | None, Field(ge=0, le=1)] = Field(
+        None, alias="yield", title="yield", description="avoided / (avoided + recurred), rounded to 4 decimals; null without terminal verdicts."
+    )
+    low_yield: bool = Field(False, title="low yield", description="selected ≥ 3 and yield < 0.3 (surfaced only, never retired: contract §14).")
+    unknown: Count = _count("unknown", "Selections without a terminal verdict (contract §17): selected minus the terminal verdicts on linked outcomes.")
+    unknown_reasons: UnknownReasons = Field(
+        UnknownReasons(), title="unknown reasons", description="Why each unknown selection stayed unknown: the eleven reasons of contract §17, in its order, summing to unknown."
+    )
+    ambiguous: Count = _count("ambiguous", "Ambiguous RecurrenceMatches with this revision among the eligible candidates (contract §17).")
+    binding_suspect: bool = Field(
+        False, title="binding suspect", description="No terminal verdict at all, and at least review-threshold unknown selections with condition_empty "
+        "or a check_… reason: the bound check proves nothing (contract §17)."
+    )
+    needs_review: bool = Field(False, title="needs review", description="Streak ≥ the workers' review threshold (contract §8), as the ledger decided it.")
+
+
+class RecurrenceStreak(RevisionFigures):
     """RecurrenceStreak — one row of ``top_revisions`` (contract §8) — plus the
-    revision's yield figures: repair_surface, selected / recurred / avoided
-    counts, ``yield`` = avoided / (avoided + recurred) (None without terminal
-    verdicts) and ``low_yield`` (selected ≥ 3 and yield < 0.3; surfaced only,
-    contract §14); since revision 3 ``unknown``, ``unknown_reasons``,
-    ``ambiguous`` and ``binding_suspect`` (contract §17, as on
-    RevisionStatistics)."""
-
-    artifact_ref: ArtifactRef
-    signature_key: str
-    terminal_recurred_streak: Annotated[int, Field(ge=0)]
-    repair_surface: RepairSurface | None = None
-    selected: Annotated[int, Field(ge=0)] = 0
-    recurred: Annotated[int, Field(ge=0)] = 0
-    avoided: Annotated[int, Field(ge=0)] = 0
-    yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
-    low_yield: bool = False
-    unknown: Count = 0
-    unknown_reasons: UnknownReasons = UnknownReasons()
-    ambiguous: Count = 0
-    binding_suspect: bool = False
+    revision's figures (:class:`RevisionFigures`): repair_surface, selected /
+    recurred / avoided counts, ``yield`` = avoided / (avoided + recurred)
+    (None without terminal verdicts) and ``low_yield`` (selected ≥ 3 and
+    yield < 0.3; surfaced only, contract §14); since revision 3 ``unknown``,
+    ``unknown_reasons``, ``ambiguous`` and ``binding_suspect`` (contract
+    §17, as on RevisionStatistics); since record revision 4 ``needs_review``
+    (so that readers never compare the streak with a threshold of their own)."""
 
 
 class ReviewCandidate(Value):
@@ -262,41 +300,92 @@ class ScopeStatistics(Value):
     ``stale_revision_selections`` and ``by_repair_surface``, and since
     revision 3 ``forward_references`` (contract §16), ``unknown_reasons``,
     ``ambiguous_matches``, ``unmatched_failures`` and ``binding_suspects``
-    (§17), ``reviews`` and ``repairs`` (§18). Re-published whenever it
-    changes (compacted topic)."""
+    (§17), ``reviews`` and ``repairs`` (§18); since record revision 4
+    ``review_threshold`` (the policy that decided ``needing_review``, each
+    row's ``needs_review`` and ``binding_suspect``). Re-published whenever it
+    changes (compacted topic).
 
-    scope_id: Id
-    as_of_position: Position
-    selected: Annotated[int, Field(ge=0)]
-    recurred: Annotated[int, Field(ge=0)]
-    avoided: Annotated[int, Field(ge=0)]
-    unknown: Annotated[int, Field(ge=0)]
-    unlinked_handoff_citations: Annotated[int, Field(ge=0)]
-    needing_review: Annotated[int, Field(ge=0)]
-    top_revisions: list[RecurrenceStreak]
-    pending_outcomes: Annotated[int, Field(ge=0)]
-    late_revisions: Annotated[int, Field(ge=0)]
-    repeat_failure_rate: Annotated[float | None, Field(ge=0, le=1)] = None
-    stale_revision_selections: Annotated[int, Field(ge=0)] = 0
-    by_repair_surface: dict[RepairSurface, SurfaceCounts] = {}
-    forward_references: Count = 0
-    unknown_reasons: UnknownReasons = UnknownReasons()
-    ambiguous_matches: Count = 0
-    unmatched_failures: Count = 0
-    binding_suspects: Count = 0
-    reviews: ReviewCounts = ReviewCounts()
-    repairs: RepairCounts = RepairCounts()
-    withheld: Count = 0
-    holdout_conflicts: Count = 0
-    effects: EffectCounts = EffectCounts()
+    The one statement of the record for the read side: the Redis
+    projection's hash fields, the API's scope summary, the CLI's columns
+    and the dashboard's labels are derived from these fields (their
+    ``title`` and ``description``; ``total``: the view follower publishes
+    the sum over the scopes as a gauge)."""
+
+    scope_id: Id = Field(title="scope", description="The scope (contract §3).")
+    as_of_position: Position = Field(title="as of position", description="Highest journal position applied in the scope (pending outcomes included).")
+    selected: Count = Field(title="selected", description="Selections linked to a Task Outcome (contract §7).")
+    recurred: Count = Field(title="recurred", description="Terminal recurred verdicts (contract §7).")
+    avoided: Count = Field(title="avoided", description="Terminal avoided verdicts (contract §7).")
+    unknown: Count = Field(title="unknown", description="Linked selections without a terminal verdict: an evidence gap, not a failure.")
+    unlinked_handoff_citations: Count = Field(
+        title="unlinked Handoff citations", description="Handoff citations no Task Outcome was linked through: provenance coverage, not a failure."
+    )
+    needing_review: Count = Field(
+        title="needing review", description="Revisions whose streak ≥ the review threshold (the true count, even beyond top_revisions)."
+    )
+    top_revisions: list[RecurrenceStreak] = Field(
+        title="top revisions", description="The first N revisions by streak (contract §8 order), each with its figures."
+    )
+    pending_outcomes: Count = Field(title="pending outcomes", description="Gauge: outcomes waiting for their receipt, Handoff or cited Experience.")
+    late_revisions: Count = Field(title="late revisions", description="Gauge: revisions that arrived after outcomes that could have cited them.")
+    repeat_failure_rate: Annotated[float | None, Field(ge=0, le=1)] = Field(
+        None, title="repeat failure rate", description="recurred / (recurred + avoided) on linked outcomes; null without any (contract §14)."
+    )
+    stale_revision_selections: Count = _count(
+        "stale selections", "Selections whose cited revision was not its artifact's head at the outcome's position (contract §14)."
+    )
+    by_repair_surface: dict[RepairSurface, SurfaceCounts] = Field(
+        {}, title="by repair surface", description="Selected / recurred / avoided counts per repair_surface (contract §14)."
+    )
+    forward_references: Count = _count(
+        "forward references", "References that point forward in the journal and link nothing (contract §16).", total=True
+    )
+    unknown_reasons: UnknownReasons = Field(
+        UnknownReasons(), title="unknown reasons", description="The scope's unknown selections by reason (contract §17), summing to unknown."
+    )
+    ambiguous_matches: Count = _count(
+        "ambiguous matches", "Ambiguous RecurrenceMatches: a failure matched several revisions' cues (contract §17).", total=True
+    )
+    unmatched_failures: Count = _count(
+        "unmatched failures", "Unmatched RecurrenceMatches: failures no lesson covers yet (contract §17).", total=True
+    )
+    binding_suspects: Count = _count(
+        "binding suspects", "Revisions whose bound check proves nothing (binding_suspect, contract §17).", total=True
+    )
+    reviews: ReviewCounts = Field(ReviewCounts(), title="reviews", description="Review candidates by ReviewStatus status (contract §18).")
+    repairs: RepairCounts = Field(RepairCounts(), title="repairs", description="Repairs by repair status (contract §18).")
+    review_threshold: Count = _count(
+        "review threshold", "The workers' review threshold (--review-threshold) that decided needing_review, needs_review and binding_suspect; "
+        "0 in a record written before record revision 4."
+    )
+    withheld: Count = _count("withheld", "HoldoutObservations in the scope: lessons withheld from linked outcomes (contract §21.3).", total=True)
+    holdout_conflicts: Count = _count(
+        "holdout conflicts", "(Handoff revision, Experience revision) pairs a Handoff both cites and withholds (contract §21.2).", total=True
+    )
+    effects: EffectCounts = Field(EffectCounts(), title="effects", description="Revisions with an effect, by verdict (contract §21.4).")
 
 
-class RevisionStatistics(Value):
+class RevisionRowOrder(Value):
+    """The order of the first fields of :class:`RevisionStatistics` as its
+    Avro schema has had them since revision 2 (``scope_id`` first,
+    ``needs_review`` before the figures): a base listed after
+    :class:`RevisionFigures`, so pydantic puts these fields first while
+    their definitions stay :class:`RevisionFigures`' (the one statement)."""
+
+    scope_id: Id = Field(title="scope", description="The revision's scope (contract §3).")
+    artifact_ref: ArtifactRef
+    signature_key: str
+    terminal_recurred_streak: int
+    needs_review: bool
+
+
+class RevisionStatistics(RevisionFigures, RevisionRowOrder):
     """One row of the ``revisions`` view (yield metrics for every
     revision, not only the top N): the latest figures of one Experience
-    revision with verdicts or selections, re-published whenever they change
-    on the compacted ``revision-statistics`` topic (key: scope_id and
-    artifact_ref, see ``recurrence_ledger.ledger.statistics.revision_key``).
+    revision with verdicts or selections (:class:`RevisionFigures`),
+    re-published whenever they change on the compacted
+    ``revision-statistics`` topic (key: scope_id and artifact_ref, see
+    ``recurrence_ledger.ledger.statistics.revision_key``).
 
     ``needs_review``: streak ≥ the deployment's review threshold (contract §8).
     Since revision 3 (contract §17): ``unknown`` (selections without a
@@ -305,25 +394,19 @@ class RevisionStatistics(Value):
     a revision has a row even without a selection or a verdict) and
     ``binding_suspect`` (no terminal verdict at all, and at least
     review-threshold unknown selections with ``condition_empty`` or a
-    ``check_…`` reason).
+    ``check_…`` reason). Since record revision 4 ``version``
+    (``recurrence_ledger.ledger.statistics.row_version``): it grows with
+    every row the ledger publishes for the revision, so a reader keeps the
+    row with the highest version and never decides that order itself.
     """
 
-    scope_id: Id
-    artifact_ref: ArtifactRef
-    signature_key: str
-    terminal_recurred_streak: Annotated[int, Field(ge=0)]
-    needs_review: bool
-    repair_surface: RepairSurface | None = None
-    selected: Annotated[int, Field(ge=0)] = 0
-    recurred: Annotated[int, Field(ge=0)] = 0
-    avoided: Annotated[int, Field(ge=0)] = 0
-    yield_: Annotated[float | None, Field(alias="yield", ge=0, le=1)] = None
-    low_yield: bool = False
-    unknown: Count = 0
-    unknown_reasons: UnknownReasons = UnknownReasons()
-    ambiguous: Count = 0
-    binding_suspect: bool = False
-    effect: Effect | None = None
+    version: Count = _count(
+        "version", "Grows with every row the ledger publishes for the revision (its observations and ambiguous matches so far); "
+        "0 in a row written before record revision 4."
+    )
+    effect: Effect | None = Field(
+        None, title="effect", description="Both arms, probability_helps and the verdict of the lesson's effect; null without a withheld arm (contract §21.4)."
+    )
 
 
 class NearDuplicate(Value):
@@ -534,3 +617,52 @@ class HoldoutObservation(Value):
         if self.artifact_ref.family != "experience" or self.handoff_ref.family != "handoff":
             raise ValueError("artifact_ref is an Experience revision and handoff_ref a Handoff revision")
         return self
+# --------------------------------------------------------------------- field catalogue
+#
+# The read side (Redis projection, API, CLI, dashboard) derives its field
+# lists from the models above instead of restating them, so a new figure
+# is one field here (with its title and description), its Avro schema, the
+# core that computes it and the docs.
+
+
+def field_name(model: type[Value], name: str) -> str:
+    """The published name of a model field (its alias: ``yield_`` → ``yield``)."""
+    return model.model_fields[name].alias or name
+
+
+def integer_fields(model: type[Value]) -> tuple[str, ...]:
+    """The published names of the fields of ``model`` that are plain
+    integers (counts and positions), in the record's order: what the Redis
+    projection keeps as integer strings in a scope's hash."""
+    return tuple(field_name(model, name) for name, info in model.model_fields.items() if info.annotation is int)
+
+
+def total_fields(model: type[Value]) -> tuple[str, ...]:
+    """The fields of ``model`` marked ``total`` (``json_schema_extra``):
+    the figures the view follower sums over the scopes and publishes as
+    gauges."""
+    return tuple(
+        field_name(model, name) for name, info in model.model_fields.items() if (info.json_schema_extra or {}).get("total")
+    )
+
+
+#: The identity of a revision row (which revision it is), as opposed to its figures.
+REVISION_IDENTITY: tuple[str, ...] = ("scope_id", "artifact_ref", "signature_key", "terminal_recurred_streak")
+
+
+def figure_fields() -> tuple[str, ...]:
+    """The published names of a revision's figures (:class:`RevisionFigures`
+    without its identity), in the record's order: what a row of the API
+    takes from the ledger's row of the same revision."""
+    return tuple(field_name(RevisionFigures, name) for name in RevisionFigures.model_fields if name not in REVISION_IDENTITY)
+
+
+def field_catalogue(model: type[Value]) -> dict[str, dict]:
+    """``{published name: {"title", "description", …extras}}`` of every field
+    of ``model`` that has a title: the labels a dashboard or a CLI table
+    shows, from the one statement of the record."""
+    return {
+        field_name(model, name): {"title": info.title, "description": info.description, **(info.json_schema_extra or {})}
+        for name, info in model.model_fields.items()
+        if info.title
+    }

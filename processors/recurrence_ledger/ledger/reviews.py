@@ -49,13 +49,14 @@ from collections.abc import Callable
 from recurrence_ledger.catalogue import REVIEW_DECISIONS, REVIEW_STATUS
 from recurrence_ledger.ledger import withheld
 from recurrence_ledger.ledger.candidates import due
-from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.deadletter import Coordinates, dead_letter
+from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.normalize import canonical_json, digest
 from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 from recurrence_ledger.ledger.statistics import figures
-from recurrence_ledger.ledger.streaks import reached_threshold, streak_length
+from recurrence_ledger.ledger.streaks import runs_at_threshold, streak_length
 
 #: The fields of an applied decision a ReviewStatus shows (``decision``).
 APPLIED_FIELDS: tuple[str, ...] = ("decision_id", "decision", "reason", "reviewer", "decided_at", "journal_position")
@@ -68,26 +69,30 @@ def review_status_key(scope_id: str, candidate_id: str) -> str:
     return canonical_json({"candidate_id": candidate_id, "scope_id": scope_id}).decode("utf-8")
 
 
-def repair_state(record: dict | None, threshold: int) -> str:
-    """The repair status of a fix revision from its streak record (None:
-    unknown, or no selection nor verdict yet): ``failed`` once a run of it
-    reached the review ``threshold`` (final), else ``pending`` without a
-    terminal verdict, ``held`` when the latest terminal verdict by position
-    is avoided (streak 0), ``recurring`` otherwise (streak ≥ 1)."""
+def repair_state(record: dict | None, full_runs: int) -> str:
+    """The repair status of a fix revision F (contract §18, "Repair status
+    by position", rev. 4) from its streak record (None: unknown, or no
+    selection nor verdict yet) and ``full_runs``, how many runs of F hold
+    F's review threshold now (``streaks.runs_at_threshold``): ``failed``
+    with one, else ``pending`` without a terminal verdict, ``held`` when
+    the latest terminal verdict by position is avoided (streak 0),
+    ``recurring`` otherwise (streak ≥ 1). Every figure is by position, so
+    the final status is the same in every arrival order."""
     if record is None:
         return "pending"
-    if reached_threshold(record, threshold):
+    if full_runs:
         return "failed"
     if record.get("recurred", 0) + record.get("avoided", 0) == 0:
         return "pending"
     return "held" if streak_length(record) == 0 else "recurring"
 
 
-def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: dict, threshold: int) -> dict:
+def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: dict, config: LedgerConfig) -> dict:
     """The ReviewStatus row of a published candidate (its ``review``
     record), from what the state knows now: the artifact's known revisions
     (its ``history``), the applied decision and the fix revision F's streak
-    record. ``fix_revision`` without a named one is the lowest known
+    record, its runs measured against F's review threshold
+    (``review_threshold_of``). ``fix_revision`` without a named one is the lowest known
     revision above the candidate's, so its final value does not depend on
     the order in which the revisions arrived."""
     artifact_id, revision = record["artifact_id"], record["revision"]
@@ -107,8 +112,13 @@ def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: 
     if status in ("approved", "superseded"):
         streak_record = state.get("streak", scope_id, fix["artifact_id"], fix["revision"]) if fix is not None else None
         numbers = figures(state, scope_id, fix["artifact_id"], fix["revision"]) if streak_record is not None else {}
+        full_runs = 0
+        if streak_record is not None:
+            experience = state.get("experience", scope_id, fix["artifact_id"], fix["revision"])
+            threshold = review_threshold_of(config, experience["failure"] if experience is not None else None)
+            full_runs = runs_at_threshold(state, scope_id, fix["artifact_id"], fix["revision"], streak_record, threshold)
         repair = {
-            "status": repair_state(streak_record, threshold),
+            "status": repair_state(streak_record, full_runs),
             "selected": numbers.get("selected", 0),
             "recurred": numbers.get("recurred", 0),
             "avoided": numbers.get("avoided", 0),
@@ -137,6 +147,7 @@ class ReviewLoop:
 
     state: LedgerState
     config: LedgerConfig
+    hook: PolicyHook | None
     #: Scopes that received a waiting decision: ``flush`` dead-letters what they still hold.
     _decision_scopes: dict[str, None]
     #: The batch's artifacts whose candidates' rows may have changed: scope_id → artifact ids.
@@ -187,6 +198,7 @@ class ReviewLoop:
             if rejection is not None:
                 return ApplyResult(rejection=rejection)
             state.put({"digest": content_digest, "position": position}, "review_decision", scope_id, decision["decision_id"])
+            self._decision_taken(scope_id, decision)
             return ApplyResult()
         as_of, horizon = state.scope(scope_id)["as_of_position"], self.config.provenance_horizon
         if as_of is not None and horizon is not None and position + horizon <= as_of:
@@ -207,7 +219,13 @@ class ReviewLoop:
         bisect.insort(index, [position, decision["decision_id"]])
         state.put(index, "review_pending_index", scope_id)
         self._decision_scopes[scope_id] = None
+        self._decision_taken(scope_id, decision)
         return ApplyResult()
+
+    def _decision_taken(self, scope_id: str, decision: dict) -> None:
+        """Tell the policy hook (``ledger.hooks``) of a decision applied or held."""
+        if self.hook is not None:
+            self.hook.review_decision_taken(self.state, scope_id, decision)
 
     def _apply_decision(self, scope_id: str, decision: dict) -> Rejection | None:
         """Apply ``decision`` to its published candidate, or say why not:
@@ -276,11 +294,11 @@ class ReviewLoop:
         candidates of ``artifacts`` that differ from the last ones published,
         in candidate_id order, and the scope's ``reviews`` and ``repairs``
         counts kept in step (in ``scope``, which the caller writes)."""
-        state, threshold = self.state, self.config.review_threshold
+        state = self.state
         candidate_ids = sorted({cid for artifact_id in artifacts for cid in state.get("reviews", scope_id, artifact_id, default=[])})
         for candidate_id in candidate_ids:
             record = state.get("review", scope_id, candidate_id)
-            row = review_status(state, scope_id, candidate_id, record, threshold)
+            row = review_status(state, scope_id, candidate_id, record, self.config)
             published = digest(row)
             if record["published"] == published:
                 continue

@@ -15,7 +15,7 @@ from recurrence_ledger.ledger.streaks import linked_verdicts, streak_length
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 
 
-def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int) -> dict:
+def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int, threshold: int) -> dict:
     """The statistics record of one scope.
 
     ``unknown`` = selected − terminal verdicts on linked outcomes (§7).
@@ -29,7 +29,8 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     per repair_surface. Taken
     from the sorted ranking (cached between streak changes), so the cost is
     O(top_limit), not O(revisions). Revision 3 adds :func:`causal_and_unknown_figures`
-and :func:`review_figures`.
+and :func:`review_figures`; record revision 4 the review ``threshold`` that
+    decided ``needing_review`` and each row's ``needs_review``.
     """
     return {
         "scope_id": scope_id,
@@ -40,7 +41,7 @@ and :func:`review_figures`.
         "unknown": scope["selected"] - scope["linked_verdicts"],
         "unlinked_handoff_citations": scope["unlinked_handoff_citations"],
         "needing_review": scope["needing_review"],
-        "top_revisions": top_revisions(state, scope_id, top_limit),
+        "top_revisions": top_revisions(state, scope_id, top_limit, threshold),
         "pending_outcomes": scope["pending_outcomes"],
         "late_revisions": scope["late_revisions"],
         "repeat_failure_rate": _rate(scope.get("linked_recurred", 0), scope["avoided"]),
@@ -51,6 +52,7 @@ and :func:`review_figures`.
         },
         **causal_and_unknown_figures(scope),
         **review_figures(scope),
+        "review_threshold": threshold,
     }
 
 
@@ -191,11 +193,13 @@ def figures(state: LedgerState, scope_id: str, artifact_id: str, revision: int) 
     return cached
 
 
-def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
+def top_revisions(state: LedgerState, scope_id: str, limit: int, threshold: int) -> list[dict]:
     """The first ``limit`` revisions of the streak ranking as RecurrenceStreak
     rows (contract §8: artifact_ref, signature_key, terminal_recurred_streak)
-    with the revision's figures (:func:`revision_figures`); cached until a
-    streak or count of the scope changes."""
+    with the revision's figures (:func:`revision_figures`) and
+    ``needs_review`` (streak ≥ ``threshold``); cached until a streak or
+    count of the scope changes (``needs_review`` is added to the cached
+    rows: what-if replays read one state with several thresholds)."""
     rows = state.cached_top(scope_id, limit)
     if rows is None:
         rows = [
@@ -208,15 +212,15 @@ def top_revisions(state: LedgerState, scope_id: str, limit: int) -> list[dict]:
             for negative_streak, family, artifact_id, revision, signature_key in state.ranking(scope_id).islice(0, limit)
         ]
         state.cache_top(scope_id, limit, rows)
-    return rows
+    return [{**row, "needs_review": row["terminal_recurred_streak"] >= threshold} for row in rows]
 
 
 def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int) -> dict:
     """The RevisionStatistics row of one revision (the ``revisions`` view): its streak (contract §8), ``needs_review`` (streak ≥
-    ``threshold``) and :func:`revision_figures`. A revision with neither a
-    selection nor a verdict (no ``streak`` record) but a HoldoutObservation
-    (contract §21) has a row with zero figures; its Experience revision
-    must be known (KeyError/TypeError otherwise)."""
+    ``threshold``), :func:`revision_figures` and its :func:`row_version`. A
+    revision with neither a selection nor a verdict (no ``streak`` record)
+    but a HoldoutObservation (contract §21) has a row with zero figures;
+    its Experience revision must be known (KeyError/TypeError otherwise)."""
     record = state.get("streak", scope_id, artifact_id, revision)
     if record is None:
         signature_key = state.get("experience", scope_id, artifact_id, revision)["failure"]["signature_key"]
@@ -230,8 +234,19 @@ def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, rev
         "signature_key": signature_key,
         "terminal_recurred_streak": streak,
         "needs_review": streak >= threshold,
-        **figures(state, scope_id, artifact_id, revision),
+        **(revision_figures := figures(state, scope_id, artifact_id, revision)),
+        "version": row_version(revision_figures),
     }
+
+
+def row_version(figures: dict) -> int:
+    """The ``version`` of a RevisionStatistics row: ``selected + recurred +
+    avoided + ambiguous`` of its figures. The processor publishes a row for
+    a revision only when one of these counts changed, and they never
+    decrease (observations and ambiguous matches are never withdrawn), so
+    the version grows with every row published for the revision, in
+    publication order; a rebuild from the ledger gives the same value."""
+    return figures["selected"] + figures["recurred"] + figures["avoided"] + figures.get("ambiguous", 0)
 
 
 def revision_id(record: dict) -> tuple[str, str, int]:

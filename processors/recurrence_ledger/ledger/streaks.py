@@ -39,7 +39,9 @@ State (JSON values, written explicitly, see ``state.py``):
   repair_surface, selected / recurred / avoided counts, ``last_avoided``
   (the name of the current run), ``streak`` (its length) and ``published``
   (the run names with a candidate), ``reached_threshold`` (a run held
-  the review threshold's recurred verdicts, contract §18); since revision
+  the review threshold's recurred verdicts at some time), ``full_runs``
+  (how many runs hold them now, by position: contract §18 rev. 4) and
+  ``full_runs_threshold`` (the threshold it counts for); since revision
   3 (contract §17) also
   ``linked_verdicts`` (terminal verdicts on linked outcomes: unknown =
   selected − linked_verdicts), ``unknown_reasons`` (reason → count, the
@@ -148,12 +150,27 @@ def linked_verdicts(record: dict) -> int:
     return min(record.get("selected", 0), record.get("recurred", 0) + record.get("avoided", 0))
 
 
-def reached_threshold(record: dict, threshold: int) -> bool:
-    """Whether a run of the revision ever held ``threshold`` recurred
-    verdicts (contract §8 "reaches the threshold"; §18: its repair has
-    failed). Kept as ``reached_threshold`` since contract §18; a record
-    written before knows it from its published candidates or its streak."""
-    return bool(record.get("reached_threshold") or record.get("published") or streak_length(record) >= threshold)
+def runs_at_threshold(state: LedgerState, scope_id: str, artifact_id: str, revision: int, record: dict, threshold: int) -> int:
+    """How many runs of the revision hold at least ``threshold`` recurred
+    verdicts now, by position (contract §8 "reaches the threshold"; §18
+    rev. 4: a fix revision with one has failed). ``record`` is its streak
+    record, which keeps the count for the threshold its verdicts were
+    recorded with (``full_runs`` at ``full_runs_threshold``); for another
+    threshold, or a record written before the count, the runs are read.
+    A record of the revision-1 layout (``tracked_from``) did not keep the
+    runs closed before the upgrade: its ``reached_threshold`` flag counts
+    as one such run."""
+    if record.get("full_runs_threshold") == threshold:
+        return record["full_runs"]
+    count = _count_full_runs(state, (scope_id, artifact_id, revision), threshold)
+    if not count and "tracked_from" in record and record.get("reached_threshold"):
+        count = 1
+    return count
+
+
+def _count_full_runs(state: LedgerState, parts: tuple, threshold: int) -> int:
+    starts = [None, *state.get("avoided_at", *parts, default=[])]
+    return sum(1 for start in starts if len(_get_run(state, parts, start)) >= threshold)
 
 
 def streak_length(record: dict) -> int:
@@ -254,6 +271,9 @@ def record_verdict(
     """
     parts = _parts(scope_id, artifact_ref)
     record = revision_record(state, ("streak", *parts), signature_key, repair_surface)
+    if record.get("full_runs_threshold") != threshold:
+        record["full_runs"] = _count_full_runs(state, parts, threshold)
+        record["full_runs_threshold"] = threshold
     record[event] = record.get(event, 0) + 1
     if linked:
         record["linked_verdicts"] += 1
@@ -275,6 +295,8 @@ def record_verdict(
         entries = _get_run(state, parts, start)
         bisect.insort(entries, _entry(position, failure_ref), key=lambda entry: entry[0])
         _put_run(state, parts, start, entries)
+        if len(entries) == threshold:
+            record["full_runs"] += 1
         if start == last:
             record["streak"] = len(entries)
         changed = (start, entries)
@@ -289,6 +311,8 @@ def record_verdict(
         if cut < len(entries):  # recurrences after it (arrived earlier) move to the new run
             _put_run(state, parts, start, entries[:cut])
             _put_run(state, parts, position, entries[cut:])
+            full = (cut >= threshold) + (len(entries) - cut >= threshold)
+            record["full_runs"] += full - (len(entries) >= threshold)
         if last is None or position > last:
             record["last_avoided"] = position
             record["streak"] = len(entries) - cut
@@ -303,7 +327,7 @@ def record_verdict(
 
     candidates = []
     if changed is not None and len(changed[1]) >= threshold:
-        record["reached_threshold"] = True  # contract §18: a repair that reached it has failed, for good
+        record["reached_threshold"] = True  # read only for a revision-1 layout record (runs_at_threshold)
     if changed is not None and repair_surface == "experience_content":
         run_name, entries = changed
         if len(entries) >= threshold and run_name not in record["published"]:

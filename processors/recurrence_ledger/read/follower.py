@@ -46,13 +46,10 @@ Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 | ``recurrence_ledger_view_redis_up`` | gauge | | 1 when the last write succeeded, 0 while Redis is down |
 | ``recurrence_ledger_view_batch_seconds`` | histogram | | one batch: Redis writes and offset commit |
 | ``recurrence_ledger_view_unknown_selections`` | gauge | reason | unknown selections with that contract §17 reason, summed over every scope of the view (eleven series) |
-| ``recurrence_ledger_view_binding_suspects`` | gauge | | revisions with ``binding_suspect``, summed over the scopes |
-| ``recurrence_ledger_view_ambiguous_matches`` | gauge | | ambiguous RecurrenceMatches, summed over the scopes |
-| ``recurrence_ledger_view_unmatched_failures`` | gauge | | unmatched RecurrenceMatches (failures no lesson covers), summed over the scopes |
-| ``recurrence_ledger_view_forward_references`` | gauge | | contract §16 forward references, summed over the scopes |
+| ``recurrence_ledger_view_<figure>`` | gauge | | one per ScopeStatistics figure marked ``total`` (``recurrence_ledger.read.totals.TOTAL_FIELDS``, from the model), summed over the scopes; the help text is the field's description |
 | ``recurrence_ledger_view_totals_timestamp_seconds`` | gauge | | when the gauges above were last read from Redis |
 
-The last six are totals of the whole view (``recurrence_ledger.read.totals``),
+The unknown selections, the ``<figure>`` gauges and the timestamp are totals of the whole view (``recurrence_ledger.read.totals``),
 read from Redis at start and then at most every :data:`TOTALS_INTERVAL_S`
 while ScopeStatistics records arrive, at least every
 :data:`TOTALS_IDLE_INTERVAL_S`, so they include what other followers (or a
@@ -98,7 +95,7 @@ from recurrence_ledger.read.layout import check_layout
 from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
 from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
 from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
-from recurrence_ledger.read.totals import ViewTotals, view_totals
+from recurrence_ledger.read.totals import FIELD_DESCRIPTIONS, TOTAL_FIELDS, ViewTotals, view_totals
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
 from recurrence_ledger.kafka.kafka_io import require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
@@ -154,9 +151,7 @@ def view_group(app_id: str, topic_prefix: str = "") -> str:
 
 @dataclass(frozen=True)
 class FollowerConfig:
-    """How one follower runs. ``review_threshold``: the workers'
-    ``--review-threshold`` (stored with each scope, decides its review set);
-    ``history_limit`` / ``trend_limit``: verdicts kept per revision and
+    """How one follower runs. ``history_limit`` / ``trend_limit``: verdicts kept per revision and
     trend points per scope; ``exit_when_idle_s``: stop after this many
     seconds without a record (tests, batch jobs); ``metrics_port``: serve
     Prometheus metrics on 127.0.0.1."""
@@ -165,7 +160,6 @@ class FollowerConfig:
     redis_url: str
     app_id: str = DEFAULT_APP_ID
     topic_prefix: str = ""
-    review_threshold: int = policy.REVIEW_THRESHOLD.default
     history_limit: int = DEFAULT_HISTORY_LIMIT
     trend_limit: int = DEFAULT_TREND_LIMIT
     max_batch: int = policy.MAX_BATCH.default
@@ -207,14 +201,11 @@ class FollowerMetrics(ReviewMetricsMixin):
             "recurrence_ledger_view_unknown_selections", "Unknown selections with this contract §17 reason, over every scope of the view.",
             ["reason"], registry=self.registry,
         )
-        self.binding_suspects = Gauge(
-            "recurrence_ledger_view_binding_suspects", "Revisions whose bound check proves nothing (binding_suspect), over every scope.", registry=self.registry
-        )
-        self.ambiguous_matches = Gauge("recurrence_ledger_view_ambiguous_matches", "Ambiguous RecurrenceMatches, over every scope.", registry=self.registry)
-        self.unmatched_failures = Gauge(
-            "recurrence_ledger_view_unmatched_failures", "Unmatched RecurrenceMatches (failures no lesson covers), over every scope.", registry=self.registry
-        )
-        self.forward_references = Gauge("recurrence_ledger_view_forward_references", "Forward references (contract §16), over every scope.", registry=self.registry)
+        #: One gauge per figure of ``TOTAL_FIELDS``, named and described by the record model.
+        self.totals = {
+            name: Gauge(f"recurrence_ledger_view_{name}", f"{FIELD_DESCRIPTIONS[name]} Summed over every scope.", registry=self.registry)
+            for name in TOTAL_FIELDS
+        }
         self.totals_read = Gauge(
             "recurrence_ledger_view_totals_timestamp_seconds", "When the view's totals were last read from Redis.", registry=self.registry
         )
@@ -249,10 +240,8 @@ class FollowerMetrics(ReviewMetricsMixin):
         """Set the view's gauges to ``totals`` (read at the current time)."""
         for reason, count in totals.unknown_reasons.items():
             self.unknown.labels(reason).set(count)
-        self.binding_suspects.set(totals.binding_suspects)
-        self.ambiguous_matches.set(totals.ambiguous_matches)
-        self.unmatched_failures.set(totals.unmatched_failures)
-        self.forward_references.set(totals.forward_references)
+        for name, total in totals.sums.items():
+            self.totals[name].set(total)
         self.totals_read.set(time.time())
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
@@ -279,7 +268,7 @@ class ViewFollower:
         self.config = config
         self.codec = codec
         self.topics = {catalogue.physical(name, config.topic_prefix): name for name in FOLLOWED}
-        self.view = FollowerView(config.redis_url, namespace=config.namespace, review_threshold=config.review_threshold)
+        self.view = FollowerView(config.redis_url, namespace=config.namespace)
         self.models = ReadModels(self.view._client, config.namespace, config.history_limit, config.trend_limit)
         self.metrics = FollowerMetrics(config.namespace)
         self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, {

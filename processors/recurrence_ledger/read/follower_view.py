@@ -11,25 +11,25 @@ import orjson
 
 from recurrence_ledger.read.projection import RedisView, PendingWrite
 from recurrence_ledger.read.records import pad
-from recurrence_ledger.read.scripts import scripts
+from recurrence_ledger.read.scripts import run_call, scripts
 
 
-def row_measure(row: dict) -> int:
-    """What grows with every RevisionStatistics record of one revision:
-    ``selected + recurred + avoided + ambiguous`` (contract §17's
-    ``ambiguous``, 0 in rows written before revision 3: a revision can get a
-    new row for an ambiguous match alone). ``guarded_write.lua`` computes
-    the same of the stored row."""
-    return row["selected"] + row["recurred"] + row["avoided"] + row.get("ambiguous", 0)
+#: The fields the guard compares (``guarded_write.lua`` gets them as
+#: ARGV, it spells none): a scope record's position and a revision row's
+#: version, both published by the ledger and growing with every record of
+#: their key (``recurrence_ledger.ledger.records``).
+POSITION_FIELD = "as_of_position"
+VERSION_FIELD = "version"
 
 
 class FollowerView(RedisView):
     """``RedisView`` whose scope writes are guarded: a scope's keys are
     replaced only when the record's ``as_of_position`` is ≥ the stored one,
-    a revision row only when its :func:`row_measure` is ≥ the stored row's.
-    Both grow with every record of the key in publication order (a scope's
-    position is the highest applied; observations and ambiguous matches are
-    never withdrawn), so an older record never replaces a newer one,
+    a revision row only when its ``version`` (published by the ledger,
+    ``recurrence_ledger.ledger.statistics.row_version``) is ≥ the stored
+    row's (a row without one, written before record revision 4, counts 0).
+    Both grow with every record of the key in publication order, so an
+    older record never replaces a newer one,
     whoever wrote the newer one. A record equal on that measure is written
     (the later read wins). Each scope is one Lua script (``guarded_write``:
     atomic, one round trip) writing exactly the keys and values
@@ -47,24 +47,24 @@ class FollowerView(RedisView):
     def _write(self, scope_id: str, pending: PendingWrite, check_namespace: bool = False) -> None:
         layout = self.layout
         write = pending.scope
-        payload: dict = {"scope": None, "rows": []}
+        payload: dict = {"position_field": POSITION_FIELD, "version_field": VERSION_FIELD, "scope": None, "rows": []}
         record = None
         if write is not None:
             record = orjson.loads(write.fields["record"])
             payload["scope"] = {
-                "pos": pad(record["as_of_position"]),
+                "pos": pad(record[POSITION_FIELD]),
                 "fields": [item for name, value in write.fields.items() for item in (name, value.decode() if isinstance(value, bytes) else value)],
                 "top": [item for member_, score in write.top.items() for item in (score, member_)],
                 "review": list(write.review),
             }
         for member_, value in pending.revisions.items():
             row = orjson.loads(value)
-            payload["rows"].append([member_, value.decode(), row_measure(row)])
+            payload["rows"].append([member_, value.decode(), row.get(VERSION_FIELD, 0)])
         existed = True
         if check_namespace and write is None:
             existed = bool(self._client.exists(layout.scopes))
-        wrote, rows = self._guarded(
-            keys=[layout.scope(scope_id), layout.top(scope_id), layout.review(scope_id), layout.revisions(scope_id)],
+        wrote, rows = run_call(
+            self._client, self._guarded, keys=[layout.scope(scope_id), layout.top(scope_id), layout.review(scope_id), layout.revisions(scope_id)],
             args=[orjson.dumps(payload)],
         )
         if record is not None and wrote:

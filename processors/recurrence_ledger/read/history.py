@@ -154,7 +154,7 @@ class ReadModels:
         digest.update(b"floor=%s" % str(floor).encode())
         return RevisionHistory(
             scope_id=scope_id, artifact_id=artifact_id, revision=revision, as_of_position=int(as_of),
-            review_threshold=int(threshold) if threshold is not None else None,
+            review_threshold=(int(threshold) or None) if threshold is not None else None,  # 0: a record before record revision 4
             row=orjson.loads(row) if row is not None else None,
             entries=entries, floor=floor, meta=meta, etag=etag(digest),
         )

@@ -32,14 +32,15 @@ The view
 
 | key | type | content |
 | --- | --- | --- |
-| ``{ns}:scope:{<scope>}`` | hash | ``as_of_position``, ``selected``, ``recurred``, ``avoided``, ``unknown``, ``unlinked_handoff_citations``, ``needing_review``, ``pending_outcomes``, ``late_revisions``, ``forward_references``, ``ambiguous_matches``, ``unmatched_failures``, ``binding_suspects`` as integer strings; ``unknown_reasons`` (canonical JSON object: every contract §17 reason with its count); ``top_revisions`` (canonical JSON list, contract §8 order); ``record`` (the whole ScopeStatistics record as canonical JSON, contract §4); ``review_threshold`` (integer string: the writer's review threshold — the worker's ``--review-threshold`` — which decided the review set) |
+| ``{ns}:scope:{<scope>}`` | hash | every plain integer field of the ScopeStatistics record (``recurrence_ledger.read.projection.COUNTER_FIELDS``, derived from the model: its position, counters, gauges and the review threshold the ledger applied) as integer strings; ``unknown_reasons`` (canonical JSON object: every contract §17 reason with its count); ``top_revisions`` (canonical JSON list, contract §8 order); ``record`` (the whole ScopeStatistics record as canonical JSON, contract §4) |
 | ``{ns}:scope:{<scope>}:top`` | sorted set | member = canonical JSON ``{"artifact_ref": {…}, "signature_key": "…"}``, score = ``terminal_recurred_streak``; only the rows of ``top_revisions`` |
-| ``{ns}:scope:{<scope>}:review`` | set | the same member strings, for the rows of ``top_revisions`` whose streak ≥ the view's review threshold (default 3) |
+| ``{ns}:scope:{<scope>}:review`` | set | the same member strings, for the rows of ``top_revisions`` the ledger flagged ``needs_review`` |
 | ``{ns}:scope:{<scope>}:revisions`` | hash | one field per Experience revision of the scope with a selection or a verdict: field = ``revision_member(artifact_ref)``, the canonical JSON of the ArtifactRef (``{"artifact_id":"P1","family":"experience","revision":1}``); value = that revision's last RevisionStatistics record as canonical JSON (contract §4) |
 | ``{ns}:{<ns>}:scopes`` | set | the scope ids (verbatim, not escaped) |
 | ``{ns}:{<ns>}:scopes:by:{sort}`` | sorted set | the scope index of ``GET /scopes?sort=``: member = scope id, score from ``scope_index`` (``scope_id``: 0, so that Redis orders the members by their bytes; the counters negated, so that ascending order is largest first with ties by scope id) |
 | ``{ns}:{<ns>}:scopes:at`` | hash | scope id → the ``as_of_position`` (19 digits) of the record the scope set and index were last written with: they are written after the scope's own keys, by a script that never puts back an older position |
 | ``{ns}:{<ns>}:layout`` | string | the layout version (``2``) |
+| ``{ns}:{<ns>}:decision-request:{digest}`` | string | written by the API, not the workers: the answer to the review decision sent with one ``Idempotency-Key`` (``recurrence_ledger.api.idempotency``), JSON, expiring after minutes |
 
 The read models of the history
 ------------------------------
@@ -298,6 +299,14 @@ class Keys:
         """``{ns}:{<ns>}:layout``: the layout version of the namespace's keys."""
         return self._global("layout")
 
+    def decision_request(self, request_digest: str) -> str:
+        """``{ns}:{<ns>}:decision-request:{digest}``: the answer of the
+        review decision sent with one idempotency key (``digest``: 64 hex
+        digits of the reviewer and the key; ``recurrence_ledger.api.idempotency``)."""
+        if re.fullmatch(r"[0-9a-f]{64}", request_digest) is None:
+            raise ValueError(f"a decision request digest is 64 hex digits, not {request_digest!r}")
+        return self._global(f"decision-request:{request_digest}")
+
     @property
     def legacy_scopes(self) -> str:
         """``{ns}:scopes``: the scope set of layout 1, whose presence says
@@ -316,7 +325,7 @@ class Keys:
         if view:
             return (
                 rf"{ns}:{scope}(:top|:review|:revisions|:{_SCOPE_READ_MODELS})?"
-                rf"|{ns}:\{{{ns}\}}:(scopes|scopes:at|scopes:by:[a-z_]+|layout|review-queue:items|{_GLOBAL_READ_MODELS})"
+                rf"|{ns}:\{{{ns}\}}:(scopes|scopes:at|scopes:by:[a-z_]+|layout|review-queue:items|decision-request:[0-9a-f]{{64}}|{_GLOBAL_READ_MODELS})"
                 rf"|{ns}:({LEGACY_KEYS})"
             )
         return (

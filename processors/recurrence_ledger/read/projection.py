@@ -29,8 +29,8 @@ Limits:
 
 - The sorted set and the review set only know the rows of `top_revisions`
   (the first N revisions by streak, N = the worker's `--top-revisions`,
-  default 10). The review set is exact when `needing_review` ≤ N (and the
-  view's threshold equals the worker's `--review-threshold`); otherwise it
+  default 10). The review set holds the rows the ledger flagged
+  (`needs_review`): it is exact when `needing_review` ≤ N; otherwise it
   holds the N worst revisions needing review and `needing_review` in the hash
   is the true count.
 - Redis ties in a sorted set are ordered by member bytes, which is not the
@@ -67,15 +67,14 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-from recurrence_ledger import policy
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics, integer_fields
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.read.connect import redis_client
 from recurrence_ledger.redact import redact_url
 from recurrence_ledger.read.keys import SCOPE_SORTS, Keys
 from recurrence_ledger.read.records import pad
-from recurrence_ledger.read.scripts import scripts
+from recurrence_ledger.read.scripts import run_call, scripts
 
 log = logging.getLogger(__name__)
 
@@ -84,26 +83,12 @@ log = logging.getLogger(__name__)
 #: of a scope with many revisions sends several HSETs in its MULTI/EXEC).
 HSET_CHUNK = 1000
 
-#: Hash fields holding the counters and gauges of a ScopeStatistics record
-#: (contract §8; since revision 3 also §16–§17's ``forward_references``,
-#: ``ambiguous_matches``, ``unmatched_failures`` and ``binding_suspects``),
-#: as integer strings. A record written before revision 3 has 0 for the
-#: new ones (the model's defaults).
-COUNTER_FIELDS: tuple[str, ...] = (
-    "as_of_position",
-    "selected",
-    "recurred",
-    "avoided",
-    "unknown",
-    "unlinked_handoff_citations",
-    "needing_review",
-    "pending_outcomes",
-    "late_revisions",
-    "forward_references",
-    "ambiguous_matches",
-    "unmatched_failures",
-    "binding_suspects",
-)
+#: Hash fields holding the integer figures of a ScopeStatistics record
+#: (counters, gauges, its position and the review threshold the ledger
+#: applied), as integer strings: every plain integer field of the model
+#: (``recurrence_ledger.ledger.records.integer_fields``), in its order. A
+#: record written before a field existed has the model's default (0).
+COUNTER_FIELDS: tuple[str, ...] = integer_fields(ScopeStatistics)
 #: Hash field holding the record's ``unknown_reasons`` (contract §17: every
 #: reason with its count) as canonical JSON, so that readers of the totals
 #: (``recurrence_ledger.read.totals``) need not parse the whole record.
@@ -210,8 +195,6 @@ class RedisView:
     (``RL_REDIS_CA_FILE``). ``namespace``: the key prefix
     (``recurrence_ledger.read.keys.default_namespace()`` gives the
     deployment's).
-    ``review_threshold``: streak (≥ 1) at which a ``top_revisions`` row goes
-    into the review set — use the worker's ``--review-threshold``.
     ``retry_seconds``: after a failed write, no new attempt from ``submit``
     before this many seconds; consecutive failures double the wait up to
     ``MAX_BACKOFF_FACTOR`` × retry_seconds, so that even a hung Redis (each
@@ -220,7 +203,7 @@ class RedisView:
 
     Never connects in the constructor. Not thread-safe: one owner (the worker
     loop) calls it. Raises ValueError for a bad URL or CA file, an empty
-    namespace or a threshold < 1. ``where``: the URL fit to print (no
+    namespace. ``where``: the URL fit to print (no
     password).
     """
 
@@ -228,17 +211,13 @@ class RedisView:
         self,
         url: str,
         namespace: str = "rl",
-        review_threshold: int = policy.REVIEW_THRESHOLD.default,
         retry_seconds: float = 1.0,
         socket_timeout: float = 0.5,
         ca_file: str | Path | None = None,
     ):
         if not namespace:
             raise ValueError("namespace must not be empty")
-        if review_threshold < 1:
-            raise ValueError("review_threshold must be ≥ 1")
         self.namespace = namespace
-        self.review_threshold = review_threshold
         self.retry_seconds = retry_seconds
         # No client-side retries: the view has its own back-off, and redis-py's
         # default (3 retries with exponential back-off) would multiply the time
@@ -367,13 +346,10 @@ class RedisView:
         fields[UNKNOWN_REASONS_FIELD] = canonical_json(model.unknown_reasons.model_dump())
         fields["top_revisions"] = canonical_json(record["top_revisions"])
         fields["record"] = canonical_json(record)
-        # The policy that decided the review set (and every needs_review
-        # flag the ledger published): readers show it, they do not assume it.
-        fields["review_threshold"] = str(self.review_threshold)
         top = {member(row): row["terminal_recurred_streak"] for row in record["top_revisions"]}
-        review = tuple(
-            member(row) for row in record["top_revisions"] if row["terminal_recurred_streak"] >= self.review_threshold
-        )
+        # The review set: the rows the ledger flagged (needs_review), never a
+        # threshold of the view's own.
+        review = tuple(member(row) for row, flagged in zip(record["top_revisions"], model.top_revisions, strict=True) if flagged.needs_review)
         return _ScopeWrite(record["scope_id"], fields, top, review)
 
     def _write(self, scope_id: str, pending: PendingWrite, check_namespace: bool = False) -> None:
@@ -415,7 +391,8 @@ class RedisView:
         record's); returns whether the scope set existed before. Raises
         redis errors."""
         scores = scope_index(record)
-        existed, _ = scripts(self._client).index_scope(
+        existed, _ = run_call(
+            self._client, scripts(self._client).index_scope,
             keys=[self._scopes_key, self.layout.scopes_at, *self.layout.scope_index_keys()],
             args=[scope_id, pad(record["as_of_position"]), *(scores[sort] for sort in SCOPE_SORTS)],
         )

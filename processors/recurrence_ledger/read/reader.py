@@ -6,7 +6,7 @@ The reader never writes and recomputes no rule: it shows what the workers
 projected (``recurrence_ledger.read.projection``). Every key name comes from
 ``recurrence_ledger.read.keys.Keys``, the one owner of the key layout. The
 parts of a scope that belong together (the record, the sorted set, the
-review set and the stored threshold; the record and the revisions hash)
+review set; the record and the revisions hash)
 are read in one MULTI/EXEC, so they belong to the same write, and each
 snapshot carries a strong entity tag over everything it is made of.
 
@@ -24,6 +24,7 @@ from pathlib import Path
 import orjson
 import redis
 
+from recurrence_ledger.ledger.records import figure_fields
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.read.connect import redis_client
 from recurrence_ledger.redact import redact_url
@@ -33,13 +34,11 @@ from recurrence_ledger.read.keys import Keys
 #: outage quickly rather than hang.
 REDIS_TIMEOUT_S = 2.0
 
-#: The revision figures a ``top_revisions`` row carries besides its streak
-#: (``recurrence_ledger.ledger.statistics.revision_figures``; since revision
-#: 3 also contract §17's ``unknown``, ``unknown_reasons``, ``ambiguous`` and
-#: ``binding_suspect``, absent from rows written before it).
-FIGURE_FIELDS: tuple[str, ...] = (
-    "repair_surface", "selected", "recurred", "avoided", "yield", "low_yield", "unknown", "unknown_reasons", "ambiguous", "binding_suspect",
-)
+#: The revision figures a ``top_revisions`` row carries besides its
+#: identity and streak: every field of the model's RevisionFigures
+#: (``recurrence_ledger.ledger.records.figure_fields``), some absent from
+#: rows written before they existed.
+FIGURE_FIELDS: tuple[str, ...] = figure_fields()
 
 
 #: Order of each ``sort`` of ``GET /scopes/{scope}/revisions``, every one
@@ -107,19 +106,17 @@ class ScopeSnapshot:
     ``{artifact_ref, signature_key, terminal_recurred_streak}`` in contract §8
     order, each with the revision's figures (``FIGURE_FIELDS``) from the
     record's ``top_revisions`` row of the same revision. ``review``: the
-    review set's members, as ``(artifact_ref tuple, signature_key)`` keys.
-    ``review_threshold``: the threshold the writer (the worker) stored with
-    the scope, which decided the review set; None for a view written before
-    the threshold was stored. ``review_etag``: entity tag of the review list,
-    a digest of everything it is made of (the stored record, the sorted
-    set, the review set and the threshold).
+    review set's members (the rows the ledger flagged ``needs_review``), as
+    ``(artifact_ref tuple, signature_key)`` keys. ``review_etag``: entity
+    tag of the review list, a digest of everything it is made of (the
+    stored record — with the review threshold the ledger applied —, the
+    sorted set and the review set).
     """
 
     record: dict
     record_bytes: bytes
     top: list[dict]
     review: frozenset = field(default_factory=frozenset)
-    review_threshold: int | None = None
     review_etag: str = '""'
 
     @property
@@ -194,14 +191,13 @@ class ViewReader:
         """The scope's record, sorted set and review set from one MULTI/EXEC,
         or None when the view does not hold the scope."""
         pipe = self._client.pipeline(transaction=True)
-        pipe.hmget(self.keys.scope(scope_id), "record", "review_threshold")
+        pipe.hget(self.keys.scope(scope_id), "record")
         pipe.zrange(self.keys.top(scope_id), 0, -1, withscores=True)
         pipe.smembers(self.keys.review(scope_id))
-        (raw, threshold), scored, review = pipe.execute()
+        raw, scored, review = pipe.execute()
         if raw is None:
             return None
         digest = hashlib.sha256(raw)
-        digest.update(b"\x00threshold\x00" + (threshold or b"none"))
         for member_, score in scored:
             digest.update(b"\x00top\x00" + member_ + b"\x00" + repr(score).encode())
         for member_ in sorted(review):
@@ -221,7 +217,6 @@ class ViewReader:
             record_bytes=raw,
             top=top,
             review=frozenset(_row_key(orjson.loads(member)) for member in review),
-            review_threshold=int(threshold) if threshold is not None else None,
             review_etag=_tag(digest),
         )
 

@@ -30,12 +30,15 @@ Redis Cluster, so no call can span slots unnoticed.
 :func:`run_calls` runs many script calls in one round trip: on a single
 Redis in one MULTI/EXEC, on Redis Cluster (where EVALSHA cannot be
 pipelined through redis-py's script objects, nor a transaction span slots)
-as a pipeline of EVALSHA commands, each call atomic by itself.
+as a pipeline of EVALSHA commands per primary, each call atomic by itself,
+slot by slot through an online reshard (:func:`run_cluster_calls`).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import time
 from dataclasses import dataclass, fields
 from importlib import resources
 
@@ -43,6 +46,8 @@ import redis
 from redis.commands.core import Script
 
 from recurrence_ledger.read.connect import is_cluster
+
+log = logging.getLogger(__name__)
 
 #: The attribute of a redis-py client that holds its registered scripts.
 _REGISTERED = "_recurrence_ledger_scripts"
@@ -113,12 +118,10 @@ def run_calls(client, calls: list[Call]) -> list:
     """Run ``calls`` in one round trip and return their replies in order.
     On a single Redis: one MULTI/EXEC (all or nothing; redis-py loads the
     scripts Redis lacks first). On Redis Cluster
-    (``recurrence_ledger.read.connect.is_cluster``): the scripts loaded on
-    every primary once per client, then one pipeline of EVALSHA commands
-    (redis-py sends each to its slot's node; each call atomic by itself, not
-    the whole), run again once after loading the scripts when a node lacks
-    one (a restarted or new primary) — callers make every call safe to run
-    twice (the ``applied`` offsets, the guards). Raises redis errors."""
+    (``recurrence_ledger.read.connect.is_cluster``): :func:`run_cluster_calls`
+    — each call atomic by itself, not the whole; callers make every call
+    safe to run twice (the ``applied`` offsets, the guards). Raises redis
+    errors."""
     if not calls:
         return []
     if not is_cluster(client):
@@ -126,20 +129,96 @@ def run_calls(client, calls: list[Call]) -> list:
         for script, keys, args in calls:
             script(keys=keys, args=args, client=pipe)
         return pipe.execute()
-    for attempt in (1, 2):
-        if attempt == 2 or not vars(client).get(_LOADED):
+    return run_cluster_calls(client, calls)
+
+
+def run_call(client, script: Script, keys: list[str], args: list):
+    """Run one script call and return its reply: on Redis Cluster through
+    :func:`run_cluster_calls` (a slot being migrated waits for its
+    migration to end), else as redis-py's ``Script`` runs it. Raises redis
+    errors."""
+    if is_cluster(client):
+        return run_cluster_calls(client, [(script, keys, args)])[0]
+    return script(keys=keys, args=args)
+
+
+#: Seconds a call may wait for its slot's migration (an online reshard) to end before run_cluster_calls gives up.
+SLOT_MIGRATION_WAIT_S = 120.0
+#: The replies of a slot's owner that mean "not here, not now": the slot moved (MOVED: the slot map is refreshed), is
+#: being migrated (ASK, TRYAGAIN: the call waits for the migration to end), or the cluster is reconfiguring (CLUSTERDOWN).
+SLOT_ERRORS = (redis.exceptions.MovedError, redis.exceptions.AskError, redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)
+
+
+def run_cluster_calls(client, calls: list[Call], wait_s: float = SLOT_MIGRATION_WAIT_S) -> list:
+    """Run ``calls`` on Redis Cluster, slot by slot: each call is sent to
+    its slot's primary (one pipeline of EVALSHA per primary, the scripts
+    loaded on every primary once per client and again on a primary that
+    lacks one) and never follows a redirection itself. A call whose slot
+    moved (MOVED) runs again on the new owner once the slot map is
+    refreshed; a call whose slot is being migrated (ASK, TRYAGAIN — an
+    online reshard) waits until the migration ends and runs on the slot's
+    new owner, because a script run on the importing node while the slot's
+    keys are split between two nodes would write beside keys not moved yet
+    (the scripts get some of their keys inside ARGV, which Redis cannot
+    redirect), and the migration would then overwrite it. The calls of
+    every other slot run at once, and a slot's later calls wait behind its
+    first waiting one (its calls keep their order). Raises
+    ClusterError when a slot is still migrating after ``wait_s`` seconds,
+    and the other redis errors of a call."""
+    results: list = [None] * len(calls)
+    pending = list(range(len(calls)))
+    slots = [client.keyslot(keys[0]) for _, keys, _ in calls]
+    deadline = time.monotonic() + wait_s
+    backoff, told = 0.02, False
+    while pending:
+        if not vars(client).get(_LOADED):
             for item in fields(Scripts):
                 client.script_load(getattr(scripts(client), item.name).script)
             setattr(client, _LOADED, True)
-        pipe = client.pipeline(transaction=False)
-        for script, keys, args in calls:
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        try:
-            return pipe.execute()
-        except redis.exceptions.NoScriptError:
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
+        by_node: dict[str, tuple[object, list[int]]] = {}
+        for index in pending:
+            node = client.nodes_manager.get_node_from_slot(slots[index])
+            by_node.setdefault(node.name, (node, []))[1].append(index)
+        waiting: list[int] = []
+        moved = False
+        for node, indexes in by_node.values():
+            pipe = client.get_redis_connection(node).pipeline(transaction=False)
+            for index in indexes:
+                script, keys, args = calls[index]
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            replies = pipe.execute(raise_on_error=False)
+            blocked: set[int] = set()  # slots with a call waiting: their later calls wait too
+            for index, reply in zip(indexes, replies):
+                if slots[index] in blocked:
+                    waiting.append(index)
+                elif isinstance(reply, redis.exceptions.NoScriptError):
+                    setattr(client, _LOADED, False)  # a primary without the scripts (restarted, new): load them everywhere
+                    blocked.add(slots[index])
+                    waiting.append(index)
+                elif isinstance(reply, SLOT_ERRORS):
+                    moved |= isinstance(reply, redis.exceptions.MovedError)
+                    blocked.add(slots[index])
+                    waiting.append(index)
+                elif isinstance(reply, Exception):
+                    raise reply
+                else:
+                    results[index] = reply
+        pending = sorted(waiting)
+        if pending:
+            if time.monotonic() > deadline:
+                raise redis.exceptions.ClusterError(
+                    f"slot {slots[pending[0]]} of Redis Cluster is still being migrated after {wait_s:.0f} s: {len(pending)} script calls not run")
+            if moved:
+                client.nodes_manager.initialize()  # the slot map changed: read it again
+            else:
+                if not told:
+                    told = True
+                    log.info("Redis Cluster slot(s) %s being migrated: %d script call(s) wait for it, the other slots are applied",
+                             sorted({slots[index] for index in pending}), len(pending))
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 0.5)
+                client.nodes_manager.initialize()  # a migration ends with the slot owned by its target
+    return results
 
 
 def run_read_only(client: redis.Redis, script: Script, keys: list[str], args: list) -> list:

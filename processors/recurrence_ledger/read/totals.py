@@ -1,7 +1,7 @@
 """Totals over every scope of the Redis view (contract §16–§17): unknown
-selections by reason, binding suspects, ambiguous matches, unmatched
-failures and forward references, summed over the scopes' last
-ScopeStatistics records. The view follower publishes them as Prometheus
+selections by reason and the ScopeStatistics figures marked ``total``
+(``recurrence_ledger.ledger.records.total_fields``), summed over the
+scopes' last ScopeStatistics records. The view follower publishes them as Prometheus
 gauges (``recurrence_ledger.read.follower``; docs/operating.md says why
 totals and not one series per scope).
 
@@ -17,16 +17,21 @@ until its next record or a ``view rebuild``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import orjson
 import redis
 
+from recurrence_ledger.ledger.records import ScopeStatistics, total_fields
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.keys import Keys
 from recurrence_ledger.read.projection import UNKNOWN_REASONS_FIELD
 
-#: The integer hash fields summed over the scopes.
-TOTAL_FIELDS: tuple[str, ...] = ("binding_suspects", "ambiguous_matches", "unmatched_failures", "forward_references")
+#: The integer hash fields summed over the scopes: the ScopeStatistics
+#: fields marked ``total``, in the record's order.
+TOTAL_FIELDS: tuple[str, ...] = total_fields(ScopeStatistics)
+#: The description of each of :data:`TOTAL_FIELDS` (the model's): the gauges' help.
+FIELD_DESCRIPTIONS: dict[str, str] = {name: ScopeStatistics.model_fields[name].description for name in TOTAL_FIELDS}
 #: Scopes per pipelined round trip.
 CHUNK = 1000
 
@@ -39,14 +44,12 @@ def _zero_reasons() -> dict[str, int]:
 class ViewTotals:
     """Sums over the scopes of a view. ``unknown_reasons``: every reason of
     contract §17, in the contract's order, with the unknown selections that
-    have it; ``scopes``: scopes read (those in ``{ns}:scopes`` with a hash)."""
+    have it; ``scopes``: scopes read (those in ``{ns}:scopes`` with a hash);
+    ``sums``: each of :data:`TOTAL_FIELDS` with its sum."""
 
     scopes: int = 0
     unknown_reasons: dict[str, int] = field(default_factory=_zero_reasons)
-    binding_suspects: int = 0
-    ambiguous_matches: int = 0
-    unmatched_failures: int = 0
-    forward_references: int = 0
+    sums: MappingProxyType = field(default_factory=lambda: MappingProxyType(dict.fromkeys(TOTAL_FIELDS, 0)))
 
 
 def view_totals(client: redis.Redis, keys: Keys, chunk: int = CHUNK) -> ViewTotals:
@@ -72,4 +75,4 @@ def view_totals(client: redis.Redis, keys: Keys, chunk: int = CHUNK) -> ViewTota
                 for reason, count in orjson.loads(stored).items():
                     if reason in reasons:
                         reasons[reason] += count
-    return ViewTotals(scopes=read, unknown_reasons=reasons, **sums)
+    return ViewTotals(scopes=read, unknown_reasons=reasons, sums=MappingProxyType(sums))

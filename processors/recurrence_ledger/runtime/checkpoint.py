@@ -20,12 +20,20 @@ carrying a ``KafkaError``):
   :class:`CheckpointAborted` raised — the caller rewinds (state from the
   changelog, consumer positions to the committed offsets) and processes the
   batch again;
-- *fatal* (``fatal()``, e.g. the producer was fenced by a newer instance
-  with the same transactional id): re-raised; the process must stop.
+- *fatal* (``fatal()``: the producer was fenced — by the broker after a
+  stall outlived ``transaction.timeout.ms``, or by a newer instance with the
+  same transactional id): the producer can never be used again, so
+  :class:`RestartRequired` is raised and the process exits with
+  :data:`RESTART_EXIT` for its supervisor to restart it.
 
-A failing ``abort_transaction`` is re-raised as is (the broker aborts the
-transaction itself at ``transaction.timeout.ms``). A commit that blocks
-longer than :data:`COMMIT_WATCHDOG_S` ends the process (:meth:`Checkpoint.watch`).
+An ``abort_transaction`` that fails retriably (it timed out while the broker
+restarts: librdkafka lets it be called again) is retried like the other
+calls; one that still fails, or fails otherwise, raises
+:class:`RestartRequired` too (the broker aborts the transaction itself at
+``transaction.timeout.ms``, or the restarted worker fences it at once). So
+no transactional failure ends the worker with the generic exit code 1. A
+commit that blocks longer than :data:`COMMIT_WATCHDOG_S` ends the process
+the same way (:meth:`Checkpoint.watch`).
 
 The module talks to the producer only through confluent-kafka's Producer
 methods, so its error paths are unit-tested with a producer that raises
@@ -80,6 +88,16 @@ class CheckpointAborted(RecurrenceLedgerError):
     def __init__(self, cause: KafkaException):
         super().__init__(f"transaction not committed ({cause.args[0]})")
         self.cause = cause
+
+
+class RestartRequired(RecurrenceLedgerError):
+    """The transactional producer cannot go on in this process (a fatal
+    error, an abort that failed): the worker stops with ``exit_code``
+    (:data:`RESTART_EXIT`) so that its supervisor restarts it; its open
+    transaction is aborted by the broker or fenced by the restarted
+    worker, so outputs stay exactly once."""
+
+    exit_code = RESTART_EXIT
 
 
 class ChangelogUntracked(RecurrenceLedgerError):
@@ -147,8 +165,7 @@ class Checkpoint:
         (``poll(0)``) at the first record of a transaction and every
         :data:`SERVE_EVERY` records after it (and by the commit)."""
         if not self.in_transaction:
-            self.producer.begin_transaction()
-            self.in_transaction = True
+            self._begin()
             self.produced = 0
         produce(self.producer, topic, key, value, partition, on_delivery, serve=self.produced % SERVE_EVERY == 0)
         self.produced += 1
@@ -195,8 +212,7 @@ class Checkpoint:
             self.produce(topic, key, value, partition, self._delivery if self.track_changelog else None)
         if not self.in_transaction:
             if offsets:  # offsets alone (e.g. only records of revoked partitions): still a transaction
-                self.producer.begin_transaction()
-                self.in_transaction = True
+                self._begin()
             else:
                 return
         try:
@@ -206,20 +222,41 @@ class Checkpoint:
             self._retrying(lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
         except KafkaException as error:
             if error.args[0].fatal():
-                raise
+                raise RestartRequired(f"the transactional producer failed fatally ({error.args[0]}): exiting for a restart") from error
             self.abort(f"transaction not committed ({error.args[0]})")
             raise CheckpointAborted(error) from error
         self.in_transaction = False
         self.hooks.at("committed")
 
+    def init_transactions(self) -> None:
+        """``init_transactions`` (fences this transactional id's previous
+        incarnation), retrying retriable errors (a broker still restarting)
+        for up to ``retry_budget_s``; RestartRequired when it fails."""
+        try:
+            self._retrying(lambda: self.producer.init_transactions(CALL_TIMEOUT_S))
+        except KafkaException as error:
+            raise RestartRequired(f"cannot initialise the transactional producer ({error.args[0]}): exiting for a restart") from error
+
+    def _begin(self) -> None:
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as error:  # the producer is in its fatal state (begin has no retriable errors)
+            raise RestartRequired(f"cannot begin a transaction ({error.args[0]}): exiting for a restart") from error
+        self.in_transaction = True
+
     def abort(self, why: str) -> None:
-        """Abort the open transaction (if any). Raises KafkaException when
-        the abort itself fails."""
+        """Abort the open transaction (if any), retrying a retriable failure
+        (a timeout while the broker restarts) for up to ``retry_budget_s``.
+        Raises RestartRequired when the abort fails for good."""
         if not self.in_transaction:
             return
         log.warning("%s: aborting the transaction", why)
         self.in_transaction = False
-        self.producer.abort_transaction(ABORT_TIMEOUT_S)
+        try:
+            self._retrying(lambda: self.producer.abort_transaction(ABORT_TIMEOUT_S))
+        except KafkaException as error:
+            raise RestartRequired(f"aborting the open transaction failed ({error.args[0]}): exiting for a restart; "
+                                  "the broker aborts it at transaction.timeout.ms, or the restarted worker at once") from error
 
     def _retrying(self, operation: Callable[[], Any]) -> None:
         """Run a transactional call, retrying retriable errors for up to

@@ -17,11 +17,13 @@ open transaction are never restored.
 
 A store with a local checkpoint (``store.rocksdb``, ``--state-dir``)
 is read from one past its checkpoint instead: only the changelog's tail.
-That offset is checked against the changelog partition's watermarks first
-(quixstreams' ``RecoveryPartition.has_invalid_offset`` does the same): one
-beyond the end (the topic was deleted and recreated, or truncated) or
-before the start (records deleted) wipes the store, which then restores
-the whole changelog.
+Before a partition is read, its changelog's watermarks and the group's
+committed input offsets of that partition decide where to start, whether
+a local store is wiped first, and whether the worker must refuse to run
+because the changelog lost state the offsets say existed
+(``changelog_guard.plan_restore``: ``ChangelogLost``, the local store kept
+as it is). quixstreams' ``RecoveryPartition.has_invalid_offset`` checks a
+local offset against the watermarks the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
+from recurrence_ledger.runtime.changelog_guard import ChangelogLost, RestorePlan, plan_restore
+from recurrence_ledger.runtime.checkpoint import RestartRequired
 from recurrence_ledger.runtime.faults import RuntimeHooks
 from recurrence_ledger.store.base import PartitionStore
 
@@ -42,6 +46,11 @@ log = logging.getLogger("recurrence_ledger.worker")
 #: Seconds one :meth:`Recovery.step` may spend restoring before it returns
 #: to the poll loop.
 STEP_BUDGET_S = 0.5
+#: Consumer error codes a restore waits out (librdkafka reconnects by itself).
+TRANSIENT = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE, KafkaError._TIMED_OUT})
+#: Seconds planning a restore may keep failing on transient errors before
+#: the worker exits for a restart.
+PLAN_RETRY_S = 120.0
 #: Seconds to wait for a changelog partition's watermarks.
 WATERMARK_TIMEOUT_S = 10.0
 
@@ -51,21 +60,31 @@ class Recovery:
 
     ``bootstrap``: the Kafka connection; ``group_id``: the worker's group
     (the restore consumer uses ``<group_id>-restore``); ``changelog_topic``:
-    the physical changelog topic. ``consumer_factory`` is injectable for
-    tests."""
+    the physical changelog topic. ``consumed``: partition number → the
+    group's committed input offsets of that partition beyond each input
+    partition's start (``{topic: offset}``; default: none, as in a new
+    deployment). ``reseed``: when given, ``reseed(partition, store, end)``
+    writes an intact local store back to its empty changelog partition
+    (end offset ``end``) instead of refusing, and returns the new end
+    (``runtime.reseed``). ``consumer_factory`` is injectable for tests."""
 
     def __init__(self, bootstrap: Bootstrap, group_id: str, changelog_topic: str, hooks: RuntimeHooks | None = None,
-                 consumer_factory: Callable[[dict], Consumer] = Consumer):
+                 consumer_factory: Callable[[dict], Consumer] = Consumer,
+                 consumed: Callable[[int], dict[str, int]] = lambda number: {},
+                 reseed: Callable[[int, PartitionStore, int], int] | None = None):
         self.bootstrap = bootstrap
         self.group_id = group_id
         self.changelog_topic = changelog_topic
         self.hooks = hooks or RuntimeHooks()
         self.consumer_factory = consumer_factory
+        self.consumed = consumed
+        self.reseed = reseed
         self.pending: dict[int, PartitionStore] = {}
         self.restored: dict[int, int] = {}  #: records restored so far, per pending partition
         self.started: dict[int, float] = {}
         self._unplaced: set[int] = set()  #: pending partitions not assigned to the restore consumer yet
         self._consumer: Consumer | None = None
+        self._plan_failing_since: float | None = None
 
     @property
     def recovering(self) -> bool:
@@ -95,7 +114,11 @@ class Recovery:
         """Restore for up to ``budget_s`` seconds. Returns the partitions
         finished in this step as ``(partition, records restored, seconds
         since registered)``. Raises KafkaException on a consumer error other
-        than end of partition."""
+        than end of partition or a transient one (:data:`TRANSIENT`, logged),
+        ``checkpoint.RestartRequired`` on a fatal one, and
+        ``changelog_guard.ChangelogLost`` when a
+        partition's changelog lost state its committed offsets say existed
+        (nothing of it restored, its local store untouched)."""
         if not self.pending:
             return []
         consumer = self._restore_consumer()
@@ -110,6 +133,11 @@ class Recovery:
             number = message.partition()
             error = message.error()
             if error is not None:
+                if error.code() in TRANSIENT:  # the broker restarting: librdkafka reconnects and fetches again
+                    log.warning("restoring state: %s (retrying)", error)
+                    continue
+                if error.fatal():
+                    raise RestartRequired(f"the restore consumer failed fatally ({error}): exiting for a restart")
                 if error.code() != KafkaError._PARTITION_EOF:
                     raise KafkaException(error)
                 if number in self.pending:
@@ -140,29 +168,61 @@ class Recovery:
         """Assign the unplaced partitions to the restore consumer at their
         stores' offsets (checked against the watermarks, module docstring);
         returns those with nothing to restore, finished."""
+        # Every partition is planned before any is touched: a refusal
+        # (ChangelogLost) leaves every store and assignment as it was.
+        try:
+            plans = {number: self._plan(consumer, number) for number in sorted(self._unplaced)}
+        except KafkaException as error:
+            # The watermarks or the committed offsets could not be read (a
+            # broker restarting): plan again at the next step, for up to
+            # PLAN_RETRY_S, then exit for a restart.
+            if not error.args[0].retriable() and error.args[0].code() not in TRANSIENT:
+                raise
+            now = time.monotonic()
+            self._plan_failing_since = self._plan_failing_since or now
+            if now - self._plan_failing_since > PLAN_RETRY_S:
+                raise RestartRequired(f"cannot plan the state restore ({error.args[0]}): exiting for a restart") from error
+            log.warning("planning the state restore: %s (retrying)", error.args[0])
+            return []
+        self._plan_failing_since = None
         assign: list[TopicPartition] = []
         finished: list[tuple[int, int, float]] = []
-        for number in sorted(self._unplaced):
+        for number, (plan, high) in plans.items():
             store = self.pending[number]
-            start = store.restore_from()
-            if start is not None:
-                low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
-                if start > high:
-                    store.reset(f"its checkpoint (offset {start - 1}) is beyond the end of {self.changelog_topic}[{number}] "
-                                f"(offset {high}): the changelog was recreated or truncated")
-                    start = None
-                elif start < low:
-                    store.reset(f"its checkpoint (offset {start - 1}) is before the start of {self.changelog_topic}[{number}] "
-                                f"(offset {low}): records it lacks were deleted")
-                    start = None
-                elif start == high:  # nothing after the checkpoint
-                    finished.append(self._finish(number, high))
-                    continue
-            assign.append(TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING if start is None else start))
+            if plan.wipe is not None:
+                store.reset(plan.wipe)
+            if plan.done:  # nothing after the checkpoint (_finish forgets it, unassigned)
+                finished.append(self._finish(number, high))
+                continue
             self._unplaced.discard(number)
+            assign.append(TopicPartition(self.changelog_topic, number, OFFSET_BEGINNING if plan.start is None else plan.start))
         if assign:
             consumer.incremental_assign(assign)
         return finished
+
+    def _plan(self, consumer: Consumer, number: int) -> tuple[RestorePlan, int]:
+        """Partition ``number``'s restore plan and its changelog's high
+        watermark (``changelog_guard.plan_restore``; the watermarks are
+        read only when they matter)."""
+        store = self.pending[number]
+        start = store.restore_from()
+        consumed = self.consumed(number)
+        if start is None and not consumed and store.kept_checkpoint is None:
+            return RestorePlan(None), 0
+        low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
+        kept = store.kept_checkpoint is not None
+        try:
+            return plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id, consumed=consumed,
+                                low=low, high=high, local_from=start, kept_checkpoint=store.kept_checkpoint,
+                                kept_reason=store.wiped if kept else None, reseed_hint=kept or start is not None), high
+        except ChangelogLost as lost:
+            if self.reseed is None:
+                raise
+            why = store.reseed_refusal() if high == low else f"the changelog is not empty (offsets {low}–{high})"
+            if why is not None:
+                raise ChangelogLost(f"{lost}; --reseed-changelog cannot reseed it: {why}", number) from None
+            end = self.reseed(number, store, high)
+            return RestorePlan(end, done=True), end
 
     def _restore_consumer(self) -> Consumer:
         if self._consumer is None:

@@ -56,9 +56,9 @@ from typing import Any
 
 import orjson
 from confluent_kafka import Consumer, Producer, TopicPartition
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from recurrence_ledger.embedded.output import stderr_console
 from recurrence_ledger.kafka.client_config import consumer_config, producer_config
 from recurrence_ledger.kafka.kafka_io import produce, read_raw, read_topic
 from recurrence_ledger.runtime.unicode_pin import check_changelog
@@ -290,8 +290,8 @@ def run_replay(
             [TopicPartition(catalogue.physical(r.topic, topic_prefix), r.partition, r.low) for r in ranges if r.end > r.low]
         )
         with Progress(
-            TextColumn("[bold]replay"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]:,.0f} events/s"),
-            TextColumn("lag {task.fields[lag]:,}"), TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+            TextColumn("replay", style="bold", markup=False), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]:,.0f} events/s", markup=False),
+            TextColumn("lag {task.fields[lag]:,}", markup=False), TimeElapsedColumn(), console=stderr_console(), transient=True,
             disable=not show_progress,
         ) as progress:
             task = progress.add_task("replay", total=total, rate=0.0, lag=total)

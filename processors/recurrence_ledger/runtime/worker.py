@@ -69,7 +69,7 @@ from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.ledger.intake import Coordinates
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
-from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, Checkpoint, CheckpointAborted
+from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted, RestartRequired
 from recurrence_ledger.store.base import PartitionStore, StoreError
 from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
@@ -129,7 +129,8 @@ class LedgerWorker:
         self.producer = Producer(output_producer_config(config))
         self.checkpoint = Checkpoint(self.producer, self.consumer.consumer_group_metadata, self.hooks, track_changelog=config.state_dir is not None)
         self._changelog_identity: tuple[str | None, int | None] | None = None  # (topic id, delete.retention.ms), looked up once
-        self.recovery = Recovery(config.bootstrap, config.group_id, config.changelog_topic, self.hooks)
+        self.recovery = Recovery(config.bootstrap, config.group_id, config.changelog_topic, self.hooks, consumed=self._consumed,
+                                 reseed=self._reseed if config.reseed_changelog else None)
         self.metrics = WorkerMetrics()
         self._batch = BatchStats()  # the open transaction's metrics, until it commits
         self._last_activity = time.monotonic()
@@ -148,8 +149,10 @@ class LedgerWorker:
         NotCaughtUp when a batch run gives up waiting for the group to catch
         up (after ``max_wait_caught_up_s`` without progress), and
         UnicodeVersionChanged when a restored partition was built on another
-        Unicode version (before any of its records is processed)."""
-        self.producer.init_transactions(30)
+        Unicode version (before any of its records is processed), and
+        checkpoint.RestartRequired when a Kafka client cannot go on in this
+        process (the CLI exits with RESTART_EXIT)."""
+        self.checkpoint.init_transactions()
         self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         last_report = last_lag = self._last_activity = time.monotonic()
         batch_started = 0.0
@@ -218,7 +221,7 @@ class LedgerWorker:
                     self._batch_open = False
                     try:
                         self.checkpoint.abort("stopping on an error")
-                    except KafkaException as error:  # the broker aborts it on its own at the timeout
+                    except RestartRequired as error:  # the broker aborts it on its own at the timeout
                         log.warning("could not abort the open transaction: %s", error)
             self.consumer.close()
             self._close_stores(list(self.tasks))
@@ -242,8 +245,7 @@ class LedgerWorker:
             if error.code() == KafkaError._FATAL:
                 # The consumer itself is in librdkafka's fatal state (seen after a broker restart fenced its
                 # static membership; the event's own fatal() is False): it will never fetch again.
-                log.critical("the consumer reports a fatal error (%s): exiting for a restart", error)
-                raise SystemExit(RESTART_EXIT)
+                raise RestartRequired(f"the consumer reports a fatal error ({error}): exiting for a restart")
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume error: %s", error)
             return
@@ -356,7 +358,11 @@ class LedgerWorker:
         self._batch.clear()
         self._batch_open = False
         assignment = self.consumer.assignment()
-        for committed in self.consumer.committed(assignment, timeout=30):
+        try:
+            positions = self.consumer.committed(assignment, timeout=30)
+        except KafkaException as error:  # e.g. the group coordinator still moving after a broker restart
+            raise RestartRequired(f"cannot read the committed offsets to rewind to ({error.args[0]}): exiting for a restart") from error
+        for committed in positions:
             offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
             self.consumer.seek(TopicPartition(committed.topic, committed.partition, offset))
         numbers = sorted(self.tasks)
@@ -392,6 +398,28 @@ class LedgerWorker:
         log.info("partition %d: state store %s (%s)", number, store.path,
                  f"restoring the whole changelog: {store.wiped}" if store.restore_from() is None else f"restoring from changelog offset {store.restore_from()}")
         return store
+
+    def _consumed(self, number: int) -> dict[str, int]:
+        """The group's committed offsets of input partition ``number`` that
+        lie beyond the partition's start (``{topic: offset}``): records were
+        processed into state (``changelog_guard``). Called from the main
+        loop (recovery), never from a rebalance callback."""
+        committed = self.consumer.committed([TopicPartition(topic, number) for topic in self.inputs], timeout=30)
+        consumed = {}
+        for partition in committed:
+            if partition.offset > 0:
+                low, _ = self.consumer.get_watermark_offsets(partition, timeout=10, cached=False)
+                if partition.offset > low:
+                    consumed[partition.topic] = partition.offset
+        return consumed
+
+    def _reseed(self, number: int, store: PartitionStore, end: int) -> int:
+        """Write partition ``number``'s intact local store back to its empty
+        changelog (``runtime.reseed``, ``--reseed-changelog``); returns the
+        changelog's new end offset."""
+        from recurrence_ledger.runtime.reseed import reseed_changelog
+
+        return reseed_changelog(self.config.bootstrap, self.config.changelog_topic, number, store, end)
 
     def _close_stores(self, numbers: list[int]) -> None:
         """Close the stores of tasks ``numbers`` (their last checkpoint stays on disk)."""

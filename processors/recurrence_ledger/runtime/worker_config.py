@@ -70,6 +70,11 @@ class WorkerConfig:
       ``store.rocksdb``), so a restart restores only the changelog's
       tail and the state need not fit in memory; None (the default): in
       memory, restored from the whole changelog on every start.
+    - ``reseed_changelog``: with ``state_dir``, a partition whose changelog
+      is empty while the group has committed offsets (the topic deleted and
+      created again) writes its intact local store back to the changelog
+      (``runtime.reseed``) instead of refusing to run
+      (``runtime.changelog_guard``).
 
     The Redis view is not the worker's: a view follower into Redis runs in
     the same process through ``recurrence_ledger.cli.beside`` (``worker
@@ -95,6 +100,7 @@ class WorkerConfig:
     schema_registry: RegistrySettings | None = None  # its repr redacts credentials
     accept_unicode_change: bool = False
     state_dir: Path | None = None
+    reseed_changelog: bool = False
 
     @property
     def group_id(self) -> str:

@@ -2,46 +2,45 @@
 // - window.rlUnknown.render(record, byUnknown, suspects, threshold): the scope's unknown selections by
 //   reason, each revision's (GET /scopes/{scope}/revisions?sort=unknown) as a stacked bar chart and a
 //   table, and the binding suspects (…/revisions?binding_suspect=true) with one line each on what to fix;
-// - window.rlUnknown.explain(row): that line for a revision row.
-// Every count comes from the API; only the sentences are the page's own.
+// - window.rlUnknown.explain(row): that line for a revision row;
+// - window.rlUnknown.load(reasons): the reasons of GET /field-catalogue, before the first render.
+// Every count, reason and sentence comes from the API.
 "use strict";
 
 (() => {
   const { cell, emptyRow, revisionLabel } = window.rlCommon;
   const $ = (selector) => document.querySelector(selector);
 
-  // The eleven reasons of contract §17 in the contract's order
-  // (recurrence_ledger.ledger.verdicts.UNKNOWN_REASONS; tests/api/test_static_scripts.py keeps the two equal).
-  const REASONS = [
-    "multiple_matches", "ambiguous", "condition_empty", "condition_not_observed", "condition_unverified", "condition_duplicated",
-    "check_missing", "check_unverified", "check_duplicated", "check_not_run", "check_failed",
-  ];
-  // The reasons that make a binding suspect (contract §17): an empty condition or a check_… reason.
-  const SUSPECT = (reason) => reason === "condition_empty" || reason.startsWith("check_");
-  // Colours by family: matching (violet), condition (ochre), check (red to orange).
-  const COLORS = {
-    multiple_matches: "#5b3a8c", ambiguous: "#9a7cc4",
-    condition_empty: "#6b4f12", condition_not_observed: "#8a6d1f", condition_unverified: "#b8953a", condition_duplicated: "#dcc27a",
-    check_missing: "#7f1d1d", check_unverified: "#b3261e", check_duplicated: "#d9534f", check_not_run: "#e07b39", check_failed: "#f0b27a",
+  // The eleven reasons of contract §17 in the contract's order, each with its title, description, family and
+  // whether it makes a binding suspect: the ledger's own statement (GET /field-catalogue, from
+  // recurrence_ledger/ledger/records.py), given to load() before the first render. The page spells no reason.
+  let REASONS = [];
+  let CATALOGUE = {};
+  const SUSPECT = (reason) => Boolean((CATALOGUE[reason] || {}).suspect);
+  // Colours by family, in the family's order: matching (violet), condition (ochre), check (red to orange).
+  const PALETTES = {
+    matching: ["#5b3a8c", "#9a7cc4"],
+    condition: ["#6b4f12", "#8a6d1f", "#b8953a", "#dcc27a"],
+    check: ["#7f1d1d", "#b3261e", "#d9534f", "#e07b39", "#f0b27a"],
   };
+  let COLORS = {};
 
-  const times = (n) => (n === 1 ? "once" : `${n} times`);
-  const outcomes = (n) => (n === 1 ? "1 outcome" : `${n} outcomes`);
-  const selections = (n) => (n === 1 ? "1 selection" : `${n} selections`);
-  // One sentence per reason family: what happened in the revision's n unknown selections, and what to fix.
-  const FAMILY_SENTENCES = {
-    condition_empty: (n) => `the verification condition is empty once normalized, so ${selections(n)} can never be avoided: give the revision a condition outcomes can report`,
-    condition: (n) => `in ${outcomes(n)} the condition was not observed exactly once with verified evidence (missing, only declared, or reported twice): make outcomes report the condition as the revision words it`,
-    check_missing: (n) => `the condition was observed ${times(n)} but the bound check never ran (no check of the outcome has its name): bind the revision to a check the task runs, or correct its check_subject`,
-    check_unverified: (n) => `the condition was observed ${times(n)} but the bound check was only declared or had no exact evidence: make the check report verified evidence`,
-    check_duplicated: (n) => `the condition was observed ${times(n)} but the bound check was verified more than once in one outcome: bind the revision to a check name that occurs once`,
-    check_not_run: (n) => `the condition was observed ${times(n)} but the bound check did not run (skipped, cancelled or unknown): make it run whenever the condition holds`,
-    check_failed: (n) => `the condition was observed ${times(n)} and the bound check failed, but no failure item matched the recall cue: the check and the cue disagree, reword the cue to what the check reports`,
-    ambiguous: (n) => `${selections(n)} met a failure that matched this cue and another revision's: merge the duplicate lessons or make their cues distinct`,
-    multiple_matches: (n) => `in ${outcomes(n)} two or more failure items matched this revision, and one outcome adds at most one recurrence: make the cue more specific`,
-  };
-  const family = (reason) => (reason.startsWith("condition_") && reason !== "condition_empty" ? "condition" : reason);
-  const sentence = (reason, n) => FAMILY_SENTENCES[family(reason)](n);
+  const selections = (n) => (n === 1 ? "1 unknown selection" : `${n} unknown selections`);
+  // What happened in the revision's n unknown selections with this reason, and what to fix (the reason's description).
+  const sentence = (reason, n) => `${selections(n)}: ${(CATALOGUE[reason] || {}).description || reason}`;
+
+  // The catalogue's unknown_reasons (GET /field-catalogue): the reasons, their order, families and sentences.
+  function load(reasons) {
+    CATALOGUE = reasons;
+    REASONS = Object.keys(reasons);
+    const used = {};
+    COLORS = Object.fromEntries(REASONS.map((reason) => {
+      const family = reasons[reason].family;
+      const palette = PALETTES[family] || ["#777777"];
+      used[family] = (used[family] || 0) + 1;
+      return [reason, palette[(used[family] - 1) % palette.length]];
+    }));
+  }
 
   // [reason, count] of the reasons that occurred, in the contract's order.
   const occurred = (reasons) => REASONS.map((reason) => [reason, (reasons || {})[reason] || 0]).filter(([, n]) => n > 0);
@@ -104,7 +103,7 @@
   function renderSuspects(record, list, threshold) {
     const body = $("#suspects tbody");
     body.replaceChildren();
-    const count = record.binding_suspects ?? 0;
+    const count = record[$("#suspect-count").dataset.counter] ?? 0; // the figure index.html gives this place
     $("#suspect-count").textContent = String(count);
     $("#suspect-threshold").textContent = String(threshold ?? "?");
     $(".suspects-panel").classList.toggle("alert", count > 0);
@@ -150,7 +149,8 @@
   }
 
   window.rlUnknown = {
-    REASONS,
+    load,
+    reasons: () => REASONS,
     explain,
     // record: the scope's ScopeStatistics; byUnknown: /revisions?sort=unknown; suspects:
     // /revisions?binding_suspect=true; threshold: the workers' review threshold (binding_suspect uses it).

@@ -25,7 +25,7 @@
 // endpoint on the server); sessionStorage is per tab and gone when the tab
 // closes. The cost is that the page's scripts can read it, which is why the
 // page is served with a Content-Security-Policy that runs only this
-// service's own scripts (processors/recurrence_ledger/api/auth.py, DASHBOARD_HEADERS) and renders
+// service's own scripts (processors/recurrence_ledger/api/responses.py, PAGE_HEADERS) and renders
 // every value with textContent. "forget token" removes it.
 "use strict";
 
@@ -80,12 +80,31 @@
       row.dataset.scope = scope.scope_id;
       if (scope.scope_id === selected) row.classList.add("selected");
       cell(row, scope.scope_id);
-      for (const name of ["as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "binding_suspects"]) {
-        // ?? 0: a record written before contract revision 3 has no binding_suspects
-        cell(row, String(scope[name] ?? 0), name === "binding_suspects" && scope[name] > 0 ? "num alert" : "num").dataset.field = name;
+      // The columns are the page's (index.html: <th data-label="field">, data-alert: red when > 0).
+      for (const th of document.querySelectorAll("#scopes th[data-label]")) {
+        const name = th.dataset.label;
+        // ?? 0: a record written before a figure existed does not have it
+        cell(row, String(scope[name] ?? 0), th.hasAttribute("data-alert") && scope[name] > 0 ? "num alert" : "num").dataset.field = name;
       }
       row.addEventListener("click", () => select(scope.scope_id));
       body.appendChild(row);
+    }
+  }
+
+  // The labels of the scope table and the unknown reasons, as the ledger's records state them
+  // (GET /field-catalogue): read once; a <th data-label="field"> gets the field's title and description.
+  let catalogue = null;
+  async function loadCatalogue() {
+    if (catalogue) return;
+    const answer = await getJSON("/field-catalogue");
+    if (!answer.body) return;
+    catalogue = answer.body;
+    window.rlUnknown.load(catalogue.unknown_reasons);
+    for (const th of document.querySelectorAll("th[data-label]")) {
+      const label = catalogue.scope[th.dataset.label];
+      if (!label) continue;
+      th.textContent = label.title;
+      th.title = label.description || "";
     }
   }
 
@@ -98,7 +117,9 @@
     // Red only when something needs review, or a revision is a binding suspect.
     const needing = record.needing_review > 0;
     $('#detail [data-counter="needing_review"]').classList.toggle("alert", needing);
-    $('#detail [data-counter="binding_suspects"]').classList.toggle("alert", (record.binding_suspects ?? 0) > 0);
+    for (const node of document.querySelectorAll("#detail [data-counter][data-alert]")) {
+      node.classList.toggle("alert", (record[node.dataset.counter] ?? 0) > 0);
+    }
     $(".review-panel").classList.toggle("alert", needing);
   }
 
@@ -266,6 +287,7 @@
           const changed = record.changed || revisions.changed || review.changed || byUnknown.changed || suspects.changed
             || $("#scope-name").textContent !== selected;
           if (changed) {
+            await loadCatalogue();
             renderStatistics(record.body);
             renderRevisions(revisions.body);
             renderReview(review.body);

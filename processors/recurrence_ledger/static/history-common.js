@@ -20,7 +20,7 @@
   // this tab sent one and the API did not accept it (else it sent none).
   class Unauthorized extends Error {
     constructor(tokenRefused) {
-      super("401 this API needs its token: open the dashboard (/) in this tab and enter it there");
+      super("401 this API needs its token");
       this.tokenRefused = tokenRefused;
     }
   }
@@ -90,11 +90,66 @@
     status.classList.toggle("error", Boolean(isError));
   }
 
-  // Poll `refresh` now and every `ms`; errors are shown in #status and retried.
+  // The API token, asked for by the history pages (timeline.html,
+  // review.html) as the dashboard asks for it: the pages load without it (a
+  // navigation carries no header), and when the API answers 401 the page
+  // stops polling and shows its #login form; the token typed there is kept
+  // in this tab's sessionStorage (the dashboard's key: one token for the
+  // tab) and polling resumes. Never in a URL, a cookie or a form field.
+  const waiting = []; // the polls stopped until a token is given
+  let awaitingToken = false;
+
+  function askForToken(refused, resume) {
+    if (!waiting.includes(resume)) waiting.push(resume);
+    stats.unauthorized = (stats.unauthorized || 0) + 1;
+    if (awaitingToken) return;
+    awaitingToken = true;
+    try { sessionStorage.removeItem(TOKEN_KEY); } catch (_) { /* storage disabled */ }
+    const login = document.querySelector("#login");
+    if (!login) return;
+    login.hidden = false;
+    const note = document.querySelector("#login-error");
+    note.hidden = !refused;
+    note.textContent = refused ? "The token was not accepted." : "";
+    document.body.dataset.auth = "required";
+    setStatus("API token required", true);
+    document.querySelector("#token-input").focus();
+  }
+
+  function watchLogin() {
+    const form = document.querySelector("#login-form");
+    if (!form || form.dataset.watched) return;
+    form.dataset.watched = "true";
+    form.addEventListener("submit", (event) => {
+      event.preventDefault(); // never a navigation: the token stays out of URLs
+      const input = document.querySelector("#token-input");
+      const token = input.value.trim();
+      input.value = "";
+      if (!token) return;
+      try {
+        sessionStorage.setItem(TOKEN_KEY, token);
+      } catch (_) {
+        const note = document.querySelector("#login-error");
+        note.hidden = false;
+        note.textContent = "This browser does not allow session storage, which the page keeps the token in.";
+        return;
+      }
+      awaitingToken = false;
+      document.querySelector("#login").hidden = true;
+      document.body.dataset.auth = "token";
+      setStatus("loading…", false);
+      waiting.splice(0).forEach((resume) => resume());
+    });
+  }
+
+  // Poll `refresh` now and every `ms`; errors are shown in #status and
+  // retried; a 401 asks for the API token and polls again once it is given.
   function poll(refresh, ms) {
+    watchLogin();
     let running = false;
     let again = false;
     async function tick() {
+      if (awaitingToken) return;
       if (running) { again = true; return; }
       running = true;
       again = false;
@@ -103,6 +158,10 @@
         document.body.dataset.ready = "true";
         setStatus(`live · refreshed ${new Date().toLocaleTimeString()} · every ${ms / 1000} s`, false);
       } catch (error) {
+        if (error instanceof Unauthorized) {
+          askForToken(error.tokenRefused, tick);
+          return;
+        }
         stats.errors += 1;
         stats.lastError = String(error);
         setStatus(`cannot read the view: ${error.message} (retrying)`, true);

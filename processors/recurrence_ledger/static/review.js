@@ -199,9 +199,18 @@
     fix.placeholder = `optional: a revision of ${item.artifact_ref.artifact_id} above ${item.artifact_ref.revision}`;
     reason.required = kind === "rejected";
     reason.placeholder = kind === "rejected" ? "why (required)" : "optional";
-    row.querySelector("form").addEventListener("submit", (event) => {
+    const form = row.querySelector("form");
+    form.addEventListener("submit", async (event) => {
       event.preventDefault();
-      send(item, kind, reason.value, kind === "approved" ? fix.value.trim() : "");
+      // One request at a time: the send button is disabled until it is answered (a double click sends once).
+      const button = form.querySelector("button.send");
+      if (button.disabled) return;
+      button.disabled = true;
+      try {
+        await send(item, kind, reason.value, kind === "approved" ? fix.value.trim() : "");
+      } finally {
+        button.disabled = false;
+      }
     });
     row.querySelector(".cancel").addEventListener("click", () => row.remove());
     tr.after(row);
@@ -213,6 +222,19 @@
     if (typeof detail === "string") return detail;
     if (Array.isArray(detail)) return detail.map((error) => error.msg).join("; ");
     return JSON.stringify(detail);
+  }
+
+  // The Idempotency-Key of a decision request: the same one while the same
+  // decision (candidate and body) is sent again — a retry after a lost
+  // answer gets the first answer and publishes nothing —, a new one for any
+  // other. Random (crypto.getRandomValues: also on plain http).
+  let lastRequest = null;
+  function idempotencyKey(candidateId, body) {
+    if (!lastRequest || lastRequest.candidateId !== candidateId || lastRequest.body !== body) {
+      const bytes = crypto.getRandomValues(new Uint8Array(16));
+      lastRequest = { candidateId, body, key: Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("") };
+    }
+    return lastRequest.key;
   }
 
   async function send(item, kind, reason, fix) {
@@ -228,11 +250,12 @@
     }
     const body = { decision: kind, reason: reason.trim() ? reason : null };
     if (fix) body.fix_revision = { family: "experience", artifact_id: item.artifact_ref.artifact_id, revision: Number(fix) };
+    const key = idempotencyKey(item.candidate_id, JSON.stringify(body));
     let response;
     try {
       response = await fetch(`/review-candidates/${encodeURIComponent(item.candidate_id)}/decision`, {
         method: "POST", cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer",
-        headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` }, body: JSON.stringify(body),
+        headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}`, "Idempotency-Key": key }, body: JSON.stringify(body),
       });
     } catch (error) {
       say(`the decision was not sent: ${error.message}`);

@@ -30,7 +30,7 @@ Keys are the core's tuples; on the changelog they are canonical JSON arrays
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import orjson
@@ -65,6 +65,12 @@ class PartitionStore(MutableMapping, ABC):
     last :meth:`flushed` or :meth:`mark`) of every key touched since then
     (None when the key did not exist). A store records ``before`` in
     :meth:`_touch` and puts it back in :meth:`_put_back`."""
+
+    #: Why a local copy of the state was not used (None: none was, or it was).
+    wiped: str | None = None
+    #: The changelog offset a kept, untrusted local copy reflects
+    #: (``store.rocksdb.RocksStore``); None: nothing kept (always, in memory).
+    kept_checkpoint: int | None = None
 
     def __init__(self) -> None:
         self.dirty: dict[tuple, Any] = {}
@@ -142,3 +148,18 @@ class PartitionStore(MutableMapping, ABC):
     @abstractmethod
     def snapshot(self) -> dict[tuple, Any]:
         """The whole current state, decoded."""
+
+    # -- reseeding an empty changelog (runtime.reseed) ----------------------------
+    def reseed_refusal(self) -> str | None:
+        """Why this store cannot be written back to an empty changelog;
+        None when it can. By default (in memory) nothing survives a stop."""
+        return "the worker keeps its state in memory (no --state-dir store survived its stop)"
+
+    def records(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every state record as changelog ``(key, value)`` bytes."""
+        for key, value in self.snapshot().items():
+            yield encode_key(key), orjson.dumps(value)
+
+    def adopt(self, offset: int) -> None:
+        """The store's records were written to a new changelog, the last at
+        ``offset`` (nothing to record by default)."""

@@ -17,8 +17,10 @@ local keys start with a NUL byte (a JSON array never does):
 - ``\\x00identity``: ``{"format", "changelog_topic", "partition",
   "topic_id"}`` — the deployment's changelog topic, the partition and the
   changelog topic's Kafka topic id (its creation identity, KIP-516);
-- ``\\x00checkpoint``: ``{"offset", "written_at"}`` — the offset of the last
-  changelog record the data reflects, and when (Unix seconds).
+- ``\\x00checkpoint``: ``{"offset", "written_at", "clean"}`` — the offset of
+  the last changelog record the data reflects, when (Unix seconds), and
+  whether its owner wrote it on a clean close (after its last committed
+  transaction: what ``--reseed-changelog`` may write back, ``runtime.reseed``).
 
 Both are written in the same ``WriteBatch`` as the data they describe
 (quixstreams' ``RocksDBStorePartition.write`` and
@@ -37,12 +39,16 @@ When the local store is not used (:func:`open_store` wipes it and the
 worker restores the whole changelog): it is missing, RocksDB reports it
 corrupt (an error starting "Corruption" on open: quixstreams'
 ``RocksDBStorePartition._open_rocksdict`` destroys and recreates the
-database the same way when a changelog exists, ``on_corrupted_recreate``), a read failed on corruption before (``<partition>.corrupt``), its
-identity is another deployment's topic, partition or topic id, its
-checkpoint is older than the changelog's ``delete.retention.ms`` (a
-tombstone written after it may have been compacted away), or
-(``recovery.Recovery``) its offset is beyond the changelog's end (the topic
-was recreated) or before its start.
+database the same way when a changelog exists, ``on_corrupted_recreate``),
+a read failed on corruption before (``<partition>.corrupt``), or its
+identity is another deployment's topic or partition. A store of this
+partition whose topic id is another (the changelog deleted and created
+again) or whose checkpoint is older than the changelog's
+``delete.retention.ms`` (a tombstone written after it may have been
+compacted away) is kept as it is (``kept_checkpoint``), like one whose
+offset is beyond the changelog's end or before its start: recovery wipes it
+only when the changelog can give the state back, and otherwise the worker
+refuses to run with the store untouched (``runtime.changelog_guard``).
 
 The per-transaction cache (Kafka Streams' record cache): the core reads,
 modifies and writes JSON records, so every key a transaction touches is
@@ -136,7 +142,8 @@ class RocksStore(PartitionStore):
     mark) of keys touched since the last checkpoint; ``before`` and
     ``dirty`` are the in-memory store's."""
 
-    def __init__(self, db: Rdict, path: Path, lock: Any, identity: dict, restore_from: int | None, reason: str | None):
+    def __init__(self, db: Rdict, path: Path, lock: Any, identity: dict, restore_from: int | None, reason: str | None,
+                 kept_checkpoint: int | None = None):
         super().__init__()  # no dict of everything: the state is in RocksDB and the cache
         self.db = db
         self.path = path
@@ -146,6 +153,11 @@ class RocksStore(PartitionStore):
         self._restore_from = restore_from
         self._checkpoint = None if restore_from is None else restore_from - 1  # offset the data reflects
         self.wiped = reason  #: why the local store was not used (None: it was)
+        #: Untrusted for a tail restore but kept on disk until recovery
+        #: decides (``changelog_guard.plan_restore``): its topic id or age
+        #: does not match, yet it may be the only intact copy of the state.
+        #: The changelog offset its data reflects; None when nothing is kept.
+        self.kept_checkpoint = kept_checkpoint
         self._restore_batch: WriteBatch | None = None
         self._restore_count = 0
         self._restore_offset: int | None = None
@@ -310,11 +322,45 @@ class RocksStore(PartitionStore):
     def reset(self, reason: str) -> None:
         """Wipe the local store (``reason`` logged) and restore the whole
         changelog into it."""
+        self.kept_checkpoint = None
         self.db.close()
         self.db = _wipe_and_create(self.path, self.identity, reason)
         self.cache.clear()
         self._restore_from = self._checkpoint = None
         self.wiped = reason
+
+    # -- reseeding an empty changelog (runtime.reseed) -----------------------------------
+    def reseed_refusal(self) -> str | None:
+        """Why this store cannot be written back to an empty changelog, or
+        None: it holds checkpointed state whose last checkpoint was written
+        on a clean close (a crash may leave it a transaction behind the
+        committed offsets, and the changelog that had that transaction is
+        gone)."""
+        raw = self.db.get(CHECKPOINT_KEY)
+        if raw is None or (self._restore_from is None and self.kept_checkpoint is None):
+            return "it holds no checkpointed state"
+        if not orjson.loads(raw).get("clean", False):
+            return ("its last checkpoint was not written by a clean stop (a crash may have left it one transaction "
+                    "behind the committed offsets)")
+        return None
+
+    def records(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every state record as changelog ``(key, value)`` bytes, as stored."""
+        for raw, value in self.db.items():
+            if raw[:1] != b"\x00":
+                yield raw, value
+
+    def adopt(self, offset: int) -> None:
+        """Its records were written to a new changelog, the last at
+        ``offset``: record this changelog's identity and that checkpoint
+        (one WriteBatch); the store is trusted again."""
+        batch = WriteBatch(raw_mode=True)
+        batch.put(IDENTITY_KEY, orjson.dumps(self.identity))
+        batch.put(CHECKPOINT_KEY, checkpoint_value(offset))
+        self._write(batch, "reseed")
+        self._restore_from, self._checkpoint = offset + 1, offset
+        self.kept_checkpoint = None
+        self.wiped = None
 
     def close(self) -> None:
         """Close the database and release the directory's lock (pending,
@@ -329,7 +375,7 @@ class RocksStore(PartitionStore):
                 # Restored to the end, and the owner since: nothing but its
                 # own commits was written after the checkpoint, so it is
                 # current as of now (a store closed mid-restore is not).
-                self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint))
+                self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint, clean=True))
         except Exception as error:
             log.warning("state store %s: refreshing its checkpoint failed: %s", self.path, error)
         cancelled = False
@@ -370,9 +416,11 @@ class RocksStore(PartitionStore):
                           "its last committed state is on the changelog (docs/operating.md, \"RocksDB state\")")
 
 
-def checkpoint_value(offset: int) -> bytes:
-    """The ``\\x00checkpoint`` value for changelog offset ``offset``."""
-    return orjson.dumps({"offset": offset, "written_at": time.time()})
+def checkpoint_value(offset: int, clean: bool = False) -> bytes:
+    """The ``\\x00checkpoint`` value for changelog offset ``offset``;
+    ``clean``: written by the store's owner on a clean close, after its last
+    committed transaction (the store reflects exactly the committed offsets)."""
+    return orjson.dumps({"offset": offset, "written_at": time.time(), "clean": clean})
 
 
 def _corrupt_marker(path: Path) -> Path:
@@ -429,7 +477,10 @@ def open_store(state_dir: Path, changelog_topic: str, partition: int, topic_id: 
     locked for this process. A store that cannot be trusted (module
     docstring) is wiped and restores the whole changelog (its ``wiped``
     says why). Raises StoreError when another process holds the lock or
-    the directory cannot be written."""
+    the directory cannot be written. A store that is this partition's but
+    whose topic id or checkpoint age does not match is kept as it is (its
+    ``kept_checkpoint`` set, ``restore_from()`` None): recovery wipes it only
+    when the changelog can give the state back (``changelog_guard``)."""
     path = partition_path(state_dir, changelog_topic, partition)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -438,19 +489,20 @@ def open_store(state_dir: Path, changelog_topic: str, partition: int, topic_id: 
     lock = _lock(path, lock_wait_s)
     identity = {"format": FORMAT, "changelog_topic": changelog_topic, "partition": partition, "topic_id": topic_id}
     try:
-        db, restore_from, reason = _open_checked(path, identity, delete_retention_ms)
+        db, restore_from, reason, kept = _open_checked(path, identity, delete_retention_ms)
     except BaseException:
         _release(lock)
         raise
-    return RocksStore(db, path, lock, identity, restore_from, reason)
+    return RocksStore(db, path, lock, identity, restore_from, reason, kept)
 
 
-def _open_checked(path: Path, identity: dict, delete_retention_ms: int) -> tuple[Rdict, int | None, str | None]:
+def _open_checked(path: Path, identity: dict, delete_retention_ms: int) -> tuple[Rdict, int | None, str | None, int | None]:
+    """(database, offset to restore from, why not trusted, the kept data's checkpoint offset)."""
     if not path.exists():
-        return _wipe_and_create(path, identity, "no local store"), None, "no local store"
+        return _wipe_and_create(path, identity, "no local store"), None, "no local store", None
     if _corrupt_marker(path).exists():
         reason = f"a read found it corrupt ({_corrupt_marker(path).read_text().strip()})"
-        return _wipe_and_create(path, identity, reason), None, reason
+        return _wipe_and_create(path, identity, reason), None, reason, None
     try:
         db = _open(path)
     except Exception as error:
@@ -458,31 +510,44 @@ def _open_checked(path: Path, identity: dict, delete_retention_ms: int) -> tuple
         if not text.startswith(("Corruption", "Invalid argument")):
             raise StoreError(f"state store {path}: cannot open it: {text}") from error
         reason = f"corrupt: {text}"
-        return _wipe_and_create(path, identity, reason), None, reason
+        return _wipe_and_create(path, identity, reason), None, reason, None
     try:
-        reason, restore_from = _check(db, identity, delete_retention_ms)
+        reason, restore_from, keep = _check(db, identity, delete_retention_ms)
     except Exception as error:  # a read failing on open: corrupt
-        reason, restore_from = f"corrupt: {error}", None
+        reason, restore_from, keep = f"corrupt: {error}", None, False
     if reason is None:
-        return db, restore_from, None
+        return db, restore_from, None, None
+    if keep:
+        log.info("state store %s not trusted for a tail restore (%s): kept until the changelog is checked", path, reason)
+        return db, None, reason, _kept_offset(db)
     db.close()
-    return _wipe_and_create(path, identity, reason), None, reason
+    return _wipe_and_create(path, identity, reason), None, reason, None
 
 
-def _check(db: Rdict, identity: dict, delete_retention_ms: int) -> tuple[str | None, int | None]:
-    """(why the store cannot be used or None, the offset to restore from)."""
+def _kept_offset(db: Rdict) -> int | None:
+    """The changelog offset a store's checkpoint names (None: no checkpoint)."""
+    raw = db.get(CHECKPOINT_KEY)
+    return None if raw is None else int(orjson.loads(raw)["offset"])
+
+
+def _check(db: Rdict, identity: dict, delete_retention_ms: int) -> tuple[str | None, int | None, bool]:
+    """(why the store cannot be used or None, the offset to restore from,
+    whether its data is this partition's and kept until recovery decides)."""
     raw_identity, raw_checkpoint = db.get(IDENTITY_KEY), db.get(CHECKPOINT_KEY)
     if raw_identity is None:
-        return "no identity record: not a store of this version", None
+        return "no identity record: not a store of this version", None, False
     recorded = orjson.loads(raw_identity)
     for field in ("format", "changelog_topic", "partition", "topic_id"):
         if recorded.get(field) != identity[field] or identity[field] is None:
-            return f"its {field} is {recorded.get(field)!r}, this one's {identity[field]!r}", None
+            # Another topic id (or an unknown one) is this partition's state
+            # of a changelog deleted and created again: maybe its only copy.
+            keep = field == "topic_id" and raw_checkpoint is not None
+            return f"its {field} is {recorded.get(field)!r}, this one's {identity[field]!r}", None, keep
     if raw_checkpoint is None:
-        return "empty", None
+        return "empty", None, False
     checkpoint = orjson.loads(raw_checkpoint)
     age_ms = (time.time() - checkpoint["written_at"]) * 1000
     if age_ms > delete_retention_ms:
         return (f"its checkpoint is {age_ms / 3_600_000:.1f} h old, beyond the changelog's delete.retention.ms "
-                f"({delete_retention_ms / 3_600_000:.1f} h): a deletion since may have been compacted away"), None
-    return None, int(checkpoint["offset"]) + 1
+                f"({delete_retention_ms / 3_600_000:.1f} h): a deletion since may have been compacted away"), None, True
+    return None, int(checkpoint["offset"]) + 1, False

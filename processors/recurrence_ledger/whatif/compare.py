@@ -11,9 +11,9 @@ added and removed; and the statistics of both. A scope appears only when
 something in it differs; ``differs`` is False exactly when no scope does.
 
 :func:`sweep_rows` gives one row per policy of a sweep, and
-:func:`rejected_avoided` is where review decisions (contract §18) will come
-in: how many candidates that reviewers rejected a policy would not have
-raised.
+:func:`rejected_avoided` brings in the review decisions (contract §18) of
+the inputs: how many candidates that reviewers rejected a policy would not
+have raised.
 """
 
 from __future__ import annotations
@@ -160,8 +160,9 @@ def rejected_avoided(base: PolicyResult, alt: PolicyResult, decisions: Mapping[s
     """How many review candidates the baseline raised that reviewers
     rejected and ``alt`` would not have raised. ``decisions`` maps a
     candidate_id to its review decision ("approved" / "rejected", contract
-    §18); None — what-if does not collect the review decisions yet — gives None,
-    and the report and chart leave the figure out rather than show zeros."""
+    §18: what the replay read, ``ReplayOutcome.review_decisions``); None —
+    no decisions known — gives None, and the report and chart leave the
+    figure out rather than show zeros."""
     if decisions is None:
         return None
     return sum(

@@ -111,10 +111,13 @@ class ReplayOutcome:
     """A finished replay: each policy's :class:`PolicyResult`, the input's
     description, records read, dead letters by reason (the first pass's;
     bad input is bad under every policy), passes run, wall seconds, and the
-    folder of ``facts_of``'s output files (or None)."""
+    folder of ``facts_of``'s output files (or None), and the review
+    decisions of the input (``WhatIfProcessor.review_decisions``:
+    candidate_id → "approved" or "rejected", contract §18)."""
 
     results: dict[Policy, PolicyResult]
     inputs: dict
+    review_decisions: dict[str, str] = field(default_factory=dict)
     records: int = 0
     dead_letters: Counter = field(default_factory=Counter)
     passes: int = 0
@@ -174,5 +177,6 @@ def replay(
     for group, processor in runs:
         for member in group.policies:
             outcome.results[member] = policy_result(processor, member)
+    outcome.review_decisions = dict(runs[0][1].review_decisions)
     outcome.seconds = time.monotonic() - started
     return outcome

@@ -16,7 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from recurrence_ledger.whatif.compare import compare, sweep_rows
+from recurrence_ledger.whatif.compare import compare, rejected_avoided, sweep_rows
 from recurrence_ledger.whatif.policies import ATTRIBUTES, SETTINGS, Policy, Sweep, show
 from recurrence_ledger.whatif.replay import ReplayOutcome
 
@@ -24,13 +24,6 @@ from recurrence_ledger.whatif.replay import ReplayOutcome
 MAX_ROWS = 20
 #: File names in the output folder.
 JSON_REPORT, MARKDOWN_REPORT, CHART = "report.json", "report.md", "chart.png"
-#: Why the rejected-candidates figure is missing (what-if does not read the review decisions of contract §18 yet).
-NO_REVIEW_DECISIONS = (
-    "no review decisions: what-if does not count ReviewDecision records (contract §18) yet, "
-    "so the candidates that reviewers rejected, and that another threshold would have avoided, are not counted"
-)
-
-
 def _value(policy: Policy, sweep: Sweep) -> Any:
     """A swept setting's value as JSON: an integer, a fraction's text, or None."""
     value = policy.value(sweep.setting)
@@ -49,16 +42,24 @@ def build_report(
     """The JSON report: the input, the baseline policy and where each of its
     settings came from (``sources``: policy attribute → text), one
     comparison per alternative (``compare``), the sweep's rows and chart
-    file (for a sweep), the replay's passes and seconds."""
+    file (for a sweep), the replay's passes and seconds. ``review_decisions``
+    (candidate_id → decision, contract §18) defaults to the ones the replay
+    read (``outcome.review_decisions``); each comparison's totals and each
+    sweep row count the rejected candidates the alternative would not have
+    raised (``rejected_candidates_avoided``)."""
     base = outcome.results[baseline]
+    if review_decisions is None:
+        review_decisions = outcome.review_decisions
     comparisons = [compare(base, outcome.results[alternative]) for alternative in alternatives]
+    for alternative, comparison in zip(alternatives, comparisons, strict=True):
+        comparison["totals"]["rejected_candidates_avoided"] = rejected_avoided(base, outcome.results[alternative], review_decisions)
     document: dict[str, Any] = {
         "report": "recurrence-ledger what-if (contract §20)",
         "inputs": {**outcome.inputs, "records": outcome.records, "dead_letters": dict(sorted(outcome.dead_letters.items()))},
         "baseline": {"policy": baseline.as_json(), "sources": dict(sources)},
         "comparisons": comparisons,
         "sweep": None,
-        "review_decisions": None if review_decisions is not None else NO_REVIEW_DECISIONS,
+        "review_decisions": {verdict: sum(1 for given in review_decisions.values() if given == verdict) for verdict in ("approved", "rejected")},
         "ledger_files": str(outcome.facts_dir) if outcome.facts_dir is not None else None,
         "passes": outcome.passes,
         "seconds": round(outcome.seconds, 3),
@@ -213,6 +214,9 @@ def _totals_lines(comparison: dict) -> list[str]:
         f"{totals['scopes_with_differences']}.",
         "",
     ]
+    if totals.get("rejected_candidates_avoided") is not None:
+        lines += [f"Rejected candidates avoided (raised by the baseline, rejected by reviewers, not raised by the alternative): "
+                  f"{totals['rejected_candidates_avoided']}.", ""]
     return lines
 
 
@@ -232,8 +236,9 @@ def _sweep_lines(document: dict) -> list[str]:
         for row in sweep["rows"]
     ]
     lines += _table(header, rows)
-    if document["review_decisions"]:
-        lines += [f"Rejected candidates avoided: — ({document['review_decisions']}).", ""]
+    decisions = document["review_decisions"]
+    lines += [f"Rejected candidates avoided: of the {decisions['rejected']} candidates reviewers rejected in the input "
+              f"({decisions['approved']} approved), those the baseline raised and the row's value would not have.", ""]
     lines += ["Each row against the baseline; every difference per scope is in report.json (`comparisons`, in the order of the rows).", ""]
     return lines
 

@@ -82,7 +82,7 @@ def policy_result(processor: WhatIfProcessor, policy: Policy) -> PolicyResult:
             needing[(artifact_id, revision)] = {"signature_key": signature_key, "streak": -negative_streak}
         if needing:
             result.needing_review[scope_id] = needing
-        statistics = scope_statistics(state, state.scope(scope_id), scope_id, policy.top_revisions)
+        statistics = scope_statistics(state, state.scope(scope_id), scope_id, policy.top_revisions, policy.review_threshold)
         statistics["needing_review"] = len(needing)
         result.statistics[scope_id] = statistics
     return result

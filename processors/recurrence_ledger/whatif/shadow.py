@@ -72,7 +72,13 @@ class WhatIfProcessor(LedgerProcessor, PolicyHook):
       near-duplicate threshold t decides, in decision order;
     - ``horizon_unlinked`` / ``end_unlinked``: ``{scope_id: {task outcome
       source_id: journal_position}}`` of the outcomes decided unlinked
-      because the provenance horizon passed / the input ended.
+      because the provenance horizon passed / the input ended;
+    - ``review_decisions``: ``{candidate_id: "approved" | "rejected"}``, the
+      decision that stands for each candidate a ReviewDecision of the input
+      names (contract §18: the first one the core applies or holds), under
+      every threshold alike — a decision the native threshold's candidates
+      cannot take (it waits in vain) still counts for the threshold whose
+      candidate it is.
     """
 
     def __init__(self, config: LedgerConfig, review_thresholds: Sequence[int] = (), near_duplicate_thresholds: Sequence[Fraction] = (),
@@ -90,10 +96,15 @@ class WhatIfProcessor(LedgerProcessor, PolicyHook):
         self._near = [t for t in dict.fromkeys(near_duplicate_thresholds) if t != native_near]
         for threshold in self._near:
             self.decisions[threshold] = {}
+        self.review_decisions: dict[str, str] = {}
         self.horizon_unlinked: dict[str, dict[str, int]] = {}
         self.end_unlinked: dict[str, dict[str, int]] = {}
 
     # -- the policy hook (ledger.hooks.PolicyHook) --------------------------------
+    def review_decision_taken(self, state: LedgerState, scope_id: str, decision: dict) -> None:
+        """The first decision the core takes for a candidate stands (contract §18)."""
+        self.review_decisions.setdefault(decision["candidate_id"], decision["decision"])
+
     def verdict_recorded(self, state: LedgerState, scope_id: str, record: dict, repair_surface: str, published: list[dict]) -> None:
         """The native threshold's candidates are the core's ``published``;
         the other review thresholds' are worked out from the run."""

@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from recurrence_ledger import catalogue
+from recurrence_ledger.embedded.output import stderr_console
 from recurrence_ledger.ledger.intake import dead_letter
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
@@ -122,8 +122,8 @@ class TopicsInput:
         progress bar of records read against the known end on stderr."""
         assert self._consumer is not None, "open() first"
         with Progress(
-            TextColumn("[bold]what-if"), BarColumn(), MofNCompleteColumn(), TextColumn("records of the topics' end"),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True), transient=True, disable=not show_progress,
+            TextColumn("what-if", style="bold", markup=False), BarColumn(), MofNCompleteColumn(), TextColumn("records of the topics' end", markup=False),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=stderr_console(), transient=True, disable=not show_progress,
         ) as progress:
             task = progress.add_task("what-if", total=self.total)
             read = 0

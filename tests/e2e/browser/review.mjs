@@ -6,11 +6,16 @@
 // Reads the reviewer token and the reason from stdin (one line each: never
 // in argv, which other users of the machine can read).
 //
-// 1. opens BASE_URL/review?refresh=300, waits for CANDIDATE_ID's row in the
-//    waiting table and prints the page's state (window.reviewView);
+// 1. opens BASE_URL/review?refresh=300; with RL_BROWSER_API_TOKEN in the
+//    environment (the API token, as production runs) waits for the page's
+//    token form (the page loads without the token, then asks for it) and
+//    enters the token; waits for CANDIDATE_ID's row in the waiting table
+//    and prints the page's state (window.reviewView, and "asked": the
+//    status the page showed while it asked);
 // 2. enters the reviewer token, clicks the row's Reject button, types the
-//    reason into the form it opens, clicks send, waits for the page to say
-//    the decision was sent and prints the state again;
+//    reason into the form it opens, double-clicks send (one decision must
+//    be sent), waits for the page to say the decision was sent and for its
+//    button to be usable again, and prints the state again;
 // 3. on the line "wait" from stdin, waits (up to 120 s of polls) until the
 //    candidate is in the decided table, prints the state and saves
 //    SCREENSHOT.
@@ -34,17 +39,29 @@ await withChromium({ width: 1280, height: 900 }, async (page) => {
   page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
   page.on("pageerror", (error) => consoleErrors.push(String(error)));
   page.on("request", (request) => {
-    if (request.method() === "POST") posts.push({ url: request.url(), bearer: request.headers().authorization === `Bearer ${token}`, body: request.postData() });
+    if (request.method() === "POST") {
+      posts.push({ url: request.url(), bearer: request.headers().authorization === `Bearer ${token}`, body: request.postData(),
+        idempotencyKey: request.headers()["idempotency-key"] || null });
+    }
   });
   const state = async () => ({
     ...(await page.evaluate(() => ({ view: window.reviewView, stats: window.historyStats, url: location.href,
       csp: document.querySelectorAll("[onclick], [onsubmit], [onchange], [oninput]").length,
       stored: (() => { try { return Object.keys(sessionStorage); } catch (_) { return null; } })() }))),
-    consoleErrors, posts,
+    consoleErrors, posts, asked,
   });
 
   // 1. The candidate waits.
-  await page.goto(`${base}/review?refresh=300`, { waitUntil: "load", timeout: 20000 });
+  const response = await page.goto(`${base}/review?refresh=300`, { waitUntil: "load", timeout: 20000 });
+  if (response.status() !== 200) throw new Error(`GET /review answered ${response.status()}`);
+  let asked = null;
+  const apiToken = process.env.RL_BROWSER_API_TOKEN || "";
+  if (apiToken) {
+    await page.waitForSelector("body[data-auth='required'] #login:not([hidden])", { timeout: 20000 });
+    asked = await page.evaluate(() => document.querySelector("#status").textContent);
+    await page.fill("#token-input", apiToken);
+    await page.press("#token-input", "Enter");
+  }
   const row = `#waiting tbody tr[data-candidate="${candidateId}"]`;
   await page.waitForSelector(`body[data-ready='true'] ${row}`, { timeout: 20000 });
   console.log(JSON.stringify(await state()));
@@ -55,8 +72,10 @@ await withChromium({ width: 1280, height: 900 }, async (page) => {
   await page.click(`${row} button.reject`);
   await page.waitForSelector(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, { timeout: 5000 });
   await page.fill(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, reason);
-  await page.click(`#waiting tr.decision-row[data-candidate="${candidateId}"] button.send`);
+  await page.dblclick(`#waiting tr.decision-row[data-candidate="${candidateId}"] button.send`);
   await page.waitForFunction(() => window.reviewView.sent.length === 1, null, { timeout: 20000 });
+  // The send button is usable again once the request is answered (its form closes on a 202).
+  await page.waitForSelector(`#waiting tr.decision-row[data-candidate="${candidateId}"] button.send:disabled`, { state: "detached", timeout: 20000 });
   console.log(JSON.stringify(await state()));
 
   // 3. The ledger applies it: the page shows it decided.

@@ -4,6 +4,12 @@
 //
 // Usage: node timeline.mjs BASE_URL SCOPE ARTIFACT_ID OUTCOME SHOTS_DIR
 //
+// 0. with RL_BROWSER_API_TOKEN in the environment (the API token, as
+//    production runs): opens the timeline of SCOPE's ARTIFACT_ID r1 first,
+//    a navigation without the token: waits for its token form, records the
+//    page's answer status, headers and what it showed while asking
+//    ("asked"), enters the token and waits for the timeline; the token then
+//    serves the other pages of the tab;
 // 1. opens BASE_URL/ (the dashboard), clicks SCOPE's row in the scope list,
 //    waits for its trend chart, screenshots SHOTS_DIR/dashboard-trend.png;
 // 2. clicks the revision ARTIFACT_ID in the revisions table, waits for the
@@ -27,6 +33,22 @@ const result = { consoleErrors: [] };
 await withChromium({ width: 1100, height: 900 }, async (page) => {
   page.on("console", (message) => { if (message.type() === "error") result.consoleErrors.push(message.text()); });
   page.on("pageerror", (error) => result.consoleErrors.push(String(error)));
+
+  // 0. The timeline opened first, behind the API token.
+  const apiToken = process.env.RL_BROWSER_API_TOKEN || "";
+  if (apiToken) {
+    const url = `${base}/timeline?scope=${encodeURIComponent(scope)}&artifact_id=${encodeURIComponent(artifactId)}&revision=1&refresh=500`;
+    const response = await page.goto(url, { waitUntil: "load", timeout: 20000 });
+    const headers = response.headers();
+    await page.waitForSelector("body[data-auth='required'] #login:not([hidden])", { timeout: 20000 });
+    result.asked = {
+      status: response.status(), csp: headers["content-security-policy"] || null, nosniff: headers["x-content-type-options"] || null,
+      shown: await page.evaluate(() => document.querySelector("#status").textContent),
+    };
+    await page.fill("#token-input", apiToken);
+    await page.press("#token-input", "Enter");
+    await page.waitForFunction(() => document.body.dataset.ready === "true" && window.timelineView && window.timelineView.points.recurred, null, { timeout: 15000 });
+  }
 
   // 1. The dashboard: click the scope, wait for its trend.
   await page.goto(`${base}/?refresh=500`, { waitUntil: "load", timeout: 20000 });

@@ -217,6 +217,8 @@ DASHBOARD_NEEDS = [
     ("ping",), ("select", "0"), ("multi",), ("exec",), ("smembers", "rl:scopes"), ("hget", "rl:scope:a", "record"),
     ("hmget", "rl:scope:a", "record", "review_threshold"), ("zrange", "rl:scope:a:top", "0", "-1", "WITHSCORES"), ("hgetall", "rl:scope:a:revisions"),
     ("zrevrangebyscore", "rl:scope:a:history", "+inf", "-inf"), ("zcard", "rl:scopes:index"), ("scard", "rl:scopes"), ("evalsha_ro", "0" * 40, "1", "rl:scopes:index"),
+    # the answers of idempotent review decisions (recurrence_ledger.api.idempotency)
+    ("set", "rl:prod.:{rl:prod.}:decision-request:" + "a" * 64, "v", "NX", "EX", "600"), ("del", "rl:{rl}:decision-request:" + "a" * 64),
 ]
 NOBODY = [
     ("hset", "other:key", "f", "v"), ("hget", "other:key", "f"), ("keys", "*"), ("flushall",),

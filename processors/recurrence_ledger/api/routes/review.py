@@ -14,8 +14,9 @@ The GETs read the read models the view follower keeps
 ``If-None-Match`` → 304, 400 for a bad or unknown query parameter, 503 when
 Redis does not answer.
 
-A decision is published, never applied here: the API writes neither Redis
-nor any state. It needs a reviewer token (``recurrence_ledger.api.auth``:
+A decision is published, never applied here: the API writes no state (in
+Redis only the answer of a request with an ``Idempotency-Key``, so that a
+retry is answered, not published again: ``recurrence_ledger.api.idempotency``). It needs a reviewer token (``recurrence_ledger.api.auth``:
 401 without a token, 403 with the read token or an unknown one), whose
 reviewer's name the decision records — a ``reviewer`` in the body is a 400,
 and so is any other field than ``decision``, ``reason`` and
@@ -37,16 +38,17 @@ from typing import Annotated
 
 from confluent_kafka import KafkaException
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from recurrence_ledger.api.auth import DASHBOARD_HEADERS
 from recurrence_ledger.api.bodies import shaper
+from recurrence_ledger.api.idempotency import IDEMPOTENCY_TTL_S, KEY_FORMAT, REPLAYED_HEADER, DecisionAnswers
 from recurrence_ledger.api.params import MAX_OFFSET, MAX_QUEUE_LIMIT, IfNoneMatch
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page
 from recurrence_ledger.api.routes.history import iso
 from recurrence_ledger.api.schemas import DecisionAccepted, DecisionRequest, ItemRef, QueueItem, ReviewCandidateBody, ReviewFilter, ReviewQueue
 from recurrence_ledger.ledger.models import MAX_ID_LENGTH, RepairSurface
+from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.kafka.review import DecisionPublisher, DecisionRefused, new_decision
 
@@ -54,12 +56,12 @@ from recurrence_ledger.kafka.review import DecisionPublisher, DecisionRefused, n
 CandidateId = Annotated[str, Path(max_length=MAX_ID_LENGTH, description="The candidate_id (sha256:…).")]
 #: The documented answers of the decision besides 202.
 DECISION_ERRORS: dict[int, dict] = {
-    400: {"model": ERRORS[400]["model"], "description": "Bad body: a reviewer in it, an unknown field, a rejection without a reason, a bad fix_revision"},
+    400: {"model": ERRORS[400]["model"], "description": "Bad body: a reviewer in it, an unknown field, a rejection without a reason, a bad fix_revision; a bad Idempotency-Key, or one sent with another request"},
     401: {"model": ERRORS[400]["model"], "description": "No reviewer token (WWW-Authenticate: Bearer)"},
     403: {"model": ERRORS[400]["model"], "description": "The read token, or a token that is no reviewer's (or no reviewer tokens configured)"},
     404: {"model": ERRORS[400]["model"], "description": "Unknown candidate"},
-    409: {"model": ERRORS[400]["model"], "description": "The candidate was already decided"},
-    413: {"model": ERRORS[400]["model"], "description": "A body over 128 KiB"},
+    409: {"model": ERRORS[400]["model"], "description": "The candidate was already decided (or the first request with this Idempotency-Key is still being answered)"},
+    413: {"model": ERRORS[400]["model"], "description": "A body over 128 KiB (counted as it is read: chunked bodies too)"},
     503: {"model": ERRORS[400]["model"], "description": "Redis or Kafka unavailable"},
 }
 
@@ -85,6 +87,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
     the guard refuses them first, without reviewer tokens)."""
     routes = APIRouter()
     namespace = models.keys.namespace
+    answers = DecisionAnswers(models.client, models.keys)
 
     @routes.get("/review-queue", response_model=ReviewQueue, responses={**CONDITIONAL, 400: ERRORS[400], 503: ERRORS[503]}, tags=["review"])
     async def review_queue(
@@ -131,38 +134,65 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
         "/review-candidates/{candidate_id}/decision", status_code=202, response_model=DecisionAccepted, responses=DECISION_ERRORS,
         tags=["review"],
     )
-    def decide(candidate_id: CandidateId, body: DecisionRequest, request: Request) -> JSONResponse:
+    def decide(
+        candidate_id: CandidateId, body: DecisionRequest, request: Request,
+        idempotency_key: Annotated[str | None, Header(description=(
+            "Optional, 1–128 visible ASCII characters (a UUID): the same key sent again by the same reviewer within "
+            f"{IDEMPOTENCY_TTL_S // 60} minutes gets the first request's answer and publishes nothing."))] = None,
+    ) -> JSONResponse:
         """Publish a human decision on a review candidate (contract §18) to
         ``review-decisions``: approved (optionally with the fix_revision
         that repairs it) or rejected (with a reason). Needs a reviewer token
         (Authorization: Bearer), whose reviewer it records. 202 once Kafka
         acknowledged it; the worker then publishes the candidate's new
-        review status."""
+        review status. With an ``Idempotency-Key`` a retry is answered,
+        not published again (``recurrence_ledger.api.idempotency``)."""
         reviewer = request.state.reviewer  # set by the guard, which refused the request without a reviewer's token
+        if idempotency_key is None:
+            status, answer_body = decide_once(candidate_id, body, reviewer)
+            return JSONResponse(answer_body, status)
+        if KEY_FORMAT.fullmatch(idempotency_key) is None:
+            return JSONResponse({"detail": "an Idempotency-Key has 1–128 visible ASCII characters"}, 400)
+        name = answers.name(reviewer, idempotency_key)
+        fingerprint = digest({"candidate_id": candidate_id, "body": body.model_dump(mode="json")})
+        first = answers.begin(name, fingerprint)
+        if first is not None:
+            return JSONResponse(first[1], first[0], headers={REPLAYED_HEADER: "true"})
+        try:
+            status, answer_body = decide_once(candidate_id, body, reviewer)
+        except BaseException:
+            answers.abandon(name)
+            raise
+        answers.finish(name, fingerprint, status, answer_body)
+        return JSONResponse(answer_body, status)
+
+    def decide_once(candidate_id: str, body: DecisionRequest, reviewer: str) -> tuple[int, dict]:
+        """The answer ``(status, body)`` of one decision request: the
+        decision published (202), or why not."""
         entry = models.review_candidate(candidate_id)
         if entry is None:
-            return JSONResponse({"detail": f"unknown review candidate {candidate_id!r} (not in the view {namespace}): unknown_candidate"}, 404)
+            return 404, {"detail": f"unknown review candidate {candidate_id!r} (not in the view {namespace}): unknown_candidate"}
         if entry.as_of_position is None:
             scope = entry.item["candidate"]["scope_id"]
-            return JSONResponse({"detail": f"the view does not hold the as_of_position of scope {scope!r} yet: try again"}, 503)
+            return 503, {"detail": f"the view does not hold the as_of_position of scope {scope!r} yet: try again"}
         try:
             decision = new_decision(
                 entry.item["candidate"], entry.status, reviewer=reviewer, decision=body.decision, reason=body.reason,
                 fix_revision=body.fix_revision.model_dump() if body.fix_revision is not None else None, journal_position=entry.as_of_position,
             )
         except DecisionRefused as refused:
-            return JSONResponse({"detail": f"{refused}: {refused.code}"}, 409 if refused.code == "already_decided" else 400)
+            return 409 if refused.code == "already_decided" else 400, {"detail": f"{refused}: {refused.code}"}
         if publisher is None:  # the guard refuses decisions without reviewer tokens, which need a publisher
-            return JSONResponse({"detail": "this API publishes no decisions (no Kafka configured)"}, 503)
+            return 503, {"detail": "this API publishes no decisions (no Kafka configured)"}
         try:
             where = publisher.publish(decision)
         except (LookupError, RuntimeError, KafkaException) as error:  # PublishError, RegistryError, a missing topic
-            return JSONResponse({"detail": f"the decision was not published: {error}"}, 503)
+            return 503, {"detail": f"the decision was not published: {error}"}
         accepted = DecisionAccepted(
             decision_id=decision["decision_id"], decision=decision, topic=where.topic, partition=where.partition, offset=where.offset,
             status_url=f"/review-candidates/{candidate_id}",
         )
-        return JSONResponse(accepted.model_dump(mode="json"), 202)
+        return 202, accepted.model_dump(mode="json")
 
     @routes.get("/review", include_in_schema=False)
     def review_page(
@@ -171,6 +201,6 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
         surface: Annotated[str | None, Query()] = None,
         refresh: Annotated[str | None, Query()] = None,
     ) -> FileResponse:
-        return page("review.html", DASHBOARD_HEADERS)
+        return page("review.html")
 
     return routes

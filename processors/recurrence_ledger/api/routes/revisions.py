@@ -83,7 +83,7 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         shape_row = shaper(ReviewRow)
         rows = [shape_row(row) for row in snap.top if snap.needs_review(row)]
         body = shaper(ReviewList)({
-            "scope_id": scope, "as_of_position": as_of, "review_threshold": snap.review_threshold, "needing_review": snap.record["needing_review"],
+            "scope_id": scope, "as_of_position": as_of, "review_threshold": snap.record.get("review_threshold") or None, "needing_review": snap.record["needing_review"],
             "complete": len(rows) >= snap.record["needing_review"], "revisions": rows,
         })
         return answer(body, snap.review_etag, None, as_of)

@@ -79,15 +79,9 @@ def register(app: FastAPI, reader: ViewReader, models: ReadModels) -> None:
 
     @app.get("/scopes/{scope:path}/statistics", response_model=ScopeStatistics, responses={**CONDITIONAL, **ERRORS}, tags=["statistics"])
     async def scope_statistics(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
-        """The scope's ScopeStatistics record (contract §8): the recurrence
-        statistics block (selected, recurred, avoided, unknown,
-        unlinked_handoff_citations, needing_review, top_revisions) plus
-        as_of_position and the gauges pending_outcomes and late_revisions,
-        the yield metrics, and since revision 3 forward_references,
-        unknown_reasons, ambiguous_matches, unmatched_failures and
-        binding_suspects (each top_revisions row with the revision's
-        unknown, unknown_reasons, ambiguous and binding_suspect) — the last
-        record the workers published, as the view stores it."""
+        """The scope's ScopeStatistics record (contract §8; every field as
+        ``recurrence_ledger.ledger.records`` states it, see the schema) —
+        the last record the workers published, as the view stores it."""
         snap = reader.snapshot(scope)
         if snap is None:
             return unknown_scope(scope, reader.namespace)

@@ -1,7 +1,9 @@
 """The service's own routes: ``GET /healthz`` (whether Redis answers; no
 API token needed, and with one set, why Redis is down is only told to a
-request that carries it) and ``GET /`` (the dashboard page, with
-:data:`recurrence_ledger.api.auth.DASHBOARD_HEADERS`; its query parameters
+request that carries it), ``GET /field-catalogue`` (the published records'
+fields with their titles and descriptions, and the unknown reasons of
+contract §17, from ``recurrence_ledger.ledger.records``) and ``GET /`` (the dashboard page, with
+:data:`recurrence_ledger.api.responses.PAGE_HEADERS`; its query parameters
 are read by the page's script)."""
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import redis
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
 
-from recurrence_ledger.api.auth import DASHBOARD_HEADERS, BearerToken
+from recurrence_ledger.api.auth import BearerToken
 from recurrence_ledger.api.responses import ERRORS, page
-from recurrence_ledger.api.schemas import Health
+from recurrence_ledger.api.schemas import FieldCatalogue, Health
+from recurrence_ledger.ledger.records import RevisionFigures, ScopeStatistics, UnknownReasons, field_catalogue
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader
 
@@ -40,9 +43,23 @@ def register(app: FastAPI, reader: ViewReader, redis_url: str, token: BearerToke
             return JSONResponse(body.model_dump(), status_code=503)
         return JSONResponse(Health(status="ok", redis="up", namespace=reader.namespace).model_dump())
 
+    catalogue = FieldCatalogue(
+        scope=field_catalogue(ScopeStatistics), revision=field_catalogue(RevisionFigures), unknown_reasons=field_catalogue(UnknownReasons)
+    ).model_dump()
+
+    @app.get("/field-catalogue", response_model=FieldCatalogue, responses={400: ERRORS[400]}, tags=["service"])
+    async def field_catalogue_route() -> JSONResponse:
+        """The fields of the published records as the ledger states them
+        (``recurrence_ledger.ledger.records``): a ScopeStatistics record's
+        (``scope``), a revision row's (``revision``) and the eleven unknown
+        reasons of contract §17 in the contract's order, each with its
+        family and whether it makes a binding suspect
+        (``unknown_reasons``). The dashboard takes its labels from here."""
+        return JSONResponse(catalogue)
+
     @app.get("/", include_in_schema=False)
     def dashboard(
         refresh: Annotated[str | None, Query(description="Milliseconds between polls (read by the page's script).")] = None,
         limit: Annotated[str | None, Query(description="Revisions the page shows (read by the page's script).")] = None,
     ) -> FileResponse:
-        return page("index.html", DASHBOARD_HEADERS)
+        return page("index.html")

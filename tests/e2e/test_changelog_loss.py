@@ -1,0 +1,179 @@
+"""A changelog that lost state its consumer group's committed offsets say
+existed, on the real broker: deleted (and created again by the worker),
+recreated under a --state-dir store, truncated at its start, recreated with
+another partition count. The worker must refuse to run (exit 5, one error
+line with the ways out), commit nothing, keep the local store in place —
+never carry on with empty state and different outputs — and
+``--reseed-changelog`` must write an intact local store back so the run
+ends exactly as run-journal's."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+
+from recurrence_ledger.catalogue import OUTPUT_TOPICS
+from recurrence_ledger.runtime.changelog_guard import CHANGELOG_LOST_EXIT
+from recurrence_ledger.kafka.kafka_admin import admin_client, topic_identity
+from recurrence_ledger.store.base import encode_key
+from recurrence_ledger.store.rocksdb import open_store
+from recurrence_ledger.workload import Workload, generate_journal
+from tests.e2e import harness
+from tests.e2e.test_rocks_worker import assert_stores_equal_the_changelog, changelog_state
+
+WORKLOAD = Workload(scopes=8, outcomes_per_scope=60, heads_per_scope=4, handoffs=2, seed=29, candidates=0.2)
+PARTITIONS = 4
+SLOW = ("--max-batch", "40")
+
+
+@pytest.fixture(scope="module")
+def journals(tmp_path_factory):
+    """The whole journal, and its two halves (published one after the other)."""
+    root = tmp_path_factory.mktemp("changelog-loss")
+    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
+    whole, first, second = root / "journal.jsonl", root / "first.jsonl", root / "second.jsonl"
+    whole.write_text("".join(lines))
+    first.write_text("".join(lines[: len(lines) // 2]))
+    second.write_text("".join(lines[len(lines) // 2 :]))
+    return whole, first, second
+
+
+@pytest.fixture(scope="module")
+def reference(journals, tmp_path_factory):
+    return harness.embedded(journals[0], tmp_path_factory.mktemp("reference"))
+
+
+def changelog_topic(prefix: str) -> str:
+    return f"{prefix}ledger-ledger-state-changelog"
+
+
+def run(bootstrap, prefix, log, *extra) -> int:
+    worker = harness.start_worker(bootstrap, prefix, log, idle_exit=4.0, extra=(*SLOW, *extra))
+    return harness.wait_exit(worker, 180, log)
+
+
+def output_counts(bootstrap, prefix) -> dict[str, int]:
+    return {name: harness.count_records(bootstrap, harness.physical(prefix, name)) for name in OUTPUT_TOPICS}
+
+
+def delete_changelog(bootstrap, prefix) -> None:
+    topic, admin = changelog_topic(prefix), admin_client(bootstrap)
+    admin.delete_topics([topic])[topic].result()
+    harness.wait_until(lambda: topic not in harness.topic_names(admin), 60, "the changelog's deletion")
+
+
+def recreate_changelog(bootstrap, prefix, partitions=PARTITIONS) -> None:
+    topic, admin = changelog_topic(prefix), admin_client(bootstrap)
+    delete_changelog(bootstrap, prefix)
+
+    def create() -> bool:
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1, config={"cleanup.policy": "compact"})])[topic].result()
+        except Exception as error:  # the deletion may still be finishing
+            print("create:", error)
+            return False
+        return True
+
+    harness.wait_until(create, 60, "the changelog's creation")
+
+
+def assert_refused(log, before: int, code: int, bootstrap, prefix, counts) -> str:
+    """Exit 5, one red error line naming the refusal and its ways out, no output committed."""
+    text = log.read_text()[before:]
+    assert code == CHANGELOG_LOST_EXIT, text[-4000:]
+    errors = [line for line in text.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "refusing to run partition" in errors[0], text[-4000:]
+    assert "replay --from earliest" in errors[0] and "A lost or truncated changelog" in errors[0]
+    assert output_counts(bootstrap, prefix) == counts
+    return errors[0]
+
+
+def test_a_deleted_changelog_is_refused_not_recreated_empty_and_run_on(topic_prefix, bootstrap, journals, tmp_path):
+    """In memory (no --state-dir): the worker creates the missing changelog
+    topic, then finds it empty while the group has committed offsets."""
+    prefix, log = topic_prefix, tmp_path / "worker.log"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    assert run(bootstrap, prefix, log) == 0, log.read_text()[-3000:]
+    delete_changelog(bootstrap, prefix)
+    harness.publish(bootstrap, journals[2], prefix)
+    counts = output_counts(bootstrap, prefix)
+    before = len(log.read_text())
+    error = assert_refused(log, before, run(bootstrap, prefix, log), bootstrap, prefix, counts)
+    assert "it is empty" in error and "consumer group " in error
+    again = len(log.read_text())  # refused every time, never "healed" by the first refusal
+    assert_refused(log, again, run(bootstrap, prefix, log), bootstrap, prefix, counts)
+
+
+def test_a_changelog_truncated_at_its_start_is_refused(topic_prefix, bootstrap, journals, tmp_path):
+    """Records deleted from the changelog's start (DeleteRecords, or
+    retention on a compact,delete topic): a restore would miss them."""
+    prefix, log = topic_prefix, tmp_path / "worker.log"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    assert run(bootstrap, prefix, log) == 0, log.read_text()[-3000:]
+    topic, admin = changelog_topic(prefix), admin_client(bootstrap)
+    # The broker deletes records only from a topic with the delete policy
+    # (as retention would on a compact,delete changelog).
+    policy = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact,delete", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([policy])[policy].result()
+    admin.delete_records([TopicPartition(topic, 2, 3)])[TopicPartition(topic, 2, 3)].result()
+    counts = output_counts(bootstrap, prefix)
+    before = len(log.read_text())
+    error = assert_refused(log, before, run(bootstrap, prefix, log), bootstrap, prefix, counts)
+    assert f"{topic}[2]" in error and "first records were deleted (it starts at offset 3)" in error
+
+
+def test_a_changelog_recreated_with_other_partitions_is_refused_before_anything_runs(topic_prefix, bootstrap, journals, tmp_path):
+    prefix, log = topic_prefix, tmp_path / "worker.log"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    assert run(bootstrap, prefix, log) == 0, log.read_text()[-3000:]
+    recreate_changelog(bootstrap, prefix, partitions=PARTITIONS + 2)
+    counts = output_counts(bootstrap, prefix)
+    before = len(log.read_text())
+    code = run(bootstrap, prefix, log)
+    text = log.read_text()[before:]
+    assert code == 2, text[-3000:]
+    assert f"{changelog_topic(prefix)}: {PARTITIONS + 2}" in text or f"{changelog_topic(prefix)}={PARTITIONS + 2}" in text, text[-3000:]
+    assert output_counts(bootstrap, prefix) == counts
+
+
+def test_a_recreated_changelog_keeps_the_local_store_and_a_reseed_from_it_ends_exactly_once(
+        topic_prefix, bootstrap, journals, reference, tmp_path):
+    """--state-dir: the changelog deleted and created again (empty, a new
+    topic id). The worker refuses and leaves the stores as they were; with
+    --reseed-changelog it writes them back to the new changelog, and the
+    run over the second half ends with run-journal's outputs."""
+    prefix, log, state_dir = topic_prefix, tmp_path / "worker.log", tmp_path / "state"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    assert run(bootstrap, prefix, log, "--state-dir", str(state_dir)) == 0, log.read_text()[-3000:]
+    topic = changelog_topic(prefix)
+    state = {number: changelog_state(bootstrap, topic, number) for number in range(PARTITIONS)}
+    recreate_changelog(bootstrap, prefix)
+    harness.publish(bootstrap, journals[2], prefix)
+    counts = output_counts(bootstrap, prefix)
+    before = len(log.read_text())
+    error = assert_refused(log, before, run(bootstrap, prefix, log, "--state-dir", str(state_dir)), bootstrap, prefix, counts)
+    assert "--reseed-changelog" in error
+    new_id, _ = topic_identity(bootstrap, topic)
+    for number in range(PARTITIONS):  # every store still holds its state
+        store = open_store(state_dir, topic, number, new_id)
+        try:
+            assert store.kept_checkpoint is not None
+            assert {encode_key(key): orjson.dumps(value) for key, value in store.snapshot().items()} == state[number]
+        finally:
+            store.close()
+    before = len(log.read_text())
+    code = run(bootstrap, prefix, log, "--state-dir", str(state_dir), "--reseed-changelog")
+    text = log.read_text()[before:]
+    assert code == 0, text[-4000:]
+    assert text.count("reseeded") == PARTITIONS, text[-4000:]
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)

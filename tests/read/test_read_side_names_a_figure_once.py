@@ -1,0 +1,55 @@
+"""A scope figure is stated once — by the core that computes it, its record
+model (``recurrence_ledger.ledger.records``), its Avro schema and the docs —
+and the read side (``read/``, ``api/``, ``cli/``, the dashboard's
+``static/``) takes it from the model: its hash field, API field, gauge,
+column title and label are derived. A read-side file names a figure only
+where a page or a sort gives it a place, so a new figure (contract §21–§24
+and after) is named by at most one read-side file, or none.
+
+The figures of contract §8 that every page, sort and trend places
+(``ESTABLISHED``) are exempt; ``binding_suspects`` has two places: the
+dashboard and the ``stats`` command's suspect line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics, field_name
+
+PACKAGE = Path(__file__).resolve().parents[2] / "processors" / "recurrence_ledger"
+READ_SIDE = ("read", "api", "cli", "static")
+#: The §8 block, its positions and the figures the sorts, trend and review pages are built on.
+ESTABLISHED = {
+    "scope_id", "as_of_position", "selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations", "needing_review",
+    "top_revisions", "pending_outcomes", "late_revisions", "repeat_failure_rate", "unknown_reasons", "reviews", "repairs",
+    "review_threshold", "artifact_ref", "signature_key", "terminal_recurred_streak", "needs_review", "repair_surface", "yield",
+    "low_yield", "ambiguous", "binding_suspect", "version",
+}
+#: Figures with more than one place, and those places.
+PLACES = {"binding_suspects": {"static/index.html", "cli/ops.py"}}
+
+
+def read_side_files() -> dict[str, str]:
+    return {
+        str(path.relative_to(PACKAGE)): path.read_text(encoding="utf-8")
+        for room in READ_SIDE
+        for path in sorted((PACKAGE / room).rglob("*"))
+        if path.is_file() and path.suffix in (".py", ".js", ".html", ".lua") and "vendor" not in path.parts
+    }
+
+
+FIGURES = sorted({field_name(model, name) for model in (ScopeStatistics, RevisionStatistics) for name in model.model_fields} - ESTABLISHED)
+
+
+@pytest.mark.parametrize("figure", FIGURES)
+def test_a_figure_is_named_by_at_most_one_read_side_file(figure):
+    naming = {path for path, text in read_side_files().items() if re.search(rf"\b{re.escape(figure)}\b", text)}
+    allowed = PLACES.get(figure)
+    assert naming <= allowed if allowed else len(naming) <= 1, sorted(naming)
+
+
+def test_the_figures_of_contract_16_and_17_are_checked():
+    assert {"forward_references", "ambiguous_matches", "unmatched_failures", "binding_suspects"} <= set(FIGURES)
