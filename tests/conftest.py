@@ -16,7 +16,10 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "cases"
 #: Every case in tests/cases (tests/cases/README.md): the case-driven tests
 #: run each of them. Adding a case is adding its name here.
-CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop", "holdout_rules", "holdout_effects", "holdout_waiting")
+CASE_NAMES = (
+    "minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop", "holdout_rules", "holdout_effects",
+    "holdout_waiting", "critical_runs", "review_reasons",
+)
 
 
 def case(name: str) -> tuple[Path, dict]:
@@ -55,7 +58,7 @@ def facts(records: dict[str, list[dict]]) -> dict:
             **{k: stats[k] for k in ("selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations", "needing_review",
                                      "forward_references", "ambiguous_matches", "unmatched_failures", "binding_suspects")},
             "unknown_reasons": reasons(stats["unknown_reasons"]),
-            "reviews": reasons(stats["reviews"]),
+            "reviews": reasons({status: stats["reviews"][status] for status in ("open", "approved", "rejected", "superseded")}),
             "repairs": reasons(stats["repairs"]),
             "top_revisions": [
                 {
@@ -63,6 +66,7 @@ def facts(records: dict[str, list[dict]]) -> dict:
                     "revision": row["artifact_ref"]["revision"],
                     "signature_key": row["signature_key"],
                     "terminal_recurred_streak": row["terminal_recurred_streak"],
+                    **({"severity": row["severity"]} if row.get("severity") is not None else {}),
                 }
                 for row in stats["top_revisions"]
             ],
@@ -72,12 +76,22 @@ def facts(records: dict[str, list[dict]]) -> dict:
             scope(stats["scope_id"])["statistics"].update(
                 withheld=stats["withheld"], holdout_conflicts=stats["holdout_conflicts"], effects=reasons(stats["effects"]),
             )
+        # revision 4 (contract §22, §24): listed only where they occurred
+        summary = scope(stats["scope_id"])["statistics"]
+        if reasons(stats["reviews"]["rejected_by_reason"]):
+            summary["rejected_by_reason"] = reasons(stats["reviews"]["rejected_by_reason"])
+        if stats["reviews"]["promotion_rate"] is not None:
+            summary["promotion_rate"] = stats["reviews"]["promotion_rate"]
+        rated = {severity: count for severity, count in stats["recurred_by_severity"].items() if severity != "unrated"}
+        if reasons(rated):
+            summary["recurred_by_severity"] = reasons(stats["recurred_by_severity"])
     for row in records["revision-statistics"]:
         ref = row["artifact_ref"]
         scope(row["scope_id"])["revisions"][f"{ref['artifact_id']}r{ref['revision']}"] = {
             **{k: row[k] for k in ("selected", "recurred", "avoided", "unknown", "ambiguous", "binding_suspect")},
             "unknown_reasons": reasons(row["unknown_reasons"]),
             **({"effect": row["effect"]} if row["effect"] is not None else {}),
+            **({"severity": row["severity"], "needs_review": row["needs_review"]} if row.get("severity") is not None else {}),
         }
     for holdout in records.get("holdout-observations", []):  # contract §21.3
         ref = holdout["artifact_ref"]
@@ -128,7 +142,9 @@ def view_key(topic: str, record: dict) -> tuple:
     """The table key of a view record (contract §8): its scope for
     ``recurrence-statistics``, (scope, artifact_id, revision) for
     ``revision-statistics``, (scope, candidate_id) for ``review-status``
-    (§18)."""
+    (§18), (group, signature_key) for ``signature-patterns`` (§23)."""
+    if topic == "signature-patterns":
+        return (record["group"], record["signature_key"])
     if topic == "revision-statistics":
         return (record["scope_id"], record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])
     if topic == "review-status":

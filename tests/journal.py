@@ -23,8 +23,9 @@ def ev(ref: str = "ci:run") -> list[dict]:
 
 
 def experience(scope, position, artifact_id, revision=1, cue="port already bound", surface="experience_content",
-               condition="tests started in sandbox", subject="ports free before pytest", failure=True) -> dict:
-    """An experience-revisions journal record (failure block unless failure=False)."""
+               condition="tests started in sandbox", subject="ports free before pytest", failure=True, severity=None) -> dict:
+    """An experience-revisions journal record (failure block unless
+    failure=False; with ``severity``, contract §22, when one is given)."""
     block = None
     if failure:
         block = {
@@ -32,6 +33,8 @@ def experience(scope, position, artifact_id, revision=1, cue="port already bound
             "repair_surface": surface,
             "verification": {"condition": condition, "check_subject": subject},
         }
+        if severity is not None:
+            block["severity"] = severity
     return {"topic": "experience-revisions", "value": {
         "scope_id": scope, "journal_position": position,
         "artifact_ref": {"family": "experience", "artifact_id": artifact_id, "revision": revision},

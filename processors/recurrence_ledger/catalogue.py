@@ -63,26 +63,27 @@ class TopicSpec:
     ``cleanup_policy``: "delete" or "compact". ``retention_ms``: -1 forever.
     ``schema_id``: the id written in the Confluent wire-format frame.
     ``constant``: its Python name in this module. ``role``: "input",
-    "fact" (a ledger fact), "view" or "dead-letter". ``contract``,
+    "fact" (a ledger fact), "view", "dead-letter" or "repartition" (direction
+    "internal": the worker's own repartition topic, contract §23.5). ``contract``,
     ``about``: the contract section of the value and a note, for the docs.
     """
 
     name: Annotated[StrictStr, Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")]
-    direction: Literal["in", "out"]
+    direction: Literal["in", "out", "internal"]
     key: _Text
     schema: Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Za-z0-9]*$")]
     cleanup_policy: Literal["delete", "compact"]
     retention_ms: Annotated[StrictInt, Field(ge=FOREVER)]
     schema_id: Annotated[StrictInt, Field(ge=1, lt=2**31)]
     constant: Annotated[StrictStr, Field(pattern=r"^[A-Z][A-Z0-9_]*$")]
-    role: Literal["input", "fact", "view", "dead-letter"]
+    role: Literal["input", "fact", "view", "dead-letter", "repartition"]
     contract: StrictStr = ""
     about: StrictStr = ""
 
     def config(self) -> dict[str, str]:
         """Topic configs for AdminClient.create_topics."""
         config = {"cleanup.policy": self.cleanup_policy, "retention.ms": str(self.retention_ms)}
-        if self.direction == "out":
+        if self.direction != "in":
             # A CandidateSet carries a scope's whole frozen scope_heads set
             # (contract §6), which passes 1 MiB at ~25k heads in a scope.
             config["max.message.bytes"] = str(MAX_MESSAGE_BYTES)
@@ -122,6 +123,8 @@ class Catalogue(BaseModel):
         id_by_schema: dict[str, int] = {}
         for spec in self.topic:
             if (spec.direction == "in") != (spec.role == "input"):
+                problems.append(f"topic {spec.name!r}: direction {spec.direction!r} does not fit role {spec.role!r}")
+            elif (spec.direction == "internal") != (spec.role == "repartition"):
                 problems.append(f"topic {spec.name!r}: direction {spec.direction!r} does not fit role {spec.role!r}")
             if schema_by_id.setdefault(spec.schema_id, spec.schema) != spec.schema:
                 problems.append(f"schema id {spec.schema_id} is given to {schema_by_id[spec.schema_id]!r} and {spec.schema!r}")
@@ -196,6 +199,9 @@ REVISION_STATISTICS = _name("REVISION_STATISTICS")
 REVIEW_STATUS = _name("REVIEW_STATUS")
 ADMISSION_DECISIONS = _name("ADMISSION_DECISIONS")
 CANDIDATE_SETS = _name("CANDIDATE_SETS")
+SIGNATURE_PATTERNS = _name("SIGNATURE_PATTERNS")
+PATTERN_CANDIDATES = _name("PATTERN_CANDIDATES")
+PATTERN_REPARTITION = _name("PATTERN_REPARTITION")
 DEAD_LETTER = _name("DEAD_LETTER")
 
 #: Schema ids of the Confluent wire-format frame, by record name, in id
@@ -214,13 +220,17 @@ INPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.di
 #: Output topics in catalogue order: the order of the embedded runner's files
 #: and of every per-topic listing.
 OUTPUT_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.direction == "out")
+#: Internal topics (direction "internal"): written and read by the worker
+#: itself — the pattern stage's repartition topic (contract §23.5).
+INTERNAL_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.direction == "internal")
 #: The immutable ledger facts (contract §10): compared byte for byte between runners.
 LEDGER_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.role == "fact")
 #: The views (compacted tables, contract §8): compared by final value per key.
 VIEW_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.role == "view")
 #: What the view follower reads (``recurrence_ledger.read.follower``): the
-#: views and the ledger topics its read models are built from.
-FOLLOWED_TOPICS: tuple[str, ...] = (*VIEW_TOPICS, OBSERVATIONS, REVIEW_CANDIDATES)
+#: views and the ledger topics its read models are built from. The
+#: signature patterns (contract §23) are not projected to Redis yet.
+FOLLOWED_TOPICS: tuple[str, ...] = (*(name for name in VIEW_TOPICS if name != SIGNATURE_PATTERNS), OBSERVATIONS, REVIEW_CANDIDATES)
 SCHEMA_BY_ID: dict[int, str] = {schema_id: name for name, schema_id in SCHEMA_IDS.items()}
 
 
@@ -228,6 +238,12 @@ def changelog_name(app_id: str) -> str:
     """Logical name of a deployment's compacted state changelog (the worker's
     store; Kafka Streams' ``<application.id>-<store>-changelog``)."""
     return f"{app_id}-ledger-state-changelog"
+
+
+def pattern_changelog_name(app_id: str) -> str:
+    """Logical name of the pattern stage's compacted state changelog
+    (contract §23.5: the second stage's own store)."""
+    return f"{app_id}-pattern-state-changelog"
 
 
 def replay_group(group_id: str) -> str:

@@ -14,10 +14,10 @@ This module is a leaf: it imports nothing of the package, so the pure core
 may import it (docs/architecture.md).
 
 Contract sections: the review threshold and the top-N of ``top_revisions``
-are §8, the provenance horizon §5, the near-duplicate threshold and the
+are §8, the critical review threshold §22, the provenance horizon §5, the near-duplicate threshold and the
 pending-candidate bound §12 (which bounds waiting review decisions too,
 §18), the effect's minimum and probability and the holdout's salt and
-rate §21 (docs/contract.md); the commit interval and
+rate §21, the pattern threshold and group separator §23 (docs/contract.md); the commit interval and
 batch size are the Kafka runtime's (docs/kafka.md) and never change a
 ledger fact.
 """
@@ -76,6 +76,11 @@ REVIEW_THRESHOLD: Setting[int] = Setting(
     "review_threshold", "--review-threshold", "RL_REVIEW_THRESHOLD", 3, 1, "consecutive recurred verdicts", "§8",
     "Streak at which a revision needs review (contract §8).",
 )
+CRITICAL_REVIEW_THRESHOLD: Setting[int] = Setting(
+    "critical_review_threshold", "--critical-review-threshold", "RL_CRITICAL_REVIEW_THRESHOLD", 1, 1,
+    "consecutive recurred verdicts", "§22",
+    "Streak at which a critical revision needs review and publishes its candidate (contract §22).",
+)
 TOP_REVISIONS: Setting[int] = Setting(
     "top_revisions_limit", "--top-revisions", "RL_TOP_REVISIONS", 10, 0, "rows", "§8",
     "N of top_revisions (contract §8).",
@@ -118,6 +123,17 @@ HOLDOUT_RATE: Setting[Fraction] = Setting(
     "Share of lessons the verified assignment withholds, an exact fraction ≤ 1/2; set with the holdout salt (contract §21.5).",
     optional=True, maximum=Fraction(1, 2),
 )
+PATTERN_THRESHOLD: Setting[int] = Setting(
+    "pattern_threshold", "--pattern-threshold", "RL_PATTERN_THRESHOLD", 3, 1, "scopes of a pattern group", "§23",
+    "Contributing scopes at which a signature of a pattern group becomes a PatternCandidate (contract §23).",
+)
+#: A text setting: its minimum is the empty text (any separator passes
+#: ``check``); ``LedgerConfig`` refuses an empty separator.
+PATTERN_GROUP_SEPARATOR: Setting[str] = Setting(
+    "pattern_group_separator", "--pattern-group-separator", "RL_PATTERN_GROUP_SEPARATOR", None, "", "text", "§23",
+    "Pattern groups (contract §23): a scope's group is its scope_id up to the first separator; unset, every scope is in the group \"\".",
+    optional=True,
+)
 COMMIT_INTERVAL_MS: Setting[int] = Setting(
     "commit_interval_ms", "--commit-interval-ms", "RL_COMMIT_INTERVAL_MS", 100, 10, "milliseconds", "kafka.md",
     "Longest a transaction stays open; it commits sooner once the input is drained (docs/kafka.md, commits and latency).",
@@ -127,10 +143,11 @@ MAX_BATCH: Setting[int] = Setting(
     "Records consumed per poll.",
 )
 
-#: The ledger policy: what decides ledger facts and views (contract §5, §8, §12, §21).
+#: The ledger policy: what decides ledger facts and views (contract §5, §8, §12, §21, §22, §23).
 LEDGER_SETTINGS: tuple[Setting, ...] = (
-    REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD,
+    REVIEW_THRESHOLD, CRITICAL_REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD,
     EFFECT_MIN_RESOLVED, EFFECT_PROBABILITY, HOLDOUT_SALT, HOLDOUT_RATE,
+    PATTERN_THRESHOLD, PATTERN_GROUP_SEPARATOR,
 )
 #: The runtime's batching: how often and how much, never what.
 RUNTIME_SETTINGS: tuple[Setting, ...] = (COMMIT_INTERVAL_MS, MAX_BATCH)

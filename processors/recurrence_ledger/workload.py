@@ -27,7 +27,11 @@ class Workload:
     a Task Outcome — citing it, or the next one (so it waits), with the cue
     of a head, a near-duplicate of one or a new one, and now and then no
     repair_surface. 0 (the default) draws nothing, so journals of the other
-    fields are unchanged.
+    fields are unchanged. ``shared_cues``: the first this many failure
+    cues of every scope are the same in all scopes (signature patterns
+    across scopes, contract §23); ``groups``: with n > 0, scope i is
+    ``group-<i mod n>/scope-<i>`` (pattern groups with the separator
+    ``/``). Both 0 by default: journals unchanged.
     """
 
     scopes: int = 100
@@ -36,6 +40,8 @@ class Workload:
     handoffs: int = 5
     seed: int = 7
     candidates: float = 0.0
+    shared_cues: int = 0
+    groups: int = 0
 
 
 def _ref(family: str, artifact_id: str, revision: int) -> dict:
@@ -48,7 +54,7 @@ def _exact(ref: str) -> list[dict]:
 
 class _Scope:
     def __init__(self, index: int, shape: Workload, rng: random.Random):
-        self.id = f"scope-{index:05d}"
+        self.id = f"scope-{index:05d}" if not shape.groups else f"group-{index % shape.groups}/scope-{index:05d}"
         self.shape = shape
         self.rng = rng
         self.position = 0
@@ -59,6 +65,8 @@ class _Scope:
         return self.position
 
     def cue(self, k: int) -> str:
+        if k < self.shape.shared_cues:
+            return f"Failure {k} recurred in many scopes"
         return f"Failure {k} of {self.id} recurred"
 
     def experience(self, k: int, revision: int) -> dict:

@@ -30,8 +30,9 @@ def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):
     result = run_cli("run-journal", str(journal), "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "admission-decisions.jsonl", "candidate-sets.jsonl", "dead-letter.jsonl", "holdout-observations.jsonl", "recurrence-matches.jsonl",
-        "recurrence-observations.jsonl", "recurrence-statistics.jsonl", "review-candidates.jsonl", "review-status.jsonl", "revision-statistics.jsonl",
+        "admission-decisions.jsonl", "candidate-sets.jsonl", "dead-letter.jsonl", "holdout-observations.jsonl", "pattern-candidates.jsonl",
+        "recurrence-matches.jsonl", "recurrence-observations.jsonl", "recurrence-statistics.jsonl", "review-candidates.jsonl",
+        "review-status.jsonl", "revision-statistics.jsonl", "signature-patterns.jsonl",
     ]
     assert facts(read_outputs(tmp_path)) == expected
     row = next(line for line in result.stdout.splitlines() if "dns-mirror" in line and "selected" not in line)
@@ -53,7 +54,9 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     }
     assert [(r["artifact_ref"]["artifact_id"], r["artifact_ref"]["revision"], r["terminal_recurred_streak"]) for r in last["top_revisions"]] == [
         ("EXP-mock-server", 1, 3), ("EXP-schema-drift", 2, 3), ("EXP-schema-drift", 1, 1)]
-    assert (last["reviews"], last["repairs"]) == ({"open": 0, "approved": 1, "rejected": 1, "superseded": 0},
+    reviews = {status: last["reviews"][status] for status in ("open", "approved", "rejected", "superseded")}
+    assert (last["reviews"]["rejected_by_reason"]["unspecified"], last["reviews"]["promotion_rate"]) == (1, 0.5)
+    assert (reviews, last["repairs"]) == ({"open": 0, "approved": 1, "rejected": 1, "superseded": 0},
                                                   {"pending": 0, "held": 1, "recurring": 0, "failed": 0})
     assert "billing-api" in result.stdout
     # Its two review candidates (contract §18): r2's approved with fix r3, whose avoided verdict holds; the mock server's rejected.
@@ -264,7 +267,7 @@ def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(t
 COMMANDS = (
     "run-journal", "run", "worker", "publish", "export", "replay", "rebuild", "what-if", "explain", "serve", "rank", "stats",
     "topics", "topics create", "topics delete", "topics list", "topics acls", "view", "view rebuild", "view clear", "view follow",
-    "review", "review list", "review show", "review approve", "review reject", "holdout", "holdout assign",
+    "review", "review list", "review show", "review approve", "review reject", "holdout", "holdout assign", "patterns", "patterns export",
 )
 
 
@@ -481,9 +484,9 @@ def test_topics_delete_without_yes_lists_the_catalogue_subjects_with_a_registry(
     result = run_cli("topics", "delete", "--bootstrap", "127.0.0.1:1", "--topic-prefix", "demo.", "--schema-registry-url", "http://127.0.0.1:1")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    listed = lines.index("  schema registry subjects (17) at http://127.0.0.1:1:")
+    listed = lines.index("  schema registry subjects (20) at http://127.0.0.1:1:")
     assert lines[listed + 1 : listed + 3] == ["    demo.source-journal-value", "    demo.experience-revisions-value"]
-    assert lines[-1] == "    demo.dead-letter-value" and len(lines) == listed + 1 + 17
+    assert lines[-1] == "    demo.dead-letter-value" and len(lines) == listed + 1 + 20
     assert not any("changelog-value" in line for line in lines)  # the changelog is JSON: no subject
 
 

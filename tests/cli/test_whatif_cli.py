@@ -41,7 +41,7 @@ def test_what_if_review_threshold_4_writes_exactly_the_files_run_journal_review_
     reference = run_cli("run-journal", str(journal), "--out", str(tmp_path / "rj"), "--review-threshold", "4", "--quiet")
     assert reference.returncode == 0, reference.stderr
     files = sorted(path.name for path in (tmp_path / "rj").iterdir())
-    assert sorted(path.name for path in (tmp_path / "wi" / "ledger").iterdir()) == files and len(files) == 10
+    assert sorted(path.name for path in (tmp_path / "wi" / "ledger").iterdir()) == files and len(files) == 12
     for file in files:
         assert (tmp_path / "wi" / "ledger" / file).read_bytes() == (tmp_path / "rj" / file).read_bytes(), file
     report = json.loads((tmp_path / "wi" / "report.json").read_text())
@@ -145,3 +145,19 @@ def test_the_packaged_example_at_threshold_one_adds_the_run_of_revision_1_after_
     assert [(row["artifact_id"], row["revision"], row["streak"]) for row in candidates["added"]] == [("EXP-schema-drift", 1, 1)]
     assert candidates.get("removed", []) == []
     assert "Review candidates added" in (tmp_path / "report.md").read_text()
+
+
+def test_what_if_compares_another_critical_review_threshold(tmp_path):
+    """contract §22: with a critical review threshold of 2, critical_runs'
+    two critical candidates (runs of one recurrence) and its two critical
+    revisions needing review go; a sweep charts 1..3."""
+    journal, _ = case("critical_runs")
+    result = invoke("what-if", str(journal), "--critical-review-threshold", "2", "--out", str(tmp_path / "one"), "--quiet")
+    assert result.exit_code == 0, result.output
+    [comparison] = json.loads((tmp_path / "one" / "report.json").read_text())["comparisons"]
+    assert comparison["changed_settings"] == ["critical_review_threshold"]
+    assert (comparison["totals"]["review_candidates_removed"], comparison["totals"]["revisions_needing_review_removed"]) == (2, 2)
+    swept = invoke("what-if", str(journal), "--sweep", "critical-review-threshold=1..3", "--out", str(tmp_path / "sweep"), "--quiet")
+    assert swept.exit_code == 0, swept.output
+    rows = json.loads((tmp_path / "sweep" / "report.json").read_text())["sweep"]["rows"]
+    assert [(row["value"], row["review_candidates"]) for row in rows] == [(1, 2), (2, 0), (3, 0)]

@@ -36,6 +36,7 @@ IDENTITY = {
     "review-candidates": ("candidate_id",),
     "admission-decisions": ("scope_id", "candidate_id"),
     "candidate-sets": ("scope_id", "candidate_set_digest"),
+    "pattern-candidates": ("candidate_id",),
 }
 
 

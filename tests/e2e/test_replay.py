@@ -111,7 +111,7 @@ def test_rebuild_from_the_ledger_topics_equals_the_live_state(topic_prefix, boot
         result = run_cli("rebuild", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--redis-url", redis_url)
         assert result.returncode == 0, result.stdout + result.stderr
         output = " ".join(result.stdout.split())
-        assert output.count("equal") == 6  # 5 scopes and the revisions view
+        assert output.count("equal") == 7  # 5 scopes, the revisions view and the signature patterns
         assert "revisions rebuilt, equal to the revision-statistics topic" in output
         assert "rewritten: 5 scopes" in output
         reference = harness.embedded(journal, tmp_path / "embedded")

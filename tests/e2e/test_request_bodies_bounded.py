@@ -110,3 +110,34 @@ def test_every_route_bounds_a_chunked_body(api, path):
     sent, status, body = chunked_request(base_url, "GET", path, {}, b"", OFFERED)
     assert status == 413 and sent < OFFERED // 4
     assert json.loads(body)["detail"] == f"a request body here has at most {MAX_OTHER_BODY} bytes"
+
+
+def test_a_trickled_body_is_cut_off_at_the_deadline_and_never_published(api, bootstrap, monkeypatch):
+    """A slowloris: a decision whose Content-Length promises more than the
+    client sends, or a chunked body that stalls. Before, the server held
+    the request open for as long as the client liked (uvicorn has no body
+    read timeout); now the body must arrive within BODY_DEADLINE_S."""
+    from recurrence_ledger.api import limits
+
+    monkeypatch.setattr(limits, "BODY_DEADLINE_S", 1.0)
+    prefix, base_url = api
+    where = urlsplit(base_url)
+    path = f"/review-candidates/{OPEN['candidate_id']}/decision"
+    published = read_topic(bootstrap, REVIEW_DECISIONS, topic_prefix=prefix)
+    heads = [b"Content-Length: 200\r\n\r\n" + b'{"decision": "approved"',
+             b"Transfer-Encoding: chunked\r\n\r\n" + b'8\r\n{"decisi\r\n']
+    for head in heads:
+        sock = socket.create_connection((where.hostname, where.port), timeout=60)  # a hang guard, not a timed assertion
+        try:
+            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: {where.hostname}\r\nAuthorization: Bearer {ALICE}\r\n"
+                         "Content-Type: application/json\r\n".encode() + head)
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                answer += data
+        finally:
+            sock.close()
+        assert answer.split(b" ", 2)[1] == b"408", answer
+    assert read_topic(bootstrap, REVIEW_DECISIONS, topic_prefix=prefix) == published

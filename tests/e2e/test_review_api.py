@@ -129,6 +129,10 @@ def test_bad_decisions_get_their_error_and_publish_nothing(review, bootstrap):
         assert lower.status_code == 400 and f"fix_revision r{revision} is not a revision above the candidate's r2" in detail(lower)
     with_fix = review.post(OPEN, {"decision": "rejected", "reason": "no", "fix_revision": ref("P1", 3)})
     assert with_fix.status_code == 400 and "names no fix_revision" in detail(with_fix)
+    # contract §24: a reason code only with a rejection, and one of the six
+    coded = review.post(OPEN, {"decision": "approved", "reason_code": "duplicate"})
+    assert coded.status_code == 400 and "reason_code is only given with a rejection" in detail(coded)
+    assert review.post(OPEN, {"decision": "rejected", "reason": "no", "reason_code": "Duplicate"}).status_code == 400
     big = httpx.post(f"{review.base_url}/review-candidates/{OPEN['candidate_id']}/decision", content=b" " * (200 * 1024),
                      headers={"Authorization": f"Bearer {ALICE}", "Content-Type": "application/json"}, timeout=30)
     assert big.status_code == 413
@@ -146,15 +150,16 @@ def test_accepted_decisions_are_published_as_their_reviewer_s(review, bootstrap)
     assert decision == {
         "scope_id": "s1", "decision_id": body["decision_id"], "candidate_id": OPEN["candidate_id"], "journal_position": 41,
         "decision": "approved", "reason": "the new lesson names the lock", "reviewer": "alice", "decided_at": decision["decided_at"],
-        "fix_revision": ref("P1", 3),
+        "fix_revision": ref("P1", 3), "reason_code": None,
     }
     assert body["decision_id"] == digest({"candidate_id": OPEN["candidate_id"], "reviewer": "alice", "decided_at": decision["decided_at"]})
     assert body["status_url"] == f"/review-candidates/{OPEN['candidate_id']}"
     assert body["topic"] == f"{review.prefix}review-decisions"
 
-    rejected = review.post(SECOND, {"decision": "rejected", "reason": "a flaky network, not a lesson"}, token=BOB)
+    rejected = review.post(SECOND, {"decision": "rejected", "reason": "a flaky network, not a lesson", "reason_code": "not_reproducible"}, token=BOB)
     assert rejected.status_code == 202, rejected.text
-    assert (rejected.json()["decision"]["reviewer"], rejected.json()["decision"]["fix_revision"]) == ("bob@example.com", None)
+    assert (rejected.json()["decision"]["reviewer"], rejected.json()["decision"]["fix_revision"], rejected.json()["decision"]["reason_code"]) == (
+        "bob@example.com", None, "not_reproducible")
 
     # On Kafka: the two decisions, keyed by their scope, nothing else.
     assert review.published(bootstrap) == [(b"s1", decision), (b"s1", rejected.json()["decision"])]

@@ -84,6 +84,9 @@ def test_refusals_publish_nothing(bootstrap, prefix):
     assert other.returncode == 2 and "is not the candidate's artifact" in other.stdout + other.stderr
     for bad in ("P1", "P1:x", "P1:0", ":2"):
         assert review(bootstrap, prefix, "approve", OPEN["candidate_id"], "--reviewer", "alice", "--fix-revision", bad).returncode == 2, bad
+    # contract §24: a reason code is one of the six
+    unknown_code = review(bootstrap, prefix, "reject", OPEN["candidate_id"], "--reviewer", "alice", "--reason", "no", "--reason-code", "Broad_Scope")
+    assert unknown_code.returncode == 2 and "--reason-code" in unknown_code.stdout + unknown_code.stderr
     forged = review(bootstrap, prefix, "approve", OPEN["candidate_id"], "--reviewer", "")
     assert forged.returncode == 2 and "reviewer" in forged.stdout + forged.stderr
     assert decisions(bootstrap, prefix) == []
@@ -93,15 +96,16 @@ def test_approve_and_reject_publish_one_decision_each(bootstrap, prefix):
     approved = review(bootstrap, prefix, "approve", OPEN["candidate_id"][7:20], "--reviewer", "alice", "--fix-revision", "P1:2",
                       "--reason", "the lesson now names the lock")
     assert approved.returncode == 0, approved.stdout + approved.stderr
-    rejected = review(bootstrap, prefix, "reject", SUPERSEDED["candidate_id"], "--reviewer", "bob", "--reason", "not a lesson")
+    rejected = review(bootstrap, prefix, "reject", SUPERSEDED["candidate_id"], "--reviewer", "bob", "--reason", "not a lesson",
+                      "--reason-code", "broad_scope")
     assert rejected.returncode == 0, rejected.stdout + rejected.stderr
     first, second = decisions(bootstrap, prefix)
     # Position 41: the scope's last statistics record, not its first (12).
     assert first == {
         "scope_id": "s1", "decision_id": digest({"candidate_id": OPEN["candidate_id"], "reviewer": "alice", "decided_at": first["decided_at"]}),
         "candidate_id": OPEN["candidate_id"], "journal_position": 41, "decision": "approved", "reason": "the lesson now names the lock",
-        "reviewer": "alice", "decided_at": first["decided_at"], "fix_revision": ref("P1", 2),
+        "reviewer": "alice", "decided_at": first["decided_at"], "fix_revision": ref("P1", 2), "reason_code": None,
     }
-    assert (second["candidate_id"], second["decision"], second["reason"], second["reviewer"], second["fix_revision"]) == (
-        SUPERSEDED["candidate_id"], "rejected", "not a lesson", "bob", None)
+    assert (second["candidate_id"], second["decision"], second["reason"], second["reviewer"], second["fix_revision"], second["reason_code"]) == (
+        SUPERSEDED["candidate_id"], "rejected", "not a lesson", "bob", None, "broad_scope")
     assert f"decision {first['decision_id']} published to {prefix}review-decisions[" in approved.stdout

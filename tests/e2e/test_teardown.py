@@ -31,7 +31,7 @@ def test_topics_delete_removes_one_deployment_only(topic_prefix, bootstrap, admi
 
         dry = run_cli("topics", "delete", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--app-id", "ledger")
         assert dry.returncode == 0 and "would delete" in dry.stdout
-        topics = len(catalogue.CATALOGUE) + 1  # the catalogue's topics and the changelog
+        topics = len(catalogue.CATALOGUE) + 2  # the catalogue's topics and the two changelogs (scope and pattern stages)
         assert f"  topics ({topics}):" in dry.stdout and "  consumer groups (3):" in dry.stdout
         assert sum(name.startswith(topic_prefix) for name in admin.list_topics(timeout=10).topics) == topics
 

@@ -15,11 +15,13 @@ WORKER = [
         "source-journal", "experience-revisions", "handoff-revisions", "handoff-receipts", "task-outcomes", "experience-candidates",
         "review-decisions")),
     *(f"{ADD} --operation Write --topic p.{name}" for name in (
-        "recurrence-matches", "recurrence-observations", "review-candidates", "recurrence-statistics", "revision-statistics",
-        "review-status", "admission-decisions", "candidate-sets", "dead-letter")),
-    f"{ADD} --operation Read --topic p.app-ledger-state-changelog",
-    f"{ADD} --operation Write --topic p.app-ledger-state-changelog",
-    f"{ADD} --operation Create --topic p.app-ledger-state-changelog",
+        "recurrence-matches", "recurrence-observations", "holdout-observations", "review-candidates", "recurrence-statistics",
+        "revision-statistics", "review-status", "admission-decisions", "candidate-sets", "signature-patterns", "pattern-candidates", "dead-letter")),
+    # contract §23.5: the repartition topic between the scope stage and the pattern stage
+    f"{ADD} --operation Read --topic p.pattern-contributions-repartition",
+    f"{ADD} --operation Write --topic p.pattern-contributions-repartition",
+    *(f"{ADD} --operation {operation} --topic p.app-{stage}-state-changelog"
+      for stage in ("ledger", "pattern") for operation in ("Read", "Write", "Create")),
     f"{ADD} --operation Read --group p.app",
     f"{ADD} --operation Describe --group p.app-restore",
     f"{ADD} --operation Write --transactional-id p.app- --resource-pattern-type prefixed",
@@ -36,7 +38,8 @@ def test_worker_acls_are_printed_exactly():
 def test_create_topics_adds_create_on_every_catalogue_topic():
     acls = role_acls("worker", "User:w", "p.", "app", create_topics=True)
     created = sorted(acl.name for acl in acls if acl.operation == "CREATE")
-    assert len(created) == 17 and "p.app-ledger-state-changelog" in created and "p.source-journal" in created
+    assert len(created) == 22 and "p.source-journal" in created and "p.pattern-contributions-repartition" in created
+    assert "p.app-ledger-state-changelog" in created and "p.app-pattern-state-changelog" in created
 
 
 def test_other_roles():

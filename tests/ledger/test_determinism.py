@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
 from recurrence_ledger.workload import Workload, generate_journal
+from recurrence_ledger.ledger.statistics import REVIEW_STATES
 from tests.conftest import CASE_NAMES, case
 from tests.journal import Ledger, write_journal
 
@@ -85,6 +86,7 @@ def test_shuffled_outcomes_give_the_same_streaks_and_statistics(seed):
         for ledger, stats in ((late, late_stats), (in_order, in_order_stats)):
             published = [c for c in ledger.out["review-candidates"] if c["scope_id"] == scope]
             reviews, repairs = stats.pop("reviews"), stats.pop("repairs")
+            reviews = {status: reviews[status] for status in REVIEW_STATES}  # without §24's figures (no decisions here)
             assert sum(reviews.values()) == len(published)
             assert sum(repairs.values()) == reviews["approved"] + reviews["superseded"]
         assert late_stats == in_order_stats

@@ -13,7 +13,8 @@ import pytest
 from recurrence_ledger.holdout import assign
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.intake import BadRecord, validate
-from recurrence_ledger.ledger.withheld import assignment, identity_value, is_critical
+from recurrence_ledger.ledger.severity import is_critical
+from recurrence_ledger.ledger.withheld import assignment, identity_value
 from tests.conftest import case
 from tests.journal import Ledger
 

@@ -16,6 +16,7 @@ import pytest
 from recurrence_ledger.catalogue import LEDGER_TOPICS
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.reviews import repair_state, review_status_key
+from recurrence_ledger.ledger.severity import REASON_BUCKETS
 from recurrence_ledger.ledger.streaks import review_candidate_id
 from tests.journal import Ledger, check, claim, experience, handoff, line, outcome, receipt
 
@@ -185,8 +186,8 @@ def test_decisions_change_no_ledger_fact_use_no_position_and_move_no_as_of_posit
         assert decided.out[topic] == plain.out[topic], topic
     # decision D1 sits at position 12, the outcome's; as_of_position is the source events' 33
     with_reviews, without = decided.stats(S), plain.stats(S)
-    assert with_reviews.pop("reviews") == {"open": 1, "approved": 1, "rejected": 0, "superseded": 0}
-    assert without.pop("reviews") == {"open": 1, "approved": 0, "rejected": 0, "superseded": 1}
+    assert with_reviews.pop("reviews") == {"open": 1, "approved": 1, "rejected": 0, "superseded": 0, "rejected_by_reason": dict.fromkeys(REASON_BUCKETS, 0), "promotion_rate": 1.0}
+    assert without.pop("reviews") == {"open": 1, "approved": 0, "rejected": 0, "superseded": 1, "rejected_by_reason": dict.fromkeys(REASON_BUCKETS, 0), "promotion_rate": None}
     assert with_reviews.pop("repairs") == {"pending": 0, "held": 0, "recurring": 0, "failed": 1}
     assert without.pop("repairs") == {"pending": 0, "held": 0, "recurring": 0, "failed": 1}
     assert with_reviews == without and with_reviews["as_of_position"] == 33
@@ -238,7 +239,7 @@ def test_superseded_then_decided_and_the_lowest_higher_revision_whatever_arrives
     assert (status(ledger)["status"], status(ledger)["fix_revision"]["revision"]) == ("approved", 3)
     ledger.feed(experience(S, 20, "E1", 2, cue=CUE))
     assert status(ledger)["fix_revision"]["revision"] == 2
-    assert ledger.stats(S)["reviews"] == {"open": 0, "approved": 1, "rejected": 0, "superseded": 0}
+    assert ledger.stats(S)["reviews"] == {"open": 0, "approved": 1, "rejected": 0, "superseded": 0, "rejected_by_reason": dict.fromkeys(REASON_BUCKETS, 0), "promotion_rate": 1.0}
     assert ledger.stats(S)["repairs"] == {"pending": 1, "held": 0, "recurring": 0, "failed": 0}
 
 
@@ -247,7 +248,10 @@ def test_a_rejected_candidate_has_no_fix_revision_and_no_repair_whatever_follows
                            experience(S, 30, "E1", 2, cue=CUE), *recurrences(31, 32, 33))
     row = status(ledger)
     assert (row["status"], row["fix_revision"], row["repair"], row["decision"]["reason"]) == ("rejected", None, None, "the runner is flaky")
-    assert ledger.stats(S)["reviews"] == {"open": 1, "approved": 0, "rejected": 1, "superseded": 0}  # r2's own candidate is open
+    assert ledger.stats(S)["reviews"] == {  # r2's own candidate is open
+        "open": 1, "approved": 0, "rejected": 1, "superseded": 0,
+        "rejected_by_reason": {**dict.fromkeys(REASON_BUCKETS, 0), "unspecified": 1}, "promotion_rate": 0.0,
+    }
 
 
 def test_rows_are_published_once_per_key_per_batch_and_only_when_they_change():

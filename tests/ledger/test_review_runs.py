@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
+from recurrence_ledger.ledger.severity import REASON_BUCKETS
 from recurrence_ledger.ledger.streaks import review_candidate_id
 from recurrence_ledger.store.memory import ChangelogStore
 from tests.conftest import facts, read_outputs
@@ -281,7 +282,9 @@ def test_review_candidates_do_not_depend_on_arrival_order(history, threshold, da
     # candidates, each open here (no revision above this one).
     late_stats, in_order_stats = late.stats(S), in_order.stats(S)
     for ledger, stats in ((late, late_stats), (in_order, in_order_stats)):
-        assert stats.pop("reviews") == {"open": len(ledger.out["review-candidates"]), "approved": 0, "rejected": 0, "superseded": 0}
+        assert stats.pop("reviews") == {
+            "open": len(ledger.out["review-candidates"]), "approved": 0, "rejected": 0, "superseded": 0, "rejected_by_reason": dict.fromkeys(REASON_BUCKETS, 0), "promotion_rate": None,
+        }
     assert late_stats == in_order_stats
     for candidate in late.out["review-candidates"]:
         positions = [int(ref["task_outcome_ref"]["source_id"][1:]) for ref in candidate["failure_refs"]]

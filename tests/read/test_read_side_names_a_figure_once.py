@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics, field_name
+from recurrence_ledger.ledger.fields import field_name
+from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics
 
 PACKAGE = Path(__file__).resolve().parents[2] / "processors" / "recurrence_ledger"
 READ_SIDE = ("read", "api", "cli", "static")
@@ -29,7 +30,19 @@ ESTABLISHED = {
     "low_yield", "ambiguous", "binding_suspect", "version",
 }
 #: Figures with more than one place, and those places.
-PLACES = {"binding_suspects": {"static/index.html", "cli/ops.py"}}
+PLACES = {
+    "binding_suspects": {"static/index.html", "cli/ops.py"},
+    # contract §22: a critical revision is marked on the dashboard and ranked first in the review
+    # inbox (its queue items carry their revision's severity: read model, API item, route, page);
+    # cli/review.py imports the reason codes from the core's ``severity`` module.
+    "severity": {"read/history.py", "api/schemas.py", "api/routes/review.py", "static/review.html", "static/review.js",
+                 "static/dashboard.js", "cli/review.py"},
+    # contract §22.4: the critical count per scope is a hash field and the alert's gauge.
+    "recurred_by_severity": {"read/projection.py", "read/follower.py"},
+    # contract §21: ``run`` prints each revision's withheld arm; the holdout assignment's command
+    # and route answer whether a lesson is to be ``withheld`` (§21.5: the word, not the figure).
+    "withheld": {"cli/run.py", "cli/holdout.py", "api/routes/holdout.py"},
+}
 
 
 def read_side_files() -> dict[str, str]:

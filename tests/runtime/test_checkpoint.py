@@ -263,12 +263,13 @@ class Reporting(ScriptedProducer):
         offset = self.next.get(partition, 100)
         self.next[partition] = offset + 1
         if on_delivery is not None and not self.silent:
-            self.reports.append((on_delivery, partition, offset))
+            self.reports.append((on_delivery, topic, partition, offset))
 
     def _serve(self) -> None:
         reports, self.reports = self.reports, []
-        for callback, partition, offset in reports:
-            message = type("Delivered", (), {"partition": lambda self, p=partition: p, "offset": lambda self, o=offset: o})()
+        for callback, topic, partition, offset in reports:
+            message = type("Delivered", (), {"topic": lambda self, t=topic: t, "partition": lambda self, p=partition: p,
+                                             "offset": lambda self, o=offset: o})()
             callback(None, message)
 
     def poll(self, timeout: float) -> int:
@@ -285,7 +286,7 @@ def test_a_tracked_commit_returns_the_last_changelog_offset_of_each_partition():
     checkpoint = Checkpoint(producer, lambda: "meta", track_changelog=True)
     checkpoint.produce("out", b"k", b"v", 0)  # an output: not tracked
     changelog = [("cl", 0, b"a", b"1"), ("cl", 1, b"b", None), ("cl", 0, b"c", b"3")]
-    assert checkpoint.commit(changelog, [TopicPartition("in", 0, 5)]) == {0: 102, 1: 100}
+    assert checkpoint.commit(changelog, [TopicPartition("in", 0, 5)]) == {("cl", 0): 102, ("cl", 1): 100}
     assert Checkpoint(Reporting(), lambda: "meta").commit(changelog, []) == {}  # untracked: nothing returned
 
 

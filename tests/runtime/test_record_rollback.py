@@ -295,12 +295,14 @@ def embedded_without_flush(journal: Path, out: Path, dropped: set[bytes] = froze
     end-of-file flush; views once at the end."""
     import contextlib
 
-    from recurrence_ledger.embedded import JsonlSink, RunSummary, journal_lines
+    from recurrence_ledger.embedded import JsonlSink, RunSummary, close_batch, journal_lines
     from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
+    from recurrence_ledger.ledger.patterns import PatternStage
     from recurrence_ledger.ledger.processor import LedgerProcessor
     from recurrence_ledger.catalogue import OUTPUT_TOPICS, SOURCE_JOURNAL
 
     processor = LedgerProcessor(validate_outputs=True)
+    stage = PatternStage(validate_outputs=True)
     summary = RunSummary()
     with contextlib.ExitStack() as stack:
         sink = JsonlSink(out, stack)
@@ -309,7 +311,7 @@ def embedded_without_flush(journal: Path, out: Path, dropped: set[bytes] = froze
                 if prepare_line(line).value in dropped:
                     continue
                 sink.write(ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)), summary)
-        sink.write(processor.end_batch(), summary)
+        sink.write(close_batch(processor, stage), summary)
     return {topic: (out / f"{topic}.jsonl").read_bytes() for topic in OUTPUT_TOPICS}
 
 

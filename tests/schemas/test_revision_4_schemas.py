@@ -22,7 +22,7 @@ from tests.schemas.test_schema_evolution import assert_appended_with_defaults
 #: record → (its revision-3 file, the id that file keeps, the new id)
 EVOLVED_IN_4 = {
     "HandoffRevision": ("HandoffRevision.rev3", 3, 24),
-    "SourceEvent": ("SourceEvent.rev3", 1, 29),
+    "SourceEvent": ("SourceEvent.rev3", 1, 42),
     "RevisionStatistics": ("RevisionStatistics.id17", 17, 22),
     "ScopeStatistics": ("ScopeStatistics.id20", 20, 21),
     "ReviewStatus": ("ReviewStatus.rev3", 19, 28),

@@ -44,8 +44,14 @@ REVISION_3_FORMS = {"ScopeStatistics": ("ScopeStatistics.id16", 16)}
 WIDENED = {"SourceEvent": "value"}
 #: Records revision 2 did not have (contract §18; §21's HoldoutObservation).
 NEW = ("ReviewDecision", "ReviewStatus", "HoldoutObservation")
-#: Records revision 4 changed again (contract §21: tests/schemas/test_revision_4_schemas.py).
-REVISION_4 = ("HandoffRevision", "SourceEvent", "RevisionStatistics", "ScopeStatistics", "ReviewStatus")
+#: Records revision 4 changed again (contract §21, §22, §24; their own tests
+#: are tests/schemas/test_revision_4_schemas.py and
+#: tests/schemas/test_schema_evolution_rev4.py): they differ from their
+#: revision-2 text for that reason too.
+REVISION_4 = (
+    "SourceEvent", "HandoffRevision", "ExperienceRevision", "ExperienceCandidate", "ReviewDecision", "ScopeStatistics", "RevisionStatistics",
+    "ReviewStatus",
+)
 #: Records with a revision-2 form.
 EVOLVED = tuple(name for name in avro.TOPIC_RECORDS if name not in NEW)
 
@@ -101,7 +107,9 @@ def test_the_form_of_id_16_is_what_it_registered_and_the_current_form_appends_to
     assert {**json.loads(avro.schema_json(file)), "doc": None} == {**registered, "doc": None}
     assert catalogue.PREVIOUS_SCHEMA_IDS[schema_id] == (name, file)
     assert_appended_with_defaults(registered, json.loads(avro.schema_json(name)))
-    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]][:3] == ["reviews", "repairs", "review_threshold"]
+    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]] == [
+        "reviews", "repairs", "review_threshold", "withheld", "holdout_conflicts", "effects", "recurred_by_severity",
+    ]
 
 
 #: The forms of record revision 3 that record revision 4 evolved (the
@@ -109,8 +117,8 @@ def test_the_form_of_id_16_is_what_it_registered_and_the_current_form_appends_to
 #: review_threshold and its rows' needs_review, RevisionStatistics'
 #: version), with their files and ids, and the fields appended.
 REVISION_4_FORMS = {
-    "ScopeStatistics": ("ScopeStatistics.id20", 20, ["review_threshold", "withheld", "holdout_conflicts", "effects"]),  # and contract §21's
-    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["version", "effect"]),
+    "ScopeStatistics": ("ScopeStatistics.id20", 20, ["review_threshold", "withheld", "holdout_conflicts", "effects", "recurred_by_severity"]),
+    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["severity", "version", "effect"]),
 }
 
 
@@ -132,7 +140,7 @@ def test_a_widened_union_keeps_its_branches_in_order_and_its_id(name):
     names = [branch["name"] if isinstance(branch, dict) else branch for branch in new]
     assert names[: len(old)] == [branch["name"] if isinstance(branch, dict) else branch for branch in old]
     assert names[len(old):] == ["recurrence_ledger.ReviewDecision"]
-    assert catalogue.PREVIOUS_SCHEMA_IDS[1] == (name, f"{name}.rev3")  # id 1 is read; revision 4 writes a new id
+    assert catalogue.SCHEMA_IDS[name] == 1 or catalogue.PREVIOUS_SCHEMA_IDS[1] == (name, f"{name}.rev3")  # revision 4 gave it a new id
     # an envelope written with the revision-2 schema decodes as the same value today
     import fastavro
     from io import BytesIO
@@ -146,7 +154,10 @@ def test_a_widened_union_keeps_its_branches_in_order_and_its_id(name):
 
 
 def test_the_new_records_have_new_ids_and_no_earlier_form():
-    assert {name: catalogue.SCHEMA_IDS[name] for name in NEW} == {"ReviewDecision": 18, "ReviewStatus": 28, "HoldoutObservation": 25}
+    assert {name: catalogue.SCHEMA_IDS[name] for name in NEW} == {
+        "ReviewDecision": catalogue.SCHEMA_IDS["ReviewDecision"], "ReviewStatus": 28, "HoldoutObservation": 25,
+    }
+    assert 18 in (catalogue.SCHEMA_IDS["ReviewDecision"], *catalogue.PREVIOUS_SCHEMA_IDS)  # contract revision 4 gave it a new id
     assert catalogue.PREVIOUS_SCHEMA_IDS[19] == ("ReviewStatus", "ReviewStatus.rev3")
     assert catalogue.SCHEMA_IDS["ScopeStatistics"] == 21
     assert catalogue.SCHEMA_IDS["RevisionStatistics"] == 22
@@ -185,9 +196,13 @@ def test_a_view_row_written_under_an_earlier_id_reads_with_the_new_fields_defaul
             assert decoded["unknown_reasons"] == dict.fromkeys(decoded["unknown_reasons"], 0)
         else:
             assert current["reviews"]["approved"] == 3 and current["repairs"]["failed"] == 1
+            fresh = ScopeStatistics.model_validate({"scope_id": "s", "as_of_position": 0, "selected": 0, "recurred": 0, "avoided": 0, "unknown": 0,
+                                                    "unlinked_handoff_citations": 0, "needing_review": 0, "top_revisions": [],
+                                                    "pending_outcomes": 0, "late_revisions": 0}).model_dump(mode="json")
             assert decoded == {
-                **current, "reviews": dict.fromkeys(current["reviews"], 0), "repairs": dict.fromkeys(current["repairs"], 0), "review_threshold": 0,
-                "top_revisions": [{**row, "needs_review": False} for row in current["top_revisions"]],
+                **current, "reviews": fresh["reviews"], "repairs": dict.fromkeys(current["repairs"], 0), "review_threshold": 0,
+                "recurred_by_severity": fresh["recurred_by_severity"],
+                "top_revisions": [{**row, "needs_review": False, "severity": None} for row in current["top_revisions"]],
             }
         # what is written now carries the new id and every figure
         written = codec.encode(name, current)

@@ -66,7 +66,7 @@ def test_every_threshold_of_one_pass_is_what_the_core_publishes_at_it(workload, 
         processor.flush()
         for threshold in reviews:
             run_journal(journal, tmp_path / "rj", LedgerConfig(review_threshold=threshold), show_progress=False)
-            published = [canonical_json(c) for c in processor.candidates[threshold]]
+            published = [canonical_json(c) for c in processor.candidates[(threshold, 1)]]
             assert published == file_lines(tmp_path / "rj" / f"{REVIEW_CANDIDATES}.jsonl"), (journal.name, threshold)
         for threshold in nears:
             run_journal(journal, tmp_path / "rj", LedgerConfig(near_duplicate_threshold=threshold), show_progress=False)
@@ -89,7 +89,7 @@ def test_late_verdicts_in_any_arrival_order_publish_what_the_core_publishes_at_e
     processor.flush()
     for threshold in range(1, 7):
         core = Ledger(LedgerConfig(review_threshold=threshold)).feed(*journal).flush()
-        assert processor.candidates[threshold] == core.out[REVIEW_CANDIDATES], threshold
+        assert processor.candidates[(threshold, 1)] == core.out[REVIEW_CANDIDATES], threshold
 
 
 def test_the_alternatives_output_files_are_run_journals_byte_for_byte(workload, tmp_path):
@@ -169,7 +169,7 @@ def test_a_shorter_horizon_is_a_pass_of_its_own_and_the_report_names_the_outcome
 def test_policies_share_a_pass_unless_their_horizons_differ():
     groups = passes([Policy(review_threshold=4), Policy(), Policy(near_duplicate_threshold=Fraction(1, 2)), Policy(provenance_horizon=7), Policy()])
     assert [group.native for group in groups] == [Policy(review_threshold=4), Policy(provenance_horizon=7)]
-    assert groups[0].review_thresholds == (4, 3) and groups[0].near_duplicate_thresholds == (Fraction(4, 5), Fraction(1, 2))
+    assert groups[0].review_thresholds == ((4, 1), (3, 1)) and groups[0].near_duplicate_thresholds == (Fraction(4, 5), Fraction(1, 2))
     assert Sweep(policy.REVIEW_THRESHOLD, (2, 3)).policies(Policy(top_revisions=5)) == (Policy(2, top_revisions=5), Policy(3, top_revisions=5))
     with pytest.raises(ValueError):
         Policy(review_threshold=0)

@@ -14,12 +14,24 @@ instead of draining the rest of the body to keep it alive. A body within
 the cap is handed to the route unchanged (it is at most the cap, a few
 KiB to 128 KiB, held once).
 
+And bounded in time: a client that trickles its body (a slowloris: a few
+bytes now and then, or a ``Content-Length`` larger than what it sends)
+held the request, its connection and the bytes buffered so far for as long
+as it liked — uvicorn has no body read timeout. The whole body must arrive
+within :data:`BODY_DEADLINE_S` seconds of the first read, else 408 with
+``Connection: close``. (A client that trickles its *headers* never reaches
+the app: bound those with a reverse proxy or ``--limit-concurrency``,
+docs/operating.md.)
+
 The caps: a review decision (``POST /review-candidates/{id}/decision``)
 :data:`MAX_DECISION_BODY`; every other request :data:`MAX_OTHER_BODY` —
 the API's other routes are GETs that read no body.
 """
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 from fastapi.responses import JSONResponse
 
@@ -31,11 +43,19 @@ MAX_DECISION_BODY = 128 * 1024
 #: Largest body of any other request (bytes): they are GETs and HEADs,
 #: which take none; a little is let through for clients that send one anyway.
 MAX_OTHER_BODY = 1024
+#: Seconds the whole request body may take to arrive (a decision's few KiB
+#: take milliseconds; 128 KiB at 10 KiB/s take 13 s).
+BODY_DEADLINE_S = 30.0
 
 
 def body_cap(method: str, path: str) -> int:
     """The most bytes a request body of ``method`` ``path`` may have."""
     return MAX_DECISION_BODY if is_decision(method, path) else MAX_OTHER_BODY
+
+
+def too_slow(deadline_s: float) -> JSONResponse:
+    """The 408 of a body that did not arrive within ``deadline_s`` seconds, closing the connection."""
+    return JSONResponse({"detail": f"the request body did not arrive within {deadline_s:g} s"}, 408, headers={"Connection": "close"})
 
 
 def too_large(cap: int) -> JSONResponse:
@@ -46,7 +66,9 @@ def too_large(cap: int) -> JSONResponse:
 class BodyLimit:
     """ASGI middleware: a request whose body is over :func:`body_cap`
     bytes answers 413 (:func:`too_large`) — on its ``Content-Length``
-    before a byte is read, else as soon as the bytes read pass the cap. A
+    before a byte is read, else as soon as the bytes read pass the cap;
+    one whose body takes longer than :data:`BODY_DEADLINE_S` answers 408
+    (:func:`too_slow`). A
     request within the cap reaches ``app`` with its body replayed as one
     ``http.request`` message. A client that disconnects mid-body ends the
     request (nothing reaches ``app``)."""
@@ -65,8 +87,13 @@ class BodyLimit:
             return
         chunks: list[bytes] = []
         size = 0
+        deadline = time.monotonic() + BODY_DEADLINE_S
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                await too_slow(BODY_DEADLINE_S)(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")

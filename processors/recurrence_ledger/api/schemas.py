@@ -16,8 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
-from recurrence_ledger.ledger.models import ArtifactRef, RepairSurface, ReviewDecision
-from recurrence_ledger.ledger.records import REVISION_IDENTITY, AppliedReviewDecision, Repair, RevisionFigures, ScopeStatistics
+from recurrence_ledger.ledger.models import ArtifactRef, RejectionReason, RepairSurface, ReviewDecision, Severity
+from recurrence_ledger.ledger.fields import REVISION_IDENTITY
+from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, ScopeStatistics
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
 ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]
@@ -47,7 +48,7 @@ def copied_fields(model: type[BaseModel], names: Iterable[str]) -> dict[str, tup
 #: recurred, avoided, needing_review), the evidence-coverage figures,
 #: the operational gauges, the counts of §16–§17 and the review threshold
 #: the ledger applied — every plain integer field of ScopeStatistics
-#: (``recurrence_ledger.ledger.records.integer_fields``), documented as the
+#: (``recurrence_ledger.ledger.fields.integer_fields``), documented as the
 #: record documents it; a record written before a field existed has its
 #: default (0).
 ScopeSummary = create_model(
@@ -80,7 +81,7 @@ class _FiguresBase(_Shape):
 #: The revision's figures: from its RevisionStatistics row (``/revisions``)
 #: or its ``top_revisions`` row (``/review-candidates``) — the fields of the
 #: ledger's RevisionFigures besides the revision's identity
-#: (``recurrence_ledger.ledger.records.figure_fields``).
+#: (``recurrence_ledger.ledger.fields.figure_fields``).
 _Figures = create_model(
     "_Figures",
     __base__=_FiguresBase,
@@ -292,6 +293,8 @@ class QueueItem(_Shape):
     decision: AppliedReviewDecision | None = None
     fix_revision: ArtifactRef | None = None
     repair: Repair | None = None
+    severity: Severity | None = Field(
+        None, description="The revision's severity (contract §22; null: unrated or not in the view yet): the inbox shows critical candidates first.")
 
 
 class ReviewQueue(_Shape):
@@ -321,7 +324,8 @@ class DecisionRequest(BaseModel):
     ``decision`` approved or rejected; ``reason`` free text, required and not
     blank for rejected (at most 16,384 characters); ``fix_revision`` only
     with approved: a higher revision of the candidate's own artifact (null:
-    the lowest known one above it counts). Nothing else: the reviewer is
+    the lowest known one above it counts); ``reason_code`` only with
+    rejected (contract §24). Nothing else: the reviewer is
     the reviewer token's, the position and time the API's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -329,6 +333,9 @@ class DecisionRequest(BaseModel):
     decision: Literal["approved", "rejected"]
     reason: str | None = None
     fix_revision: ArtifactRef | None = None
+    reason_code: RejectionReason | None = Field(
+        None, description="Only with rejected (contract §24): false_cause, broad_scope, weak_evidence, duplicate, not_reproducible or other; "
+        "counted in the scope's reviews.rejected_by_reason (none: unspecified).")
 
     @model_validator(mode="before")
     @classmethod

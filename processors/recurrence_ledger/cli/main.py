@@ -27,6 +27,7 @@ from rich.markup import escape
 
 from recurrence_ledger.cli import explain, ops, records, replay, run, whatif
 from recurrence_ledger.cli.holdout import holdout_app
+from recurrence_ledger.cli.patterns import patterns_app
 from recurrence_ledger.cli.review import review_app
 from recurrence_ledger.cli.topics import topics_app
 from recurrence_ledger.cli.view import view_app
@@ -75,6 +76,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(view_app, name="view")
 app.add_typer(review_app, name="review")
 app.add_typer(holdout_app, name="holdout")
+app.add_typer(patterns_app, name="patterns")
 
 
 def reflow_help(typer_app: typer.Typer, escaped: set[int] | None = None) -> None:

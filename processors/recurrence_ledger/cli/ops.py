@@ -53,7 +53,8 @@ from rich.table import Table
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option
 from recurrence_ledger.embedded.output import stderr_console, stdout_console
-from recurrence_ledger.ledger.records import ScopeStatistics, total_fields
+from recurrence_ledger.ledger.fields import total_fields
+from recurrence_ledger.ledger.records import ScopeStatistics
 from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key, reason_counts
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader

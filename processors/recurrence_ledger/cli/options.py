@@ -1,6 +1,7 @@
 """Every option that more than one command takes, each defined once.
 
-The ledger policy's options (``--review-threshold``, ``--top-revisions``,
+The ledger policy's options (``--review-threshold``,
+``--critical-review-threshold``, ``--top-revisions``,
 ``--provenance-horizon``, ``--max-pending-candidates``,
 ``--near-duplicate-threshold``) and the runtime's
 batching options (``--commit-interval-ms``, ``--max-batch``) are built from
@@ -103,7 +104,7 @@ def bounded_fraction_parser(setting: policy.Setting) -> Callable[[str], Fraction
 
 def fraction_option(setting: policy.Setting, panel: str) -> Any:
     """The option of a policy setting whose value is a fraction (the
-    near-duplicate threshold, the effect probability, the holdout rate): a
+    near-duplicate threshold, ``effect_probability``, the holdout rate): a
     fraction (4/5) or a decimal (0.8), parsed exactly (:func:`parse_fraction`
     for the near-duplicate threshold, else held to the setting's bounds),
     its default shown as a fraction."""
@@ -117,6 +118,7 @@ def text_option(setting: policy.Setting, panel: str) -> Any:
 
 
 ThresholdOption = Annotated[int, setting_option(policy.REVIEW_THRESHOLD, POLICY_PANEL)]
+CriticalThresholdOption = Annotated[int, setting_option(policy.CRITICAL_REVIEW_THRESHOLD, POLICY_PANEL)]
 TopOption = Annotated[int, setting_option(policy.TOP_REVISIONS, POLICY_PANEL)]
 HorizonOption = Annotated[Optional[int], setting_option(policy.PROVENANCE_HORIZON, POLICY_PANEL)]
 PendingCandidatesOption = Annotated[int, setting_option(policy.MAX_PENDING_CANDIDATES, POLICY_PANEL)]
@@ -125,6 +127,14 @@ EffectMinResolvedOption = Annotated[int, setting_option(policy.EFFECT_MIN_RESOLV
 EffectProbabilityOption = Annotated[Fraction, fraction_option(policy.EFFECT_PROBABILITY, POLICY_PANEL)]
 HoldoutSaltOption = Annotated[Optional[str], text_option(policy.HOLDOUT_SALT, POLICY_PANEL)]
 HoldoutRateOption = Annotated[Optional[Fraction], fraction_option(policy.HOLDOUT_RATE, POLICY_PANEL)]
+PatternThresholdOption = Annotated[int, setting_option(policy.PATTERN_THRESHOLD, POLICY_PANEL)]
+PatternSeparatorOption = Annotated[
+    Optional[str],
+    typer.Option(
+        policy.PATTERN_GROUP_SEPARATOR.option, envvar=policy.PATTERN_GROUP_SEPARATOR.env, rich_help_panel=POLICY_PANEL,
+        show_default=False, help=policy.PATTERN_GROUP_SEPARATOR.help,
+    ),
+]
 CommitIntervalOption = Annotated[int, setting_option(policy.COMMIT_INTERVAL_MS, WORKER_PANEL)]
 MaxBatchOption = Annotated[int, setting_option(policy.MAX_BATCH, WORKER_PANEL)]
 
@@ -311,17 +321,26 @@ def ledger_policy(
     effect_probability: EffectProbabilityOption = policy.EFFECT_PROBABILITY.default,
     holdout_salt: HoldoutSaltOption = policy.HOLDOUT_SALT.default,
     holdout_rate: HoldoutRateOption = policy.HOLDOUT_RATE.default,
+    critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
+    pattern_threshold: PatternThresholdOption = policy.PATTERN_THRESHOLD.default,
+    pattern_group_separator: PatternSeparatorOption = policy.PATTERN_GROUP_SEPARATOR.default,
 ) -> LedgerConfig:
     """The ledger policy of a command that runs the ledger (contract §5, §8,
-    §12, §21), as the core's LedgerConfig. Raises typer.BadParameter for a
-    holdout salt without a rate or a rate without a salt."""
+    §12, §21, §22, §23), as the core's LedgerConfig. Raises typer.BadParameter for a
+    holdout salt without a rate or a rate without a salt, and for an empty
+    pattern group separator."""
     if (holdout_salt is None) != (holdout_rate is None):
         raise typer.BadParameter(f"{policy.HOLDOUT_SALT.option} and {policy.HOLDOUT_RATE.option} are given together, or neither (contract §21.5)")
+    if pattern_group_separator == "":
+        raise typer.BadParameter("the pattern group separator is a non-empty text (leave it unset for one group)",
+                                 param_hint=policy.PATTERN_GROUP_SEPARATOR.option)
     return LedgerConfig(
         review_threshold=review_threshold, top_revisions_limit=top_revisions, provenance_horizon=provenance_horizon,
         max_pending_candidates=max_pending_candidates, near_duplicate_threshold=near_duplicate_threshold,
         effect_min_resolved=effect_min_resolved, effect_probability=effect_probability,
         holdout_salt=holdout_salt, holdout_rate=holdout_rate,
+        critical_review_threshold=critical_review_threshold,
+        pattern_threshold=pattern_threshold, pattern_group_separator=pattern_group_separator,
     )
 
 

@@ -21,9 +21,12 @@ from recurrence_ledger.cli.options import (
     BootstrapOption,
     HistoryLimitOption,
     KafkaConfigOption,
+    PatternSeparatorOption,
+    PatternThresholdOption,
     PrefixOption,
     RegistryOption,
     RewriteRedisOption,
+    CriticalThresholdOption,
     ThresholdOption,
     TopOption,
     TrendLimitOption,
@@ -135,7 +138,10 @@ def rebuild_command(
     topic_prefix: PrefixOption = "",
     review_threshold: ThresholdOption = policy.REVIEW_THRESHOLD.default,
     top_revisions: TopOption = policy.TOP_REVISIONS.default,
+    pattern_threshold: PatternThresholdOption = policy.PATTERN_THRESHOLD.default,
+    pattern_group_separator: PatternSeparatorOption = policy.PATTERN_GROUP_SEPARATOR.default,
     schema_registry_url: RegistryOption = None,
+    critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
     app_id: Annotated[str, app_id_option("The deployment's app id (its changelog holds the Unicode pin).")] = DEFAULT_APP_ID,
     accept_unicode_change: AcceptUnicodeOption = False,
     history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
@@ -146,9 +152,12 @@ def rebuild_command(
     Rebuilds streaks, statistics and the revisions view from the ledger
     topics alone, compares them with the latest statistics and
     revision-statistics records, and with --redis-url rewrites the Redis
-    view. Exit code 1 when the rebuilt views differ from the live ones; 2
+    view; rebuilds the pattern stage (contract §23) from the observations
+    and compares it with the signature-patterns and pattern-candidates
+    topics. Exit code 1 when the rebuilt views differ from the live ones; 2
     when the deployment's state was built on another Unicode version."""
     from recurrence_ledger.kafka.kafka_io import read_topic
+    from recurrence_ledger.ledger.patterns import rebuild_patterns
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
     from recurrence_ledger.read.rebuild import read_revision_statistics_topic, read_statistics_topic
     from recurrence_ledger.read.keys import default_namespace
@@ -162,10 +171,14 @@ def rebuild_command(
         observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
         latest = read_statistics_topic(connection, topic_prefix, codec=codec)
         live_rows = [row for rows in read_revision_statistics_topic(connection, topic_prefix, codec=codec).values() for row in rows.values()]
+        live_patterns = {(value["group"], value["signature_key"]): value
+                         for *_, value in read_topic(connection, catalogue.SIGNATURE_PATTERNS, topic_prefix=topic_prefix, codec=codec)}
+        live_candidates = {value["candidate_id"]: value
+                           for *_, value in read_topic(connection, catalogue.PATTERN_CANDIDATES, topic_prefix=topic_prefix, codec=codec)}
     surfaces = surfaces_from(latest.values(), live_rows)
-    rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces)
+    rebuilt = rebuild_views(observations, review_threshold, top_revisions, surfaces, critical_review_threshold)
     differences = compare(rebuilt, latest)
-    rebuilt_rows = rebuild_revisions(observations, review_threshold, surfaces)
+    rebuilt_rows = rebuild_revisions(observations, review_threshold, surfaces, critical_review_threshold)
     revision_differences = compare_revisions(rebuilt_rows, live_rows)
     table = Table(title=f"rebuilt from {len(observations)} observations", box=box.SIMPLE_HEAD)
     for column in ("scope", "selected", "recurred", "avoided", "unknown", "needing review", "top streak", "live view"):
@@ -184,6 +197,17 @@ def rebuild_command(
            f"{len(revision_differences)} DIFFER, e.g. " + ", ".join(f"{s} {a} r{r}" for s, a, r in revision_differences[:5])),
         highlight=False,
     )
+    if pattern_group_separator == "":
+        raise typer.BadParameter("the pattern group separator is a non-empty text", param_hint=policy.PATTERN_GROUP_SEPARATOR.option)
+    patterns, candidates = rebuild_patterns(observations, pattern_group_separator, pattern_threshold)
+    pattern_differences = sorted(key for key in set(patterns) | set(live_patterns) if patterns.get(key) != live_patterns.get(key))
+    candidate_differences = set(candidates) ^ {key for key, value in live_candidates.items() if value["threshold"] == pattern_threshold}
+    console.print(
+        f"signature patterns: {len(patterns)} rebuilt, {len(candidates)} pattern candidates, "
+        + ("equal to the signature-patterns and pattern-candidates topics" if not pattern_differences and not candidate_differences else
+           f"{len(pattern_differences)} patterns and {len(candidate_differences)} candidates DIFFER"),
+        highlight=False,
+    )
     if redis_url:
         records = [{**record, **rebuilt.get(scope_id, {})} for scope_id, record in latest.items()]
         view = command_redis_view(redis_url, default_namespace(topic_prefix))
@@ -198,6 +222,6 @@ def rebuild_command(
             history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
         console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes", highlight=False)
         console.print(history, highlight=False)
-    if any(differences.values()) or revision_differences:
+    if any(differences.values()) or revision_differences or pattern_differences or candidate_differences:
         raise typer.Exit(1)
 

@@ -5,7 +5,8 @@ against Kafka (contract §18) — ``list`` and ``show`` read the
 (``recurrence_ledger.kafka.review``), after the checks the API makes too:
 the candidate is known, not already decided, its scope's ``as_of_position``
 (from ``recurrence-statistics``) is the decision's position, a rejection has
-a reason, a fix revision is a higher revision of the candidate's artifact.
+a reason, a fix revision is a higher revision of the candidate's artifact;
+a rejection may carry a reason code (``--reason-code``, contract §24).
 
 A candidate is named by its candidate_id, or by any unique beginning of
 its hex digits (``3f9a1c``). The reviewer is ``--reviewer``: on Kafka who
@@ -18,6 +19,7 @@ error (a rejection without a reason, a bad --fix-revision).
 from __future__ import annotations
 
 import json
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -26,6 +28,7 @@ from rich.table import Table
 
 from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console
 from recurrence_ledger.cli.options import TOPICS_ACCESS, TopicsAccess, json_option, takes
+from recurrence_ledger.ledger.severity import REASON_CODES
 
 review_app = typer.Typer(help="Human decisions on review candidates (contract §18), against Kafka.", no_args_is_help=True, rich_markup_mode="rich")
 
@@ -37,6 +40,8 @@ ReviewScopeOption = Annotated[Optional[str], typer.Option("--scope", help="Only 
 CandidateArgument = Annotated[str, typer.Argument(help="The candidate_id (sha256:…) or a unique beginning of its hex digits.", show_default=False)]
 ReviewerOption = Annotated[str, typer.Option("--reviewer", help="Who decides (an identifier; recorded in the decision).", show_default=False)]
 ReviewJsonOption = Annotated[bool, json_option("Print JSON instead of a table.")]
+#: ``--reason-code`` of ``review reject``: the codes of contract §24 (``severity.REASON_CODES``).
+ReasonCode = Enum("ReasonCode", {code: code for code in REASON_CODES}, type=str)
 
 
 def _read(access: TopicsAccess, statistics: bool = False):  # noqa: ANN202 - lazy imports
@@ -166,7 +171,8 @@ def parse_fix_revision(text: str) -> dict:
     return {"family": "experience", "artifact_id": artifact_id, "revision": int(revision)}
 
 
-def decide(candidate: str, decision: str, reviewer: str, reason: str | None, fix_revision: dict | None, access: TopicsAccess) -> None:
+def decide(candidate: str, decision: str, reviewer: str, reason: str | None, fix_revision: dict | None, access: TopicsAccess,
+           reason_code: str | None = None) -> None:
     """Check and publish one decision (the module docstring)."""
     from recurrence_ledger.kafka.kafka_io import PublishError
     from recurrence_ledger.kafka.review import DecisionPublisher, DecisionRefused, new_decision
@@ -180,7 +186,7 @@ def decide(candidate: str, decision: str, reviewer: str, reason: str | None, fix
         raise typer.Exit(1)
     try:
         record = new_decision(value, topics.statuses.get(value["candidate_id"]), reviewer=reviewer, decision=decision, reason=reason,
-                              fix_revision=fix_revision, journal_position=position)
+                              fix_revision=fix_revision, journal_position=position, reason_code=reason_code)
     except DecisionRefused as refused:
         if refused.code == "invalid_value":
             raise typer.BadParameter(str(refused)) from None
@@ -224,6 +230,12 @@ def review_reject_command(
     reviewer: ReviewerOption,
     reason: Annotated[str, typer.Option("--reason", help="Why (required, not blank: a rejection stays auditable).", show_default=False)],
     access: TopicsAccess,
+    reason_code: Annotated[Optional[ReasonCode], typer.Option(
+        "--reason-code", show_default=False,
+        help="Why, counted (contract §24): false_cause, broad_scope, weak_evidence, duplicate, not_reproducible or other.")] = None,
 ) -> None:
-    """Reject a review candidate with a reason: publish the decision to review-decisions."""
-    decide(candidate, "rejected", reviewer, reason, None, access)
+    """Reject a review candidate with a reason: publish the decision to review-decisions.
+
+    --reason-code gives the reason a code the ledger counts in the
+    scope's rejected_by_reason (without one: unspecified)."""
+    decide(candidate, "rejected", reviewer, reason, None, access, reason_code.value if reason_code is not None else None)

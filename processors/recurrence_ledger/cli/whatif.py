@@ -60,6 +60,17 @@ def _baseline(setting: policy.Setting) -> Any:
                         help=f"The baseline's value (otherwise {setting.env}, else the default).", **extra)
 
 
+def _separator_option(baseline: bool) -> Any:
+    """The pattern group separator's option (a text, contract §23): the
+    alternative's, or with ``baseline`` the baseline's, read from
+    RL_PATTERN_GROUP_SEPARATOR when not given."""
+    setting = policy.PATTERN_GROUP_SEPARATOR
+    if baseline:
+        return typer.Option(f"--baseline-{setting.option.removeprefix('--')}", envvar=setting.env, rich_help_panel=BASELINE_PANEL,
+                            show_default=False, help=f"The baseline's value (otherwise {setting.env}, else unset: one group).")
+    return typer.Option(setting.option, rich_help_panel=ALTERNATIVE_PANEL, show_default=False, help=setting.help)
+
+
 def parse_sweep(text: str) -> Sweep:
     """``SETTING=RANGE``: SETTING one of :data:`SETTINGS`' names; RANGE a
     comma-separated list of values and ranges ``A..B`` (integers: every one
@@ -171,14 +182,21 @@ def what_if_command(
     provenance_horizon: Annotated[Optional[int], _alternative(policy.PROVENANCE_HORIZON)] = None,
     near_duplicate_threshold: Annotated[Optional[Fraction], _alternative(policy.NEAR_DUPLICATE_THRESHOLD)] = None,
     top_revisions: Annotated[Optional[int], _alternative(policy.TOP_REVISIONS)] = None,
+    critical_review_threshold: Annotated[Optional[int], _alternative(policy.CRITICAL_REVIEW_THRESHOLD)] = None,
+    pattern_threshold: Annotated[Optional[int], _alternative(policy.PATTERN_THRESHOLD)] = None,
+    pattern_group_separator: Annotated[Optional[str], _separator_option(baseline=False)] = None,
     sweep: Annotated[Optional[str], typer.Option(
         "--sweep", rich_help_panel=ALTERNATIVE_PANEL, show_default=False,
         help="Every value of one setting instead of one alternative: SETTING=RANGE, e.g. review-threshold=2..8, "
-             "near-duplicate-threshold=3/5..1:1/10, provenance-horizon=100,1000,10000, top-revisions=5..20:5.")] = None,
+             "near-duplicate-threshold=3/5..1:1/10, provenance-horizon=100,1000,10000, top-revisions=5..20:5, "
+             "critical-review-threshold=1..3.")] = None,
     baseline_review_threshold: Annotated[int, _baseline(policy.REVIEW_THRESHOLD)] = policy.REVIEW_THRESHOLD.default,
     baseline_provenance_horizon: Annotated[Optional[int], _baseline(policy.PROVENANCE_HORIZON)] = policy.PROVENANCE_HORIZON.default,
     baseline_near_duplicate_threshold: Annotated[Fraction, _baseline(policy.NEAR_DUPLICATE_THRESHOLD)] = policy.NEAR_DUPLICATE_THRESHOLD.default,
     baseline_top_revisions: Annotated[int, _baseline(policy.TOP_REVISIONS)] = policy.TOP_REVISIONS.default,
+    baseline_critical_review_threshold: Annotated[int, _baseline(policy.CRITICAL_REVIEW_THRESHOLD)] = policy.CRITICAL_REVIEW_THRESHOLD.default,
+    baseline_pattern_threshold: Annotated[int, _baseline(policy.PATTERN_THRESHOLD)] = policy.PATTERN_THRESHOLD.default,
+    baseline_pattern_group_separator: Annotated[Optional[str], _separator_option(baseline=True)] = policy.PATTERN_GROUP_SEPARATOR.default,
     max_pending_candidates: PendingCandidatesOption = policy.MAX_PENDING_CANDIDATES.default,
     from_topics: Annotated[bool, typer.Option("--from-topics", rich_help_panel=INPUT_PANEL,
                                               help="Read the deployment's input topics from the beginning to their current end "
@@ -199,7 +217,8 @@ def what_if_command(
     or every value of --sweep), and compares them per scope: review
     candidates added and removed, revisions needing review, admission
     decisions that change, outcomes the provenance horizon decided unlinked
-    (contract §20). Writes report.md, report.json, for a sweep chart.png,
+    (contract §20); and over all scopes the pattern candidates added and
+    removed (contract §23). Writes report.md, report.json, for a sweep chart.png,
     for one alternative its output files under ledger/, into --out only:
     never a topic, consumer group, state or Redis key of the deployment.
     Exit code: 0; 1 when Kafka or Redis refuses; 2 for a usage error (an
@@ -210,14 +229,21 @@ def what_if_command(
     if (journal is None) == (not from_topics):
         raise typer.BadParameter("give a JOURNAL file, or --from-topics to read the deployment's input topics (not both)", param_hint="JOURNAL")
     parsed = parse_sweep(sweep) if sweep is not None else None
+    if "" in (pattern_group_separator, baseline_pattern_group_separator):
+        raise typer.BadParameter("a pattern group separator is a non-empty text", param_hint=policy.PATTERN_GROUP_SEPARATOR.option)
     alternative_values = {"review_threshold": review_threshold, "provenance_horizon": provenance_horizon,
-                          "near_duplicate_threshold": near_duplicate_threshold, "top_revisions": top_revisions}
+                          "near_duplicate_threshold": near_duplicate_threshold, "top_revisions": top_revisions,
+                          "critical_review_threshold": critical_review_threshold,
+                          "pattern_threshold": pattern_threshold, "pattern_group_separator": pattern_group_separator}
     if parsed is not None and alternative_values[ATTRIBUTES[parsed.setting.name]] is not None:
         raise typer.BadParameter(f"--sweep {sweep} and {parsed.setting.option} name the same setting", param_hint="--sweep")
     options = {"review_threshold": (baseline_review_threshold, policy.REVIEW_THRESHOLD),
                "provenance_horizon": (baseline_provenance_horizon, policy.PROVENANCE_HORIZON),
                "near_duplicate_threshold": (baseline_near_duplicate_threshold, policy.NEAR_DUPLICATE_THRESHOLD),
-               "top_revisions": (baseline_top_revisions, policy.TOP_REVISIONS)}
+               "top_revisions": (baseline_top_revisions, policy.TOP_REVISIONS),
+               "critical_review_threshold": (baseline_critical_review_threshold, policy.CRITICAL_REVIEW_THRESHOLD),
+               "pattern_threshold": (baseline_pattern_threshold, policy.PATTERN_THRESHOLD),
+               "pattern_group_separator": (baseline_pattern_group_separator, policy.PATTERN_GROUP_SEPARATOR)}
     values = {name: value for name, (value, _) in options.items()}
     sources = {name: _source(ctx, f"baseline_{name}", setting) for name, (_, setting) in options.items()}
     redis_url = redis_url or settings().redis_url
@@ -280,7 +306,8 @@ def _print_summary(document: dict, markdown_path: Path) -> None:
                 f"{totals['scopes_with_differences']} scopes differ: review candidates +{totals['review_candidates_added']} "
                 f"-{totals['review_candidates_removed']}, revisions needing review +{totals['revisions_needing_review_added']} "
                 f"-{totals['revisions_needing_review_removed']}, admission decisions changed {totals['admission_decisions_changed']}, "
-                f"outcomes unlinked by the horizon +{totals['horizon_unlinked_added']} -{totals['horizon_unlinked_removed']}",
+                f"outcomes unlinked by the horizon +{totals['horizon_unlinked_added']} -{totals['horizon_unlinked_removed']}, "
+                f"pattern candidates +{totals['pattern_candidates_added']} -{totals['pattern_candidates_removed']}",
                 highlight=False,
             )
     console.print(f"report: {markdown_path.resolve()} (and report.json beside it)", highlight=False)

@@ -9,9 +9,9 @@ Their public names are importable from here too.
 
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import PIPE_WIDTH, file_progress, stdout_console
-from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary, journal_ledger, run_journal
+from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary, close_batch, journal_ledger, run_journal
 
 __all__ = [
-    "DEFAULT_VIEW_BATCH", "PIPE_WIDTH", "JsonlSink", "RunSummary", "file_progress", "journal_ledger", "journal_lines",
+    "DEFAULT_VIEW_BATCH", "PIPE_WIDTH", "JsonlSink", "RunSummary", "close_batch", "file_progress", "journal_ledger", "journal_lines",
     "run_journal", "stdout_console",
 ]

@@ -19,6 +19,7 @@ from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json_line
+from recurrence_ledger.ledger.patterns import PatternStage
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.catalogue import (
     ADMISSION_DECISIONS, DEAD_LETTER, MATCHES, OBSERVATIONS, OUTPUT_TOPICS, REVIEW_STATUS, REVISION_STATISTICS, SOURCE_JOURNAL, STATISTICS,
@@ -91,6 +92,18 @@ class JsonlSink:
                 summary.admission["near_duplicates"] += bool(emit.value["near_duplicates"])
 
 
+def close_batch(processor: LedgerProcessor, stage: PatternStage) -> list[Emit]:
+    """The end of a batch in one process: the scope stage's view records
+    (``end_batch``), then its pattern contributions applied to the pattern
+    stage — whose candidates (facts) follow — then the pattern stage's
+    view records (contract §8, §23.5). The contributions themselves are
+    internal and written nowhere."""
+    emits = processor.end_batch()
+    emits += stage.apply_all(emit.value for emit in processor.contributions())
+    emits += stage.end_batch()
+    return emits
+
+
 def run_journal(
     journal: Path,
     out_dir: Path,
@@ -108,7 +121,8 @@ def run_journal(
     on. Ledger facts are written as their events cause them; the view files
     (``recurrence-statistics``, ``revision-statistics``) get the changed
     keys' latest values every ``view_batch`` journal records (valid or not)
-    and at the end of the file (contract §8, ``LedgerProcessor.end_batch``).
+    and at the end of the file (contract §8, ``LedgerProcessor.end_batch``),
+    and so do the pattern stage's files (contract §23, :func:`close_batch`).
     ``validate_outputs`` validates every output against its pydantic
     model (tests). Raises ValueError for ``view_batch`` < 1, OSError if the
     journal cannot be read or the output written.
@@ -116,6 +130,7 @@ def run_journal(
     if view_batch < 1:
         raise ValueError("view_batch must be ≥ 1")
     processor = LedgerProcessor(config=config, validate_outputs=validate_outputs)
+    stage = PatternStage(threshold=processor.config.pattern_threshold, validate_outputs=validate_outputs)
     summary = RunSummary()
     size = journal.stat().st_size
     with contextlib.ExitStack() as stack:
@@ -128,7 +143,7 @@ def run_journal(
             summary.lines += 1
             sink.write(ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)), summary)
             if summary.lines % view_batch == 0:
-                sink.write(processor.end_batch(), summary)
+                sink.write(close_batch(processor, stage), summary)
                 # What survived the batch is the growing state: out of the
                 # collector's generations, so its collections stay the size
                 # of a batch (the worker does the same at every checkpoint;
@@ -137,7 +152,7 @@ def run_journal(
             if number % 512 == 0:
                 progress.update(task, completed=handle.tell())
         sink.write(processor.flush(), summary)
-        sink.write(processor.end_batch(), summary)
+        sink.write(close_batch(processor, stage), summary)
         progress.update(task, completed=size)
     return summary
 
@@ -150,6 +165,7 @@ def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> tuple[l
     from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, validate
 
     processor = LedgerProcessor(config=config)
+    stage = PatternStage(threshold=processor.config.pattern_threshold)
     events: list[tuple[str, dict]] = []
     outputs: dict[str, list[dict]] = {topic: [] for topic in OUTPUT_TOPICS}
     with open(journal, "rb") as handle:
@@ -161,6 +177,6 @@ def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> tuple[l
                 pass
             for emit in ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)):
                 outputs[emit.topic].append(emit.value)
-    for emit in [*processor.flush(), *processor.end_batch()]:
+    for emit in [*processor.flush(), *close_batch(processor, stage)]:
         outputs[emit.topic].append(emit.value)
     return events, outputs

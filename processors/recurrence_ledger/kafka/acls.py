@@ -5,9 +5,12 @@ A deployment is its topic prefix and app id (group ``<prefix><app_id>``,
 contract §1). Roles, each for one principal:
 
 - ``worker``: what ``recurrence-ledger worker`` does — Read the input
-  topics, Write the output topics, Read+Write its state changelog
-  ``<prefix><app_id>-ledger-state-changelog`` and Create it (the worker
-  creates the changelog with the inputs' partition count on its first
+  topics, Write the output topics, Read+Write the internal repartition
+  topic (contract §23.5: the scope stage writes it, the pattern stage
+  reads it), Read+Write its state changelogs
+  ``<prefix><app_id>-ledger-state-changelog`` and
+  ``<prefix><app_id>-pattern-state-changelog`` and Create them (the worker
+  creates the changelogs with the inputs' partition count on its first
   start); Read the consumer group ``<prefix><app_id>`` and Describe its
   ``<prefix><app_id>-restore`` group (the changelog restore consumer
   assigns partitions and commits nothing, but librdkafka looks up the
@@ -130,9 +133,11 @@ def role_acls(role: str, principal: str, topic_prefix: str = "", app_id: str = "
     if role == "replay":
         replay_group = Acl("GROUP", catalogue.replay_group(group), "LITERAL", "DESCRIBE", principal)
         return _topics(principal, everything, ("READ",)) + _topics(principal, outputs, ("WRITE",)) + [reader_group, replay_group]
-    changelog = catalogue.physical(catalogue.changelog_name(app_id), topic_prefix)
+    changelogs = [catalogue.physical(name(app_id), topic_prefix) for name in (catalogue.changelog_name, catalogue.pattern_changelog_name)]
+    internal = [catalogue.physical(name, topic_prefix) for name in catalogue.INTERNAL_TOPICS]
     acls = _topics(principal, inputs, ("READ",)) + _topics(principal, outputs, ("WRITE",))
-    acls += _topics(principal, [changelog], ("READ", "WRITE", "CREATE"))
+    acls += _topics(principal, internal, ("READ", "WRITE"))  # the repartition topic: the scope stage writes it, the pattern stage reads it
+    acls += _topics(principal, changelogs, ("READ", "WRITE", "CREATE"))
     if create_topics:
         acls += _topics(principal, everything, ("CREATE",))
     acls.append(Acl("GROUP", group, "LITERAL", "READ", principal))

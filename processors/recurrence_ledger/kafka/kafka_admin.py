@@ -26,7 +26,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPa
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, NewTopic, OffsetSpec
 
 from recurrence_ledger.kafka.client_config import Bootstrap, client_config
-from recurrence_ledger.catalogue import CATALOGUE, changelog_name, physical, replay_group, view_follower_group
+from recurrence_ledger.catalogue import CATALOGUE, changelog_name, pattern_changelog_name, physical, replay_group, view_follower_group
 
 #: Seconds create_topics may take in all: the controller creating the
 #: topics, then every partition being served by its leader.
@@ -261,11 +261,13 @@ _COORDINATOR_BUSY = frozenset({KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaErr
 
 def deployment_resources(topic_prefix: str, app_id: str) -> tuple[list[str], list[str]]:
     """``(topics, consumer groups)`` of one deployment: every catalogue topic
-    under ``topic_prefix`` and the state changelog; the worker's group
+    under ``topic_prefix`` (the repartition topic too) and the two state
+    changelogs (the scope stage's and the pattern stage's); the worker's group
     ``<prefix><app_id>``, its replay group and its view followers' group
     ``<prefix><app_id>-view``."""
     group = physical(app_id, topic_prefix)
-    topics = [physical(spec.name, topic_prefix) for spec in CATALOGUE] + [physical(changelog_name(app_id), topic_prefix)]
+    topics = [physical(spec.name, topic_prefix) for spec in CATALOGUE]
+    topics += [physical(changelog_name(app_id), topic_prefix), physical(pattern_changelog_name(app_id), topic_prefix)]
     return topics, [group, replay_group(group), view_follower_group(app_id, topic_prefix)]
 
 

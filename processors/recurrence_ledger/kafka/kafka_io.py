@@ -155,14 +155,28 @@ def prepare_line(line: bytes, fmt: str = AVRO, per_kind: bool = False, codec: Co
     """
     try:
         kind, value = decode_journal_line(line)
-        event = validate(kind, value)
-        key = event["scope_id"].encode("utf-8")
-        if per_kind:
-            return Prepared(kind, key, codec.encode(BY_NAME[kind].schema, event, fmt, topic=topic_prefix + kind), False)
-        envelope = {"topic": kind, "value": event}
-        return Prepared(SOURCE_JOURNAL, key, codec.encode("SourceEvent", envelope, fmt, topic=topic_prefix + SOURCE_JOURNAL), False)
+        return prepare_event(kind, validate(kind, value), fmt, per_kind, codec, topic_prefix)
     except (BadRecord, ValueError, TypeError, UnicodeEncodeError):
         return Prepared(SOURCE_JOURNAL, _scope_key(line), line, True)
+
+
+def prepare_event(kind: str, event: dict, fmt: str = AVRO, per_kind: bool = False, codec: Codec = FIXED, topic_prefix: str = "") -> Prepared:
+    """The record of one validated event (``intake.validate``'s canonical
+    form) of input topic ``kind``, keyed by its UTF-8 scope_id (contract
+    §1): on ``source-journal`` the SourceEvent ``{"topic": kind, "value":
+    event}``, or with ``per_kind`` the event on its kind's own topic;
+    ``fmt`` "avro" (framed by ``codec`` for the topic under
+    ``topic_prefix``) or "json" (canonical JSON). Shared by
+    :func:`prepare_line` and the client library's ``Publisher``.
+
+    Raises ValueError/TypeError when the value does not encode,
+    UnicodeEncodeError for a scope_id with a lone surrogate, RegistryError
+    when a Schema Registry refuses or does not answer."""
+    key = event["scope_id"].encode("utf-8")
+    if per_kind:
+        return Prepared(kind, key, codec.encode(BY_NAME[kind].schema, event, fmt, topic=topic_prefix + kind), False)
+    envelope = {"topic": kind, "value": event}
+    return Prepared(SOURCE_JOURNAL, key, codec.encode("SourceEvent", envelope, fmt, topic=topic_prefix + SOURCE_JOURNAL), False)
 
 
 def publisher_config(bootstrap: Bootstrap) -> dict[str, Any]:

@@ -4,6 +4,8 @@
 - in: :func:`process_message` decodes one consumed record (key, value
   through the deployment's codec) and applies it, turning a bad record into
   its dead-letter emit and a failure of the core into :class:`CoreFailure`;
+  :func:`process_contribution` does the same for a record of the pattern
+  stage's repartition topic (contract §23.5);
 - out: :class:`Outputs` turns the core's emits into the records a producer
   sends — physical topic (the deployment's prefix), key (:func:`emit_key`:
   the emit's scope key, or the input's own key for a dead letter), value
@@ -21,12 +23,15 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from confluent_kafka import Message
+from pydantic import ValidationError
 
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import DEAD_LETTER
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, dead_letter, ingest
+from recurrence_ledger.ledger.patterns import PatternStage
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
+from recurrence_ledger.ledger.records import PatternContribution
 from recurrence_ledger.store.base import StoreError
 from recurrence_ledger.serde import codec
 
@@ -94,6 +99,32 @@ def ingest_record(processor: LedgerProcessor, logical_topic: str, raw_key: bytes
         except UnicodeDecodeError:
             key_error = "record key is not UTF-8, so it cannot be a scope_id (contract §1)"
     return ingest(processor, kind, value, raw or b"", coordinates, key_error=key_error)
+
+
+def process_contribution(stage: PatternStage, message: Message, wire: codec.Codec = codec.FIXED) -> list[Emit]:
+    """Decode one record of the repartition topic (a PatternContribution,
+    contract §23.5) and apply it to the pattern ``stage``. Returns the
+    emits (a PatternCandidate when the threshold is reached), or one
+    dead-letter emit for a record that does not decode or validate (the
+    worker writes this topic itself, so that is a bug or a foreign writer).
+    Raises CoreFailure when the stage raised, RegistryError and StoreError
+    like :func:`process_message`."""
+    raw = message.value()
+    key = (message.key() or b"").decode("utf-8", "replace")
+    coordinates = Coordinates(message.topic(), message.partition(), message.offset(), key)
+    try:
+        value = PatternContribution.model_validate(wire.decode_value(raw or b"", ("PatternContribution",))).model_dump(mode="json")
+    except BadRecord as bad:
+        return [dead_letter(coordinates, raw or b"", bad.reason, bad.message)]
+    except ValidationError as error:
+        return [dead_letter(coordinates, raw or b"", "invalid_value", f"not a PatternContribution: {error}"[:1000])]
+    try:
+        return stage.apply(value)
+    except StoreError:
+        raise
+    except Exception as error:
+        log.exception("internal error on %s[%d]@%d", message.topic(), message.partition(), message.offset())
+        raise CoreFailure(coordinates, raw or b"", error) from error
 
 
 def emit_key(emit: Emit, raw_key: bytes | None) -> bytes | None:

@@ -84,18 +84,20 @@ def new_decision(
     fix_revision: Mapping | None,
     journal_position: int,
     decided_at: str | None = None,
+    reason_code: str | None = None,
 ) -> dict:
     """The ReviewDecision (contract §18, canonical form: every field) of
     ``reviewer`` on ``candidate`` (a ReviewCandidate dict) whose last known
     ReviewStatus is ``status`` (None: none known yet, so open), at
     ``journal_position`` (the scope's current ``as_of_position``: a
     decision does not use up its position), decided ``decided_at`` (default
-    :func:`utc_now`), its id :func:`decision_id`.
+    :func:`utc_now`), its id :func:`decision_id`; ``reason_code`` (contract
+    §24): why a rejection rejects, one of the six codes, or None.
 
     Raises DecisionRefused: ``already_decided`` when ``status`` is approved
     or rejected; ``invalid_value`` for a decision that is neither approved
     nor rejected, a rejection without a non-blank reason or with a
-    fix_revision, a fix_revision that is not a higher revision of the
+    fix_revision, a reason_code with an approval or outside the six codes, a fix_revision that is not a higher revision of the
     candidate's own artifact, or a field that breaks the ReviewDecision
     model (a reason over 16,384 characters, a reviewer that is not an
     identifier, …)."""
@@ -108,6 +110,8 @@ def new_decision(
             raise DecisionRefused("invalid_value", "a rejection needs a reason that is not blank (contract §18: it stays auditable)")
         if fix_revision is not None:
             raise DecisionRefused("invalid_value", "a rejection names no fix_revision (only an approval does)")
+    elif reason_code is not None:
+        raise DecisionRefused("invalid_value", "a reason_code is only given with a rejection (contract §24)")
     if fix_revision is not None:
         check_fix_revision(candidate["artifact_ref"], fix_revision)
     decided_at = decided_at or utc_now()
@@ -115,6 +119,7 @@ def new_decision(
         "scope_id": candidate["scope_id"], "decision_id": decision_id(candidate["candidate_id"], reviewer, decided_at),
         "candidate_id": candidate["candidate_id"], "journal_position": journal_position, "decision": decision, "reason": reason,
         "reviewer": reviewer, "decided_at": decided_at, "fix_revision": dict(fix_revision) if fix_revision is not None else None,
+        "reason_code": reason_code,
     }
     try:
         return ReviewDecision.model_validate(value).model_dump(mode="json")

@@ -8,14 +8,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from recurrence_ledger import policy
+from recurrence_ledger.ledger.severity import is_critical
 
 
 @dataclass(frozen=True)
 class LedgerConfig:
-    """Deployment policy (contract §5, §8, §12, §21); every default and bound is
+    """Deployment policy (contract §5, §8, §12, §21, §22, §23); every default and bound is
     the :mod:`recurrence_ledger.policy` setting of the same name.
 
     - ``review_threshold``: streak at which a revision needs review.
+    - ``critical_review_threshold``: the same for a critical revision
+      (contract §22: ``needs_review``, ``needing_review``, its review
+      candidates and a critical fix revision's ``failed``).
     - ``top_revisions_limit``: N of ``top_revisions``.
     - ``provenance_horizon``: how many journal positions a pending outcome
       may wait, counted on its scope's ``as_of_position``, before it is
@@ -33,6 +37,11 @@ class LedgerConfig:
     - ``near_duplicate_threshold``: admission rule 5's Sørensen–Dice score
       at which a current head is a near-duplicate of a candidate (§12), an
       exact fraction in (0, 1] (default 4/5), compared exactly.
+    - ``pattern_threshold``: contributing scopes at which a signature of a
+      pattern group becomes a PatternCandidate (§23.4).
+    - ``pattern_group_separator``: None puts every scope in the group
+      ``""``; a text cuts a scope_id at its first occurrence (§23.1). An
+      empty text is refused.
 
     - ``effect_min_resolved``, ``effect_probability``: §21.4's effect
       verdict — each arm needs that many resolved observations, and a
@@ -56,13 +65,20 @@ class LedgerConfig:
     effect_probability: Fraction = policy.EFFECT_PROBABILITY.default
     holdout_salt: str | None = policy.HOLDOUT_SALT.default
     holdout_rate: Fraction | None = policy.HOLDOUT_RATE.default
+    critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default
+    pattern_threshold: int = policy.PATTERN_THRESHOLD.default
+    pattern_group_separator: str | None = policy.PATTERN_GROUP_SEPARATOR.default
 
     def __post_init__(self) -> None:
         policy.REVIEW_THRESHOLD.check(self.review_threshold)
+        policy.CRITICAL_REVIEW_THRESHOLD.check(self.critical_review_threshold)
         policy.TOP_REVISIONS.check(self.top_revisions_limit)
         policy.PROVENANCE_HORIZON.check(self.provenance_horizon)
         policy.MAX_PENDING_CANDIDATES.check(self.max_pending_candidates)
         policy.NEAR_DUPLICATE_THRESHOLD.check(self.near_duplicate_threshold)
+        policy.PATTERN_THRESHOLD.check(self.pattern_threshold)
+        if self.pattern_group_separator is not None and not (isinstance(self.pattern_group_separator, str) and self.pattern_group_separator):
+            raise ValueError(f"pattern_group_separator must be a non-empty text or None, got {self.pattern_group_separator!r}")
         if not isinstance(self.near_duplicate_threshold, Fraction) or not 0 < self.near_duplicate_threshold <= 1:
             raise ValueError(f"near_duplicate_threshold must be a Fraction in (0, 1], got {self.near_duplicate_threshold!r}")
         policy.EFFECT_MIN_RESOLVED.check(self.effect_min_resolved)
@@ -84,5 +100,7 @@ def review_threshold_of(config: LedgerConfig, failure: dict | None) -> int:
     ReviewCandidate, and — as a fix revision — its repair has failed
     (§18). Every rule that needs a revision's threshold asks here, so a
     threshold of its own for some revisions (§22: critical ones) is one
-    change. Today every revision has ``config.review_threshold``."""
-    return config.review_threshold
+    change. A critical revision (§22, ``severity.is_critical``) has
+    ``config.critical_review_threshold``, every other
+    ``config.review_threshold``."""
+    return config.critical_review_threshold if is_critical(failure) else config.review_threshold

@@ -65,7 +65,7 @@ from recurrence_ledger.ledger.deadletter import (  # noqa: F401 - the shell's na
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.catalogue import BY_NAME, REVIEW_DECISIONS, SOURCE_JOURNAL
-from recurrence_ledger.ledger.models import SOURCE_KINDS
+from recurrence_ledger.ledger.models import SOURCE_KINDS, Value
 
 #: Largest record accepted (bytes). Kafka's default message.max.bytes is ~1 MiB.
 MAX_RECORD_BYTES = 1_048_576
@@ -241,14 +241,14 @@ def _reason(error: dict) -> str:
     return "invalid_value"
 
 
-def validate(topic: str, value: Any) -> dict:
+def parse(topic: str, value: Any) -> Value:
     """Validate a decoded value as the event kind of input ``topic`` and
-    return its canonical form (the model's JSON dump, every field present) —
-    what ``LedgerProcessor.apply`` takes.
+    return the model instance (``recurrence_ledger.ledger.models``).
 
     The value is checked once, by its pydantic model (the one statement of
     the contract §3 rules), which also gives the dead-letter reason and
-    message.
+    message. The client library (``recurrence_ledger.client``) refuses an
+    event with the same reason before it is sent.
 
     Raises BadRecord(unknown_topic | missing_field | unexpected_field |
     wrong_type | too_long | invalid_value) using the first pydantic error.
@@ -257,11 +257,18 @@ def validate(topic: str, value: Any) -> dict:
     if model is None:
         raise BadRecord("unknown_topic", f"unknown input topic {topic[:100]!r}")
     try:
-        return model.model_validate(value).model_dump(mode="json")
+        return model.model_validate(value)
     except ValidationError as error:
         first = error.errors(include_url=False)[0]
         location = ".".join(str(part) for part in first["loc"]) or "(record)"
         raise BadRecord(_reason(first), f"{model.__name__}.{location}: {first['msg']}") from None
+
+
+def validate(topic: str, value: Any) -> dict:
+    """The canonical form of a decoded value of input ``topic`` (the model's
+    JSON dump of :func:`parse`, every field present) — what
+    ``LedgerProcessor.apply`` takes. Raises BadRecord as :func:`parse`."""
+    return parse(topic, value).model_dump(mode="json")
 
 
 def origin(coordinates: Coordinates, raw: bytes) -> dict:

@@ -78,6 +78,10 @@ RepairSurface = Literal["experience_content", "working_state", "recall_policy", 
 OutcomeStatus = Literal["completed", "failed", "blocked", "cancelled", "timed_out"]
 CheckStatus = Literal["passed", "failed", "timed_out", "unavailable", "skipped", "cancelled", "unknown"]
 Basis = Literal["verified", "declared"]
+#: contract §22 (rev. 4): the severity of a failure record, lowest first;
+#: null (absent) is unrated. Any other value, also another spelling such as
+#: ``Critical``, is ``invalid_value``.
+Severity = Literal["low", "medium", "high", "critical"]
 
 
 class Value(BaseModel):
@@ -156,11 +160,13 @@ class FailureVerification(Value):
 
 
 class FailureRecord(Value):
-    """FailureRecord (contract §3): signature, repair_surface, verification."""
+    """FailureRecord (contract §3): signature, repair_surface, verification;
+    since revision 4 ``severity`` (§22: :data:`Severity` or None, unrated)."""
 
     signature: FailureSignature
     repair_surface: RepairSurface
     verification: FailureVerification
+    severity: Severity | None = None
 
 
 class ExperienceContent(Value):
@@ -334,11 +340,14 @@ class CandidateVerification(Value):
 
 class CandidateFailure(Value):
     """The proposed FailureRecord; ``repair_surface`` and ``verification``
-    may be absent (admission rules 3 and 4 reject it then)."""
+    may be absent (admission rules 3 and 4 reject it then); ``severity`` as
+    on a FailureRecord (contract §22, rev. 4: an unknown value is
+    ``invalid_value``)."""
 
     signature: CandidateSignature
     repair_surface: RepairSurface | None = None
     verification: CandidateVerification | None = None
+    severity: Severity | None = None
 
 
 class CandidateContent(Value):
@@ -377,6 +386,9 @@ class ExperienceCandidate(Value):
 # --------------------------------------------------------------------- §18 review decisions
 
 ReviewVerdict = Literal["approved", "rejected"]
+#: contract §24 (rev. 4): why a candidate was rejected, in the contract's
+#: order; only with ``rejected``.
+RejectionReason = Literal["false_cause", "broad_scope", "weak_evidence", "duplicate", "not_reproducible", "other"]
 #: contract §18: ``decided_at`` is an RFC 3339 timestamp in UTC — date,
 #: ``T``, time with optional fraction, then ``Z`` or ``+00:00`` (RFC 3339
 #: allows a lower-case ``t`` and ``z``); the date and time must exist.
@@ -413,8 +425,10 @@ class ReviewDecision(Value):
     ``decided_at`` an RFC 3339 UTC timestamp, shown and measured, never used
     for ordering. ``fix_revision`` only with ``approved``: an Experience
     ArtifactRef, which the processor checks is a higher revision of the
-    candidate's own artifact once it knows the candidate. Breaking a rule
-    here is ``invalid_value`` (a reason over 16,384 characters ``too_long``).
+    candidate's own artifact once it knows the candidate. ``reason_code``
+    (contract §24, rev. 4): a :data:`RejectionReason` or None, only with
+    ``rejected``. Breaking a rule here is ``invalid_value`` (a reason over
+    16,384 characters ``too_long``).
     """
 
     scope_id: Id
@@ -426,9 +440,12 @@ class ReviewDecision(Value):
     reviewer: Id
     decided_at: Annotated[str, AfterValidator(_utc_timestamp)]
     fix_revision: ArtifactRef | None = None
+    reason_code: RejectionReason | None = None
 
     @model_validator(mode="after")
     def _decision_rules(self) -> ReviewDecision:
+        if self.reason_code is not None and self.decision != "rejected":
+            raise ValueError("reason_code is only given with a rejected decision (contract §24)")
         if self.decision == "rejected":
             if self.reason is None or is_blank(self.reason):
                 raise ValueError("a rejected decision needs a reason that is not blank")
@@ -437,6 +454,41 @@ class ReviewDecision(Value):
         if self.fix_revision is not None and self.fix_revision.family != "experience":
             raise ValueError("fix_revision must be an Experience revision (family 'experience')")
         return self
+
+
+def identity_content(kind: str, value: dict) -> dict:
+    """The content of a source event in canonical form (``intake.validate``)
+    that its identity compares (contract §3: the same identity with other
+    content is ``identity_conflict``): the event without the revision-4
+    fields it leaves null — a failure block's ``severity`` (§22) and a
+    review decision's ``reason_code`` (§24) — so an event sent before
+    revision 4, and sent again after it, is still the same event and its
+    ledger facts stay the same bytes. ``value`` is not changed."""
+    if kind == REVIEW_DECISIONS:
+        if "reason_code" in value and value["reason_code"] is None:
+            return {name: item for name, item in value.items() if name != "reason_code"}
+        return value
+    if kind in (EXPERIENCE_REVISIONS, EXPERIENCE_CANDIDATES):
+        content = value["content"]
+        failure = content.get("failure")
+        if failure is not None and "severity" in failure and failure["severity"] is None:
+            failure = {name: item for name, item in failure.items() if name != "severity"}
+            return {**value, "content": {**content, "failure": failure}}
+    return value
+
+
+#: A count (contract §8 ff.): a non-negative integer.
+Count = Annotated[int, Field(ge=0)]
+
+
+class TaskOutcomeItemRef(Value):
+    """contract §4: a ledger-local locator of one embedded item of a Task
+    Outcome; ``item_digest`` = digest of that item (see ``normalize.item_digest``)."""
+
+    task_outcome_ref: SourceRef
+    item_kind: Literal["observation", "check"]
+    item_index: Annotated[int, Field(ge=0)]
+    item_digest: Digest
 
 
 #: Input topic (contract §1) → the event kind it carries. The journal file's

@@ -14,11 +14,12 @@ import bisect
 from collections.abc import Callable
 
 from recurrence_ledger.catalogue import CANDIDATE_SETS, HOLDOUT_OBSERVATIONS, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES
-from recurrence_ledger.ledger import chain, matching, verdicts, withheld
+from recurrence_ledger.ledger import chain, matching, patterns, verdicts, withheld
 from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.ledger.state import LedgerState
+from recurrence_ledger.ledger.severity import count_recurred
 from recurrence_ledger.ledger.streaks import count_ambiguous, count_selected, record_verdict
 from recurrence_ledger.ledger.validation import check_record
 
@@ -42,6 +43,8 @@ class OutcomeDecisions:
     hook: PolicyHook | None
     #: Revisions (artifact_id, revision) the current event changed; see ``_finish_scope``.
     _revisions_touched: dict[tuple[str, int], None]
+    #: (scope_id, signature_key) whose recurred count changed in the batch (contract §23.5).
+    _patterns_touched: dict[tuple[str, str], None]
     _emit: Callable[[list[Emit], str, str, dict], None]
     #: A ReviewCandidate was published (``reviews.ReviewLoop``, contract §18).
     _on_review_candidate: Callable[[str, dict, int, list[Emit]], None]
@@ -182,7 +185,10 @@ class OutcomeDecisions:
                         reason = verdicts.unknown_reason(len(hits), signature_key in ambiguous_cues, binding)
                 self._emit(emits, OBSERVATIONS, scope_id, verdicts.observation("selected", scope_id, outcome, ref, signature_key, **link))
                 scope["selected"] += 1
-                count_selected(state, scope_id, ref, signature_key, failure["repair_surface"], reason, scope, self.config.review_threshold)
+                count_selected(
+                    state, scope_id, ref, signature_key, failure["repair_surface"], reason, scope, self.config.review_threshold,
+                    failure.get("severity"),
+                )
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
                 withheld.count_treated(state, self.config, scope_id, resolution.handoff_ref, ref, failure, record and record["event"])
                 _surface_count(scope, failure["repair_surface"], "selected")
@@ -190,7 +196,7 @@ class OutcomeDecisions:
                 if record is None:
                     continue
                 scope["linked_verdicts"] += 1
-                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, linked=True, failure=failure)
+                candidates += self._verdict(scope, scope_id, record, failure, emits, linked=True)
             self._withheld_set(scope, scope_id, outcome, resolution, evidence, items, emits)
         else:
             scope["max_unlinked_position"] = max(scope["max_unlinked_position"], position)
@@ -203,7 +209,7 @@ class OutcomeDecisions:
                     "recurred", scope_id, outcome, match["artifact_ref"], match["signature_key"],
                     failure_ref=failure_ref, match_digest=match["match_digest"],
                 )
-                candidates += self._verdict(scope, scope_id, record, failure["repair_surface"], emits, failure=failure)
+                candidates += self._verdict(scope, scope_id, record, failure, emits)
         for candidate in candidates:
             self._emit(emits, REVIEW_CANDIDATES, scope_id, candidate)
             self._on_review_candidate(scope_id, candidate, position, emits)
@@ -254,26 +260,33 @@ class OutcomeDecisions:
             scope["ambiguous_matches"] = scope.get("ambiguous_matches", 0) + 1
             for ref in eligible:
                 failure = self.state.get("experience", scope_id, ref["artifact_id"], ref["revision"])["failure"]
-                count_ambiguous(self.state, scope_id, ref, failure["signature_key"], failure["repair_surface"])
+                count_ambiguous(self.state, scope_id, ref, failure["signature_key"], failure["repair_surface"], failure.get("severity"))
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
 
-    def _verdict(self, scope: dict, scope_id: str, record: dict, repair_surface: str, emits: list[Emit], linked: bool = False,
-                 failure: dict | None = None) -> list[dict]:
-        """Publish the terminal verdict ``record`` of a revision (its
-        ``repair_surface``, its stored ``failure`` block) and apply it to the
-        revision's runs (contract §7, §8) with the revision's review
-        threshold (``review_threshold_of``); returns the ReviewCandidates it
+    def _verdict(self, scope: dict, scope_id: str, record: dict, failure: dict, emits: list[Emit], linked: bool = False) -> list[dict]:
+        """Publish the terminal verdict ``record`` of a revision (its stored
+        ``failure`` block) and apply it to the revision's runs (contract
+        §7, §8) with the revision's review threshold (``review_threshold_of``:
+        the critical one for a critical revision, §22; ``binding_suspect``
+        keeps the review threshold); returns the ReviewCandidates it
         publishes."""
+        repair_surface, severity = failure["repair_surface"], failure.get("severity")
         self._emit(emits, OBSERVATIONS, scope_id, record)
         scope[record["event"]] += 1
+        if record["event"] == "recurred":
+            count_recurred(scope, severity)
         _surface_count(scope, repair_surface, record["event"])
         if record["event"] == "recurred" and record["handoff_ref"] is not None:
             scope["linked_recurred"] = scope.get("linked_recurred", 0) + 1
         self._revisions_touched[(record["artifact_ref"]["artifact_id"], record["artifact_ref"]["revision"])] = None
         published = record_verdict(
             self.state, scope, scope_id, record["artifact_ref"], record["signature_key"], repair_surface,
-            record["event"], record["task_outcome_position"], record["failure_ref"], review_threshold_of(self.config, failure), linked,
+            record["event"], record["task_outcome_position"], record["failure_ref"], self.config.review_threshold, linked,
+            severity, review_threshold_of(self.config, failure),
         )
+        if record["event"] == "recurred":  # contract §23.2: a RecurrenceObservation, never a holdout's control verdict
+            patterns.count_recurred(self.state, scope_id, record["signature_key"])
+            self._patterns_touched[(scope_id, record["signature_key"])] = None
         if self.hook is not None:
             self.hook.verdict_recorded(self.state, scope_id, record, repair_surface, published)
         return published

@@ -42,16 +42,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from recurrence_ledger.ledger import admission, causal, chain, matching, records, withheld
+from recurrence_ledger.ledger import admission, causal, chain, matching, patterns, records, withheld
 from recurrence_ledger.ledger.candidates import CandidateAdmission
 from recurrence_ledger.ledger.reviews import ReviewLoop
 from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.holdout_records import HoldoutObservation
+from recurrence_ledger.ledger.models import identity_content
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.normalize import digest, normalize
 from recurrence_ledger.ledger.outcomes import OutcomeDecisions
 from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
 from recurrence_ledger.ledger.state import LedgerState, Store
-from recurrence_ledger.ledger.statistics import revision_key, revision_statistics, scope_statistics
+from recurrence_ledger.ledger.statistics import revision_key, revision_statistics, scope_statistics, with_effect
 from recurrence_ledger.ledger.validation import check_record
 from recurrence_ledger.catalogue import (
     ADMISSION_DECISIONS,
@@ -84,7 +86,7 @@ _OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     ADMISSION_DECISIONS: records.AdmissionDecision,
     CANDIDATE_SETS: records.CandidateSet,
     REVIEW_STATUS: records.ReviewStatus,
-    HOLDOUT_OBSERVATIONS: records.HoldoutObservation,
+    HOLDOUT_OBSERVATIONS: HoldoutObservation,
 }
 
 
@@ -138,6 +140,10 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         # (contract §18): scope_id → artifact ids; see end_batch.
         self._review_dirty: dict[str, dict[str, None]] = {}
         self._review_dirty_at_mark: dict[str, dict[str, None]] = {}
+        # The batch's (scope_id, signature_key) whose recurred count changed
+        # (contract §23.5); see contributions.
+        self._patterns_touched: dict[tuple[str, str], None] = {}
+        self._patterns_at_mark: dict[tuple[str, str], None] = {}
 
     # -- public ---------------------------------------------------------------
     @property
@@ -165,7 +171,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         position = value["journal_position"]
         identity = _identity(kind, value)
         try:
-            content_digest = digest(withheld.identity_value(value) if kind == HANDOFF_REVISIONS else value)
+            content_digest = digest(withheld.identity_value(value) if kind == HANDOFF_REVISIONS else identity_content(kind, value))
         except ValueError as error:  # e.g. a lone surrogate: no canonical form, no identity
             return ApplyResult(rejection=Rejection("invalid_value", str(error)))
         state = self.state
@@ -280,14 +286,17 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
             revisions = self._dirty.get(scope_id, {})
             scope = state.scope(scope_id)
             for artifact_id, revision in sorted(revisions):
-                record = revision_statistics(state, scope_id, artifact_id, revision, threshold)
-                record["effect"] = withheld.effect(  # contract §21.4: only revisions changed in the batch
-                    state, self.config, scope, scope_id, artifact_id, revision, state.get("streak", scope_id, artifact_id, revision),
+                record = with_effect(  # contract §21.4: the effect of only revisions changed in the batch
+                    revision_statistics(state, scope_id, artifact_id, revision, threshold, self.config.critical_review_threshold),
+                    withheld.effect(state, self.config, scope, scope_id, artifact_id, revision, state.get("streak", scope_id, artifact_id, revision)),
                 )
                 self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
             artifacts = {artifact_id for artifact_id, _ in revisions} | self._review_dirty.get(scope_id, {}).keys()
             self._review_rows(scope, scope_id, artifacts, emits)
-            statistics = {**scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold), **withheld.scope_figures(scope)}
+            statistics = {
+                **scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold, self.config.critical_review_threshold),
+                **withheld.scope_figures(scope),
+            }
             published = digest(statistics)
             if scope.get("published_digest") != published:
                 scope["published_digest"] = published
@@ -299,9 +308,27 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         self._review_dirty.clear()
         return emits
 
+    def contributions(self) -> list[Emit]:
+        """Close a batch of the pattern stage's input (contract §23.5): for
+        every (scope, signature_key) whose count of recurred verdicts
+        changed since the last call, the scope's new absolute count as a
+        PatternContribution on the repartition topic, keyed by ``{group,
+        signature_key}`` (``patterns.contribution``), in code point order of
+        (scope_id, signature_key). The worker calls it with ``end_batch``,
+        in the same transaction; the embedded runner feeds them to its
+        ``PatternStage``. Reads state only."""
+        separator = self.config.pattern_group_separator
+        emits = [
+            patterns.contribution(scope_id, signature_key, patterns.recurred_count(self.state, scope_id, signature_key), separator)
+            for scope_id, signature_key in sorted(self._patterns_touched)
+        ]
+        self._patterns_touched.clear()
+        return emits
+
     def mark(self) -> None:
         """Remember the batch's view marks as they are now: the runtime made
         the current state its rollback point (see :meth:`rolled_back`)."""
+        self._patterns_at_mark = dict(self._patterns_touched)
         self._dirty_at_mark = {scope_id: dict(revisions) for scope_id, revisions in self._dirty.items()}
         self._review_dirty_at_mark = {scope_id: dict(artifacts) for scope_id, artifacts in self._review_dirty.items()}
 
@@ -313,6 +340,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         self._revisions_touched.clear()
         self._dirty = {scope_id: dict(revisions) for scope_id, revisions in self._dirty_at_mark.items()}
         self._review_dirty = {scope_id: dict(artifacts) for scope_id, artifacts in self._review_dirty_at_mark.items()}
+        self._patterns_touched = dict(self._patterns_at_mark)
 
     def restore_candidate_set(self, scope_id: str, candidate_set_digest: str, size: int = 0) -> None:
         """Record an already-published CandidateSet (read back from
@@ -350,6 +378,8 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
                 "condition_key": normalize(failure["verification"]["condition"]),
                 "check_subject_key": normalize(failure["verification"]["check_subject"]),
             }
+            if failure.get("severity") is not None:  # contract §22; an unrated record is as before revision 4
+                record["failure"]["severity"] = failure["severity"]
             state.append([artifact_id, revision], "cue", scope_id, record["failure"]["signature_key"])
         state.put(record, "experience", scope_id, artifact_id, revision)
         matching.revision_known(state, scope, scope_id, artifact_id, revision, position)

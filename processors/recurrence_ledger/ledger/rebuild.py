@@ -27,8 +27,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from recurrence_ledger import policy
+from recurrence_ledger.ledger.severity import count_recurred, severity_review_threshold
 from recurrence_ledger.ledger.state import LedgerState, experience_ref, new_scope_record
-from recurrence_ledger.ledger.statistics import revision_figures, revision_id, revision_statistics, top_revisions, unknown_figures
+from recurrence_ledger.ledger.statistics import revision_figures, revision_id, revision_statistics, top_revisions, unknown_figures, with_effect
 from recurrence_ledger.ledger.streaks import count_selected, is_binding_suspect, record_verdict, revision_record
 
 #: ScopeStatistics fields that rebuild_views derives from observations.
@@ -37,7 +38,7 @@ DERIVED_FIELDS = ("selected", "recurred", "avoided", "unknown", "needing_review"
 
 #: The figures of a revision's row that are not derived from observations:
 #: carried over from the live rows.
-CARRIED_FIELDS = ("signature_key", "repair_surface", "unknown_reasons", "ambiguous", "effect")
+CARRIED_FIELDS = ("signature_key", "repair_surface", "unknown_reasons", "ambiguous", "severity", "effect")
 
 
 def surfaces_from(statistics: Iterable[dict], revision_rows: Iterable[dict] = ()) -> dict[tuple[str, str, int], dict]:
@@ -62,14 +63,17 @@ def rebuild_views(
     review_threshold: int = policy.REVIEW_THRESHOLD.default,
     top_limit: int = policy.TOP_REVISIONS.default,
     surfaces: dict[tuple[str, str, int], str] | None = None,
+    critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default,
 ) -> dict[str, dict]:
     """Per scope, the DERIVED_FIELDS of ScopeStatistics from observation
     records (dicts as published; a repeated observation_id counts once).
     Streaks are ordered by
     task_outcome_position whatever the input order (contract §8), so a
     topic read partition by partition gives the live values. ``surfaces``
-    (see :func:`surfaces_from`) fills the rows' repair_surface."""
-    state, scopes = _replay(observations, review_threshold, surfaces or {})
+    (see :func:`surfaces_from`) fills the rows' repair_surface and
+    severity; a critical revision needs review at
+    ``critical_review_threshold`` (contract §22)."""
+    state, scopes = _replay(observations, review_threshold, surfaces or {}, critical_review_threshold)
     return {
         scope_id: {
             "selected": scope["selected"],
@@ -77,7 +81,7 @@ def rebuild_views(
             "avoided": scope["avoided"],
             "unknown": scope["selected"] - scope["linked_verdicts"],
             "needing_review": scope["needing_review"],
-            "top_revisions": top_revisions(state, scope_id, top_limit, review_threshold),
+            "top_revisions": top_revisions(state, scope_id, top_limit, review_threshold, critical_review_threshold),
         }
         for scope_id, scope in scopes.items()
     }
@@ -87,6 +91,7 @@ def rebuild_revisions(
     observations: Iterable[dict],
     review_threshold: int = policy.REVIEW_THRESHOLD.default,
     surfaces: dict[tuple[str, str, int], str] | None = None,
+    critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default,
 ) -> dict[tuple[str, str, int], dict]:
     """The ``revisions`` view from observation records alone: the
     RevisionStatistics row of every revision with an observation (a
@@ -94,12 +99,12 @@ def rebuild_revisions(
     (scope_id, artifact_id, revision) — what the last revision-statistics
     record of each revision must be."""
     surfaces = surfaces or {}
-    state, _ = _replay(observations, review_threshold, surfaces)
+    state, _ = _replay(observations, review_threshold, surfaces, critical_review_threshold)
     rows = {
-        (key[1], key[2], key[3]): {
-            **revision_statistics(state, key[1], key[2], key[3], review_threshold),
-            "effect": (surfaces.get((key[1], key[2], key[3])) or {}).get("effect"),
-        }
+        (key[1], key[2], key[3]): with_effect(
+            revision_statistics(state, key[1], key[2], key[3], review_threshold, critical_review_threshold),
+            (surfaces.get((key[1], key[2], key[3])) or {}).get("effect"),
+        )
         for key in list(state.store)
         if key[0] == "streak"
     }
@@ -109,12 +114,15 @@ def rebuild_revisions(
             rows[(scope_id, artifact_id, revision)] = {
                 "scope_id": scope_id, "artifact_ref": experience_ref(artifact_id, revision), "signature_key": carried["signature_key"],
                 "terminal_recurred_streak": 0, "needs_review": False, **revision_figures(None), **unknown_figures(None),
-                "repair_surface": carried.get("repair_surface"), "version": 0, "effect": carried["effect"],
+                "severity": carried.get("severity"), "repair_surface": carried.get("repair_surface"), "version": 0,
             }
+            rows[(scope_id, artifact_id, revision)] = with_effect(rows[(scope_id, artifact_id, revision)], carried["effect"])
     return rows
 
 
-def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict) -> tuple[LedgerState, dict[str, dict]]:
+def _replay(
+    observations: Iterable[dict], review_threshold: int, surfaces: dict, critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default,
+) -> tuple[LedgerState, dict[str, dict]]:
     """Observations through the processor's streak code, each
     ``observation_id`` once, then the carried figures: (state, scope
     records)."""
@@ -129,18 +137,22 @@ def _replay(observations: Iterable[dict], review_threshold: int, surfaces: dict)
         scope = scopes.setdefault(scope_id, new_scope_record())
         event = record["event"]
         ref = record["artifact_ref"]
-        surface = (surfaces.get((scope_id, ref["artifact_id"], ref["revision"])) or {}).get("repair_surface") or ""
+        carried = surfaces.get((scope_id, ref["artifact_id"], ref["revision"])) or {}
+        surface, severity = carried.get("repair_surface") or "", carried.get("severity")
         scope[event] += 1
         if event == "selected":
-            count_selected(state, scope_id, ref, record["signature_key"], surface)
+            count_selected(state, scope_id, ref, record["signature_key"], surface, severity=severity)
             continue
+        if event == "recurred":
+            count_recurred(scope, severity)
         linked = record["handoff_ref"] is not None
         if linked:
             scope["linked_verdicts"] += 1
         # A rebuild publishes no review candidate (they are ledger records of
         # their own topic): the streak is recomputed with surface "" there.
         record_verdict(state, scope, scope_id, ref, record["signature_key"], "", event,
-                       record["task_outcome_position"], record["failure_ref"], review_threshold, linked)
+                       record["task_outcome_position"], record["failure_ref"], review_threshold, linked,
+                       severity, severity_review_threshold(severity, review_threshold, critical_review_threshold))
         if surface:
             parts = ("streak", scope_id, ref["artifact_id"], ref["revision"])
             revision = state.get(*parts)

@@ -1,4 +1,4 @@
-"""Pydantic v2 models of the ledger's output records (contract §4, §6–§9, §12, §18).
+"""Pydantic v2 models of the ledger's output records (contract §4, §6–§9, §12, §18, §23).
 
 Each carries the validation matrix of contract §13 as model validators, so
 a record that breaks it can never be published (``LedgerProcessor`` with
@@ -14,21 +14,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from recurrence_ledger.ledger.models import ArtifactRef, Digest, Id, Position, RepairSurface, ReviewVerdict, SourceRef, Text, Value
+from recurrence_ledger.ledger.holdout_records import Effect, EffectCounts
+from recurrence_ledger.ledger.models import (
+    ArtifactRef, Count, Digest, Id, Position, RepairSurface, ReviewVerdict, Severity, SourceRef, TaskOutcomeItemRef, Text, Value,
+)
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
 
 # --------------------------------------------------------------------- §4/§6/§7 outputs
-
-
-class TaskOutcomeItemRef(Value):
-    """contract §4: a ledger-local locator of one embedded item of a Task
-    Outcome; ``item_digest`` = digest of that item (see ``normalize.item_digest``)."""
-
-    task_outcome_ref: SourceRef
-    item_kind: Literal["observation", "check"]
-    item_index: Annotated[int, Field(ge=0)]
-    item_digest: Digest
 
 
 class RecurrenceMatch(Value):
@@ -114,9 +107,6 @@ class RecurrenceObservation(Value):
 
 # --------------------------------------------------------------------- §8
 
-Count = Annotated[int, Field(ge=0)]
-
-
 def _reason(family: str, description: str, suspect: bool = False) -> object:
     """A reason count of :class:`UnknownReasons`: default 0, its ``family``
     (``matching``, ``condition`` or ``check``) and whether it makes a
@@ -185,6 +175,8 @@ class RevisionFigures(Value):
         "or a check_… reason: the bound check proves nothing (contract §17)."
     )
     needs_review: bool = Field(False, title="needs review", description="Streak ≥ the workers' review threshold (contract §8), as the ledger decided it.")
+    severity: Severity | None = Field(
+        None, title="severity", description="The failure record's severity (contract §22): low, medium, high or critical; null: unrated.")
 
 
 class RecurrenceStreak(RevisionFigures):
@@ -195,7 +187,8 @@ class RecurrenceStreak(RevisionFigures):
     yield < 0.3; surfaced only, contract §14); since revision 3 ``unknown``,
     ``unknown_reasons``, ``ambiguous`` and ``binding_suspect`` (contract
     §17, as on RevisionStatistics); since record revision 4 ``needs_review``
-    (so that readers never compare the streak with a threshold of their own)."""
+    (so that readers never compare the streak with a threshold of their own)
+    and ``severity`` (contract §22)."""
 
 
 class ReviewCandidate(Value):
@@ -224,14 +217,34 @@ class SurfaceCounts(Value):
     avoided: Annotated[int, Field(ge=0)]
 
 
+class RejectedByReason(Value):
+    """contract §24: rejected candidates by reason_code (``unspecified``: none); they sum to ``rejected``."""
+
+    false_cause: Count = 0
+    broad_scope: Count = 0
+    weak_evidence: Count = 0
+    duplicate: Count = 0
+    not_reproducible: Count = 0
+    other: Count = 0
+    unspecified: Count = 0
+
+
 class ReviewCounts(Value):
-    """contract §18 (rev. 3): a scope's review candidates by the ``status``
-    of their ReviewStatus."""
+    """contract §18: review candidates by ReviewStatus ``status``; §24: rejections by code, ``promotion_rate``."""
 
     open: Count = 0
     approved: Count = 0
     rejected: Count = 0
     superseded: Count = 0
+    rejected_by_reason: RejectedByReason = RejectedByReason()
+    promotion_rate: Annotated[float | None, Field(ge=0, le=1)] = None
+
+    @model_validator(mode="after")
+    def _sums(self) -> ReviewCounts:
+        counts = self.rejected_by_reason.model_dump().values()
+        if any(counts) and sum(counts) != self.rejected:
+            raise ValueError("rejected_by_reason sums to rejected (contract §24)")
+        return self
 
 
 class RepairCounts(Value):
@@ -244,53 +257,14 @@ class RepairCounts(Value):
     failed: Count = 0
 
 
-class TreatedArm(Value):
-    """contract §21.4: the treated arm of a revision's effect — its
-    ``selected`` observations outside assignment mismatches; ``resolved``
-    those with a terminal verdict, ``recurred`` those with ``recurred``."""
+class SeverityCounts(Value):
+    """contract §22: recurred verdicts by their revision's severity (``unrated``: none); they sum to ``recurred``."""
 
-    resolved: Count
-    recurred: Count
-
-
-class WithheldArm(Value):
-    """contract §21.4: the withheld arm — ``withheld`` counts every
-    HoldoutObservation of the revision (mismatched ones too); ``resolved``
-    those outside mismatches with a verdict, ``recurred`` those with
-    ``recurred``."""
-
-    withheld: Count
-    resolved: Count
-    recurred: Count
-
-
-class Effect(Value):
-    """contract §21.4 (rev. 4): the effect of a revision — both arms,
-    ``assignment_mismatches`` (its mismatched (revision, outcome) pairs in
-    both arms), each arm's recurrence rate (f/n, 4 places, null when n =
-    0), ``probability_helps`` = P(p_withheld > p_treated) under uniform
-    priors (the exact rational, 4 places ties to even; null while an arm
-    has n = 0) and ``verdict`` (``insufficient`` while an arm has fewer
-    than effect_min_resolved resolved observations, else ``helps`` when the
-    exact P ≥ effect_probability, ``harms`` when P ≤ 1 − it, else
-    ``undecided``)."""
-
-    treated: TreatedArm
-    withheld: WithheldArm
-    assignment_mismatches: Count
-    recurrence_rate_treated: Annotated[float | None, Field(ge=0, le=1)] = None
-    recurrence_rate_withheld: Annotated[float | None, Field(ge=0, le=1)] = None
-    probability_helps: Annotated[float | None, Field(ge=0, le=1)] = None
-    verdict: Literal["helps", "harms", "undecided", "insufficient"]
-
-
-class EffectCounts(Value):
-    """contract §21.4 (rev. 4): a scope's revisions with an effect, by verdict."""
-
-    helps: Count = 0
-    harms: Count = 0
-    undecided: Count = 0
-    insufficient: Count = 0
+    critical: Count = 0
+    high: Count = 0
+    medium: Count = 0
+    low: Count = 0
+    unrated: Count = 0
 
 
 class ScopeStatistics(Value):
@@ -363,6 +337,14 @@ class ScopeStatistics(Value):
         "holdout conflicts", "(Handoff revision, Experience revision) pairs a Handoff both cites and withholds (contract §21.2).", total=True
     )
     effects: EffectCounts = Field(EffectCounts(), title="effects", description="Revisions with an effect, by verdict (contract §21.4).")
+    recurred_by_severity: SeverityCounts = Field(
+        SeverityCounts(), title="recurred by severity", description="Recurred verdicts by their revision's severity (contract §22).")
+
+    @model_validator(mode="after")
+    def _severity_sums(self) -> ScopeStatistics:
+        if any(counts := self.recurred_by_severity.model_dump().values()) and sum(counts) != self.recurred:
+            raise ValueError("recurred_by_severity sums to recurred (contract §22)")
+        return self
 
 
 class RevisionRowOrder(Value):
@@ -395,7 +377,8 @@ class RevisionStatistics(RevisionFigures, RevisionRowOrder):
     ``binding_suspect`` (no terminal verdict at all, and at least
     review-threshold unknown selections with ``condition_empty`` or a
     ``check_…`` reason). Since record revision 4 ``version``
-    (``recurrence_ledger.ledger.statistics.row_version``): it grows with
+    (``recurrence_ledger.ledger.statistics.row_version``, plus its
+    HoldoutObservations, ``with_effect``): it grows with
     every row the ledger publishes for the revision, so a reader keeps the
     row with the highest version and never decides that order itself.
     """
@@ -546,6 +529,47 @@ class ReviewStatus(Value):
         return self
 
 
+# --------------------------------------------------------------------- §23
+
+
+class PatternContribution(Value):
+    """contract §23.5: a scope's new absolute count of recurred verdicts
+    with a signature, on the repartition topic (``patterns.pattern_key``)."""
+
+    group: str
+    signature_key: Annotated[str, Field(min_length=1)]
+    scope_id: Id
+    recurred: Annotated[int, Field(ge=1)]
+
+
+class SignaturePattern(Value):
+    """contract §23.3: a signature across a group's scopes (view
+    ``signature-patterns``): the first 100 scopes in code point order."""
+
+    group: str
+    signature_key: Annotated[str, Field(min_length=1)]
+    scope_count: Annotated[int, Field(ge=1)]
+    scopes: Annotated[list[Id], Field(min_length=1, max_length=100)]
+    recurred: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SignaturePattern:
+        if self.scopes != sorted(set(self.scopes)) or len(self.scopes) != min(self.scope_count, 100) or self.recurred < self.scope_count:
+            raise ValueError("scopes: the first min(scope_count, 100), distinct, in code point order; recurred ≥ scope_count")
+        return self
+
+
+class PatternCandidate(Value):
+    """contract §23.4: a pattern that reached the pattern threshold;
+    ``candidate_id`` = digest of ``{group, signature_key, threshold}``."""
+
+    candidate_id: Digest
+    group: str
+    signature_key: Annotated[str, Field(min_length=1)]
+    threshold: Annotated[int, Field(ge=1)]
+    reason: str
+
+
 # --------------------------------------------------------------------- §9
 
 
@@ -564,105 +588,3 @@ class DeadLetter(Value):
     raw: str
     reason: str
     message: str
-
-
-# --------------------------------------------------------------------- §21 (rev. 4)
-
-#: HoldoutObservation ``reason`` values: contract §17's reasons without
-#: ``ambiguous`` (a withheld revision is no candidate of any match).
-HoldoutReason = Literal[
-    "multiple_matches", "condition_empty", "condition_not_observed", "condition_unverified", "condition_duplicated",
-    "check_missing", "check_unverified", "check_duplicated", "check_not_run", "check_failed",
-]
-
-
-class HoldoutObservation(Value):
-    """contract §21.3 (rev. 4): what a revision withheld from a linked Task
-    Outcome's Handoff would have got had it been cited alone — an
-    append-only ledger fact on ``holdout-observations`` (key: scope_id),
-    one per (scope_id, artifact_ref, task_outcome_ref).
-
-    ``verdict`` ``recurred`` (exactly one failure item of the outcome has
-    the revision's cue as its match input: ``failure_ref``), ``avoided``
-    (none has, and §7's conditions 2 and 3 hold: ``condition_ref``,
-    ``check_ref``) or None with ``reason``, the first of §17's reasons
-    that holds (``ambiguous`` skipped). ``assignment``: ``verified`` or
-    ``mismatch`` against the deployment's holdout assignment (§21.5),
-    ``unverified`` without one. ``observation_id``: digest of the record
-    without it."""
-
-    observation_id: Digest
-    scope_id: Id
-    artifact_ref: ArtifactRef
-    signature_key: Annotated[str, Field(min_length=1)]
-    task_outcome_ref: SourceRef
-    task_outcome_position: Position
-    handoff_receipt_ref: SourceRef
-    handoff_ref: ArtifactRef
-    verdict: Literal["recurred", "avoided"] | None = None
-    reason: HoldoutReason | None = None
-    failure_ref: TaskOutcomeItemRef | None = None
-    condition_ref: TaskOutcomeItemRef | None = None
-    check_ref: TaskOutcomeItemRef | None = None
-    assignment: Literal["unverified", "verified", "mismatch"] = "unverified"
-
-    @model_validator(mode="after")
-    def _matrix(self) -> HoldoutObservation:
-        refs = (self.failure_ref is not None, self.condition_ref is not None, self.check_ref is not None)
-        expected = {"recurred": (True, False, False), "avoided": (False, True, True), None: (False, False, False)}[self.verdict]
-        if refs != expected:
-            raise ValueError(f"a {self.verdict or 'null'} holdout verdict carries {'failure_ref' if self.verdict == 'recurred' else 'condition_ref and check_ref' if self.verdict == 'avoided' else 'no item ref'}")
-        if (self.reason is None) != (self.verdict is not None):
-            raise ValueError("a holdout observation has a verdict or a reason, never both")
-        if self.artifact_ref.family != "experience" or self.handoff_ref.family != "handoff":
-            raise ValueError("artifact_ref is an Experience revision and handoff_ref a Handoff revision")
-        return self
-# --------------------------------------------------------------------- field catalogue
-#
-# The read side (Redis projection, API, CLI, dashboard) derives its field
-# lists from the models above instead of restating them, so a new figure
-# is one field here (with its title and description), its Avro schema, the
-# core that computes it and the docs.
-
-
-def field_name(model: type[Value], name: str) -> str:
-    """The published name of a model field (its alias: ``yield_`` → ``yield``)."""
-    return model.model_fields[name].alias or name
-
-
-def integer_fields(model: type[Value]) -> tuple[str, ...]:
-    """The published names of the fields of ``model`` that are plain
-    integers (counts and positions), in the record's order: what the Redis
-    projection keeps as integer strings in a scope's hash."""
-    return tuple(field_name(model, name) for name, info in model.model_fields.items() if info.annotation is int)
-
-
-def total_fields(model: type[Value]) -> tuple[str, ...]:
-    """The fields of ``model`` marked ``total`` (``json_schema_extra``):
-    the figures the view follower sums over the scopes and publishes as
-    gauges."""
-    return tuple(
-        field_name(model, name) for name, info in model.model_fields.items() if (info.json_schema_extra or {}).get("total")
-    )
-
-
-#: The identity of a revision row (which revision it is), as opposed to its figures.
-REVISION_IDENTITY: tuple[str, ...] = ("scope_id", "artifact_ref", "signature_key", "terminal_recurred_streak")
-
-
-def figure_fields() -> tuple[str, ...]:
-    """The published names of a revision's figures (:class:`RevisionFigures`
-    without its identity), in the record's order: what a row of the API
-    takes from the ledger's row of the same revision."""
-    return tuple(field_name(RevisionFigures, name) for name in RevisionFigures.model_fields if name not in REVISION_IDENTITY)
-
-
-def field_catalogue(model: type[Value]) -> dict[str, dict]:
-    """``{published name: {"title", "description", …extras}}`` of every field
-    of ``model`` that has a title: the labels a dashboard or a CLI table
-    shows, from the one statement of the record."""
-    return {
-        field_name(model, name): {"title": info.title, "description": info.description, **(info.json_schema_extra or {})}
-        for name, info in model.model_fields.items()
-        if info.title
-    }

@@ -22,7 +22,9 @@ written explicitly, see ``state.py``):
   revision, signature_key, streak, ``position`` (the journal position of
   the Task Outcome whose verdict published it), the applied ``decision``
   and named ``fix`` (or None), what its row counts in the scope's
-  ``reviews`` and ``repairs`` (``counted``) and the digest of its last
+  ``reviews`` and ``repairs`` (``counted``; a rejected row with a reason
+  code counts it in ``rejected_by_reason`` too, contract §24: a third
+  entry, the code kept as ``reason_code``) and the digest of its last
   published row (``published``);
 - ``("reviews", scope_id, artifact_id)``: the candidate ids of an artifact,
   in publication order (whose rows a new revision or a revision's new
@@ -255,6 +257,8 @@ class ReviewLoop:
             ))
         record["decision"] = {name: decision[name] for name in APPLIED_FIELDS}
         record["fix"] = fix
+        if decision.get("reason_code") is not None:  # contract §24: counted with the rejected row
+            record["reason_code"] = decision["reason_code"]
         state.put(record, "review", scope_id, candidate_id)
         self._mark_review(scope_id, record["artifact_id"])
         return None
@@ -303,9 +307,13 @@ class ReviewLoop:
             if record["published"] == published:
                 continue
             counted = [row["status"], row["repair"]["status"] if row["repair"] is not None else None]
+            code = record.get("reason_code") if row["status"] == "rejected" else None
+            if code is not None:  # contract §24: the third count, kept only when there is one
+                counted.append(code)
             before = record["counted"] or [None, None]
             _move(scope, "reviews", before[0], counted[0])
             _move(scope, "repairs", before[1], counted[1])
+            _move(scope, "rejected_by_reason", before[2] if len(before) > 2 else None, code)
             record["counted"], record["published"] = counted, published
             state.put(record, "review", scope_id, candidate_id)
             self._emit(emits, REVIEW_STATUS, review_status_key(scope_id, candidate_id), row)

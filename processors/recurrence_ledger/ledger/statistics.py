@@ -10,12 +10,13 @@ from typing import get_args
 from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.ratios import published_ratio
+from recurrence_ledger.ledger.severity import promotion_rate, recurred_by_severity, rejected_by_reason, severity_review_threshold
 from recurrence_ledger.ledger.state import LedgerState, experience_ref
 from recurrence_ledger.ledger.streaks import linked_verdicts, streak_length
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 
 
-def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int, threshold: int) -> dict:
+def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: int, threshold: int, critical_threshold: int | None = None) -> dict:
     """The statistics record of one scope.
 
     ``unknown`` = selected − terminal verdicts on linked outcomes (§7).
@@ -30,7 +31,9 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     from the sorted ranking (cached between streak changes), so the cost is
     O(top_limit), not O(revisions). Revision 3 adds :func:`causal_and_unknown_figures`
 and :func:`review_figures`; record revision 4 the review ``threshold`` that
-    decided ``needing_review`` and each row's ``needs_review``.
+    decided ``needing_review`` and each row's ``needs_review``.; revision 4 ``recurred_by_severity`` (contract
+    §22) and, in ``reviews``, the rejections by reason code and the promotion
+    rate (§24).
     """
     return {
         "scope_id": scope_id,
@@ -41,7 +44,7 @@ and :func:`review_figures`; record revision 4 the review ``threshold`` that
         "unknown": scope["selected"] - scope["linked_verdicts"],
         "unlinked_handoff_citations": scope["unlinked_handoff_citations"],
         "needing_review": scope["needing_review"],
-        "top_revisions": top_revisions(state, scope_id, top_limit, threshold),
+        "top_revisions": top_revisions(state, scope_id, top_limit, threshold, critical_threshold),
         "pending_outcomes": scope["pending_outcomes"],
         "late_revisions": scope["late_revisions"],
         "repeat_failure_rate": _rate(scope.get("linked_recurred", 0), scope["avoided"]),
@@ -53,6 +56,7 @@ and :func:`review_figures`; record revision 4 the review ``threshold`` that
         **causal_and_unknown_figures(scope),
         **review_figures(scope),
         "review_threshold": threshold,
+        "recurred_by_severity": recurred_by_severity(scope),
     }
 
 
@@ -67,10 +71,18 @@ def review_figures(scope: dict) -> dict[str, dict[str, int]]:
     status of their ReviewStatus) and ``repairs`` (the rows with a repair,
     by its status), contract §18: every status present, in the contract's
     order, from the counts ``recurrence_ledger.ledger.reviews`` keeps in the
-    scope record."""
+    scope record. Since revision 4 (contract §24) ``reviews`` also has
+    ``rejected_by_reason`` (the rejected rows by reason code, summing to
+    ``rejected``) and ``promotion_rate`` (approved / (approved + rejected),
+    None without a decision)."""
     reviews, repairs = scope.get("reviews", {}), scope.get("repairs", {})
+    counts = {status: reviews.get(status, 0) for status in REVIEW_STATES}
     return {
-        "reviews": {status: reviews.get(status, 0) for status in REVIEW_STATES},
+        "reviews": {
+            **counts,
+            "rejected_by_reason": rejected_by_reason(counts["rejected"], scope.get("rejected_by_reason")),
+            "promotion_rate": promotion_rate(counts["approved"], counts["rejected"]),
+        },
         "repairs": {status: repairs.get(status, 0) for status in REPAIR_STATES},
     }
 
@@ -183,17 +195,17 @@ def revision_figures(record: dict | None) -> dict:
 
 def figures(state: LedgerState, scope_id: str, artifact_id: str, revision: int) -> dict:
     """:func:`revision_figures` and :func:`unknown_figures` of a revision's
-    streak record, cached until its counts change
+    streak record and its ``severity`` (contract §22, None: unrated), cached until its counts change
     (``LedgerState.forget_top``). Do not mutate."""
     cached = state.cached_figures(scope_id, artifact_id, revision)
     if cached is None:
         record = state.get("streak", scope_id, artifact_id, revision)
-        cached = {**revision_figures(record), **unknown_figures(record)}
+        cached = {**revision_figures(record), **unknown_figures(record), "severity": (record or {}).get("severity")}
         state.cache_figures(scope_id, artifact_id, revision, cached)
     return cached
 
 
-def top_revisions(state: LedgerState, scope_id: str, limit: int, threshold: int) -> list[dict]:
+def top_revisions(state: LedgerState, scope_id: str, limit: int, threshold: int, critical_threshold: int | None = None) -> list[dict]:
     """The first ``limit`` revisions of the streak ranking as RecurrenceStreak
     rows (contract §8: artifact_ref, signature_key, terminal_recurred_streak)
     with the revision's figures (:func:`revision_figures`) and
@@ -212,10 +224,17 @@ def top_revisions(state: LedgerState, scope_id: str, limit: int, threshold: int)
             for negative_streak, family, artifact_id, revision, signature_key in state.ranking(scope_id).islice(0, limit)
         ]
         state.cache_top(scope_id, limit, rows)
-    return [{**row, "needs_review": row["terminal_recurred_streak"] >= threshold} for row in rows]
+    if critical_threshold is None:
+        return [{**row, "needs_review": row["terminal_recurred_streak"] >= threshold} for row in rows]
+    return [  # contract §22: a critical row's own threshold
+        {**row, "needs_review": row["terminal_recurred_streak"] >= severity_review_threshold(row.get("severity"), threshold, critical_threshold)}
+        for row in rows
+    ]
 
 
-def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int) -> dict:
+def revision_statistics(
+    state: LedgerState, scope_id: str, artifact_id: str, revision: int, threshold: int, critical_threshold: int | None = None,
+) -> dict:
     """The RevisionStatistics row of one revision (the ``revisions`` view): its streak (contract §8), ``needs_review`` (streak ≥
     ``threshold``), :func:`revision_figures` and its :func:`row_version`. A
     revision with neither a selection nor a verdict (no ``streak`` record)
@@ -224,10 +243,13 @@ def revision_statistics(state: LedgerState, scope_id: str, artifact_id: str, rev
     record = state.get("streak", scope_id, artifact_id, revision)
     if record is None:
         signature_key = state.get("experience", scope_id, artifact_id, revision)["failure"]["signature_key"]
+        severity = state.get("experience", scope_id, artifact_id, revision)["failure"].get("severity")
         streak = 0
     else:
-        signature_key = record["signature_key"]
+        signature_key, severity = record["signature_key"], record.get("severity")
         streak = streak_length(record)
+    if critical_threshold is not None:
+        threshold = severity_review_threshold(severity, threshold, critical_threshold)
     return {
         "scope_id": scope_id,
         "artifact_ref": experience_ref(artifact_id, revision),
@@ -247,6 +269,17 @@ def row_version(figures: dict) -> int:
     the version grows with every row published for the revision, in
     publication order; a rebuild from the ledger gives the same value."""
     return figures["selected"] + figures["recurred"] + figures["avoided"] + figures.get("ambiguous", 0)
+
+
+def with_effect(row: dict, effect: dict | None) -> dict:
+    """A RevisionStatistics ``row`` with its ``effect`` (contract §21.4, None:
+    no HoldoutObservation and no assignment mismatch); its ``version`` also
+    counts the revision's HoldoutObservations (``effect.withheld.withheld``),
+    so a row published again only because a HoldoutObservation changed its
+    effect still has a higher version (the read side's write guard keeps
+    the row with the highest version)."""
+    withheld = 0 if effect is None else effect["withheld"]["withheld"]
+    return {**row, "effect": effect, "version": row["version"] + withheld}
 
 
 def revision_id(record: dict) -> tuple[str, str, int]:

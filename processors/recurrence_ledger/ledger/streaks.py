@@ -74,6 +74,7 @@ from __future__ import annotations
 import bisect
 
 from recurrence_ledger.ledger.normalize import digest
+from recurrence_ledger.ledger.severity import CRITICAL
 from recurrence_ledger.ledger.state import LedgerState
 from recurrence_ledger.ledger.verdicts import SUSPECT_REASONS
 
@@ -109,13 +110,15 @@ def _entry(position: int, failure_ref: dict) -> list:
     return [position, failure_ref["task_outcome_ref"]["source_id"], failure_ref["item_kind"], failure_ref["item_index"]]
 
 
-def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair_surface: str) -> dict:
+def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair_surface: str, severity: str | None = None) -> dict:
     """The per-revision record (counts, current run, published runs), new if
     absent; a record written before revision 2 is converted (its current run
-    moves to its run record)."""
+    moves to its run record). ``severity`` (contract §22): the revision's,
+    kept in the record when it has one (an unrated record is as before
+    revision 4)."""
     record = state.get(*parts)
     if record is None:
-        return {
+        record = {
             "signature_key": signature_key,
             "repair_surface": repair_surface,
             "last_avoided": None,
@@ -126,6 +129,11 @@ def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair
             "avoided": 0,
             "linked_verdicts": 0,
         }
+        if severity is not None:
+            record["severity"] = severity
+        return record
+    if severity is not None and "severity" not in record:
+        record["severity"] = severity
     if "linked_verdicts" not in record:
         record["linked_verdicts"] = linked_verdicts(record)
     if "run" in record:  # revision 1 layout: only the current run was kept
@@ -188,15 +196,16 @@ def _put_run(state: LedgerState, parts: tuple, start: int | None, entries: list)
 
 def count_selected(
     state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str,
-    unknown_reason: str | None = None, scope: dict | None = None, threshold: int = 0,
+    unknown_reason: str | None = None, scope: dict | None = None, threshold: int = 0, severity: str | None = None,
 ) -> None:
     """One more selected event for a revision (its yield figures, contract
     §14; the streak is unaffected). ``unknown_reason``: the selection gets
     no terminal verdict, for this reason (contract §17): it is counted for
     the revision and in ``scope``'s ``unknown_reasons``, and the revision's
-    ``binding_suspect`` is re-decided with the review ``threshold``."""
+    ``binding_suspect`` is re-decided with the review ``threshold``.
+    ``severity``: the revision's (contract §22), kept in its record."""
     parts = ("streak", *_parts(scope_id, artifact_ref))
-    record = revision_record(state, parts, signature_key, repair_surface)
+    record = revision_record(state, parts, signature_key, repair_surface, severity)
     record["selected"] = record.get("selected", 0) + 1
     if unknown_reason is not None:
         _count(record.setdefault("unknown_reasons", {}), unknown_reason)
@@ -206,12 +215,14 @@ def count_selected(
     state.forget_top(scope_id, artifact_ref)
 
 
-def count_ambiguous(state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str) -> None:
+def count_ambiguous(
+    state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str, severity: str | None = None,
+) -> None:
     """One more ambiguous RecurrenceMatch with the revision among its
     eligible candidates (contract §17); the revision gets a row in the
     revisions view even without a selection or a verdict."""
     parts = ("streak", *_parts(scope_id, artifact_ref))
-    record = revision_record(state, parts, signature_key, repair_surface)
+    record = revision_record(state, parts, signature_key, repair_surface, severity)
     _count(record, "ambiguous")
     state.put(record, *parts)
     state.forget_top(scope_id, artifact_ref)
@@ -259,6 +270,8 @@ def record_verdict(
     failure_ref: dict | None,
     threshold: int,
     linked: bool = False,
+    severity: str | None = None,
+    review_at: int | None = None,
 ) -> list[dict]:
     """Apply one terminal verdict (``event`` is "recurred" or "avoided") at
     ``position`` to the revision's runs; update the ranking and the scope's
@@ -268,12 +281,19 @@ def record_verdict(
     ReviewCandidate records to publish (zero or one: only the run the
     verdict lengthened, or the run a late avoided verdict split off, can
     newly reach the threshold).
+
+    ``threshold`` is the deployment's review threshold (``binding_suspect``
+    keeps it); ``review_at`` the revision's own (contract §22: the critical
+    review threshold for a critical revision; ``threshold`` when None),
+    which decides ``needing_review``, its candidates and whether a run
+    reached it. ``severity``: the revision's, kept in its record.
     """
     parts = _parts(scope_id, artifact_ref)
-    record = revision_record(state, ("streak", *parts), signature_key, repair_surface)
-    if record.get("full_runs_threshold") != threshold:
-        record["full_runs"] = _count_full_runs(state, parts, threshold)
-        record["full_runs_threshold"] = threshold
+    record = revision_record(state, ("streak", *parts), signature_key, repair_surface, severity)
+    own = threshold if review_at is None else review_at
+    if record.get("full_runs_threshold") != own:
+        record["full_runs"] = _count_full_runs(state, parts, own)
+        record["full_runs_threshold"] = own
     record[event] = record.get(event, 0) + 1
     if linked:
         record["linked_verdicts"] += 1
@@ -295,7 +315,7 @@ def record_verdict(
         entries = _get_run(state, parts, start)
         bisect.insort(entries, _entry(position, failure_ref), key=lambda entry: entry[0])
         _put_run(state, parts, start, entries)
-        if len(entries) == threshold:
+        if len(entries) == own:
             record["full_runs"] += 1
         if start == last:
             record["streak"] = len(entries)
@@ -311,8 +331,8 @@ def record_verdict(
         if cut < len(entries):  # recurrences after it (arrived earlier) move to the new run
             _put_run(state, parts, start, entries[:cut])
             _put_run(state, parts, position, entries[cut:])
-            full = (cut >= threshold) + (len(entries) - cut >= threshold)
-            record["full_runs"] += full - (len(entries) >= threshold)
+            full = (cut >= own) + (len(entries) - cut >= own)
+            record["full_runs"] += full - (len(entries) >= own)
         if last is None or position > last:
             record["last_avoided"] = position
             record["streak"] = len(entries) - cut
@@ -320,30 +340,35 @@ def record_verdict(
     new = record["streak"]
 
     state.set_streak_rank(scope, scope_id, artifact_ref, signature_key, old, new)
-    if old < threshold <= new:
+    if old < own <= new:
         scope["needing_review"] += 1
-    elif new < threshold <= old:
+    elif new < own <= old:
         scope["needing_review"] -= 1
 
     candidates = []
-    if changed is not None and len(changed[1]) >= threshold:
+    if changed is not None and len(changed[1]) >= own:
         record["reached_threshold"] = True  # read only for a revision-1 layout record (runs_at_threshold)
     if changed is not None and repair_surface == "experience_content":
         run_name, entries = changed
-        if len(entries) >= threshold and run_name not in record["published"]:
+        if len(entries) >= own and run_name not in record["published"]:
             record["published"].append(run_name)
-            candidates.append(review_candidate(state, scope_id, artifact_ref, signature_key, repair_surface, run_name, entries, threshold))
+            candidates.append(review_candidate(
+                state, scope_id, artifact_ref, signature_key, repair_surface, run_name, entries, own, record.get("severity") == CRITICAL,
+            ))
     state.put(record, "streak", *parts)
     return candidates
 
 
 def review_candidate(
     state: LedgerState, scope_id: str, artifact_ref: dict, signature_key: str, repair_surface: str,
-    run_name: int | None, entries: list, threshold: int,
+    run_name: int | None, entries: list, threshold: int, critical: bool = False,
 ) -> dict:
     """The ReviewCandidate of run ``run_name`` whose recurred verdicts are
-    ``entries`` (contract §8)."""
+    ``entries`` (contract §8); ``critical``: ``threshold`` is the critical
+    review threshold (§22), which the reason names: a critical revision's
+    candidate says so whatever the two thresholds are."""
     count = len(entries)
+    which = "critical review threshold" if critical else "review threshold"
     return {
         "candidate_id": review_candidate_id(scope_id, artifact_ref, signature_key, run_name),
         "scope_id": scope_id,
@@ -354,7 +379,7 @@ def review_candidate(
         "run_start_position": run_name,
         "reason": (
             f"recurred {count} times in a row with no avoided verdict in between "
-            f"(review threshold {threshold}) for signature '{signature_key}'"
+            f"({which} {threshold}) for signature '{signature_key}'"
         ),
         "failure_refs": [_failure_ref(state, scope_id, entry) for entry in entries],
     }

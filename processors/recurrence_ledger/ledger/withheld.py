@@ -34,6 +34,7 @@ from recurrence_ledger.ledger.effect import EFFECT_VERDICTS, Arm, assess_effect
 from recurrence_ledger.ledger.matching import FailureItem, OutcomeItems
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.ratios import published_ratio
+from recurrence_ledger.ledger.severity import is_critical
 from recurrence_ledger.ledger.state import LedgerState
 from recurrence_ledger.ledger.verdicts import avoided_refs, bind
 
@@ -49,16 +50,6 @@ def identity_value(value: dict) -> dict:
     if value.get(WITHHELD_CITATIONS) == []:
         return {key: item for key, item in value.items() if key != WITHHELD_CITATIONS}
     return value
-
-
-def is_critical(failure: dict) -> bool:
-    """Whether a revision's failure block (as the state keeps it) is
-    ``critical`` (§22): such a revision is never to be withheld (§21.5).
-    False while the failure record carries no severity."""
-    return failure.get("severity") == "critical"
-
-
-# -- §21.2 the withheld set ----------------------------------------------------
 
 
 def on_handoff(state: LedgerState, scope: dict, scope_id: str, record: dict, value: dict) -> None:

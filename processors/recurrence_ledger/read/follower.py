@@ -47,6 +47,7 @@ Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 | ``recurrence_ledger_view_batch_seconds`` | histogram | | one batch: Redis writes and offset commit |
 | ``recurrence_ledger_view_unknown_selections`` | gauge | reason | unknown selections with that contract §17 reason, summed over every scope of the view (eleven series) |
 | ``recurrence_ledger_view_<figure>`` | gauge | | one per ScopeStatistics figure marked ``total`` (``recurrence_ledger.read.totals.TOTAL_FIELDS``, from the model), summed over the scopes; the help text is the field's description |
+| ``recurrence_ledger_view_critical_recurrences`` | gauge | ``scope`` | recurred verdicts of critical revisions (contract §22), one series per scope that has any |
 | ``recurrence_ledger_view_totals_timestamp_seconds`` | gauge | | when the gauges above were last read from Redis |
 
 The unknown selections, the ``<figure>`` gauges and the timestamp are totals of the whole view (``recurrence_ledger.read.totals``),
@@ -206,6 +207,11 @@ class FollowerMetrics(ReviewMetricsMixin):
             name: Gauge(f"recurrence_ledger_view_{name}", f"{FIELD_DESCRIPTIONS[name]} Summed over every scope.", registry=self.registry)
             for name in TOTAL_FIELDS
         }
+        self.critical_recurrences = Gauge(
+            "recurrence_ledger_view_critical_recurrences",
+            "Recurred verdicts of critical revisions in this scope (contract §22: recurred_by_severity.critical); only scopes with one.",
+            ["scope"], registry=self.registry,
+        )
         self.totals_read = Gauge(
             "recurrence_ledger_view_totals_timestamp_seconds", "When the view's totals were last read from Redis.", registry=self.registry
         )
@@ -242,6 +248,8 @@ class FollowerMetrics(ReviewMetricsMixin):
             self.unknown.labels(reason).set(count)
         for name, total in totals.sums.items():
             self.totals[name].set(total)
+        for scope_id, count in totals.critical_recurrences.items():
+            self.critical_recurrences.labels(scope_id).set(count)
         self.totals_read.set(time.time())
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
@@ -458,7 +466,7 @@ class ViewFollower:
         try:
             self.consumer.commit(offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in ends.items()], asynchronous=False)
         except KafkaException as error:
-            log.warning("offset commit refused (%s): the batch will be read again, without effect", error.args[0])
+            log.warning("offset commit refused (%s): the batch will be read again, changing nothing", error.args[0])
 
     def _read_to_end(self) -> bool:
         """Whether every assigned partition's position is at its high

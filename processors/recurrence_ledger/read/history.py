@@ -245,10 +245,26 @@ class ReadModels:
         pipe.hmget(self.keys.queue_items, ids)
         pipe.hmget(self.keys.review_status, ids)
         raw_items, raw_statuses = pipe.execute()
-        return [
+        items = [
             {**orjson.loads(item), "status": orjson.loads(row) if row is not None else None}
             for item, row in zip(raw_items, raw_statuses, strict=True) if item is not None
         ]
+        return self._with_severity(items)
+
+    def _with_severity(self, items: list[dict]) -> list[dict]:
+        """Each item with ``severity``: its revision's (contract §22), from
+        the scope's revision row in the view (None: unrated, or no row yet).
+        One pipelined round trip, not a transaction: the rows of several
+        scopes are in several slots of a Redis Cluster."""
+        if not items:
+            return items
+        pipe = self.client.pipeline(transaction=False)
+        for item in items:
+            candidate = item["candidate"]
+            pipe.hget(self.keys.revisions(candidate["scope_id"]), revision_member(candidate["artifact_ref"]))
+        for item, row in zip(items, pipe.execute(), strict=True):
+            item["severity"] = orjson.loads(row).get("severity") if row is not None else None
+        return items
 
     def review_candidate(self, candidate_id: str) -> CandidateEntry | None:
         """One review candidate (of any scope: candidate ids are digests
@@ -261,7 +277,7 @@ class ReadModels:
         raw_item, raw_status = pipe.execute()
         if raw_item is None:
             return None
-        item = orjson.loads(raw_item)
+        item = self._with_severity([orjson.loads(raw_item)])[0]
         as_of = self.client.hget(self.keys.scope(item["candidate"]["scope_id"]), "as_of_position")
         digest = hashlib.sha256(_bytes(raw_item) + b"\x00" + _bytes(raw_status or b"none") + b"\x00" + _bytes(as_of or b"none"))
         return CandidateEntry(

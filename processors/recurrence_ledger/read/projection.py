@@ -68,7 +68,8 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from recurrence_ledger.ledger.normalize import canonical_json
-from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics, integer_fields
+from recurrence_ledger.ledger.fields import integer_fields
+from recurrence_ledger.ledger.records import RevisionStatistics, ScopeStatistics
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.read.connect import redis_client
 from recurrence_ledger.redact import redact_url
@@ -86,9 +87,13 @@ HSET_CHUNK = 1000
 #: Hash fields holding the integer figures of a ScopeStatistics record
 #: (counters, gauges, its position and the review threshold the ledger
 #: applied), as integer strings: every plain integer field of the model
-#: (``recurrence_ledger.ledger.records.integer_fields``), in its order. A
+#: (``recurrence_ledger.ledger.fields.integer_fields``), in its order. A
 #: record written before a field existed has the model's default (0).
 COUNTER_FIELDS: tuple[str, ...] = integer_fields(ScopeStatistics)
+#: The scope hash field of the scope's recurred verdicts of critical
+#: revisions (contract §22: ``recurred_by_severity.critical``), which the
+#: follower's ``recurrence_ledger_view_critical_recurrences`` reports.
+CRITICAL_RECURRENCES_FIELD = "critical_recurrences"
 #: Hash field holding the record's ``unknown_reasons`` (contract §17: every
 #: reason with its count) as canonical JSON, so that readers of the totals
 #: (``recurrence_ledger.read.totals``) need not parse the whole record.
@@ -345,6 +350,7 @@ class RedisView:
         fields: dict[str, bytes | str] = {name: str(getattr(model, name)) for name in COUNTER_FIELDS}
         fields[UNKNOWN_REASONS_FIELD] = canonical_json(model.unknown_reasons.model_dump())
         fields["top_revisions"] = canonical_json(record["top_revisions"])
+        fields[CRITICAL_RECURRENCES_FIELD] = str(model.recurred_by_severity.critical)
         fields["record"] = canonical_json(record)
         top = {member(row): row["terminal_recurred_streak"] for row in record["top_revisions"]}
         # The review set: the rows the ledger flagged (needs_review), never a

@@ -24,7 +24,7 @@ from pathlib import Path
 import orjson
 import redis
 
-from recurrence_ledger.ledger.records import figure_fields
+from recurrence_ledger.ledger.fields import figure_fields
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.read.connect import redis_client
 from recurrence_ledger.redact import redact_url
@@ -36,7 +36,7 @@ REDIS_TIMEOUT_S = 2.0
 
 #: The revision figures a ``top_revisions`` row carries besides its
 #: identity and streak: every field of the model's RevisionFigures
-#: (``recurrence_ledger.ledger.records.figure_fields``), some absent from
+#: (``recurrence_ledger.ledger.fields.figure_fields``), some absent from
 #: rows written before they existed.
 FIGURE_FIELDS: tuple[str, ...] = figure_fields()
 

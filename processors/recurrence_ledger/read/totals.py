@@ -1,6 +1,6 @@
 """Totals over every scope of the Redis view (contract §16–§17): unknown
 selections by reason and the ScopeStatistics figures marked ``total``
-(``recurrence_ledger.ledger.records.total_fields``), summed over the
+(``recurrence_ledger.ledger.fields.total_fields``), summed over the
 scopes' last ScopeStatistics records. The view follower publishes them as Prometheus
 gauges (``recurrence_ledger.read.follower``; docs/operating.md says why
 totals and not one series per scope).
@@ -22,10 +22,11 @@ from types import MappingProxyType
 import orjson
 import redis
 
-from recurrence_ledger.ledger.records import ScopeStatistics, total_fields
+from recurrence_ledger.ledger.fields import total_fields
+from recurrence_ledger.ledger.records import ScopeStatistics
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.keys import Keys
-from recurrence_ledger.read.projection import UNKNOWN_REASONS_FIELD
+from recurrence_ledger.read.projection import CRITICAL_RECURRENCES_FIELD, UNKNOWN_REASONS_FIELD
 
 #: The integer hash fields summed over the scopes: the ScopeStatistics
 #: fields marked ``total``, in the record's order.
@@ -45,11 +46,15 @@ class ViewTotals:
     """Sums over the scopes of a view. ``unknown_reasons``: every reason of
     contract §17, in the contract's order, with the unknown selections that
     have it; ``scopes``: scopes read (those in ``{ns}:scopes`` with a hash);
-    ``sums``: each of :data:`TOTAL_FIELDS` with its sum."""
+    ``sums``: each of :data:`TOTAL_FIELDS` with its sum;
+    ``critical_recurrences``: per scope with any, its recurred verdicts of
+    critical revisions (contract §22: each increase is an alert of its own,
+    so this one figure is per scope — only scopes that had one)."""
 
     scopes: int = 0
     unknown_reasons: dict[str, int] = field(default_factory=_zero_reasons)
     sums: MappingProxyType = field(default_factory=lambda: MappingProxyType(dict.fromkeys(TOTAL_FIELDS, 0)))
+    critical_recurrences: dict[str, int] = field(default_factory=dict)
 
 
 def view_totals(client: redis.Redis, keys: Keys, chunk: int = CHUNK) -> ViewTotals:
@@ -59,15 +64,19 @@ def view_totals(client: redis.Redis, keys: Keys, chunk: int = CHUNK) -> ViewTota
     scope_ids = sorted(member.decode() if isinstance(member, bytes) else member for member in client.smembers(keys.scopes))
     sums = dict.fromkeys(TOTAL_FIELDS, 0)
     reasons = _zero_reasons()
+    critical: dict[str, int] = {}
     read = 0
     for start in range(0, len(scope_ids), chunk):
         pipe = client.pipeline(transaction=False)
-        for scope_id in scope_ids[start : start + chunk]:
-            pipe.hmget(keys.scope(scope_id), *TOTAL_FIELDS, UNKNOWN_REASONS_FIELD)
-        for values in pipe.execute():
+        chunk_ids = scope_ids[start : start + chunk]
+        for scope_id in chunk_ids:
+            pipe.hmget(keys.scope(scope_id), *TOTAL_FIELDS, CRITICAL_RECURRENCES_FIELD, UNKNOWN_REASONS_FIELD)
+        for scope_id, values in zip(chunk_ids, pipe.execute(), strict=True):
             if all(value is None for value in values):
                 continue  # listed but cleared meanwhile
             read += 1
+            if values[-2] is not None and int(values[-2]) > 0:
+                critical[scope_id] = int(values[-2])
             for name, value in zip(TOTAL_FIELDS, values, strict=False):
                 sums[name] += int(value) if value is not None else 0
             stored = values[-1]
@@ -75,4 +84,4 @@ def view_totals(client: redis.Redis, keys: Keys, chunk: int = CHUNK) -> ViewTota
                 for reason, count in orjson.loads(stored).items():
                     if reason in reasons:
                         reasons[reason] += count
-    return ViewTotals(scopes=read, unknown_reasons=reasons, sums=MappingProxyType(sums))
+    return ViewTotals(scopes=read, unknown_reasons=reasons, sums=MappingProxyType(sums), critical_recurrences=critical)

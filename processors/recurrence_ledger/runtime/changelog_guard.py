@@ -3,8 +3,8 @@ to run at all (:func:`plan_restore`, pure: unit-tested in
 tests/runtime/test_changelog_guard.py).
 
 The changelog and the input offsets are committed in the same transaction,
-so they agree: input offsets committed beyond an input partition's start
-mean the state built from those records is in the changelog. When the
+so they agree: input offsets committed beyond offset 0 (even at an input
+partition's start, its processed records deleted since) mean the state built from those records is in the changelog. When the
 changelog cannot give that state back — the topic was deleted and created
 again (empty, or younger than the local store), records were deleted from
 its start (``retention.ms`` on a ``compact,delete`` topic, DeleteRecords),
@@ -20,7 +20,7 @@ offsets are the group's committed ones, so the worker refuses
 local store in place: it may be the only intact copy of the state
 (``recurrence-ledger worker --reseed-changelog`` writes it back).
 
-When no input offset is committed beyond its partition's start (a new
+When no input offset is committed beyond offset 0 (a new
 deployment, or the consumer group deleted together with the changelog: a
 deliberate rebuild from the beginning), nothing says state existed: a
 local store that does not match the changelog is wiped and the changelog
@@ -72,7 +72,7 @@ def plan_restore(*, partition: int, changelog_topic: str, group_id: str, consume
     """Decide partition ``partition``'s restore (module docstring).
 
     - ``consumed``: input topic → the group's committed offset of this
-      partition, only those beyond the input partition's start (empty: no
+      partition, only those beyond offset 0 (empty: no
       state can have existed);
     - ``low`` / ``high``: the changelog partition's watermarks;
     - ``local_from``: a trusted local store's restore offset (one past its

@@ -137,7 +137,7 @@ class Checkpoint:
         #: Track the changelog records' offsets (a store with a local
         #: checkpoint needs them): ``commit`` then returns them.
         self.track_changelog = track_changelog
-        self._delivered: dict[int, int] = {}  # changelog partition → last offset delivered
+        self._delivered: dict[tuple[str, int], int] = {}  # (changelog topic, partition) → last offset delivered
         self._undelivered = 0
 
     def watch(self, limit_s: float = COMMIT_WATCHDOG_S) -> None:
@@ -170,13 +170,13 @@ class Checkpoint:
         produce(self.producer, topic, key, value, partition, on_delivery, serve=self.produced % SERVE_EVERY == 0)
         self.produced += 1
 
-    def commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> dict[int, int]:
+    def commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> dict[tuple[str, int], int]:
         """Produce the ``changelog`` records ``(topic, partition, key,
         value)``, send ``offsets`` (the next offset to consume per input
         partition) and commit. A no-op without an open transaction and
         nothing to write. With ``track_changelog``, returns the offset of
-        the last changelog record committed per partition (from the
-        delivery reports; ``{}`` otherwise).
+        the last changelog record committed per (changelog topic,
+        partition) (from the delivery reports; ``{}`` otherwise).
 
         Raises CheckpointAborted after aborting the transaction, the
         KafkaException of a fatal error (module docstring), or
@@ -201,9 +201,9 @@ class Checkpoint:
     def _delivery(self, error: Any, message: Any) -> None:
         if error is None:
             self._undelivered -= 1
-            partition, offset = message.partition(), message.offset()
-            if offset > self._delivered.get(partition, -1):
-                self._delivered[partition] = offset
+            where, offset = (message.topic(), message.partition()), message.offset()
+            if offset > self._delivered.get(where, -1):
+                self._delivered[where] = offset
 
     def _commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> None:
         for topic, partition, key, value in changelog:

@@ -61,8 +61,8 @@ class Recovery:
     ``bootstrap``: the Kafka connection; ``group_id``: the worker's group
     (the restore consumer uses ``<group_id>-restore``); ``changelog_topic``:
     the physical changelog topic. ``consumed``: partition number → the
-    group's committed input offsets of that partition beyond each input
-    partition's start (``{topic: offset}``; default: none, as in a new
+    group's committed input offsets of that partition beyond offset 0
+    (``{topic: offset}``; default: none, as in a new
     deployment). ``reseed``: when given, ``reseed(partition, store, end)``
     writes an intact local store back to its empty changelog partition
     (end offset ``end``) instead of refusing, and returns the new end
@@ -207,10 +207,25 @@ class Recovery:
         store = self.pending[number]
         start = store.restore_from()
         consumed = self.consumed(number)
+        # Once restored, the store reflects the group's committed offsets
+        # (a reseed compares them with a clean store's: store.rocksdb).
+        store.reflects(consumed, whole=True)
         if start is None and not consumed and store.kept_checkpoint is None:
             return RestorePlan(None), 0
-        low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
         kept = store.kept_checkpoint is not None
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise
+            # The changelog topic was deleted while the worker ran (it
+            # creates it at start): as lost as an empty one, never a raw
+            # error and exit 1 — and nothing to reseed into.
+            plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id, consumed=consumed,
+                         low=0, high=0, local_from=start, kept_checkpoint=store.kept_checkpoint,
+                         kept_reason=store.wiped if kept else None, reseed_hint=kept or start is not None)
+            raise
+
         try:
             return plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id, consumed=consumed,
                                 low=low, high=high, local_from=start, kept_checkpoint=store.kept_checkpoint,
@@ -218,7 +233,7 @@ class Recovery:
         except ChangelogLost as lost:
             if self.reseed is None:
                 raise
-            why = store.reseed_refusal() if high == low else f"the changelog is not empty (offsets {low}–{high})"
+            why = store.reseed_refusal(consumed) if high == low else f"the changelog is not empty (offsets {low}–{high})"
             if why is not None:
                 raise ChangelogLost(f"{lost}; --reseed-changelog cannot reseed it: {why}", number) from None
             end = self.reseed(number, store, high)

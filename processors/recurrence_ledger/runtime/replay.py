@@ -41,6 +41,15 @@ topic, partition, offset; unlisted partitions start at their beginning);
 ``timestamp:ISO-8601`` (Kafka's offsets_for_times per input partition); or
 ``position:N`` (events whose journal_position ≥ N).
 
+The pattern stage (contract §23.5) is replayed too, in this process: at
+the end, every replayed scope's absolute counts go through one
+``PatternStage`` (the repartition topic is not written); a
+PatternCandidate whose candidate_id is not on ``pattern-candidates`` yet is
+written, and a ``signature-patterns`` row only when it differs from the
+topic's latest, each to its key's partition of the repartition topic, as
+the worker's pattern stage would. A replay's window does not limit them:
+a pattern's counts come from every replayed scope.
+
 Run it while the scope's worker is stopped, or over windows the worker has
 already processed: the worker's own state does not learn what a replay
 wrote (see docs/kafka.md, "Replay, rebuild and reset").
@@ -50,6 +59,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -64,9 +74,11 @@ from recurrence_ledger.kafka.kafka_io import produce, read_raw, read_topic
 from recurrence_ledger.runtime.unicode_pin import check_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
+from recurrence_ledger.ledger.patterns import PatternStage
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.intake import dead_letter
 from recurrence_ledger.kafka.records import ROLLED_BACK_REASONS, CoreFailure, emit_key, encode_emit, process_message
+from recurrence_ledger.runtime.stages import repartition_partition
 from recurrence_ledger.serde.codec import AVRO, FIXED, Codec
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import (
@@ -76,9 +88,12 @@ from recurrence_ledger.catalogue import (
     MATCHES,
     OBSERVATIONS,
     HOLDOUT_OBSERVATIONS,
+    PATTERN_CANDIDATES,
+    PATTERN_REPARTITION,
     REVIEW_CANDIDATES,
     REVIEW_STATUS,
     REVISION_STATISTICS,
+    SIGNATURE_PATTERNS,
     STATISTICS,
 )
 
@@ -219,6 +234,13 @@ class _Ledger:
         self.latest_review_status: dict[tuple, dict] = {}  # contract §18: the review-status table
         for _, _, _, value in read_topic(bootstrap, REVIEW_STATUS, topic_prefix=topic_prefix, codec=codec):
             self.latest_review_status[(value["scope_id"], value["candidate_id"])] = value
+        # contract §23: the pattern stage's facts and view
+        self.pattern_candidates = {
+            value["candidate_id"] for _, _, _, value in read_topic(bootstrap, PATTERN_CANDIDATES, topic_prefix=topic_prefix, codec=codec)
+        }
+        self.latest_patterns: dict[tuple[str, str], dict] = {}
+        for _, _, _, value in read_topic(bootstrap, SIGNATURE_PATTERNS, topic_prefix=topic_prefix, codec=codec):
+            self.latest_patterns[(value["group"], value["signature_key"])] = value
 
     def frozen(self, topic: str, value: dict) -> bool:
         """A match or observation (§21.3: or holdout observation) of an
@@ -366,6 +388,7 @@ def run_replay(
                 else:
                     _produce(producer, topic_prefix, emit, partition, None, output_format, codec)
                     summary.written[topic] += 1
+        _replay_patterns(processors.values(), existing, config, summary, producer, topic_prefix, output_format, codec, consumer)
         remaining = producer.flush(30)
         if remaining:
             raise BufferError(f"{remaining} replay outputs were not delivered")
@@ -381,6 +404,33 @@ def run_replay(
 GAUGES = ("pending_outcomes", "late_revisions")
 
 
+
+
+def _replay_patterns(
+    processors: Iterable[LedgerProcessor], existing: _Ledger, config: LedgerConfig, summary: ReplaySummary,
+    producer: Producer, topic_prefix: str, output_format: str, codec: Codec, consumer: Consumer,
+) -> None:
+    """The pattern stage of a replay (module docstring): the replayed
+    scopes' counts through one PatternStage; new candidates and changed
+    rows written to their key's partition of the repartition topic."""
+    stage = PatternStage(threshold=config.pattern_threshold)
+    candidates = [emit for processor in processors for contribution in processor.contributions() for emit in stage.apply(contribution.value)]
+    rows = stage.end_batch()
+    repartition = catalogue.physical(PATTERN_REPARTITION, topic_prefix)
+    partitions = len(consumer.list_topics(repartition, timeout=10).topics[repartition].partitions)
+    for emit in candidates:
+        if emit.value["candidate_id"] in existing.pattern_candidates:
+            summary.suppressed[PATTERN_CANDIDATES] += 1
+            continue
+        existing.pattern_candidates.add(emit.value["candidate_id"])
+        _produce(producer, topic_prefix, emit, repartition_partition(emit.key.encode("utf-8"), partitions), None, output_format, codec)
+        summary.written[PATTERN_CANDIDATES] += 1
+    for emit in rows:
+        if existing.latest_patterns.get((emit.value["group"], emit.value["signature_key"])) == emit.value:
+            summary.suppressed[SIGNATURE_PATTERNS] += 1
+            continue
+        _produce(producer, topic_prefix, emit, repartition_partition(emit.key.encode("utf-8"), partitions), None, output_format, codec)
+        summary.written[SIGNATURE_PATTERNS] += 1
 
 
 def _facts(record: dict | None) -> bytes:

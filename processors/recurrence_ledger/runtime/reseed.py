@@ -37,7 +37,7 @@ FLUSH_TIMEOUT_S = 120.0
 
 def reseed_changelog(bootstrap: Bootstrap, changelog_topic: str, partition: int, store: PartitionStore, end: int) -> int:
     """Produce every record of ``store`` (a ``store.rocksdb.RocksStore``
-    whose ``reseed_refusal()`` is None) to the empty ``changelog_topic
+    whose ``reseed_refusal(consumed)`` is None) to the empty ``changelog_topic
     [partition]`` whose end offset is ``end``, then adopt the new changelog
     in the store. Returns the changelog's new end offset. Raises StoreError
     when a record is not acknowledged (the store is left as it was)."""

@@ -1,6 +1,7 @@
 """One assigned partition of a worker (:class:`Task`): its state store and
 processor, the offsets to commit, and the records applied since the last
-checkpoint — what a rollback re-applies.
+checkpoint — what a rollback re-applies. A :class:`PatternTask` is one
+partition of the second stage (contract §23.5), driven the same way.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from confluent_kafka import Message
 
+from recurrence_ledger.ledger.patterns import PatternStage
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
 from recurrence_ledger.store.base import PartitionStore
@@ -30,10 +32,15 @@ class Task:
     def __init__(self, partition: int, config: LedgerConfig, store: PartitionStore | None = None):
         self.partition = partition
         self.store = ChangelogStore() if store is None else store
-        self.processor = LedgerProcessor(self.store, config)
+        self.processor: Any = self._processor(config)
         self.offsets: dict[str, int] = {}  # physical input topic → next offset to commit
         self.applied: list[Message] = []
         self.ready = False
+
+    def _processor(self, config: LedgerConfig) -> Any:
+        """The partition's processor over :attr:`store`: the ledger (the
+        scope stage)."""
+        return LedgerProcessor(self.store, config)
 
     def rollback(self, reapply: Callable[[Message], Any]) -> int:
         """Undo the record that just failed: return the store and the
@@ -62,6 +69,7 @@ class Task:
         """The checkpoint committed this task's changes (the last of them at
         ``changelog_offset`` on the changelog) and offsets. Raises
         store.StoreError when the store cannot record them."""
+        self.store.reflects(self.offsets)
         self.store.flushed(changelog_offset)
         self.processor.mark()
         self.applied.clear()
@@ -92,3 +100,16 @@ class Task:
                 "(--accept-unicode-change), recording Unicode %s", self.partition, previous,
                 unicodedata.unidata_version, unicodedata.unidata_version,
             )
+
+
+class PatternTask(Task):
+    """One assigned partition of the pattern stage (contract §23.5): a
+    ``PatternStage`` over its own store, changelogged to the pattern
+    changelog; input: the same partition of the repartition topic. Its
+    records hold only keys the scope stage normalized, so no Unicode pin."""
+
+    def _processor(self, config: LedgerConfig) -> Any:
+        return PatternStage(self.store, config.pattern_threshold)
+
+    def pin_unicode(self, accept_change: bool, changelog_topic: str) -> None:
+        """Nothing to pin (class docstring)."""

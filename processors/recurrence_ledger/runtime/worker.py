@@ -75,9 +75,10 @@ from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.runtime.faults import FaultInjector, RuntimeHooks
 from recurrence_ledger.runtime.metrics import BatchStats, WorkerMetrics
 from recurrence_ledger.runtime.pacing import Pacer
-from recurrence_ledger.kafka.records import CoreFailure, OutputRecord, Outputs, process_message
+from recurrence_ledger.kafka.records import CoreFailure, OutputRecord, Outputs, process_contribution, process_message
 from recurrence_ledger.runtime.recovery import Recovery
-from recurrence_ledger.runtime.task import Task
+from recurrence_ledger.runtime.stages import Stage, repartition_partition
+from recurrence_ledger.runtime.task import PatternTask, Task
 from recurrence_ledger.runtime.worker_config import WorkerConfig, input_consumer_config, output_producer_config, prepare_topics
 from recurrence_ledger.serde import codec
 from recurrence_ledger.settings import configure_logging, settings
@@ -112,11 +113,12 @@ class LedgerWorker:
         self.config = config
         prefix = config.topic_prefix
         self.inputs = [catalogue.physical(name, prefix) for name in catalogue.INPUT_TOPICS]
+        self.repartition = catalogue.physical(catalogue.PATTERN_REPARTITION, prefix)
         self.codec = codec.make_codec(config.schema_registry)
         if config.output_format == codec.AVRO:  # a registry that refuses our schemas stops the worker here
-            self.codec.prepare({catalogue.physical(name, prefix): catalogue.BY_NAME[name].schema for name in catalogue.OUTPUT_TOPICS})
+            written = (*catalogue.OUTPUT_TOPICS, *catalogue.INTERNAL_TOPICS)
+            self.codec.prepare({catalogue.physical(name, prefix): catalogue.BY_NAME[name].schema for name in written})
         self.outputs = Outputs(config.output_format, self.codec, prefix, config.max_output_bytes)
-        self.tasks: dict[int, Task] = {}
         self.running = True
         self.records_in = 0
         self.hooks = hooks if hooks is not None else FaultInjector(settings().fault_inject)
@@ -128,14 +130,27 @@ class LedgerWorker:
             config.bootstrap, config.group_id, config.instance_id if config.static_membership else None, config.session_timeout_ms))
         self.producer = Producer(output_producer_config(config))
         self.checkpoint = Checkpoint(self.producer, self.consumer.consumer_group_metadata, self.hooks, track_changelog=config.state_dir is not None)
-        self._changelog_identity: tuple[str | None, int | None] | None = None  # (topic id, delete.retention.ms), looked up once
-        self.recovery = Recovery(config.bootstrap, config.group_id, config.changelog_topic, self.hooks, consumed=self._consumed,
-                                 reseed=self._reseed if config.reseed_changelog else None)
+        # changelog topic → (topic id, delete.retention.ms), looked up once
+        self._changelog_identity: dict[str, tuple[str | None, int | None]] = {}
+        # The two sub-topologies (contract §23.5): the scope stage on the
+        # inputs, the pattern stage on the repartition topic; each its own
+        # tasks, changelog and recovery, driven by the same loop.
+        self.scope_stage = Stage("scope", self.inputs, config.changelog_topic, Task, Recovery(
+            config.bootstrap, config.group_id, config.changelog_topic, self.hooks,
+            consumed=lambda number: self._consumed(self.inputs, number), reseed=self._reseed if config.reseed_changelog else None))
+        self.pattern_stage = Stage("pattern", [self.repartition], config.pattern_changelog_topic, PatternTask, Recovery(
+            config.bootstrap, config.group_id, config.pattern_changelog_topic, self.hooks,
+            consumed=lambda number: self._consumed([self.repartition], number)))
+        self.stages = (self.scope_stage, self.pattern_stage)
+        self._stage_of = {topic: stage for stage in self.stages for topic in stage.inputs}
+        #: The scope stage's tasks (partition → Task).
+        self.tasks: dict[int, Task] = self.scope_stage.tasks
+        self._repartition_count: int | None = None  # partitions of the repartition topic, looked up once
         self.metrics = WorkerMetrics()
         self._batch = BatchStats()  # the open transaction's metrics, until it commits
         self._last_activity = time.monotonic()
         self.checkpoint.watch()
-        self._catch_up = CatchUp(self.consumer, self.inputs, config.bootstrap, config.group_id, config.exit_when_idle_s, config.max_wait_caught_up_s)
+        self._catch_up = CatchUp(self.consumer, [*self.inputs, self.repartition], config.bootstrap, config.group_id, config.exit_when_idle_s, config.max_wait_caught_up_s)
         self._unready: dict[tuple[str, int], int] = {}  # first offset per partition polled while restoring
         # Records consumed since the last checkpoint (with or without
         # outputs: their offsets must be committed either way).
@@ -153,7 +168,7 @@ class LedgerWorker:
         checkpoint.RestartRequired when a Kafka client cannot go on in this
         process (the CLI exits with RESTART_EXIT)."""
         self.checkpoint.init_transactions()
-        self.consumer.subscribe(self.inputs, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self.consumer.subscribe([*self.inputs, self.repartition], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         last_report = last_lag = self._last_activity = time.monotonic()
         batch_started = 0.0
         reported = 0
@@ -162,12 +177,12 @@ class LedgerWorker:
         clean = False
         try:
             while self.running:
-                if self.recovery.recovering:
+                if self.recovering:
                     self._recover_step()
                 # While a transaction is open, poll briefly and commit once it
                 # is `interval` old (latency ≈ interval, not interval plus a
                 # full poll wait); when idle, wait up to `interval` for input.
-                if self.recovery.recovering:
+                if self.recovering:
                     wait = 0.0
                 elif self._batch_open:
                     wait = max(0.0, min(0.005, interval - (time.monotonic() - batch_started)))
@@ -197,7 +212,8 @@ class LedgerWorker:
                     last_lag = now
                 if now - last_report >= 10:
                     rate = (self.records_in - reported) / (now - last_report)
-                    log.info("processed %d records (%.0f/s); partitions %s", self.records_in, rate, sorted(self.tasks))
+                    log.info("processed %d records (%.0f/s); partitions %s, pattern partitions %s",
+                             self.records_in, rate, sorted(self.tasks), sorted(self.pattern_stage.tasks))
                     last_report, reported = now, self.records_in
                 # The batch is due after processing it, not before: at the
                 # interval (a backlog's 2,000-record chunks take longer than
@@ -209,7 +225,7 @@ class LedgerWorker:
                     pacer.committed(time.thread_time() - committing)
                 idle = self.config.exit_when_idle_s
                 if (idle is not None and now - self._last_activity >= idle and not self._batch_open
-                        and not self.recovery.recovering and self._catch_up.done(now)):
+                        and not self.recovering and self._catch_up.done(now)):
                     break
             clean = True
         finally:
@@ -224,9 +240,11 @@ class LedgerWorker:
                     except RestartRequired as error:  # the broker aborts it on its own at the timeout
                         log.warning("could not abort the open transaction: %s", error)
             self.consumer.close()
-            self._close_stores(list(self.tasks))
+            for stage in self.stages:
+                self._close_stores(stage, list(stage.tasks))
             self.producer.flush(10)
-            self.recovery.close()
+            for stage in self.stages:
+                stage.recovery.close()
             self._catch_up.close()
             log.info("stopped after %d records; GC pauses: %s", self.records_in, self.metrics.describe_gc())
         if self._catch_up.not_caught_up is not None:
@@ -235,6 +253,11 @@ class LedgerWorker:
     def stop(self, *_: Any) -> None:
         """Ask the loop to finish after the current batch."""
         self.running = False
+
+    @property
+    def recovering(self) -> bool:
+        """True while a store of either stage is being restored."""
+        return any(stage.recovery.recovering for stage in self.stages)
 
     # -- records --------------------------------------------------------------------
     def _handle(self, message: Message) -> None:
@@ -249,7 +272,7 @@ class LedgerWorker:
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("consume error: %s", error)
             return
-        task = self.tasks.get(message.partition())
+        task = self._stage_of[message.topic()].tasks.get(message.partition())
         if task is None:  # a record of a partition revoked in this batch
             return
         if not task.ready:  # fetched before the pause took effect: read it again once restored
@@ -282,8 +305,10 @@ class LedgerWorker:
         (the core or a hook raised: ``internal_error``; an output too large:
         ``oversized_output``)."""
         try:
-            emits = process_message(task.processor, message, self.config.topic_prefix, self.codec)
-            if self.hooks.active:
+            emits = self._process(task, message)
+            # Injected core errors (tests) hit input records only: a parked
+            # input record is what the fault tests account for.
+            if self.hooks.active and not isinstance(task, PatternTask):
                 self.hooks.applied(Coordinates(message.topic(), message.partition(), message.offset(), None))
         except CoreFailure as failure:
             return [], ("internal_error", str(failure)[:1000])
@@ -295,9 +320,16 @@ class LedgerWorker:
         oversized = self.outputs.oversized(records)
         return ([], ("oversized_output", oversized)) if oversized is not None else (records, None)
 
+    def _process(self, task: Task, message: Message) -> list:
+        """One record through its stage's processor: a source event through
+        the ledger, a contribution through the pattern stage (§23.5)."""
+        if isinstance(task, PatternTask):
+            return process_contribution(task.processor, message, self.codec)
+        return process_message(task.processor, message, self.config.topic_prefix, self.codec)
+
     def _reapply(self, task: Task) -> Callable[[Message], Any]:
         def reapply(message: Message) -> None:
-            process_message(task.processor, message, self.config.topic_prefix, self.codec)
+            self._process(task, message)
         return reapply
 
     def _send(self, record: OutputRecord, partition: int) -> None:
@@ -310,11 +342,27 @@ class LedgerWorker:
     def _publish_views(self) -> None:
         """The transaction's view records (contract §8): each task's
         ``end_batch``, produced before its changelog is collected, so the
-        ``published`` state they update commits with them."""
+        ``published`` state they update commits with them; and each scope
+        task's pattern contributions (contract §23.5), to the repartition
+        topic's partition of their key, in the same transaction."""
         for task in self.tasks.values():
             if task.ready:
                 for record in self.outputs.records(task.processor.end_batch(), None):
                     self._send(record, task.partition)
+                for record in self.outputs.records(task.processor.contributions(), None):
+                    self._send(record, repartition_partition(record.key, self._repartitions()))
+        for task in self.pattern_stage.tasks.values():
+            if task.ready:
+                for record in self.outputs.records(task.processor.end_batch(), None):
+                    self._send(record, task.partition)
+
+    def _repartitions(self) -> int:
+        """The repartition topic's partition count (looked up once: a
+        topic's count never shrinks, and the worker checked it at start)."""
+        if self._repartition_count is None:
+            metadata = self.consumer.list_topics(self.repartition, timeout=10)
+            self._repartition_count = len(metadata.topics[self.repartition].partitions)
+        return self._repartition_count
 
     def _commit(self) -> None:
         """View records, then changelog records + offsets + commit,
@@ -325,9 +373,9 @@ class LedgerWorker:
         started = time.monotonic()
         self._publish_views()
         self.hooks.at("produced")
-        tasks = [task for task in self.tasks.values() if task.ready]
-        changelog = [(self.config.changelog_topic, task.partition, key, value) for task in tasks for key, value in task.store.changes()]
-        offsets = [TopicPartition(topic, task.partition, offset) for task in tasks for topic, offset in task.offsets.items()]
+        tasks = [(stage, task) for stage in self.stages for task in stage.tasks.values() if task.ready]
+        changelog = [(stage.changelog_topic, task.partition, key, value) for stage, task in tasks for key, value in task.store.changes()]
+        offsets = [TopicPartition(topic, task.partition, offset) for _, task in tasks for topic, offset in task.offsets.items()]
         try:
             delivered = self.checkpoint.commit(changelog, offsets)
         except CheckpointAborted as aborted:
@@ -337,8 +385,8 @@ class LedgerWorker:
         finally:
             self.metrics.checkpoint.observe(time.monotonic() - started)
         self._batch_open = False
-        for task in tasks:  # a StoreError here stops the worker: the transaction is committed, the restart restores its tail
-            task.checkpointed(delivered.get(task.partition))
+        for stage, task in tasks:  # a StoreError here stops the worker: the transaction is committed, the restart restores its tail
+            task.checkpointed(delivered.get((stage.changelog_topic, task.partition)))
         self.hooks.at("stored")
         # What survives a checkpoint is almost all state (acyclic JSON
         # values, freed by reference counting when replaced): move it out of
@@ -365,53 +413,61 @@ class LedgerWorker:
         for committed in positions:
             offset = committed.offset if committed.offset >= 0 else OFFSET_BEGINNING
             self.consumer.seek(TopicPartition(committed.topic, committed.partition, offset))
-        numbers = sorted(self.tasks)
-        self._close_stores(numbers)
-        self._start_tasks(numbers, assignment)
+        for stage in self.stages:
+            numbers = sorted(stage.tasks)
+            self._close_stores(stage, numbers)
+            self._start_tasks(stage, numbers, [tp for tp in assignment if tp.topic in stage.inputs])
 
     # -- rebalance and recovery ---------------------------------------------------------
-    def _start_tasks(self, numbers: list[int], partitions: list[TopicPartition]) -> None:
-        """Fresh tasks for ``numbers``, their input ``partitions`` paused
-        until the stores are restored in the main loop (``_recover_step``)."""
+    def _start_tasks(self, stage: Stage, numbers: list[int], partitions: list[TopicPartition]) -> None:
+        """Fresh tasks of ``stage`` for ``numbers``, their input
+        ``partitions`` paused until the stores are restored in the main
+        loop (``_recover_step``)."""
         if partitions:
             self.consumer.pause(partitions)
         for number in numbers:
-            task = Task(number, self.config.ledger, self._open_store(number))
-            self.tasks[number] = task
-            self.recovery.add(number, task.store)
+            task = stage.task_class(number, self.config.ledger, self._open_store(stage.changelog_topic, number))
+            stage.tasks[number] = task
+            stage.recovery.add(number, task.store)
 
-    def _open_store(self, number: int) -> PartitionStore:
-        """Partition ``number``'s store: in memory, or with ``state_dir`` its
-        RocksDB store (opened and checked: ``rocks_store.open_store``)."""
+    def _open_store(self, changelog_topic: str, number: int) -> PartitionStore:
+        """The store of partition ``number`` of ``changelog_topic``: in
+        memory, or with ``state_dir`` its RocksDB store (opened and checked:
+        ``store.rocksdb.open_store``)."""
         if self.config.state_dir is None:
             return ChangelogStore()
         from recurrence_ledger.kafka.kafka_admin import topic_identity
         from recurrence_ledger.store.rocksdb import DEFAULT_DELETE_RETENTION_MS, open_store
 
-        if self._changelog_identity is None:
-            self._changelog_identity = topic_identity(self.config.bootstrap, self.config.changelog_topic)
-            if self._changelog_identity[0] is None:
+        if changelog_topic not in self._changelog_identity:
+            self._changelog_identity[changelog_topic] = topic_identity(self.config.bootstrap, changelog_topic)
+            if self._changelog_identity[changelog_topic][0] is None:
                 log.warning("the topic id of %s is unknown: local stores cannot be checked against it and restore the whole changelog",
-                            self.config.changelog_topic)
-        topic_id, retention = self._changelog_identity
-        store = open_store(self.config.state_dir, self.config.changelog_topic, number, topic_id, retention or DEFAULT_DELETE_RETENTION_MS)
-        log.info("partition %d: state store %s (%s)", number, store.path,
-                 f"restoring the whole changelog: {store.wiped}" if store.restore_from() is None else f"restoring from changelog offset {store.restore_from()}")
+                            changelog_topic)
+        topic_id, retention = self._changelog_identity[changelog_topic]
+        store = open_store(self.config.state_dir, changelog_topic, number, topic_id, retention or DEFAULT_DELETE_RETENTION_MS)
+        if changelog_topic == self.config.changelog_topic:
+            log.info("partition %d: state store %s (%s)", number, store.path,
+                     f"restoring the whole changelog: {store.wiped}" if store.restore_from() is None else f"restoring from changelog offset {store.restore_from()}")
+        else:  # worded apart: the scope stage's lines are what operators (and tests) count
+            log.info("pattern task %d: state store %s (%s)", number, store.path,
+                     f"reads all of {changelog_topic}: {store.wiped}" if store.restore_from() is None else f"reads {changelog_topic} from {store.restore_from()}")
         return store
 
-    def _consumed(self, number: int) -> dict[str, int]:
-        """The group's committed offsets of input partition ``number`` that
-        lie beyond the partition's start (``{topic: offset}``): records were
-        processed into state (``changelog_guard``). Called from the main
-        loop (recovery), never from a rebalance callback."""
-        committed = self.consumer.committed([TopicPartition(topic, number) for topic in self.inputs], timeout=30)
-        consumed = {}
-        for partition in committed:
-            if partition.offset > 0:
-                low, _ = self.consumer.get_watermark_offsets(partition, timeout=10, cached=False)
-                if partition.offset > low:
-                    consumed[partition.topic] = partition.offset
-        return consumed
+    def _consumed(self, topics: list[str], number: int) -> dict[str, int]:
+        """The group's committed offsets of partition ``number`` of a
+        stage's input ``topics`` beyond offset 0 (``{topic: offset}``):
+        records were processed into state (``changelog_guard``). Not
+        compared with the partition's start: the worker commits an input
+        offset only with the changelog of the records before it, so an
+        offset at the start of an input whose processed records were
+        deleted since (DeleteRecords up to the committed offsets to free
+        disk, or retention passing them while the group was stopped) still
+        says state existed — counting only offsets beyond the start let a
+        deleted changelog be created again empty and run on. Called from
+        the main loop (recovery), never from a rebalance callback."""
+        committed = self.consumer.committed([TopicPartition(topic, number) for topic in topics], timeout=30)
+        return {partition.topic: partition.offset for partition in committed if partition.offset > 0}
 
     def _reseed(self, number: int, store: PartitionStore, end: int) -> int:
         """Write partition ``number``'s intact local store back to its empty
@@ -421,26 +477,30 @@ class LedgerWorker:
 
         return reseed_changelog(self.config.bootstrap, self.config.changelog_topic, number, store, end)
 
-    def _close_stores(self, numbers: list[int]) -> None:
-        """Close the stores of tasks ``numbers`` (their last checkpoint stays on disk)."""
+    def _close_stores(self, stage: Stage, numbers: list[int]) -> None:
+        """Close the stores of ``stage``'s tasks ``numbers`` (their last checkpoint stays on disk)."""
         for number in numbers:
-            task = self.tasks.get(number)
+            task = stage.tasks.get(number)
             if task is not None:
                 task.store.close()
 
     def _recover_step(self) -> None:
         """Restore for a slice of time; pin and resume finished partitions."""
         self._last_activity = time.monotonic()
-        for number, restored, seconds in self.recovery.step():
-            task = self.tasks.get(number)
-            if task is None:
-                continue
-            task.pin_unicode(self.config.accept_unicode_change, self.config.changelog_topic)
-            task.mark()
-            task.ready = True
-            self.consumer.resume([tp for tp in self.consumer.assignment() if tp.partition == number])
-            log.info("partition %d restored: %d state records in %.2f s", number, restored, seconds)
-        if not self.recovery.recovering:
+        for stage in self.stages:
+            for number, restored, seconds in stage.recovery.step():
+                task = stage.tasks.get(number)
+                if task is None:
+                    continue
+                task.pin_unicode(self.config.accept_unicode_change, stage.changelog_topic)
+                task.mark()
+                task.ready = True
+                self.consumer.resume([tp for tp in self.consumer.assignment() if tp.partition == number and tp.topic in stage.inputs])
+                if stage is self.scope_stage:
+                    log.info("partition %d restored: %d state records in %.2f s", number, restored, seconds)
+                else:
+                    log.info("pattern task %d ready: %d state records read in %.2f s", number, restored, seconds)
+        if not self.recovering:
             gc.freeze()  # the restored state: see _commit
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -448,19 +508,23 @@ class LedgerWorker:
         # before its store is restored (quixstreams' Application._on_assign
         # does the same).
         consumer.assign(partitions)
-        numbers = sorted({tp.partition for tp in partitions} - set(self.tasks))
-        self._start_tasks(numbers, [tp for tp in partitions if tp.partition in numbers])
+        for stage in self.stages:
+            mine = [tp for tp in partitions if tp.topic in stage.inputs]
+            numbers = sorted({tp.partition for tp in mine} - set(stage.tasks))
+            self._start_tasks(stage, numbers, [tp for tp in mine if tp.partition in numbers])
+            what = "partitions" if stage is self.scope_stage else "pattern tasks"
+            log.info("assigned %s %s: restoring %s in the main loop", what, sorted({tp.partition for tp in mine}), numbers)
         self._last_activity = time.monotonic()
-        log.info("assigned partitions %s: restoring %s in the main loop", sorted({tp.partition for tp in partitions}), numbers)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._batch_open:
             self._commit()
-        for number in {tp.partition for tp in partitions}:
-            self._close_stores([number])
-            self.tasks.pop(number, None)
-            self.recovery.discard(number)
-        log.info("revoked partitions %s", sorted({tp.partition for tp in partitions}))
+        for stage in self.stages:
+            for number in {tp.partition for tp in partitions if tp.topic in stage.inputs}:
+                self._close_stores(stage, [number])
+                stage.tasks.pop(number, None)
+                stage.recovery.discard(number)
+        log.info("revoked partitions %s", sorted({(tp.topic, tp.partition) for tp in partitions}))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Lost (not revoked): another member may own them already; our open
@@ -468,10 +532,11 @@ class LedgerWorker:
         self.checkpoint.abort("partitions lost")
         self._batch.clear()
         self._batch_open = False
-        for number in list(self.tasks):
-            self.recovery.discard(number)
-        self._close_stores(list(self.tasks))
-        self.tasks.clear()
+        for stage in self.stages:
+            for number in list(stage.tasks):
+                stage.recovery.discard(number)
+            self._close_stores(stage, list(stage.tasks))
+            stage.tasks.clear()
         log.warning("partitions lost %s: state dropped, will restore on reassignment", sorted({tp.partition for tp in partitions}))
 
 

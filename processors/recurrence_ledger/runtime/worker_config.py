@@ -117,6 +117,16 @@ class WorkerConfig:
         """Physical name of the state changelog topic (compacted)."""
         return catalogue.physical(self.changelog_name, self.topic_prefix)
 
+    @property
+    def pattern_changelog_name(self) -> str:
+        """Logical name of the pattern stage's state changelog (contract §23.5)."""
+        return catalogue.pattern_changelog_name(self.app_id)
+
+    @property
+    def pattern_changelog_topic(self) -> str:
+        """Physical name of the pattern stage's state changelog (compacted)."""
+        return catalogue.physical(self.pattern_changelog_name, self.topic_prefix)
+
 
 def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any) -> WorkerConfig:
     """WorkerConfig from the process settings (KAFKA_BOOTSTRAP_SERVERS,
@@ -181,8 +191,9 @@ def output_producer_config(config: WorkerConfig) -> dict:
 
 def prepare_topics(config: WorkerConfig) -> int:
     """Refuse to start unless the input topics are co-partitioned; create
-    missing output topics and the changelog with the same partition count;
-    check they all agree. Returns the partition count. With
+    missing output topics, the repartition topic and the two changelogs
+    (the scope stage's and the pattern stage's, contract §23.5) with the
+    same partition count; check they all agree. Returns the partition count. With
     ``config.create_partitions`` set, missing catalogue topics are first
     created with that many partitions (a fresh deployment).
 
@@ -197,6 +208,7 @@ def prepare_topics(config: WorkerConfig) -> int:
     inputs = [catalogue.physical(name, prefix) for name in catalogue.INPUT_TOPICS]
     partitions = check_copartitioned(config.bootstrap, inputs)
     changelog_config = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "max.message.bytes": str(MAX_MESSAGE_BYTES)}
-    create_topics(config.bootstrap, partitions, prefix, extra=[(config.changelog_name, changelog_config)])
-    outputs = [catalogue.physical(name, prefix) for name in catalogue.OUTPUT_TOPICS]
-    return check_copartitioned(config.bootstrap, [*inputs, *outputs, config.changelog_topic])
+    create_topics(config.bootstrap, partitions, prefix,
+                  extra=[(config.changelog_name, changelog_config), (config.pattern_changelog_name, changelog_config)])
+    outputs = [catalogue.physical(name, prefix) for name in (*catalogue.OUTPUT_TOPICS, *catalogue.INTERNAL_TOPICS)]
+    return check_copartitioned(config.bootstrap, [*inputs, *outputs, config.changelog_topic, config.pattern_changelog_topic])

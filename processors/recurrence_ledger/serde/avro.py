@@ -157,12 +157,15 @@ def with_branches(name: str, value: dict) -> dict:
 
 def encode(name: str, value: dict) -> bytes:
     """Schemaless Avro body of ``value`` under schema ``name`` (fastavro,
-    ``strict=True``, the schema parsed once).
+    ``strict_allow_default``: a field the schema does not know is an error,
+    and so is a missing one unless the schema gives it a default — so a
+    value of an earlier form, such as an event without revision 4's
+    ``severity``, encodes with the default; the schema parsed once).
 
     Raises ValueError/TypeError (fastavro) when ``value`` does not fit.
     """
     buffer = io.BytesIO()
-    fastavro.schemaless_writer(buffer, parsed_schema(name), _with_branches(value, _plan(name)), strict=True)
+    fastavro.schemaless_writer(buffer, parsed_schema(name), _with_branches(value, _plan(name)), strict_allow_default=True)
     return buffer.getvalue()
 
 

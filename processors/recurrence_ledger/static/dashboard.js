@@ -123,6 +123,18 @@
     $(".review-panel").classList.toggle("alert", needing);
   }
 
+  // Contract §22: a critical revision (reviewed at the critical review
+  // threshold, its recurrences alerted at once) is marked in every list.
+  function markCritical(tr, td, row) {
+    if (row.severity !== "critical") return;
+    tr.classList.add("critical");
+    tr.dataset.severity = "critical";
+    const mark = document.createElement("span");
+    mark.className = "severity critical";
+    mark.textContent = "critical";
+    td.append(" ", mark);
+  }
+
   function renderRevisions(list) {
     const body = $("#revisions tbody");
     body.replaceChildren();
@@ -141,6 +153,7 @@
       cell(tr, String(row.rank), "num");
       const revisionCell = cell(tr, revisionLabel(row.artifact_ref));
       if (window.rlTimeline) window.rlTimeline.link(revisionCell, selected, row.artifact_ref); // opens its timeline
+      markCritical(tr, revisionCell, row);
       cell(tr, row.signature_key);
       cell(tr, String(row.terminal_recurred_streak), "num").dataset.field = "streak";
       cell(tr, row.needs_review ? "needs review" : "", "flag");
@@ -189,7 +202,7 @@
       const tr = document.createElement("tr");
       tr.className = "needs-review";
       tr.dataset.revision = revisionLabel(row.artifact_ref);
-      cell(tr, revisionLabel(row.artifact_ref));
+      markCritical(tr, cell(tr, revisionLabel(row.artifact_ref)), row);
       cell(tr, row.signature_key);
       cell(tr, String(row.terminal_recurred_streak), "num");
       cell(tr, surfaceLabel(row), "flag");

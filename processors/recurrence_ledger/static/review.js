@@ -88,7 +88,15 @@
       tr.dataset.candidate = item.candidate_id;
       cell(tr, when(item.published_at));
       link(cell(tr, ""), item.scope_id, `/#scope=${encodeURIComponent(item.scope_id)}`);
-      link(cell(tr, ""), revisionLabel(item.artifact_ref), timelineUrl(item.scope_id, item.artifact_ref));
+      const revision = cell(tr, "");
+      link(revision, revisionLabel(item.artifact_ref), timelineUrl(item.scope_id, item.artifact_ref));
+      if (item.severity === "critical") {
+        tr.classList.add("critical");
+        const mark = document.createElement("span");
+        mark.className = "severity critical";
+        mark.textContent = "critical";
+        revision.append(" ", mark);
+      }
       cell(tr, item.signature_key);
       cell(tr, String(item.streak), "num");
       cell(tr, runLabel(item.run_start_position));
@@ -113,7 +121,7 @@
       }
       tr.title = item.reason;
       body.appendChild(tr);
-      view.waiting.push([item.candidate_id, item.scope_id, revisionLabel(item.artifact_ref), item.status, failures(item)]);
+      view.waiting.push([item.candidate_id, item.scope_id, revisionLabel(item.artifact_ref), item.status, failures(item), item.severity || null]);
     }
   }
 
@@ -147,21 +155,26 @@
   }
 
   function render(opened, superseded, decided) {
+    // Critical candidates first (contract §22), then oldest first.
+    const critical = (item) => (item.severity === "critical" ? 0 : 1);
     const waiting = [...opened.candidates, ...superseded.candidates]
-      .sort((a, b) => (a.published_at < b.published_at ? -1 : a.published_at > b.published_at ? 1 : a.candidate_id < b.candidate_id ? -1 : 1));
+      .sort((a, b) => critical(a) - critical(b)
+        || (a.published_at < b.published_at ? -1 : a.published_at > b.published_at ? 1 : a.candidate_id < b.candidate_id ? -1 : 1));
     for (const item of decided.candidates) {
       if (pending.delete(item.candidate_id)) say(`${revisionLabel(item.artifact_ref)} of ${item.scope_id}: ${item.status} by ${item.decision.reviewer}, applied by the ledger`);
     }
     // A decision being written survives the refresh (its row is drawn again with what was typed).
     const open = document.querySelector("#waiting tr.decision-row");
     const typing = open && { candidate: open.dataset.candidate, kind: open.dataset.kind,
-      fix: open.querySelector(".fix-revision").value, reason: open.querySelector(".reason").value };
+      fix: open.querySelector(".fix-revision").value, reason: open.querySelector(".reason").value,
+      code: open.querySelector(".reason-code").value };
     renderWaiting(waiting);
     const still = typing && waiting.find((item) => item.candidate_id === typing.candidate && !pending.has(item.candidate_id));
     if (still) {
       const row = openForm(document.querySelector(`#waiting tr[data-candidate="${CSS.escape(still.candidate_id)}"]`), still, typing.kind);
       row.querySelector(".fix-revision").value = typing.fix;
       row.querySelector(".reason").value = typing.reason;
+      row.querySelector(".reason-code").value = typing.code;
     }
     renderDecided(decided.candidates);
     const counts = decided.counts;
@@ -195,6 +208,8 @@
     const fix = row.querySelector(".fix-revision");
     const reason = row.querySelector(".reason");
     row.querySelector("label.fix").hidden = kind !== "approved";
+    const code = row.querySelector(".reason-code");
+    row.querySelector("label.code").hidden = kind !== "rejected";  // contract §24: a code only with a rejection
     fix.min = String(item.artifact_ref.revision + 1);
     fix.placeholder = `optional: a revision of ${item.artifact_ref.artifact_id} above ${item.artifact_ref.revision}`;
     reason.required = kind === "rejected";
@@ -207,7 +222,7 @@
       if (button.disabled) return;
       button.disabled = true;
       try {
-        await send(item, kind, reason.value, kind === "approved" ? fix.value.trim() : "");
+        await send(item, kind, reason.value, kind === "approved" ? fix.value.trim() : "", kind === "rejected" ? code.value : "");
       } finally {
         button.disabled = false;
       }
@@ -237,7 +252,7 @@
     return lastRequest.key;
   }
 
-  async function send(item, kind, reason, fix) {
+  async function send(item, kind, reason, fix, code = "") {
     const token = storedReviewer();
     if (!token) {
       say("enter your reviewer token first");
@@ -250,6 +265,7 @@
     }
     const body = { decision: kind, reason: reason.trim() ? reason : null };
     if (fix) body.fix_revision = { family: "experience", artifact_id: item.artifact_ref.artifact_id, revision: Number(fix) };
+    if (code) body.reason_code = code;
     const key = idempotencyKey(item.candidate_id, JSON.stringify(body));
     let response;
     try {
@@ -265,7 +281,7 @@
     try { answer = await response.json(); } catch (_) { /* not JSON */ }
     if (response.status === 202) {
       pending.add(item.candidate_id);
-      view.sent.push([item.candidate_id, answer.decision_id, answer.decision.decision, answer.decision.reviewer]);
+      view.sent.push([item.candidate_id, answer.decision_id, answer.decision.decision, answer.decision.reviewer, answer.decision.reason_code || null]);
       say(`${kind === "approved" ? "approval" : "rejection"} of ${revisionLabel(item.artifact_ref)} sent as ${answer.decision.reviewer} `
         + `(decision ${answer.decision_id.slice(7, 19)}…): waiting for the ledger to apply it`);
       closeForms();

@@ -150,9 +150,19 @@ class PartitionStore(MutableMapping, ABC):
         """The whole current state, decoded."""
 
     # -- reseeding an empty changelog (runtime.reseed) ----------------------------
-    def reseed_refusal(self) -> str | None:
-        """Why this store cannot be written back to an empty changelog;
-        None when it can. By default (in memory) nothing survives a stop."""
+    def reflects(self, offsets: dict[str, int], whole: bool = False) -> None:
+        """The data reflects the consumer group's committed input offsets
+        ``offsets`` of this partition (physical input topic → next offset):
+        a commit's (merged into what it reflected) or, with ``whole``, the
+        group's when the store was restored. Kept with the next checkpoint
+        (``store.rocksdb``), so a reseed can tell a store behind the
+        group's offsets; nothing to record by default."""
+
+    def reseed_refusal(self, consumed: dict[str, int]) -> str | None:
+        """Why this store cannot be written back to an empty changelog when
+        the group's committed input offsets beyond offset 0
+        are ``consumed``; None when it can. By default (in memory) nothing
+        survives a stop."""
         return "the worker keeps its state in memory (no --state-dir store survived its stop)"
 
     def records(self) -> Iterator[tuple[bytes, bytes]]:

@@ -17,10 +17,13 @@ local keys start with a NUL byte (a JSON array never does):
 - ``\\x00identity``: ``{"format", "changelog_topic", "partition",
   "topic_id"}`` — the deployment's changelog topic, the partition and the
   changelog topic's Kafka topic id (its creation identity, KIP-516);
-- ``\\x00checkpoint``: ``{"offset", "written_at", "clean"}`` — the offset of
-  the last changelog record the data reflects, when (Unix seconds), and
-  whether its owner wrote it on a clean close (after its last committed
-  transaction: what ``--reseed-changelog`` may write back, ``runtime.reseed``).
+- ``\\x00checkpoint``: ``{"offset", "written_at", "clean", "consumed"}`` —
+  the offset of the last changelog record the data reflects, when (Unix
+  seconds), whether its owner wrote it on a clean close (after its last
+  committed transaction: what ``--reseed-changelog`` may write back,
+  ``runtime.reseed``), and the consumer group's committed input offsets the
+  data reflects (``{topic: next offset}``; a clean store whose offsets are
+  not the group's is behind it and is never reseeded).
 
 Both are written in the same ``WriteBatch`` as the data they describe
 (quixstreams' ``RocksDBStorePartition.write`` and
@@ -165,6 +168,7 @@ class RocksStore(PartitionStore):
         self.failed = False  #: a write or read failed: nothing more is written
         self._current = False  # restored to the changelog's end, and its owner since
         self._encoded: list[tuple[bytes, bytes | None]] | None = None  # changes() since the last write
+        self._consumed: dict[str, int] | None = None  # the input offsets the data reflects (None: unknown)
 
     # -- reads and writes (the core's mapping) ------------------------------------
     def _read(self, key: tuple) -> Any:
@@ -263,7 +267,7 @@ class RocksStore(PartitionStore):
                     batch.delete(raw_key)
                 else:
                     batch.put(raw_key, raw_value)
-            batch.put(CHECKPOINT_KEY, checkpoint_value(offset))
+            batch.put(CHECKPOINT_KEY, checkpoint_value(offset, consumed=self._consumed))
             self._write(batch, "checkpoint")
             self._checkpoint = offset
         touched = self.before.keys() | self.dirty.keys()
@@ -312,7 +316,7 @@ class RocksStore(PartitionStore):
             self._restore_offset = max(end - 1, -1 if self._restore_offset is None else self._restore_offset)
         if self._restore_offset is not None:
             batch = self._restore_batch or WriteBatch(raw_mode=True)
-            batch.put(CHECKPOINT_KEY, checkpoint_value(self._restore_offset))
+            batch.put(CHECKPOINT_KEY, checkpoint_value(self._restore_offset, consumed=self._consumed))
             self._write(batch, "restore")
             self._checkpoint = self._restore_offset
         self._current = end is not None
@@ -330,18 +334,35 @@ class RocksStore(PartitionStore):
         self.wiped = reason
 
     # -- reseeding an empty changelog (runtime.reseed) -----------------------------------
-    def reseed_refusal(self) -> str | None:
+    def reflects(self, offsets: dict[str, int], whole: bool = False) -> None:
+        """As ``PartitionStore.reflects``: kept with the next checkpoint."""
+        self._consumed = dict(offsets) if whole or self._consumed is None else {**self._consumed, **offsets}
+
+    def reseed_refusal(self, consumed: dict[str, int]) -> str | None:
         """Why this store cannot be written back to an empty changelog, or
         None: it holds checkpointed state whose last checkpoint was written
         on a clean close (a crash may leave it a transaction behind the
         committed offsets, and the changelog that had that transaction is
-        gone)."""
+        gone) and reflects exactly the group's committed input offsets
+        ``consumed`` (those beyond offset 0): a clean store
+        the group carried on without — another worker, or a run without
+        this --state-dir, committed after it — is behind them, and writing
+        it back would silently lose every transaction in between."""
         raw = self.db.get(CHECKPOINT_KEY)
         if raw is None or (self._restore_from is None and self.kept_checkpoint is None):
             return "it holds no checkpointed state"
-        if not orjson.loads(raw).get("clean", False):
+        checkpoint = orjson.loads(raw)
+        if not checkpoint.get("clean", False):
             return ("its last checkpoint was not written by a clean stop (a crash may have left it one transaction "
                     "behind the committed offsets)")
+        recorded = checkpoint.get("consumed")
+        if recorded is None:
+            return "its checkpoint does not record the input offsets it reflects (written before they were recorded)"
+        behind = {topic: offset for topic, offset in consumed.items() if recorded.get(topic) != offset}
+        if behind:
+            named = ", ".join(f"{topic}@{recorded.get(topic)} (the group: @{offset})" for topic, offset in sorted(behind.items()))
+            return (f"it reflects other input offsets than the group committed — {named}: the group carried on without "
+                    "this store (another worker, or a run without this --state-dir), so it is behind the committed state")
         return None
 
     def records(self) -> Iterator[tuple[bytes, bytes]]:
@@ -356,7 +377,7 @@ class RocksStore(PartitionStore):
         (one WriteBatch); the store is trusted again."""
         batch = WriteBatch(raw_mode=True)
         batch.put(IDENTITY_KEY, orjson.dumps(self.identity))
-        batch.put(CHECKPOINT_KEY, checkpoint_value(offset))
+        batch.put(CHECKPOINT_KEY, checkpoint_value(offset, consumed=self._consumed))
         self._write(batch, "reseed")
         self._restore_from, self._checkpoint = offset + 1, offset
         self.kept_checkpoint = None
@@ -375,7 +396,7 @@ class RocksStore(PartitionStore):
                 # Restored to the end, and the owner since: nothing but its
                 # own commits was written after the checkpoint, so it is
                 # current as of now (a store closed mid-restore is not).
-                self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint, clean=True))
+                self.db.put(CHECKPOINT_KEY, checkpoint_value(self._checkpoint, clean=True, consumed=self._consumed))
         except Exception as error:
             log.warning("state store %s: refreshing its checkpoint failed: %s", self.path, error)
         cancelled = False
@@ -416,11 +437,13 @@ class RocksStore(PartitionStore):
                           "its last committed state is on the changelog (docs/operating.md, \"RocksDB state\")")
 
 
-def checkpoint_value(offset: int, clean: bool = False) -> bytes:
+def checkpoint_value(offset: int, clean: bool = False, consumed: dict[str, int] | None = None) -> bytes:
     """The ``\\x00checkpoint`` value for changelog offset ``offset``;
     ``clean``: written by the store's owner on a clean close, after its last
-    committed transaction (the store reflects exactly the committed offsets)."""
-    return orjson.dumps({"offset": offset, "written_at": time.time(), "clean": clean})
+    committed transaction (the store reflects exactly the committed offsets);
+    ``consumed``: those committed input offsets (``{topic: next offset}``,
+    None: unknown)."""
+    return orjson.dumps({"offset": offset, "written_at": time.time(), "clean": clean, "consumed": consumed})
 
 
 def _corrupt_marker(path: Path) -> Path:

@@ -119,9 +119,27 @@ def scope_ids(*results: PolicyResult) -> list[str]:
     return sorted(found)
 
 
+def pattern_candidate_row(candidate: dict) -> dict:
+    """A PatternCandidate as a report row (contract §23)."""
+    return {name: candidate[name] for name in ("candidate_id", "group", "signature_key", "threshold")}
+
+
+def compare_patterns(base: PolicyResult, alt: PolicyResult) -> dict:
+    """The pattern candidates (contract §23) ``alt`` adds and removes, in
+    (group, signature_key) order; patterns span scopes, so they are compared
+    over the whole input, not per scope."""
+    added, removed = _added_removed(base.pattern_candidates, alt.pattern_candidates)
+    order = lambda row: (row["group"], row["signature_key"], row["threshold"])  # noqa: E731
+    return {
+        "added": sorted((pattern_candidate_row(alt.pattern_candidates[key]) for key in added), key=order),
+        "removed": sorted((pattern_candidate_row(base.pattern_candidates[key]) for key in removed), key=order),
+    }
+
+
 def compare(base: PolicyResult, alt: PolicyResult) -> dict:
     """The comparison of baseline ``base`` and alternative ``alt``:
-    ``{policy, changed_settings, differs, totals, scopes}``; ``totals`` has
+    ``{policy, changed_settings, differs, totals, scopes,
+    pattern_candidates}``; ``totals`` has
     both policies' :meth:`PolicyResult.totals` and the counts of every kind
     of difference; ``scopes`` maps each scope that differs to its
     :func:`compare_scope` entry."""
@@ -147,12 +165,16 @@ def compare(base: PolicyResult, alt: PolicyResult) -> dict:
         "horizon_unlinked_removed": count("horizon_unlinked", "removed"),
         "scopes_with_differences": len(scopes),
     }
+    patterns = compare_patterns(base, alt)
+    totals["pattern_candidates_added"] = len(patterns["added"])
+    totals["pattern_candidates_removed"] = len(patterns["removed"])
     return {
         "policy": alt.policy.as_json(),
         "changed_settings": alt.policy.differences(base.policy),
-        "differs": bool(scopes),
+        "differs": bool(scopes) or bool(patterns["added"] or patterns["removed"]),
         "totals": totals,
         "scopes": scopes,
+        "pattern_candidates": patterns,
     }
 
 

@@ -3,12 +3,14 @@ policies in as few passes over the inputs as the rules allow.
 
 A :class:`Policy` is the four settings §20 names: review threshold,
 provenance horizon, top-N of ``top_revisions`` and near-duplicate
-threshold. Which of them need their own pass:
+threshold, and the two of §23: pattern threshold and pattern group
+separator. Which of them need their own pass:
 
 - the **provenance horizon** decides when a pending outcome stops waiting,
   so it changes matches, verdicts and everything after them: one pass (one
   processor) per distinct horizon;
-- the **review threshold** only decides which runs of terminal verdicts
+- the **review threshold** (and the **critical review threshold**, §22,
+  for critical revisions) only decides which runs of terminal verdicts
   raise a ReviewCandidate and which revisions need review; the verdicts
   themselves do not depend on it, so every threshold is computed from the
   verdicts of one pass (:class:`~recurrence_ledger.whatif.shadow.WhatIfProcessor`);
@@ -16,7 +18,10 @@ threshold. Which of them need their own pass:
   an admission decision, which is computed when the decision is made from
   the bigram index of that moment: every threshold from one pass;
 - **top-N** only cuts the ``top_revisions`` rows of a view: read off the
-  final state.
+  final state;
+- the **pattern threshold** and **group separator** only decide how the
+  final counts of recurred verdicts per (scope, signature) add up to
+  patterns and candidates (contract §23): read off the final state too.
 
 :func:`passes` groups policies into :class:`Pass` es accordingly.
 """
@@ -35,7 +40,8 @@ from recurrence_ledger.ledger.config import LedgerConfig
 #: option without its dashes): ``--sweep review-threshold=2..8``.
 SETTINGS: dict[str, policy.Setting] = {
     setting.option.removeprefix("--"): setting
-    for setting in (policy.REVIEW_THRESHOLD, policy.PROVENANCE_HORIZON, policy.NEAR_DUPLICATE_THRESHOLD, policy.TOP_REVISIONS)
+    for setting in (policy.REVIEW_THRESHOLD, policy.PROVENANCE_HORIZON, policy.NEAR_DUPLICATE_THRESHOLD, policy.TOP_REVISIONS,
+                    policy.CRITICAL_REVIEW_THRESHOLD, policy.PATTERN_THRESHOLD)
 }
 #: Policy attribute of each setting (``LedgerConfig``'s name, except top-N).
 ATTRIBUTES: dict[str, str] = {
@@ -43,6 +49,9 @@ ATTRIBUTES: dict[str, str] = {
     policy.PROVENANCE_HORIZON.name: "provenance_horizon",
     policy.NEAR_DUPLICATE_THRESHOLD.name: "near_duplicate_threshold",
     policy.TOP_REVISIONS.name: "top_revisions",
+    policy.CRITICAL_REVIEW_THRESHOLD.name: "critical_review_threshold",
+    policy.PATTERN_THRESHOLD.name: "pattern_threshold",
+    policy.PATTERN_GROUP_SEPARATOR.name: "pattern_group_separator",
 }
 
 
@@ -51,7 +60,10 @@ class Policy:
     """One policy (contract §20): ``review_threshold`` (§8),
     ``provenance_horizon`` (§5; None waits until the end of the inputs),
     ``near_duplicate_threshold`` (§12 rule 5, an exact fraction) and
-    ``top_revisions`` (N of ``top_revisions``, §8). Defaults are the
+    ``top_revisions`` (N of ``top_revisions``, §8), and since revision 4
+    ``critical_review_threshold`` (§22: the review threshold of critical
+    revisions), ``pattern_threshold`` and ``pattern_group_separator``
+    (§23). Defaults are the
     :mod:`recurrence_ledger.policy` settings'. Raises ValueError for a value
     the core refuses (:class:`LedgerConfig`)."""
 
@@ -59,6 +71,9 @@ class Policy:
     provenance_horizon: int | None = policy.PROVENANCE_HORIZON.default
     near_duplicate_threshold: Fraction = policy.NEAR_DUPLICATE_THRESHOLD.default
     top_revisions: int = policy.TOP_REVISIONS.default
+    critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default
+    pattern_threshold: int = policy.PATTERN_THRESHOLD.default
+    pattern_group_separator: str | None = policy.PATTERN_GROUP_SEPARATOR.default
 
     def __post_init__(self) -> None:
         self.config()
@@ -68,7 +83,8 @@ class Policy:
         return LedgerConfig(
             review_threshold=self.review_threshold, top_revisions_limit=self.top_revisions,
             provenance_horizon=self.provenance_horizon, max_pending_candidates=max_pending_candidates,
-            near_duplicate_threshold=self.near_duplicate_threshold,
+            near_duplicate_threshold=self.near_duplicate_threshold, critical_review_threshold=self.critical_review_threshold,
+            pattern_threshold=self.pattern_threshold, pattern_group_separator=self.pattern_group_separator,
         )
 
     def with_setting(self, setting: policy.Setting, value: Any) -> Policy:
@@ -87,11 +103,20 @@ class Policy:
             "provenance_horizon": self.provenance_horizon,
             "near_duplicate_threshold": str(self.near_duplicate_threshold),
             "top_revisions": self.top_revisions,
+            "critical_review_threshold": self.critical_review_threshold,
+            "pattern_threshold": self.pattern_threshold,
+            "pattern_group_separator": self.pattern_group_separator,
         }
 
     def differences(self, other: Policy) -> list[str]:
         """The attribute names whose values differ from ``other``'s."""
         return [name for name in ATTRIBUTES.values() if getattr(self, name) != getattr(other, name)]
+
+
+def review_pair(chosen: Policy) -> tuple[int, int]:
+    """A policy's (review threshold, critical review threshold): what
+    decides its review candidates and revisions needing review."""
+    return (chosen.review_threshold, chosen.critical_review_threshold)
 
 
 def show(value: Any) -> str:
@@ -129,9 +154,10 @@ class Pass:
     policies: list[Policy] = field(default_factory=list)
 
     @property
-    def review_thresholds(self) -> tuple[int, ...]:
-        """Every review threshold of the pass, the native one first."""
-        return tuple(dict.fromkeys([self.native.review_threshold, *(p.review_threshold for p in self.policies)]))
+    def review_thresholds(self) -> tuple[tuple[int, int], ...]:
+        """Every pair (review threshold, critical review threshold) of the
+        pass (contract §8, §22), the native one first."""
+        return tuple(dict.fromkeys([review_pair(self.native), *(review_pair(p) for p in self.policies)]))
 
     @property
     def near_duplicate_thresholds(self) -> tuple[Fraction, ...]:

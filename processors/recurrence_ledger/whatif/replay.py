@@ -31,9 +31,10 @@ from typing import BinaryIO, Protocol
 from recurrence_ledger.catalogue import DEAD_LETTER, SOURCE_JOURNAL
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
-from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary
+from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary, close_batch
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
+from recurrence_ledger.ledger.patterns import PatternStage
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.policy import MAX_PENDING_CANDIDATES
@@ -151,6 +152,7 @@ def replay(
         for group in passes(ordered)
     ]
     writer = runs[0][1] if facts_of is not None else None
+    stage = PatternStage(threshold=facts_of.pattern_threshold) if facts_of is not None else None  # the writer's pattern stage (§23)
     outcome = ReplayOutcome({}, source.describe(), passes=len(runs))
     summary = RunSummary()
     with contextlib.ExitStack() as stack:
@@ -168,12 +170,12 @@ def replay(
                 if processor is writer:
                     sink.write(emits, summary)
             if sink is not None and outcome.records % view_batch == 0:
-                sink.write(writer.end_batch(), summary)
+                sink.write(close_batch(writer, stage), summary)
         for _, processor in runs:
             emits = processor.flush()
             if processor is writer:
                 sink.write(emits, summary)
-                sink.write(writer.end_batch(), summary)
+                sink.write(close_batch(writer, stage), summary)
     for group, processor in runs:
         for member in group.policies:
             outcome.results[member] = policy_result(processor, member)

@@ -95,6 +95,7 @@ LABELS = {
     "decisions_with_near_duplicates": "admission decisions listing near-duplicates",
     "horizon_unlinked": "outcomes the provenance horizon decided unlinked",
     "end_unlinked": "outcomes the end of the input decided unlinked",
+    "pattern_candidates": "pattern candidates (contract §23, all scopes)",
     "selected": "selected", "recurred": "recurred", "avoided": "avoided", "unknown": "unknown",
     "pending_outcomes": "pending outcomes (gauge)",
 }
@@ -177,6 +178,11 @@ def _scope_lines(scope_id: str, entry: dict) -> list[str]:
     return lines
 
 
+def _separator(value: str | None) -> str:
+    """A pattern group separator as a person reads it (contract §23)."""
+    return "unset (one group)" if value is None else f"`{value}`"
+
+
 def _decision_text(row: dict | None) -> str:
     if row is None:
         return "not decided"
@@ -192,10 +198,11 @@ def _policy_lines(document: dict) -> list[str]:
     header = ["setting", "baseline", "baseline from"] + (["alternative"] if single else [])
     rows = []
     for name in ATTRIBUTES.values():
-        row = [SETTING_LABELS[name], show(baseline[name]), sources.get(name, "—")]
+        shown = _separator if name == "pattern_group_separator" else show
+        row = [SETTING_LABELS[name], shown(baseline[name]), sources.get(name, "—")]
         if single:
             alternative = document["comparisons"][0]["policy"][name]
-            row.append(show(alternative) + (" (changed)" if alternative != baseline[name] else ""))
+            row.append(shown(alternative) + (" (changed)" if alternative != baseline[name] else ""))
         rows.append(row)
     return _table(header, rows)
 
@@ -211,12 +218,16 @@ def _totals_lines(comparison: dict) -> list[str]:
         f"{totals['revisions_needing_review_added']}, removed {totals['revisions_needing_review_removed']}; admission decisions "
         f"that change {totals['admission_decisions_changed']}; outcomes the horizon decided unlinked added "
         f"{totals['horizon_unlinked_added']}, removed {totals['horizon_unlinked_removed']}; scopes with a difference "
-        f"{totals['scopes_with_differences']}.",
+        f"{totals['scopes_with_differences']}; pattern candidates added {totals['pattern_candidates_added']}, removed "
+        f"{totals['pattern_candidates_removed']}.",
         "",
     ]
     if totals.get("rejected_candidates_avoided") is not None:
         lines += [f"Rejected candidates avoided (raised by the baseline, rejected by reviewers, not raised by the alternative): "
                   f"{totals['rejected_candidates_avoided']}.", ""]
+    for kind in ("added", "removed"):
+        lines += _listed(f"Pattern candidates {kind}", ("group", "signature", "threshold"), comparison["pattern_candidates"][kind],
+                         lambda r: (f"`{r['group']}`" if r["group"] else "(one group)", r["signature_key"], r["threshold"]))
     return lines
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from recurrence_ledger.ledger.patterns import patterns_of_counts, state_counts
 from recurrence_ledger.ledger.statistics import scope_statistics
+from recurrence_ledger.ledger.severity import severity_review_threshold
 from recurrence_ledger.whatif.policies import Policy
 from recurrence_ledger.whatif.shadow import WhatIfProcessor
 
@@ -28,7 +30,10 @@ class PolicyResult:
       journal_position}`` decided unlinked because the provenance horizon
       passed / the input ended (§5);
     - ``statistics``: the scope's final ScopeStatistics under this policy
-      (its threshold's ``needing_review``, its top-N of ``top_revisions``).
+      (its threshold's ``needing_review``, its top-N of ``top_revisions``);
+    - ``pattern_candidates``: ``{candidate_id: PatternCandidate}`` of the
+      whole input (contract §23: patterns span scopes), under its pattern
+      threshold and group separator.
     """
 
     policy: Policy
@@ -38,6 +43,7 @@ class PolicyResult:
     horizon_unlinked: dict[str, dict[str, int]] = field(default_factory=dict)
     end_unlinked: dict[str, dict[str, int]] = field(default_factory=dict)
     statistics: dict[str, dict] = field(default_factory=dict)
+    pattern_candidates: dict[str, dict] = field(default_factory=dict)
 
     @property
     def scope_ids(self) -> list[str]:
@@ -58,6 +64,7 @@ class PolicyResult:
             ),
             "horizon_unlinked": sum(map(len, self.horizon_unlinked.values())),
             "end_unlinked": sum(map(len, self.end_unlinked.values())),
+            "pattern_candidates": len(self.pattern_candidates),
         }
         for name in FIGURES:
             totals[name] = sum(record[name] for record in self.statistics.values())
@@ -70,19 +77,25 @@ def policy_result(processor: WhatIfProcessor, policy: Policy) -> PolicyResult:
     thresholds), after ``flush``."""
     state = processor.state
     result = PolicyResult(policy, horizon_unlinked=processor.horizon_unlinked, end_unlinked=processor.end_unlinked)
-    for candidate in processor.candidates[policy.review_threshold]:
+    _, result.pattern_candidates = patterns_of_counts(state_counts(state.store), policy.pattern_group_separator, policy.pattern_threshold)
+    for candidate in processor.candidates[(policy.review_threshold, policy.critical_review_threshold)]:
         result.candidates.setdefault(candidate["scope_id"], {})[candidate["candidate_id"]] = candidate
     for (scope_id, candidate_id), decision in processor.decisions[policy.near_duplicate_threshold].items():
         result.decisions.setdefault(scope_id, {})[candidate_id] = decision
     for scope_id in processor.scope_ids:
         needing = {}
+        lowest = min(policy.review_threshold, policy.critical_review_threshold)
         for negative_streak, _, artifact_id, revision, signature_key in state.ranking(scope_id):
-            if -negative_streak < policy.review_threshold:
+            if -negative_streak < lowest:
                 break
+            severity = state.get("streak", scope_id, artifact_id, revision).get("severity")
+            if -negative_streak < severity_review_threshold(severity, policy.review_threshold, policy.critical_review_threshold):
+                continue  # contract §22: a critical revision's own threshold
             needing[(artifact_id, revision)] = {"signature_key": signature_key, "streak": -negative_streak}
         if needing:
             result.needing_review[scope_id] = needing
-        statistics = scope_statistics(state, state.scope(scope_id), scope_id, policy.top_revisions, policy.review_threshold)
+        statistics = scope_statistics(state, state.scope(scope_id), scope_id, policy.top_revisions, policy.review_threshold,
+                                      policy.critical_review_threshold)
         statistics["needing_review"] = len(needing)
         result.statistics[scope_id] = statistics
     return result

@@ -41,8 +41,12 @@ from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.processor import LedgerProcessor
+from recurrence_ledger.ledger.severity import is_critical
 from recurrence_ledger.ledger.state import LedgerState
 from recurrence_ledger.ledger.streaks import HISTORY_START, review_candidate
+
+#: A review policy: (review threshold, critical review threshold), contract §8, §22.
+ReviewPair = tuple[int, int]
 
 
 def with_near_duplicates(decision: dict, near: list[dict]) -> dict:
@@ -63,10 +67,12 @@ class WhatIfProcessor(LedgerProcessor, PolicyHook):
     ``near_duplicate_thresholds`` computed from the same pass (each may
     include the native one, which the core itself decides).
 
-    After the input (``flush``), per threshold:
+    A review threshold is a pair (review threshold, critical review
+    threshold), contract §22; a plain number t is (t, the native critical
+    review threshold). After the input (``flush``), per threshold:
 
-    - ``candidates[t]``: the ReviewCandidate records review threshold t
-      publishes, in publication order (the native one's are the core's, the
+    - ``candidates[(t, c)]``: the ReviewCandidate records the review
+      thresholds t and c publish, in publication order (the native one's are the core's, the
       others' from the runs the core keeps, module docstring);
     - ``decisions[t]``: ``{(scope_id, candidate_id): AdmissionDecision}``
       near-duplicate threshold t decides, in decision order;
@@ -81,12 +87,14 @@ class WhatIfProcessor(LedgerProcessor, PolicyHook):
       candidate it is.
     """
 
-    def __init__(self, config: LedgerConfig, review_thresholds: Sequence[int] = (), near_duplicate_thresholds: Sequence[Fraction] = (),
+    def __init__(self, config: LedgerConfig, review_thresholds: Sequence[int | ReviewPair] = (), near_duplicate_thresholds: Sequence[Fraction] = (),
                  validate_outputs: bool = False) -> None:
         super().__init__(config=config, validate_outputs=validate_outputs, hook=self)
-        native_review, native_near = config.review_threshold, config.near_duplicate_threshold
-        self.candidates: dict[int, list[dict]] = {native_review: []}
-        self._reviews = sorted(t for t in dict.fromkeys(review_thresholds) if t != native_review)
+        native_review = (config.review_threshold, config.critical_review_threshold)
+        native_near = config.near_duplicate_threshold
+        self.candidates: dict[ReviewPair, list[dict]] = {native_review: []}
+        pairs = ((t, config.critical_review_threshold) if isinstance(t, int) else tuple(t) for t in review_thresholds)
+        self._reviews = sorted(t for t in dict.fromkeys(pairs) if t != native_review)
         for threshold in self._reviews:
             self.candidates[threshold] = []
         #: (scope_id, artifact_id, revision, run name) → the most recurred
@@ -108,11 +116,13 @@ class WhatIfProcessor(LedgerProcessor, PolicyHook):
     def verdict_recorded(self, state: LedgerState, scope_id: str, record: dict, repair_surface: str, published: list[dict]) -> None:
         """The native threshold's candidates are the core's ``published``;
         the other review thresholds' are worked out from the run."""
-        self.candidates[self.config.review_threshold] += published
+        self.candidates[(self.config.review_threshold, self.config.critical_review_threshold)] += published
         if self._reviews and repair_surface == "experience_content":
-            self._other_thresholds(state, scope_id, record, repair_surface)
+            ref = record["artifact_ref"]
+            critical = is_critical(state.get("streak", scope_id, ref["artifact_id"], ref["revision"]))
+            self._other_thresholds(state, scope_id, record, repair_surface, critical)
 
-    def _other_thresholds(self, state: LedgerState, scope_id: str, record: dict, repair_surface: str) -> None:
+    def _other_thresholds(self, state: LedgerState, scope_id: str, record: dict, repair_surface: str, critical: bool = False) -> None:
         """The candidates the other review thresholds publish for the run
         this verdict (just recorded by the core) lengthened or split off:
         for a recurred verdict the run it falls in (named by the avoided
@@ -135,9 +145,11 @@ class WhatIfProcessor(LedgerProcessor, PolicyHook):
         if length <= before:
             return
         self._longest[key] = length
-        for threshold in self._reviews:
+        for pair in self._reviews:
+            threshold = pair[1] if critical else pair[0]  # contract §22: a critical revision's own threshold
             if before < threshold <= length:
-                self.candidates[threshold].append(review_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold))
+                self.candidates[pair].append(
+                    review_candidate(state, scope_id, ref, record["signature_key"], repair_surface, name, entries, threshold, critical))
 
     def admission_decided(self, state: LedgerState, scope_id: str, candidate: dict, decision: dict) -> None:
         """The native threshold's decision is the core's; each other

@@ -3,8 +3,9 @@
 // tests/e2e/test_review_browser.py.
 //
 // Usage: node review.mjs BASE_URL CANDIDATE_ID SCREENSHOT
-// Reads the reviewer token and the reason from stdin (one line each: never
-// in argv, which other users of the machine can read).
+// Reads the reviewer token, the reason and the reason code (contract §24;
+// an empty line: none) from stdin (one line each: never in argv, which
+// other users of the machine can read).
 //
 // 1. opens BASE_URL/review?refresh=300; with RL_BROWSER_API_TOKEN in the
 //    environment (the API token, as production runs) waits for the page's
@@ -13,7 +14,7 @@
 //    and prints the page's state (window.reviewView, and "asked": the
 //    status the page showed while it asked);
 // 2. enters the reviewer token, clicks the row's Reject button, types the
-//    reason into the form it opens, double-clicks send (one decision must
+//    reason into the form it opens, picks the reason code, double-clicks send (one decision must
 //    be sent), waits for the page to say the decision was sent and for its
 //    button to be usable again, and prints the state again;
 // 3. on the line "wait" from stdin, waits (up to 120 s of polls) until the
@@ -35,6 +36,7 @@ const consoleErrors = [];
 const posts = [];
 const token = await nextLine();
 const reason = await nextLine();
+const reasonCode = await nextLine();
 await withChromium({ width: 1280, height: 900 }, async (page) => {
   page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
   page.on("pageerror", (error) => consoleErrors.push(String(error)));
@@ -47,6 +49,7 @@ await withChromium({ width: 1280, height: 900 }, async (page) => {
   const state = async () => ({
     ...(await page.evaluate(() => ({ view: window.reviewView, stats: window.historyStats, url: location.href,
       csp: document.querySelectorAll("[onclick], [onsubmit], [onchange], [oninput]").length,
+      criticalMarks: document.querySelectorAll("#waiting tbody tr.critical .severity.critical").length,
       stored: (() => { try { return Object.keys(sessionStorage); } catch (_) { return null; } })() }))),
     consoleErrors, posts, asked,
   });
@@ -72,6 +75,7 @@ await withChromium({ width: 1280, height: 900 }, async (page) => {
   await page.click(`${row} button.reject`);
   await page.waitForSelector(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, { timeout: 5000 });
   await page.fill(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, reason);
+  if (reasonCode) await page.selectOption(`#waiting tr.decision-row[data-candidate="${candidateId}"] select.reason-code`, reasonCode);
   await page.dblclick(`#waiting tr.decision-row[data-candidate="${candidateId}"] button.send`);
   await page.waitForFunction(() => window.reviewView.sent.length === 1, null, { timeout: 20000 });
   // The send button is usable again once the request is answered (its form closes on a 202).

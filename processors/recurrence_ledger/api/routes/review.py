@@ -19,8 +19,10 @@ Redis only the answer of a request with an ``Idempotency-Key``, so that a
 retry is answered, not published again: ``recurrence_ledger.api.idempotency``). It needs a reviewer token (``recurrence_ledger.api.auth``:
 401 without a token, 403 with the read token or an unknown one), whose
 reviewer's name the decision records — a ``reviewer`` in the body is a 400,
-and so is any other field than ``decision``, ``reason`` and
-``fix_revision``. Its ``journal_position`` is the scope's current
+and so is any other field than ``decision``, ``reason``, ``fix_revision``
+and ``reason_code`` (contract §24: only with a rejection, one of its six
+codes; another code, or one with an approval, is a 400 too). Its
+``journal_position`` is the scope's current
 ``as_of_position`` in the view, its ``decided_at`` the API's clock, its id
 ``recurrence_ledger.kafka.review.decision_id``. Refused before anything
 is published: 404 for a candidate the view does not hold
@@ -78,6 +80,7 @@ def queue_item(item: dict, status: dict | None) -> dict:
         failure_refs=[shape_ref(ref) for ref in candidate["failure_refs"]], published_at=iso(item["timestamp"]),
         status=status["status"] if status else "open", decision=status.get("decision") if status else None,
         fix_revision=status.get("fix_revision") if status else None, repair=status.get("repair") if status else None,
+        severity=item.get("severity"),
     )
 
 
@@ -142,7 +145,8 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
     ) -> JSONResponse:
         """Publish a human decision on a review candidate (contract §18) to
         ``review-decisions``: approved (optionally with the fix_revision
-        that repairs it) or rejected (with a reason). Needs a reviewer token
+        that repairs it) or rejected (with a reason, and a reason_code the
+        ledger counts, contract §24). Needs a reviewer token
         (Authorization: Bearer), whose reviewer it records. 202 once Kafka
         acknowledged it; the worker then publishes the candidate's new
         review status. With an ``Idempotency-Key`` a retry is answered,
@@ -179,6 +183,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
             decision = new_decision(
                 entry.item["candidate"], entry.status, reviewer=reviewer, decision=body.decision, reason=body.reason,
                 fix_revision=body.fix_revision.model_dump() if body.fix_revision is not None else None, journal_position=entry.as_of_position,
+                reason_code=body.reason_code,
             )
         except DecisionRefused as refused:
             return 409 if refused.code == "already_decided" else 400, {"detail": f"{refused}: {refused.code}"}

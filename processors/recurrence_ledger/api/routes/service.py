@@ -17,7 +17,8 @@ from fastapi.responses import FileResponse, JSONResponse
 from recurrence_ledger.api.auth import BearerToken
 from recurrence_ledger.api.responses import ERRORS, page
 from recurrence_ledger.api.schemas import FieldCatalogue, Health
-from recurrence_ledger.ledger.records import RevisionFigures, ScopeStatistics, UnknownReasons, field_catalogue
+from recurrence_ledger.ledger.fields import field_catalogue
+from recurrence_ledger.ledger.records import RevisionFigures, ScopeStatistics, UnknownReasons
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader
 
