@@ -98,7 +98,7 @@ def test_the_help_shows_each_policy_option_once_with_its_variable(command):
         lines = [line for line in result.stdout.splitlines() if re.search(rf"(?<![\w-]){re.escape(setting.option)}(?![\w-])", line)]
         assert len(lines) == 1, (command, setting.option, lines)
         assert f"[env var: {setting.env}]" in lines[0], (command, lines[0])
-        if setting.default is None:  # unset by default (the pattern group separator): no default shown
+        if setting.default is None:  # unset by default (the pattern group separator, the holdout salt and rate): no default shown
             assert "[default:" not in lines[0], (command, lines[0])
         else:
             assert f"[default: {setting.default}]" in lines[0], (command, lines[0])

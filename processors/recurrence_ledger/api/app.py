@@ -127,7 +127,7 @@ from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerToken
 from recurrence_ledger.api.limits import BodyLimit
 from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR, DocsHeaders
-from recurrence_ledger.api.routes import advisories, history, review, revisions, scopes, service
+from recurrence_ledger.api.routes import advisories, history, holdout, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
 from recurrence_ledger.api.transport import ServeLimits, http_protocol
 from recurrence_ledger.read.connect import describe_error
@@ -211,6 +211,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     revisions.register(app, reader)
     advisories.register(app, reader)
     service.register(app, reader, settings.redis_url, token)
+    holdout.register(app)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, error: RequestValidationError) -> JSONResponse:

@@ -79,6 +79,8 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
             )
         for line in review_lines([row for (scope, _), row in summary.review_status.items() if scope == scope_id]):
             console.print(line, highlight=False, soft_wrap=True)
+        for line in effect_lines([row for (scope, _, _), row in sorted(summary.effects.items()) if scope == scope_id]):
+            console.print(line, highlight=False, soft_wrap=True)
     for line in admission_lines(summary.admission):
         console.print(line, highlight=False)
     counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
@@ -106,6 +108,26 @@ def review_lines(rows: list[dict]) -> list[str]:
         if fix is not None:
             line += (f"; fix {fix['artifact_id']} r{fix['revision']}: repair {repair['status']} "
                      f"(selected {repair['selected']}, recurred {repair['recurred']}, avoided {repair['avoided']})")
+        lines.append(line)
+    return lines
+
+
+def effect_lines(rows: list[dict]) -> list[str]:
+    """One line per revision with an effect (contract §21.4), in the order
+    given:
+
+        effect EXP-a r1: helps, probability_helps 0.9600 (treated 1 of 5 recurred, withheld 4 of 5)
+
+    [] without such revisions."""
+    lines = []
+    for row in rows:
+        ref, effect = row["artifact_ref"], row["effect"]
+        probability = "n/a" if effect["probability_helps"] is None else f"{effect['probability_helps']:.4f}"
+        treated, withheld = effect["treated"], effect["withheld"]
+        line = (f"  effect {ref['artifact_id']} r{ref['revision']}: {effect['verdict']}, probability_helps {probability} "
+                f"(treated {treated['recurred']} of {treated['resolved']} recurred, withheld {withheld['recurred']} of {withheld['resolved']})")
+        if effect["assignment_mismatches"]:
+            line += f", {effect['assignment_mismatches']} assignment mismatches"
         lines.append(line)
     return lines
 

@@ -466,7 +466,7 @@ class ViewFollower:
         try:
             self.consumer.commit(offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in ends.items()], asynchronous=False)
         except KafkaException as error:
-            log.warning("offset commit refused (%s): the batch will be read again, without effect", error.args[0])
+            log.warning("offset commit refused (%s): the batch will be read again, changing nothing", error.args[0])
 
     def _read_to_end(self) -> bool:
         """Whether every assigned partition's position is at its high
