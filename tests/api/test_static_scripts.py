@@ -31,6 +31,7 @@ def test_every_page_that_gets_json_loads_the_shared_file_first():
     assert pages == {
         "index.html": ["vendor/chart.umd.min.js", SHARED, "dashboard-history.js", "dashboard-unknown.js", "dashboard.js"],
         "review.html": [SHARED, "review.js"],
+        "patterns.html": [SHARED, "patterns.js"],
         "timeline.html": ["vendor/chart.umd.min.js", SHARED, "timeline.js"],
     }
     for page, scripts in pages.items():
