@@ -25,7 +25,7 @@ POLICY_NAMES = frozenset({
 #: The settings ``run`` and ``worker`` take as options: the ledger's and the runtime's.
 CLI_SETTINGS = policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS
 #: The commands that take each number of processes.
-PROCESS_OPTIONS = {policy.JOBS: ("run-journal", "what-if")}
+PROCESS_OPTIONS = {policy.JOBS: ("run-journal", "what-if"), policy.WORKER_PROCESSES: ("worker",)}
 
 
 def is_number(node: ast.expr | None) -> bool:

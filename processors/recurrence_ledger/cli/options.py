@@ -107,6 +107,8 @@ def processes_option(setting: policy.Setting, **panel: str) -> Any:
 
 #: ``--jobs N|auto`` of run-journal and what-if (RL_JOBS).
 JobsOption = Annotated[int, processes_option(policy.JOBS)]
+#: ``--processes N|auto`` of worker (RL_WORKER_PROCESSES).
+ProcessesOption = Annotated[int, processes_option(policy.WORKER_PROCESSES, rich_help_panel=WORKER_PANEL)]
 
 
 def fraction_option(setting: policy.Setting, panel: str) -> Any:
