@@ -13,7 +13,8 @@
 | ``recurrence_ledger_gc_pause_seconds`` | histogram | generation | one pause of CPython's cyclic garbage collector (``gc.callbacks``) |
 
 The last two say where publish → visible latency goes when it is high
-(docs/operating.md, "Latency").
+(docs/operating.md, "Latency"). Under ``worker --processes N`` every metric
+has a first label ``process`` (:class:`WorkerMetrics`).
 """
 
 from __future__ import annotations
