@@ -342,8 +342,8 @@ MaxWaitCaughtUpOption = Annotated[
     float,
     typer.Option(
         "--max-wait-caught-up", min=0, rich_help_panel=WORKER_PANEL,
-        help="With --exit-when-idle: how long to wait, idle and without progress of the group, for every input partition of the group "
-             "to be committed to its end (exit 0); then exit 4 naming the partitions left.",
+        help="With --exit-when-idle: how long to wait, idle and without progress of the group, for every input and repartition partition "
+             "of the group to be committed to its end, no transaction open on it (exit 0); then exit 4 naming the partitions left.",
     ),
 ]
 StaticMembershipOption = Annotated[
@@ -382,8 +382,8 @@ ReseedChangelogOption = Annotated[
     bool,
     typer.Option(
         "--reseed-changelog", rich_help_panel=WORKER_PANEL,
-        help="With --state-dir: when a partition's changelog is empty (deleted and created again) while the group has committed "
-             "offsets, write its intact local store back to the changelog instead of refusing (exit 5) (docs/operating.md, "
+        help="With --state-dir: when a partition's changelog (the ledger's or the pattern stage's) is empty (deleted and created "
+             "again) while the group has committed offsets, write its intact local store back to the changelog instead of refusing (exit 5) (docs/operating.md, "
              "\"A lost or truncated changelog\").",
     ),
 ]
