@@ -108,6 +108,10 @@ def processes_option(setting: policy.Setting, **panel: str) -> Any:
 
 #: ``--jobs N|auto`` of run-journal and what-if (RL_JOBS).
 JobsOption = Annotated[int, processes_option(policy.JOBS)]
+#: ``--processes N|auto`` of worker (RL_WORKER_PROCESSES).
+ProcessesOption = Annotated[int, processes_option(policy.WORKER_PROCESSES, rich_help_panel=WORKER_PANEL)]
+
+
 def bounded_fraction_parser(setting: policy.Setting) -> Callable[[str], Fraction]:
     """A parser of a fraction (``19/20``) or decimal (``0.95``) read exactly
     and held to ``setting``'s minimum and maximum; raises typer.BadParameter
