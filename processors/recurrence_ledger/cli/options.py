@@ -35,7 +35,7 @@ import typer
 
 from recurrence_ledger import policy
 from recurrence_ledger.catalogue import DEFAULT_MAX_OUTPUT_BYTES
-from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import (
     DEFAULT_APP_ID,
     DEFAULT_MAX_WAIT_CAUGHT_UP_S,
