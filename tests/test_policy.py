@@ -22,8 +22,10 @@ POLICY_NAMES = frozenset({
     "review_threshold", "top_revisions", "top_revisions_limit", "top_limit", "provenance_horizon",
     "commit_interval_ms", "max_batch", "max_pending_candidates",
 })
-#: The settings the command line takes as options: every one.
-CLI_SETTINGS = policy.SETTINGS
+#: The settings ``run`` and ``worker`` take as options: the ledger's and the runtime's.
+CLI_SETTINGS = policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS
+#: The commands that take each number of processes.
+PROCESS_OPTIONS = {policy.JOBS: ("run-journal", "what-if")}
 
 
 def is_number(node: ast.expr | None) -> bool:
@@ -89,11 +91,14 @@ def test_no_policy_default_is_a_literal_number_in_the_package():
     assert found == [], "take these defaults from recurrence_ledger.policy:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("command", ["worker", "run"])
-def test_the_help_shows_each_policy_option_once_with_its_variable(command):
+@pytest.mark.parametrize("command, settings", [
+    ("worker", CLI_SETTINGS), ("run", CLI_SETTINGS),
+    *((command, (setting,)) for setting, commands in PROCESS_OPTIONS.items() for command in commands),
+])
+def test_the_help_shows_each_policy_option_once_with_its_variable(command, settings):
     result = run_cli(command, "--help", env={"COLUMNS": "250"})
     assert result.returncode == 0, result.stderr
-    for setting in CLI_SETTINGS:
+    for setting in settings:
         lines = [line for line in result.stdout.splitlines() if re.search(rf"(?<![\w-]){re.escape(setting.option)}(?![\w-])", line)]
         assert len(lines) == 1, (command, setting.option, lines)
         assert f"[env var: {setting.env}]" in lines[0], (command, lines[0])

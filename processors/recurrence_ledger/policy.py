@@ -142,6 +142,17 @@ MAX_BATCH: Setting[int] = Setting(
     "max_batch", "--max-batch", "RL_MAX_BATCH", 2_000, 1, "records", "kafka.md",
     "Records consumed per poll.",
 )
+#: ``auto`` in place of a number of processes: the cores this process may
+#: use (``os.sched_getaffinity``).
+AUTO = "auto"
+JOBS: Setting[int] = Setting(
+    "jobs", "--jobs", "RL_JOBS", 1, 1, "processes", "journals.md",
+    "Processes a journal's scopes are split across (auto: one per usable core); the same files, byte for byte.",
+)
+WORKER_PROCESSES: Setting[int] = Setting(
+    "processes", "--processes", "RL_WORKER_PROCESSES", 1, 1, "processes", "kafka.md",
+    "Worker processes one supervisor runs in the consumer group (auto: one per usable core).",
+)
 
 #: The ledger policy: what decides ledger facts and views (contract §5, §8, §12, §21, §22, §23).
 LEDGER_SETTINGS: tuple[Setting, ...] = (
@@ -151,8 +162,10 @@ LEDGER_SETTINGS: tuple[Setting, ...] = (
 )
 #: The runtime's batching: how often and how much, never what.
 RUNTIME_SETTINGS: tuple[Setting, ...] = (COMMIT_INTERVAL_MS, MAX_BATCH)
+#: How many processes: never what, nor how often.
+PROCESS_SETTINGS: tuple[Setting, ...] = (JOBS, WORKER_PROCESSES)
 #: Every setting, in the order of the docs table.
-SETTINGS: tuple[Setting, ...] = LEDGER_SETTINGS + RUNTIME_SETTINGS
+SETTINGS: tuple[Setting, ...] = LEDGER_SETTINGS + RUNTIME_SETTINGS + PROCESS_SETTINGS
 
 
 def markdown_table() -> str:

@@ -22,7 +22,7 @@ STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
 #: Headers of every HTML page (``/``, ``/review``, ``/timeline``; :func:`page`).
 #: The pages keep the API token (and the review page a reviewer token) in
-#: sessionStorage (see processors/recurrence_ledger/static/dashboard.js),
+#: sessionStorage (see processors/recurrence_ledger/static/login.js),
 #: which their scripts can read, so they allow no script, style, connection
 #: or frame from anywhere but this service, and no inline script or handler:
 #: an injected script could not load or send a token away.
