@@ -55,3 +55,23 @@ def test_the_revisions_filter_by_effect_and_sort_by_probability_helps(view):
         assert httpx.get(url, params={"effect": "helps"}).json()["revisions"][0]["effect"]["probability_helps"] == 0.96
         refused = httpx.get(url, params={"effect": "useless"})
         assert refused.status_code == 400
+
+
+def test_rank_by_effect_and_the_effects_of_stats(view):
+    fed, rows = view
+    args = ("--redis-url", fed.redis_url, "--topic-prefix", fed.prefix)
+    ranked = json.loads(run_cli("rank", "--by", "effect", "--json", *args).stdout)
+    assert [(row["artifact_ref"]["artifact_id"], row["effect"]["verdict"]) for row in ranked] == [
+        ("EH", "helps"), ("EU", "undecided"), ("EX", "harms")]  # probability_helps 0.9600, 0.5000, 0.0431
+    assert [row["effect"] for row in ranked] == [rows[f"{a} r1"]["effect"] for a in ("EH", "EU", "EX")]
+    harms = json.loads(run_cli("rank", "--effect", "harms", "--json", *args).stdout)
+    assert [row["artifact_ref"]["artifact_id"] for row in harms] == ["EX"]
+    table = run_cli("rank", "--by", "effect", *args, columns=200).stdout
+    assert "revisions by effect" in table and "0.9600" in table and "0.0431" in table
+    assert table.index("EH r1") < table.index("EU r1") < table.index("EX r1")
+    assert "7/10 = 0.70" in table and "3/10 = 0.30" in table  # EX: treated and withheld arms
+    assert run_cli("rank", "--by", "luck", *args).returncode == 2
+    stats = run_cli("stats", *args, columns=200).stdout
+    record = fed.expected[SCOPE]
+    assert record["effects"] == {"helps": 1, "harms": 1, "undecided": 1, "insufficient": 0}
+    assert "effects helps 1, harms 1, undecided 1, insufficient 0" in " ".join(stats.split())
