@@ -75,3 +75,19 @@ def test_rank_by_effect_and_the_effects_of_stats(view):
     record = fed.expected[SCOPE]
     assert record["effects"] == {"helps": 1, "harms": 1, "undecided": 1, "insufficient": 0}
     assert "effects helps 1, harms 1, undecided 1, insufficient 0" in " ".join(stats.split())
+
+
+def test_the_view_totals_count_the_lessons_by_effect_verdict(view):
+    import redis
+
+    from recurrence_ledger.read.keys import Keys
+    from recurrence_ledger.read.totals import view_totals
+
+    fed, _ = view
+    client = redis.Redis.from_url(fed.redis_url)
+    try:
+        totals = view_totals(client, Keys(fed.namespace))
+    finally:
+        client.close()
+    assert totals.effects == fed.expected[SCOPE]["effects"] == {"helps": 1, "harms": 1, "undecided": 1, "insufficient": 0}
+    assert (totals.sums["withheld"], totals.sums["holdout_conflicts"]) == (fed.expected[SCOPE]["withheld"], 0) == (20, 0)

@@ -55,3 +55,22 @@ def test_the_effect_filter_keeps_the_published_verdict():
 def test_a_row_without_an_effect_has_no_verdict_and_no_probability():
     assert [effect_verdict(r) for r in ROWS] == ["harms", None, None, "helps", "insufficient", "helps", "insufficient"]
     assert [probability_helps(r) for r in ROWS] == [0.0431, None, None, 0.96, None, 0.96, 0.5]
+
+
+def test_the_follower_has_a_gauge_per_effect_verdict_from_the_start():
+    from types import MappingProxyType
+
+    from prometheus_client import generate_latest
+
+    from recurrence_ledger.read.follower import FollowerMetrics
+    from recurrence_ledger.read.totals import TOTAL_FIELDS, ViewTotals
+
+    metrics = FollowerMetrics()
+    before = generate_latest(metrics.registry).decode()
+    assert all(f'recurrence_ledger_view_effects{{verdict="{verdict}"}} 0.0' in before for verdict in ("helps", "harms", "undecided", "insufficient"))
+    metrics.set_totals(ViewTotals(scopes=2, sums=MappingProxyType(dict.fromkeys(TOTAL_FIELDS, 0)),
+                                  effects={"helps": 1, "harms": 2, "undecided": 0, "insufficient": 4}))
+    after = generate_latest(metrics.registry).decode()
+    for line in ('recurrence_ledger_view_effects{verdict="harms"} 2.0', 'recurrence_ledger_view_effects{verdict="helps"} 1.0',
+                 'recurrence_ledger_view_effects{verdict="insufficient"} 4.0'):
+        assert line in after

@@ -52,7 +52,9 @@ PLACES = {
     # ``run`` prints each revision's effect, ``explain-effect`` says why, and the recall-time advisory
     # hands a recall its verdict.
     "effect": {"read/reader.py", "api/schemas.py", "api/routes/revisions.py", "static/dashboard-effect.js", "cli/ops.py", "cli/run.py",
-               "read/advisory.py", "api/routes/advisories.py", "cli/explain.py", "cli/main.py"},
+               "read/advisory.py", "api/routes/advisories.py", "cli/explain.py", "cli/main.py",
+               # the hash field, the totals and the gauge per effect verdict (their docs say "effect verdict")
+               "read/projection.py", "read/totals.py", "read/follower.py"},
     # contract §21.4: a scope's lessons by verdict — ``run``'s summary, the dashboard's effect panel,
     # the scope hash field and the follower's gauges per verdict, ``stats``.
     "effects": {"cli/run.py", "static/dashboard-effect.js", "read/projection.py", "read/totals.py", "read/follower.py", "cli/ops.py"},
