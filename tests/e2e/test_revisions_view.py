@@ -274,11 +274,12 @@ def test_api_unknown_scope_and_bad_parameters(api, fed):
 def test_openapi_documents_the_revisions_parameters(api):
     document = api.get("/openapi.json").json()
     operation = document["paths"]["/scopes/{scope}/revisions"]["get"]
-    assert {p["name"] for p in operation["parameters"]} >= {"scope", "sort", "surface", "low_yield", "needs_review", "binding_suspect", "limit", "offset"}
+    assert {p["name"] for p in operation["parameters"]} >= {
+        "scope", "sort", "surface", "low_yield", "needs_review", "binding_suspect", "effect", "limit", "offset"}
     schema = document["components"]["schemas"]["RevisionList"]
     assert {"total", "available", "complete", "offset", "surface", "low_yield", "needs_review", "binding_suspect", "revisions"} <= set(schema["properties"])
     sort = next(p for p in operation["parameters"] if p["name"] == "sort")["schema"]
-    assert set(sort["enum"]) == {"streak", "recurred", "yield", "selected", "unknown"}
+    assert set(sort["enum"]) == {"streak", "recurred", "yield", "selected", "unknown", "probability_helps"}  # contract §21.4
 
 
 # ----------------------------------------------------------------- rank

@@ -201,7 +201,7 @@ def test_hgetall_is_one_call_with_every_counter(make_view, histories, raw):
         assert [args[0] for args in sent] == ["HGETALL"]
 
         fields = raw.hgetall(Keys(view.namespace).scope(scope_id))
-        assert set(fields) == {*COUNTER_FIELDS, "unknown_reasons", "top_revisions", "record", "critical_recurrences"}  # §22's alert figure
+        assert set(fields) == {*COUNTER_FIELDS, "unknown_reasons", "top_revisions", "record", "critical_recurrences", "effects"}  # §22's and §21's alert figures
         for name in COUNTER_FIELDS:
             assert fields[name] == str(last[name])
         assert fields["unknown_reasons"] == canonical_json(last["unknown_reasons"]).decode()

@@ -19,14 +19,15 @@ from pydantic_core import PydanticCustomError
 
 from recurrence_ledger.ledger.models import ArtifactRef, Id, RejectionReason, RepairSurface, ReviewDecision, Severity
 from recurrence_ledger.ledger.fields import REVISION_IDENTITY
-from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, ScopeStatistics, SignaturePattern
+from recurrence_ledger.ledger.holdout_records import Effect, EffectVerdict
+from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, RevisionStatistics, ScopeStatistics, SignaturePattern
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
 ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]
 
 #: ``sort`` of ``GET /scopes/{scope}/revisions``
 #: (``recurrence_ledger.read.reader.REVISION_SORTS``).
-RevisionSort = Literal["streak", "recurred", "yield", "selected", "unknown"]
+RevisionSort = Literal["streak", "recurred", "yield", "selected", "unknown", "probability_helps"]
 
 
 class _Shape(BaseModel):
@@ -93,12 +94,16 @@ _Figures = create_model(
 
 class RevisionRow(_Figures):
     """One revision of the scope (its last RevisionStatistics record,
-    contract §14) with its streak, review flag and figures."""
+    contract §14) with its streak, review flag, figures and the effect of
+    the lesson (contract §21.4)."""
 
     rank: int = Field(description="1-based position in the requested order, after the filters (offset included).")
     artifact_ref: ArtifactRef
     signature_key: str
     terminal_recurred_streak: int = Field(description="Terminal recurred verdicts since the last avoided one (contract §8).")
+    effect: Effect | None = Field(
+        None, title=RevisionStatistics.model_fields["effect"].title, description=RevisionStatistics.model_fields["effect"].description
+    )
 
 
 class RevisionList(_Shape):
@@ -113,12 +118,13 @@ class RevisionList(_Shape):
     as_of_position: int
     sort: RevisionSort = Field(
         description="streak: contract §8 order (streak desc, ArtifactRef, signature_key); recurred / selected / unknown: that count desc; "
-        "yield: lowest first, null last; ties in contract §8 order."
+        "yield: lowest first, null last; probability_helps: highest first, null last (contract §21.4); ties in contract §8 order."
     )
     surface: RepairSurface | None = Field(None, description="The repair_surface filter, null when none.")
     low_yield: bool | None = Field(None, description="The low_yield filter, null when none.")
     needs_review: bool | None = Field(None, description="The needs_review filter, null when none.")
     binding_suspect: bool | None = Field(None, description="The binding_suspect filter, null when none.")
+    effect: EffectVerdict | None = Field(None, description="The effect verdict filter (contract §21.4), null when none.")
     limit: int
     offset: int
     total: int = Field(description="Revisions of the scope in the view.")

@@ -1,6 +1,7 @@
-"""``recurrence-ledger explain``: why an outcome counted the way it did
-(``recurrence_ledger.ledger.explain``), from a journal file or from the
-topics."""
+"""``recurrence-ledger explain``: why an outcome counted the way it did, and
+``explain-effect``: why a lesson's effect verdict is what it is (contract
+§21.4) (``recurrence_ledger.ledger.explain``), from a journal file or from
+the topics."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import typer
 
 from recurrence_ledger import catalogue
 from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console
-from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption, json_option
+from recurrence_ledger.cli.options import LEDGER_POLICY, BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption, json_option, takes
+from recurrence_ledger.ledger.config import LedgerConfig
 
 def explain_command(
     scope: Annotated[str, typer.Argument(help="scope_id")],
@@ -94,3 +96,83 @@ def print_explanation(explanation: dict) -> None:
         selected = "selected, " if row["selected"] else ""
         revisions.add(f"{row['artifact_ref']} ({row['repair_surface']}): {selected}{row['reason']}")
     console.print(tree, highlight=False)
+
+
+@takes(ledger=LEDGER_POLICY)
+def explain_effect_command(
+    scope: Annotated[str, typer.Argument(help="scope_id")],
+    artifact_id: Annotated[str, typer.Argument(help="artifact_id of the Experience revision")],
+    revision: Annotated[int, typer.Argument(min=1, help="its revision number")],
+    ledger: LedgerConfig,
+    journal: Annotated[Optional[Path], typer.Option("--journal", exists=True, dir_okay=False, help="Explain from a journal file (embedded run) instead of Kafka.")] = None,
+    bootstrap: BootstrapOption = None,
+    kafka_config: KafkaConfigOption = None,
+    topic_prefix: PrefixOption = "",
+    as_json: Annotated[bool, json_option()] = False,
+    schema_registry_url: RegistryOption = None,
+) -> None:
+    """Why a lesson's effect verdict is what it is (contract §21.4).
+
+    Shows the effect the ledger published for the revision (both arms,
+    probability_helps, assignment mismatches), the rule of §21.4 its
+    verdict meets under the given policy (--effect-min-resolved,
+    --effect-probability: give the deployment's), every task the lesson was
+    withheld from with what it would have got (or the reason it got
+    nothing) and its assignment, and the treated arm's verdicts. From a
+    journal the ledger runs with the given policy; from Kafka the records
+    are read as published."""
+    from recurrence_ledger.ledger.explain import RevisionNotFound, explain_effect
+
+    if journal is not None:
+        from recurrence_ledger.embedded.runner import journal_ledger
+
+        _, outputs = journal_ledger(journal, ledger)
+        rows, withheld, observations = outputs[catalogue.REVISION_STATISTICS], outputs[catalogue.HOLDOUT_OBSERVATIONS], outputs[catalogue.OBSERVATIONS]
+    elif bootstrap or kafka_config:
+        from recurrence_ledger.kafka.kafka_io import read_topic
+
+        connection = kafka_connection(bootstrap, kafka_config)
+        with reporting_kafka_errors():
+            codec = command_codec(schema_registry_url, None, kafka_config)
+            rows, withheld, observations = (
+                [value for *_, value in read_topic(connection, name, topic_prefix=topic_prefix, codec=codec) if value is not None]
+                for name in (catalogue.REVISION_STATISTICS, catalogue.HOLDOUT_OBSERVATIONS, catalogue.OBSERVATIONS)
+            )
+    else:
+        raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
+    try:
+        explanation = explain_effect(scope, artifact_id, revision, rows, withheld, observations, ledger.effect_min_resolved, ledger.effect_probability)
+    except RevisionNotFound as error:
+        console.print(f"error: {error}", style="red", highlight=False)
+        raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(explanation, indent=2, ensure_ascii=False))
+        return
+    print_effect_explanation(explanation)
+
+
+def print_effect_explanation(explanation: dict) -> None:
+    """The effect explanation as a tree (no console markup)."""
+    from rich.tree import Tree
+
+    effect = explanation["effect"]
+    tree = Tree(f"{explanation['revision']} in {explanation['scope_id']}")
+    if effect is None:
+        tree.add("no effect: the lesson was never withheld from a linked outcome (contract §21.4)")
+        console.print(tree, markup=False, highlight=False)
+        return
+    probability = "null (an arm has nothing resolved)" if effect["probability_helps"] is None else f"{effect['probability_helps']:.4f}"
+    tree.add(f"verdict {effect['verdict']}, probability_helps {probability}")
+    tree.add(explanation["rule"])
+    treated, withheld = effect["treated"], effect["withheld"]
+    arm = tree.add(f"treated arm: {treated['recurred']} of {treated['resolved']} resolved recurred")
+    for row in explanation["treated"]:
+        arm.add(f"{row['task_outcome']} (position {row['position']}): {row['verdict']}")
+    arm = tree.add(f"withheld arm: {withheld['recurred']} of {withheld['resolved']} resolved recurred ({withheld['withheld']} withheld)")
+    for row in explanation["withheld"]:
+        outcome = row["verdict"] or f"no verdict ({row['reason']})"
+        arm.add(f"{row['task_outcome']} (position {row['position']}): {outcome}, assignment {row['assignment']}")
+    mismatches = effect["assignment_mismatches"]
+    tree.add(f"assignment mismatches {mismatches}: left out of both arms (contract §21.5)"
+             + (f"; withheld from {', '.join(explanation['mismatched'])} against the assignment" if explanation["mismatched"] else ""))
+    console.print(tree, markup=False, highlight=False)

@@ -92,6 +92,7 @@ COMMANDS = (
     ("rebuild", replay.rebuild_command),
     ("what-if", whatif.what_if_command),
     ("explain", explain.explain_command),
+    ("explain-effect", explain.explain_effect_command),
     ("serve", ops.serve_command),
     ("rank", ops.rank_command),
     ("stats", ops.stats_command),

@@ -54,6 +54,7 @@ from recurrence_ledger.cli.options import (
     SERVE_PANEL, BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option, setting_option,
 )
 from recurrence_ledger.embedded.output import stderr_console, stdout_console
+from recurrence_ledger.ledger.holdout_records import EFFECT_VERDICTS
 from recurrence_ledger.ledger.models import REPAIR_SURFACES
 
 if TYPE_CHECKING:  # the read side is imported by the commands that read, not by --help
@@ -119,8 +120,16 @@ ROW_FIELDS = ("terminal_recurred_streak", "repair_surface", "selected", "recurre
 UNKNOWN_FIELDS = {"unknown": 0, "ambiguous": 0, "binding_suspect": False}
 
 
+#: What ``rank --by`` orders by: ``streak`` (contract §8 order) or
+#: ``effect`` (the revisions with an effect, contract §21.4, the likeliest
+#: to help first: the API's ``sort=probability_helps``).
+RANK_BY = ("streak", "effect")
+#: The effect verdicts of contract §21.4, in the contract's order.
+
+
 def ranked_rows(
-    revisions: dict[str, list[dict]], limit: int, surface: str | None = None, low_yield: bool = False, binding_suspect: bool = False
+    revisions: dict[str, list[dict]], limit: int, surface: str | None = None, low_yield: bool = False, binding_suspect: bool = False,
+    by: str = "streak", verdict: str | None = None,
 ) -> list[dict]:
     """The rows ``rank`` prints: ``revisions`` maps a scope id to
     its RevisionStatistics rows (every revision of the scope, as
@@ -132,8 +141,12 @@ def ranked_rows(
     ``limit``. Each row: ``{rank, scope_id, artifact_ref, signature_key,
     terminal_recurred_streak, repair_surface, selected, recurred, avoided,
     yield, low_yield, needs_review, unknown, unknown_reasons, ambiguous,
-    binding_suspect}`` (``unknown_reasons`` with all eleven reasons)."""
+    binding_suspect, effect}`` (``unknown_reasons`` with all eleven reasons;
+    ``effect`` as the ledger published it, contract §21.4). With ``by``
+    ``effect`` only the revisions with an effect (and, with ``verdict``,
+    that verdict), ordered as the API's ``sort=probability_helps``."""
     from recurrence_ledger.ledger.statistics import rank_key, reason_counts
+    from recurrence_ledger.read.reader import REVISION_SORTS
 
     rows = [
         {
@@ -143,18 +156,47 @@ def ranked_rows(
             **{name: row[name] for name in ROW_FIELDS},
             **{name: row.get(name, default) for name, default in UNKNOWN_FIELDS.items()},
             "unknown_reasons": reason_counts(row.get("unknown_reasons")),
+            "effect": row.get("effect"),
         }
         for scope_id, scope_rows in revisions.items()
         for row in scope_rows
     ]
+    if by == "effect" or verdict is not None:
+        rows = [row for row in rows if row["effect"] is not None and verdict in (None, row["effect"]["verdict"])]
     if surface is not None:
         rows = [row for row in rows if row["repair_surface"] == surface]
     if low_yield:
         rows = [row for row in rows if row["low_yield"]]
     if binding_suspect:
         rows = [row for row in rows if row["binding_suspect"]]
-    rows.sort(key=rank_key)
+    rows.sort(key=REVISION_SORTS["probability_helps"] if by == "effect" else rank_key)
     return [{"rank": rank, **row} for rank, row in enumerate(rows[:limit], start=1)]
+
+
+def arm_label(arm: dict) -> str:
+    """``1/5``: an arm's recurred of resolved observations (contract §21.4)."""
+    return f"{arm['recurred']}/{arm['resolved']}"
+
+
+def effect_table(rows: list[dict], title: str) -> Table:
+    """The ``rank --by effect`` table: per revision its published effect
+    (contract §21.4) — verdict, probability_helps, each arm's recurred of
+    resolved and recurrence rate, assignment mismatches."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for header, right in (("#", True), ("scope", False), ("revision", False), ("signature", False), ("verdict", False), ("P(helps)", True),
+                          ("treated", True), ("withheld", True), ("mismatches", True)):
+        table.add_column(header, justify="right" if right else "left", overflow="fold")
+    for row in rows:
+        effect = row["effect"]
+        probability = "-" if effect["probability_helps"] is None else f"{effect['probability_helps']:.4f}"
+        rates = [rate if rate is None else f"{rate:.2f}" for rate in (effect["recurrence_rate_treated"], effect["recurrence_rate_withheld"])]
+        table.add_row(
+            str(row["rank"]), row["scope_id"], revision_label(row["artifact_ref"]), row["signature_key"], effect["verdict"], probability,
+            arm_label(effect["treated"]) + (f" = {rates[0]}" if rates[0] else ""), arm_label(effect["withheld"]) + (f" = {rates[1]}" if rates[1] else ""),
+            str(effect["assignment_mismatches"]),
+            style="red" if effect["verdict"] == "harms" else "green" if effect["verdict"] == "helps" else None,
+        )
+    return table
 
 
 def _revisions(reader: ViewReader, scope: str | None) -> dict[str, list[dict]]:
@@ -258,28 +300,52 @@ def rank_command(
     binding_suspect: Annotated[
         bool, typer.Option("--binding-suspect", help="Only binding suspects: revisions whose bound check proves nothing.")
     ] = False,
+    by: Annotated[str, typer.Option("--by", help="streak (contract §8 order) or effect: the revisions with an effect, likeliest to help first (§21.4).")] = "streak",
+    effect: Annotated[Optional[str], typer.Option("--effect", help="Only revisions with this effect verdict: " + ", ".join(EFFECT_VERDICTS) + ".")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Rows to print.")] = 10,
     as_json: JsonOption = False,
     redis_url: ReadRedisOption = None,
     topic_prefix: ViewPrefixOption = "",
 ) -> None:
-    """Every revision by streak, from the Redis view.
+    """Every revision by streak (or by effect), from the Redis view.
 
     Lists every revision with a selection or a verdict (not only each
     scope's top N) in the order of the API's sort=streak: streak, then
     ArtifactRef, then signature, then scope. Each row has the revision's
     repair_surface, recurred, avoided and unknown counts, yield and review
     flag, and marks binding suspects; the table fits the terminal (long
-    cells end with an ellipsis), --json prints every field."""
+    cells end with an ellipsis), --json prints every field.
+
+    --by effect lists the revisions with an effect (contract §21.4: a
+    lesson withheld from some tasks) as the ledger published it, the
+    likeliest to help first, with each arm; --effect harms keeps the
+    lessons that do worse than withholding them."""
     if surface is not None and surface not in REPAIR_SURFACES:
         raise typer.BadParameter(f"{surface!r} is not a repair_surface; one of: {', '.join(REPAIR_SURFACES)}", param_hint="--surface")
+    if by not in RANK_BY:
+        raise typer.BadParameter(f"{by!r}: one of {', '.join(RANK_BY)}", param_hint="--by")
+    if effect is not None and effect not in EFFECT_VERDICTS:
+        raise typer.BadParameter(f"{effect!r} is not an effect verdict; one of: {', '.join(EFFECT_VERDICTS)}", param_hint="--effect")
     reader = _reader(redis_url, topic_prefix)
     try:
-        rows = ranked_rows(_revisions(reader, scope), limit, surface, low_yield, binding_suspect)
+        rows = ranked_rows(_revisions(reader, scope), limit, surface, low_yield, binding_suspect, by, effect)
     finally:
         reader.close()
     if as_json:
         print(json.dumps(rows, ensure_ascii=False))
+        return
+    if by == "effect" or effect is not None:
+        if not rows:
+            where = f"scope {scope}" if scope is not None else "any scope"
+            console.print(f"no revision{' with effect ' + effect if effect else ' with an effect'} in {where} of the Redis view {reader.namespace}",
+                          highlight=False)
+            return
+        console.print(effect_table(rows, f"revisions by effect ({reader.namespace})" + (f", {effect}" if effect else "")), highlight=False)
+        console.print(
+            "Each lesson's effect as the ledger published it (contract §21.4): treated = recurred/resolved with the lesson, withheld = "
+            "without it; P(helps) = probability that the recurrence rate without the lesson is higher. Likeliest to help first.",
+            style="dim", highlight=False,
+        )
         return
     filters = (f" with repair_surface {surface}" if surface else "") + (" with a low yield" if low_yield else "") + (
         " that are binding suspects" if binding_suspect else "")
@@ -334,14 +400,19 @@ def reason_summary(counts: dict | None) -> str:
 
 def unknown_line(record: dict) -> str | None:
     """The line ``stats`` prints under its table for one scope: its binding
-    suspects, its unknown selections by reason and its ambiguous, unmatched
-    and forward counts (those that are not 0); None when all are 0."""
+    suspects, its unknown selections by reason, its ambiguous, unmatched,
+    forward, withheld and holdout-conflict counts (those that are not 0)
+    and its lessons by effect verdict (contract §21.4, when it has any);
+    None when all are 0."""
     suspects = record.get("binding_suspects", 0)
     parts = [f"{suspects} binding suspect{'s' if suspects > 1 else ''}"] if suspects else []
     if record["unknown"]:
         reasons = reason_summary(record.get("unknown_reasons"))
         parts.append(f"unknown {record['unknown']}" + (f" ({reasons})" if reasons else ""))
     parts += [f"{label} {record[name]}" for name, label in stat_notes().items() if record.get(name, 0)]
+    effects = record.get("effects") or {}
+    if any(effects.values()):  # contract §21.4: the scope's lessons by effect verdict
+        parts.append("effects " + ", ".join(f"{verdict} {effects.get(verdict, 0)}" for verdict in EFFECT_VERDICTS))
     return f"{record['scope_id']}: " + "; ".join(parts) if parts else None
 
 
@@ -384,7 +455,7 @@ def stats_command(
     console.print(
         "unknown, unlinked Handoff citations and pending outcomes are evidence gaps (coverage), not failures; "
         "late = late revisions; binding suspects = revisions whose bound check proves nothing "
-        "(rank --binding-suspect lists them).",
+        "(rank --binding-suspect lists them); effects = lessons withheld from some tasks, by verdict (rank --by effect lists them).",
         style="dim", highlight=False,
     )
 

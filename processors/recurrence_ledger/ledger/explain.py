@@ -17,6 +17,7 @@ from __future__ import annotations
 from recurrence_ledger.errors import RecurrenceLedgerError
 
 from collections.abc import Iterable
+from fractions import Fraction
 
 from recurrence_ledger.ledger.chain import distinct_experience_citations, receipt_target
 from recurrence_ledger.ledger.matching import OutcomeItems
@@ -302,3 +303,69 @@ def _revisions(linked: bool, cited: list[tuple[str, int]], items: OutcomeItems, 
             "decided_by": decided_by,
         })
     return rows
+
+
+class RevisionNotFound(RecurrenceLedgerError, LookupError):
+    """No revision-statistics row for that revision in the scope."""
+
+
+def explain_effect(
+    scope_id: str, artifact_id: str, revision: int, revision_rows: Iterable[dict], holdout_observations: Iterable[dict],
+    observations: Iterable[dict], min_resolved: int, probability: Fraction,
+) -> dict:
+    """Why a revision's effect verdict is what it is (contract §21.4), from
+    the ledger's own records: its last RevisionStatistics row (the
+    published ``effect``), its HoldoutObservations (the withheld arm, each
+    with its verdict or reason and its assignment) and its selected /
+    recurred / avoided observations (the treated arm). The verdict is read,
+    never decided again; ``rule`` restates which condition of §21.4 it
+    meets under the policy given (``min_resolved``, ``probability``: the
+    deployment's effect_min_resolved and effect_probability) — compared
+    with the published, rounded probability, so it names the rule, not an
+    exact recomputation. Raises RevisionNotFound without a row."""
+    key = (scope_id, artifact_id, revision)
+    rows = [row for row in revision_rows if (row["scope_id"], row["artifact_ref"]["artifact_id"], row["artifact_ref"]["revision"]) == key]
+    if not rows:
+        raise RevisionNotFound(f"no revision-statistics row for {artifact_id} r{revision} in scope {scope_id!r}")
+    row = max(rows, key=lambda r: r.get("version", 0))
+    effect = row.get("effect")
+    withheld = sorted(
+        (o for o in holdout_observations
+         if (o["scope_id"], o["artifact_ref"]["artifact_id"], o["artifact_ref"]["revision"]) == key),
+        key=lambda o: o["task_outcome_position"],
+    )
+    treated = sorted(
+        (o for o in observations
+         if (o["scope_id"], o["artifact_ref"]["artifact_id"], o["artifact_ref"]["revision"]) == key and o["event"] != "selected"),
+        key=lambda o: o["task_outcome_position"],
+    )
+    return {
+        "scope_id": scope_id,
+        "revision": f"{artifact_id} r{revision}",
+        "effect": effect,
+        "rule": None if effect is None else effect_rule(effect, min_resolved, probability),
+        "withheld": [
+            {"task_outcome": o["task_outcome_ref"]["source_id"], "position": o["task_outcome_position"], "verdict": o["verdict"],
+             "reason": o["reason"], "assignment": o["assignment"]}
+            for o in withheld
+        ],
+        "mismatched": [o["task_outcome_ref"]["source_id"] for o in withheld if o["assignment"] == "mismatch"],
+        "treated": [
+            {"task_outcome": o["task_outcome_ref"]["source_id"], "position": o["task_outcome_position"], "verdict": o["event"]}
+            for o in treated
+        ],
+    }
+
+
+def effect_rule(effect: dict, min_resolved: int, probability: Fraction) -> str:
+    """The condition of contract §21.4 a published effect meets, in words."""
+    n_t, n_w = effect["treated"]["resolved"], effect["withheld"]["resolved"]
+    if effect["verdict"] == "insufficient":
+        short = [f"{name} {n} < {min_resolved}" for name, n in (("treated", n_t), ("withheld", n_w)) if n < min_resolved]
+        return f"insufficient: an arm has fewer than effect_min_resolved resolved observations ({', '.join(short) or 'per the workers policy'})"
+    p = effect["probability_helps"]
+    if effect["verdict"] == "helps":
+        return f"helps: both arms have ≥ {min_resolved} resolved; probability_helps {p:.4f} ≥ effect_probability {probability}"
+    if effect["verdict"] == "harms":
+        return f"harms: both arms have ≥ {min_resolved} resolved; probability_helps {p:.4f} ≤ 1 − effect_probability = {1 - probability}"
+    return f"undecided: both arms have ≥ {min_resolved} resolved; probability_helps {p:.4f} between {1 - probability} and {probability}"

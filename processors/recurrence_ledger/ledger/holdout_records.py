@@ -11,7 +11,7 @@ This module imports pydantic only: it is part of the pure core's closure.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -38,6 +38,12 @@ class WithheldArm(Value):
     recurred: Count
 
 
+#: The effect verdicts of contract §21.4, in the contract's order.
+EffectVerdict = Literal["helps", "harms", "undecided", "insufficient"]
+#: The same verdicts as a tuple, in the order ScopeStatistics ``effects`` lists them.
+EFFECT_VERDICTS: tuple[EffectVerdict, ...] = get_args(EffectVerdict)
+
+
 class Effect(Value):
     """contract §21.4 (rev. 4): the effect of a revision — both arms,
     ``assignment_mismatches`` (its mismatched (revision, outcome) pairs in
@@ -49,22 +55,35 @@ class Effect(Value):
     exact P ≥ effect_probability, ``harms`` when P ≤ 1 − it, else
     ``undecided``)."""
 
-    treated: TreatedArm
-    withheld: WithheldArm
-    assignment_mismatches: Count
-    recurrence_rate_treated: Annotated[float | None, Field(ge=0, le=1)] = None
-    recurrence_rate_withheld: Annotated[float | None, Field(ge=0, le=1)] = None
-    probability_helps: Annotated[float | None, Field(ge=0, le=1)] = None
-    verdict: Literal["helps", "harms", "undecided", "insufficient"]
+    treated: TreatedArm = Field(title="treated", description="The tasks that got the lesson: resolved observations and those that recurred.")
+    withheld: WithheldArm = Field(
+        title="withheld", description="The tasks the lesson was withheld from: HoldoutObservations, resolved ones and those that recurred."
+    )
+    assignment_mismatches: Count = Field(
+        title="assignment mismatches", description="(revision, outcome) pairs not on their assigned arm (contract §21.5), left out of both arms."
+    )
+    recurrence_rate_treated: Annotated[float | None, Field(ge=0, le=1)] = Field(
+        None, title="recurrence rate treated", description="recurred / resolved with the lesson; null without a resolved observation."
+    )
+    recurrence_rate_withheld: Annotated[float | None, Field(ge=0, le=1)] = Field(
+        None, title="recurrence rate withheld", description="recurred / resolved without the lesson; null without a resolved observation."
+    )
+    probability_helps: Annotated[float | None, Field(ge=0, le=1)] = Field(
+        None, title="probability helps",
+        description="Posterior probability that the recurrence rate without the lesson is higher than with it; null while an arm has none resolved.",
+    )
+    verdict: EffectVerdict = Field(
+        title="verdict", description="helps, harms, undecided, or insufficient while an arm has fewer than effect_min_resolved resolved observations."
+    )
 
 
 class EffectCounts(Value):
     """contract §21.4 (rev. 4): a scope's revisions with an effect, by verdict."""
 
-    helps: Count = 0
-    harms: Count = 0
-    undecided: Count = 0
-    insufficient: Count = 0
+    helps: Count = Field(0, title="helps", description="Lessons that lower the recurrence rate with the effect probability or more.")
+    harms: Count = Field(0, title="harms", description="Lessons that raise it: probability_helps at or below 1 minus the effect probability.")
+    undecided: Count = Field(0, title="undecided", description="Lessons with enough observations and a probability in between.")
+    insufficient: Count = Field(0, title="insufficient", description="Lessons with an arm below effect_min_resolved resolved observations.")
 
 
 # --------------------------------------------------------------------- §21.3

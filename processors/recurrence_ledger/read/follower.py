@@ -49,6 +49,7 @@ Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
 | ``recurrence_ledger_view_unknown_selections`` | gauge | reason | unknown selections with that contract §17 reason, summed over every scope of the view (eleven series) |
 | ``recurrence_ledger_view_<figure>`` | gauge | | one per ScopeStatistics figure marked ``total`` (``recurrence_ledger.read.totals.TOTAL_FIELDS``, from the model), summed over the scopes; the help text is the field's description |
 | ``recurrence_ledger_view_critical_recurrences`` | gauge | ``scope`` | recurred verdicts of critical revisions (contract §22), one series per scope that has any |
+| ``recurrence_ledger_view_effects`` | gauge | ``verdict`` | revisions of every scope whose effect verdict is this one (contract §21.4: helps, harms, undecided, insufficient); ``RecurrenceLedgerLessonHarms`` fires on ``harms`` |
 | ``recurrence_ledger_view_totals_timestamp_seconds`` | gauge | | when the gauges above were last read from Redis |
 
 The unknown selections, the ``<figure>`` gauges and the timestamp are totals of the whole view (``recurrence_ledger.read.totals``),
@@ -88,7 +89,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from pydantic import ValidationError
 
-from recurrence_ledger import policy
+from recurrence_ledger import catalogue, policy
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.records import (
     RecurrenceObservation, ReviewCandidate, ReviewStatus, RevisionStatistics, ScopeStatistics, SignaturePattern,
@@ -101,12 +102,11 @@ from recurrence_ledger.read.history import REPAIR_STATUSES, REVIEW_STATUSES, Rea
 from recurrence_ledger.read.patterns import PatternView
 from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
 from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
-from recurrence_ledger.read.totals import FIELD_DESCRIPTIONS, TOTAL_FIELDS, ViewTotals, view_totals
+from recurrence_ledger.read.totals import EFFECT_VERDICTS, FIELD_DESCRIPTIONS, TOTAL_FIELDS, ViewTotals, view_totals
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
 from recurrence_ledger.kafka.kafka_io import require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
-from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, SIGNATURE_PATTERNS, STATISTICS
 from recurrence_ledger.redact import redact_url, redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
@@ -218,6 +218,10 @@ class FollowerMetrics(ReviewMetricsMixin):
             "Recurred verdicts of critical revisions in this scope (contract §22: recurred_by_severity.critical); only scopes with one.",
             ["scope"], registry=self.registry,
         )
+        self.effects = Gauge(
+            "recurrence_ledger_view_effects", "Revisions of every scope whose effect verdict (contract §21.4) is this one.", ["verdict"],
+            registry=self.registry,
+        )
         self.totals_read = Gauge(
             "recurrence_ledger_view_totals_timestamp_seconds", "When the view's totals were last read from Redis.", registry=self.registry
         )
@@ -240,6 +244,8 @@ class FollowerMetrics(ReviewMetricsMixin):
             self.skipped.labels(topic)
         for reason in UNKNOWN_REASONS:
             self.unknown.labels(reason)
+        for verdict in EFFECT_VERDICTS:
+            self.effects.labels(verdict)
         for status in REVIEW_STATUSES:
             self.reviews.labels(namespace, status)
         for status in REPAIR_STATUSES:
@@ -256,6 +262,8 @@ class FollowerMetrics(ReviewMetricsMixin):
             self.totals[name].set(total)
         for scope_id, count in totals.critical_recurrences.items():
             self.critical_recurrences.labels(scope_id).set(count)
+        for verdict, count in totals.effects.items():
+            self.effects.labels(verdict).set(count)
         self.totals_read.set(time.time())
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:

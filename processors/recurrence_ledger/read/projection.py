@@ -94,6 +94,10 @@ COUNTER_FIELDS: tuple[str, ...] = integer_fields(ScopeStatistics)
 #: revisions (contract §22: ``recurred_by_severity.critical``), which the
 #: follower's ``recurrence_ledger_view_critical_recurrences`` reports.
 CRITICAL_RECURRENCES_FIELD = "critical_recurrences"
+#: The scope hash field of the scope's lessons by effect verdict (contract
+#: §21.4: the record's ``effects``) as canonical JSON, which the follower's
+#: ``recurrence_ledger_view_effects`` sums over the scopes.
+EFFECTS_FIELD = "effects"
 #: Hash field holding the record's ``unknown_reasons`` (contract §17: every
 #: reason with its count) as canonical JSON, so that readers of the totals
 #: (``recurrence_ledger.read.totals``) need not parse the whole record.
@@ -351,6 +355,7 @@ class RedisView:
         fields[UNKNOWN_REASONS_FIELD] = canonical_json(model.unknown_reasons.model_dump())
         fields["top_revisions"] = canonical_json(record["top_revisions"])
         fields[CRITICAL_RECURRENCES_FIELD] = str(model.recurred_by_severity.critical)
+        fields[EFFECTS_FIELD] = canonical_json(model.effects.model_dump())
         fields["record"] = canonical_json(record)
         top = {member(row): row["terminal_recurred_streak"] for row in record["top_revisions"]}
         # The review set: the rows the ledger flagged (needs_review), never a

@@ -49,14 +49,34 @@ FIGURE_FIELDS: tuple[str, ...] = figure_fields()
 #: the largest count first; ``yield`` puts the lowest yield first (the
 #: revisions that help least) and revisions without a yield (no terminal
 #: verdict) last; ``unknown`` puts the most unknown selections first
-#: (contract §17; a row written before revision 3 counts 0).
+#: (contract §17; a row written before revision 3 counts 0);
+#: ``probability_helps`` puts the lessons most likely to help first and
+#: those without a probability (no effect, or an arm with nothing
+#: resolved: contract §21.4) last.
 REVISION_SORTS: dict[str, Callable[[dict], tuple]] = {
     "streak": rank_key,
     "recurred": lambda row: (-row["recurred"], *rank_key(row)),
     "selected": lambda row: (-row["selected"], *rank_key(row)),
     "yield": lambda row: (row["yield"] is None, row["yield"] or 0.0, *rank_key(row)),
     "unknown": lambda row: (-row.get("unknown", 0), *rank_key(row)),
+    "probability_helps": lambda row: (probability_helps(row) is None, -(probability_helps(row) or 0.0), *rank_key(row)),
 }
+
+
+def effect_verdict(row: dict) -> str | None:
+    """The effect verdict of a RevisionStatistics row as the ledger
+    published it (contract §21.4), None for a row without an effect (or
+    written before revision 4)."""
+    effect = row.get("effect")
+    return None if effect is None else effect["verdict"]
+
+
+def probability_helps(row: dict) -> float | None:
+    """The published ``probability_helps`` of a RevisionStatistics row
+    (contract §21.4), None without an effect or while an arm has nothing
+    resolved."""
+    effect = row.get("effect")
+    return None if effect is None else effect["probability_helps"]
 
 
 def select_revisions(
@@ -66,13 +86,15 @@ def select_revisions(
     low_yield: bool | None = None,
     needs_review: bool | None = None,
     binding_suspect: bool | None = None,
+    effect: str | None = None,
 ) -> list[dict]:
     """The RevisionStatistics rows that pass every given filter —
     ``repair_surface == surface``, ``low_yield == low_yield``,
     ``needs_review == needs_review``, ``binding_suspect == binding_suspect``
-    (contract §17; false for a row written before revision 3); None means
-    no filter — in the order of ``sort`` (:data:`REVISION_SORTS`). Raises
-    KeyError for an unknown sort."""
+    (contract §17; false for a row written before revision 3), the
+    published effect verdict ``== effect`` (contract §21.4; a row without an
+    effect has none); None means no filter — in the order of ``sort``
+    (:data:`REVISION_SORTS`). Raises KeyError for an unknown sort."""
     order = REVISION_SORTS[sort]
     kept = [
         row
@@ -81,6 +103,7 @@ def select_revisions(
         and (low_yield is None or row["low_yield"] == low_yield)
         and (needs_review is None or row["needs_review"] == needs_review)
         and (binding_suspect is None or row.get("binding_suspect", False) == binding_suspect)
+        and (effect is None or effect_verdict(row) == effect)
     ]
     kept.sort(key=order)
     return kept

@@ -23,10 +23,11 @@ import orjson
 import redis
 
 from recurrence_ledger.ledger.fields import total_fields
+from recurrence_ledger.ledger.holdout_records import EFFECT_VERDICTS
 from recurrence_ledger.ledger.records import ScopeStatistics
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.keys import Keys
-from recurrence_ledger.read.projection import CRITICAL_RECURRENCES_FIELD, UNKNOWN_REASONS_FIELD
+from recurrence_ledger.read.projection import CRITICAL_RECURRENCES_FIELD, EFFECTS_FIELD, UNKNOWN_REASONS_FIELD
 
 #: The integer hash fields summed over the scopes: the ScopeStatistics
 #: fields marked ``total``, in the record's order.
@@ -37,8 +38,15 @@ FIELD_DESCRIPTIONS: dict[str, str] = {name: ScopeStatistics.model_fields[name].d
 CHUNK = 1000
 
 
+#: The effect verdicts of contract §21.4, in the contract's order.
+
+
 def _zero_reasons() -> dict[str, int]:
     return dict.fromkeys(UNKNOWN_REASONS, 0)
+
+
+def _zero_effects() -> dict[str, int]:
+    return dict.fromkeys(EFFECT_VERDICTS, 0)
 
 
 @dataclass(frozen=True)
@@ -49,12 +57,15 @@ class ViewTotals:
     ``sums``: each of :data:`TOTAL_FIELDS` with its sum;
     ``critical_recurrences``: per scope with any, its recurred verdicts of
     critical revisions (contract §22: each increase is an alert of its own,
-    so this one figure is per scope — only scopes that had one)."""
+    so this one figure is per scope — only scopes that had one);
+    ``effects``: every effect verdict of contract §21.4 with the scopes'
+    revisions that have it."""
 
     scopes: int = 0
     unknown_reasons: dict[str, int] = field(default_factory=_zero_reasons)
     sums: MappingProxyType = field(default_factory=lambda: MappingProxyType(dict.fromkeys(TOTAL_FIELDS, 0)))
     critical_recurrences: dict[str, int] = field(default_factory=dict)
+    effects: dict[str, int] = field(default_factory=_zero_effects)
 
 
 def view_totals(client: redis.Redis, keys: Keys, chunk: int = CHUNK) -> ViewTotals:
@@ -65,18 +76,23 @@ def view_totals(client: redis.Redis, keys: Keys, chunk: int = CHUNK) -> ViewTota
     sums = dict.fromkeys(TOTAL_FIELDS, 0)
     reasons = _zero_reasons()
     critical: dict[str, int] = {}
+    effects = _zero_effects()
     read = 0
     for start in range(0, len(scope_ids), chunk):
         pipe = client.pipeline(transaction=False)
         chunk_ids = scope_ids[start : start + chunk]
         for scope_id in chunk_ids:
-            pipe.hmget(keys.scope(scope_id), *TOTAL_FIELDS, CRITICAL_RECURRENCES_FIELD, UNKNOWN_REASONS_FIELD)
+            pipe.hmget(keys.scope(scope_id), *TOTAL_FIELDS, EFFECTS_FIELD, CRITICAL_RECURRENCES_FIELD, UNKNOWN_REASONS_FIELD)
         for scope_id, values in zip(chunk_ids, pipe.execute(), strict=True):
             if all(value is None for value in values):
                 continue  # listed but cleared meanwhile
             read += 1
             if values[-2] is not None and int(values[-2]) > 0:
                 critical[scope_id] = int(values[-2])
+            if values[-3] is not None:  # a scope written before contract revision 4 has none
+                for verdict, count in orjson.loads(values[-3]).items():
+                    if verdict in effects:
+                        effects[verdict] += count
             for name, value in zip(TOTAL_FIELDS, values, strict=False):
                 sums[name] += int(value) if value is not None else 0
             stored = values[-1]
@@ -84,4 +100,4 @@ def view_totals(client: redis.Redis, keys: Keys, chunk: int = CHUNK) -> ViewTota
                 for reason, count in orjson.loads(stored).items():
                     if reason in reasons:
                         reasons[reason] += count
-    return ViewTotals(scopes=read, unknown_reasons=reasons, sums=MappingProxyType(sums), critical_recurrences=critical)
+    return ViewTotals(scopes=read, unknown_reasons=reasons, sums=MappingProxyType(sums), critical_recurrences=critical, effects=effects)

@@ -17,6 +17,7 @@ from recurrence_ledger.api.bodies import shaper
 from recurrence_ledger.api.params import DEFAULT_REVISIONS_LIMIT, MAX_LIMIT, MAX_OFFSET, IfNoneMatch, ScopeId
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, unknown_scope
 from recurrence_ledger.api.schemas import ErrorBody, ReviewList, ReviewRow, RevisionList, RevisionRow, RevisionSort
+from recurrence_ledger.ledger.holdout_records import EffectVerdict
 from recurrence_ledger.ledger.models import RepairSurface
 from recurrence_ledger.read.advisory import review_split
 from recurrence_ledger.read.reader import ViewReader, select_revisions
@@ -36,8 +37,8 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         sort: Annotated[
             RevisionSort,
             Query(
-                description="streak (contract §8 order), recurred, selected or unknown (count desc), yield (lowest first, null last); "
-                "ties in contract §8 order."
+                description="streak (contract §8 order), recurred, selected or unknown (count desc), yield (lowest first, null last), "
+                "probability_helps (highest first, null last; contract §21.4); ties in contract §8 order."
             ),
         ] = "streak",
         surface: Annotated[RepairSurface | None, Query(description="Only revisions with this repair_surface.")] = None,
@@ -45,6 +46,9 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         needs_review: Annotated[bool | None, Query(description="true: only revisions needing review; false: only the others.")] = None,
         binding_suspect: Annotated[
             bool | None, Query(description="true: only binding suspects (contract §17: the bound check proves nothing); false: only the others.")
+        ] = None,
+        effect: Annotated[
+            EffectVerdict | None, Query(description="Only revisions whose published effect verdict is this one (contract §21.4: helps, harms, undecided, insufficient).")
         ] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"Rows to return, 1–{MAX_LIMIT}.")] = DEFAULT_REVISIONS_LIMIT,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description=f"Rows to skip first (paging), 0–{MAX_OFFSET:,}.")] = 0,
@@ -54,19 +58,20 @@ def register(app: FastAPI, reader: ViewReader) -> None:
         view's revisions hash) — each with its streak, review flag,
         repair_surface, selected / recurred / avoided counts, yield,
         low_yield, and its unknown selections by reason, ambiguous matches
-        and binding_suspect flag (contract §17) — filtered, sorted and paged."""
+        and binding_suspect flag (contract §17), and the lesson's effect
+        (contract §21.4) — filtered, sorted and paged."""
         snap = reader.revisions(scope)
         if snap is None:
             return unknown_scope(scope, reader.namespace)
         as_of = snap.record["as_of_position"]
         if etag_matches(if_none_match, snap.etag):
             return answer(None, snap.etag, if_none_match, as_of)
-        selected = select_revisions(snap.rows, sort, surface, low_yield, needs_review, binding_suspect)
+        selected = select_revisions(snap.rows, sort, surface, low_yield, needs_review, binding_suspect, effect)
         shape_row = shaper(RevisionRow)
         rows = [shape_row({**row, "rank": rank}) for rank, row in enumerate(selected[offset : offset + limit], start=offset + 1)]
         body = shaper(RevisionList)({
             "scope_id": scope, "as_of_position": as_of, "sort": sort, "surface": surface, "low_yield": low_yield, "needs_review": needs_review,
-            "binding_suspect": binding_suspect, "limit": limit, "offset": offset, "total": len(snap.rows), "available": len(selected), "complete": True,
+            "binding_suspect": binding_suspect, "effect": effect, "limit": limit, "offset": offset, "total": len(snap.rows), "available": len(selected), "complete": True,
             "revisions": rows,
         })
         return answer(body, snap.etag, None, as_of)
