@@ -216,10 +216,11 @@ def test_view_commands_exit_2_for_a_missing_ca_file_without_printing_the_passwor
         assert PASSWORD not in result.stdout + result.stderr
 
 
-def test_the_static_page_never_submits_the_token_as_a_form_field():
-    page = (Path(api.STATIC_DIR) / "index.html").read_text()
-    form = page[page.index('<form id="login-form"'):page.index("</form>")]
-    assert "name=" not in form and 'type="password"' in form
+def test_the_login_form_never_submits_the_token_as_a_form_field():
+    script = (Path(api.STATIC_DIR) / "login.js").read_text()
+    form = script[script.index("const input = element("):script.index("const section = element(")]
+    assert "name:" not in form and 'type: "password"' in form
+    assert "event.preventDefault()" in script
 
 
 def test_the_uvicorn_factory_takes_the_token_from_the_environment():

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -57,6 +58,7 @@ T = TypeVar("T")
 #: Help panels grouping the options of the commands that run the ledger.
 WORKER_PANEL = "Kafka worker operation"
 POLICY_PANEL = "Ledger policy"
+SERVE_PANEL = "Connection limits"
 
 
 def setting_option(setting: policy.Setting, panel: str) -> Any:
@@ -79,6 +81,33 @@ def parse_fraction(text: str) -> Fraction:
     if not 0 < value <= 1:
         raise typer.BadParameter(f"{text!r} is not in (0, 1]")
     return value
+
+
+def parse_processes(text: str) -> int:
+    """A number of processes ≥ 1, or ``auto`` (:data:`policy.AUTO`): the
+    cores this process may use (``os.sched_getaffinity``). Raises
+    typer.BadParameter for anything else."""
+    if isinstance(text, int):
+        return text
+    if text.strip() == policy.AUTO:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number of processes or {policy.AUTO}") from None
+    if value < 1:
+        raise typer.BadParameter(f"{text!r}: at least one process")
+    return value
+
+
+def processes_option(setting: policy.Setting, **panel: str) -> Any:
+    """The option of a number of processes (``--jobs``, ``--processes``):
+    a number or ``auto`` (:func:`parse_processes`)."""
+    return typer.Option(setting.option, envvar=setting.env, parser=parse_processes, metavar="N|auto", help=setting.help, **panel)
+
+
+#: ``--jobs N|auto`` of run-journal and what-if (RL_JOBS).
+JobsOption = Annotated[int, processes_option(policy.JOBS)]
 
 
 def fraction_option(setting: policy.Setting, panel: str) -> Any:

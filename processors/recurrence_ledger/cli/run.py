@@ -31,6 +31,7 @@ from recurrence_ledger.cli.options import (
     AcceptUnicodeOption,
     AutoRegisterOption,
     BootstrapOption,
+    JobsOption,
     KafkaConfigOption,
     PrefixOption,
     RegistryOption,
@@ -40,10 +41,12 @@ from recurrence_ledger.cli.options import (
     topic_prefix_option,
 )
 from recurrence_ledger.embedded.output import stderr_console
+from recurrence_ledger.embedded.parallel import run_journal_jobs
 from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, RunSummary, run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.records import ScopeStatistics
 from recurrence_ledger.ledger.state import ref_order
+from recurrence_ledger import policy
 from recurrence_ledger.settings import settings
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
@@ -163,13 +166,14 @@ def run_journal_command(
     view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
     allow_dead_letters: Annotated[bool, typer.Option("--allow-dead-letters", help=f"Exit 0 even when journal lines were dead-lettered (the warning is still printed); without it such a run exits {DEAD_LETTERS_EXIT}.")] = False,
+    jobs: JobsOption = policy.JOBS.default,
 ) -> None:
     """Process a journal file with the embedded runner (contract §11).
 
     Exit code: 0 when every line was applied; 3 when any line was
     dead-lettered (a warning with the count is printed; the output files are
     complete all the same), unless --allow-dead-letters; 2 for a usage error."""
-    summary = run_journal(journal, out, ledger, show_progress=not quiet, view_batch=view_batch)
+    summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
     if summary.dead_letters:

@@ -15,18 +15,9 @@
 // and 401s (the browser test reads it).
 //
 // The API token (serve with RL_API_TOKEN or --token-file): when the API
-// answers 401 the page stops polling and asks for the token (#login). The
-// token is kept in sessionStorage and sent as "Authorization: Bearer …" on
-// every fetch. Why this and not a login form setting a cookie: the token
-// never leaves the page except in that header — never in a URL, a form
-// field, a Referer or an access log — and a header is not something the
-// browser attaches by itself, so no other site can make the browser use it
-// (no cross-site request forgery, no cookie to scope or expire, no login
-// endpoint on the server); sessionStorage is per tab and gone when the tab
-// closes. The cost is that the page's scripts can read it, which is why the
-// page is served with a Content-Security-Policy that runs only this
-// service's own scripts (processors/recurrence_ledger/api/responses.py, PAGE_HEADERS) and renders
-// every value with textContent. "forget token" removes it.
+// answers 401 the page stops polling, hides the view and asks for the token
+// (login.js, which says why a Bearer header and sessionStorage). "forget
+// token" forgets it.
 "use strict";
 
 (() => {
@@ -37,35 +28,17 @@
 
   const stats = (window.dashboardStats = { polls: 0, notModified: 0, renders: 0, errors: 0, unauthorized: 0, lastError: null });
   // GET url as JSON (history-common.js), counted in window.dashboardStats.
-  const { jsonClient, Unauthorized, TOKEN_KEY, storedToken } = window.rlCommon;
+  const { jsonClient, Unauthorized, cell, emptyRow, revisionLabel } = window.rlCommon;
+  const { storedToken, setStatus } = window.rlLogin;
   const getJSON = jsonClient(stats);
-  let awaitingToken = false; // the API said 401: no polling until a token is given
   let selected = decodeURIComponent((location.hash.match(/^#scope=(.*)$/) || [])[1] || "");
   let chart = null;
 
   const $ = (selector) => document.querySelector(selector);
 
-  function cell(row, text, className) {
-    const td = document.createElement("td");
-    td.textContent = text; // scope ids and signatures are data: never innerHTML
-    if (className) td.className = className;
-    row.appendChild(td);
-    return td;
-  }
-
-  const revisionLabel = (ref) => `${ref.artifact_id} r${ref.revision}`;
   // yield with 2 decimals, "–" without terminal verdicts, " low" when low_yield.
   const yieldLabel = (row) => (row.yield === null || row.yield === undefined ? "–" : row.yield.toFixed(2) + (row.low_yield ? " low" : ""));
   const surfaceLabel = (row) => row.repair_surface ?? "–";
-
-  // A table's single "nothing here" row spanning every column.
-  function emptyRow(body, text) {
-    const tr = document.createElement("tr");
-    tr.className = "empty";
-    const td = cell(tr, text);
-    td.colSpan = body.closest("table").querySelectorAll("thead th").length;
-    body.appendChild(tr);
-  }
 
   function renderScopes(list) {
     const body = $("#scopes tbody");
@@ -220,56 +193,25 @@
     refresh();
   }
 
-  function setStatus(text, isError) {
-    const status = $("#status");
-    status.textContent = text;
-    status.classList.toggle("error", Boolean(isError));
-  }
-
-  // The API wants a token: show the form (with why, when a token was
-  // refused), hide the view until one is given.
-  function askForToken(message) {
-    awaitingToken = true;
-    try { sessionStorage.removeItem(TOKEN_KEY); } catch (_) { /* storage disabled */ }
+  // The API wants a token: hide the view until login.js has one
+  // (refused: the API did not accept the token this tab sent).
+  function askForToken(refused) {
     getJSON.forget();
-    $("#login").hidden = false;
     $("#scopes-section").hidden = true;
     $("#detail").hidden = true;
     $("#forget-token").hidden = true;
-    $("#login-error").hidden = !message;
-    $("#login-error").textContent = message;
-    document.body.dataset.auth = "required";
-    setStatus("API token required", true);
-    $("#token-input").focus();
+    window.rlLogin.ask(refused, () => {
+      $("#scopes-section").hidden = false;
+      refresh();
+    });
   }
 
-  $("#login-form").addEventListener("submit", (event) => {
-    event.preventDefault(); // never a navigation: the token stays out of URLs
-    const input = $("#token-input");
-    const token = input.value.trim();
-    input.value = "";
-    if (!token) return;
-    try {
-      sessionStorage.setItem(TOKEN_KEY, token);
-    } catch (_) {
-      $("#login-error").hidden = false;
-      $("#login-error").textContent = "This browser does not allow session storage, which the page keeps the token in.";
-      return;
-    }
-    awaitingToken = false;
-    $("#login").hidden = true;
-    $("#scopes-section").hidden = false;
-    document.body.dataset.auth = "token";
-    setStatus("loading…", false);
-    refresh();
-  });
-
-  $("#forget-token").addEventListener("click", () => askForToken(""));
+  $("#forget-token").addEventListener("click", () => askForToken(false));
 
   let running = false;
   let again = false; // a refresh asked for while one runs (a click) runs right after it
   async function refresh() {
-    if (awaitingToken) return;
+    if (window.rlLogin.awaiting()) return;
     if (running) {
       again = true;
       return;
@@ -319,7 +261,7 @@
     } catch (error) {
       if (error instanceof Unauthorized) {
         stats.unauthorized += 1;
-        askForToken(error.tokenRefused ? "The token was not accepted." : "");
+        askForToken(error.tokenRefused);
         return;
       }
       stats.errors += 1;

@@ -1,20 +1,15 @@
 // Shared by the history pages (timeline.html, review.html) and the dashboard
-// (index.html loads it before dashboard.js): GET JSON with If-None-Match (an
-// unchanged answer is a 304 and costs no rendering) and the tab's API token,
-// DOM cell helpers, labels. Every value shown comes from the API; nothing is
-// recomputed.
+// (index.html loads it before dashboard.js, after login.js): GET JSON with
+// If-None-Match (an unchanged answer is a 304 and costs no rendering) and the
+// tab's API token (login.js), DOM cell helpers, labels, polling. Every value
+// shown comes from the API; nothing is recomputed.
 "use strict";
 
 (() => {
   const stats = (window.historyStats = { polls: 0, notModified: 0, renders: 0, errors: 0, lastError: null });
 
-  // The API token the dashboard keeps for this tab (dashboard.js explains
-  // why sessionStorage and a Bearer header, never a URL or a cookie).
-  const TOKEN_KEY = "recurrence-ledger.api-token";
-
-  function storedToken() {
-    try { return sessionStorage.getItem(TOKEN_KEY); } catch (_) { return null; }
-  }
+  // The tab's API token and the status line (login.js).
+  const { storedToken, setStatus, ask } = window.rlLogin;
 
   // What a getter throws for a 401: the API wants its token. tokenRefused:
   // this tab sent one and the API did not accept it (else it sent none).
@@ -83,73 +78,14 @@
   const timelineUrl = (scope, ref) =>
     `/timeline?scope=${encodeURIComponent(scope)}&artifact_id=${encodeURIComponent(ref.artifact_id)}&revision=${ref.revision}`;
 
-  function setStatus(text, isError) {
-    const status = document.querySelector("#status");
-    if (!status) return;
-    status.textContent = text;
-    status.classList.toggle("error", Boolean(isError));
-  }
-
-  // The API token, asked for by the history pages (timeline.html,
-  // review.html) as the dashboard asks for it: the pages load without it (a
-  // navigation carries no header), and when the API answers 401 the page
-  // stops polling and shows its #login form; the token typed there is kept
-  // in this tab's sessionStorage (the dashboard's key: one token for the
-  // tab) and polling resumes. Never in a URL, a cookie or a form field.
-  const waiting = []; // the polls stopped until a token is given
-  let awaitingToken = false;
-
-  function askForToken(refused, resume) {
-    if (!waiting.includes(resume)) waiting.push(resume);
-    stats.unauthorized = (stats.unauthorized || 0) + 1;
-    if (awaitingToken) return;
-    awaitingToken = true;
-    try { sessionStorage.removeItem(TOKEN_KEY); } catch (_) { /* storage disabled */ }
-    const login = document.querySelector("#login");
-    if (!login) return;
-    login.hidden = false;
-    const note = document.querySelector("#login-error");
-    note.hidden = !refused;
-    note.textContent = refused ? "The token was not accepted." : "";
-    document.body.dataset.auth = "required";
-    setStatus("API token required", true);
-    document.querySelector("#token-input").focus();
-  }
-
-  function watchLogin() {
-    const form = document.querySelector("#login-form");
-    if (!form || form.dataset.watched) return;
-    form.dataset.watched = "true";
-    form.addEventListener("submit", (event) => {
-      event.preventDefault(); // never a navigation: the token stays out of URLs
-      const input = document.querySelector("#token-input");
-      const token = input.value.trim();
-      input.value = "";
-      if (!token) return;
-      try {
-        sessionStorage.setItem(TOKEN_KEY, token);
-      } catch (_) {
-        const note = document.querySelector("#login-error");
-        note.hidden = false;
-        note.textContent = "This browser does not allow session storage, which the page keeps the token in.";
-        return;
-      }
-      awaitingToken = false;
-      document.querySelector("#login").hidden = true;
-      document.body.dataset.auth = "token";
-      setStatus("loading…", false);
-      waiting.splice(0).forEach((resume) => resume());
-    });
-  }
-
   // Poll `refresh` now and every `ms`; errors are shown in #status and
-  // retried; a 401 asks for the API token and polls again once it is given.
+  // retried; a 401 asks for the API token (login.js) and polls again once it
+  // is given.
   function poll(refresh, ms) {
-    watchLogin();
     let running = false;
     let again = false;
     async function tick() {
-      if (awaitingToken) return;
+      if (window.rlLogin.awaiting()) return;
       if (running) { again = true; return; }
       running = true;
       again = false;
@@ -159,7 +95,8 @@
         setStatus(`live · refreshed ${new Date().toLocaleTimeString()} · every ${ms / 1000} s`, false);
       } catch (error) {
         if (error instanceof Unauthorized) {
-          askForToken(error.tokenRefused, tick);
+          stats.unauthorized = (stats.unauthorized || 0) + 1;
+          ask(error.tokenRefused, tick);
           return;
         }
         stats.errors += 1;
@@ -178,5 +115,5 @@
   const params = new URLSearchParams(location.search);
   const refreshMs = Math.max(250, Number(params.get("refresh")) || 5000);
 
-  window.rlCommon = { getJSON: jsonClient(stats), jsonClient, Unauthorized, TOKEN_KEY, storedToken, cell, emptyRow, revisionLabel, runLabel, timelineUrl, setStatus, poll, params, refreshMs, stats };
+  window.rlCommon = { getJSON: jsonClient(stats), jsonClient, Unauthorized, cell, emptyRow, revisionLabel, runLabel, timelineUrl, poll, params, refreshMs, stats };
 })();
