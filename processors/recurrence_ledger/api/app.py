@@ -128,7 +128,7 @@ from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerToken
 from recurrence_ledger.api.limits import BodyLimit
 from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR, DocsHeaders
-from recurrence_ledger.api.routes import advisories, history, patterns, review, revisions, scopes, service
+from recurrence_ledger.api.routes import advisories, history, holdout, patterns, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
 from recurrence_ledger.api.transport import ServeLimits, http_protocol
 from recurrence_ledger.read.connect import describe_error
@@ -213,6 +213,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     revisions.register(app, reader)
     advisories.register(app, reader)
     service.register(app, reader, settings.redis_url, token)
+    holdout.register(app)
     patterns.register(app, PatternView(reader.client, settings.resolved_namespace))
 
     @app.exception_handler(RequestValidationError)
@@ -232,7 +233,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             schema = get_openapi(title=app.title, version=app.version, summary=app.summary, description=app.description, routes=app.routes)
             for path in schema.get("paths", {}).values():
                 for operation in path.values():
-                    operation.get("responses", {}).pop("422", None)
+                    # FastAPI's own 422 (a validation error) goes; a 422 a route documents itself stays
+                    # (POST /advisories: more refs than it takes).
+                    if operation.get("responses", {}).get("422", {}).get("description") == "Validation Error":
+                        operation["responses"].pop("422")
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
             if token is not None:

@@ -136,6 +136,15 @@ class ReviewRow(_Figures):
     terminal_recurred_streak: int
 
 
+class ReviewSplit(_Shape):
+    """The scope's revisions needing review (every one, not only the top N)
+    by their newest review candidate's status (contract §8, §18)."""
+
+    waiting: int = Field(description="Its candidate waits for a decision (open or superseded): the review inbox lists it.")
+    decided: int = Field(description="Its candidate was decided (approved or rejected); the streak still holds the threshold.")
+    no_candidate: int = Field(description="No review candidate: its repair surface is not experience_content (contract §8), or none is applied yet.")
+
+
 class ReviewList(_Shape):
     """``GET /scopes/{scope}/review-candidates``: the revisions needing review
     (streak ≥ the threshold, contract §8) from the view's review set, in
@@ -153,6 +162,7 @@ class ReviewList(_Shape):
         "it decided which revisions are listed. null when the view was written before the threshold was stored: rebuild it."
     )
     needing_review: int
+    split: ReviewSplit | None = Field(None, description="needing_review split by the revisions' review candidates' status.")
     complete: bool
     revisions: list[ReviewRow]
 
