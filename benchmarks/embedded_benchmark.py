@@ -308,7 +308,8 @@ def write_jobs_markdown(r: dict) -> None:
         "",
         f"Speed-up of `--jobs {jobs}` (median wall of `--jobs 1` / `--jobs {jobs}`): run-journal **{r['speedup']['run-journal']:.2f}×**, "
         f"what-if `--sweep {SWEEP}` **{r['speedup']['what-if']:.2f}×** (target ≥ 1.7× each with 2 jobs); the output files of both "
-        "run-journal runs byte-identical.",
+        "run-journal runs byte-identical. With a load average above the cores (other processes on the machine) the wall "
+        "ratio measures the contention, not the runs: read the CPU split below, which does not depend on it.",
     ]
     if r["cpu_split"]:
         c = r["cpu_split"]
