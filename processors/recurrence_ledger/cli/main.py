@@ -3,8 +3,8 @@
 One module per command group: ``run`` (run-journal, run, worker),
 ``records`` (publish, export), ``replay`` (replay, rebuild), ``whatif``
 (what-if), ``explain``,
-``ops`` (serve, rank, stats), ``simulate``, ``topics``, ``view`` and ``review`` (the
-sub-command groups); the options more than one command takes are defined once in
+``ops`` (serve, rank, stats), ``simulate``, ``topics``, ``view``, ``review`` and
+``holdout`` (the sub-command groups); the options more than one command takes are defined once in
 ``options``, the clients they open (Kafka, Schema Registry, Redis) in
 ``clients``. ``recurrence_ledger.cli:app`` is the console entry point and
 ``python -m recurrence_ledger.cli`` runs it.
@@ -24,14 +24,41 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
 from recurrence_ledger.cli import explain, ops, records, replay, run, simulate, whatif
+from recurrence_ledger.cli.holdout import holdout_app
 from recurrence_ledger.cli.patterns import patterns_app
 from recurrence_ledger.cli.review import review_app
 from recurrence_ledger.cli.topics import topics_app
 from recurrence_ledger.cli.view import view_app
 
+class FlagsAsFlags:
+    """Help that shows a flag (``--quiet``, ``--json``,
+    ``--static-membership/--dynamic-membership``, ``--help``) as a flag:
+    Typer's rich help gives every option a value column, ``<bool>`` for a
+    flag, which reads as if the flag took a value. A flag's column stays
+    empty (an empty metavar); every option that takes a value keeps its
+    type. Mixed into the command and group classes (:func:`flags_as_flags`)."""
+
+    def get_params(self, ctx):  # noqa: ANN001, ANN201 - click's signature
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class FlagCommand(FlagsAsFlags, TyperCommand):
+    """A command with :class:`FlagsAsFlags` help."""
+
+
+class FlagGroup(FlagsAsFlags, TyperGroup):
+    """A command group with :class:`FlagsAsFlags` help."""
+
+
 app = typer.Typer(
+    cls=FlagGroup,
     add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
     help="recurrence-ledger: did what the agents learned from a failure help?",
     # A traceback must not print local variables: they hold Redis URLs with passwords.
@@ -75,6 +102,7 @@ for _name, _command in COMMANDS:
 app.add_typer(topics_app, name="topics")
 app.add_typer(view_app, name="view")
 app.add_typer(review_app, name="review")
+app.add_typer(holdout_app, name="holdout")
 app.add_typer(patterns_app, name="patterns")
 
 
@@ -98,7 +126,20 @@ def reflow_help(typer_app: typer.Typer, escaped: set[int] | None = None) -> None
         reflow_help(group.typer_instance, escaped)
 
 
+def flags_as_flags(typer_app: typer.Typer) -> None:
+    """Give every command and group of ``typer_app`` (and of its sub-apps)
+    :class:`FlagsAsFlags` help."""
+    for info in typer_app.registered_commands:
+        if info.cls in (None, TyperCommand):
+            info.cls = FlagCommand
+    for group in typer_app.registered_groups:
+        if not (isinstance(group.typer_instance.info.cls, type) and issubclass(group.typer_instance.info.cls, FlagGroup)):
+            group.typer_instance.info.cls = FlagGroup
+        flags_as_flags(group.typer_instance)
+
+
 reflow_help(app)
+flags_as_flags(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

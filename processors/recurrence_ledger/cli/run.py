@@ -16,13 +16,14 @@ from collections import Counter
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich import box
 from rich.text import Text
 from rich.table import Table
 
+from recurrence_ledger import policy
 from recurrence_ledger.cli.clients import kafka_connection, reporting_kafka_errors, refusing_to_start, command_registry, check_redis_url, console
 from recurrence_ledger.cli.options import (
     DEFAULT_PARTITIONS,
@@ -43,13 +44,11 @@ from recurrence_ledger.cli.options import (
     topic_prefix_option,
 )
 from recurrence_ledger.embedded.output import stderr_console
-from recurrence_ledger.embedded.parallel import run_journal_jobs
-from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, RunSummary, run_journal
-from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.ledger.records import ScopeStatistics
-from recurrence_ledger.ledger.state import ref_order
-from recurrence_ledger import policy
+from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import settings
+
+if TYPE_CHECKING:  # the core is imported by the commands that run it, not by --help
+    from recurrence_ledger.embedded.runner import RunSummary
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
 
@@ -63,6 +62,8 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
     """Per scope: selected / recurred / avoided / unknown / needing review
     (the last statistics record of each scope), then its top revisions and
     its review candidates (:func:`review_lines`)."""
+    from recurrence_ledger.ledger.records import ScopeStatistics
+
     table = Table(title="recurrence statistics (last record per scope)", box=box.SIMPLE_HEAD)
     table.add_column("scope", overflow="fold")
     for column in SUMMARY_COLUMNS:
@@ -81,6 +82,8 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
             )
         for line in review_lines([row for (scope, _), row in summary.review_status.items() if scope == scope_id]):
             console.print(line, highlight=False, soft_wrap=True)
+        for line in effect_lines([row for (scope, _, _), row in sorted(summary.effects.items()) if scope == scope_id]):
+            console.print(line, highlight=False, soft_wrap=True)
     for line in admission_lines(summary.admission):
         console.print(line, highlight=False)
     counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
@@ -97,6 +100,8 @@ def review_lines(rows: list[dict]) -> list[str]:
         review EXP-c r1 (streak 4): open
 
     [] without candidates."""
+    from recurrence_ledger.ledger.state import ref_order
+
     lines = []
     for row in sorted(rows, key=lambda row: (*ref_order(row["artifact_ref"]), row["candidate_id"])):
         ref, decision, fix, repair = row["artifact_ref"], row["decision"], row["fix_revision"], row["repair"]
@@ -108,6 +113,26 @@ def review_lines(rows: list[dict]) -> list[str]:
         if fix is not None:
             line += (f"; fix {fix['artifact_id']} r{fix['revision']}: repair {repair['status']} "
                      f"(selected {repair['selected']}, recurred {repair['recurred']}, avoided {repair['avoided']})")
+        lines.append(line)
+    return lines
+
+
+def effect_lines(rows: list[dict]) -> list[str]:
+    """One line per revision with an effect (contract §21.4), in the order
+    given:
+
+        effect EXP-a r1: helps, probability_helps 0.9600 (treated 1 of 5 recurred, withheld 4 of 5)
+
+    [] without such revisions."""
+    lines = []
+    for row in rows:
+        ref, effect = row["artifact_ref"], row["effect"]
+        probability = "n/a" if effect["probability_helps"] is None else f"{effect['probability_helps']:.4f}"
+        treated, withheld = effect["treated"], effect["withheld"]
+        line = (f"  effect {ref['artifact_id']} r{ref['revision']}: {effect['verdict']}, probability_helps {probability} "
+                f"(treated {treated['recurred']} of {treated['resolved']} recurred, withheld {withheld['recurred']} of {withheld['resolved']})")
+        if effect["assignment_mismatches"]:
+            line += f", {effect['assignment_mismatches']} assignment mismatches"
         lines.append(line)
     return lines
 
@@ -165,7 +190,7 @@ def run_journal_command(
     journal: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="Journal file (JSON Lines).")],
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Output directory: one <topic>.jsonl per output topic.")],
     ledger: LedgerConfig,
-    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
+    view_batch: ViewBatchOption = policy.DEFAULT_VIEW_BATCH,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
     allow_dead_letters: Annotated[bool, typer.Option("--allow-dead-letters", help=f"Exit 0 even when journal lines were dead-lettered (the warning is still printed); without it such a run exits {DEAD_LETTERS_EXIT}.")] = False,
     jobs: JobsOption = policy.JOBS.default,
@@ -175,6 +200,8 @@ def run_journal_command(
     Exit code: 0 when every line was applied; 3 when any line was
     dead-lettered (a warning with the count is printed; the output files are
     complete all the same), unless --allow-dead-letters; 2 for a usage error."""
+    from recurrence_ledger.embedded.parallel import run_journal_jobs
+
     summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
@@ -210,7 +237,7 @@ def run_command(
     kafka_config: Annotated[Optional[Path], kafka_config_option(
         "Kafka client properties file (Java client.properties format; see docs/kafka.md); with it, or with KAFKA_BOOTSTRAP_SERVERS set, run is the worker.",
         rich_help_panel=WORKER_PANEL)] = None,
-    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
+    view_batch: ViewBatchOption = policy.DEFAULT_VIEW_BATCH,
 ) -> None:
     """The main job: the Kafka worker, or the embedded runner without Kafka.
 
@@ -256,6 +283,8 @@ def run_command(
             "on a journal file. Set KAFKA_BOOTSTRAP_SERVERS to run the worker.",
             param_hint=", ".join(f"'{name}'" for name in kafka_only),
         )
+    from recurrence_ledger.embedded.runner import run_journal
+
     out_dir = out or DEFAULT_RUN_OUT
     try:
         if journal is None:
