@@ -24,7 +24,7 @@ POLICY_NAMES = frozenset({
 })
 #: The settings each command takes as options.
 CLI_SETTINGS = {"worker": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS, "run": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS,
-                "serve": policy.SERVE_SETTINGS}
+                "serve": policy.SERVE_SETTINGS, "run-journal": (policy.JOBS,), "what-if": (policy.JOBS,)}
 
 
 def is_number(node: ast.expr | None) -> bool:

@@ -116,6 +116,17 @@ MAX_BATCH: Setting[int] = Setting(
     "max_batch", "--max-batch", "RL_MAX_BATCH", 2_000, 1, "records", "kafka.md",
     "Records consumed per poll.",
 )
+#: ``auto`` in place of a number of processes: the cores this process may
+#: use (``os.sched_getaffinity``).
+AUTO = "auto"
+JOBS: Setting[int] = Setting(
+    "jobs", "--jobs", "RL_JOBS", 1, 1, "processes", "journals.md",
+    "Processes a journal's scopes are split across (auto: one per usable core); the same files, byte for byte.",
+)
+WORKER_PROCESSES: Setting[int] = Setting(
+    "processes", "--processes", "RL_WORKER_PROCESSES", 1, 1, "processes", "kafka.md",
+    "Worker processes one supervisor runs in the consumer group (auto: one per usable core).",
+)
 
 SERVE_LIMIT_CONCURRENCY: Setting[int] = Setting(
     "limit_concurrency", "--limit-concurrency", "RL_SERVE_LIMIT_CONCURRENCY", 256, 1, "connections or requests", "operating.md",
@@ -150,10 +161,12 @@ LEDGER_SETTINGS: tuple[Setting, ...] = (
 )
 #: The runtime's batching: how often and how much, never what.
 RUNTIME_SETTINGS: tuple[Setting, ...] = (COMMIT_INTERVAL_MS, MAX_BATCH)
+#: How many processes: never what, nor how often.
+PROCESS_SETTINGS: tuple[Setting, ...] = (JOBS, WORKER_PROCESSES)
 #: The read API's connection limits (``serve``): how many and how long, never what.
 SERVE_SETTINGS: tuple[Setting, ...] = (SERVE_LIMIT_CONCURRENCY, SERVE_TIMEOUT_KEEP_ALIVE, SERVE_HEADER_TIMEOUT, SERVE_MAX_HEADER_BYTES)
 #: Every setting, in the order of the docs table.
-SETTINGS: tuple[Setting, ...] = LEDGER_SETTINGS + RUNTIME_SETTINGS + SERVE_SETTINGS
+SETTINGS: tuple[Setting, ...] = LEDGER_SETTINGS + RUNTIME_SETTINGS + PROCESS_SETTINGS + SERVE_SETTINGS
 
 
 def markdown_table() -> str:

@@ -260,7 +260,7 @@ def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(t
 # ----------------------------------------------------------------- help texts
 
 COMMANDS = (
-    "run-journal", "run", "worker", "publish", "export", "replay", "rebuild", "what-if", "explain", "serve", "rank", "stats",
+    "run-journal", "run", "worker", "publish", "export", "replay", "rebuild", "what-if", "explain", "serve", "rank", "stats", "simulate",
     "topics", "topics create", "topics delete", "topics list", "topics acls", "view", "view rebuild", "view clear", "view follow",
     "review", "review list", "review show", "review approve", "review reject", "patterns", "patterns export",
 )

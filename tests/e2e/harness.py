@@ -320,9 +320,11 @@ def halved_journal(workload: Workload, root: Path) -> tuple[Path, Path, Path]:
     return whole, first, second
 
 
-def changelog_topic(prefix: str) -> str:
-    """The physical state changelog topic of app id ``ledger`` under ``prefix``."""
-    return f"{prefix}ledger-ledger-state-changelog"
+def changelog_topic(prefix: str, stage: str = "ledger") -> str:
+    """The physical state changelog of ``stage`` ("ledger": the scope
+    stage's, "pattern": the pattern stage's, contract §23.5) of app id
+    ``ledger`` under ``prefix``."""
+    return f"{prefix}ledger-{stage}-state-changelog"
 
 
 def changelog_state(bootstrap: str, topic: str, partition: int) -> dict[bytes, bytes]:
@@ -375,19 +377,19 @@ def wait_changelog_written(bootstrap: str, prefix: str, timeout: float = 120) ->
     wait_until(committed, timeout, "a committed changelog record")
 
 
-def delete_changelog(bootstrap: str, prefix: str) -> None:
-    """Delete the changelog topic of ``prefix`` and wait until it is gone."""
-    topic, admin = changelog_topic(prefix), admin_client(bootstrap)
+def delete_changelog(bootstrap: str, prefix: str, stage: str = "ledger") -> None:
+    """Delete the changelog topic of ``stage`` under ``prefix`` and wait until it is gone."""
+    topic, admin = changelog_topic(prefix, stage), admin_client(bootstrap)
     admin.delete_topics([topic])[topic].result()
     wait_until(lambda: topic not in topic_names(admin), 60, "the changelog's deletion")
 
 
-def recreate_changelog(bootstrap: str, prefix: str, partitions: int) -> None:
-    """Delete the changelog topic of ``prefix`` and create it again, empty
-    (a new topic id), compacted, with ``partitions`` partitions; the
-    creation is retried while the deletion is still finishing."""
-    topic, admin = changelog_topic(prefix), admin_client(bootstrap)
-    delete_changelog(bootstrap, prefix)
+def recreate_changelog(bootstrap: str, prefix: str, partitions: int, stage: str = "ledger") -> None:
+    """Delete the changelog topic of ``stage`` under ``prefix`` and create
+    it again, empty (a new topic id), compacted, with ``partitions``
+    partitions; the creation is retried while the deletion is still finishing."""
+    topic, admin = changelog_topic(prefix, stage), admin_client(bootstrap)
+    delete_changelog(bootstrap, prefix, stage)
 
     def create() -> bool:
         try:

@@ -64,11 +64,6 @@ OPTIONS = ("--max-batch", "40", "--session-timeout-ms", "6000", *policy_options(
 
 
 @pytest.mark.parametrize("store", ["memory", "rocksdb"])
-@pytest.mark.xfail(strict=False, reason=(
-    "known defect (issue 34 stays open): with --exit-when-idle, a member can exit caught up while another member's last "
-    "transaction still writes scope counts to the repartition partitions it owned, so those counts are never consumed "
-    "and pattern candidates go missing (seen once in a loaded full run: 3 of 8, memory store); a continuously running "
-    "group is not affected. The batch-exit check must also wait for the repartition topic's producers."))
 def test_patterns_stay_exactly_once_with_three_workers_a_kill_and_a_join(store, topic_prefix, bootstrap, tmp_path):
     journal = write_journal(tmp_path / "journal.jsonl", generate_journal(WORKLOAD))
     prefix = topic_prefix

@@ -35,8 +35,12 @@ PLACES = {
     # contract §22: a critical revision is marked on the dashboard and ranked first in the review
     # inbox (its queue items carry their revision's severity: read model, API item, route, page);
     # cli/review.py imports the reason codes from the core's ``severity`` module.
+    # The recall-time advisory (read/advisory.py) hands a recall the revision's severity too.
     "severity": {"read/history.py", "api/schemas.py", "api/routes/review.py", "static/review.html", "static/review.js",
-                 "static/dashboard.js", "cli/review.py"},
+                 "static/dashboard.js", "cli/review.py", "read/advisory.py"},
+    # contract §8: the run names the revision's history page shows, and from which the advisory
+    # derives the candidate ids it looks up (the ledger's candidate id of each run).
+    "runs_reaching_threshold": {"read/pages.py", "read/advisory.py"},
     # contract §22.4: the critical count per scope is a hash field and the alert's gauge.
     "recurred_by_severity": {"read/projection.py", "read/follower.py"},
 }

@@ -28,6 +28,7 @@ documentation, see below):
 | review endpoints | ``GET /review-queue?status=…``, ``GET /review-candidates/{id}``, ``POST /review-candidates/{id}/decision`` (a reviewer token; publishes a ReviewDecision to Kafka, contract §18), the ``/review`` inbox page: ``recurrence_ledger.api.routes.review`` |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the recurrence statistics block (contract §8) plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
 | ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), 0 ≤ ``offset`` ≤ 1,000,000; anything else 400 |
+| ``POST /advisories`` | ``Advisories``: the recall-time advisory, per asked revision of one scope what the ledger published about it and a one-line advice (body ``{scope_id, artifact_refs}``, at most 64 refs: ``recurrence_ledger.api.routes.advisories``) |
 | ``GET /scopes/{scope}/review-candidates`` | ``ReviewList``: revisions needing review (the rows the ledger flagged ``needs_review``), from the view's review set, with the review threshold the ledger published in the record |
 | ``GET /`` | the dashboard page (HTML; ``/static/…`` its script, style and the bundled Chart.js; ``refresh`` and ``limit`` are read by its script) |
 | ``GET /docs``, ``GET /redoc`` | the API's documentation pages (Swagger UI, ReDoc), their scripts served from the fastapi-offline package under ``/static-docs/``: no CDN |
@@ -126,7 +127,7 @@ from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerToken
 from recurrence_ledger.api.limits import BodyLimit
 from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR, DocsHeaders
-from recurrence_ledger.api.routes import history, review, revisions, scopes, service
+from recurrence_ledger.api.routes import advisories, history, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
 from recurrence_ledger.api.transport import ServeLimits, http_protocol
 from recurrence_ledger.read.connect import describe_error
@@ -208,6 +209,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     app.include_router(review.router(models, publisher))
     scopes.register(app, reader, models)
     revisions.register(app, reader)
+    advisories.register(app, reader)
     service.register(app, reader, settings.redis_url, token)
 
     @app.exception_handler(RequestValidationError)

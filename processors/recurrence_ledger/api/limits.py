@@ -24,7 +24,8 @@ the app: ``serve``'s protocol bounds those, ``--header-timeout`` and
 ``--max-header-bytes``, recurrence_ledger.api.transport.)
 
 The caps: a review decision (``POST /review-candidates/{id}/decision``)
-:data:`MAX_DECISION_BODY`; every other request :data:`MAX_OTHER_BODY` —
+:data:`MAX_DECISION_BODY`; an advisory (``POST /advisories``)
+:data:`MAX_ADVISORY_BODY`; every other request :data:`MAX_OTHER_BODY` —
 the API's other routes are GETs that read no body.
 """
 
@@ -40,6 +41,12 @@ from recurrence_ledger.api.auth import is_decision
 #: Largest body of a decision request (bytes): a reason has at most 16,384
 #: characters (4 bytes each in UTF-8, escaped at most 6 bytes in JSON).
 MAX_DECISION_BODY = 128 * 1024
+#: Largest body of an advisory request (bytes): a scope id and 64
+#: ArtifactRefs of ids up to 512 characters (4 bytes each in UTF-8),
+#: with room for the JSON around them.
+MAX_ADVISORY_BODY = 160 * 1024
+#: The path of an advisory request (``POST``).
+ADVISORY_PATH = "/advisories"
 #: Largest body of any other request (bytes): they are GETs and HEADs,
 #: which take none; a little is let through for clients that send one anyway.
 MAX_OTHER_BODY = 1024
@@ -50,7 +57,9 @@ BODY_DEADLINE_S = 30.0
 
 def body_cap(method: str, path: str) -> int:
     """The most bytes a request body of ``method`` ``path`` may have."""
-    return MAX_DECISION_BODY if is_decision(method, path) else MAX_OTHER_BODY
+    if is_decision(method, path):
+        return MAX_DECISION_BODY
+    return MAX_ADVISORY_BODY if method == "POST" and path == ADVISORY_PATH else MAX_OTHER_BODY
 
 
 def too_slow(deadline_s: float) -> JSONResponse:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
-from recurrence_ledger.ledger.models import ArtifactRef, RejectionReason, RepairSurface, ReviewDecision, Severity
+from recurrence_ledger.ledger.models import ArtifactRef, Id, RejectionReason, RepairSurface, ReviewDecision, Severity
 from recurrence_ledger.ledger.fields import REVISION_IDENTITY
 from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, ScopeStatistics
 
@@ -380,3 +380,70 @@ class FieldCatalogue(_Shape):
     scope: dict[str, FieldLabel] = Field(description="ScopeStatistics (contract §8).")
     revision: dict[str, FieldLabel] = Field(description="A revision's row: top_revisions and the revisions view (contract §8, §14).")
     unknown_reasons: dict[str, FieldLabel] = Field(description="The eleven unknown reasons of contract §17, in the contract's order.")
+
+
+# ----------------------------------------------------------------- the advisory
+
+
+class AdvisoryRequest(BaseModel):
+    """The body of ``POST /advisories``: one scope and the Experience
+    revisions a recall is about to hand over (at most 64: more answer 422)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scope_id: Id = Field(description="The scope (contract §3).")
+    artifact_refs: list[ArtifactRef] = Field(
+        description="The revisions to advise on, 0–64 (more: 422), answered in this order.", json_schema_extra={"maxItems": 64})
+
+
+class AdvisoryReview(_Shape):
+    """The newest review candidate of a revision (contract §8) and its
+    ReviewStatus (contract §18)."""
+
+    candidate_id: str
+    status: ReviewState = Field(description="open (waiting for a decision), superseded, approved or rejected.")
+    streak: int | None = Field(None, description="The run's recurrence count when the candidate was published.")
+    decision: Literal["approved", "rejected"] | None = None
+    reviewer: str | None = None
+    fix_revision: ArtifactRef | None = Field(None, description="The approved fix, or the revision that superseded the candidate.")
+    repair_status: Literal["pending", "held", "recurring", "failed"] | None = Field(
+        None, description="How the fix revision fares (contract §18); null for open and rejected candidates.")
+
+
+#: The flags and figures of a revision an advisory carries, as the ledger's
+#: RevisionFigures states them.
+_AdvisoryFigures = create_model(
+    "_AdvisoryFigures",
+    __base__=_FiguresBase,
+    __doc__="The revision's flags and figures an advisory carries, as the ledger's RevisionFigures states them.",
+    **copied_fields(RevisionFigures, ("needs_review", "terminal_recurred_streak", "severity", "binding_suspect", "low_yield", "selected", "yield_")),
+)
+
+
+class RefAdvisory(_AdvisoryFigures):
+    """What the ledger published about one revision, for a recall ranker:
+    its RevisionStatistics flags and figures (contract §14, §17, §22; their
+    defaults when ``known`` is false), its effect (contract §21.4), its
+    newest review candidate's status (contract §18) and a one-line
+    ``advice``."""
+
+    artifact_ref: ArtifactRef
+    known: bool = Field(description="The revisions view holds the revision (it has a selection, a verdict or an ambiguous match).")
+    head: bool | None = Field(
+        None, description="false when the ledger published that a higher revision superseded it (a superseded review candidate); "
+        "null otherwise: the ledger publishes no head per revision.")
+    superseded_by: ArtifactRef | None = Field(None, description="The revision that superseded it, from its ReviewStatus.")
+    verdict: Literal["helps", "harms", "undecided", "insufficient"] | None = Field(
+        None, description="The effect's verdict (contract §21.4); null without a withheld arm.")
+    probability_helps: float | None = Field(None, description="P(the lesson lowers the recurrence rate) (contract §21.4); null without one.")
+    review: AdvisoryReview | None = Field(None, description="Its newest review candidate with its status; null without one.")
+    advice: str = Field(description="One line for a recall ranker or a human, most pressing first (\"superseded by r3\", …).")
+
+
+class Advisories(_Shape):
+    """``POST /advisories``: one advisory per asked ref, in the order asked."""
+
+    scope_id: str
+    known: bool = Field(description="The view holds the scope (false: every ref is unknown).")
+    as_of_position: int | None = Field(description="The scope's as_of_position in the view; null for an unknown scope.")
+    advisories: list[RefAdvisory]

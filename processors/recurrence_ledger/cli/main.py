@@ -3,7 +3,7 @@
 One module per command group: ``run`` (run-journal, run, worker),
 ``records`` (publish, export), ``replay`` (replay, rebuild), ``whatif``
 (what-if), ``explain``,
-``ops`` (serve, rank, stats), ``topics``, ``view`` and ``review`` (the
+``ops`` (serve, rank, stats), ``simulate``, ``topics``, ``view`` and ``review`` (the
 sub-command groups); the options more than one command takes are defined once in
 ``options``, the clients they open (Kafka, Schema Registry, Redis) in
 ``clients``. ``recurrence_ledger.cli:app`` is the console entry point and
@@ -26,7 +26,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
-from recurrence_ledger.cli import explain, ops, records, replay, run, whatif
+from recurrence_ledger.cli import explain, ops, records, replay, run, simulate, whatif
 from recurrence_ledger.cli.patterns import patterns_app
 from recurrence_ledger.cli.review import review_app
 from recurrence_ledger.cli.topics import topics_app
@@ -94,6 +94,7 @@ COMMANDS = (
     ("serve", ops.serve_command),
     ("rank", ops.rank_command),
     ("stats", ops.stats_command),
+    ("simulate", simulate.simulate_command),
 )
 for _name, _command in COMMANDS:
     app.command(_name)(_command)

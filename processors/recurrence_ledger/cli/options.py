@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -80,6 +81,33 @@ def parse_fraction(text: str) -> Fraction:
     if not 0 < value <= 1:
         raise typer.BadParameter(f"{text!r} is not in (0, 1]")
     return value
+
+
+def parse_processes(text: str) -> int:
+    """A number of processes ≥ 1, or ``auto`` (:data:`policy.AUTO`): the
+    cores this process may use (``os.sched_getaffinity``). Raises
+    typer.BadParameter for anything else."""
+    if isinstance(text, int):
+        return text
+    if text.strip() == policy.AUTO:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number of processes or {policy.AUTO}") from None
+    if value < 1:
+        raise typer.BadParameter(f"{text!r}: at least one process")
+    return value
+
+
+def processes_option(setting: policy.Setting, **panel: str) -> Any:
+    """The option of a number of processes (``--jobs``, ``--processes``):
+    a number or ``auto`` (:func:`parse_processes`)."""
+    return typer.Option(setting.option, envvar=setting.env, parser=parse_processes, metavar="N|auto", help=setting.help, **panel)
+
+
+#: ``--jobs N|auto`` of run-journal and what-if (RL_JOBS).
+JobsOption = Annotated[int, processes_option(policy.JOBS)]
 
 
 def fraction_option(setting: policy.Setting, panel: str) -> Any:
@@ -313,8 +341,8 @@ MaxWaitCaughtUpOption = Annotated[
     float,
     typer.Option(
         "--max-wait-caught-up", min=0, rich_help_panel=WORKER_PANEL,
-        help="With --exit-when-idle: how long to wait, idle and without progress of the group, for every input partition of the group "
-             "to be committed to its end (exit 0); then exit 4 naming the partitions left.",
+        help="With --exit-when-idle: how long to wait, idle and without progress of the group, for every input and repartition partition "
+             "of the group to be committed to its end, no transaction open on it (exit 0); then exit 4 naming the partitions left.",
     ),
 ]
 StaticMembershipOption = Annotated[
@@ -353,8 +381,8 @@ ReseedChangelogOption = Annotated[
     bool,
     typer.Option(
         "--reseed-changelog", rich_help_panel=WORKER_PANEL,
-        help="With --state-dir: when a partition's changelog is empty (deleted and created again) while the group has committed "
-             "offsets, write its intact local store back to the changelog instead of refusing (exit 5) (docs/operating.md, "
+        help="With --state-dir: when a partition's changelog (the ledger's or the pattern stage's) is empty (deleted and created "
+             "again) while the group has committed offsets, write its intact local store back to the changelog instead of refusing (exit 5) (docs/operating.md, "
              "\"A lost or truncated changelog\").",
     ),
 ]

@@ -32,6 +32,7 @@ from recurrence_ledger.cli.options import (
     AcceptUnicodeOption,
     AutoRegisterOption,
     BootstrapOption,
+    JobsOption,
     KafkaConfigOption,
     PrefixOption,
     RegistryOption,
@@ -168,15 +169,16 @@ def run_journal_command(
     view_batch: ViewBatchOption = policy.DEFAULT_VIEW_BATCH,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
     allow_dead_letters: Annotated[bool, typer.Option("--allow-dead-letters", help=f"Exit 0 even when journal lines were dead-lettered (the warning is still printed); without it such a run exits {DEAD_LETTERS_EXIT}.")] = False,
+    jobs: JobsOption = policy.JOBS.default,
 ) -> None:
     """Process a journal file with the embedded runner (contract §11).
 
     Exit code: 0 when every line was applied; 3 when any line was
     dead-lettered (a warning with the count is printed; the output files are
     complete all the same), unless --allow-dead-letters; 2 for a usage error."""
-    from recurrence_ledger.embedded.runner import run_journal
+    from recurrence_ledger.embedded.parallel import run_journal_jobs
 
-    summary = run_journal(journal, out, ledger, show_progress=not quiet, view_batch=view_batch)
+    summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
     if summary.dead_letters:

@@ -18,11 +18,15 @@ Importing this package starts nothing and connects to nothing.
   ``EventRefused``; the models they return are the core's
   (``recurrence_ledger.ledger.models``);
 - :mod:`recurrence_ledger.client.publisher`: ``Publisher``; a failed
-  delivery is ``PublishError`` (``recurrence_ledger.kafka.kafka_io``).
+  delivery is ``PublishError`` (``recurrence_ledger.kafka.kafka_io``);
+- :mod:`recurrence_ledger.client.advisor`: ``Advisor``, the recall-time
+  advisory of the ledger's API with a short cache, failing open, and its
+  ``Advice``.
 """
 
 from __future__ import annotations
 
+from recurrence_ledger.client.advisor import UNKNOWN_ADVICE, Advice, Advisor  # noqa: F401
 from recurrence_ledger.client.events import (  # noqa: F401 - the library's names
     EventRefused,
     event,
@@ -50,7 +54,7 @@ from recurrence_ledger.ledger.models import (  # noqa: F401 - the event models a
 )
 
 __all__ = [
-    "ArtifactRef", "EventRefused", "EvidenceRef", "ExperienceCandidate", "ExperienceRevision", "HandoffReceipt",
+    "UNKNOWN_ADVICE", "Advice", "Advisor", "ArtifactRef", "EventRefused", "EvidenceRef", "ExperienceCandidate", "ExperienceRevision", "HandoffReceipt",
     "HandoffRevision", "PublishError", "Publisher", "ReviewDecision", "SourceRef", "TaskOutcome", "event",
     "experience_candidate", "experience_revision", "handoff_receipt", "handoff_revision", "kind_of",
     "review_decision", "rule_of", "task_outcome",

@@ -241,17 +241,41 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         (contract §5: end of a journal file). Pending outcomes are decided as
         unlinked in (scope first seen, journal position) order. Returns
         ledger facts; the view changes follow with ``end_batch``."""
-        emits: list[Emit] = []
+        return [emit for _, _, emits in self.flush_by_scope() for emit in emits]
+
+    def flush_by_scope(self) -> list[tuple[int, str, list[Emit]]]:
+        """:meth:`flush`'s emits, in its order, as ``(part, scope_id,
+        emits)``: part 0 the pending outcomes of each scope in the order
+        first seen (:attr:`scope_ids`), part 1 the held admission candidates
+        of each scope that received one, part 2 the review decisions that
+        waited in vain, each scope in the order it first held one
+        (:meth:`flush_part_sizes`). A run split by scope (``run-journal
+        --jobs``) merges the parts of its processes by (part, when the scope
+        entered it) and gets :meth:`flush`'s order exactly."""
+        parts: list[tuple[int, str, list[Emit]]] = []
         for scope_id in self._scopes_touched:
+            emits: list[Emit] = []
             scope = self.state.scope(scope_id)
             for _, outcome_id in list(self.state.get("pending_index", scope_id, default=[])):
                 self._decide_expired(scope, scope_id, outcome_id, emits, end_of_input=True)
             self._finish_scope(scope, scope_id, emits)
+            parts.append((0, scope_id, emits))
         for scope_id in self._candidate_scopes:
+            emits = []
             self._expire_candidates(scope_id, None, emits, end_of_input=True)
+            parts.append((1, scope_id, emits))
         for scope_id in self._decision_scopes:  # contract §18: their candidates never came
+            emits = []
             self._expire_decisions(scope_id, None, emits, end_of_input=True)
-        return emits
+            parts.append((2, scope_id, emits))
+        return parts
+
+    def flush_part_sizes(self) -> tuple[int, int, int]:
+        """How many scopes each part of :meth:`flush_by_scope` holds so far.
+        An applied event adds at most its own scope to a part, so a runner
+        that reads the sizes after each event knows at which input record
+        each scope entered each part."""
+        return len(self._scopes_touched), len(self._candidate_scopes), len(self._decision_scopes)
 
     def end_batch(self) -> list[Emit]:
         """Close a batch of the views (contract §8): the view records of every

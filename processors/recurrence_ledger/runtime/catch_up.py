@@ -2,11 +2,16 @@
 (docs/operating.md, "Batch runs").
 
 A worker started with ``exit_when_idle_s`` stops only when every partition
-of every input topic has the group's committed offset at its end — not just
-the partitions assigned to this member, so a member that was given only
-some partitions (the others still held by a killed member until its session
-times out) does not exit as if the job were done. When it gives up waiting
-it raises :class:`NotCaughtUp` naming the partitions, their lag and holder.
+of every topic the group reads — the input topics and the pattern stage's
+repartition topic (contract §23.5) — has the group's committed offset at
+its end, and no transaction is still open on any of them: not just the
+partitions assigned to this member, so a member that was given only some
+partitions (the others still held by a killed member until its session
+times out) does not exit as if the job were done, and a member does not
+exit while another member's transaction (or a killed member's, until the
+broker aborts it) may still add counts to a repartition partition it
+owns. When it gives up waiting it raises :class:`NotCaughtUp` naming the
+partitions, their lag and holder.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
+from enum import Enum
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.kafka.client_config import Bootstrap, client_config, consumer_config
@@ -29,22 +36,66 @@ NOT_CAUGHT_UP_EXIT = 4
 CAUGHT_UP_CHECK_S = 1.0
 
 
+class Drained(Enum):
+    """What the offsets alone say of one partition (:func:`drained`)."""
+
+    #: Nothing to read beyond the group's position: caught up.
+    YES = "yes"
+    #: A transaction is open on the partition (its last stable offset is
+    #: short of its end): whatever it holds may still become records, so
+    #: the partition is not caught up until it commits or is aborted.
+    OPEN_TRANSACTION = "open transaction"
+    #: Records or control markers lie beyond the group's position: a
+    #: read_committed reader must look whether any of them is a record.
+    READ = "read"
+
+
+def drained(committed: int, low: int, stable_end: int, end: int) -> Drained:
+    """Whether a partition is drained by its group, from its offsets:
+    ``committed`` (the group's committed offset, -1: none — then the group
+    starts at ``low``, auto.offset.reset=earliest), ``low`` (the log start
+    offset), ``stable_end`` (the last stable offset: the end a
+    read_committed reader sees) and ``end`` (the high watermark: the end a
+    read_uncommitted reader sees). All offsets are Kafka offsets (ints).
+
+    Position at or past ``end``: :attr:`Drained.YES`. Otherwise, a
+    ``stable_end`` short of ``end`` means an open transaction (a live
+    member's batch in the middle of its commit, or a killed member's batch
+    until the broker aborts it at ``transaction.timeout.ms``):
+    :attr:`Drained.OPEN_TRANSACTION` — the last stable offset alone would
+    call the partition caught up while that transaction may still commit
+    records into it. Else :attr:`Drained.READ`: what lies between position
+    and end may be only commit markers (the committed offset of a
+    transactional topic stops short of the end by the marker, KAFKA-6607)
+    or aborted records."""
+    position = committed if committed >= 0 else low
+    if position >= end:
+        return Drained.YES
+    if stable_end < end:
+        return Drained.OPEN_TRANSACTION
+    return Drained.READ
+
+
 @dataclass(frozen=True)
 class PartitionLag:
-    """An input partition whose committed offset (of the group) is short of
-    its end: ``committed`` (-1: none), ``end`` (the end offset a
-    read_committed consumer sees), ``owner`` (who holds it, as far as the
-    group coordinator says)."""
+    """A partition the group reads whose committed offset (of the group) is
+    short of its end: ``committed`` (-1: none), ``end`` (the partition's
+    high watermark), ``owner`` (who holds it, as far as the group
+    coordinator says), ``open_transaction`` (a transaction is still open on
+    it: its last stable offset is short of ``end``)."""
 
     topic: str
     partition: int
     committed: int
     end: int
     owner: str
+    open_transaction: bool = False
 
     def __str__(self) -> str:
         committed = "none" if self.committed < 0 else str(self.committed)
-        return f"{self.topic}[{self.partition}] (committed {committed}, end {self.end}, lag ≤ {self.end - max(self.committed, 0)}; {self.owner})"
+        pending = "; a transaction still open on it" if self.open_transaction else ""
+        return (f"{self.topic}[{self.partition}] (committed {committed}, end {self.end}, lag ≤ {self.end - max(self.committed, 0)}"
+                f"{pending}; {self.owner})")
 
 
 class NotCaughtUp(RecurrenceLedgerError):
@@ -62,19 +113,33 @@ class NotCaughtUp(RecurrenceLedgerError):
 
 class CatchUp:
     """A batch run's exit condition (``exit_when_idle_s``): every partition
-    of every input topic is caught up by the group, not just this member's
+    of every topic the group reads (``inputs``: the input topics and the
+    repartition topic) is caught up by the group, not just this member's
     assignment, so that a member that was given only some partitions (the
     others still held by a killed member until its session times out) does
     not exit as if the job were done.
 
-    A partition is caught up when a ``read_committed`` reader positioned at
-    the group's committed offset finds no record before the end. The offsets
-    are compared first (committed ≥ end offset: done); otherwise a probe
-    consumer reads from the committed offset, because the committed offset
-    of a transactional input stops short of the end by the commit marker
-    (KAFKA-6607, librdkafka#2539: the worker commits ``offset + 1`` of the
-    last record, not a position past the marker), and aborted records are
-    not records either. EOF before a record: caught up.
+    A partition is caught up when no transaction is open on it and a
+    ``read_committed`` reader positioned at the group's committed offset
+    finds no record before the end. The offsets are compared first
+    (:func:`drained`: committed ≥ high watermark: done; last stable offset
+    short of the high watermark: an open transaction, not done); otherwise a
+    probe consumer reads from the committed offset, because the committed
+    offset of a transactional input stops short of the end by the commit
+    marker (KAFKA-6607, librdkafka#2539: the worker commits ``offset + 1``
+    of the last record, not a position past the marker), and aborted
+    records are not records either. EOF before a record: caught up.
+
+    The open transaction matters for the repartition topic, which the
+    group writes itself (contract §23.5): while another member commits its
+    last batch, the markers reach its partitions one by one, and a killed
+    member's batch stays open until the broker aborts it — both hold the
+    last stable offset back, so a check of it alone would let the member
+    owning a repartition partition exit before counts written to it become
+    readable, and nobody would consume them. The group is caught up only
+    when the inputs and the repartition topic are both drained, like a
+    batch run of a two-stage topology that ends when every stage has
+    consumed everything upstream stages wrote.
 
     While idle but not caught up the worker keeps consuming (the partitions
     come to it on the next rebalance); after ``max_wait_s`` during which no
@@ -100,6 +165,7 @@ class CatchUp:
         self.progress: int | None = None
         self.reported: list[tuple[str, int]] | None = None
         self._probe: Consumer | None = None
+        self._admin: AdminClient | None = None
 
     def done(self, now: float) -> bool:
         """True when the loop should stop: caught up, or given up (then
@@ -113,7 +179,7 @@ class CatchUp:
             log.warning("cannot tell whether group %s is caught up: %s", self.group_id, error)
             lagging, progress = None, self.progress
         if lagging == []:
-            log.info("idle for %.1f s and caught up (every input partition of group %s is committed to its end): stopping",
+            log.info("idle for %.1f s and caught up (every input and repartition partition of group %s is committed to its end, no transaction open on it): stopping",
                      self.idle_s, self.group_id)
             return True
         if self.waiting_since is None or progress != self.progress:
@@ -133,24 +199,46 @@ class CatchUp:
         return False
 
     def lagging(self) -> tuple[list[PartitionLag], int]:
-        """The input partitions not caught up, and the sum of the group's
-        committed offsets (to see progress)."""
-        # The end offsets come from the probe: on the worker's own consumer
-        # each request waits behind its long-polling fetch (fetch.wait.max.ms).
+        """The partitions the group reads that are not caught up, and the
+        sum of the group's committed offsets (to see progress)."""
         probe = self._probe_consumer()
         metadata = probe.list_topics(timeout=10)  # unfiltered: a named request could auto-create a topic
         partitions = [TopicPartition(topic, number) for topic in self.inputs for number in sorted(metadata.topics[topic].partitions)]
-        candidates: dict[tuple[str, int], tuple[int, int]] = {}
-        progress = 0
-        for tp in self.consumer.committed(partitions, timeout=10):
-            low, high = probe.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10, cached=False)
-            start = tp.offset if tp.offset >= 0 else low  # auto.offset.reset=earliest
-            progress += max(tp.offset, 0)
-            if start < high:
-                candidates[(tp.topic, tp.partition)] = (tp.offset, high)
-        readable = self._readable({key: max(committed, 0) for key, (committed, _) in candidates.items()}) if candidates else set()
-        lagging = [PartitionLag(topic, number, *candidates[(topic, number)], "") for topic, number in sorted(readable)]
-        return lagging, progress
+        committed = {(tp.topic, tp.partition): tp.offset for tp in self.consumer.committed(partitions, timeout=10)}
+        # The end offsets come from the admin client (the worker's own
+        # consumer would queue each request behind its long-polling fetch).
+        # The last stable offsets first: a transaction that commits between
+        # the two requests then reads as still open (not caught up), never
+        # the other way round.
+        stable = self._offsets(partitions, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+        ends = self._offsets(partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+        unstarted = [tp for tp in partitions if committed[(tp.topic, tp.partition)] < 0]
+        lows = self._offsets(unstarted, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED) if unstarted else {}
+        lagging: dict[tuple[str, int], PartitionLag] = {}
+        to_read: dict[tuple[str, int], int] = {}
+        for key, offset in committed.items():
+            state = drained(offset, lows.get(key, 0), stable[key], ends[key])
+            if state is Drained.OPEN_TRANSACTION:
+                lagging[key] = PartitionLag(*key, offset, ends[key], "", open_transaction=True)
+            elif state is Drained.READ:
+                to_read[key] = max(offset, lows.get(key, 0))
+                lagging[key] = PartitionLag(*key, offset, ends[key], "")
+        readable = self._readable(to_read) if to_read else set()
+        done = set(to_read) - readable
+        progress = sum(max(offset, 0) for offset in committed.values())
+        return [lag for key, lag in sorted(lagging.items()) if key not in done], progress
+
+    def _offsets(self, partitions: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel) -> dict[tuple[str, int], int]:
+        """The offsets ``spec`` of ``partitions`` as read with ``isolation``
+        (ListOffsets; KafkaException when a partition has no answer)."""
+        futures = self._admin_client().list_offsets({tp: spec for tp in partitions}, isolation_level=isolation, request_timeout=10)
+        return {(tp.topic, tp.partition): future.result(timeout=15).offset for tp, future in futures.items()}
+
+    def _admin_client(self) -> AdminClient:
+        """This worker's admin client for the group's offsets and members."""
+        if self._admin is None:
+            self._admin = AdminClient(client_config(self.bootstrap))
+        return self._admin
 
     def _readable(self, starts: dict[tuple[str, int], int]) -> set[tuple[str, int]]:
         """The partitions where a read_committed reader at ``starts`` gets a
@@ -188,14 +276,11 @@ class CatchUp:
     def with_owners(self, lagging: list[PartitionLag]) -> list[PartitionLag]:
         """``lagging`` with who holds each partition, from the group
         coordinator (best effort: a failure says so)."""
-        from confluent_kafka.admin import AdminClient
-
         owners: dict[tuple[str, int], str] = {}
         default = "not assigned to any member (the group is rebalancing)"
         try:
             me = self.consumer.memberid()
-            admin = AdminClient(client_config(self.bootstrap))
-            group = admin.describe_consumer_groups([self.group_id], request_timeout=10)[self.group_id].result(timeout=15)
+            group = self._admin_client().describe_consumer_groups([self.group_id], request_timeout=10)[self.group_id].result(timeout=15)
             for member in group.members:
                 if member.member_id == me:
                     who = "assigned to this member, but no progress"

@@ -38,8 +38,9 @@ class WorkerConfig:
     - ``output_format``: "avro" (Confluent-framed) or "json".
     - ``commit_interval_ms``: how often a transaction is committed.
     - ``exit_when_idle_s``: a batch run: stop after this many seconds without
-      input, but only once every input partition of the group (not just this
-      member's) has its committed offset at its end ("caught up"); None runs
+      input, but only once every input and repartition partition of the
+      group (not just this member's) has its committed offset at its end, no
+      transaction open on it ("caught up", ``catch_up.CatchUp``); None runs
       forever.
     - ``max_wait_caught_up_s``: how long a batch run, idle, waits for the
       group to catch up (the partitions of a killed member come to this one
@@ -74,7 +75,8 @@ class WorkerConfig:
       is empty while the group has committed offsets (the topic deleted and
       created again) writes its intact local store back to the changelog
       (``runtime.reseed``) instead of refusing to run
-      (``runtime.changelog_guard``).
+      (``runtime.changelog_guard``) — either stage's: the ledger's
+      changelog and the pattern stage's (contract §23.5).
 
     The Redis view is not the worker's: a view follower into Redis runs in
     the same process through ``recurrence_ledger.cli.beside`` (``worker

@@ -1,0 +1,207 @@
+"""The recall-time advisory (``POST /advisories``): what the ledger
+published about each of a few Experience revisions of one scope, read at
+the moment a platform is about to hand them to an agent.
+
+Every answer comes from records the ledger published — the revision's
+RevisionStatistics row (contract §14, §17, §22: ``needs_review``,
+``terminal_recurred_streak``, ``severity``, ``binding_suspect``,
+``low_yield``, the unknown selections by reason, the runs reaching the
+review threshold) and the ReviewStatus rows of its review candidates
+(contract §18: status, decision, fix revision, repair) — as the view
+follower keeps them in Redis (``recurrence_ledger.read.keys``). Nothing
+here decides a ledger rule: the only thing computed is which candidate ids
+to look up, with the ledger's own definition of a candidate id
+(``recurrence_ledger.ledger.streaks.review_candidate_id``, contract §8)
+from the run names the row publishes. The one-line ``advice`` words those
+published fields for a recall ranker or a human (:func:`advice`).
+
+What the ledger does not publish, and the advisory therefore cannot say:
+whether a revision without a review candidate is still its artifact's head
+(the heads are ledger state, contract §3; a revision is known superseded
+here only through a ReviewStatus ``superseded`` with its ``fix_revision``).
+
+Two pipelined round trips, every command in the scope's or the
+namespace's Redis Cluster slot (:func:`read_advisory`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+import redis
+
+from recurrence_ledger.ledger.fields import field_catalogue
+from recurrence_ledger.ledger.records import UnknownReasons
+from recurrence_ledger.ledger.streaks import review_candidate_id
+from recurrence_ledger.read.keys import Keys
+from recurrence_ledger.read.projection import revision_member
+
+#: Most artifact refs one advisory request may ask about.
+MAX_ADVISORY_REFS = 64
+
+#: The unknown reasons that make a binding suspect (contract §17), with
+#: their titles (``check not run``, …), from the record's field catalogue.
+SUSPECT_REASON_TITLES: dict[str, str] = {
+    name: entry["title"] for name, entry in field_catalogue(UnknownReasons).items() if entry.get("suspect")
+}
+
+
+@dataclass(frozen=True)
+class ScopeAdvisory:
+    """The advisory of one request: ``scope_id``; ``as_of_position`` of the
+    scope's hash (None when the view does not hold the scope: ``known``
+    false); ``advisories`` one dict per asked ref, in the order asked
+    (:func:`advise_ref`)."""
+
+    scope_id: str
+    known: bool
+    as_of_position: int | None
+    advisories: list[dict]
+
+
+def read_advisory(client: redis.Redis, keys: Keys, scope_id: str, refs: list[dict]) -> ScopeAdvisory:
+    """The advisory of ``refs`` (ArtifactRef dicts, at most
+    :data:`MAX_ADVISORY_REFS` — the caller bounds them) in ``scope_id``.
+    Two pipelined round trips, plain pipelines (no MULTI: every value read
+    is one the ledger published whole, and an advisory is a hint read at
+    one moment): the scope's position and the asked rows (the scope's
+    slot), then — only when a row names a run reaching the review threshold
+    — the candidates' ReviewStatus rows (the namespace's slot) and whether
+    the scope's review read model holds each candidate (its ``t:`` field,
+    the scope's slot). Raises ``redis.RedisError`` when Redis does not
+    answer."""
+    members = [revision_member(ref) for ref in refs]
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(keys.scope(scope_id), "as_of_position")
+    if members:
+        pipe.hmget(keys.revisions(scope_id), members)
+    results = pipe.execute()
+    as_of = results[0]
+    rows = [orjson.loads(raw) if raw is not None else None for raw in results[1]] if members else []
+    candidates: list[list[str]] = []
+    for ref, row in zip(refs, rows, strict=True):
+        runs = row.get("runs_reaching_threshold", ()) if row is not None else ()
+        candidates.append([review_candidate_id(scope_id, _ref(ref), row["signature_key"], run) for run in runs] if runs else [])
+    every = sorted({cid for cids in candidates for cid in cids})
+    statuses: dict[str, dict] = {}
+    if every:
+        pipe = client.pipeline(transaction=False)
+        pipe.hmget(keys.review_status, every)
+        pipe.hmget(keys.review_state(scope_id), [f"t:{cid}" for cid in every])
+        raw_statuses, applied = pipe.execute()
+        for cid, raw, known in zip(every, raw_statuses, applied, strict=True):
+            if raw is not None:
+                statuses[cid] = orjson.loads(raw)
+            elif known is not None:  # published, no ReviewStatus applied yet: open (contract §18)
+                statuses[cid] = {"candidate_id": cid, "status": "open", "decision": None, "fix_revision": None, "repair": None}
+    advisories = []
+    for ref, row, cids in zip(refs, rows, candidates, strict=True):
+        found = [statuses[cid] for cid in cids if cid in statuses]
+        advisories.append(advise_ref(ref, row, found[-1] if found else None))
+    return ScopeAdvisory(scope_id=scope_id, known=as_of is not None, as_of_position=int(as_of) if as_of is not None else None, advisories=advisories)
+
+
+def _ref(ref: dict) -> dict:
+    """The ArtifactRef dict in its canonical field set."""
+    return {"family": ref["family"], "artifact_id": ref["artifact_id"], "revision": ref["revision"]}
+
+
+def review_of(status: dict | None) -> dict | None:
+    """The ``review`` part of an advisory from a candidate's ReviewStatus
+    row (None without a candidate): ``candidate_id``, ``status`` (open,
+    superseded, approved, rejected), ``streak`` (the candidate's),
+    ``decision`` (approved / rejected or None), ``reviewer``,
+    ``fix_revision`` and ``repair_status`` (pending, held, recurring,
+    failed; None without a repair)."""
+    if status is None:
+        return None
+    decision = status.get("decision") or {}
+    repair = status.get("repair") or {}
+    return {
+        "candidate_id": status["candidate_id"],
+        "status": status["status"],
+        "streak": status.get("streak"),
+        "decision": decision.get("decision"),
+        "reviewer": decision.get("reviewer"),
+        "fix_revision": status.get("fix_revision"),
+        "repair_status": repair.get("status"),
+    }
+
+
+def advise_ref(ref: dict, row: dict | None, status: dict | None) -> dict:
+    """One ref's advisory from its RevisionStatistics ``row`` (None: the
+    view holds none — no selection, verdict or ambiguous match yet) and the
+    ReviewStatus of its newest candidate (None: none). Keys: see
+    ``recurrence_ledger.api.schemas.RefAdvisory``."""
+    review = review_of(status)
+    superseded_by = review["fix_revision"] if review is not None and review["status"] == "superseded" else None
+    effect = (row or {}).get("effect") or {}
+    return {
+        "artifact_ref": _ref(ref),
+        "known": row is not None,
+        "head": False if superseded_by is not None else None,
+        "superseded_by": superseded_by,
+        "needs_review": bool(row and row.get("needs_review")),
+        "terminal_recurred_streak": row["terminal_recurred_streak"] if row else 0,
+        "severity": row.get("severity") if row else None,
+        "binding_suspect": bool(row and row.get("binding_suspect")),
+        "low_yield": bool(row and row.get("low_yield")),
+        "selected": row["selected"] if row else 0,
+        "yield": row.get("yield") if row else None,
+        "verdict": effect.get("verdict"),
+        "probability_helps": effect.get("probability_helps"),
+        "review": review,
+        "advice": advice(ref, row, review),
+    }
+
+
+def _revision(ref: dict | None) -> str:
+    return f"r{ref['revision']}" if ref else "a later revision"
+
+
+def advice(ref: dict, row: dict | None, review: dict | None) -> str:
+    """A one-line reading of the published fields for a recall ranker or a
+    human, most pressing first, the parts joined by ``; ``: superseded
+    (``superseded by r3``), a decided review and its repair, a harmful
+    effect, a run of recurrences and its review, a suspect binding (the
+    largest suspect unknown reason, ``its bound check: check not run in 5
+    of 5 selections``), a low yield; ``no warning`` when none applies."""
+    if ref.get("family") != "experience":
+        return "not an Experience revision: the ledger keeps no figures for it"
+    if row is None:
+        return "unknown to the ledger: no selection or verdict recorded for this revision yet"
+    parts: list[str] = []
+    critical = row.get("severity") == "critical"
+    if review is not None and review["status"] == "superseded":
+        parts.append(f"superseded by {_revision(review['fix_revision'])}")
+    elif review is not None and review["status"] == "approved":
+        repair = review["repair_status"] or "pending"
+        parts.append(f"review approved a fix ({_revision(review['fix_revision'])}, repair {repair})")
+    effect = row.get("effect") or {}
+    if effect.get("verdict") == "harms":
+        parts.append(f"withholding it did better: harms (P(helps) = {effect.get('probability_helps')})")
+    streak = row.get("terminal_recurred_streak", 0)
+    if row.get("needs_review"):
+        waiting = ""
+        if review is not None and review["status"] == "open":
+            waiting = ", waiting for review"
+        elif review is not None and review["status"] == "rejected":
+            waiting = ", review rejected the candidate"
+        elif review is None:
+            waiting = ", needs review (no review candidate)"
+        parts.append(f"{streak} recurrences in a row{waiting}")
+    elif streak:
+        parts.append(f"recurred {streak} time{'s' if streak != 1 else ''} since its last avoided verdict")
+    if row.get("binding_suspect"):
+        reasons = row.get("unknown_reasons") or {}
+        name = max(SUSPECT_REASON_TITLES, key=lambda reason: reasons.get(reason, 0))
+        parts.append(f"its bound check proves nothing: {SUSPECT_REASON_TITLES[name]} in {reasons.get(name, 0)} of {row.get('selected', 0)} selections")
+    if row.get("low_yield"):
+        parts.append(f"low yield {row.get('yield')} ({row.get('avoided', 0)} avoided, {row.get('recurred', 0)} recurred)")
+    if effect.get("verdict") == "helps":
+        parts.append(f"helps (P(helps) = {effect.get('probability_helps')})")
+    if not parts:
+        parts.append("no warning")
+    line = "; ".join(parts)
+    return f"critical: {line}" if critical and parts != ["no warning"] else line
