@@ -23,7 +23,8 @@ POLICY_NAMES = frozenset({
     "commit_interval_ms", "max_batch", "max_pending_candidates",
 })
 #: The settings each command takes as options.
-CLI_SETTINGS = {"worker": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS, "run": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS,
+CLI_SETTINGS = {"worker": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS + (policy.WORKER_PROCESSES,),
+                "run": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS,
                 "serve": policy.SERVE_SETTINGS, "run-journal": (policy.JOBS,), "what-if": (policy.JOBS,)}
 
 
@@ -98,7 +99,7 @@ def test_the_help_shows_each_policy_option_once_with_its_variable(command):
         lines = [line for line in result.stdout.splitlines() if re.search(rf"(?<![\w-]){re.escape(setting.option)}(?![\w-])", line)]
         assert len(lines) == 1, (command, setting.option, lines)
         assert f"[env var: {setting.env}]" in lines[0], (command, lines[0])
-        if setting.default is None:  # unset by default (the pattern group separator): no default shown
+        if setting.default is None:  # unset by default (the pattern group separator, the holdout salt and rate): no default shown
             assert "[default:" not in lines[0], (command, lines[0])
         else:
             assert f"[default: {setting.default}]" in lines[0], (command, lines[0])

@@ -16,7 +16,8 @@ may import it (docs/architecture.md).
 Contract sections: the review threshold and the top-N of ``top_revisions``
 are §8, the critical review threshold §22, the provenance horizon §5, the near-duplicate threshold and the
 pending-candidate bound §12 (which bounds waiting review decisions too,
-§18), the pattern threshold and group separator §23 (docs/contract.md); the commit interval and
+§18), the effect's minimum and probability and the holdout's salt and
+rate §21, the pattern threshold and group separator §23 (docs/contract.md); the commit interval and
 batch size are the Kafka runtime's (docs/kafka.md) and never change a
 ledger fact; the connection limits are the read API's (``serve``,
 docs/operating.md).
@@ -44,7 +45,8 @@ class Setting(Generic[T]):
     - ``section``: the rule in docs/contract.md (``§8``) or the runtime doc.
     - ``help``: one line for ``--help`` and the docs.
     - ``optional``: ``None`` is a value (the provenance horizon: wait until
-      the end of the journal).
+      the end of the journal; the holdout policy: unset).
+    - ``maximum``: the largest accepted value (inclusive), or None.
     """
 
     name: str
@@ -56,6 +58,7 @@ class Setting(Generic[T]):
     section: str
     help: str
     optional: bool = False
+    maximum: T | None = None
 
     def check(self, value: T | None) -> None:
         """Raise ValueError when ``value`` is below :attr:`minimum` (``None``
@@ -66,6 +69,8 @@ class Setting(Generic[T]):
             return
         if value < self.minimum:
             raise ValueError(f"{self.name} must be ≥ {self.minimum}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"{self.name} must be ≤ {self.maximum}, got {value}")
 
 
 REVIEW_THRESHOLD: Setting[int] = Setting(
@@ -96,6 +101,28 @@ NEAR_DUPLICATE_THRESHOLD: Setting[Fraction] = Setting(
     "near_duplicate_threshold", "--near-duplicate-threshold", "RL_NEAR_DUPLICATE_THRESHOLD", Fraction(4, 5), Fraction(0),
     "Sørensen–Dice score of cue bigrams", "§12",
     "Score at which an admission candidate's cue is a near-duplicate of a current head's (contract §12, rule 5).",
+)
+EFFECT_MIN_RESOLVED: Setting[int] = Setting(
+    "effect_min_resolved", "--effect-min-resolved", "RL_EFFECT_MIN_RESOLVED", 5, 1, "resolved observations per arm", "§21",
+    "Resolved observations each arm of a revision needs before its effect verdict is more than insufficient (contract §21.4).",
+)
+#: The probability_helps at which a lesson helps (and 1 − it, harms), exact:
+#: compared with the exact posterior probability, never a rounded one.
+EFFECT_PROBABILITY: Setting[Fraction] = Setting(
+    "effect_probability", "--effect-probability", "RL_EFFECT_PROBABILITY", Fraction(19, 20), Fraction(1, 2),
+    "posterior probability", "§21",
+    "probability_helps at which a lesson helps; at or below 1 minus it, it harms (contract §21.4).",
+    maximum=Fraction(1),
+)
+HOLDOUT_SALT: Setting[str] = Setting(
+    "holdout_salt", "--holdout-salt", "RL_HOLDOUT_SALT", None, "", "text", "§21",
+    "Salt of the verified holdout assignment; with the holdout rate, pairs not on their assigned arm are mismatches (contract §21.5).",
+    optional=True,
+)
+HOLDOUT_RATE: Setting[Fraction] = Setting(
+    "holdout_rate", "--holdout-rate", "RL_HOLDOUT_RATE", None, Fraction(0), "share of a Handoff's lessons", "§21",
+    "Share of lessons the verified assignment withholds, an exact fraction ≤ 1/2; set with the holdout salt (contract §21.5).",
+    optional=True, maximum=Fraction(1, 2),
 )
 PATTERN_THRESHOLD: Setting[int] = Setting(
     "pattern_threshold", "--pattern-threshold", "RL_PATTERN_THRESHOLD", 3, 1, "scopes of a pattern group", "§23",
@@ -154,9 +181,10 @@ DEFAULT_VIEW_BATCH = 1_000
 DEFAULT_HISTORY_LIMIT = 1000
 DEFAULT_TREND_LIMIT = 1000
 
-#: The ledger policy: what decides ledger facts and views (contract §5, §8, §12).
+#: The ledger policy: what decides ledger facts and views (contract §5, §8, §12, §21, §22, §23).
 LEDGER_SETTINGS: tuple[Setting, ...] = (
     REVIEW_THRESHOLD, CRITICAL_REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD,
+    EFFECT_MIN_RESOLVED, EFFECT_PROBABILITY, HOLDOUT_SALT, HOLDOUT_RATE,
     PATTERN_THRESHOLD, PATTERN_GROUP_SEPARATOR,
 )
 #: The runtime's batching: how often and how much, never what.
@@ -175,5 +203,6 @@ def markdown_table() -> str:
     equal."""
     rows = ["| option | environment | default | unit | rule | what |", "| --- | --- | --- | --- | --- | --- |"]
     for setting in SETTINGS:
-        rows.append(f"| `{setting.option}` | `{setting.env}` | {setting.default} | {setting.unit} | {setting.section} | {setting.help} |")
+        default = "unset" if setting.default is None else setting.default
+        rows.append(f"| `{setting.option}` | `{setting.env}` | {default} | {setting.unit} | {setting.section} | {setting.help} |")
     return "\n".join(rows) + "\n"

@@ -321,7 +321,7 @@ def halved_journal(workload: Workload, root: Path) -> tuple[Path, Path, Path]:
 
 
 def changelog_topic(prefix: str, stage: str = "ledger") -> str:
-    """The physical state changelog of ``stage`` ("ledger": the scope
+    """The physical state changelog topic of ``stage`` ("ledger": the scope
     stage's, "pattern": the pattern stage's, contract §23.5) of app id
     ``ledger`` under ``prefix``."""
     return f"{prefix}ledger-{stage}-state-changelog"
@@ -387,7 +387,8 @@ def delete_changelog(bootstrap: str, prefix: str, stage: str = "ledger") -> None
 def recreate_changelog(bootstrap: str, prefix: str, partitions: int, stage: str = "ledger") -> None:
     """Delete the changelog topic of ``stage`` under ``prefix`` and create
     it again, empty (a new topic id), compacted, with ``partitions``
-    partitions; the creation is retried while the deletion is still finishing."""
+    partitions; the creation is retried while the deletion is still
+    finishing."""
     topic, admin = changelog_topic(prefix, stage), admin_client(bootstrap)
     delete_changelog(bootstrap, prefix, stage)
 

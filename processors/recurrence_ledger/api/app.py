@@ -25,6 +25,7 @@ documentation, see below):
 | --- | --- |
 | ``GET /scopes?limit=N&offset=M&sort=…&filter=…&needs_review=…`` | ``ScopeList``: the scopes with their counters, paged (1 ≤ ``limit`` ≤ 1000, the default; ``total`` counts them all), sorted by ``sort`` (scope_id, needing_review, recurred, repeat_failure_rate) and filtered (``filter``: scope id substring; ``needs_review``), read through the scope index (``recurrence_ledger.read.history``) |
 | history endpoints | ``…/revisions/{artifact_id}/{revision}/history``, ``/scopes/{scope}/trend``, the ``/timeline`` page: ``recurrence_ledger.api.routes.history`` |
+| ``GET /patterns?group=…`` | ``PatternList``: one pattern group's signature patterns (contract §23), never a scope of another group; the ``/team-patterns`` page: ``recurrence_ledger.api.routes.patterns`` |
 | review endpoints | ``GET /review-queue?status=…``, ``GET /review-candidates/{id}``, ``POST /review-candidates/{id}/decision`` (a reviewer token; publishes a ReviewDecision to Kafka, contract §18), the ``/review`` inbox page: ``recurrence_ledger.api.routes.review`` |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the recurrence statistics block (contract §8) plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
 | ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), 0 ≤ ``offset`` ≤ 1,000,000; anything else 400 |
@@ -67,7 +68,7 @@ enforces): with an API token (``RL_API_TOKEN`` or ``RL_API_TOKEN_FILE``)
 every request answers 401 with ``WWW-Authenticate: Bearer`` unless it
 carries ``Authorization: Bearer <token>`` — compared in constant time
 (``BearerToken``) — except the public paths (``PUBLIC_PATHS``:
-``/healthz``, the dashboard pages (``/``, ``/review``, ``/timeline``) and their static files, the documentation
+``/healthz``, the dashboard pages (``/``, ``/review``, ``/timeline``, ``/team-patterns``) and their static files, the documentation
 pages and ``/openapi.json``, none of which holds data of the view). The
 check runs before routing (``ReadSideGuard``), so an unauthenticated
 request learns nothing, not even whether a path or parameter exists. No
@@ -127,11 +128,12 @@ from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerToken
 from recurrence_ledger.api.limits import BodyLimit
 from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR, DocsHeaders
-from recurrence_ledger.api.routes import advisories, history, review, revisions, scopes, service
+from recurrence_ledger.api.routes import advisories, history, holdout, patterns, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
 from recurrence_ledger.api.transport import ServeLimits, http_protocol
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.history import ReadModels
+from recurrence_ledger.read.patterns import PatternView
 from recurrence_ledger.read.reader import ViewReader
 from recurrence_ledger.kafka.review import DecisionPublisher
 
@@ -211,6 +213,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     revisions.register(app, reader)
     advisories.register(app, reader)
     service.register(app, reader, settings.redis_url, token)
+    holdout.register(app)
+    patterns.register(app, PatternView(reader.client, settings.resolved_namespace))
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, error: RequestValidationError) -> JSONResponse:
@@ -229,7 +233,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             schema = get_openapi(title=app.title, version=app.version, summary=app.summary, description=app.description, routes=app.routes)
             for path in schema.get("paths", {}).values():
                 for operation in path.values():
-                    operation.get("responses", {}).pop("422", None)
+                    # FastAPI's own 422 (a validation error) goes; a 422 a route documents itself stays
+                    # (POST /advisories: more refs than it takes).
+                    if operation.get("responses", {}).get("422", {}).get("description") == "Validation Error":
+                        operation["responses"].pop("422")
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
             if token is not None:

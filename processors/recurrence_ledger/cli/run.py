@@ -11,6 +11,7 @@ checkable evidence case shipped with the package) and ``worker``.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import replace
 from importlib import resources
@@ -34,6 +35,7 @@ from recurrence_ledger.cli.options import (
     BootstrapOption,
     JobsOption,
     KafkaConfigOption,
+    ProcessesOption,
     PrefixOption,
     RegistryOption,
     ViewBatchOption,
@@ -80,6 +82,8 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
             )
         for line in review_lines([row for (scope, _), row in summary.review_status.items() if scope == scope_id]):
             console.print(line, highlight=False, soft_wrap=True)
+        for line in effect_lines([row for (scope, _, _), row in sorted(summary.effects.items()) if scope == scope_id]):
+            console.print(line, highlight=False, soft_wrap=True)
     for line in admission_lines(summary.admission):
         console.print(line, highlight=False)
     counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
@@ -109,6 +113,26 @@ def review_lines(rows: list[dict]) -> list[str]:
         if fix is not None:
             line += (f"; fix {fix['artifact_id']} r{fix['revision']}: repair {repair['status']} "
                      f"(selected {repair['selected']}, recurred {repair['recurred']}, avoided {repair['avoided']})")
+        lines.append(line)
+    return lines
+
+
+def effect_lines(rows: list[dict]) -> list[str]:
+    """One line per revision with an effect (contract §21.4), in the order
+    given:
+
+        effect EXP-a r1: helps, probability_helps 0.9600 (treated 1 of 5 recurred, withheld 4 of 5)
+
+    [] without such revisions."""
+    lines = []
+    for row in rows:
+        ref, effect = row["artifact_ref"], row["effect"]
+        probability = "n/a" if effect["probability_helps"] is None else f"{effect['probability_helps']:.4f}"
+        treated, withheld = effect["treated"], effect["withheld"]
+        line = (f"  effect {ref['artifact_id']} r{ref['revision']}: {effect['verdict']}, probability_helps {probability} "
+                f"(treated {treated['recurred']} of {treated['resolved']} recurred, withheld {withheld['recurred']} of {withheld['resolved']})")
+        if effect["assignment_mismatches"]:
+            line += f", {effect['assignment_mismatches']} assignment mismatches"
         lines.append(line)
     return lines
 
@@ -338,8 +362,15 @@ def worker_command(
     schema_registry_url: RegistryOption = None,
     auto_register: AutoRegisterOption = None,
     accept_unicode_change: AcceptUnicodeOption = False,
+    processes: ProcessesOption = policy.WORKER_PROCESSES.default,
 ) -> None:
-    """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
+    """Run the ledger as a Kafka stream processor (exactly-once outputs).
+
+    With more than one process (the processes option), a supervisor runs
+    that many worker processes in the consumer group (instance ids <instance id>-0 … -N-1), restarts one that
+    exits with code 3 or is killed, stops them all on SIGTERM, serves all
+    their metrics on the metrics port (a process label) and runs the view
+    follower (the Redis URL) once, in itself."""
     from recurrence_ledger.runtime.worker_config import WorkerConfig
 
     redis_url = worker.pop("redis_url")
@@ -351,4 +382,27 @@ def worker_command(
         accept_unicode_change=accept_unicode_change,
         **worker,
     )
+    if processes > 1:
+        from recurrence_ledger.cli.beside import supervise
+        from recurrence_ledger.kafka.kafka_admin import CoPartitionError
+        from recurrence_ledger.runtime.checkpoint import RESTART_EXIT
+        from recurrence_ledger.runtime.worker_config import prepare_topics
+        from recurrence_ledger.settings import configure_logging
+
+        if redis_url:
+            check_redis_url(redis_url)
+        configure_logging()
+        with refusing_to_start(CoPartitionError), reporting_kafka_errors():
+            prepare_topics(config)  # once, before the worker processes start
+        raise typer.Exit(supervise(config, processes, worker_process, redis_url, RESTART_EXIT))
     _run_worker_or_exit(config, redis_url)
+
+
+def worker_process(config) -> None:  # noqa: ANN001 - a WorkerConfig, imported lazily
+    """One worker process of ``worker --processes N`` (``cli.beside.Supervisor``
+    spawns it): the worker ``config`` without a follower, exiting with the
+    code ``worker`` exits with."""
+    try:
+        _run_worker_or_exit(config)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)

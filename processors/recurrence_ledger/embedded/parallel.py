@@ -51,12 +51,12 @@ from recurrence_ledger.catalogue import OUTPUT_TOPICS, PATTERN_CANDIDATES, SIGNA
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
 from recurrence_ledger.embedded.runner import RunSummary, merge_summaries, run_journal, tally
+from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, decode_journal_line, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json_line
 from recurrence_ledger.ledger.patterns import PatternStage
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
-from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 
 #: The topics only the pattern stage writes: the parent's own files.
 STAGE_TOPICS = (PATTERN_CANDIDATES, SIGNATURE_PATTERNS)
