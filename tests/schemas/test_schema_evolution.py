@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from uuid import uuid4
 
 import pytest
 
@@ -268,43 +267,32 @@ def test_a_view_row_written_under_an_earlier_id_reads_with_the_new_fields_defaul
         assert codec.decode_value(written, (name,)) == current
 
 
-def test_the_registry_accepts_the_new_schemas_over_the_old_ones_as_backward_compatible(schema_registry_url):
-    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+def test_the_registry_accepts_the_new_schemas_over_the_old_ones_as_backward_compatible(registry_subjects):
+    from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-    client = SchemaRegistryClient({"url": schema_registry_url})
-    prefix = f"evolution-{uuid4().hex[:8]}."
-    subjects = []
-    try:
-        for name in avro.TOPIC_RECORDS:
-            subject = f"{prefix}{name}-value"
-            subjects.append(subject)
-            if name in NEW:  # contract §18: a first version
-                client.register_schema(subject, Schema(avro.schema_json(name), "AVRO"))
-                client.set_compatibility(subject, "BACKWARD")
-                assert len(client.get_versions(subject)) == 1, name
-                continue
-            old_id = client.register_schema(subject, Schema(previous_text(name), "AVRO"))
+    client = registry_subjects.client
+    for name in avro.TOPIC_RECORDS:
+        subject = registry_subjects.subject(name)
+        if name in NEW:  # contract §18: a first version
+            client.register_schema(subject, Schema(avro.schema_json(name), "AVRO"))
             client.set_compatibility(subject, "BACKWARD")
-            forms = [previous_text(REVISION_3_FORMS[name][0])] if name in REVISION_3_FORMS else []
-            for text in [*forms, avro.schema_json(name)]:
-                new = Schema(text, "AVRO")
-                assert client.test_compatibility(subject, new) is True, name
-                new_id = client.register_schema(subject, new)  # a refused schema raises (409)
-            changed = name in CHANGED or name in WIDENED or name in REVISION_4
-            assert (new_id == old_id) == (not changed), name
-            versions = client.get_versions(subject)
-            assert len(versions) == 1 + changed + len(forms), name
-        # and the registry does refuse a change that is not backward compatible
-        broken = json.loads(avro.schema_json("ScopeStatistics"))
-        broken["fields"].append({"name": "no_default", "type": "long"})
-        with pytest.raises(SchemaRegistryError) as refused:
-            client.register_schema(f"{prefix}ScopeStatistics-value", Schema(json.dumps(broken), "AVRO"))
-        assert refused.value.http_status_code == 409
-    finally:
-        for subject in subjects:
-            for permanent in (False, True):
-                try:
-                    client.delete_subject(subject, permanent=permanent)
-                except SchemaRegistryError:
-                    pass
+            assert len(client.get_versions(subject)) == 1, name
+            continue
+        old_id = client.register_schema(subject, Schema(previous_text(name), "AVRO"))
+        client.set_compatibility(subject, "BACKWARD")
+        forms = [previous_text(REVISION_3_FORMS[name][0])] if name in REVISION_3_FORMS else []
+        for text in [*forms, avro.schema_json(name)]:
+            new = Schema(text, "AVRO")
+            assert client.test_compatibility(subject, new) is True, name
+            new_id = client.register_schema(subject, new)  # a refused schema raises (409)
+        changed = name in CHANGED or name in WIDENED or name in REVISION_4
+        assert (new_id == old_id) == (not changed), name
+        versions = client.get_versions(subject)
+        assert len(versions) == 1 + changed + len(forms), name
+    # and the registry does refuse a change that is not backward compatible
+    broken = json.loads(avro.schema_json("ScopeStatistics"))
+    broken["fields"].append({"name": "no_default", "type": "long"})
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema(registry_subjects.subject("ScopeStatistics"), Schema(json.dumps(broken), "AVRO"))
+    assert refused.value.http_status_code == 409

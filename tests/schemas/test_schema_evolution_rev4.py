@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from uuid import uuid4
 
 import fastavro
 import pytest
@@ -137,28 +136,16 @@ def test_a_decision_written_under_the_revision_3_id_reads_without_a_reason_code(
     assert codec.decode_value(codec.encode("ReviewDecision", coded), ("ReviewDecision",)) == coded
 
 
-def test_the_registry_accepts_the_revision_4_schemas_over_the_revision_3_ones(schema_registry_url):
-    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-    from confluent_kafka.schema_registry.error import SchemaRegistryError
+def test_the_registry_accepts_the_revision_4_schemas_over_the_revision_3_ones(registry_subjects):
+    from confluent_kafka.schema_registry import Schema
 
-    client = SchemaRegistryClient({"url": schema_registry_url})
-    prefix = f"evolution4-{uuid4().hex[:8]}."
-    subjects = []
-    try:
-        for name in [name for name in avro.TOPIC_RECORDS if name not in NEW]:
-            subject = f"{prefix}{name}-value"
-            subjects.append(subject)
-            old_id = client.register_schema(subject, Schema(rev3_text(name), "AVRO"))
-            client.set_compatibility(subject, "BACKWARD")
-            new = Schema(avro.schema_json(name), "AVRO")
-            assert client.test_compatibility(subject, new) is True, name
-            new_id = client.register_schema(subject, new)  # a refused schema raises (409)
-            assert (new_id != old_id) == (name in CHANGED), name
-            assert len(client.get_versions(subject)) == 1 + (name in CHANGED), name
-    finally:
-        for subject in subjects:
-            for permanent in (False, True):
-                try:
-                    client.delete_subject(subject, permanent=permanent)
-                except SchemaRegistryError:
-                    pass
+    client = registry_subjects.client
+    for name in [name for name in avro.TOPIC_RECORDS if name not in NEW]:
+        subject = registry_subjects.subject(name)
+        old_id = client.register_schema(subject, Schema(rev3_text(name), "AVRO"))
+        client.set_compatibility(subject, "BACKWARD")
+        new = Schema(avro.schema_json(name), "AVRO")
+        assert client.test_compatibility(subject, new) is True, name
+        new_id = client.register_schema(subject, new)  # a refused schema raises (409)
+        assert (new_id != old_id) == (name in CHANGED), name
+        assert len(client.get_versions(subject)) == 1 + (name in CHANGED), name
