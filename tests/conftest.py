@@ -16,7 +16,10 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "cases"
 #: Every case in tests/cases (tests/cases/README.md): the case-driven tests
 #: run each of them. Adding a case is adding its name here.
-CASE_NAMES = ("minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop", "critical_runs", "review_reasons")
+CASE_NAMES = (
+    "minimum_case", "worked_example", "late_run", "forward_refs", "unknown_reasons", "review_loop", "holdout_rules", "holdout_effects",
+    "holdout_waiting", "critical_runs", "review_reasons",
+)
 
 
 def case(name: str) -> tuple[Path, dict]:
@@ -68,6 +71,11 @@ def facts(records: dict[str, list[dict]]) -> dict:
                 for row in stats["top_revisions"]
             ],
         }
+        # contract §21 (rev. 4): only in a scope with withheld lessons or conflicts
+        if stats["withheld"] or stats["holdout_conflicts"]:
+            scope(stats["scope_id"])["statistics"].update(
+                withheld=stats["withheld"], holdout_conflicts=stats["holdout_conflicts"], effects=reasons(stats["effects"]),
+            )
         # revision 4 (contract §22, §24): listed only where they occurred
         summary = scope(stats["scope_id"])["statistics"]
         if reasons(stats["reviews"]["rejected_by_reason"]):
@@ -82,8 +90,15 @@ def facts(records: dict[str, list[dict]]) -> dict:
         scope(row["scope_id"])["revisions"][f"{ref['artifact_id']}r{ref['revision']}"] = {
             **{k: row[k] for k in ("selected", "recurred", "avoided", "unknown", "ambiguous", "binding_suspect")},
             "unknown_reasons": reasons(row["unknown_reasons"]),
+            **({"effect": row["effect"]} if row["effect"] is not None else {}),
             **({"severity": row["severity"], "needs_review": row["needs_review"]} if row.get("severity") is not None else {}),
         }
+    for holdout in records.get("holdout-observations", []):  # contract §21.3
+        ref = holdout["artifact_ref"]
+        scope(holdout["scope_id"]).setdefault("holdout_observations", []).append(
+            f"{holdout['verdict'] or holdout['reason']} {ref['artifact_id']}r{ref['revision']} {holdout['task_outcome_ref']['source_id']} "
+            f"{holdout['assignment']}"
+        )
     for obs in records["recurrence-observations"]:
         ref = obs["artifact_ref"]
         scope(obs["scope_id"])["observations"].append(
@@ -108,11 +123,15 @@ def facts(records: dict[str, list[dict]]) -> dict:
         name = revision(row["artifact_ref"]) + ("" if run is None else f"@{run}")
         scope(row["scope_id"])["review_statuses"][name] = {
             "status": row["status"], "streak": row["streak"], "decision": row["decision"],
-            "fix_revision": revision(row["fix_revision"]), "repair": row["repair"],
+            "fix_revision": revision(row["fix_revision"]),
+            # contract §21.4: the fix revision's effect, shown when it has one
+            "repair": None if row["repair"] is None else {k: v for k, v in row["repair"].items() if k != "effect" or v is not None},
         }
     for entry in scopes.values():
         for name in ("observations", "matches", "review_candidates"):
             entry[name].sort()
+        if "holdout_observations" in entry:
+            entry["holdout_observations"].sort()
     dead_letter_reasons = {}
     for dead in records["dead-letter"]:
         dead_letter_reasons[dead["reason"]] = dead_letter_reasons.get(dead["reason"], 0) + 1

@@ -102,7 +102,7 @@ def write_journal(path: Path, lines: Iterable[dict | bytes]) -> Path:
 #: The fixture cases whose facts do not depend on arrival order (contract
 #: §16): every :func:`causal_order` of their journal gives the same facts
 #: and final views (tests/cases/README.md).
-CAUSAL_CASES = ("forward_refs", "unknown_reasons")
+CAUSAL_CASES = ("forward_refs", "unknown_reasons", "holdout_rules", "holdout_effects")
 
 
 def causal_order(order: list[dict]) -> list[dict]:

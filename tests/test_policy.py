@@ -22,8 +22,9 @@ POLICY_NAMES = frozenset({
     "review_threshold", "top_revisions", "top_revisions_limit", "top_limit", "provenance_horizon",
     "commit_interval_ms", "max_batch", "max_pending_candidates",
 })
-#: The settings the command line takes as options: every one.
-CLI_SETTINGS = policy.SETTINGS
+#: The settings each command takes as options.
+CLI_SETTINGS = {"worker": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS, "run": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS,
+                "serve": policy.SERVE_SETTINGS, "run-journal": (policy.JOBS,), "what-if": (policy.JOBS,)}
 
 
 def is_number(node: ast.expr | None) -> bool:
@@ -89,15 +90,15 @@ def test_no_policy_default_is_a_literal_number_in_the_package():
     assert found == [], "take these defaults from recurrence_ledger.policy:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("command", ["worker", "run"])
+@pytest.mark.parametrize("command", sorted(CLI_SETTINGS))
 def test_the_help_shows_each_policy_option_once_with_its_variable(command):
     result = run_cli(command, "--help", env={"COLUMNS": "250"})
     assert result.returncode == 0, result.stderr
-    for setting in CLI_SETTINGS:
+    for setting in CLI_SETTINGS[command]:
         lines = [line for line in result.stdout.splitlines() if re.search(rf"(?<![\w-]){re.escape(setting.option)}(?![\w-])", line)]
         assert len(lines) == 1, (command, setting.option, lines)
         assert f"[env var: {setting.env}]" in lines[0], (command, lines[0])
-        if setting.default is None:  # unset by default (the pattern group separator): no default shown
+        if setting.default is None:  # unset by default (the pattern group separator, the holdout salt and rate): no default shown
             assert "[default:" not in lines[0], (command, lines[0])
         else:
             assert f"[default: {setting.default}]" in lines[0], (command, lines[0])

@@ -16,9 +16,11 @@ may import it (docs/architecture.md).
 Contract sections: the review threshold and the top-N of ``top_revisions``
 are §8, the critical review threshold §22, the provenance horizon §5, the near-duplicate threshold and the
 pending-candidate bound §12 (which bounds waiting review decisions too,
-§18), the pattern threshold and group separator §23 (docs/contract.md); the commit interval and
+§18), the effect's minimum and probability and the holdout's salt and
+rate §21, the pattern threshold and group separator §23 (docs/contract.md); the commit interval and
 batch size are the Kafka runtime's (docs/kafka.md) and never change a
-ledger fact.
+ledger fact; the connection limits are the read API's (``serve``,
+docs/operating.md).
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ class Setting(Generic[T]):
     - ``section``: the rule in docs/contract.md (``§8``) or the runtime doc.
     - ``help``: one line for ``--help`` and the docs.
     - ``optional``: ``None`` is a value (the provenance horizon: wait until
-      the end of the journal).
+      the end of the journal; the holdout policy: unset).
+    - ``maximum``: the largest accepted value (inclusive), or None.
     """
 
     name: str
@@ -55,6 +58,7 @@ class Setting(Generic[T]):
     section: str
     help: str
     optional: bool = False
+    maximum: T | None = None
 
     def check(self, value: T | None) -> None:
         """Raise ValueError when ``value`` is below :attr:`minimum` (``None``
@@ -65,6 +69,8 @@ class Setting(Generic[T]):
             return
         if value < self.minimum:
             raise ValueError(f"{self.name} must be ≥ {self.minimum}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"{self.name} must be ≤ {self.maximum}, got {value}")
 
 
 REVIEW_THRESHOLD: Setting[int] = Setting(
@@ -96,6 +102,28 @@ NEAR_DUPLICATE_THRESHOLD: Setting[Fraction] = Setting(
     "Sørensen–Dice score of cue bigrams", "§12",
     "Score at which an admission candidate's cue is a near-duplicate of a current head's (contract §12, rule 5).",
 )
+EFFECT_MIN_RESOLVED: Setting[int] = Setting(
+    "effect_min_resolved", "--effect-min-resolved", "RL_EFFECT_MIN_RESOLVED", 5, 1, "resolved observations per arm", "§21",
+    "Resolved observations each arm of a revision needs before its effect verdict is more than insufficient (contract §21.4).",
+)
+#: The probability_helps at which a lesson helps (and 1 − it, harms), exact:
+#: compared with the exact posterior probability, never a rounded one.
+EFFECT_PROBABILITY: Setting[Fraction] = Setting(
+    "effect_probability", "--effect-probability", "RL_EFFECT_PROBABILITY", Fraction(19, 20), Fraction(1, 2),
+    "posterior probability", "§21",
+    "probability_helps at which a lesson helps; at or below 1 minus it, it harms (contract §21.4).",
+    maximum=Fraction(1),
+)
+HOLDOUT_SALT: Setting[str] = Setting(
+    "holdout_salt", "--holdout-salt", "RL_HOLDOUT_SALT", None, "", "text", "§21",
+    "Salt of the verified holdout assignment; with the holdout rate, pairs not on their assigned arm are mismatches (contract §21.5).",
+    optional=True,
+)
+HOLDOUT_RATE: Setting[Fraction] = Setting(
+    "holdout_rate", "--holdout-rate", "RL_HOLDOUT_RATE", None, Fraction(0), "share of a Handoff's lessons", "§21",
+    "Share of lessons the verified assignment withholds, an exact fraction ≤ 1/2; set with the holdout salt (contract §21.5).",
+    optional=True, maximum=Fraction(1, 2),
+)
 PATTERN_THRESHOLD: Setting[int] = Setting(
     "pattern_threshold", "--pattern-threshold", "RL_PATTERN_THRESHOLD", 3, 1, "scopes of a pattern group", "§23",
     "Contributing scopes at which a signature of a pattern group becomes a PatternCandidate (contract §23).",
@@ -115,16 +143,49 @@ MAX_BATCH: Setting[int] = Setting(
     "max_batch", "--max-batch", "RL_MAX_BATCH", 2_000, 1, "records", "kafka.md",
     "Records consumed per poll.",
 )
+#: ``auto`` in place of a number of processes: the cores this process may
+#: use (``os.sched_getaffinity``).
+AUTO = "auto"
+JOBS: Setting[int] = Setting(
+    "jobs", "--jobs", "RL_JOBS", 1, 1, "processes", "journals.md",
+    "Processes a journal's scopes are split across (auto: one per usable core); the same files, byte for byte.",
+)
+WORKER_PROCESSES: Setting[int] = Setting(
+    "processes", "--processes", "RL_WORKER_PROCESSES", 1, 1, "processes", "kafka.md",
+    "Worker processes one supervisor runs in the consumer group (auto: one per usable core).",
+)
 
-#: The ledger policy: what decides ledger facts and views (contract §5, §8, §12).
+SERVE_LIMIT_CONCURRENCY: Setting[int] = Setting(
+    "limit_concurrency", "--limit-concurrency", "RL_SERVE_LIMIT_CONCURRENCY", 256, 1, "connections or requests", "operating.md",
+    "Open connections (or requests in progress) at which further requests get 503 (uvicorn's limit_concurrency).",
+)
+SERVE_TIMEOUT_KEEP_ALIVE: Setting[int] = Setting(
+    "timeout_keep_alive", "--timeout-keep-alive", "RL_SERVE_TIMEOUT_KEEP_ALIVE", 5, 1, "seconds", "operating.md",
+    "Seconds an idle connection stays open between requests (uvicorn's timeout_keep_alive).",
+)
+SERVE_HEADER_TIMEOUT: Setting[int] = Setting(
+    "header_timeout", "--header-timeout", "RL_SERVE_HEADER_TIMEOUT", 10, 1, "seconds", "operating.md",
+    "Seconds to send a whole request head once a connection opens or starts its next request, else closed (a slow trickle).",
+)
+SERVE_MAX_HEADER_BYTES: Setting[int] = Setting(
+    "max_header_bytes", "--max-header-bytes", "RL_SERVE_MAX_HEADER_BYTES", 16_384, 1_024, "bytes", "operating.md",
+    "Largest request head; a larger one is answered 431 and closed (also h11's max incomplete event size).",
+)
+
+#: The ledger policy: what decides ledger facts and views (contract §5, §8, §12, §21, §22, §23).
 LEDGER_SETTINGS: tuple[Setting, ...] = (
     REVIEW_THRESHOLD, CRITICAL_REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD,
+    EFFECT_MIN_RESOLVED, EFFECT_PROBABILITY, HOLDOUT_SALT, HOLDOUT_RATE,
     PATTERN_THRESHOLD, PATTERN_GROUP_SEPARATOR,
 )
 #: The runtime's batching: how often and how much, never what.
 RUNTIME_SETTINGS: tuple[Setting, ...] = (COMMIT_INTERVAL_MS, MAX_BATCH)
+#: How many processes: never what, nor how often.
+PROCESS_SETTINGS: tuple[Setting, ...] = (JOBS, WORKER_PROCESSES)
+#: The read API's connection limits (``serve``): how many and how long, never what.
+SERVE_SETTINGS: tuple[Setting, ...] = (SERVE_LIMIT_CONCURRENCY, SERVE_TIMEOUT_KEEP_ALIVE, SERVE_HEADER_TIMEOUT, SERVE_MAX_HEADER_BYTES)
 #: Every setting, in the order of the docs table.
-SETTINGS: tuple[Setting, ...] = LEDGER_SETTINGS + RUNTIME_SETTINGS
+SETTINGS: tuple[Setting, ...] = LEDGER_SETTINGS + RUNTIME_SETTINGS + PROCESS_SETTINGS + SERVE_SETTINGS
 
 
 def markdown_table() -> str:
@@ -133,5 +194,6 @@ def markdown_table() -> str:
     equal."""
     rows = ["| option | environment | default | unit | rule | what |", "| --- | --- | --- | --- | --- | --- |"]
     for setting in SETTINGS:
-        rows.append(f"| `{setting.option}` | `{setting.env}` | {setting.default} | {setting.unit} | {setting.section} | {setting.help} |")
+        default = "unset" if setting.default is None else setting.default
+        rows.append(f"| `{setting.option}` | `{setting.env}` | {default} | {setting.unit} | {setting.section} | {setting.help} |")
     return "\n".join(rows) + "\n"

@@ -30,9 +30,9 @@ def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):
     result = run_cli("run-journal", str(journal), "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "admission-decisions.jsonl", "candidate-sets.jsonl", "dead-letter.jsonl", "pattern-candidates.jsonl", "recurrence-matches.jsonl",
-        "recurrence-observations.jsonl", "recurrence-statistics.jsonl", "review-candidates.jsonl", "review-status.jsonl",
-        "revision-statistics.jsonl", "signature-patterns.jsonl",
+        "admission-decisions.jsonl", "candidate-sets.jsonl", "dead-letter.jsonl", "holdout-observations.jsonl", "pattern-candidates.jsonl",
+        "recurrence-matches.jsonl", "recurrence-observations.jsonl", "recurrence-statistics.jsonl", "review-candidates.jsonl",
+        "review-status.jsonl", "revision-statistics.jsonl", "signature-patterns.jsonl",
     ]
     assert facts(read_outputs(tmp_path)) == expected
     row = next(line for line in result.stdout.splitlines() if "dns-mirror" in line and "selected" not in line)
@@ -42,7 +42,8 @@ def test_run_journal_writes_every_topic_file_and_prints_the_summary(tmp_path):
 def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     result = run_cli("run", "--out", str(tmp_path), columns=300)  # the summary line on one line
     assert result.returncode == 0, result.stderr
-    last = json.loads((tmp_path / "recurrence-statistics.jsonl").read_text().splitlines()[-1])
+    by_scope = {record["scope_id"]: record for record in map(json.loads, (tmp_path / "recurrence-statistics.jsonl").read_text().splitlines())}
+    last = by_scope["billing-api"]
     # The minimum checkable evidence case, in our own words: r1 selected three
     # times (avoided, recurred, unknown), r2 recurring on three unlinked
     # outcomes, its fix r3 selected and avoided, and EXP-mock-server r1
@@ -76,8 +77,12 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
         "1 accepted",
         "1 rejected — reasons: cue_restates_outcome, missing_repair_surface, no_failure_evidence",
         "1 with near-duplicate suggestions",
-        f"24 journal records → {counts}",
+        f"39 journal records → {counts}",
     ]
+    # checkout-web (contract §21): a lesson withheld from half of the tasks, recurring in 4 of 5 without it and 1 of 5 with it
+    assert [line for line in lines if line.startswith("effect ")] == [
+        "effect EXP-flag-snapshot r1: helps, probability_helps 0.9600 (treated 1 of 5 recurred, withheld 4 of 5)"]
+    assert (by_scope["checkout-web"]["withheld"], by_scope["checkout-web"]["effects"]["helps"]) == (5, 1)
     assert "review-candidates 2," in counts and "review-status 2," in counts and "dead-letter 0" in counts
     assert f"output files: {tmp_path.resolve()}/<topic>.jsonl" in result.stdout
 
@@ -262,7 +267,7 @@ def test_max_pending_candidates_option_dead_letters_the_next_waiting_candidate(t
 COMMANDS = (
     "run-journal", "run", "worker", "publish", "export", "replay", "rebuild", "what-if", "explain", "serve", "rank", "stats", "simulate",
     "topics", "topics create", "topics delete", "topics list", "topics acls", "view", "view rebuild", "view clear", "view follow",
-    "review", "review list", "review show", "review approve", "review reject", "patterns", "patterns export",
+    "review", "review list", "review show", "review approve", "review reject", "holdout", "holdout assign", "patterns", "patterns export",
 )
 
 
@@ -479,9 +484,9 @@ def test_topics_delete_without_yes_lists_the_catalogue_subjects_with_a_registry(
     result = run_cli("topics", "delete", "--bootstrap", "127.0.0.1:1", "--topic-prefix", "demo.", "--schema-registry-url", "http://127.0.0.1:1")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    listed = lines.index("  schema registry subjects (19) at http://127.0.0.1:1:")
+    listed = lines.index("  schema registry subjects (20) at http://127.0.0.1:1:")
     assert lines[listed + 1 : listed + 3] == ["    demo.source-journal-value", "    demo.experience-revisions-value"]
-    assert lines[-1] == "    demo.dead-letter-value" and len(lines) == listed + 1 + 19
+    assert lines[-1] == "    demo.dead-letter-value" and len(lines) == listed + 1 + 20
     assert not any("changelog-value" in line for line in lines)  # the changelog is JSON: no subject
 
 

@@ -41,7 +41,7 @@ def test_what_if_review_threshold_4_writes_exactly_the_files_run_journal_review_
     reference = run_cli("run-journal", str(journal), "--out", str(tmp_path / "rj"), "--review-threshold", "4", "--quiet")
     assert reference.returncode == 0, reference.stderr
     files = sorted(path.name for path in (tmp_path / "rj").iterdir())
-    assert sorted(path.name for path in (tmp_path / "wi" / "ledger").iterdir()) == files and len(files) == 11
+    assert sorted(path.name for path in (tmp_path / "wi" / "ledger").iterdir()) == files and len(files) == 12
     for file in files:
         assert (tmp_path / "wi" / "ledger" / file).read_bytes() == (tmp_path / "rj" / file).read_bytes(), file
     report = json.loads((tmp_path / "wi" / "report.json").read_text())

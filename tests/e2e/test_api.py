@@ -281,6 +281,7 @@ def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
         "/scopes/{scope}/revisions/{artifact_id}/{revision}/history", "/scopes/{scope}/trend",
         # the review endpoints (processors/recurrence_ledger/api/routes/review.py, tests/e2e/test_review_api.py)
         "/review-queue", "/review-candidates/{candidate_id}", "/review-candidates/{candidate_id}/decision",
+        "/holdout/assign",  # contract §21.5: the verified holdout assignment (tests/api/test_holdout_assign.py)
         "/advisories",  # the recall-time advisory (processors/recurrence_ledger/api/routes/advisories.py, tests/e2e/test_advisory.py)
     }
     revisions = document["paths"]["/scopes/{scope}/revisions"]["get"]
@@ -294,6 +295,7 @@ def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
         "scope_id", "top_revisions", "repeat_failure_rate", "stale_revision_selections", "by_repair_surface", "unknown_reasons",
         "reviews", "repairs",  # contract §18: review statuses and repairs of the scope
         "recurred_by_severity",  # contract §22
+        "effects",  # contract §21.4 (withheld and holdout_conflicts are counters)
     }
     assert set(FIGURES) <= set(schemas["RecurrenceStreak"]["properties"])
     assert set(FIGURES) <= set(schemas["RevisionRow"]["properties"]) and set(FIGURES) <= set(schemas["ReviewRow"]["properties"])

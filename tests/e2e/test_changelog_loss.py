@@ -48,8 +48,10 @@ def reference(journals, tmp_path_factory):
     return harness.embedded(journals[0], tmp_path_factory.mktemp("reference"))
 
 
-def changelog_topic(prefix: str) -> str:
-    return f"{prefix}ledger-ledger-state-changelog"
+def changelog_topic(prefix: str, stage: str = "ledger") -> str:
+    """The physical changelog of ``stage`` ("ledger": the scope stage's,
+    "pattern": the pattern stage's, contract §23.5) of app id ``ledger``."""
+    return f"{prefix}ledger-{stage}-state-changelog"
 
 
 def run(bootstrap, prefix, log, *extra) -> int:
@@ -61,15 +63,15 @@ def output_counts(bootstrap, prefix) -> dict[str, int]:
     return {name: harness.count_records(bootstrap, harness.physical(prefix, name)) for name in OUTPUT_TOPICS}
 
 
-def delete_changelog(bootstrap, prefix) -> None:
-    topic, admin = changelog_topic(prefix), admin_client(bootstrap)
+def delete_changelog(bootstrap, prefix, stage="ledger") -> None:
+    topic, admin = changelog_topic(prefix, stage), admin_client(bootstrap)
     admin.delete_topics([topic])[topic].result()
     harness.wait_until(lambda: topic not in harness.topic_names(admin), 60, "the changelog's deletion")
 
 
-def recreate_changelog(bootstrap, prefix, partitions=PARTITIONS) -> None:
-    topic, admin = changelog_topic(prefix), admin_client(bootstrap)
-    delete_changelog(bootstrap, prefix)
+def recreate_changelog(bootstrap, prefix, partitions=PARTITIONS, stage="ledger") -> None:
+    topic, admin = changelog_topic(prefix, stage), admin_client(bootstrap)
+    delete_changelog(bootstrap, prefix, stage)
 
     def create() -> bool:
         try:
@@ -194,4 +196,43 @@ def test_a_recreated_changelog_keeps_the_local_store_and_a_reseed_from_it_ends_e
     assert code == 0, text[-4000:]
     assert text.count("reseeded") == PARTITIONS, text[-4000:]
     harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+
+
+def test_a_recreated_pattern_changelog_is_reseeded_from_the_local_stores_too(topic_prefix, bootstrap, journals, reference, tmp_path):
+    """--state-dir: the pattern stage's changelog (contract §23.5) deleted
+    and created again. The worker refuses as for the ledger's; with
+    --reseed-changelog it writes the pattern stage's stores back to it, and
+    the run over the second half ends with run-journal's outputs — pattern
+    candidates and signature patterns included."""
+    prefix, log, state_dir = topic_prefix, tmp_path / "worker.log", tmp_path / "state"
+    harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
+    harness.publish(bootstrap, journals[1], prefix)
+    assert run(bootstrap, prefix, log, "--state-dir", str(state_dir)) == 0, log.read_text()[-3000:]
+    topic = changelog_topic(prefix, "pattern")
+    state = {number: changelog_state(bootstrap, topic, number) for number in range(PARTITIONS)}
+    seeded = sorted(number for number, records in state.items() if records)
+    assert seeded, "the first half gives no pattern state"
+    recreate_changelog(bootstrap, prefix, stage="pattern")
+    harness.publish(bootstrap, journals[2], prefix)
+    counts = output_counts(bootstrap, prefix)
+    before = len(log.read_text())
+    error = assert_refused(log, before, run(bootstrap, prefix, log, "--state-dir", str(state_dir)), bootstrap, prefix, counts)
+    assert topic in error and "--reseed-changelog" in error
+    before = len(log.read_text())
+    code = run(bootstrap, prefix, log, "--state-dir", str(state_dir), "--reseed-changelog")
+    text = log.read_text()[before:]
+    assert code == 0, text[-4000:]
+    # Only the pattern stage's partitions that held state are reseeded; the
+    # ledger's changelog is intact and restores as usual.
+    assert text.count("reseeded") == len(seeded) and text.count(f"changelog {topic} reseeded") == len(seeded), text[-4000:]
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    new_id, _ = topic_identity(bootstrap, topic)
+    for number in range(PARTITIONS):
+        store = open_store(state_dir, topic, number, new_id)
+        try:
+            local = {encode_key(key): orjson.dumps(value) for key, value in store.snapshot().items()}
+        finally:
+            store.close()
+        assert local == changelog_state(bootstrap, topic, number), f"partition {number}"
     assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)

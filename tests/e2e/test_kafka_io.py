@@ -302,7 +302,7 @@ def test_per_kind_avro_values_carry_each_kinds_schema_id(bootstrap, topic_prefix
     ids = {kind: {struct.unpack(">bI", record.value[:5]) for record in read_raw(bootstrap, topic_prefix + kind)} for kind in KINDS}
     assert ids == {
         "experience-revisions": {(0, 30)},  # revision 4's ExperienceRevision (severity)
-        "handoff-revisions": {(0, 3)},
+        "handoff-revisions": {(0, 24)},  # revision 4's HandoffRevision (withheld_citations, contract §21.1)
         "handoff-receipts": {(0, 4)},
         "task-outcomes": {(0, 5)},
     }

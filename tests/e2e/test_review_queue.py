@@ -142,3 +142,34 @@ def test_the_follower_s_review_metrics(models):
     counts.decisions.append((1000, "not a time"))
     metrics.decided(counts)
     assert sample("recurrence_ledger_review_decision_seconds_count", {"namespace": ns}) == 2
+
+
+
+def test_a_severity_change_changes_the_queue_s_and_the_candidate_s_etag(models, read_redis_url):
+    """Contract §22: an item's severity is its revision's, read from the
+    revision's row in the view; a row whose severity changes (unrated, then
+    high, then critical) changes what the queue and the candidate show, so
+    their ETags change — a dashboard polling with If-None-Match sees it."""
+    from recurrence_ledger.ledger.records import RevisionStatistics
+    from recurrence_ledger.read.projection import RedisView
+
+    def row(severity: str | None) -> dict:
+        return RevisionStatistics.model_validate({
+            "scope_id": "s1", "artifact_ref": C1["artifact_ref"], "signature_key": C1["signature_key"], "terminal_recurred_streak": 3,
+            "selected": 3, "recurred": 3, "avoided": 0, "unknown": 0, "ambiguous": 0, "severity": severity,
+        }).model_dump(mode="json", by_alias=True)
+
+    models.apply([located_candidate(C1, 0, 0, 1000)])
+    view = RedisView(read_redis_url, namespace=models.keys.namespace)
+    tags = []
+    try:
+        for severity in (None, "high", "critical", "critical"):
+            view.submit([], revisions=[row(severity)])
+            assert not view.pending_revisions
+            queue, entry = models.review_queue(None, None, 0, 50, "open"), models.review_candidate(ID["C1"])
+            assert queue.items[0]["severity"] == entry.item["severity"] == severity
+            tags.append((queue.etag, entry.etag))
+    finally:
+        view.close()
+    assert len({queue for queue, _ in tags[:3]}) == 3 and len({entry for _, entry in tags[:3]}) == 3
+    assert tags[3] == tags[2]  # the same severity again: the same tags

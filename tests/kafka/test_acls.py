@@ -15,8 +15,8 @@ WORKER = [
         "source-journal", "experience-revisions", "handoff-revisions", "handoff-receipts", "task-outcomes", "experience-candidates",
         "review-decisions")),
     *(f"{ADD} --operation Write --topic p.{name}" for name in (
-        "recurrence-matches", "recurrence-observations", "review-candidates", "recurrence-statistics", "revision-statistics",
-        "review-status", "admission-decisions", "candidate-sets", "signature-patterns", "pattern-candidates", "dead-letter")),
+        "recurrence-matches", "recurrence-observations", "holdout-observations", "review-candidates", "recurrence-statistics",
+        "revision-statistics", "review-status", "admission-decisions", "candidate-sets", "signature-patterns", "pattern-candidates", "dead-letter")),
     # contract §23.5: the repartition topic between the scope stage and the pattern stage
     f"{ADD} --operation Read --topic p.pattern-contributions-repartition",
     f"{ADD} --operation Write --topic p.pattern-contributions-repartition",
@@ -38,7 +38,7 @@ def test_worker_acls_are_printed_exactly():
 def test_create_topics_adds_create_on_every_catalogue_topic():
     acls = role_acls("worker", "User:w", "p.", "app", create_topics=True)
     created = sorted(acl.name for acl in acls if acl.operation == "CREATE")
-    assert len(created) == 21 and "p.source-journal" in created and "p.pattern-contributions-repartition" in created
+    assert len(created) == 22 and "p.source-journal" in created and "p.pattern-contributions-repartition" in created
     assert "p.app-ledger-state-changelog" in created and "p.app-pattern-state-changelog" in created
 
 
@@ -64,7 +64,7 @@ def test_bad_role_or_principal_is_a_usage_error(role, principal):
 
 FOLLOWER = [
     *(f"{ADD} --operation Read --topic p.{name}" for name in (
-        "recurrence-statistics", "revision-statistics", "review-status", "recurrence-observations", "review-candidates")),
+        "recurrence-statistics", "revision-statistics", "review-status", "signature-patterns", "recurrence-observations", "review-candidates")),
     f"{ADD} --operation Read --group p.app-view",
 ]
 
@@ -84,7 +84,8 @@ def test_follower_reads_exactly_what_a_view_follower_subscribes_to_in_its_group(
     follower = ViewFollower(FollowerConfig(bootstrap="127.0.0.1:1", redis_url="redis://127.0.0.1:1/0", app_id="app", topic_prefix="p."))
     try:
         assert sorted(acl.name for acl in acls if acl.resource_type == "TOPIC") == sorted(follower.topics) == [
-            "p.recurrence-observations", "p.recurrence-statistics", "p.review-candidates", "p.review-status", "p.revision-statistics"]
+            "p.recurrence-observations", "p.recurrence-statistics", "p.review-candidates", "p.review-status", "p.revision-statistics",
+            "p.signature-patterns"]
         assert [acl.name for acl in acls if acl.resource_type == "GROUP"] == [follower.config.group_id] == ["p.app-view"]
     finally:
         follower.consumer.close()

@@ -3,7 +3,9 @@ fields (§22 severity, §24 reason codes): ``run-journal`` on the fixture
 journals of revision 3 and the packaged example writes the same ledger fact
 files, byte for byte, as the code of revision 3 did. The digests below are
 sha256 of the files that code wrote (the views are not pinned: they gain
-fields)."""
+fields). The packaged example gained a scope of its own in revision 4
+(``checkout-web``, §21's withheld lessons): its revision-3 part is the
+example without that scope's events."""
 
 from __future__ import annotations
 
@@ -78,9 +80,17 @@ REVISION_3_FACTS: dict[str, dict[str, str]] = {
 EXAMPLE = REPO / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
 
 
+#: The scope the packaged example gained in revision 4 (contract §21).
+REVISION_4_SCOPE = '"scope_id": "checkout-web"'
+
+
 @pytest.mark.parametrize("name", sorted(REVISION_3_FACTS))
 def test_run_journal_writes_revision_3_s_facts_byte_for_byte(name, tmp_path):
-    journal = EXAMPLE if name == "openapi_drift" else case(name)[0]
+    journal = case(name)[0] if name != "openapi_drift" else tmp_path / "revision-3-example.jsonl"
+    if name == "openapi_drift":
+        lines = EXAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
+        journal.write_text("".join(line for line in lines if REVISION_4_SCOPE not in line), encoding="utf-8")
+        assert len(lines) - len(journal.read_text(encoding="utf-8").splitlines()) == 15
     run_journal(journal, tmp_path, show_progress=False)
     written = {topic: hashlib.sha256((tmp_path / f"{topic}.jsonl").read_bytes()).hexdigest() for topic in REVISION_3_FACTS[name]}
     assert written == REVISION_3_FACTS[name]

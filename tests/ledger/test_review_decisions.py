@@ -208,18 +208,18 @@ def test_status_fix_revision_and_repair_follow_the_fix_revision():
                                "decided_at": "2025-03-01T09:00:00Z", "journal_position": 20}
     ledger.feed(experience(S, 30, "E1", 2, cue=CUE, condition="ports freed", subject="port check"),
                 handoff(S, 31, "H", [("E1", 2)]), receipt(S, 32, "R", "H"))
-    assert status(ledger)["repair"] == {"status": "pending", "selected": 0, "recurred": 0, "avoided": 0, "unknown": 0, "terminal_recurred_streak": 0}
+    assert status(ledger)["repair"] == {"status": "pending", "selected": 0, "recurred": 0, "avoided": 0, "unknown": 0, "terminal_recurred_streak": 0, "effect": None}
     ledger.feed(*recurrences(40))
-    assert status(ledger)["repair"] == {"status": "recurring", "selected": 0, "recurred": 1, "avoided": 0, "unknown": 0, "terminal_recurred_streak": 1}
+    assert status(ledger)["repair"] == {"status": "recurring", "selected": 0, "recurred": 1, "avoided": 0, "unknown": 0, "terminal_recurred_streak": 1, "effect": None}
     ledger.feed(outcome(S, 41, "O-held", status="completed", receipt_id="R",
                         observations=[claim("ports freed")], checks=[check("port check", status="passed")]))
-    assert status(ledger)["repair"] == {"status": "held", "selected": 1, "recurred": 1, "avoided": 1, "unknown": 0, "terminal_recurred_streak": 0}
+    assert status(ledger)["repair"] == {"status": "held", "selected": 1, "recurred": 1, "avoided": 1, "unknown": 0, "terminal_recurred_streak": 0, "effect": None}
     ledger.feed(outcome(S, 42, "O-quiet", status="completed", receipt_id="R"))  # selected, no verdict: unknown
-    assert status(ledger)["repair"] == {"status": "held", "selected": 2, "recurred": 1, "avoided": 1, "unknown": 1, "terminal_recurred_streak": 0}
+    assert status(ledger)["repair"] == {"status": "held", "selected": 2, "recurred": 1, "avoided": 1, "unknown": 1, "terminal_recurred_streak": 0, "effect": None}
     ledger.feed(*recurrences(43, 44))
     assert status(ledger)["repair"]["status"] == "recurring"
     ledger.feed(*recurrences(45))
-    assert status(ledger)["repair"] == {"status": "failed", "selected": 2, "recurred": 4, "avoided": 1, "unknown": 1, "terminal_recurred_streak": 3}
+    assert status(ledger)["repair"] == {"status": "failed", "selected": 2, "recurred": 4, "avoided": 1, "unknown": 1, "terminal_recurred_streak": 3, "effect": None}
     ledger.feed(outcome(S, 46, "O-held-2", status="completed", receipt_id="R",
                         observations=[claim("ports freed")], checks=[check("port check", status="passed")]))
     assert status(ledger)["repair"]["status"] == "failed"  # final, although the streak is 0 again

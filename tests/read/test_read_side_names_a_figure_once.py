@@ -43,6 +43,12 @@ PLACES = {
     "runs_reaching_threshold": {"read/pages.py", "read/advisory.py"},
     # contract §22.4: the critical count per scope is a hash field and the alert's gauge.
     "recurred_by_severity": {"read/projection.py", "read/follower.py"},
+    # contract §21: ``run`` prints each revision's withheld arm; the holdout assignment's command
+    # and route answer whether a lesson is to be ``withheld`` (§21.5: the word, not the figure).
+    "withheld": {"cli/run.py", "cli/holdout.py", "api/routes/holdout.py", "api/schemas.py"},
+    # contract §21.4: ``run`` prints each revision's effect, and the recall-time advisory hands a
+    # recall its verdict and probability (read model, response model, route).
+    "effect": {"cli/run.py", "read/advisory.py", "api/schemas.py", "api/routes/advisories.py"},
 }
 
 

@@ -42,12 +42,16 @@ REVISION_3_FORMS = {"ScopeStatistics": ("ScopeStatistics.id16", 16)}
 #: ReviewDecision event kind): a body written with the old schema reads the
 #: same with the new one, so the record keeps its fixed id.
 WIDENED = {"SourceEvent": "value"}
-#: Records revision 2 did not have (contract §18).
-NEW = ("ReviewDecision", "ReviewStatus")
-#: Records revision 4 changed again (contract §22, §24; their own test is
+#: Records revision 2 did not have (contract §18; §21's HoldoutObservation).
+NEW = ("ReviewDecision", "ReviewStatus", "HoldoutObservation")
+#: Records revision 4 changed again (contract §21, §22, §24; their own tests
+#: are tests/schemas/test_revision_4_schemas.py and
 #: tests/schemas/test_schema_evolution_rev4.py): they differ from their
 #: revision-2 text for that reason too.
-REVISION_4 = ("SourceEvent", "ExperienceRevision", "ExperienceCandidate", "ReviewDecision", "ScopeStatistics", "RevisionStatistics")
+REVISION_4 = (
+    "SourceEvent", "HandoffRevision", "ExperienceRevision", "ExperienceCandidate", "ReviewDecision", "ScopeStatistics", "RevisionStatistics",
+    "ReviewStatus",
+)
 #: Records with a revision-2 form.
 EVOLVED = tuple(name for name in avro.TOPIC_RECORDS if name not in NEW)
 
@@ -103,7 +107,9 @@ def test_the_form_of_id_16_is_what_it_registered_and_the_current_form_appends_to
     assert {**json.loads(avro.schema_json(file)), "doc": None} == {**registered, "doc": None}
     assert catalogue.PREVIOUS_SCHEMA_IDS[schema_id] == (name, file)
     assert_appended_with_defaults(registered, json.loads(avro.schema_json(name)))
-    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]] == ["reviews", "repairs", "review_threshold", "recurred_by_severity"]
+    assert [field["name"] for field in json.loads(avro.schema_json(name))["fields"][len(registered["fields"]):]] == [
+        "reviews", "repairs", "review_threshold", "recurred_by_severity", "withheld", "holdout_conflicts", "effects",
+    ]
 
 
 #: The forms of record revision 3 that record revision 4 evolved (the
@@ -111,8 +117,8 @@ def test_the_form_of_id_16_is_what_it_registered_and_the_current_form_appends_to
 #: review_threshold and its rows' needs_review, RevisionStatistics'
 #: version), with their files and ids, and the fields appended.
 REVISION_4_FORMS = {
-    "ScopeStatistics": ("ScopeStatistics.id20", 20, ["review_threshold", "recurred_by_severity"]),
-    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["severity", "version", "runs_reaching_threshold"]),
+    "ScopeStatistics": ("ScopeStatistics.id20", 20, ["review_threshold", "recurred_by_severity", "withheld", "holdout_conflicts", "effects"]),
+    "RevisionStatistics": ("RevisionStatistics.id17", 17, ["severity", "version", "runs_reaching_threshold", "effect"]),
 }
 
 
@@ -125,17 +131,53 @@ def test_the_form_before_record_revision_5_is_what_it_registered_and_the_current
     assert catalogue.PREVIOUS_SCHEMA_IDS[22] == ("RevisionStatistics", "RevisionStatistics.id22")
     current = json.loads(avro.schema_json("RevisionStatistics"))
     assert_appended_with_defaults(registered, current)
-    assert [field["name"] for field in current["fields"][len(registered["fields"]):]] == ["runs_reaching_threshold"]
+    assert [field["name"] for field in current["fields"][len(registered["fields"]):]] == ["runs_reaching_threshold", "effect"]
     row = {**RevisionStatistics.model_validate({
         "scope_id": "s", "artifact_ref": {"family": "experience", "artifact_id": "a", "revision": 1}, "signature_key": "k",
         "terminal_recurred_streak": 3, "needs_review": True, "recurred": 4, "avoided": 1, "version": 5,
     }).model_dump(mode="json", by_alias=True)}
-    old = {key: value for key, value in row.items() if key != "runs_reaching_threshold"}
+    old = {key: value for key, value in row.items() if key not in ("runs_reaching_threshold", "effect")}
     frame = codec.frame_id(22, avro.encode("RevisionStatistics.id22", old))
-    assert codec.decode_value(frame, ("RevisionStatistics",)) == {**old, "runs_reaching_threshold": []}
+    assert codec.decode_value(frame, ("RevisionStatistics",)) == {**old, "runs_reaching_threshold": [], "effect": None}
     written = codec.encode("RevisionStatistics", {**row, "runs_reaching_threshold": [None, 7]})
-    assert written[1:5] == (23).to_bytes(4, "big")
+    assert written[1:5] == (26).to_bytes(4, "big")
     assert codec.decode_value(written, ("RevisionStatistics",))["runs_reaching_threshold"] == [None, 7]
+
+
+#: Record revision 6 (contract §21.4): the forms before the effect figures,
+#: with their files, ids, the appended fields and their defaults, and the
+#: new ids.
+REVISION_6_FORMS = {
+    "RevisionStatistics": ("RevisionStatistics.id23", 23, {"effect": None}, 26),
+    "ScopeStatistics": (
+        "ScopeStatistics.id21", 21, {"withheld": 0, "holdout_conflicts": 0, "effects": {"helps": 0, "harms": 0, "undecided": 0, "insufficient": 0}}, 27,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REVISION_6_FORMS))
+def test_the_form_before_record_revision_6_is_what_it_registered_and_reads_with_the_effect_figures_defaulted(name, tmp_path):
+    """Record revision 6: the §21 effect figures are appended under a new
+    id; a row written under the form before decodes with them at their
+    defaults."""
+    file, old_id, defaults, new_id = REVISION_6_FORMS[name]
+    registered = previous(file)
+    assert {**json.loads(avro.schema_json(file)), "doc": None} == {**registered, "doc": None}
+    assert catalogue.PREVIOUS_SCHEMA_IDS[old_id] == (name, file)
+    assert catalogue.SCHEMA_IDS[name] == new_id
+    current = json.loads(avro.schema_json(name))
+    assert_appended_with_defaults(registered, current)
+    assert [field["name"] for field in current["fields"][len(registered["fields"]):]] == list(defaults)
+    model = {"RevisionStatistics": RevisionStatistics, "ScopeStatistics": ScopeStatistics}[name]
+    run_journal(case("holdout_effects")[0], tmp_path, show_progress=False)
+    topic = {"RevisionStatistics": "revision-statistics", "ScopeStatistics": "recurrence-statistics"}[name]
+    row = next(row for row in reversed(read_outputs(tmp_path)[topic]) if row.get("effect") or row.get("withheld"))
+    row = model.model_validate(row).model_dump(mode="json", by_alias=True)
+    old = {key: value for key, value in row.items() if key not in defaults}
+    assert codec.decode_value(codec.frame_id(old_id, avro.encode(file, old)), (name,)) == {**old, **defaults}
+    written = codec.encode(name, row)
+    assert written[1:5] == new_id.to_bytes(4, "big")
+    assert codec.decode_value(written, (name,)) == row
 
 
 @pytest.mark.parametrize("name", sorted(REVISION_4_FORMS))
@@ -156,7 +198,7 @@ def test_a_widened_union_keeps_its_branches_in_order_and_its_id(name):
     names = [branch["name"] if isinstance(branch, dict) else branch for branch in new]
     assert names[: len(old)] == [branch["name"] if isinstance(branch, dict) else branch for branch in old]
     assert names[len(old):] == ["recurrence_ledger.ReviewDecision"]
-    assert catalogue.SCHEMA_IDS[name] == 1 or catalogue.PREVIOUS_SCHEMA_IDS[1][0] == name  # revision 4 gave it a new id
+    assert catalogue.SCHEMA_IDS[name] == 1 or catalogue.PREVIOUS_SCHEMA_IDS[1] == (name, f"{name}.rev3")  # revision 4 gave it a new id
     # an envelope written with the revision-2 schema decodes as the same value today
     import fastavro
     from io import BytesIO
@@ -170,10 +212,13 @@ def test_a_widened_union_keeps_its_branches_in_order_and_its_id(name):
 
 
 def test_the_new_records_have_new_ids_and_no_earlier_form():
-    assert {name: catalogue.SCHEMA_IDS[name] for name in NEW} == {"ReviewDecision": catalogue.SCHEMA_IDS["ReviewDecision"], "ReviewStatus": 19}
+    assert {name: catalogue.SCHEMA_IDS[name] for name in NEW} == {
+        "ReviewDecision": catalogue.SCHEMA_IDS["ReviewDecision"], "ReviewStatus": 28, "HoldoutObservation": 25,
+    }
     assert 18 in (catalogue.SCHEMA_IDS["ReviewDecision"], *catalogue.PREVIOUS_SCHEMA_IDS)  # contract revision 4 gave it a new id
-    assert catalogue.SCHEMA_IDS["ScopeStatistics"] == 21
-    assert catalogue.SCHEMA_IDS["RevisionStatistics"] == 23
+    assert catalogue.PREVIOUS_SCHEMA_IDS[19] == ("ReviewStatus", "ReviewStatus.rev3")
+    assert catalogue.SCHEMA_IDS["ScopeStatistics"] == 27
+    assert catalogue.SCHEMA_IDS["RevisionStatistics"] == 26
     assert not any((PREVIOUS / f"{name}.json").exists() for name in NEW)
 
 

@@ -1,4 +1,7 @@
-"""Revision 4 (contract §22, §24) evolves six records BACKWARD: the failure
+"""Revision 4 (contract §21, §22, §24) evolves eight records BACKWARD: §21's
+HandoffRevision ``withheld_citations`` (and so the SourceEvent envelope),
+ReviewStatus ``repair.effect`` and the views' ``withheld``,
+``holdout_conflicts``, ``effects`` and ``effect``; the failure
 block's ``severity`` (ExperienceRevision, ExperienceCandidate and so the
 SourceEvent envelope), ReviewDecision's ``reason_code``, the views'
 ``severity``, ``recurred_by_severity``, ``rejected_by_reason`` and
@@ -11,7 +14,9 @@ and its revision-3 form stays readable under the old one
 (``[[previous_schema]]``). The last test registers the new schemas over the
 revision-3 ones on the real Schema Registry. (ScopeStatistics and
 RevisionStatistics also gain the record-shape fields of this release,
-``review_threshold``, ``needs_review`` and ``version``, in the same form.)
+``review_threshold``, ``needs_review``, ``version`` and
+``runs_reaching_threshold``; their intermediate forms keep ids 21, 22 and
+23, tests/schemas/test_schema_evolution.py.)
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ REV3 = Path(__file__).resolve().parent / "previous" / "rev3"
 #: Record → (its revision-3 fixed id, its revision-4 id).
 CHANGED = {
     "SourceEvent": (1, 42),
+    "HandoffRevision": (3, 24),
+    "ReviewStatus": (19, 28),
     "ExperienceRevision": (2, 30),
     "ExperienceCandidate": (11, 31),
     "ReviewDecision": (18, 32),
-    "ScopeStatistics": (20, 21),
-    "RevisionStatistics": (17, 23),
+    "ScopeStatistics": (20, 27),
+    "RevisionStatistics": (17, 26),
 }
 #: The file of each record's revision-3 form (ScopeStatistics and
 #: RevisionStatistics: the record-shape change of this release named them).
@@ -46,19 +53,23 @@ APPENDED = {
     "FailureRecord": ["severity"],
     "CandidateFailure": ["severity"],
     "ReviewDecision": ["reason_code"],
-    "RevisionStatistics": ["severity", "version", "runs_reaching_threshold"],
+    "HandoffRevision": ["withheld_citations"],
+    "Repair": ["effect"],
+    "RevisionStatistics": ["severity", "version", "runs_reaching_threshold", "effect"],
     "RecurrenceStreak": ["needs_review", "severity"],
     "ReviewCounts": ["rejected_by_reason", "promotion_rate"],
-    "ScopeStatistics": ["review_threshold", "recurred_by_severity"],
+    "ScopeStatistics": ["review_threshold", "recurred_by_severity", "withheld", "holdout_conflicts", "effects"],
 }
+#: Records revision 4 adds (contract §21's HoldoutObservation): no revision-3 form.
+NEW = ("HoldoutObservation",)
 
 
 def rev3_text(name: str) -> str:
     return (REV3 / f"{name}.json").read_text(encoding="utf-8").strip()
 
 
-@pytest.mark.parametrize("name", avro.TOPIC_RECORDS)
-def test_only_the_six_records_changed_and_each_appends_with_defaults(name):
+@pytest.mark.parametrize("name", [name for name in avro.TOPIC_RECORDS if name not in NEW])
+def test_only_the_eight_records_changed_and_each_appends_with_defaults(name):
     old, new = json.loads(rev3_text(name)), json.loads(avro.schema_json(name))
     assert_appended_with_defaults(old, new)
     assert (old != new) == (name in CHANGED), name
@@ -134,7 +145,7 @@ def test_the_registry_accepts_the_revision_4_schemas_over_the_revision_3_ones(sc
     prefix = f"evolution4-{uuid4().hex[:8]}."
     subjects = []
     try:
-        for name in avro.TOPIC_RECORDS:
+        for name in [name for name in avro.TOPIC_RECORDS if name not in NEW]:
             subject = f"{prefix}{name}-value"
             subjects.append(subject)
             old_id = client.register_schema(subject, Schema(rev3_text(name), "AVRO"))

@@ -4,7 +4,8 @@ endpoints (``/scopes``, ``…/statistics`` — the core's ScopeStatistics —,
 ``…/revisions``, ``…/review-candidates``, ``/healthz``) and the history's
 (``…/history``, ``…/trend``, ``/review-queue``; read models of
 ``recurrence_ledger.read.history``), and the review's
-(``/review-candidates/{id}``, its decision's request and answer).
+(``/review-candidates/{id}``, its decision's request and answer), and a
+pattern group's signature patterns (``/patterns``, contract §23).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from recurrence_ledger.ledger.models import ArtifactRef, Id, RejectionReason, RepairSurface, ReviewDecision, Severity
 from recurrence_ledger.ledger.fields import REVISION_IDENTITY
-from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, ScopeStatistics
+from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, ScopeStatistics, SignaturePattern
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
 ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]
@@ -390,6 +391,25 @@ class FieldCatalogue(_Shape):
     scope: dict[str, FieldLabel] = Field(description="ScopeStatistics (contract §8).")
     revision: dict[str, FieldLabel] = Field(description="A revision's row: top_revisions and the revisions view (contract §8, §14).")
     unknown_reasons: dict[str, FieldLabel] = Field(description="The eleven unknown reasons of contract §17, in the contract's order.")
+    pattern: dict[str, FieldLabel] = Field(description="A signature pattern across a group's scopes (contract §23.3).")
+
+
+# ----------------------------------------------------------------- signature patterns
+
+
+class PatternList(_Shape):
+    """``GET /patterns?group=``: the signature patterns of one pattern group
+    (contract §23.3), most scopes first (then signature_key). Only the
+    group asked for: no row, count or message names a scope of another
+    group (§23.1)."""
+
+    group: str = Field(description="The pattern group asked for (\"\": every scope of a deployment without a group separator).")
+    total: int = Field(description="Patterns of the group.")
+    available: int = Field(description="Patterns of the group with at least min_scopes scopes.")
+    min_scopes: int = Field(description="The least scope_count of a pattern listed.")
+    limit: int
+    offset: int
+    patterns: list[SignaturePattern]
 
 
 # ----------------------------------------------------------------- the advisory

@@ -3,8 +3,8 @@
 One module per command group: ``run`` (run-journal, run, worker),
 ``records`` (publish, export), ``replay`` (replay, rebuild), ``whatif``
 (what-if), ``explain``,
-``ops`` (serve, rank, stats), ``simulate``, ``topics``, ``view`` and ``review`` (the
-sub-command groups); the options more than one command takes are defined once in
+``ops`` (serve, rank, stats), ``simulate``, ``topics``, ``view``, ``review`` and
+``holdout`` (the sub-command groups); the options more than one command takes are defined once in
 ``options``, the clients they open (Kafka, Schema Registry, Redis) in
 ``clients``. ``recurrence_ledger.cli:app`` is the console entry point and
 ``python -m recurrence_ledger.cli`` runs it.
@@ -26,6 +26,7 @@ import typer
 from rich.markup import escape
 
 from recurrence_ledger.cli import explain, ops, records, replay, run, simulate, whatif
+from recurrence_ledger.cli.holdout import holdout_app
 from recurrence_ledger.cli.patterns import patterns_app
 from recurrence_ledger.cli.review import review_app
 from recurrence_ledger.cli.topics import topics_app
@@ -75,6 +76,7 @@ for _name, _command in COMMANDS:
 app.add_typer(topics_app, name="topics")
 app.add_typer(view_app, name="view")
 app.add_typer(review_app, name="review")
+app.add_typer(holdout_app, name="holdout")
 app.add_typer(patterns_app, name="patterns")
 
 

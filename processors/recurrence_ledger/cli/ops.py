@@ -51,7 +51,10 @@ from rich.cells import cell_len
 from rich.table import Table
 
 from recurrence_ledger.api.settings import ApiSettings
-from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option
+from recurrence_ledger import policy
+from recurrence_ledger.cli.options import (
+    SERVE_PANEL, BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option, setting_option,
+)
 from recurrence_ledger.embedded.output import stderr_console, stdout_console
 from recurrence_ledger.ledger.fields import total_fields
 from recurrence_ledger.ledger.records import ScopeStatistics
@@ -421,6 +424,10 @@ def serve_command(
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     schema_registry_url: RegistryOption = None,
+    limit_concurrency: Annotated[int, setting_option(policy.SERVE_LIMIT_CONCURRENCY, SERVE_PANEL)] = policy.SERVE_LIMIT_CONCURRENCY.default,
+    timeout_keep_alive: Annotated[int, setting_option(policy.SERVE_TIMEOUT_KEEP_ALIVE, SERVE_PANEL)] = policy.SERVE_TIMEOUT_KEEP_ALIVE.default,
+    header_timeout: Annotated[int, setting_option(policy.SERVE_HEADER_TIMEOUT, SERVE_PANEL)] = policy.SERVE_HEADER_TIMEOUT.default,
+    max_header_bytes: Annotated[int, setting_option(policy.SERVE_MAX_HEADER_BYTES, SERVE_PANEL)] = policy.SERVE_MAX_HEADER_BYTES.default,
 ) -> None:
     """Serve the statistics API and the dashboard (uvicorn).
 
@@ -441,6 +448,7 @@ def serve_command(
     an unusable tokens file or Kafka settings, or reviewer tokens without
     Kafka."""
     from recurrence_ledger.api.app import decision_publisher, serve
+    from recurrence_ledger.api.transport import ServeLimits
     from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token, read_reviewer_tokens
     from recurrence_ledger.kafka.client_properties import load_connection
 
@@ -492,7 +500,9 @@ def serve_command(
     )
     try:
         verbose = log_level.lower() in ("debug", "trace")
-        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log if access_log is not None else verbose)
+        limits = ServeLimits(limit_concurrency=limit_concurrency, timeout_keep_alive=timeout_keep_alive, header_timeout=header_timeout,
+                             max_header_bytes=max_header_bytes)
+        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log if access_log is not None else verbose, limits=limits)
     except ValueError as error:  # the Redis URL or CA file
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None

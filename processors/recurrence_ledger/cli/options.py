@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -57,6 +58,7 @@ T = TypeVar("T")
 #: Help panels grouping the options of the commands that run the ledger.
 WORKER_PANEL = "Kafka worker operation"
 POLICY_PANEL = "Ledger policy"
+SERVE_PANEL = "Connection limits"
 
 
 def setting_option(setting: policy.Setting, panel: str) -> Any:
@@ -81,11 +83,65 @@ def parse_fraction(text: str) -> Fraction:
     return value
 
 
+def parse_processes(text: str) -> int:
+    """A number of processes ≥ 1, or ``auto`` (:data:`policy.AUTO`): the
+    cores this process may use (``os.sched_getaffinity``). Raises
+    typer.BadParameter for anything else."""
+    if isinstance(text, int):
+        return text
+    if text.strip() == policy.AUTO:
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a number of processes or {policy.AUTO}") from None
+    if value < 1:
+        raise typer.BadParameter(f"{text!r}: at least one process")
+    return value
+
+
+def processes_option(setting: policy.Setting, **panel: str) -> Any:
+    """The option of a number of processes (``--jobs``, ``--processes``):
+    a number or ``auto`` (:func:`parse_processes`)."""
+    return typer.Option(setting.option, envvar=setting.env, parser=parse_processes, metavar="N|auto", help=setting.help, **panel)
+
+
+#: ``--jobs N|auto`` of run-journal and what-if (RL_JOBS).
+JobsOption = Annotated[int, processes_option(policy.JOBS)]
+def bounded_fraction_parser(setting: policy.Setting) -> Callable[[str], Fraction]:
+    """A parser of a fraction (``19/20``) or decimal (``0.95``) read exactly
+    and held to ``setting``'s minimum and maximum; raises typer.BadParameter
+    otherwise."""
+
+    def parse(text: str) -> Fraction:
+        if isinstance(text, Fraction):
+            return text
+        try:
+            value = Fraction(text.strip())
+        except (ValueError, ZeroDivisionError):
+            raise typer.BadParameter(f"{text!r} is not a fraction like 19/20 or a decimal like 0.95") from None
+        try:
+            setting.check(value)
+        except ValueError as error:
+            raise typer.BadParameter(str(error)) from None
+        return value
+
+    return parse
+
+
 def fraction_option(setting: policy.Setting, panel: str) -> Any:
     """The option of a policy setting whose value is a fraction (the
-    near-duplicate threshold): a fraction (4/5) or a decimal (0.8), parsed
-    exactly by :func:`parse_fraction`, its default shown as a fraction."""
-    return typer.Option(setting.option, envvar=setting.env, parser=parse_fraction, metavar="FRACTION", rich_help_panel=panel, help=setting.help)
+    near-duplicate threshold, ``effect_probability``, the holdout rate): a
+    fraction (4/5) or a decimal (0.8), parsed exactly (:func:`parse_fraction`
+    for the near-duplicate threshold, else held to the setting's bounds),
+    its default shown as a fraction."""
+    parser = parse_fraction if setting is policy.NEAR_DUPLICATE_THRESHOLD else bounded_fraction_parser(setting)
+    return typer.Option(setting.option, envvar=setting.env, parser=parser, metavar="FRACTION", rich_help_panel=panel, help=setting.help)
+
+
+def text_option(setting: policy.Setting, panel: str) -> Any:
+    """The option of a policy setting whose value is text (the holdout salt)."""
+    return typer.Option(setting.option, envvar=setting.env, rich_help_panel=panel, show_default=False, help=setting.help)
 
 
 ThresholdOption = Annotated[int, setting_option(policy.REVIEW_THRESHOLD, POLICY_PANEL)]
@@ -94,6 +150,10 @@ TopOption = Annotated[int, setting_option(policy.TOP_REVISIONS, POLICY_PANEL)]
 HorizonOption = Annotated[Optional[int], setting_option(policy.PROVENANCE_HORIZON, POLICY_PANEL)]
 PendingCandidatesOption = Annotated[int, setting_option(policy.MAX_PENDING_CANDIDATES, POLICY_PANEL)]
 NearDuplicateOption = Annotated[Fraction, fraction_option(policy.NEAR_DUPLICATE_THRESHOLD, POLICY_PANEL)]
+EffectMinResolvedOption = Annotated[int, setting_option(policy.EFFECT_MIN_RESOLVED, POLICY_PANEL)]
+EffectProbabilityOption = Annotated[Fraction, fraction_option(policy.EFFECT_PROBABILITY, POLICY_PANEL)]
+HoldoutSaltOption = Annotated[Optional[str], text_option(policy.HOLDOUT_SALT, POLICY_PANEL)]
+HoldoutRateOption = Annotated[Optional[Fraction], fraction_option(policy.HOLDOUT_RATE, POLICY_PANEL)]
 PatternThresholdOption = Annotated[int, setting_option(policy.PATTERN_THRESHOLD, POLICY_PANEL)]
 PatternSeparatorOption = Annotated[
     Optional[str],
@@ -284,19 +344,28 @@ def ledger_policy(
     provenance_horizon: HorizonOption = policy.PROVENANCE_HORIZON.default,
     max_pending_candidates: PendingCandidatesOption = policy.MAX_PENDING_CANDIDATES.default,
     near_duplicate_threshold: NearDuplicateOption = policy.NEAR_DUPLICATE_THRESHOLD.default,
+    effect_min_resolved: EffectMinResolvedOption = policy.EFFECT_MIN_RESOLVED.default,
+    effect_probability: EffectProbabilityOption = policy.EFFECT_PROBABILITY.default,
+    holdout_salt: HoldoutSaltOption = policy.HOLDOUT_SALT.default,
+    holdout_rate: HoldoutRateOption = policy.HOLDOUT_RATE.default,
     critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
     pattern_threshold: PatternThresholdOption = policy.PATTERN_THRESHOLD.default,
     pattern_group_separator: PatternSeparatorOption = policy.PATTERN_GROUP_SEPARATOR.default,
 ) -> LedgerConfig:
     """The ledger policy of a command that runs the ledger (contract §5, §8,
-    §12, §22, §23), as the core's LedgerConfig. Raises typer.BadParameter for an
-    empty pattern group separator."""
+    §12, §21, §22, §23), as the core's LedgerConfig. Raises typer.BadParameter for a
+    holdout salt without a rate or a rate without a salt, and for an empty
+    pattern group separator."""
+    if (holdout_salt is None) != (holdout_rate is None):
+        raise typer.BadParameter(f"{policy.HOLDOUT_SALT.option} and {policy.HOLDOUT_RATE.option} are given together, or neither (contract §21.5)")
     if pattern_group_separator == "":
         raise typer.BadParameter("the pattern group separator is a non-empty text (leave it unset for one group)",
                                  param_hint=policy.PATTERN_GROUP_SEPARATOR.option)
     return LedgerConfig(
         review_threshold=review_threshold, top_revisions_limit=top_revisions, provenance_horizon=provenance_horizon,
         max_pending_candidates=max_pending_candidates, near_duplicate_threshold=near_duplicate_threshold,
+        effect_min_resolved=effect_min_resolved, effect_probability=effect_probability,
+        holdout_salt=holdout_salt, holdout_rate=holdout_rate,
         critical_review_threshold=critical_review_threshold,
         pattern_threshold=pattern_threshold, pattern_group_separator=pattern_group_separator,
     )
@@ -352,8 +421,8 @@ ReseedChangelogOption = Annotated[
     bool,
     typer.Option(
         "--reseed-changelog", rich_help_panel=WORKER_PANEL,
-        help="With --state-dir: when a partition's changelog is empty (deleted and created again) while the group has committed "
-             "offsets, write its intact local store back to the changelog instead of refusing (exit 5) (docs/operating.md, "
+        help="With --state-dir: when a partition's changelog (the ledger's or the pattern stage's) is empty (deleted and created "
+             "again) while the group has committed offsets, write its intact local store back to the changelog instead of refusing (exit 5) (docs/operating.md, "
              "\"A lost or truncated changelog\").",
     ),
 ]

@@ -31,6 +31,7 @@ from recurrence_ledger.cli.options import (
     AcceptUnicodeOption,
     AutoRegisterOption,
     BootstrapOption,
+    JobsOption,
     KafkaConfigOption,
     PrefixOption,
     RegistryOption,
@@ -40,10 +41,12 @@ from recurrence_ledger.cli.options import (
     topic_prefix_option,
 )
 from recurrence_ledger.embedded.output import stderr_console
+from recurrence_ledger.embedded.parallel import run_journal_jobs
 from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, RunSummary, run_journal
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.ledger.records import ScopeStatistics
 from recurrence_ledger.ledger.state import ref_order
+from recurrence_ledger import policy
 from recurrence_ledger.settings import settings
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
@@ -76,6 +79,8 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
             )
         for line in review_lines([row for (scope, _), row in summary.review_status.items() if scope == scope_id]):
             console.print(line, highlight=False, soft_wrap=True)
+        for line in effect_lines([row for (scope, _, _), row in sorted(summary.effects.items()) if scope == scope_id]):
+            console.print(line, highlight=False, soft_wrap=True)
     for line in admission_lines(summary.admission):
         console.print(line, highlight=False)
     counts = ", ".join(f"{topic} {count}" for topic, count in summary.records.items())
@@ -103,6 +108,26 @@ def review_lines(rows: list[dict]) -> list[str]:
         if fix is not None:
             line += (f"; fix {fix['artifact_id']} r{fix['revision']}: repair {repair['status']} "
                      f"(selected {repair['selected']}, recurred {repair['recurred']}, avoided {repair['avoided']})")
+        lines.append(line)
+    return lines
+
+
+def effect_lines(rows: list[dict]) -> list[str]:
+    """One line per revision with an effect (contract §21.4), in the order
+    given:
+
+        effect EXP-a r1: helps, probability_helps 0.9600 (treated 1 of 5 recurred, withheld 4 of 5)
+
+    [] without such revisions."""
+    lines = []
+    for row in rows:
+        ref, effect = row["artifact_ref"], row["effect"]
+        probability = "n/a" if effect["probability_helps"] is None else f"{effect['probability_helps']:.4f}"
+        treated, withheld = effect["treated"], effect["withheld"]
+        line = (f"  effect {ref['artifact_id']} r{ref['revision']}: {effect['verdict']}, probability_helps {probability} "
+                f"(treated {treated['recurred']} of {treated['resolved']} recurred, withheld {withheld['recurred']} of {withheld['resolved']})")
+        if effect["assignment_mismatches"]:
+            line += f", {effect['assignment_mismatches']} assignment mismatches"
         lines.append(line)
     return lines
 
@@ -163,13 +188,14 @@ def run_journal_command(
     view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
     allow_dead_letters: Annotated[bool, typer.Option("--allow-dead-letters", help=f"Exit 0 even when journal lines were dead-lettered (the warning is still printed); without it such a run exits {DEAD_LETTERS_EXIT}.")] = False,
+    jobs: JobsOption = policy.JOBS.default,
 ) -> None:
     """Process a journal file with the embedded runner (contract §11).
 
     Exit code: 0 when every line was applied; 3 when any line was
     dead-lettered (a warning with the count is printed; the output files are
     complete all the same), unless --allow-dead-letters; 2 for a usage error."""
-    summary = run_journal(journal, out, ledger, show_progress=not quiet, view_batch=view_batch)
+    summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
     if summary.dead_letters:

@@ -29,6 +29,7 @@ from recurrence_ledger import policy
 from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console, redis_errors
 from recurrence_ledger.cli.options import (
     BootstrapOption,
+    JobsOption,
     KafkaConfigOption,
     PendingCandidatesOption,
     PrefixOption,
@@ -208,6 +209,7 @@ def what_if_command(
     redis_url: Annotated[Optional[str], redis_url_option("The deployment's Redis view, whose scopes record the workers' review threshold "
                                                          "(the baseline's, with --from-topics)", rich_help_panel=INPUT_PANEL)] = None,
     view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
+    jobs: JobsOption = policy.JOBS.default,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
 ) -> None:
     """What another policy would have concluded from the same inputs.
@@ -223,11 +225,13 @@ def what_if_command(
     never a topic, consumer group, state or Redis key of the deployment.
     Exit code: 0; 1 when Kafka or Redis refuses; 2 for a usage error (an
     unknown setting, an impossible range, an unreadable journal)."""
-    from recurrence_ledger.whatif.replay import JournalInput, UnreadableJournal, replay
+    from recurrence_ledger.whatif.replay import JournalInput, UnreadableJournal, replay, replay_journal_jobs
     from recurrence_ledger.whatif.report import CHART, build_report, write_report
 
     if (journal is None) == (not from_topics):
         raise typer.BadParameter("give a JOURNAL file, or --from-topics to read the deployment's input topics (not both)", param_hint="JOURNAL")
+    if from_topics and jobs > 1:
+        raise typer.BadParameter("splits a journal file by scope; --from-topics reads the topics in one process", param_hint=policy.JOBS.option)
     parsed = parse_sweep(sweep) if sweep is not None else None
     if "" in (pattern_group_separator, baseline_pattern_group_separator):
         raise typer.BadParameter("a pattern group separator is a non-empty text", param_hint=policy.PATTERN_GROUP_SEPARATOR.option)
@@ -269,8 +273,12 @@ def what_if_command(
             raise typer.Exit(2) from None
     try:
         with reporting_kafka_errors():
-            outcome = replay(source, [baseline, *alternatives], out_dir=out, facts_of=alternatives[0] if parsed is None else None,
-                             max_pending_candidates=max_pending_candidates, view_batch=view_batch, show_progress=not quiet)
+            options = {"out_dir": out, "facts_of": alternatives[0] if parsed is None else None, "max_pending_candidates": max_pending_candidates,
+                       "view_batch": view_batch, "show_progress": not quiet}
+            if from_topics:
+                outcome = replay(source, [baseline, *alternatives], **options)
+            else:
+                outcome = replay_journal_jobs(source, [baseline, *alternatives], jobs, **options)
     finally:
         source.close()
     chart = CHART if parsed is not None else None

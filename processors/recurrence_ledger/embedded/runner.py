@@ -22,7 +22,7 @@ from recurrence_ledger.ledger.normalize import canonical_json_line
 from recurrence_ledger.ledger.patterns import PatternStage
 from recurrence_ledger.ledger.processor import Emit, LedgerConfig, LedgerProcessor
 from recurrence_ledger.catalogue import (
-    ADMISSION_DECISIONS, DEAD_LETTER, MATCHES, OBSERVATIONS, OUTPUT_TOPICS, REVIEW_STATUS, SOURCE_JOURNAL, STATISTICS,
+    ADMISSION_DECISIONS, DEAD_LETTER, MATCHES, OBSERVATIONS, OUTPUT_TOPICS, REVIEW_STATUS, REVISION_STATISTICS, SOURCE_JOURNAL, STATISTICS,
 )
 
 #: Output topics the summary only counts.
@@ -50,6 +50,7 @@ class RunSummary:
     records: dict[str, int] = field(default_factory=lambda: {topic: 0 for topic in OUTPUT_TOPICS})
     statistics: dict[str, dict] = field(default_factory=dict)
     review_status: dict[tuple[str, str], dict] = field(default_factory=dict)
+    effects: dict[tuple[str, str, int], dict] = field(default_factory=dict)
     admission: Counter = field(default_factory=Counter)
     lines: int = 0
     dead_letter_reasons: Counter = field(default_factory=Counter)
@@ -71,21 +72,51 @@ class JsonlSink:
 
     def write(self, emits: Iterable[Emit], summary: RunSummary) -> None:
         """Append each emit's value as one canonical JSON line."""
-        files, records = self.files, summary.records
+        files = self.files
+        emits = list(emits)
         for emit in emits:
             files[emit.topic].write(canonical_json_line(emit.value))
-            records[emit.topic] += 1
-            if emit.topic in _FACTS:
-                continue
-            if emit.topic == STATISTICS:
-                summary.statistics[emit.value["scope_id"]] = emit.value
-            elif emit.topic == REVIEW_STATUS:
-                summary.review_status[(emit.value["scope_id"], emit.value["candidate_id"])] = emit.value
-            elif emit.topic == DEAD_LETTER:
-                summary.dead_letter_reasons[emit.value["reason"]] += 1
-            elif emit.topic == ADMISSION_DECISIONS:
-                summary.admission.update([emit.value["decision"], *emit.value["reasons"]])
-                summary.admission["near_duplicates"] += bool(emit.value["near_duplicates"])
+        tally(emits, summary)
+
+
+def tally(emits: Iterable[Emit], summary: RunSummary) -> None:
+    """Count ``emits`` into ``summary`` (records per topic, each scope's
+    last statistics record, each review candidate's last ReviewStatus row,
+    each revision's last row with an effect,
+    dead letters by reason, admission decisions) as they are written."""
+    records = summary.records
+    for emit in emits:
+        records[emit.topic] += 1
+        if emit.topic in _FACTS:
+            continue
+        if emit.topic == STATISTICS:
+            summary.statistics[emit.value["scope_id"]] = emit.value
+        elif emit.topic == REVIEW_STATUS:
+            summary.review_status[(emit.value["scope_id"], emit.value["candidate_id"])] = emit.value
+        elif emit.topic == REVISION_STATISTICS and emit.value["effect"] is not None:
+            ref = emit.value["artifact_ref"]
+            summary.effects[(emit.value["scope_id"], ref["artifact_id"], ref["revision"])] = emit.value
+        elif emit.topic == DEAD_LETTER:
+            summary.dead_letter_reasons[emit.value["reason"]] += 1
+        elif emit.topic == ADMISSION_DECISIONS:
+            summary.admission.update([emit.value["decision"], *emit.value["reasons"]])
+            summary.admission["near_duplicates"] += bool(emit.value["near_duplicates"])
+
+
+def merge_summaries(parts: Iterable[RunSummary], lines: int) -> RunSummary:
+    """One run's summary from the summaries of its parts over disjoint
+    scopes (``run-journal --jobs``): counts added, the last records of each
+    scope taken from the part that holds the scope; ``lines`` read."""
+    summary = RunSummary(lines=lines)
+    for part in parts:
+        for topic, count in part.records.items():
+            summary.records[topic] += count
+        summary.statistics.update(part.statistics)
+        summary.review_status.update(part.review_status)
+        summary.effects.update(part.effects)
+        summary.admission.update(part.admission)
+        summary.dead_letter_reasons.update(part.dead_letter_reasons)
+    return summary
 
 
 def close_batch(processor: LedgerProcessor, stage: PatternStage) -> list[Emit]:

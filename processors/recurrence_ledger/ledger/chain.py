@@ -50,17 +50,20 @@ class CitedChain:
     """What a Handoff revision resolves to once every revision it cites is
     known: its journal ``position``, its cited set (contract §5, §16: the
     citations at earlier positions) and, once a match needs it, that set
-    frozen as a ``matching.CandidateSet`` (§6). They never change — the
+    frozen as a ``matching.CandidateSet`` (§6), and its withheld set
+    (§21.2, rev. 4: the failure-bearing withheld revisions at earlier
+    positions that it does not cite). They never change — the
     Handoff, the cited Experience revisions, their positions and failure
     blocks are immutable — so ``LedgerState`` caches one per Handoff
     revision."""
 
-    __slots__ = ("position", "cited_set", "candidate_set")
+    __slots__ = ("position", "cited_set", "candidate_set", "withheld_set")
 
-    def __init__(self, position: int, cited_set: tuple[dict, ...]):
+    def __init__(self, position: int, cited_set: tuple[dict, ...], withheld_set: tuple[dict, ...] = ()):
         self.position = position
         self.cited_set = cited_set
         self.candidate_set = None
+        self.withheld_set = withheld_set
 
 
 def receipt_target(receipt: dict) -> dict | None:
@@ -85,8 +88,8 @@ def receipt_target(receipt: dict) -> dict | None:
 def resolve(state: LedgerState, scope_id: str, outcome: dict) -> Resolution:
     """Resolve ``outcome``'s chain against what the processor has seen.
 
-    Returns PENDING when the receipt, the Handoff revision or a cited
-    Experience revision has not arrived yet (contract §5), UNLINKED when there
+    Returns PENDING when the receipt, the Handoff revision or a cited or
+    withheld (§21.2) Experience revision has not arrived yet (contract §5), UNLINKED when there
     is no receipt ref, the receipt does not resolve, or the receipt or the
     Handoff revision is a forward reference (§16: at a later position than
     the event that references it), LINKED otherwise. A cited revision at a
@@ -118,7 +121,16 @@ def resolve(state: LedgerState, scope_id: str, outcome: dict) -> Resolution:
                 return Resolution(PENDING, waiting_on=("experience", artifact_id, revision))
             if experience["failure"] is not None and not causal.points_forward(handoff_position, experience):
                 cited_set.append(experience_ref(artifact_id, revision))
-        chain = CitedChain(handoff_position, tuple(cited_set))
+        withheld_set = []
+        # contract §21.2: a withheld entry waits like a citation; a forward
+        # one is no member and never makes the outcome wait.
+        for artifact_id, revision in handoff.get("withholds", ()):
+            experience = state.get("experience", scope_id, artifact_id, revision)
+            if experience is None:
+                return Resolution(PENDING, waiting_on=("experience", artifact_id, revision))
+            if experience["failure"] is not None and not causal.points_forward(handoff_position, experience):
+                withheld_set.append(experience_ref(artifact_id, revision))
+        chain = CitedChain(handoff_position, tuple(cited_set), tuple(withheld_set))
         state.cache_chain(scope_id, target["artifact_id"], target["revision"], chain)
     elif chain.position > receipt_position:
         return Resolution(UNLINKED)

@@ -13,7 +13,7 @@ from recurrence_ledger.ledger.severity import is_critical
 
 @dataclass(frozen=True)
 class LedgerConfig:
-    """Deployment policy (contract §5, §8, §12, §23); every default and bound is
+    """Deployment policy (contract §5, §8, §12, §21, §22, §23); every default and bound is
     the :mod:`recurrence_ledger.policy` setting of the same name.
 
     - ``review_threshold``: streak at which a revision needs review.
@@ -43,8 +43,17 @@ class LedgerConfig:
       ``""``; a text cuts a scope_id at its first occurrence (§23.1). An
       empty text is refused.
 
-    Raises ValueError for a value below its setting's minimum, or a
-    near-duplicate threshold that is not a fraction in (0, 1].
+    - ``effect_min_resolved``, ``effect_probability``: §21.4's effect
+      verdict — each arm needs that many resolved observations, and a
+      lesson helps at probability_helps ≥ ``effect_probability`` (an exact
+      fraction in [1/2, 1], default 19/20), harms at ≤ 1 − it.
+    - ``holdout_salt``, ``holdout_rate``: §21.5's verified assignment, both
+      set or both None (unverified); the rate an exact fraction in
+      [0, 1/2].
+
+    Raises ValueError for a value below its setting's minimum (or above its
+    maximum), a near-duplicate threshold that is not a fraction in (0, 1],
+    or one of the holdout pair without the other.
     """
 
     review_threshold: int = policy.REVIEW_THRESHOLD.default
@@ -52,6 +61,10 @@ class LedgerConfig:
     provenance_horizon: int | None = policy.PROVENANCE_HORIZON.default
     max_pending_candidates: int = policy.MAX_PENDING_CANDIDATES.default
     near_duplicate_threshold: Fraction = policy.NEAR_DUPLICATE_THRESHOLD.default
+    effect_min_resolved: int = policy.EFFECT_MIN_RESOLVED.default
+    effect_probability: Fraction = policy.EFFECT_PROBABILITY.default
+    holdout_salt: str | None = policy.HOLDOUT_SALT.default
+    holdout_rate: Fraction | None = policy.HOLDOUT_RATE.default
     critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default
     pattern_threshold: int = policy.PATTERN_THRESHOLD.default
     pattern_group_separator: str | None = policy.PATTERN_GROUP_SEPARATOR.default
@@ -68,6 +81,16 @@ class LedgerConfig:
             raise ValueError(f"pattern_group_separator must be a non-empty text or None, got {self.pattern_group_separator!r}")
         if not isinstance(self.near_duplicate_threshold, Fraction) or not 0 < self.near_duplicate_threshold <= 1:
             raise ValueError(f"near_duplicate_threshold must be a Fraction in (0, 1], got {self.near_duplicate_threshold!r}")
+        policy.EFFECT_MIN_RESOLVED.check(self.effect_min_resolved)
+        policy.EFFECT_PROBABILITY.check(self.effect_probability)
+        policy.HOLDOUT_SALT.check(self.holdout_salt)
+        policy.HOLDOUT_RATE.check(self.holdout_rate)
+        if not isinstance(self.effect_probability, Fraction):
+            raise ValueError(f"effect_probability must be a Fraction, got {self.effect_probability!r}")
+        if self.holdout_rate is not None and not isinstance(self.holdout_rate, Fraction):
+            raise ValueError(f"holdout_rate must be a Fraction, got {self.holdout_rate!r}")
+        if (self.holdout_salt is None) != (self.holdout_rate is None):
+            raise ValueError("holdout_salt and holdout_rate are set together (contract §21.5), or neither")
 
 
 def review_threshold_of(config: LedgerConfig, failure: dict | None) -> int:

@@ -216,6 +216,27 @@ class HandoffRevision(Value):
     artifact_ref: ArtifactRef
     artifact_citations: Annotated[list[ArtifactCitation], Field(max_length=MAX_HANDOFF_CITATIONS)]
     memory_citations: Annotated[list[MemoryCitation], Field(max_length=MAX_MEMORY_CITATIONS)] = []
+    #: contract §21.1 (rev. 4): the Experience revisions the platform's recall
+    #: selected and left out of this Handoff under a holdout; the item shape of
+    #: ``artifact_citations``. More than 64, or an item that is not an
+    #: artifact citation, is ``invalid_value``.
+    withheld_citations: list[ArtifactCitation] = []
+
+    @field_validator("withheld_citations", mode="before")
+    @classmethod
+    def _withheld_entries(cls, value: object) -> object:
+        if not isinstance(value, list):
+            raise ValueError("withheld_citations must be a list of artifact citations")
+        if len(value) > MAX_HANDOFF_CITATIONS:
+            raise ValueError(f"withheld_citations holds {len(value)} entries, at most {MAX_HANDOFF_CITATIONS}")
+        for index, item in enumerate(value):
+            if isinstance(item, ArtifactCitation):
+                continue
+            try:
+                ArtifactCitation.model_validate(item)
+            except ValueError:
+                raise ValueError(f"withheld_citations[{index}] is not an artifact citation {{artifact_ref: ArtifactRef}}") from None
+        return value
 
     @field_validator("artifact_ref")
     @classmethod
@@ -454,6 +475,20 @@ def identity_content(kind: str, value: dict) -> dict:
             failure = {name: item for name, item in failure.items() if name != "severity"}
             return {**value, "content": {**content, "failure": failure}}
     return value
+
+
+#: A count (contract §8 ff.): a non-negative integer.
+Count = Annotated[int, Field(ge=0)]
+
+
+class TaskOutcomeItemRef(Value):
+    """contract §4: a ledger-local locator of one embedded item of a Task
+    Outcome; ``item_digest`` = digest of that item (see ``normalize.item_digest``)."""
+
+    task_outcome_ref: SourceRef
+    item_kind: Literal["observation", "check"]
+    item_index: Annotated[int, Field(ge=0)]
+    item_digest: Digest
 
 
 #: Input topic (contract §1) → the event kind it carries. The journal file's

@@ -13,8 +13,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
-from recurrence_ledger.catalogue import CANDIDATE_SETS, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES
-from recurrence_ledger.ledger import chain, matching, patterns, verdicts
+from recurrence_ledger.catalogue import CANDIDATE_SETS, HOLDOUT_OBSERVATIONS, MATCHES, OBSERVATIONS, REVIEW_CANDIDATES
+from recurrence_ledger.ledger import chain, matching, patterns, verdicts, withheld
 from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.results import Emit
@@ -190,12 +190,14 @@ class OutcomeDecisions:
                     failure.get("severity"),
                 )
                 self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
+                withheld.count_treated(state, self.config, scope_id, resolution.handoff_ref, ref, failure, record and record["event"])
                 _surface_count(scope, failure["repair_surface"], "selected")
                 matching.count_selection(state, scope, scope_id, ref["artifact_id"], ref["revision"], position)
                 if record is None:
                     continue
                 scope["linked_verdicts"] += 1
                 candidates += self._verdict(scope, scope_id, record, failure, emits, linked=True)
+            self._withheld_set(scope, scope_id, outcome, resolution, evidence, items, emits)
         else:
             scope["max_unlinked_position"] = max(scope["max_unlinked_position"], position)
             for (artifact_id, revision), hits in sorted(by_target.items()):
@@ -211,6 +213,24 @@ class OutcomeDecisions:
         for candidate in candidates:
             self._emit(emits, REVIEW_CANDIDATES, scope_id, candidate)
             self._on_review_candidate(scope_id, candidate, position, emits)
+
+    def _withheld_set(
+        self, scope: dict, scope_id: str, outcome: dict, resolution: chain.Resolution, evidence: matching.OutcomeItems,
+        items: list[matching.FailureItem], emits: list[Emit],
+    ) -> None:
+        """contract §21.3: one HoldoutObservation per member of the linked
+        outcome's withheld set, in ArtifactRef order, after its
+        RecurrenceObservations; no RecurrenceMatch, no streak."""
+        for ref in resolution.chain.withheld_set:
+            failure = self.state.get("experience", scope_id, ref["artifact_id"], ref["revision"])["failure"]
+            assigned = withheld.assignment(self.config, scope_id, resolution.handoff_ref, ref, failure, withheld=True)
+            record = withheld.holdout_observation(
+                scope_id, outcome, ref, failure["signature_key"], resolution.receipt_ref, resolution.handoff_ref,
+                withheld.control_verdict(evidence, items, failure), assigned,
+            )
+            self._emit(emits, HOLDOUT_OBSERVATIONS, scope_id, record)
+            withheld.count_holdout(self.state, scope, scope_id, record)
+            self._revisions_touched[(ref["artifact_id"], ref["revision"])] = None
 
     def _publish_candidate_set(self, scope_id: str, candidates: matching.CandidateSet, emits: list[Emit]) -> None:
         """contract §6: a scope_heads set is published once, before the first

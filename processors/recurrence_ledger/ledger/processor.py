@@ -42,17 +42,18 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from recurrence_ledger.ledger import admission, causal, chain, matching, patterns, records
+from recurrence_ledger.ledger import admission, causal, chain, matching, patterns, records, withheld
 from recurrence_ledger.ledger.candidates import CandidateAdmission
 from recurrence_ledger.ledger.reviews import ReviewLoop
 from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.ledger.holdout_records import HoldoutObservation
 from recurrence_ledger.ledger.models import identity_content
 from recurrence_ledger.ledger.hooks import PolicyHook
 from recurrence_ledger.ledger.normalize import digest, normalize
 from recurrence_ledger.ledger.outcomes import OutcomeDecisions
 from recurrence_ledger.ledger.results import ApplyResult, Emit, Rejection
 from recurrence_ledger.ledger.state import LedgerState, Store
-from recurrence_ledger.ledger.statistics import revision_key, revision_statistics, scope_statistics
+from recurrence_ledger.ledger.statistics import revision_key, revision_statistics, scope_statistics, with_effect
 from recurrence_ledger.ledger.validation import check_record
 from recurrence_ledger.catalogue import (
     ADMISSION_DECISIONS,
@@ -69,6 +70,7 @@ from recurrence_ledger.catalogue import (
     REVISION_STATISTICS,
     STATISTICS,
     TASK_OUTCOMES,
+    HOLDOUT_OBSERVATIONS,
 )
 
 #: The processor's interface: what it is built with (LedgerConfig) and what
@@ -84,6 +86,7 @@ _OUTPUT_MODELS: dict[str, type[BaseModel]] = {
     ADMISSION_DECISIONS: records.AdmissionDecision,
     CANDIDATE_SETS: records.CandidateSet,
     REVIEW_STATUS: records.ReviewStatus,
+    HOLDOUT_OBSERVATIONS: HoldoutObservation,
 }
 
 
@@ -168,7 +171,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         position = value["journal_position"]
         identity = _identity(kind, value)
         try:
-            content_digest = digest(identity_content(kind, value))
+            content_digest = digest(withheld.identity_value(value) if kind == HANDOFF_REVISIONS else identity_content(kind, value))
         except ValueError as error:  # e.g. a lone surrogate: no canonical form, no identity
             return ApplyResult(rejection=Rejection("invalid_value", str(error)))
         state = self.state
@@ -220,6 +223,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
             record.update(cites=chain.distinct_experience_citations(value), linked=False, failure_pairs=0)
             causal.arrived(state, scope, scope_id, position, *identity)
             chain.count_new_handoff(state, scope, scope_id, record, value["artifact_ref"])
+            withheld.on_handoff(state, scope, scope_id, record, value)
             state.put(record, *identity[:1], scope_id, *identity[1:])
             self._wake(scope, scope_id, identity, emits)
         else:
@@ -241,17 +245,41 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         (contract §5: end of a journal file). Pending outcomes are decided as
         unlinked in (scope first seen, journal position) order. Returns
         ledger facts; the view changes follow with ``end_batch``."""
-        emits: list[Emit] = []
+        return [emit for _, _, emits in self.flush_by_scope() for emit in emits]
+
+    def flush_by_scope(self) -> list[tuple[int, str, list[Emit]]]:
+        """:meth:`flush`'s emits, in its order, as ``(part, scope_id,
+        emits)``: part 0 the pending outcomes of each scope in the order
+        first seen (:attr:`scope_ids`), part 1 the held admission candidates
+        of each scope that received one, part 2 the review decisions that
+        waited in vain, each scope in the order it first held one
+        (:meth:`flush_part_sizes`). A run split by scope (``run-journal
+        --jobs``) merges the parts of its processes by (part, when the scope
+        entered it) and gets :meth:`flush`'s order exactly."""
+        parts: list[tuple[int, str, list[Emit]]] = []
         for scope_id in self._scopes_touched:
+            emits: list[Emit] = []
             scope = self.state.scope(scope_id)
             for _, outcome_id in list(self.state.get("pending_index", scope_id, default=[])):
                 self._decide_expired(scope, scope_id, outcome_id, emits, end_of_input=True)
             self._finish_scope(scope, scope_id, emits)
+            parts.append((0, scope_id, emits))
         for scope_id in self._candidate_scopes:
+            emits = []
             self._expire_candidates(scope_id, None, emits, end_of_input=True)
+            parts.append((1, scope_id, emits))
         for scope_id in self._decision_scopes:  # contract §18: their candidates never came
+            emits = []
             self._expire_decisions(scope_id, None, emits, end_of_input=True)
-        return emits
+            parts.append((2, scope_id, emits))
+        return parts
+
+    def flush_part_sizes(self) -> tuple[int, int, int]:
+        """How many scopes each part of :meth:`flush_by_scope` holds so far.
+        An applied event adds at most its own scope to a part, so a runner
+        that reads the sizes after each event knows at which input record
+        each scope entered each part."""
+        return len(self._scopes_touched), len(self._candidate_scopes), len(self._decision_scopes)
 
     def end_batch(self) -> list[Emit]:
         """Close a batch of the views (contract §8): the view records of every
@@ -280,13 +308,19 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         state, threshold = self.state, self.config.review_threshold
         for scope_id in sorted(self._dirty.keys() | self._review_dirty.keys()):
             revisions = self._dirty.get(scope_id, {})
-            for artifact_id, revision in sorted(revisions):
-                record = revision_statistics(state, scope_id, artifact_id, revision, threshold, self.config.critical_review_threshold)
-                self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
             scope = state.scope(scope_id)
+            for artifact_id, revision in sorted(revisions):
+                record = with_effect(  # contract §21.4: the effect of only revisions changed in the batch
+                    revision_statistics(state, scope_id, artifact_id, revision, threshold, self.config.critical_review_threshold),
+                    withheld.effect(state, self.config, scope, scope_id, artifact_id, revision, state.get("streak", scope_id, artifact_id, revision)),
+                )
+                self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
             artifacts = {artifact_id for artifact_id, _ in revisions} | self._review_dirty.get(scope_id, {}).keys()
             self._review_rows(scope, scope_id, artifacts, emits)
-            statistics = scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold, self.config.critical_review_threshold)
+            statistics = {
+                **scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold, self.config.critical_review_threshold),
+                **withheld.scope_figures(scope),
+            }
             published = digest(statistics)
             if scope.get("published_digest") != published:
                 scope["published_digest"] = published
@@ -391,6 +425,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
             # outcomes decided after it in journal position; count it.
             scope["late_revisions"] += 1
         chain.count_late_citation(state, scope, scope_id, ref, failure is not None, position)
+        withheld.on_experience(state, scope, scope_id, ref, position)
         if state.get("reviews", scope_id, artifact_id) is not None:  # contract §18: it may supersede or fix a candidate
             self._mark_review(scope_id, artifact_id)
         self._wake(scope, scope_id, ("experience", artifact_id, revision), emits)

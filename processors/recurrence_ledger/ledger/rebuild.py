@@ -18,7 +18,8 @@ figures the observations cannot give either — its repair_surface (on the
 Experience revision), ``unknown_reasons`` and ``ambiguous`` (contract §17:
 from the outcomes' evidence and the matches' candidates): they are carried
 over from the live rows (:func:`surfaces_from`), and ``binding_suspect`` is
-decided again from them and the rebuilt verdicts.
+decided again from them and the rebuilt verdicts. So is the ``effect`` of
+revision 4 (contract §21.4: from the HoldoutObservations and the policy).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from collections.abc import Iterable
 
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.severity import count_recurred, severity_review_threshold
-from recurrence_ledger.ledger.state import LedgerState, new_scope_record
-from recurrence_ledger.ledger.statistics import revision_id, revision_statistics, top_revisions
+from recurrence_ledger.ledger.state import LedgerState, experience_ref, new_scope_record
+from recurrence_ledger.ledger.statistics import revision_figures, revision_id, revision_statistics, top_revisions, unknown_figures, with_effect
 from recurrence_ledger.ledger.streaks import count_selected, is_binding_suspect, record_verdict, revision_record
 
 #: ScopeStatistics fields that rebuild_views derives from observations.
@@ -37,7 +38,7 @@ DERIVED_FIELDS = ("selected", "recurred", "avoided", "unknown", "needing_review"
 
 #: The figures of a revision's row that are not derived from observations:
 #: carried over from the live rows.
-CARRIED_FIELDS = ("signature_key", "repair_surface", "unknown_reasons", "ambiguous", "severity")
+CARRIED_FIELDS = ("signature_key", "repair_surface", "unknown_reasons", "ambiguous", "severity", "effect")
 
 
 def surfaces_from(statistics: Iterable[dict], revision_rows: Iterable[dict] = ()) -> dict[tuple[str, str, int], dict]:
@@ -97,12 +98,27 @@ def rebuild_revisions(
     repeated observation_id counts once), by
     (scope_id, artifact_id, revision) — what the last revision-statistics
     record of each revision must be."""
-    state, _ = _replay(observations, review_threshold, surfaces or {}, critical_review_threshold)
-    return {
-        (key[1], key[2], key[3]): revision_statistics(state, key[1], key[2], key[3], review_threshold, critical_review_threshold)
+    surfaces = surfaces or {}
+    state, _ = _replay(observations, review_threshold, surfaces, critical_review_threshold)
+    rows = {
+        (key[1], key[2], key[3]): with_effect(
+            revision_statistics(state, key[1], key[2], key[3], review_threshold, critical_review_threshold),
+            (surfaces.get((key[1], key[2], key[3])) or {}).get("effect"),
+        )
         for key in list(state.store)
         if key[0] == "streak"
     }
+    # contract §21: a revision only ever withheld has a row with its effect and no observation
+    for (scope_id, artifact_id, revision), carried in surfaces.items():
+        if (scope_id, artifact_id, revision) not in rows and carried.get("effect") is not None and carried.get("signature_key"):
+            rows[(scope_id, artifact_id, revision)] = {
+                "scope_id": scope_id, "artifact_ref": experience_ref(artifact_id, revision), "signature_key": carried["signature_key"],
+                "terminal_recurred_streak": 0, "needs_review": False, **revision_figures(None), **unknown_figures(None),
+                "severity": carried.get("severity"), "repair_surface": carried.get("repair_surface"), "version": 0,
+                "runs_reaching_threshold": [],
+            }
+            rows[(scope_id, artifact_id, revision)] = with_effect(rows[(scope_id, artifact_id, revision)], carried["effect"])
+    return rows
 
 
 def _replay(

@@ -14,21 +14,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from recurrence_ledger.ledger.models import ArtifactRef, Digest, Id, Position, RepairSurface, ReviewVerdict, Severity, SourceRef, Text, Value
+from recurrence_ledger.ledger.holdout_records import Effect, EffectCounts
+from recurrence_ledger.ledger.models import (
+    ArtifactRef, Count, Digest, Id, Position, RepairSurface, ReviewVerdict, Severity, SourceRef, TaskOutcomeItemRef, Text, Value,
+)
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
 
 # --------------------------------------------------------------------- §4/§6/§7 outputs
-
-
-class TaskOutcomeItemRef(Value):
-    """contract §4: a ledger-local locator of one embedded item of a Task
-    Outcome; ``item_digest`` = digest of that item (see ``normalize.item_digest``)."""
-
-    task_outcome_ref: SourceRef
-    item_kind: Literal["observation", "check"]
-    item_index: Annotated[int, Field(ge=0)]
-    item_digest: Digest
 
 
 class RecurrenceMatch(Value):
@@ -113,9 +106,6 @@ class RecurrenceObservation(Value):
 
 
 # --------------------------------------------------------------------- §8
-
-Count = Annotated[int, Field(ge=0)]
-
 
 def _reason(family: str, description: str, suspect: bool = False) -> object:
     """A reason count of :class:`UnknownReasons`: default 0, its ``family``
@@ -344,6 +334,11 @@ class ScopeStatistics(Value):
     )
     recurred_by_severity: SeverityCounts = Field(
         SeverityCounts(), title="recurred by severity", description="Recurred verdicts by their revision's severity (contract §22).")
+    withheld: Count = _count("withheld", "HoldoutObservations in the scope: lessons withheld from linked outcomes (contract §21.3).", total=True)
+    holdout_conflicts: Count = _count(
+        "holdout conflicts", "(Handoff revision, Experience revision) pairs a Handoff both cites and withholds (contract §21.2).", total=True
+    )
+    effects: EffectCounts = Field(EffectCounts(), title="effects", description="Revisions with an effect, by verdict (contract §21.4).")
 
     @model_validator(mode="after")
     def _severity_sums(self) -> ScopeStatistics:
@@ -382,15 +377,21 @@ class RevisionStatistics(RevisionFigures, RevisionRowOrder):
     ``binding_suspect`` (no terminal verdict at all, and at least
     review-threshold unknown selections with ``condition_empty`` or a
     ``check_…`` reason). Since record revision 4 ``version``
-    (``recurrence_ledger.ledger.statistics.row_version``): it grows with
+    (``recurrence_ledger.ledger.statistics.row_version``, plus its
+    HoldoutObservations, ``with_effect``): it grows with
     every row the ledger publishes for the revision, so a reader keeps the
-    row with the highest version and never decides that order itself. Since record revision 5 ``runs_reaching_threshold``."""
+    row with the highest version and never decides that order itself. Since
+    record revision 5 ``runs_reaching_threshold``; since record revision 6
+    ``effect`` (contract §21.4)."""
 
     version: Count = _count(
         "version", "Grows with every row the ledger publishes for the revision (its observations and ambiguous matches so far); "
         "0 in a row written before record revision 4."
     )
     runs_reaching_threshold: list[Position | None] = Field(default_factory=list, title="runs reaching the threshold", description="The names of the revision's runs (the position of the avoided verdict that opened each; null: the start of its history) that hold at least the review threshold's recurred verdicts now, oldest first (contract §8); empty in a row written before record revision 5.")  # noqa: E501
+    effect: Effect | None = Field(
+        None, title="effect", description="Both arms, probability_helps and the verdict of the lesson's effect; null without a withheld arm (contract §21.4)."
+    )
 
 
 class NearDuplicate(Value):
@@ -486,6 +487,7 @@ class Repair(Value):
     avoided: Count
     unknown: Count
     terminal_recurred_streak: Count
+    effect: Literal["helps", "harms", "undecided", "insufficient"] | None = None
 
 
 class ReviewStatus(Value):
@@ -546,11 +548,11 @@ class SignaturePattern(Value):
     """contract §23.3: a signature across a group's scopes (view
     ``signature-patterns``): the first 100 scopes in code point order."""
 
-    group: str
-    signature_key: Annotated[str, Field(min_length=1)]
-    scope_count: Annotated[int, Field(ge=1)]
-    scopes: Annotated[list[Id], Field(min_length=1, max_length=100)]
-    recurred: Annotated[int, Field(ge=1)]
+    group: str = Field(title="group", description="The pattern group (contract §23.1): its scope_ids up to the first group separator (\"\": no separator, every scope).")
+    signature_key: Annotated[str, Field(min_length=1)] = Field(title="signature key", description="The normalized recall cue (contract §5).")
+    scope_count: Annotated[int, Field(ge=1)] = Field(title="scopes", description="Scopes of the group with a recurred verdict with the signature.")
+    scopes: Annotated[list[Id], Field(min_length=1, max_length=100)] = Field(title="scope ids", description="The first 100 of them, in code point order.")
+    recurred: Annotated[int, Field(ge=1)] = Field(title="recurred", description="Recurred verdicts with the signature over the group's scopes.")
 
     @model_validator(mode="after")
     def _consistent(self) -> SignaturePattern:

@@ -49,6 +49,7 @@ import bisect
 from collections.abc import Callable
 
 from recurrence_ledger.catalogue import REVIEW_DECISIONS, REVIEW_STATUS
+from recurrence_ledger.ledger import withheld
 from recurrence_ledger.ledger.candidates import due
 from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.deadletter import Coordinates, dead_letter
@@ -125,6 +126,8 @@ def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: 
             "avoided": numbers.get("avoided", 0),
             "unknown": numbers.get("unknown", 0),
             "terminal_recurred_streak": streak_length(streak_record) if streak_record is not None else 0,
+            # contract §21.4: the fix revision's effect verdict
+            "effect": withheld.effect_verdict(state, scope_id, fix["artifact_id"], fix["revision"]) if fix is not None else None,
         }
     return {
         "scope_id": scope_id,

@@ -238,22 +238,30 @@ def revision_statistics(
     """The RevisionStatistics row of one revision (the ``revisions`` view): its streak (contract §8), ``needs_review`` (streak ≥
     ``threshold``), :func:`revision_figures`, its :func:`row_version` and
     ``runs_reaching_threshold`` (the names of its runs holding ≥
-    ``threshold`` recurred verdicts, :func:`recurrence_ledger.ledger.streaks.runs_reaching_threshold`). The revision must have a
-    selection or a verdict (a ``streak`` record); KeyError/TypeError
-    otherwise."""
+    ``threshold`` recurred verdicts, :func:`recurrence_ledger.ledger.streaks.runs_reaching_threshold`). A
+    revision with neither a selection nor a verdict (no ``streak`` record)
+    but a HoldoutObservation (contract §21) has a row with zero figures and
+    no runs; its Experience revision must be known (KeyError/TypeError
+    otherwise)."""
     record = state.get("streak", scope_id, artifact_id, revision)
-    streak = streak_length(record)
+    if record is None:
+        signature_key = state.get("experience", scope_id, artifact_id, revision)["failure"]["signature_key"]
+        severity = state.get("experience", scope_id, artifact_id, revision)["failure"].get("severity")
+        streak = 0
+    else:
+        signature_key, severity = record["signature_key"], record.get("severity")
+        streak = streak_length(record)
     if critical_threshold is not None:
-        threshold = severity_review_threshold(record.get("severity"), threshold, critical_threshold)
+        threshold = severity_review_threshold(severity, threshold, critical_threshold)
     return {
         "scope_id": scope_id,
         "artifact_ref": experience_ref(artifact_id, revision),
-        "signature_key": record["signature_key"],
+        "signature_key": signature_key,
         "terminal_recurred_streak": streak,
         "needs_review": streak >= threshold,
         **(revision_figures := figures(state, scope_id, artifact_id, revision)),
         "version": row_version(revision_figures),
-        "runs_reaching_threshold": runs_reaching_threshold(state, scope_id, artifact_id, revision, record, threshold),
+        "runs_reaching_threshold": [] if record is None else runs_reaching_threshold(state, scope_id, artifact_id, revision, record, threshold),
     }
 
 
@@ -265,6 +273,17 @@ def row_version(figures: dict) -> int:
     the version grows with every row published for the revision, in
     publication order; a rebuild from the ledger gives the same value."""
     return figures["selected"] + figures["recurred"] + figures["avoided"] + figures.get("ambiguous", 0)
+
+
+def with_effect(row: dict, effect: dict | None) -> dict:
+    """A RevisionStatistics ``row`` with its ``effect`` (contract §21.4, None:
+    no HoldoutObservation and no assignment mismatch); its ``version`` also
+    counts the revision's HoldoutObservations (``effect.withheld.withheld``),
+    so a row published again only because a HoldoutObservation changed its
+    effect still has a higher version (the read side's write guard keeps
+    the row with the highest version)."""
+    withheld = 0 if effect is None else effect["withheld"]["withheld"]
+    return {**row, "effect": effect, "version": row["version"] + withheld}
 
 
 def revision_id(record: dict) -> tuple[str, str, int]:

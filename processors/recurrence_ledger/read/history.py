@@ -274,7 +274,10 @@ class ReadModels:
         """One review candidate (of any scope: candidate ids are digests
         of their scope, contract §8) with its ReviewStatus and its scope's
         ``as_of_position``, or None when the read models hold no such
-        candidate. Two round trips."""
+        candidate. Its ``etag`` digests everything the entry shows: the
+        item, the status, the scope's position and the item's severity (its
+        revision's row, contract §22: a severity that changes changes the
+        tag). Three round trips."""
         pipe = self.client.pipeline(transaction=True)
         pipe.hget(self.keys.queue_items, candidate_id)
         pipe.hget(self.keys.review_status, candidate_id)
@@ -283,7 +286,8 @@ class ReadModels:
             return None
         item = self._with_severity([orjson.loads(raw_item)])[0]
         as_of = self.client.hget(self.keys.scope(item["candidate"]["scope_id"]), "as_of_position")
-        digest = hashlib.sha256(_bytes(raw_item) + b"\x00" + _bytes(raw_status or b"none") + b"\x00" + _bytes(as_of or b"none"))
+        digest = hashlib.sha256(_bytes(raw_item) + b"\x00" + _bytes(raw_status or b"none") + b"\x00" + _bytes(as_of or b"none")
+                                + b"\x00" + orjson.dumps(item["severity"]))
         return CandidateEntry(
             item=item, status=orjson.loads(raw_status) if raw_status is not None else None,
             as_of_position=int(as_of) if as_of is not None else None, etag=etag(digest),

@@ -87,6 +87,7 @@ from recurrence_ledger.catalogue import (
     DEAD_LETTER,
     MATCHES,
     OBSERVATIONS,
+    HOLDOUT_OBSERVATIONS,
     PATTERN_CANDIDATES,
     PATTERN_REPARTITION,
     REVIEW_CANDIDATES,
@@ -96,7 +97,7 @@ from recurrence_ledger.catalogue import (
     STATISTICS,
 )
 
-IDENTITY_FIELDS = {MATCHES: "match_digest", OBSERVATIONS: "observation_id", REVIEW_CANDIDATES: "candidate_id"}
+IDENTITY_FIELDS = {MATCHES: "match_digest", OBSERVATIONS: "observation_id", REVIEW_CANDIDATES: "candidate_id", HOLDOUT_OBSERVATIONS: "observation_id"}
 #: Outputs written once per identity: the ledger's, plus admission decisions
 #: (idempotent on (scope_id, candidate_id)) and dead letters.
 IDENTITY_TOPICS = (*IDENTITY_FIELDS, ADMISSION_DECISIONS, CANDIDATE_SETS, DEAD_LETTER)
@@ -208,6 +209,9 @@ class _Ledger:
         for _, _, _, value in read_topic(bootstrap, OBSERVATIONS, topic_prefix=topic_prefix, codec=codec):
             self.identities[OBSERVATIONS].add(value["observation_id"])
             self.decided.add((value["scope_id"], value["task_outcome_ref"]["source_id"]))
+        for _, _, _, value in read_topic(bootstrap, HOLDOUT_OBSERVATIONS, topic_prefix=topic_prefix, codec=codec):  # contract §21.3
+            self.identities[HOLDOUT_OBSERVATIONS].add(value["observation_id"])
+            self.decided.add((value["scope_id"], value["task_outcome_ref"]["source_id"]))
         self.identities[REVIEW_CANDIDATES] = {
             value["candidate_id"] for _, _, _, value in read_topic(bootstrap, REVIEW_CANDIDATES, topic_prefix=topic_prefix, codec=codec)
         }
@@ -239,8 +243,9 @@ class _Ledger:
             self.latest_patterns[(value["group"], value["signature_key"])] = value
 
     def frozen(self, topic: str, value: dict) -> bool:
-        """A match or observation of an outcome the ledger already decided."""
-        return topic in (MATCHES, OBSERVATIONS) and (value["scope_id"], value["task_outcome_ref"]["source_id"]) in self.decided
+        """A match or observation (§21.3: or holdout observation) of an
+        outcome the ledger already decided."""
+        return topic in (MATCHES, OBSERVATIONS, HOLDOUT_OBSERVATIONS) and (value["scope_id"], value["task_outcome_ref"]["source_id"]) in self.decided
 
     def identity(self, topic: str, value: dict) -> Any:
         if topic == DEAD_LETTER:

@@ -2,8 +2,9 @@
 (``worker --reseed-changelog``, docs/operating.md "A lost or truncated
 changelog").
 
-When a partition's changelog topic was deleted and created again while its
-consumer group kept its committed offsets, the worker refuses to run
+When a partition's changelog topic — the ledger's or the pattern stage's
+(contract §23.5), each stage reseeds its own — was deleted and created
+again while its consumer group kept its committed offsets, the worker refuses to run
 (``runtime.changelog_guard``) and keeps the ``--state-dir`` store in place.
 If that store was closed cleanly by its worker (its last checkpoint written
 on a clean stop, after the last committed transaction: it reflects exactly

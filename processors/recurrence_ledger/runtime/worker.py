@@ -137,10 +137,10 @@ class LedgerWorker:
         # tasks, changelog and recovery, driven by the same loop.
         self.scope_stage = Stage("scope", self.inputs, config.changelog_topic, Task, Recovery(
             config.bootstrap, config.group_id, config.changelog_topic, self.hooks,
-            consumed=lambda number: self._consumed(self.inputs, number), reseed=self._reseed if config.reseed_changelog else None))
+            consumed=lambda number: self._consumed(self.inputs, number), reseed=self._reseeder(config.changelog_topic)))
         self.pattern_stage = Stage("pattern", [self.repartition], config.pattern_changelog_topic, PatternTask, Recovery(
             config.bootstrap, config.group_id, config.pattern_changelog_topic, self.hooks,
-            consumed=lambda number: self._consumed([self.repartition], number)))
+            consumed=lambda number: self._consumed([self.repartition], number), reseed=self._reseeder(config.pattern_changelog_topic)))
         self.stages = (self.scope_stage, self.pattern_stage)
         self._stage_of = {topic: stage for stage in self.stages for topic in stage.inputs}
         #: The scope stage's tasks (partition → Task).
@@ -469,13 +469,19 @@ class LedgerWorker:
         committed = self.consumer.committed([TopicPartition(topic, number) for topic in topics], timeout=30)
         return {partition.topic: partition.offset for partition in committed if partition.offset > 0}
 
-    def _reseed(self, number: int, store: PartitionStore, end: int) -> int:
-        """Write partition ``number``'s intact local store back to its empty
-        changelog (``runtime.reseed``, ``--reseed-changelog``); returns the
-        changelog's new end offset."""
-        from recurrence_ledger.runtime.reseed import reseed_changelog
+    def _reseeder(self, changelog_topic: str) -> Callable[[int, PartitionStore, int], int] | None:
+        """With ``--reseed-changelog``, what writes partition ``number``'s
+        intact local store back to its empty ``changelog_topic`` (each
+        stage's own: ``runtime.reseed``) and returns the changelog's new end
+        offset; None without it."""
+        if not self.config.reseed_changelog:
+            return None
 
-        return reseed_changelog(self.config.bootstrap, self.config.changelog_topic, number, store, end)
+        def reseed(number: int, store: PartitionStore, end: int) -> int:
+            from recurrence_ledger.runtime.reseed import reseed_changelog
+
+            return reseed_changelog(self.config.bootstrap, changelog_topic, number, store, end)
+        return reseed
 
     def _close_stores(self, stage: Stage, numbers: list[int]) -> None:
         """Close the stores of ``stage``'s tasks ``numbers`` (their last checkpoint stays on disk)."""

@@ -75,7 +75,8 @@ class WorkerConfig:
       is empty while the group has committed offsets (the topic deleted and
       created again) writes its intact local store back to the changelog
       (``runtime.reseed``) instead of refusing to run
-      (``runtime.changelog_guard``).
+      (``runtime.changelog_guard``) — either stage's: the ledger's
+      changelog and the pattern stage's (contract §23.5).
 
     The Redis view is not the worker's: a view follower into Redis runs in
     the same process through ``recurrence_ledger.cli.beside`` (``worker

@@ -43,6 +43,7 @@ TOPIC_RECORDS = (
     "CandidateSet",
     "ReviewDecision",
     "ReviewStatus",
+    "HoldoutObservation",
 )
 
 

@@ -21,6 +21,8 @@ policy itself.
 from __future__ import annotations
 
 import contextlib
+import gc
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -31,15 +33,16 @@ from typing import BinaryIO, Protocol
 from recurrence_ledger.catalogue import DEAD_LETTER, SOURCE_JOURNAL
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
+from recurrence_ledger.embedded.parallel import JobPool, ShardResult, ShardWriter, merge_outputs, shard_records, wait_with_progress
 from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary, close_batch
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
-from recurrence_ledger.ledger.patterns import PatternStage
+from recurrence_ledger.ledger.patterns import PatternStage, state_counts
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
 from recurrence_ledger.policy import MAX_PENDING_CANDIDATES
 from recurrence_ledger.whatif.policies import Pass, Policy, passes
-from recurrence_ledger.whatif.results import PolicyResult, policy_result
+from recurrence_ledger.whatif.results import PolicyResult, merge_results, policy_result
 from recurrence_ledger.whatif.shadow import WhatIfProcessor
 
 #: Folder of ``out_dir`` that holds the alternative's output files.
@@ -126,6 +129,16 @@ class ReplayOutcome:
     facts_dir: Path | None = None
 
 
+def pass_processors(policies: Sequence[Policy], facts_of: Policy | None, max_pending_candidates: int) -> list[tuple[Pass, WhatIfProcessor]]:
+    """The passes of a replay of ``policies`` (``facts_of``'s first, when
+    given) and a processor for each."""
+    ordered = [facts_of, *policies] if facts_of is not None else list(policies)
+    return [
+        (group, WhatIfProcessor(group.native.config(max_pending_candidates), group.review_thresholds, group.near_duplicate_thresholds))
+        for group in passes(ordered)
+    ]
+
+
 def replay(
     source: Input,
     policies: Sequence[Policy],
@@ -146,11 +159,7 @@ def replay(
     if facts_of is not None and facts_of not in policies:
         raise ValueError("facts_of must be one of the policies")
     started = time.monotonic()
-    ordered = [facts_of, *policies] if facts_of is not None else list(policies)
-    runs: list[tuple[Pass, WhatIfProcessor]] = [
-        (group, WhatIfProcessor(group.native.config(max_pending_candidates), group.review_thresholds, group.near_duplicate_thresholds))
-        for group in passes(ordered)
-    ]
+    runs = pass_processors(policies, facts_of, max_pending_candidates)
     writer = runs[0][1] if facts_of is not None else None
     stage = PatternStage(threshold=facts_of.pattern_threshold) if facts_of is not None else None  # the writer's pattern stage (§23)
     outcome = ReplayOutcome({}, source.describe(), passes=len(runs))
@@ -180,5 +189,103 @@ def replay(
         for member in group.policies:
             outcome.results[member] = policy_result(processor, member)
     outcome.review_decisions = dict(runs[0][1].review_decisions)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+@dataclass
+class ShardReplay:
+    """What one worker process of :func:`replay_journal_jobs` concluded on
+    the scopes it owns: each policy's result (its pattern candidates still
+    to be merged), each pass's pattern counts (``patterns.state_counts``),
+    the review decisions and the first pass's dead letters by reason."""
+
+    results: dict[Policy, PolicyResult]
+    counts: list[list[tuple[str, str, int]]]
+    review_decisions: dict[str, str]
+    dead_letters: Counter
+
+
+def replay_shard(journal: Path, directory: Path, shard: int, jobs: int, policies: Sequence[Policy], facts_of: Policy | None,
+                 max_pending_candidates: int, view_batch: int) -> ShardResult:
+    """One worker process of :func:`replay_journal_jobs`: the records of
+    ``journal`` it owns (``embedded.parallel.shard_records``) through every
+    pass, ``facts_of``'s output files into ``directory``."""
+    runs = pass_processors(policies, facts_of, max_pending_candidates)
+    first = runs[0][1]
+    dead_letters: Counter = Counter()
+    with contextlib.ExitStack() as stack:
+        stack.callback(gc.unfreeze)
+        writer = ShardWriter(first, directory, stack) if facts_of is not None else None
+        records = 0
+        for records, number, line, scope_id in shard_records(journal, shard, jobs):
+            if line is not None:
+                coordinates = Coordinates(SOURCE_JOURNAL, None, number, None)
+                for _, processor in runs:
+                    emits = ingest_journal_line(processor, line, coordinates)
+                    if processor is first:
+                        dead_letters.update(emit.value["reason"] for emit in emits if emit.topic == DEAD_LETTER)
+                        if writer is not None:
+                            writer.facts(records, scope_id, emits)
+            if writer is not None and records % view_batch == 0:
+                writer.close(records)
+        for _, processor in runs:
+            if processor is not first or writer is None:
+                processor.flush()
+        result = writer.finish(records) if writer is not None else ShardResult(directory, RunSummary(lines=records))
+    result.extra = ShardReplay(
+        {member: policy_result(processor, member) for group, processor in runs for member in group.policies},
+        [state_counts(processor.state.store) for _, processor in runs],
+        dict(first.review_decisions),
+        dead_letters,
+    )
+    return result
+
+
+def replay_journal_jobs(
+    source: JournalInput,
+    policies: Sequence[Policy],
+    jobs: int,
+    *,
+    out_dir: Path,
+    facts_of: Policy | None = None,
+    max_pending_candidates: int = MAX_PENDING_CANDIDATES.default,
+    view_batch: int = DEFAULT_VIEW_BATCH,
+    show_progress: bool = True,
+) -> ReplayOutcome:
+    """:func:`replay` of a journal on ``jobs`` processes, split by scope
+    (``embedded.parallel``): the same results, report and ``facts_of``
+    files, byte for byte. Patterns span scopes (contract §23): each
+    policy's pattern candidates come from the counts of every process, and
+    ``facts_of``'s pattern stage runs here. ``jobs`` 1 is :func:`replay`.
+    Raises as :func:`replay`."""
+    if jobs == 1:
+        return replay(source, policies, out_dir=out_dir, facts_of=facts_of, max_pending_candidates=max_pending_candidates,
+                      view_batch=view_batch, show_progress=show_progress)
+    if view_batch < 1 or jobs < 1:
+        raise ValueError("view_batch and jobs must be ≥ 1")
+    if facts_of is not None and facts_of not in policies:
+        raise ValueError("facts_of must be one of the policies")
+    started = time.monotonic()
+    groups = passes([facts_of, *policies] if facts_of is not None else list(policies))
+    outcome = ReplayOutcome({}, source.describe(), passes=len(groups))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".jobs-", dir=out_dir) as tmp, JobPool(jobs) as pool:
+        futures = [pool.executor.submit(replay_shard, source.path, Path(tmp) / str(shard), shard, jobs, list(policies), facts_of,
+                                        max_pending_candidates, view_batch) for shard in range(jobs)]
+        shards = wait_with_progress(pool, futures, source.path, show_progress, f"what-if {source.path.name}")
+        if facts_of is not None:
+            outcome.facts_dir = out_dir / LEDGER_FOLDER
+            outcome.facts_dir.mkdir(parents=True, exist_ok=True)
+            merge_outputs(pool, shards, outcome.facts_dir, PatternStage(threshold=facts_of.pattern_threshold))
+    parts: list[ShardReplay] = [shard.extra for shard in shards]
+    for index, group in enumerate(groups):
+        counts = [count for part in parts for count in part.counts[index]]
+        for member in group.policies:
+            outcome.results[member] = merge_results(member, [part.results[member] for part in parts], counts)
+    outcome.records = shards[0].summary.lines
+    for part in parts:
+        outcome.dead_letters.update(part.dead_letters)
+        outcome.review_decisions.update(part.review_decisions)
     outcome.seconds = time.monotonic() - started
     return outcome

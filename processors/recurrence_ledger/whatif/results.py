@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from recurrence_ledger.ledger.patterns import patterns_of_counts, state_counts
@@ -98,4 +99,17 @@ def policy_result(processor: WhatIfProcessor, policy: Policy) -> PolicyResult:
                                       policy.critical_review_threshold)
         statistics["needing_review"] = len(needing)
         result.statistics[scope_id] = statistics
+    return result
+
+
+def merge_results(policy: Policy, parts: Sequence[PolicyResult], counts: Iterable[tuple[str, str, int]]) -> PolicyResult:
+    """One policy's result from the results of processes that applied
+    disjoint sets of scopes (``what-if --jobs``): the per-scope parts taken
+    from each, the pattern candidates (which span scopes, contract §23)
+    from every process's pattern ``counts`` (``patterns.state_counts``)."""
+    result = PolicyResult(policy)
+    for part in parts:
+        for name in ("candidates", "needing_review", "decisions", "horizon_unlinked", "end_unlinked", "statistics"):
+            getattr(result, name).update(getattr(part, name))
+    _, result.pattern_candidates = patterns_of_counts(counts, policy.pattern_group_separator, policy.pattern_threshold)
     return result
