@@ -23,7 +23,8 @@ POLICY_NAMES = frozenset({
     "commit_interval_ms", "max_batch", "max_pending_candidates",
 })
 #: The settings each command takes as options.
-CLI_SETTINGS = {"worker": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS, "run": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS,
+CLI_SETTINGS = {"worker": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS + (policy.WORKER_PROCESSES,),
+                "run": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS,
                 "serve": policy.SERVE_SETTINGS, "run-journal": (policy.JOBS,), "what-if": (policy.JOBS,)}
 
 

@@ -172,6 +172,15 @@ SERVE_MAX_HEADER_BYTES: Setting[int] = Setting(
     "Largest request head; a larger one is answered 431 and closed (also h11's max incomplete event size).",
 )
 
+#: Journal records per batch of the views (contract §8, §11): the embedded
+#: runner's view files get at most one record per changed key every this
+#: many records, and at the end of the file (``--view-batch``).
+DEFAULT_VIEW_BATCH = 1_000
+#: Observations kept per revision history, and points per scope trend, in
+#: Redis (recurrence_ledger.read.history; ``--history-limit``, ``--trend-limit``).
+DEFAULT_HISTORY_LIMIT = 1000
+DEFAULT_TREND_LIMIT = 1000
+
 #: The ledger policy: what decides ledger facts and views (contract §5, §8, §12, §21, §22, §23).
 LEDGER_SETTINGS: tuple[Setting, ...] = (
     REVIEW_THRESHOLD, CRITICAL_REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD,

@@ -282,6 +282,7 @@ def test_openapi_documents_every_endpoint_and_400_instead_of_422(api):
         # the review endpoints (processors/recurrence_ledger/api/routes/review.py, tests/e2e/test_review_api.py)
         "/review-queue", "/review-candidates/{candidate_id}", "/review-candidates/{candidate_id}/decision",
         "/holdout/assign",  # contract §21.5: the verified holdout assignment (tests/api/test_holdout_assign.py)
+        "/patterns",  # contract §23: one pattern group's signature patterns (tests/e2e/test_patterns_api.py)
         "/advisories",  # the recall-time advisory (processors/recurrence_ledger/api/routes/advisories.py, tests/e2e/test_advisory.py)
     }
     revisions = document["paths"]["/scopes/{scope}/revisions"]["get"]

@@ -42,25 +42,22 @@ import ipaddress
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import redis
 import typer
 from rich import box
 from rich.cells import cell_len
 from rich.table import Table
 
-from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger import policy
 from recurrence_ledger.cli.options import (
     SERVE_PANEL, BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option, setting_option,
 )
 from recurrence_ledger.embedded.output import stderr_console, stdout_console
-from recurrence_ledger.ledger.fields import total_fields
-from recurrence_ledger.ledger.records import ScopeStatistics
-from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key, reason_counts
-from recurrence_ledger.read.connect import describe_error
-from recurrence_ledger.read.reader import ViewReader
+from recurrence_ledger.ledger.models import REPAIR_SURFACES
+
+if TYPE_CHECKING:  # the read side is imported by the commands that read, not by --help
+    from recurrence_ledger.read.reader import ViewReader
 from recurrence_ledger.redact import redact_url
 from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REVIEWER_TOKENS_FILE, kafka_environment, settings as process_settings
 
@@ -75,6 +72,9 @@ JsonOption = Annotated[bool, json_option("Print JSON instead of a table.")]
 def _reader(redis_url: str | None, topic_prefix: str) -> ViewReader:
     """The view reader of ``rank`` / ``stats``; exit 2 for a URL or CA file
     redis-py cannot use."""
+    from recurrence_ledger.api.settings import ApiSettings
+    from recurrence_ledger.read.reader import ViewReader
+
     settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix)
     try:
         return ViewReader(settings.redis_url, settings.resolved_namespace, ca_file=settings.redis_ca_file)
@@ -92,6 +92,10 @@ def _read_scopes(reader: ViewReader, scope: str | None, read: Callable[[str], An
     """``scope_id -> read(scope_id)`` for ``scope`` or every scope of the
     view, sorted, leaving out scopes ``read`` finds nothing for. Raises
     typer.Exit(1) for an unknown scope or when Redis is down."""
+    import redis
+
+    from recurrence_ledger.read.connect import describe_error
+
     try:
         scope_ids = [scope] if scope is not None else reader.scope_ids()
         found = {scope_id: read(scope_id) for scope_id in scope_ids}
@@ -129,6 +133,8 @@ def ranked_rows(
     terminal_recurred_streak, repair_surface, selected, recurred, avoided,
     yield, low_yield, needs_review, unknown, unknown_reasons, ambiguous,
     binding_suspect}`` (``unknown_reasons`` with all eleven reasons)."""
+    from recurrence_ledger.ledger.statistics import rank_key, reason_counts
+
     rows = [
         {
             "scope_id": scope_id,
@@ -297,19 +303,32 @@ def rank_command(
 
 
 STAT_COLUMNS = ("as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "late_revisions")
-#: The column headers: each field's title as the record states it
-#: (``recurrence_ledger.ledger.records``), a word per line so that the
-#: table fits 80 columns.
-STAT_HEADERS = {name: ScopeStatistics.model_fields[name].title.replace(" ", "\n") for name in STAT_COLUMNS}
-#: The counts a scope's line under the ``stats`` table names, besides its
-#: binding suspects and unknown reasons: the other ScopeStatistics figures
-#: marked ``total`` (``total_fields``), with their titles.
-STAT_NOTES = {name: ScopeStatistics.model_fields[name].title for name in total_fields(ScopeStatistics) if name != "binding_suspects"}
+
+
+def stat_headers() -> dict[str, str]:
+    """The column headers of ``stats``: each field's title as the record
+    states it (``recurrence_ledger.ledger.records``), a word per line so
+    that the table fits 80 columns."""
+    from recurrence_ledger.ledger.records import ScopeStatistics
+
+    return {name: ScopeStatistics.model_fields[name].title.replace(" ", "\n") for name in STAT_COLUMNS}
+
+
+def stat_notes() -> dict[str, str]:
+    """The counts a scope's line under the ``stats`` table names, besides
+    its binding suspects and unknown reasons: the other ScopeStatistics
+    figures marked ``total`` (``total_fields``), with their titles."""
+    from recurrence_ledger.ledger.fields import total_fields
+    from recurrence_ledger.ledger.records import ScopeStatistics
+
+    return {name: ScopeStatistics.model_fields[name].title for name in total_fields(ScopeStatistics) if name != "binding_suspects"}
 
 
 def reason_summary(counts: dict | None) -> str:
     """The reasons of contract §17 that occurred, in the contract's order:
     ``"check_missing 2, check_failed 1"``; "" when none."""
+    from recurrence_ledger.ledger.statistics import reason_counts
+
     return ", ".join(f"{reason} {count}" for reason, count in reason_counts(counts).items() if count)
 
 
@@ -322,7 +341,7 @@ def unknown_line(record: dict) -> str | None:
     if record["unknown"]:
         reasons = reason_summary(record.get("unknown_reasons"))
         parts.append(f"unknown {record['unknown']}" + (f" ({reasons})" if reasons else ""))
-    parts += [f"{label} {record[name]}" for name, label in STAT_NOTES.items() if record.get(name, 0)]
+    parts += [f"{label} {record[name]}" for name, label in stat_notes().items() if record.get(name, 0)]
     return f"{record['scope_id']}: " + "; ".join(parts) if parts else None
 
 
@@ -352,8 +371,9 @@ def stats_command(
         return
     table = Table(title=f"recurrence statistics ({reader.namespace})", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("scope", overflow="fold")
+    headers = stat_headers()
     for name in STAT_COLUMNS:
-        table.add_column(STAT_HEADERS[name], justify="right")
+        table.add_column(headers[name], justify="right")
     for record in records:
         table.add_row(record["scope_id"], *(str(record[name]) for name in STAT_COLUMNS))
     console.print(table)
@@ -448,6 +468,7 @@ def serve_command(
     an unusable tokens file or Kafka settings, or reviewer tokens without
     Kafka."""
     from recurrence_ledger.api.app import decision_publisher, serve
+    from recurrence_ledger.api.settings import ApiSettings
     from recurrence_ledger.api.transport import ServeLimits
     from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token, read_reviewer_tokens
     from recurrence_ledger.kafka.client_properties import load_connection

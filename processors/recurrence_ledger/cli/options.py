@@ -35,7 +35,7 @@ import typer
 
 from recurrence_ledger import policy
 from recurrence_ledger.catalogue import DEFAULT_MAX_OUTPUT_BYTES
-from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import (
     DEFAULT_APP_ID,
     DEFAULT_MAX_WAIT_CAUGHT_UP_S,
@@ -108,6 +108,10 @@ def processes_option(setting: policy.Setting, **panel: str) -> Any:
 
 #: ``--jobs N|auto`` of run-journal and what-if (RL_JOBS).
 JobsOption = Annotated[int, processes_option(policy.JOBS)]
+#: ``--processes N|auto`` of worker (RL_WORKER_PROCESSES).
+ProcessesOption = Annotated[int, processes_option(policy.WORKER_PROCESSES, rich_help_panel=WORKER_PANEL)]
+
+
 def bounded_fraction_parser(setting: policy.Setting) -> Callable[[str], Fraction]:
     """A parser of a fraction (``19/20``) or decimal (``0.95``) read exactly
     and held to ``setting``'s minimum and maximum; raises typer.BadParameter

@@ -96,8 +96,9 @@ from recurrence_ledger.ledger.records import (
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.follower_view import FollowerView
 from recurrence_ledger.read.layout import check_layout
+from recurrence_ledger.policy import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT
+from recurrence_ledger.read.history import REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
 from recurrence_ledger.read.patterns import PatternView
-from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
 from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
 from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
 from recurrence_ledger.read.totals import FIELD_DESCRIPTIONS, TOTAL_FIELDS, ViewTotals, view_totals
