@@ -56,7 +56,7 @@ def simulate_command(
     failure no lesson names and a proposed lesson. With --serve-url it asks the advisory about the handoff's lessons
     before each task, as a recall ranker would, and says what the ranking did. Assumes the workers' default review
     thresholds. With the deployment's --holdout-salt and --holdout-rate, each scope has four handoffs that withhold
-    the lessons the holdout assignment says, so the ledger measures each lesson's effect. Stops after --events, or on
+    the lessons the holdout assignment says, so the ledger measures what each lesson changes. Stops after --events, or on
     Ctrl-C (what was sent is flushed first).
     """
     from recurrence_ledger.client.advisor import Advisor
