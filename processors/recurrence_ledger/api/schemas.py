@@ -386,6 +386,8 @@ class FieldCatalogue(_Shape):
     scope: dict[str, FieldLabel] = Field(description="ScopeStatistics (contract §8).")
     revision: dict[str, FieldLabel] = Field(description="A revision's row: top_revisions and the revisions view (contract §8, §14).")
     unknown_reasons: dict[str, FieldLabel] = Field(description="The eleven unknown reasons of contract §17, in the contract's order.")
+    effect: dict[str, FieldLabel] = Field({}, description="A revision's effect (contract §21.4): its arms, probability_helps and verdict.")
+    effects: dict[str, FieldLabel] = Field({}, description="The effect verdicts of contract §21.4, in the contract's order.")
 
 
 # ----------------------------------------------------------------- the advisory
