@@ -20,8 +20,17 @@ runner's garbage-collector handling (``gc.freeze`` after each view batch).
 Target (issue 23): ≥ 20,000 events/s on a 100,000-event journal. The
 numbers go into BENCHMARKS.md between the ``embedded-benchmark`` markers.
 
+``--jobs N`` measures the scope-parallel runs instead (issue 32): on a
+200,000-event journal (200 scopes), ``run-journal --jobs 1`` and ``--jobs N``
+and ``what-if --sweep review-threshold=2..8`` with ``--jobs 1`` and
+``--jobs N``, alternating in one sitting, ``--repeats`` rounds; the speed-up
+is the ratio of median wall seconds (target ≥ 1.7 with N = 2), and the
+run-journal files of both are checked byte-identical. Recorded between the
+``jobs-benchmark`` markers.
+
     PYTHONPATH=processors python benchmarks/embedded_benchmark.py               # 3 runs, record
     PYTHONPATH=processors python benchmarks/embedded_benchmark.py --no-record --repeats 1 --stages
+    PYTHONPATH=processors python benchmarks/embedded_benchmark.py --jobs 2 --repeats 2    # issue 32: --jobs 2 against --jobs 1
 """
 
 from __future__ import annotations
@@ -52,6 +61,11 @@ from benchmarks.whatif_benchmark import cli, write_journal  # noqa: E402
 #: 100 × (979 outcomes + 11 Experience revisions + 5 Handoffs + 5 receipts) = 100,000 events.
 FULL = Workload(scopes=100, outcomes_per_scope=979, heads_per_scope=10, handoffs=5, seed=7)
 QUICK = Workload(scopes=10, outcomes_per_scope=300, heads_per_scope=10, handoffs=5, seed=7)
+#: 200 × 1,000 = 200,000 events: the journal of issue 32's --jobs targets.
+JOBS = Workload(scopes=200, outcomes_per_scope=979, heads_per_scope=10, handoffs=5, seed=7)
+JOBS_QUICK = Workload(scopes=20, outcomes_per_scope=300, heads_per_scope=10, handoffs=5, seed=7)
+#: The what-if of the --jobs benchmark: a sweep of seven review thresholds.
+SWEEP = "review-threshold=2..8"
 
 
 def run_once(journal: Path, out: Path) -> tuple[float, float]:
@@ -114,7 +128,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--stages", action="store_true", help="also time the stages in this process")
     parser.add_argument("--no-record", action="store_true", help="print only; leave BENCHMARKS.md alone")
+    parser.add_argument("--jobs", type=int, default=None, help="measure run-journal and what-if --sweep with --jobs N against --jobs 1")
     args = parser.parse_args()
+    if args.jobs is not None:
+        jobs_main(args)
+        return
     shape = QUICK if args.quick else FULL
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="rl-embedded-") as tmp:
@@ -185,6 +203,74 @@ def write_markdown(r: dict) -> None:
         f"| embedded runner ≥ 20,000 events/s on a 100,000-event journal | {statistics.median(wall):,.0f} events/s (median wall) | **{'met' if met else 'not met'}** |",
     ]
     write_block("embedded-benchmark", "Embedded runner", lines)
+
+
+def output_files(out: Path) -> dict[str, bytes]:
+    """Every output file of a run-journal folder."""
+    return {path.name: path.read_bytes() for path in sorted(out.glob("*.jsonl"))}
+
+
+def jobs_main(args: argparse.Namespace) -> None:
+    """The --jobs benchmark (module docstring)."""
+    shape = JOBS_QUICK if args.quick else JOBS
+    load_start = os.getloadavg()
+    times: dict[str, list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="rl-jobs-") as tmp:
+        work = Path(tmp)
+        journal = work / "journal.jsonl"
+        lines = write_journal(shape, journal)
+        for _ in range(args.repeats):
+            for jobs in (1, args.jobs):
+                out = work / f"rj{jobs}"
+                times.setdefault(f"run-journal --jobs {jobs}", []).append(
+                    cli(["run-journal", str(journal), "--out", str(out), "--quiet", "--jobs", str(jobs)], work))
+                times.setdefault(f"what-if --sweep {SWEEP} --jobs {jobs}", []).append(
+                    cli(["what-if", str(journal), "--out", str(work / f"wi{jobs}"), "--sweep", SWEEP, "--quiet", "--jobs", str(jobs)], work))
+            same = output_files(work / "rj1") == output_files(work / f"rj{args.jobs}")
+            if not same:
+                raise SystemExit(f"run-journal --jobs {args.jobs} wrote other files than --jobs 1")
+    load_end = os.getloadavg()
+    median = {name: statistics.median(wall for wall, _ in runs) for name, runs in times.items()}
+    result = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs",
+        "lines": lines,
+        "jobs": args.jobs,
+        "times": times,
+        "median_wall": median,
+        "speedup": {
+            "run-journal": median["run-journal --jobs 1"] / median[f"run-journal --jobs {args.jobs}"],
+            "what-if": median[f"what-if --sweep {SWEEP} --jobs 1"] / median[f"what-if --sweep {SWEEP} --jobs {args.jobs}"],
+        },
+        "files_identical": True,
+        "load": (load_start, load_end),
+    }
+    print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    if not args.quick and not args.no_record:
+        write_jobs_markdown(result)
+
+
+def write_jobs_markdown(r: dict) -> None:
+    """Replace the jobs-benchmark block of BENCHMARKS.md."""
+    jobs = r["jobs"]
+    rows = []
+    for name, runs in r["times"].items():
+        rows.append(f"| `{name}` | {' / '.join(f'{wall:.1f}' for wall, _ in runs)} | {r['median_wall'][name]:.1f} | "
+                    f"{' / '.join(f'{cpu:.1f}' for _, cpu in runs)} |")
+    lines = [
+        f"`python benchmarks/embedded_benchmark.py --jobs {jobs}` ({r['date']}, code {_code()}; {r['machine']}; load average at "
+        f"start / end {' '.join(f'{x:.2f}' for x in r['load'][0])} / {' '.join(f'{x:.2f}' for x in r['load'][1])}): a journal of "
+        f"{r['lines']:,} events (200 scopes), each command a separate process, alternating in one sitting.",
+        "",
+        "| command | wall s per run | median wall s | CPU s (all processes) |",
+        "| --- | --- | --- | --- |",
+        *rows,
+        "",
+        f"Speed-up of `--jobs {jobs}` (median wall of `--jobs 1` / `--jobs {jobs}`): run-journal **{r['speedup']['run-journal']:.2f}×**, "
+        f"what-if `--sweep {SWEEP}` **{r['speedup']['what-if']:.2f}×** (target ≥ 1.7× each with 2 jobs); the output files of both "
+        "run-journal runs byte-identical.",
+    ]
+    write_block("jobs-benchmark", "Scope-parallel runs (`--jobs`)", lines)
 
 
 if __name__ == "__main__":

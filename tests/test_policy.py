@@ -22,10 +22,10 @@ POLICY_NAMES = frozenset({
     "review_threshold", "top_revisions", "top_revisions_limit", "top_limit", "provenance_horizon",
     "commit_interval_ms", "max_batch", "max_pending_candidates",
 })
-#: The settings ``run`` and ``worker`` take as options: the ledger's and the runtime's.
-CLI_SETTINGS = policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS
-#: The commands that take each number of processes.
-PROCESS_OPTIONS = {policy.JOBS: ("run-journal", "what-if")}
+#: The settings each command takes as options.
+CLI_SETTINGS = {"worker": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS + (policy.WORKER_PROCESSES,),
+                "run": policy.LEDGER_SETTINGS + policy.RUNTIME_SETTINGS,
+                "serve": policy.SERVE_SETTINGS, "run-journal": (policy.JOBS,), "what-if": (policy.JOBS,)}
 
 
 def is_number(node: ast.expr | None) -> bool:
@@ -91,14 +91,11 @@ def test_no_policy_default_is_a_literal_number_in_the_package():
     assert found == [], "take these defaults from recurrence_ledger.policy:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("command, settings", [
-    ("worker", CLI_SETTINGS), ("run", CLI_SETTINGS),
-    *((command, (setting,)) for setting, commands in PROCESS_OPTIONS.items() for command in commands),
-])
-def test_the_help_shows_each_policy_option_once_with_its_variable(command, settings):
+@pytest.mark.parametrize("command", sorted(CLI_SETTINGS))
+def test_the_help_shows_each_policy_option_once_with_its_variable(command):
     result = run_cli(command, "--help", env={"COLUMNS": "250"})
     assert result.returncode == 0, result.stderr
-    for setting in settings:
+    for setting in CLI_SETTINGS[command]:
         lines = [line for line in result.stdout.splitlines() if re.search(rf"(?<![\w-]){re.escape(setting.option)}(?![\w-])", line)]
         assert len(lines) == 1, (command, setting.option, lines)
         assert f"[env var: {setting.env}]" in lines[0], (command, lines[0])

@@ -228,9 +228,9 @@ LEDGER_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.r
 #: The views (compacted tables, contract §8): compared by final value per key.
 VIEW_TOPICS: tuple[str, ...] = tuple(spec.name for spec in CATALOGUE if spec.role == "view")
 #: What the view follower reads (``recurrence_ledger.read.follower``): the
-#: views and the ledger topics its read models are built from. The
-#: signature patterns (contract §23) are not projected to Redis yet.
-FOLLOWED_TOPICS: tuple[str, ...] = (*(name for name in VIEW_TOPICS if name != SIGNATURE_PATTERNS), OBSERVATIONS, REVIEW_CANDIDATES)
+#: views (the signature patterns of contract §23 included: projected per
+#: pattern group) and the ledger topics its read models are built from.
+FOLLOWED_TOPICS: tuple[str, ...] = (*VIEW_TOPICS, OBSERVATIONS, REVIEW_CANDIDATES)
 SCHEMA_BY_ID: dict[int, str] = {schema_id: name for name, schema_id in SCHEMA_IDS.items()}
 
 

@@ -19,7 +19,8 @@ pending-candidate bound §12 (which bounds waiting review decisions too,
 §18), the effect's minimum and probability and the holdout's salt and
 rate §21, the pattern threshold and group separator §23 (docs/contract.md); the commit interval and
 batch size are the Kafka runtime's (docs/kafka.md) and never change a
-ledger fact.
+ledger fact; the connection limits are the read API's (``serve``,
+docs/operating.md).
 """
 
 from __future__ import annotations
@@ -154,6 +155,32 @@ WORKER_PROCESSES: Setting[int] = Setting(
     "Worker processes one supervisor runs in the consumer group (auto: one per usable core).",
 )
 
+SERVE_LIMIT_CONCURRENCY: Setting[int] = Setting(
+    "limit_concurrency", "--limit-concurrency", "RL_SERVE_LIMIT_CONCURRENCY", 256, 1, "connections or requests", "operating.md",
+    "Open connections (or requests in progress) at which further requests get 503 (uvicorn's limit_concurrency).",
+)
+SERVE_TIMEOUT_KEEP_ALIVE: Setting[int] = Setting(
+    "timeout_keep_alive", "--timeout-keep-alive", "RL_SERVE_TIMEOUT_KEEP_ALIVE", 5, 1, "seconds", "operating.md",
+    "Seconds an idle connection stays open between requests (uvicorn's timeout_keep_alive).",
+)
+SERVE_HEADER_TIMEOUT: Setting[int] = Setting(
+    "header_timeout", "--header-timeout", "RL_SERVE_HEADER_TIMEOUT", 10, 1, "seconds", "operating.md",
+    "Seconds to send a whole request head once a connection opens or starts its next request, else closed (a slow trickle).",
+)
+SERVE_MAX_HEADER_BYTES: Setting[int] = Setting(
+    "max_header_bytes", "--max-header-bytes", "RL_SERVE_MAX_HEADER_BYTES", 16_384, 1_024, "bytes", "operating.md",
+    "Largest request head; a larger one is answered 431 and closed (also h11's max incomplete event size).",
+)
+
+#: Journal records per batch of the views (contract §8, §11): the embedded
+#: runner's view files get at most one record per changed key every this
+#: many records, and at the end of the file (``--view-batch``).
+DEFAULT_VIEW_BATCH = 1_000
+#: Observations kept per revision history, and points per scope trend, in
+#: Redis (recurrence_ledger.read.history; ``--history-limit``, ``--trend-limit``).
+DEFAULT_HISTORY_LIMIT = 1000
+DEFAULT_TREND_LIMIT = 1000
+
 #: The ledger policy: what decides ledger facts and views (contract §5, §8, §12, §21, §22, §23).
 LEDGER_SETTINGS: tuple[Setting, ...] = (
     REVIEW_THRESHOLD, CRITICAL_REVIEW_THRESHOLD, TOP_REVISIONS, PROVENANCE_HORIZON, MAX_PENDING_CANDIDATES, NEAR_DUPLICATE_THRESHOLD,
@@ -164,8 +191,10 @@ LEDGER_SETTINGS: tuple[Setting, ...] = (
 RUNTIME_SETTINGS: tuple[Setting, ...] = (COMMIT_INTERVAL_MS, MAX_BATCH)
 #: How many processes: never what, nor how often.
 PROCESS_SETTINGS: tuple[Setting, ...] = (JOBS, WORKER_PROCESSES)
+#: The read API's connection limits (``serve``): how many and how long, never what.
+SERVE_SETTINGS: tuple[Setting, ...] = (SERVE_LIMIT_CONCURRENCY, SERVE_TIMEOUT_KEEP_ALIVE, SERVE_HEADER_TIMEOUT, SERVE_MAX_HEADER_BYTES)
 #: Every setting, in the order of the docs table.
-SETTINGS: tuple[Setting, ...] = LEDGER_SETTINGS + RUNTIME_SETTINGS + PROCESS_SETTINGS
+SETTINGS: tuple[Setting, ...] = LEDGER_SETTINGS + RUNTIME_SETTINGS + PROCESS_SETTINGS + SERVE_SETTINGS
 
 
 def markdown_table() -> str:

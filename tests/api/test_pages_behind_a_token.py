@@ -31,10 +31,7 @@ def test_a_page_loads_without_the_token_with_the_pages_headers(path):
         assert httpx.get(f"{base_url}/review-queue").status_code == 401
 
 
-@pytest.mark.xfail(strict=True, reason="the documentation pages (/docs Swagger UI, /redoc) are served without nosniff or "
-                   "frame-ancestors: they can be framed (clickjacking the Authorize dialog where a token is typed); "
-                   "Swagger UI's inline script rules out the pages' CSP, but frame-ancestors and nosniff fit")
-@pytest.mark.parametrize("path", ["/docs", "/redoc"])
+@pytest.mark.parametrize("path", ["/docs", "/redoc", "/docs/oauth2-redirect"])
 def test_the_documentation_pages_cannot_be_framed(path):
     with running_api(ApiSettings(redis_url=UNREACHABLE, api_token=TOKEN)) as base_url:
         page = httpx.get(f"{base_url}{path}", headers={"Accept": "text/html"})

@@ -34,6 +34,7 @@ def test_every_page_that_gets_json_loads_the_shared_file_first():
     assert pages == {
         "index.html": ["vendor/chart.umd.min.js", LOGIN, SHARED, "dashboard-history.js", "dashboard-unknown.js", "dashboard-effect.js", "dashboard.js"],
         "review.html": [LOGIN, SHARED, "review.js"],
+        "patterns.html": [LOGIN, SHARED, "patterns.js"],
         "timeline.html": ["vendor/chart.umd.min.js", LOGIN, SHARED, "timeline.js"],
     }
     for page, scripts in pages.items():

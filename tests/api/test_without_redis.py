@@ -34,7 +34,7 @@ def test_the_routes_are_the_documented_ones():
     # A new endpoint gets the checks of tests/e2e/test_read_access.py by itself; its bounds go into docs/results.md.
     # (/openapi.json and the static files are fixed documents outside FastAPI's routes.)
     assert sorted(route.path for route in api_routes()) == sorted([
-        "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/healthz", "/holdout/assign", "/field-catalogue",
+        "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/healthz", "/holdout/assign", "/field-catalogue", "/patterns", "/team-patterns",
         "/scopes", "/scopes/{scope:path}/review-candidates", "/scopes/{scope:path}/revisions", "/scopes/{scope:path}/statistics",
     ])
 

@@ -1,5 +1,6 @@
 """Driving real worker processes in end-to-end tests: start, wait, kill,
-export, and compare with the embedded runner (contract §10)."""
+scale out with a kill and a join, export, compare with the embedded runner
+(contract §10), and the state changelog read, deleted and created again."""
 
 from __future__ import annotations
 
@@ -13,11 +14,15 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+import orjson
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from recurrence_ledger.embedded import run_journal
-from recurrence_ledger.kafka.kafka_admin import create_topics
+from recurrence_ledger.ledger.config import LedgerConfig
+from recurrence_ledger.kafka.kafka_admin import admin_client, create_topics, topic_identity
+from recurrence_ledger.store.rocksdb import open_store
+from recurrence_ledger.workload import Workload, generate_journal
 from recurrence_ledger.kafka.kafka_io import export_topic, publish_journal, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.catalogue import LEDGER_TOPICS, OUTPUT_TOPICS, VIEW_TOPICS
@@ -82,10 +87,13 @@ def prepare(bootstrap: str, prefix: str, partitions: int) -> None:
 
 
 def start_worker(bootstrap: str, prefix: str, log_path: Path, *, instance: str = "w1", app_id: str | None = None,
-                 redis_url: str | None = None, idle_exit: float | None = 4.0, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+                 redis_url: str | None = None, idle_exit: float | None = 4.0, extra: tuple[str, ...] = (),
+                 fault: str | None = None) -> subprocess.Popen:
     """Start ``recurrence-ledger worker`` as a separate process (its own
     session, so a SIGKILL hits only it) with the CLI runs' environment
-    (tests.plugins.processes.cli_env) and this process's RL_FAULT_INJECT."""
+    (tests.plugins.processes.cli_env) and this process's RL_FAULT_INJECT,
+    or ``fault`` as RL_FAULT_INJECT when given (``point:n``: SIGKILL or
+    fail at the n-th time the worker reaches that point)."""
     args = cli_command(
         "worker",
         "--bootstrap", bootstrap, "--topic-prefix", prefix,
@@ -97,8 +105,8 @@ def start_worker(bootstrap: str, prefix: str, log_path: Path, *, instance: str =
     if redis_url:
         args += ["--redis-url", redis_url]
     handle = open(log_path, "ab")
-    return subprocess.Popen(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=cli_env(keep=("RL_FAULT_INJECT",)),
-                            start_new_session=True)
+    env = cli_env({"RL_FAULT_INJECT": fault} if fault else None, keep=("RL_FAULT_INJECT",))
+    return subprocess.Popen(args, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
 def run_to_idle(bootstrap: str, prefix: str, log_path: Path, **options) -> None:
@@ -155,9 +163,10 @@ def wait_until(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-def embedded(journal: Path, out: Path) -> dict[str, bytes]:
-    """run-journal outputs, per output topic, as file bytes."""
-    run_journal(journal, out, show_progress=False, validate_outputs=True)
+def embedded(journal: Path, out: Path, config: LedgerConfig | None = None) -> dict[str, bytes]:
+    """run-journal outputs (under ``config``, default the default policy),
+    per output topic, as file bytes."""
+    run_journal(journal, out, config, show_progress=False, validate_outputs=True)
     return {topic: (out / f"{topic}.jsonl").read_bytes() for topic in OUTPUT_TOPICS}
 
 
@@ -263,3 +272,132 @@ def wait_transactions_settled(bootstrap: str, prefix: str, partitions: int, time
     finally:
         committed.close()
         uncommitted.close()
+
+
+def kill_and_join(bootstrap: str, prefix: str, workdir: Path, *, total: int, assigned: str, options: tuple[str, ...],
+                  rocksdb: bool) -> dict[str, Path]:
+    """Scale out with a rebalance mid-run: start three workers (w1 and w3
+    batch runs exiting 6 s idle, w2 running on), wait until each logs
+    ``assigned`` and a tenth of ``total`` observations are committed, SIGKILL
+    w2 and add w4 (batch), and wait for w1, w3 and w4 to exit 0 (a batch run
+    exits once the whole group is caught up, the killed member's partitions
+    included). Every worker runs with ``options``; with ``rocksdb`` also
+    with a state dir of its own, ``workdir/state-<instance>`` (as on
+    separate machines). Returns the workers' logs by instance."""
+    logs = {instance: workdir / f"{instance}.log" for instance in ("w1", "w2", "w3", "w4")}
+
+    def start(instance: str, idle_exit: float | None) -> subprocess.Popen:
+        extra = (*options, "--state-dir", str(workdir / f"state-{instance}")) if rocksdb else options
+        return start_worker(bootstrap, prefix, logs[instance], instance=instance, idle_exit=idle_exit, extra=extra)
+
+    w1, w2, w3 = start("w1", 6), start("w2", None), start("w3", 6)
+    observations = physical(prefix, "recurrence-observations")
+    wait_until(lambda: all(assigned in logs[name].read_text() for name in ("w1", "w2", "w3")), 90, "three members assigned")
+    counts: list[int] = []
+
+    def progressed() -> bool:
+        counts.append(count_records(bootstrap, observations))
+        return counts[-1] > total // 10
+
+    wait_until(progressed, 120, "a tenth of the outputs")
+    assert w2.poll() is None and w1.poll() is None and w3.poll() is None, "the run ended before the rebalance"
+    kill(w2)
+    w4 = start("w4", 6)
+    for worker, name in ((w1, "w1"), (w3, "w3"), (w4, "w4")):
+        assert wait_exit(worker, 240, logs[name]) == 0
+    assert counts[-1] < total  # the kill was mid-run
+    return logs
+
+
+def halved_journal(workload: Workload, root: Path) -> tuple[Path, Path, Path]:
+    """``workload``'s journal written to ``root`` whole, and as its two
+    halves (to publish one after the other): (whole, first, second)."""
+    lines = [json.dumps(record) + "\n" for record in generate_journal(workload)]
+    whole, first, second = root / "journal.jsonl", root / "first.jsonl", root / "second.jsonl"
+    whole.write_text("".join(lines))
+    first.write_text("".join(lines[: len(lines) // 2]))
+    second.write_text("".join(lines[len(lines) // 2 :]))
+    return whole, first, second
+
+
+def changelog_topic(prefix: str, stage: str = "ledger") -> str:
+    """The physical state changelog topic of ``stage`` ("ledger": the scope
+    stage's, "pattern": the pattern stage's, contract §23.5) of app id
+    ``ledger`` under ``prefix``."""
+    return f"{prefix}ledger-{stage}-state-changelog"
+
+
+def changelog_state(bootstrap: str, topic: str, partition: int) -> dict[bytes, bytes]:
+    """What a full restore of ``topic[partition]`` gives (read_committed, to
+    its end): key bytes -> value bytes, tombstones applied."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rocks-test-reader", "isolation.level": "read_committed",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, -2)])
+    state: dict[bytes, bytes] = {}
+    try:
+        while True:
+            message = consumer.poll(10)
+            assert message is not None, "changelog read timed out"
+            if message.error() is not None:
+                assert message.error().code() == KafkaError._PARTITION_EOF
+                return state
+            if message.value() is None:
+                state.pop(message.key(), None)
+            else:
+                state[message.key()] = message.value()
+    finally:
+        consumer.close()
+
+
+def assert_stores_equal_the_changelog(bootstrap: str, prefix: str, state_dir: Path, partitions: int) -> None:
+    """Each of the ``partitions`` RocksDB stores under ``state_dir`` has a
+    checkpoint and holds exactly :func:`changelog_state` of its partition."""
+    topic = changelog_topic(prefix)
+    topic_id, _ = topic_identity(bootstrap, topic)
+    for partition in range(partitions):
+        store = open_store(state_dir, topic, partition, topic_id)
+        try:
+            assert store.restore_from() is not None, f"partition {partition}: {store.wiped}"
+            local = {orjson.dumps(list(key)): orjson.dumps(value) for key, value in store.snapshot().items()}
+        finally:
+            store.close()
+        assert local == changelog_state(bootstrap, topic, partition), f"partition {partition}"
+
+
+def wait_changelog_written(bootstrap: str, prefix: str, timeout: float = 120) -> None:
+    """Wait until the changelog topic of ``prefix`` holds a committed
+    record (a worker has created it and committed a transaction)."""
+
+    def committed() -> bool:
+        try:
+            return count_records(bootstrap, changelog_topic(prefix)) > 0
+        except LookupError:  # the worker has not created the changelog yet
+            return False
+
+    wait_until(committed, timeout, "a committed changelog record")
+
+
+def delete_changelog(bootstrap: str, prefix: str, stage: str = "ledger") -> None:
+    """Delete the changelog topic of ``stage`` under ``prefix`` and wait until it is gone."""
+    topic, admin = changelog_topic(prefix, stage), admin_client(bootstrap)
+    admin.delete_topics([topic])[topic].result()
+    wait_until(lambda: topic not in topic_names(admin), 60, "the changelog's deletion")
+
+
+def recreate_changelog(bootstrap: str, prefix: str, partitions: int, stage: str = "ledger") -> None:
+    """Delete the changelog topic of ``stage`` under ``prefix`` and create
+    it again, empty (a new topic id), compacted, with ``partitions``
+    partitions; the creation is retried while the deletion is still
+    finishing."""
+    topic, admin = changelog_topic(prefix, stage), admin_client(bootstrap)
+    delete_changelog(bootstrap, prefix, stage)
+
+    def create() -> bool:
+        try:
+            admin.create_topics([NewTopic(topic, partitions, 1, config={"cleanup.policy": "compact"})])[topic].result()
+        except KafkaException as error:  # TOPIC_ALREADY_EXISTS / marked for deletion
+            print("create:", error)
+            return False
+        return True
+
+    wait_until(create, 60, "the changelog's creation")

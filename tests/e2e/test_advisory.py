@@ -123,3 +123,14 @@ def test_an_advisory_body_over_its_cap_answers_413(api):
     padding = "x" * MAX_ADVISORY_BODY
     response = api.post("/advisories", json={"scope_id": padding, "artifact_refs": []})
     assert response.status_code == 413 and str(MAX_ADVISORY_BODY) in response.json()["detail"]
+
+
+def test_needing_review_is_split_by_the_revisions_candidates(api):
+    """review_loop: six revisions need review — EXP-c r2's candidate is open and EXP-e r1's superseded (both in the
+    inbox's waiting list), the four others decided; bind-audit needs none."""
+    body = api.get("/scopes/review-loop/review-candidates").json()
+    assert body["needing_review"] == 6
+    assert body["split"] == {"waiting": 2, "decided": 4, "no_candidate": 0}
+    assert api.get("/scopes/bind-audit/review-candidates").json()["split"] == {"waiting": 0, "decided": 0, "no_candidate": 0}
+    tenant = api.get("/scopes/tenant-guard/review-candidates").json()
+    assert sum(tenant["split"].values()) == tenant["needing_review"]

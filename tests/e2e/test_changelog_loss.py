@@ -9,22 +9,20 @@ ends exactly as run-journal's."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import orjson
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
 from recurrence_ledger.runtime.changelog_guard import CHANGELOG_LOST_EXIT
 from recurrence_ledger.kafka.kafka_admin import admin_client, topic_identity
 from recurrence_ledger.store.base import encode_key
 from recurrence_ledger.store.rocksdb import open_store
-from recurrence_ledger.workload import Workload, generate_journal
+from recurrence_ledger.workload import Workload
 from tests.e2e import harness
-from tests.e2e.test_rocks_worker import assert_stores_equal_the_changelog, changelog_state
 
 WORKLOAD = Workload(scopes=8, outcomes_per_scope=60, heads_per_scope=4, handoffs=2, seed=29, candidates=0.2)
 PARTITIONS = 4
@@ -34,24 +32,12 @@ SLOW = ("--max-batch", "40")
 @pytest.fixture(scope="module")
 def journals(tmp_path_factory):
     """The whole journal, and its two halves (published one after the other)."""
-    root = tmp_path_factory.mktemp("changelog-loss")
-    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
-    whole, first, second = root / "journal.jsonl", root / "first.jsonl", root / "second.jsonl"
-    whole.write_text("".join(lines))
-    first.write_text("".join(lines[: len(lines) // 2]))
-    second.write_text("".join(lines[len(lines) // 2 :]))
-    return whole, first, second
+    return harness.halved_journal(WORKLOAD, tmp_path_factory.mktemp("changelog-loss"))
 
 
 @pytest.fixture(scope="module")
 def reference(journals, tmp_path_factory):
     return harness.embedded(journals[0], tmp_path_factory.mktemp("reference"))
-
-
-def changelog_topic(prefix: str, stage: str = "ledger") -> str:
-    """The physical changelog of ``stage`` ("ledger": the scope stage's,
-    "pattern": the pattern stage's, contract §23.5) of app id ``ledger``."""
-    return f"{prefix}ledger-{stage}-state-changelog"
 
 
 def run(bootstrap, prefix, log, *extra) -> int:
@@ -61,27 +47,6 @@ def run(bootstrap, prefix, log, *extra) -> int:
 
 def output_counts(bootstrap, prefix) -> dict[str, int]:
     return {name: harness.count_records(bootstrap, harness.physical(prefix, name)) for name in OUTPUT_TOPICS}
-
-
-def delete_changelog(bootstrap, prefix, stage="ledger") -> None:
-    topic, admin = changelog_topic(prefix, stage), admin_client(bootstrap)
-    admin.delete_topics([topic])[topic].result()
-    harness.wait_until(lambda: topic not in harness.topic_names(admin), 60, "the changelog's deletion")
-
-
-def recreate_changelog(bootstrap, prefix, partitions=PARTITIONS, stage="ledger") -> None:
-    topic, admin = changelog_topic(prefix, stage), admin_client(bootstrap)
-    delete_changelog(bootstrap, prefix, stage)
-
-    def create() -> bool:
-        try:
-            admin.create_topics([NewTopic(topic, partitions, 1, config={"cleanup.policy": "compact"})])[topic].result()
-        except Exception as error:  # the deletion may still be finishing
-            print("create:", error)
-            return False
-        return True
-
-    harness.wait_until(create, 60, "the changelog's creation")
 
 
 def assert_refused(log, before: int, code: int, bootstrap, prefix, counts) -> str:
@@ -102,7 +67,7 @@ def test_a_deleted_changelog_is_refused_not_recreated_empty_and_run_on(topic_pre
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journals[1], prefix)
     assert run(bootstrap, prefix, log) == 0, log.read_text()[-3000:]
-    delete_changelog(bootstrap, prefix)
+    harness.delete_changelog(bootstrap, prefix)
     harness.publish(bootstrap, journals[2], prefix)
     counts = output_counts(bootstrap, prefix)
     before = len(log.read_text())
@@ -136,7 +101,7 @@ def test_a_changelog_truncated_at_its_start_is_refused(topic_prefix, bootstrap, 
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journals[1], prefix)
     assert run(bootstrap, prefix, log) == 0, log.read_text()[-3000:]
-    topic, admin = changelog_topic(prefix), admin_client(bootstrap)
+    topic, admin = harness.changelog_topic(prefix), admin_client(bootstrap)
     # The broker deletes records only from a topic with the delete policy
     # (as retention would on a compact,delete changelog).
     policy = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
@@ -154,13 +119,13 @@ def test_a_changelog_recreated_with_other_partitions_is_refused_before_anything_
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journals[1], prefix)
     assert run(bootstrap, prefix, log) == 0, log.read_text()[-3000:]
-    recreate_changelog(bootstrap, prefix, partitions=PARTITIONS + 2)
+    harness.recreate_changelog(bootstrap, prefix, PARTITIONS + 2)
     counts = output_counts(bootstrap, prefix)
     before = len(log.read_text())
     code = run(bootstrap, prefix, log)
     text = log.read_text()[before:]
     assert code == 2, text[-3000:]
-    assert f"{changelog_topic(prefix)}: {PARTITIONS + 2}" in text or f"{changelog_topic(prefix)}={PARTITIONS + 2}" in text, text[-3000:]
+    assert f"{harness.changelog_topic(prefix)}: {PARTITIONS + 2}" in text or f"{harness.changelog_topic(prefix)}={PARTITIONS + 2}" in text, text[-3000:]
     assert output_counts(bootstrap, prefix) == counts
 
 
@@ -174,9 +139,9 @@ def test_a_recreated_changelog_keeps_the_local_store_and_a_reseed_from_it_ends_e
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journals[1], prefix)
     assert run(bootstrap, prefix, log, "--state-dir", str(state_dir)) == 0, log.read_text()[-3000:]
-    topic = changelog_topic(prefix)
-    state = {number: changelog_state(bootstrap, topic, number) for number in range(PARTITIONS)}
-    recreate_changelog(bootstrap, prefix)
+    topic = harness.changelog_topic(prefix)
+    state = {number: harness.changelog_state(bootstrap, topic, number) for number in range(PARTITIONS)}
+    harness.recreate_changelog(bootstrap, prefix, PARTITIONS)
     harness.publish(bootstrap, journals[2], prefix)
     counts = output_counts(bootstrap, prefix)
     before = len(log.read_text())
@@ -196,7 +161,7 @@ def test_a_recreated_changelog_keeps_the_local_store_and_a_reseed_from_it_ends_e
     assert code == 0, text[-4000:]
     assert text.count("reseeded") == PARTITIONS, text[-4000:]
     harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
-    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+    harness.assert_stores_equal_the_changelog(bootstrap, prefix, state_dir, PARTITIONS)
 
 
 def test_a_recreated_pattern_changelog_is_reseeded_from_the_local_stores_too(topic_prefix, bootstrap, journals, reference, tmp_path):
@@ -209,11 +174,11 @@ def test_a_recreated_pattern_changelog_is_reseeded_from_the_local_stores_too(top
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journals[1], prefix)
     assert run(bootstrap, prefix, log, "--state-dir", str(state_dir)) == 0, log.read_text()[-3000:]
-    topic = changelog_topic(prefix, "pattern")
-    state = {number: changelog_state(bootstrap, topic, number) for number in range(PARTITIONS)}
+    topic = harness.changelog_topic(prefix, "pattern")
+    state = {number: harness.changelog_state(bootstrap, topic, number) for number in range(PARTITIONS)}
     seeded = sorted(number for number, records in state.items() if records)
     assert seeded, "the first half gives no pattern state"
-    recreate_changelog(bootstrap, prefix, stage="pattern")
+    harness.recreate_changelog(bootstrap, prefix, PARTITIONS, stage="pattern")
     harness.publish(bootstrap, journals[2], prefix)
     counts = output_counts(bootstrap, prefix)
     before = len(log.read_text())
@@ -234,5 +199,5 @@ def test_a_recreated_pattern_changelog_is_reseeded_from_the_local_stores_too(top
             local = {encode_key(key): orjson.dumps(value) for key, value in store.snapshot().items()}
         finally:
             store.close()
-        assert local == changelog_state(bootstrap, topic, number), f"partition {number}"
-    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+        assert local == harness.changelog_state(bootstrap, topic, number), f"partition {number}"
+    harness.assert_stores_equal_the_changelog(bootstrap, prefix, state_dir, PARTITIONS)

@@ -14,7 +14,7 @@ import json
 from recurrence_ledger.runtime.changelog_guard import CHANGELOG_LOST_EXIT
 from recurrence_ledger.workload import generate_journal
 from tests.e2e import harness
-from tests.e2e.test_changelog_loss import PARTITIONS, WORKLOAD, output_counts, recreate_changelog, run
+from tests.e2e.test_changelog_loss import PARTITIONS, WORKLOAD, output_counts, run
 
 
 def test_a_clean_store_behind_the_committed_offsets_is_not_reseeded(topic_prefix, bootstrap, tmp_path):
@@ -31,7 +31,7 @@ def test_a_clean_store_behind_the_committed_offsets_is_not_reseeded(topic_prefix
     # ... then the group carries on elsewhere (here: in memory) over the second.
     harness.publish(bootstrap, parts[1], prefix)
     assert run(bootstrap, prefix, log) == 0, log.read_text()[-3000:]
-    recreate_changelog(bootstrap, prefix)
+    harness.recreate_changelog(bootstrap, prefix, PARTITIONS)
     harness.publish(bootstrap, parts[2], prefix)
     counts = output_counts(bootstrap, prefix)
     before = len(log.read_text())
@@ -55,13 +55,10 @@ def test_a_deleted_changelog_is_refused_after_the_inputs_were_purged_up_to_the_c
 
     from recurrence_ledger.catalogue import INPUT_TOPICS
     from recurrence_ledger.kafka.kafka_admin import admin_client
-    from tests.e2e.test_changelog_loss import assert_refused, delete_changelog
+    from tests.e2e.test_changelog_loss import assert_refused
 
     prefix, log = topic_prefix, tmp_path / "worker.log"
-    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
-    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    first.write_text("".join(lines[: len(lines) // 2]))
-    second.write_text("".join(lines[len(lines) // 2:]))
+    _, first, second = harness.halved_journal(WORKLOAD, tmp_path)
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, first, prefix)
     assert run(bootstrap, prefix, log) == 0, log.read_text()[-3000:]
@@ -74,7 +71,7 @@ def test_a_deleted_changelog_is_refused_after_the_inputs_were_purged_up_to_the_c
     assert purge
     for future in admin.delete_records(purge).values():
         future.result()
-    delete_changelog(bootstrap, prefix)
+    harness.delete_changelog(bootstrap, prefix)
     harness.publish(bootstrap, second, prefix)
     counts = output_counts(bootstrap, prefix)
     before = len(log.read_text())
@@ -92,11 +89,7 @@ def test_a_group_reset_to_the_earliest_offsets_by_hand_with_the_changelog_intact
     from recurrence_ledger.kafka.kafka_admin import admin_client
 
     prefix, log, state_dir = topic_prefix, tmp_path / "worker.log", tmp_path / "state"
-    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
-    whole, first, second = tmp_path / "whole.jsonl", tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    whole.write_text("".join(lines))
-    first.write_text("".join(lines[: len(lines) // 2]))
-    second.write_text("".join(lines[len(lines) // 2:]))
+    whole, first, second = harness.halved_journal(WORKLOAD, tmp_path)
     reference = harness.embedded(whole, tmp_path / "reference")
     flags = ("--state-dir", str(state_dir), "--dynamic-membership")
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
@@ -127,29 +120,19 @@ def test_a_killed_worker_s_store_is_not_reseeded(topic_prefix, bootstrap, tmp_pa
     import signal
 
     from recurrence_ledger.catalogue import OUTPUT_TOPICS
-    from tests.e2e.test_changelog_loss import SLOW, changelog_topic
+    from tests.e2e.test_changelog_loss import SLOW
 
     prefix, log, state_dir = topic_prefix, tmp_path / "worker.log", tmp_path / "state"
-    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
-    journal = tmp_path / "journal.jsonl"
-    journal.write_text("".join(lines))
+    journal, _, _ = harness.halved_journal(WORKLOAD, tmp_path)
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journal, prefix)
     worker = harness.start_worker(bootstrap, prefix, log, idle_exit=None, extra=(*SLOW, "--state-dir", str(state_dir)))
-    def committed() -> bool:
-        try:
-            return harness.count_records(bootstrap, changelog_topic(prefix)) > 0
-        except LookupError:  # the worker has not created the changelog yet
-            return False
-
     try:
-        harness.wait_until(committed, 120, "a committed changelog record")
+        harness.wait_changelog_written(bootstrap, prefix)
     finally:
         worker.send_signal(signal.SIGKILL)
         worker.wait(30)
-    from tests.e2e.test_changelog_loss import delete_changelog
-
-    delete_changelog(bootstrap, prefix)
+    harness.delete_changelog(bootstrap, prefix)
     counts = {name: harness.count_records(bootstrap, harness.physical(prefix, name)) for name in OUTPUT_TOPICS}
     before = len(log.read_text())
     code = run(bootstrap, prefix, log, "--state-dir", str(state_dir), "--reseed-changelog")
@@ -167,26 +150,17 @@ def test_a_changelog_deleted_while_the_worker_runs_is_refused_with_the_ways_out(
     import signal
 
     from recurrence_ledger.runtime.checkpoint import RESTART_EXIT
-    from tests.e2e.test_changelog_loss import SLOW, assert_refused, changelog_topic, delete_changelog
+    from tests.e2e.test_changelog_loss import SLOW, assert_refused
 
     prefix, log = topic_prefix, tmp_path / "worker.log"
-    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
-    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    first.write_text("".join(lines[: len(lines) // 2]))
-    second.write_text("".join(lines[len(lines) // 2:]))
+    _, first, second = harness.halved_journal(WORKLOAD, tmp_path)
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, first, prefix)
     worker = harness.start_worker(bootstrap, prefix, log, idle_exit=None, extra=SLOW)
 
-    def committed() -> bool:
-        try:
-            return harness.count_records(bootstrap, changelog_topic(prefix)) > 0
-        except LookupError:  # the worker has not created the changelog yet
-            return False
-
     try:
-        harness.wait_until(committed, 120, "a committed changelog record")
-        delete_changelog(bootstrap, prefix)
+        harness.wait_changelog_written(bootstrap, prefix)
+        harness.delete_changelog(bootstrap, prefix)
         counts = output_counts(bootstrap, prefix)
         harness.publish(bootstrap, second, prefix)
         code = harness.wait_exit(worker, 240, log)

@@ -118,12 +118,13 @@ def test_the_cluster_refuses_a_script_that_touches_another_slot(cluster):
     same_node = next(s for s in others if client.get_node_from_key(keys.scope(s)).name == home and client.keyslot(keys.scope(s)) != client.keyslot(keys.scope("s1")))
     other_node = next(s for s in others if client.get_node_from_key(keys.scope(s)).name != home)
     for scope_id, refusal in ((same_node, "do not hash to the same slot"), (other_node, "non local key")):
-        entry = {"o": 0, "h": keys.history(scope_id, "P1", 1), "m": keys.history_meta(scope_id, "P1", 1), "a": keys.avoided(scope_id, "P1", 1),
-                 "s": 1, "pp": "0" * 18 + "1", "mem": "[1]", "e": "selected", "sig": "x"}
-        assert client.cluster_keyslot(keys.scope_applied("s1")) != client.cluster_keyslot(entry["h"])
+        entry = {"offset": 0, "history_key": keys.history(scope_id, "P1", 1), "history_meta_key": keys.history_meta(scope_id, "P1", 1),
+                 "avoided_key": keys.avoided(scope_id, "P1", 1), "task_outcome_position": 1, "padded_position": "0" * 18 + "1",
+                 "member": "[1]", "event": "selected", "signature_key": "x"}
+        assert client.cluster_keyslot(keys.scope_applied("s1")) != client.cluster_keyslot(entry["history_key"])
         with pytest.raises(redis.exceptions.ResponseError, match=refusal):
             run_calls(client, [(registered.apply_observations, [keys.scope_applied("s1")], ["observations:0", 10, orjson.dumps([entry])])])
-        assert client.exists(entry["h"]) == 0 and client.exists(entry["m"]) == 0
+        assert client.exists(entry["history_key"]) == 0 and client.exists(entry["history_meta_key"]) == 0
 
 
 def test_an_acl_user_of_the_cluster_applies_and_reads(redis_cluster_url, cluster):

@@ -173,7 +173,9 @@ def test_dashboard_shows_the_worked_example_and_refreshes(bootstrap, redis_url, 
             # It polls with If-None-Match: an unchanged view answers 304.
             assert shown["stats"]["notModified"] >= 1 and shown["stats"]["errors"] == 0
             assert shown["consoleErrors"] == []
-            # needing review 2: red, like the review panel; the chart is drawn.
+            # needing review 2: red, like the review panel — D2 r1's candidate waits for a decision and K5 r1
+            # (recall_policy) has none to decide; the chart is drawn.
+            assert shown["reviewSplit"] == "1 waiting for a decision · 0 decided · 1 no candidate"
             assert shown["needingReview"] == {"alert": True, "color": REVIEW_RED}
             assert shown["reviewPanelAlert"] is True
             assert shown["chartShown"] is True and shown["noStreakNote"] is None

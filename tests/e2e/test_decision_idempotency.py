@@ -8,13 +8,17 @@ another body is refused; a key is the reviewer's own."""
 from __future__ import annotations
 
 import threading
+from uuid import uuid4
 
 import httpx
+import orjson
 import pytest
+import redis
 
-from recurrence_ledger.api.idempotency import REPLAYED_HEADER
+from recurrence_ledger.api.idempotency import CLAIM_S, IDEMPOTENCY_TTL_S, REPLAYED_HEADER, DecisionAnswers
 from recurrence_ledger.catalogue import REVIEW_DECISIONS
 from recurrence_ledger.kafka.kafka_io import read_topic
+from recurrence_ledger.read.keys import Keys
 from tests.e2e.review_fixtures import candidate, decision_api
 
 ALICE, BOB = "alice-token-0123456789", "bob-token-0123456789ab"
@@ -69,3 +73,34 @@ def test_concurrent_requests_with_one_key_publish_one_decision_and_answer_it(api
     # A bad key is refused before anything is published.
     assert post(base_url, OTHER, body, "with space").status_code == 400
     assert published_ids(bootstrap, prefix) == [decision_id, bobs.json()["decision_id"]]
+
+
+def test_a_claim_whose_answer_redis_refused_to_keep_holds_its_key_for_the_claim_s_time_only(redis_server):
+    """Redis fails between the publish and keeping the answer (here: a
+    real refusal, the server out of memory under ``noeviction``): the
+    request still has its answer to give, and the key stays claimed for at
+    most CLAIM_S seconds — a retry meanwhile gets 409, and after that is a
+    new request — not for the answer's ten minutes. With Redis writable an
+    answer is kept for IDEMPOTENCY_TTL_S."""
+    server = redis_server()  # the test's own: its memory limit is changed
+    server.start()
+    client = redis.Redis.from_url(server.url)
+    answers = DecisionAnswers(client, Keys(f"idem-{uuid4().hex[:8]}"), wait_s=0.2)
+    name, body = answers.name("alice", "4f1e-retry"), {"decision_id": "D1"}
+    assert answers.begin(name, "request") is None
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", 1)  # every write refused from now on: OOM command not allowed
+    try:
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            client.set(f"{name}:probe", b"x")
+        assert answers.finish(name, "request", 202, body) is False
+    finally:
+        client.config_set("maxmemory", 0)
+    assert orjson.loads(client.get(name))["status"] is None  # still the claim, not an answer
+    assert 0 < client.ttl(name) <= CLAIM_S < IDEMPOTENCY_TTL_S
+    assert answers.begin(name, "request")[0] == 409  # a retry meanwhile
+    client.delete(name)  # as the claim expiring does: a retry after it is a new request
+    assert answers.begin(name, "request") is None
+    assert answers.finish(name, "request", 202, body) is True
+    assert CLAIM_S < client.ttl(name) <= IDEMPOTENCY_TTL_S
+    assert answers.begin(name, "request") == (202, body)

@@ -6,7 +6,6 @@ identity and count, to run-journal's (contract §10) — exactly once."""
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
@@ -35,16 +34,9 @@ def reference(journal, tmp_path_factory):
     return harness.embedded(journal, tmp_path_factory.mktemp("reference"))
 
 
-assert_exactly_once = harness.assert_exactly_once
-
-
 def start(bootstrap, prefix, log, *, fault=None, instance="w1", idle_exit=4.0, redis_url=None):
-    if fault:
-        os.environ["RL_FAULT_INJECT"] = fault
-    try:
-        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, redis_url=redis_url, extra=SLOW)
-    finally:
-        os.environ.pop("RL_FAULT_INJECT", None)
+    return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, redis_url=redis_url, extra=SLOW,
+                                fault=fault)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +61,7 @@ def test_sigkill_at_each_point_of_the_cycle(topic_prefix, faults, bootstrap, jou
     restarted = start(bootstrap, prefix, log)
     assert harness.wait_exit(restarted, 180, log) == 0
     assert "fault injection: SIGKILL at" in log.read_text()
-    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
 
 
 def test_scale_from_one_to_two_workers_and_back(topic_prefix, bootstrap, journal, reference, tmp_path):
@@ -87,7 +79,7 @@ def test_scale_from_one_to_two_workers_and_back(topic_prefix, bootstrap, journal
     assert second.wait(timeout=60) == 0, second_log.read_text()[-3000:]
     assert harness.wait_exit(first, 180, first_log) == 0
     assert first_log.read_text().count("assigned partitions") >= 2  # it got partitions back
-    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
 
 
 def test_broker_restart_mid_stream(kafka_server, journal, reference, tmp_path):
@@ -116,7 +108,7 @@ def test_broker_restart_mid_stream(kafka_server, journal, reference, tmp_path):
         codes.append(harness.wait_exit(start(bootstrap, prefix, log, idle_exit=10), 240, log))
     print("exit codes:", codes)
     assert codes[-1] == 0 and set(codes) <= {0, RESTART_EXIT}, (codes, log.read_text()[-4000:])
-    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
 
 
 def test_redis_down_for_part_of_the_run(topic_prefix, bootstrap, redis_server, journal, reference, tmp_path):
@@ -132,7 +124,7 @@ def test_redis_down_for_part_of_the_run(topic_prefix, bootstrap, redis_server, j
     harness.wait_until(lambda: harness.count_records(bootstrap, observations) > 100, 60, "outputs while Redis is down")
     server.start()
     assert harness.wait_exit(worker, 180, log) == 0
-    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
     view = RedisView(redis_url, namespace=default_namespace(prefix))
     for scope_id, record in harness.last_statistics(reference["recurrence-statistics"]).items():
         assert view.read(scope_id) == record
@@ -152,11 +144,7 @@ def test_a_core_failure_is_never_committed_half_applied(topic_prefix, bootstrap,
     harness.prepare(bootstrap, prefix, partitions=1)
     harness.publish(bootstrap, journal, prefix)
     log = tmp_path / "worker.log"
-    os.environ["RL_FAULT_INJECT"] = "core_error:5"
-    try:
-        worker = harness.start_worker(bootstrap, prefix, log)
-    finally:
-        os.environ.pop("RL_FAULT_INJECT", None)
+    worker = harness.start_worker(bootstrap, prefix, log, fault="core_error:5")
     assert harness.wait_exit(worker, 120, log) == 0
     assert "rolled back (internal_error" in log.read_text()
 

@@ -61,7 +61,6 @@ def test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger(topic_prefix, 
     from recurrence_ledger.read.projection import RedisView
     from recurrence_ledger.read.keys import default_namespace
     from tests.e2e import harness
-    from tests.e2e.test_faults import assert_exactly_once
 
     server = redis_server()  # stopped by the fixture, whatever happens
     redis_url = server.url
@@ -90,6 +89,6 @@ def test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger(topic_prefix, 
     print(f"ledger complete {caught_up:.1f} s after the second half was published, worker exited after {exited:.1f} s; "
           f"log tail:\n{log.read_text()[-1200:]}")
     assert code == 0
-    assert_exactly_once(bootstrap, topic_prefix, reference, tmp_path / "kafka")
+    harness.assert_exactly_once(bootstrap, topic_prefix, reference, tmp_path / "kafka")
     assert caught_up < 15
     assert exited - caught_up < 30, f"the batch run exited {exited - caught_up:.0f} s after its ledger was complete (Redis down)"

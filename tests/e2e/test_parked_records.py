@@ -21,7 +21,6 @@ Failing when written (branch ``break``; the diagnosis is in each docstring):
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -50,12 +49,8 @@ def broker_journal(tmp_path_factory) -> Path:
 def _start(bootstrap, prefix, log, *, fault=None, instance="w1", idle_exit=4.0, redis_url=None, extra=SLOW):
     from tests.e2e import harness
 
-    if fault:
-        os.environ["RL_FAULT_INJECT"] = fault
-    try:
-        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, redis_url=redis_url, extra=extra)
-    finally:
-        os.environ.pop("RL_FAULT_INJECT", None)
+    return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, redis_url=redis_url, extra=extra,
+                                fault=fault)
 
 
 def _parked(kafka: dict[str, bytes], reasons=("internal_error", "oversized_output")) -> tuple[list[dict], set[bytes]]:

@@ -9,22 +9,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from recurrence_ledger.catalogue import LEDGER_TOPICS, OUTPUT_TOPICS, PATTERN_CANDIDATES, PATTERN_REPARTITION, SIGNATURE_PATTERNS
-from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.catalogue import LEDGER_TOPICS, PATTERN_CANDIDATES, PATTERN_REPARTITION, SIGNATURE_PATTERNS
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import CASES, final_views
 from tests.e2e import harness
 from tests.journal import write_journal
-
-
-def embedded(journal: Path, out: Path, config: LedgerConfig) -> dict[str, bytes]:
-    run_journal(journal, out, config, show_progress=False, validate_outputs=True)
-    return {topic: (out / f"{topic}.jsonl").read_bytes() for topic in OUTPUT_TOPICS}
 
 
 def policy_options(config: LedgerConfig) -> tuple[str, ...]:
@@ -43,7 +36,7 @@ def test_the_pattern_stage_on_kafka_gives_the_embedded_runner_s_patterns(config,
     journal = CASES / "patterns.jsonl"
     harness.prepare(bootstrap, topic_prefix, partitions=3)
     harness.publish(bootstrap, journal, topic_prefix)
-    reference = embedded(journal, tmp_path / "embedded", config)
+    reference = harness.embedded(journal, tmp_path / "embedded", config)
     assert reference[PATTERN_CANDIDATES]  # the fixture crosses the threshold
     harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "worker.log", extra=policy_options(config))
     kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
@@ -76,32 +69,13 @@ def test_patterns_stay_exactly_once_with_three_workers_a_kill_and_a_join(store, 
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journal, prefix)
-    reference = embedded(journal, tmp_path / "embedded", CONFIG)
+    reference = harness.embedded(journal, tmp_path / "embedded", CONFIG)
     assert len(harness.lines(reference[PATTERN_CANDIDATES])) == 8  # 4 groups × 2 shared cues
     total = len(harness.lines(reference["recurrence-observations"]))
 
-    def start(instance: str, idle_exit: float | None):
-        log = tmp_path / f"{instance}.log"
-        extra = (*OPTIONS, "--state-dir", str(tmp_path / f"state-{instance}")) if store == "rocksdb" else OPTIONS
-        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, extra=extra), log
-
-    (w1, log1), (w2, log2), (w3, log3) = start("w1", 6), start("w2", None), start("w3", 6)
-    observations = harness.physical(prefix, "recurrence-observations")
-    harness.wait_until(lambda: all("assigned pattern tasks" in log.read_text() for log in (log1, log2, log3)), 90, "three members assigned")
-    counts: list[int] = []
-
-    def progressed() -> bool:
-        counts.append(harness.count_records(bootstrap, observations))
-        return counts[-1] > total // 10
-
-    harness.wait_until(progressed, 120, "a tenth of the outputs")
-    assert w2.poll() is None and w1.poll() is None and w3.poll() is None, "the run ended before the rebalance"
-    harness.kill(w2)
-    w4, log4 = start("w4", 6)
-    for worker, log in ((w1, log1), (w3, log3), (w4, log4)):
-        assert harness.wait_exit(worker, 240, log) == 0
-    assert counts[-1] < total
-    assert re.search(r"pattern task \d+ ready", log4.read_text()), log4.read_text()[-2000:]
+    logs = harness.kill_and_join(bootstrap, prefix, tmp_path, total=total, assigned="assigned pattern tasks", options=OPTIONS,
+                                 rocksdb=store == "rocksdb")
+    assert re.search(r"pattern task \d+ ready", logs["w4"].read_text()), logs["w4"].read_text()[-2000:]
 
     harness.wait_transactions_settled(bootstrap, prefix, PARTITIONS)
     kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
@@ -134,7 +108,7 @@ def test_a_replay_covers_the_pattern_stage_and_writes_nothing_twice(topic_prefix
     harness.publish(bootstrap, rest, topic_prefix)
     summary = run_replay(bootstrap, topic_prefix, parse_start("earliest"), app_id="ledger", ledger=GROUPS, show_progress=False)
     assert summary.written[PATTERN_CANDIDATES] == 1 and summary.written[SIGNATURE_PATTERNS] > 0  # teamA crossed before the stop
-    reference = embedded(CASES / "patterns.jsonl", tmp_path / "embedded", GROUPS)
+    reference = harness.embedded(CASES / "patterns.jsonl", tmp_path / "embedded", GROUPS)
     kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
     assert Counter(kafka[PATTERN_CANDIDATES].splitlines()) == Counter(reference[PATTERN_CANDIDATES].splitlines())
     assert final_views(SIGNATURE_PATTERNS, harness.lines(kafka[SIGNATURE_PATTERNS])) == \

@@ -27,7 +27,7 @@ from tests.e2e.api_server import embedded_view, running_api, serve_cli, stop_pro
 SCOPE = "dns-mirror"
 TOKEN = f"read-{uuid.uuid4().hex}"
 ORIGIN = "https://dashboards.example.com"
-DATA_PATHS = ("/scopes", f"/scopes/{SCOPE}/statistics", f"/scopes/{SCOPE}/revisions", f"/scopes/{SCOPE}/review-candidates")
+DATA_PATHS = ("/scopes", f"/scopes/{SCOPE}/statistics", f"/scopes/{SCOPE}/revisions", f"/scopes/{SCOPE}/review-candidates", "/patterns?group=teamA")
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -93,7 +93,7 @@ def test_the_token_is_compared_with_compare_digest(api_url, monkeypatch):
     assert calls == [(32, 32), (32, 32)]
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/", "/static/dashboard.js", "/static/vendor/chart.umd.min.js", "/docs", "/redoc", "/openapi.json"])
+@pytest.mark.parametrize("path", ["/healthz", "/", "/team-patterns", "/static/patterns.js", "/static/dashboard.js", "/static/vendor/chart.umd.min.js", "/docs", "/redoc", "/openapi.json"])
 def test_health_page_shell_and_docs_answer_without_the_token(api_url, path):
     assert httpx.get(api_url + path).status_code == 200
 

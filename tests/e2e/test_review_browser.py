@@ -9,7 +9,8 @@ as production runs: the page loads without it, asks for it, and reads the
 queue with it; the reviewer enters a reviewer token, clicks Reject, types a
 reason, picks a reason code (contract §24) and double-clicks send; the API publishes exactly one decision to
 ``review-decisions`` (the button is disabled while the request is in
-flight, which carries an ``Idempotency-Key``); a worker applies it and publishes the
+flight, which carries an ``Idempotency-Key``); with no worker running, the
+page says after a few seconds that no worker seems to apply decisions; a worker applies it and publishes the
 candidate's ReviewStatus, its follower projects it, and the open page
 shows the candidate decided — rejected, by the token's reviewer, with the
 reason.
@@ -80,6 +81,8 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
                 assert post["bearer"] and json.loads(post["body"]) == {"decision": "rejected", "reason": REASON, "reason_code": REASON_CODE}
                 assert len(post["idempotencyKey"]) == 32
                 assert TOKEN not in post["url"] and "recurrence-ledger.reviewer-token" in sent["stored"]
+                assert "no worker seems to be applying decisions" in sent["view"]["stale"]
+                assert sent["view"]["stale"].startswith("1 decision sent, not applied after ")
                 [published] = [value for _, _, _, value in read_topic(bootstrap, REVIEW_DECISIONS, topic_prefix=view.prefix)]
                 assert (published["decision_id"], published["reviewer"], published["reason"], published["reason_code"]) == (
                     decision_id, "alice", REASON, REASON_CODE)
@@ -92,6 +95,7 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
                 assert [row for row in decided["view"]["decided"] if row[0] == candidate["candidate_id"]] == [
                     [candidate["candidate_id"], "rejected", "alice", REASON, None, None]]
                 assert all(row[0] != candidate["candidate_id"] for row in decided["view"]["waiting"])
+                assert decided["view"]["stale"] == ""  # applied: the notice is gone
                 assert [error for error in decided["consoleErrors"] if "401" not in error] == []
                 driver.stdin.close()
                 assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]

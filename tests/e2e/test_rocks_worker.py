@@ -9,22 +9,18 @@ to the state the changelog holds — never wrong or lost state."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import time
 from pathlib import Path
 
-import orjson
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from recurrence_ledger.store.rocksdb import open_store, partition_path
 from recurrence_ledger.kafka.kafka_admin import admin_client, topic_identity
-from recurrence_ledger.workload import Workload, generate_journal
+from recurrence_ledger.workload import Workload
 from tests.e2e import harness
-from tests.e2e.test_faults import assert_exactly_once
 
 WORKLOAD = Workload(scopes=8, outcomes_per_scope=150, heads_per_scope=4, handoffs=2, seed=13, candidates=0.2)
 SLOW = ("--max-batch", "40")
@@ -34,13 +30,7 @@ PARTITIONS = 4
 @pytest.fixture(scope="module")
 def journals(tmp_path_factory):
     """The whole journal, and its two halves (published one after the other)."""
-    root = tmp_path_factory.mktemp("rocks")
-    lines = [json.dumps(record) + "\n" for record in generate_journal(WORKLOAD)]
-    whole, first, second = root / "journal.jsonl", root / "first.jsonl", root / "second.jsonl"
-    whole.write_text("".join(lines))
-    first.write_text("".join(lines[: len(lines) // 2]))
-    second.write_text("".join(lines[len(lines) // 2 :]))
-    return whole, first, second
+    return harness.halved_journal(WORKLOAD, tmp_path_factory.mktemp("rocks"))
 
 
 @pytest.fixture(scope="module")
@@ -48,18 +38,9 @@ def reference(journals, tmp_path_factory):
     return harness.embedded(journals[0], tmp_path_factory.mktemp("reference"))
 
 
-def changelog_topic(prefix: str) -> str:
-    return f"{prefix}ledger-ledger-state-changelog"
-
-
 def start(bootstrap, prefix, log, state_dir, *, fault=None, instance="w1", idle_exit=4.0):
-    if fault:
-        os.environ["RL_FAULT_INJECT"] = fault
-    try:
-        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit,
-                                    extra=(*SLOW, "--state-dir", str(state_dir)))
-    finally:
-        os.environ.pop("RL_FAULT_INJECT", None)
+    return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, fault=fault,
+                                extra=(*SLOW, "--state-dir", str(state_dir)))
 
 
 def run_to_idle(bootstrap, prefix, log, state_dir, **options):
@@ -67,46 +48,12 @@ def run_to_idle(bootstrap, prefix, log, state_dir, **options):
     assert harness.wait_exit(worker, 180, log) == 0, log.read_text()[-4000:]
 
 
-def changelog_state(bootstrap: str, topic: str, partition: int) -> dict[bytes, bytes]:
-    """What a full restore of ``topic[partition]`` gives (read_committed, to its end)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rocks-test-reader", "isolation.level": "read_committed",
-                         "enable.partition.eof": True, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, partition, -2)])
-    state: dict[bytes, bytes] = {}
-    try:
-        while True:
-            message = consumer.poll(10)
-            assert message is not None, "changelog read timed out"
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF
-                return state
-            if message.value() is None:
-                state.pop(message.key(), None)
-            else:
-                state[message.key()] = message.value()
-    finally:
-        consumer.close()
-
-
-def assert_stores_equal_the_changelog(bootstrap: str, prefix: str, state_dir: Path) -> None:
-    topic = changelog_topic(prefix)
-    topic_id, _ = topic_identity(bootstrap, topic)
-    for partition in range(PARTITIONS):
-        store = open_store(state_dir, topic, partition, topic_id)
-        try:
-            assert store.restore_from() is not None, f"partition {partition}: {store.wiped}"
-            local = {orjson.dumps(list(key)): orjson.dumps(value) for key, value in store.snapshot().items()}
-        finally:
-            store.close()
-        assert local == changelog_state(bootstrap, topic, partition), f"partition {partition}"
-
-
 def test_a_restart_restores_only_the_tail_and_keeps_exactly_once(topic_prefix, bootstrap, journals, reference, tmp_path):
     prefix, state_dir, log = topic_prefix, tmp_path / "state", tmp_path / "worker.log"
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journals[1], prefix)
     run_to_idle(bootstrap, prefix, log, state_dir)
-    assert sorted(os.listdir(state_dir / changelog_topic(prefix))) == sorted(
+    assert sorted(os.listdir(state_dir / harness.changelog_topic(prefix))) == sorted(
         [str(n) for n in range(PARTITIONS)] + [f"{n}.lock" for n in range(PARTITIONS)])
     first_run = log.read_text()
     assert first_run.count("restoring the whole changelog: no local store") == PARTITIONS
@@ -115,8 +62,8 @@ def test_a_restart_restores_only_the_tail_and_keeps_exactly_once(topic_prefix, b
     second_run = log.read_text()[len(first_run):]
     assert second_run.count("restoring from changelog offset") == PARTITIONS, second_run[-3000:]
     assert "restoring the whole changelog" not in second_run
-    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
-    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    harness.assert_stores_equal_the_changelog(bootstrap, prefix, state_dir, PARTITIONS)
 
 
 @pytest.mark.parametrize(
@@ -139,8 +86,8 @@ def test_sigkill_mid_checkpoint_restores_the_tail_correctly(topic_prefix, faults
         assert crashed.wait(timeout=120) == -9, f"{fault} was not reached:\n{log.read_text()[-3000:]}"
     run_to_idle(bootstrap, prefix, log, state_dir)
     assert "fault injection: SIGKILL at" in log.read_text()
-    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
-    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    harness.assert_stores_equal_the_changelog(bootstrap, prefix, state_dir, PARTITIONS)
 
 
 def _damage(kind: str, state_dir: Path, topic: str) -> None:
@@ -168,7 +115,7 @@ def test_a_store_that_cannot_be_trusted_is_restored_from_the_whole_changelog(top
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journals[1], prefix)
     run_to_idle(bootstrap, prefix, log, state_dir)
-    _damage(kind, state_dir, changelog_topic(prefix))
+    _damage(kind, state_dir, harness.changelog_topic(prefix))
     harness.publish(bootstrap, journals[2], prefix)
     before = len(log.read_text())
     run_to_idle(bootstrap, prefix, log, state_dir)
@@ -176,8 +123,8 @@ def test_a_store_that_cannot_be_trusted_is_restored_from_the_whole_changelog(top
     wiped = [line for line in second_run.splitlines() if "(restoring the whole changelog" in line]
     assert len(wiped) == 1 and "partition 1: state store" in wiped[0], second_run[-3000:]
     assert second_run.count("restoring from changelog offset") == PARTITIONS - 1
-    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
-    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    harness.assert_stores_equal_the_changelog(bootstrap, prefix, state_dir, PARTITIONS)
 
 
 def test_a_recreated_changelog_topic_with_the_group_deleted_is_never_tail_restored(topic_prefix, bootstrap, journals, tmp_path):
@@ -187,28 +134,15 @@ def test_a_recreated_changelog_topic_with_the_group_deleted_is_never_tail_restor
     tests/e2e/test_changelog_loss.py): the local stores' identity names the
     old topic, so each is wiped and restored from the new changelog — the
     state is what the changelog holds, not the old files."""
-    from confluent_kafka.admin import NewTopic
-
     prefix, state_dir, log = topic_prefix, tmp_path / "state", tmp_path / "worker.log"
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journals[1], prefix)
     run_to_idle(bootstrap, prefix, log, state_dir)
-    topic = changelog_topic(prefix)
+    topic = harness.changelog_topic(prefix)
     old_id, _ = topic_identity(bootstrap, topic)
-    admin = admin_client(bootstrap)
-    admin.delete_topics([topic])[topic].result()
-    harness.wait_until(lambda: topic not in harness.topic_names(admin), 60, "the changelog's deletion")
-
-    def create() -> bool:
-        try:
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"cleanup.policy": "compact"})])[topic].result()
-        except Exception as error:  # the deletion may still be finishing: TOPIC_ALREADY_EXISTS / marked for deletion
-            print("create:", error)
-            return False
-        return True
-
-    harness.wait_until(create, 60, "the changelog's creation")
+    harness.recreate_changelog(bootstrap, prefix, PARTITIONS)
     assert topic_identity(bootstrap, topic)[0] != old_id
+    admin = admin_client(bootstrap)
 
     def delete_group() -> bool:  # the stopped static member stays until its session times out
         try:
@@ -223,7 +157,7 @@ def test_a_recreated_changelog_topic_with_the_group_deleted_is_never_tail_restor
     run_to_idle(bootstrap, prefix, log, state_dir)
     second_run = log.read_text()[before:]
     assert second_run.count("(restoring the whole changelog: its topic_id is") == PARTITIONS, second_run[-3000:]
-    assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+    harness.assert_stores_equal_the_changelog(bootstrap, prefix, state_dir, PARTITIONS)
 
 
 def test_a_full_disk_under_the_state_dir_stops_the_worker_and_a_restart_restores_correctly(
@@ -261,8 +195,8 @@ def test_a_full_disk_under_the_state_dir_stops_the_worker_and_a_restart_restores
         before = len(log.read_text())
         run_to_idle(bootstrap, prefix, log, state_dir)
         assert log.read_text()[before:].count("restoring from changelog offset") == PARTITIONS
-        assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
-        assert_stores_equal_the_changelog(bootstrap, prefix, state_dir)
+        harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+        harness.assert_stores_equal_the_changelog(bootstrap, prefix, state_dir, PARTITIONS)
     finally:
         subprocess.run(["umount", "-l", str(state_dir)], check=False)
 
@@ -295,5 +229,5 @@ def test_a_rebalance_closes_revoked_stores_and_tail_restores_reassigned_ones(top
     assert "locked by another worker" not in run1 + run2
     if shared:  # the second took over the first's directories: tails only, never a whole changelog
         assert "(restoring the whole changelog" not in run1 + run2, run2[-3000:]
-    assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
-    assert_stores_equal_the_changelog(bootstrap, prefix, dir1)
+    harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
+    harness.assert_stores_equal_the_changelog(bootstrap, prefix, dir1, PARTITIONS)

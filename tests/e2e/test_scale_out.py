@@ -34,35 +34,12 @@ def test_three_workers_on_twelve_partitions_with_a_kill_and_a_join_stay_exactly_
     reference = harness.embedded(journal, tmp_path / "embedded")
     total = len(harness.lines(reference["recurrence-observations"]))
 
-    def start(instance: str, idle_exit: float | None):
-        log = tmp_path / f"{instance}.log"
-        # RocksDB: a state dir per worker, as on separate machines.
-        extra = (*OPTIONS, "--state-dir", str(tmp_path / f"state-{instance}")) if store == "rocksdb" else OPTIONS
-        return harness.start_worker(bootstrap, prefix, log, instance=instance, idle_exit=idle_exit, extra=extra), log
-
-    # Batch runs exit once the whole group is caught up, so w1 and w3 wait
-    # for the killed member's partitions to be processed too.
-    (w1, log1), (w2, log2), (w3, log3) = start("w1", 6), start("w2", None), start("w3", 6)
-    observations = harness.physical(prefix, "recurrence-observations")
-    harness.wait_until(lambda: all("assigned partitions" in log.read_text() for log in (log1, log2, log3)), 90, "three members assigned")
-    counts: list[int] = []
-
-    def progressed() -> bool:
-        counts.append(harness.count_records(bootstrap, observations))
-        return counts[-1] > total // 10
-
-    harness.wait_until(progressed, 120, "a tenth of the outputs")
-    assert w2.poll() is None and w1.poll() is None and w3.poll() is None, "the run ended before the rebalance"
-    harness.kill(w2)
-    w4, log4 = start("w4", 6)
-
-    for worker, log in ((w1, log1), (w3, log3), (w4, log4)):
-        assert harness.wait_exit(worker, 240, log) == 0
-    # The kill was mid-run, and the group was rebalanced after it: the new
-    # member restored and processed partitions of its own.
-    assert counts[-1] < total
-    assert re.search(r"partition \d+ restored", log4.read_text()), log4.read_text()[-2000:]
-    assert sum(log.read_text().count("assigned partitions") for log in (log1, log3)) >= 3
+    logs = harness.kill_and_join(bootstrap, prefix, tmp_path, total=total, assigned="assigned partitions", options=OPTIONS,
+                                 rocksdb=store == "rocksdb")
+    # The group was rebalanced after the kill: the new member restored and
+    # processed partitions of its own.
+    assert re.search(r"partition \d+ restored", logs["w4"].read_text()), logs["w4"].read_text()[-2000:]
+    assert sum(logs[name].read_text().count("assigned partitions") for name in ("w1", "w3")) >= 3
     if store == "rocksdb":  # every worker kept its partitions' state in RocksDB databases of its own dir
         for instance in ("w1", "w2", "w3", "w4"):
             assert list((tmp_path / f"state-{instance}").rglob("CURRENT")), instance

@@ -64,7 +64,7 @@ def test_bad_role_or_principal_is_a_usage_error(role, principal):
 
 FOLLOWER = [
     *(f"{ADD} --operation Read --topic p.{name}" for name in (
-        "recurrence-statistics", "revision-statistics", "review-status", "recurrence-observations", "review-candidates")),
+        "recurrence-statistics", "revision-statistics", "review-status", "signature-patterns", "recurrence-observations", "review-candidates")),
     f"{ADD} --operation Read --group p.app-view",
 ]
 
@@ -84,7 +84,8 @@ def test_follower_reads_exactly_what_a_view_follower_subscribes_to_in_its_group(
     follower = ViewFollower(FollowerConfig(bootstrap="127.0.0.1:1", redis_url="redis://127.0.0.1:1/0", app_id="app", topic_prefix="p."))
     try:
         assert sorted(acl.name for acl in acls if acl.resource_type == "TOPIC") == sorted(follower.topics) == [
-            "p.recurrence-observations", "p.recurrence-statistics", "p.review-candidates", "p.review-status", "p.revision-statistics"]
+            "p.recurrence-observations", "p.recurrence-statistics", "p.review-candidates", "p.review-status", "p.revision-statistics",
+            "p.signature-patterns"]
         assert [acl.name for acl in acls if acl.resource_type == "GROUP"] == [follower.config.group_id] == ["p.app-view"]
     finally:
         follower.consumer.close()

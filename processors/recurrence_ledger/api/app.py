@@ -25,6 +25,7 @@ documentation, see below):
 | --- | --- |
 | ``GET /scopes?limit=N&offset=M&sort=…&filter=…&needs_review=…`` | ``ScopeList``: the scopes with their counters, paged (1 ≤ ``limit`` ≤ 1000, the default; ``total`` counts them all), sorted by ``sort`` (scope_id, needing_review, recurred, repeat_failure_rate) and filtered (``filter``: scope id substring; ``needs_review``), read through the scope index (``recurrence_ledger.read.history``) |
 | history endpoints | ``…/revisions/{artifact_id}/{revision}/history``, ``/scopes/{scope}/trend``, the ``/timeline`` page: ``recurrence_ledger.api.routes.history`` |
+| ``GET /patterns?group=…`` | ``PatternList``: one pattern group's signature patterns (contract §23), never a scope of another group; the ``/team-patterns`` page: ``recurrence_ledger.api.routes.patterns`` |
 | review endpoints | ``GET /review-queue?status=…``, ``GET /review-candidates/{id}``, ``POST /review-candidates/{id}/decision`` (a reviewer token; publishes a ReviewDecision to Kafka, contract §18), the ``/review`` inbox page: ``recurrence_ledger.api.routes.review`` |
 | ``GET /scopes/{scope}/statistics`` | ``ScopeStatistics``: the recurrence statistics block (contract §8) plus ``as_of_position``, ``pending_outcomes``, ``late_revisions`` — the scope's last statistics record, byte for byte the view's |
 | ``GET /scopes/{scope}/revisions?sort=…&surface=…&low_yield=…&needs_review=…&limit=N&offset=M`` | ``RevisionList``: every revision of the scope (the view's revisions hash), filtered, sorted, paged; ``complete`` is true. ``sort`` ∈ {streak, recurred, yield, selected} (default streak), ``surface`` a repair_surface, ``low_yield`` / ``needs_review`` booleans, 1 ≤ ``limit`` ≤ 100 (default 10), 0 ≤ ``offset`` ≤ 1,000,000; anything else 400 |
@@ -67,7 +68,7 @@ enforces): with an API token (``RL_API_TOKEN`` or ``RL_API_TOKEN_FILE``)
 every request answers 401 with ``WWW-Authenticate: Bearer`` unless it
 carries ``Authorization: Bearer <token>`` — compared in constant time
 (``BearerToken``) — except the public paths (``PUBLIC_PATHS``:
-``/healthz``, the dashboard pages (``/``, ``/review``, ``/timeline``) and their static files, the documentation
+``/healthz``, the dashboard pages (``/``, ``/review``, ``/timeline``, ``/team-patterns``) and their static files, the documentation
 pages and ``/openapi.json``, none of which holds data of the view). The
 check runs before routing (``ReadSideGuard``), so an unauthenticated
 request learns nothing, not even whether a path or parameter exists. No
@@ -126,17 +127,20 @@ from starlette.middleware.cors import CORSMiddleware
 from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerTokens, is_decision, is_public
 from recurrence_ledger.api.limits import BodyLimit
 from recurrence_ledger.api.params import known_query_only
-from recurrence_ledger.api.responses import STATIC_DIR
-from recurrence_ledger.api.routes import advisories, history, holdout, review, revisions, scopes, service
+from recurrence_ledger.api.responses import STATIC_DIR, DocsHeaders
+from recurrence_ledger.api.routes import advisories, history, holdout, patterns, review, revisions, scopes, service
 from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_api_token, check_origin, kafka_from_env, reviewer_tokens_from_env
-from recurrence_ledger.api.transport import http_protocol
+from recurrence_ledger.api.transport import ServeLimits, http_protocol
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.history import ReadModels
+from recurrence_ledger.read.patterns import PatternView
 from recurrence_ledger.read.reader import ViewReader
 from recurrence_ledger.kafka.review import DecisionPublisher
 
 #: Where the documentation pages' assets (Swagger UI, ReDoc) are served from.
 DOCS_STATIC_URL = "/static-docs"
+#: The documentation pages: Swagger UI and ReDoc.
+DOCS_URL, REDOC_URL = "/docs", "/redoc"
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -175,6 +179,8 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
         summary="Recurrence statistics of every scope, read from the Redis view (contract §8).",
         description=(__doc__ or "").split("\n\n")[0],
         static_url=DOCS_STATIC_URL,
+        docs_url=DOCS_URL,
+        redoc_url=REDOC_URL,
         favicon_url="data:,",
         swagger_ui_parameters={"validatorUrl": None},  # no badge fetched from an outside validator
         dependencies=[Depends(known_query_only)],
@@ -189,6 +195,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     # Innermost, behind the guard: every request body bounded by the bytes
     # read (recurrence_ledger.api.limits), so a refused request reads none.
     app.add_middleware(BodyLimit)
+    app.add_middleware(DocsHeaders, paths=frozenset({DOCS_URL, REDOC_URL, app.swagger_ui_oauth2_redirect_url}))
     app.add_middleware(ReadSideGuard, token=token, allowed_hosts=settings.allowed_hosts, reviewers=reviewers)
     if origins:
         app.add_middleware(
@@ -207,6 +214,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     advisories.register(app, reader)
     service.register(app, reader, settings.redis_url, token)
     holdout.register(app)
+    patterns.register(app, PatternView(reader.client, settings.resolved_namespace))
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, error: RequestValidationError) -> JSONResponse:
@@ -225,7 +233,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             schema = get_openapi(title=app.title, version=app.version, summary=app.summary, description=app.description, routes=app.routes)
             for path in schema.get("paths", {}).values():
                 for operation in path.values():
-                    operation.get("responses", {}).pop("422", None)
+                    # FastAPI's own 422 (a validation error) goes; a 422 a route documents itself stays
+                    # (POST /advisories: more refs than it takes).
+                    if operation.get("responses", {}).get("422", {}).get("description") == "Validation Error":
+                        operation["responses"].pop("422")
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
             if token is not None:
@@ -273,10 +284,13 @@ def decision_publisher(settings: ApiSettings) -> DecisionPublisher | None:
     return DecisionPublisher(settings.kafka, settings.topic_prefix, codec)
 
 
-def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False) -> None:
+def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False,
+          limits: ServeLimits | None = None) -> None:
     """Run the API with uvicorn until SIGINT/SIGTERM: one process, uvloop
     and httptools when installed (uvicorn's ``auto``), each response sent
-    in one write (``recurrence_ledger.api.transport``), the access log only
+    in one write and each request head bounded by ``limits`` (default
+    :class:`ServeLimits`, with uvicorn's connection limits;
+    ``recurrence_ledger.api.transport``), the access log only
     with ``access_log`` (``serve --access-log``). When Redis does not answer
     at start, one warning line on stderr says so, and it serves anyway."""
     import gc
@@ -294,4 +308,5 @@ def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_
     # collector's generations, each full collection has less to walk.
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, http=http_protocol())
+    limits = limits or ServeLimits()
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=access_log, http=http_protocol(limits), **limits.uvicorn_options())

@@ -24,14 +24,15 @@ from fastapi.responses import JSONResponse
 
 #: Paths that answer without the token when one is set: the health check,
 #: and what holds no data of the view — the dashboard pages (``/``, the
-#: review inbox ``/review``, the timeline ``/timeline``: a browser's
+#: review inbox ``/review``, the timeline ``/timeline``, the team patterns
+#: ``/team-patterns``: a browser's
 #: navigation carries no header, so they load, then ask for the token) and
 #: their static files, the
 #: documentation pages and the OpenAPI document (Swagger UI fetches it
 #: without credentials; it describes the API's shapes, which the source
 #: code publishes anyway). Everything else — every ``/scopes…`` endpoint and
 #: any unknown path — answers 401 without ``Authorization: Bearer <token>``.
-PUBLIC_PATHS = frozenset({"/healthz", "/", "/review", "/timeline", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/", "/review", "/timeline", "/team-patterns", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 PUBLIC_PREFIXES = ("/static/", "/static-docs/")
 
 #: The path of a review decision (``POST``): guarded by the reviewer tokens.

@@ -20,8 +20,8 @@ held the request, its connection and the bytes buffered so far for as long
 as it liked — uvicorn has no body read timeout. The whole body must arrive
 within :data:`BODY_DEADLINE_S` seconds of the first read, else 408 with
 ``Connection: close``. (A client that trickles its *headers* never reaches
-the app: bound those with a reverse proxy or ``--limit-concurrency``,
-docs/operating.md.)
+the app: ``serve``'s protocol bounds those, ``--header-timeout`` and
+``--max-header-bytes``, recurrence_ledger.api.transport.)
 
 The caps: a review decision (``POST /review-candidates/{id}/decision``)
 :data:`MAX_DECISION_BODY`; an advisory (``POST /advisories``)

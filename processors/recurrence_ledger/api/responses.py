@@ -35,6 +35,16 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 
+#: Headers of the documentation pages (``/docs`` Swagger UI, ``/redoc``,
+#: the OAuth2 redirect; :class:`DocsHeaders`): never framed (a framed Swagger
+#: UI could trick a user into typing a token into its Authorize dialog) and
+#: never sniffed. Their inline scripts rule out the pages' script policy.
+DOCS_HEADERS = {
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
 #: The documented 400 / 404 / 503 answers of the scope endpoints.
 ERRORS: dict[int, dict] = {
     400: {"model": ErrorBody, "description": "Unknown or bad query parameter"},
@@ -97,3 +107,28 @@ def page(name: str) -> FileResponse:
     revalidation, with the pages' security headers (:data:`PAGE_HEADERS`):
     every page is answered here, so every page has them."""
     return FileResponse(STATIC_DIR / name, media_type="text/html", headers={"Cache-Control": "no-cache", **PAGE_HEADERS})
+
+
+class DocsHeaders:
+    """ASGI middleware adding :data:`DOCS_HEADERS` to the answers of the
+    documentation pages ``paths`` (FastAPI serves them itself, so they
+    cannot be answered by :func:`page`)."""
+
+    def __init__(self, app, paths: frozenset[str]) -> None:  # noqa: ANN001 - an ASGI app
+        self.app = app
+        self.paths = paths
+        self.headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in DOCS_HEADERS.items()]
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+        if scope["type"] != "http" or scope["path"] not in self.paths:
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message) -> None:  # noqa: ANN001 - ASGI
+            if message["type"] == "http.response.start":
+                names = {name for name, _ in self.headers}
+                kept = [(name, value) for name, value in message.get("headers", []) if name.lower() not in names]
+                message = {**message, "headers": [*kept, *self.headers]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

@@ -4,7 +4,8 @@ endpoints (``/scopes``, ``…/statistics`` — the core's ScopeStatistics —,
 ``…/revisions``, ``…/review-candidates``, ``/healthz``) and the history's
 (``…/history``, ``…/trend``, ``/review-queue``; read models of
 ``recurrence_ledger.read.history``), and the review's
-(``/review-candidates/{id}``, its decision's request and answer).
+(``/review-candidates/{id}``, its decision's request and answer), and a
+pattern group's signature patterns (``/patterns``, contract §23).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pydantic_core import PydanticCustomError
 from recurrence_ledger.ledger.models import ArtifactRef, Id, RejectionReason, RepairSurface, ReviewDecision, Severity
 from recurrence_ledger.ledger.fields import REVISION_IDENTITY
 from recurrence_ledger.ledger.holdout_records import Effect, EffectVerdict
-from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, RevisionStatistics, ScopeStatistics, SignaturePattern
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
 ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]
@@ -141,6 +142,15 @@ class ReviewRow(_Figures):
     terminal_recurred_streak: int
 
 
+class ReviewSplit(_Shape):
+    """The scope's revisions needing review (every one, not only the top N)
+    by their newest review candidate's status (contract §8, §18)."""
+
+    waiting: int = Field(description="Its candidate waits for a decision (open or superseded): the review inbox lists it.")
+    decided: int = Field(description="Its candidate was decided (approved or rejected); the streak still holds the threshold.")
+    no_candidate: int = Field(description="No review candidate: its repair surface is not experience_content (contract §8), or none is applied yet.")
+
+
 class ReviewList(_Shape):
     """``GET /scopes/{scope}/review-candidates``: the revisions needing review
     (streak ≥ the threshold, contract §8) from the view's review set, in
@@ -158,6 +168,7 @@ class ReviewList(_Shape):
         "it decided which revisions are listed. null when the view was written before the threshold was stored: rebuild it."
     )
     needing_review: int
+    split: ReviewSplit | None = Field(None, description="needing_review split by the revisions' review candidates' status.")
     complete: bool
     revisions: list[ReviewRow]
 
@@ -386,8 +397,27 @@ class FieldCatalogue(_Shape):
     scope: dict[str, FieldLabel] = Field(description="ScopeStatistics (contract §8).")
     revision: dict[str, FieldLabel] = Field(description="A revision's row: top_revisions and the revisions view (contract §8, §14).")
     unknown_reasons: dict[str, FieldLabel] = Field(description="The eleven unknown reasons of contract §17, in the contract's order.")
+    pattern: dict[str, FieldLabel] = Field(description="A signature pattern across a group's scopes (contract §23.3).")
     effect: dict[str, FieldLabel] = Field({}, description="A revision's effect (contract §21.4): its arms, probability_helps and verdict.")
     effects: dict[str, FieldLabel] = Field({}, description="The effect verdicts of contract §21.4, in the contract's order.")
+
+
+# ----------------------------------------------------------------- signature patterns
+
+
+class PatternList(_Shape):
+    """``GET /patterns?group=``: the signature patterns of one pattern group
+    (contract §23.3), most scopes first (then signature_key). Only the
+    group asked for: no row, count or message names a scope of another
+    group (§23.1)."""
+
+    group: str = Field(description="The pattern group asked for (\"\": every scope of a deployment without a group separator).")
+    total: int = Field(description="Patterns of the group.")
+    available: int = Field(description="Patterns of the group with at least min_scopes scopes.")
+    min_scopes: int = Field(description="The least scope_count of a pattern listed.")
+    limit: int
+    offset: int
+    patterns: list[SignaturePattern]
 
 
 # ----------------------------------------------------------------- the advisory

@@ -13,12 +13,48 @@ requests' work. The bytes and their order are unchanged, and ``close``
 sends what is held first. :func:`http_protocol` is uvicorn's
 own protocol class (``auto``: httptools when installed, else h11) with its
 transport wrapped so.
+
+And each request head bounded (:class:`ServeLimits`): uvicorn bounds idle
+kept-alive connections (``timeout_keep_alive``) and the connections it
+serves at once (``limit_concurrency``), but not a request head sent slowly
+— a client trickling a header line now and then held its connection for as
+long as it liked, and a kept-alive connection's timer stops at the first
+byte of its next request — nor, under httptools, a head's size. The
+protocol of :func:`http_protocol` closes a connection that has not sent a
+whole request head :attr:`ServeLimits.header_timeout` seconds after it was
+opened or started its next request, and answers 431 (closing it) once a
+head passes :attr:`ServeLimits.max_header_bytes` without ending. A request
+body is bounded by ``recurrence_ledger.api.limits``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
+
+from recurrence_ledger import policy
+
+#: The answer to a request head over the size limit (the connection closes after it).
+HEAD_TOO_LARGE = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """The connection limits ``serve`` runs uvicorn with
+    (``recurrence_ledger.policy``, docs/operating.md): connections or
+    requests at once before 503s, seconds an idle connection stays open,
+    seconds to send a request head, bytes of a request head."""
+
+    limit_concurrency: int = policy.SERVE_LIMIT_CONCURRENCY.default
+    timeout_keep_alive: int = policy.SERVE_TIMEOUT_KEEP_ALIVE.default
+    header_timeout: int = policy.SERVE_HEADER_TIMEOUT.default
+    max_header_bytes: int = policy.SERVE_MAX_HEADER_BYTES.default
+
+    def uvicorn_options(self) -> dict[str, int]:
+        """The options of ``uvicorn.run`` these limits set."""
+        return {"limit_concurrency": self.limit_concurrency, "timeout_keep_alive": self.timeout_keep_alive,
+                "h11_max_incomplete_event_size": self.max_header_bytes}
 
 
 class CoalescingTransport:
@@ -59,13 +95,56 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
-def http_protocol() -> type[asyncio.Protocol]:
+def http_protocol(limits: ServeLimits | None = None) -> type[asyncio.Protocol]:
     """uvicorn's ``auto`` HTTP protocol class with a
-    :class:`CoalescingTransport` around each connection's transport."""
+    :class:`CoalescingTransport` around each connection's transport, and
+    each request head bounded in time and size by ``limits`` (default
+    :class:`ServeLimits`; module docstring)."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
+    limits = limits or ServeLimits()
+
     class CoalescingProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        head_timer: asyncio.TimerHandle | None = None
+        head_bytes = 0
+
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+            self.await_head()
+
+        def data_received(self, data: bytes) -> None:
+            cycle = self.cycle
+            idle = cycle is None or cycle.response_complete
+            if idle and self.head_timer is None:  # the first bytes of the next request on a kept-alive connection
+                self.await_head()
+            super().data_received(data)
+            if self.cycle is not cycle:  # a request head was complete: the timer stops, the body has its own deadline
+                self.stop_head_timer()
+            elif self.head_timer is not None:
+                self.head_bytes += len(data)
+                if self.head_bytes > limits.max_header_bytes:
+                    self.refuse(HEAD_TOO_LARGE)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.stop_head_timer()
+            super().connection_lost(exc)
+
+        def await_head(self) -> None:
+            """Start the time and byte count of the next request head."""
+            self.head_bytes = 0
+            self.head_timer = self.loop.call_later(limits.header_timeout, self.refuse, b"")
+
+        def stop_head_timer(self) -> None:
+            if self.head_timer is not None:
+                self.head_timer.cancel()
+                self.head_timer = None
+
+        def refuse(self, answer: bytes) -> None:
+            """Send ``answer`` (none: the head took too long) and close the connection."""
+            self.stop_head_timer()
+            if not self.transport.is_closing():
+                if answer:
+                    self.transport.write(answer)
+                self.transport.close()
 
     return CoalescingProtocol

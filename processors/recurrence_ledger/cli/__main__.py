@@ -2,4 +2,5 @@
 
 from recurrence_ledger.cli.main import app
 
-app()
+if __name__ == "__main__":  # not when a worker process of `worker --processes` is spawned
+    app()

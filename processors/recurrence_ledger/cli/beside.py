@@ -26,8 +26,16 @@ When the worker's loop ends:
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import multiprocessing
+import os
+import signal
+import tempfile
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
 
 from recurrence_ledger.read.follower import FollowerConfig, ViewFollower
 from recurrence_ledger.redact import redact_url
@@ -109,3 +117,143 @@ def run_worker_with_follower(config: WorkerConfig, redis_url: str) -> None:
     raises, and ValueError for an unusable Redis URL (before anything is
     consumed)."""
     run_worker(config, InProcessFollower(config, redis_url))
+
+
+# -- worker --processes N: one supervisor, N worker processes ---------------------------
+
+#: Seconds the supervisor gives its worker processes after SIGTERM (each
+#: commits its open transaction and stops) before it kills the ones left:
+#: within Kubernetes' default grace period of 30 s.
+SHUTDOWN_BUDGET_S = 25.0
+#: Seconds between two looks at the worker processes.
+SUPERVISE_POLL_S = 0.2
+
+
+def process_config(config: WorkerConfig, number: int) -> WorkerConfig:
+    """Worker process ``number``'s configuration under a supervisor: the
+    instance id ``<instance id>-<number>`` (its own static member and
+    transactional id), its number as the metrics' ``process`` label, no
+    metrics port of its own (the supervisor serves every process's), and
+    with ``--state-dir`` a folder ``process-<number>`` of its own."""
+    state_dir = config.state_dir / f"process-{number}" if config.state_dir is not None else None
+    return replace(config, instance_id=f"{config.instance_id}-{number}", metrics_port=None, process=str(number), state_dir=state_dir)
+
+
+class Supervisor:
+    """``worker --processes N``: N worker processes (spawned, each
+    ``target(process_config(config, n))``) in one consumer group, and —
+    with ``redis_url`` — the view follower once, in this process
+    (:class:`InProcessFollower`), never in a worker process.
+
+    - a worker process that exits with ``RESTART_EXIT`` (3) or is killed by
+      a signal is started again with the same instance id (which fences its
+      previous incarnation's open transaction);
+    - one that exits 0 (a finished batch run) is not restarted; the
+      supervisor exits once all have;
+    - one that exits with another code (an error a restart does not cure)
+      stops the others, and the supervisor exits with that code;
+    - SIGTERM / SIGINT go to every worker process (each commits its open
+      transaction); those still running after :data:`SHUTDOWN_BUDGET_S`
+      are killed.
+
+    With ``config.metrics_port``, one endpoint serves every worker
+    process's metrics, each with its ``process`` label (prometheus-client's
+    multiprocess mode, in a folder of the supervisor's own).
+    """
+
+    def __init__(self, config: WorkerConfig, processes: int, target: Callable[[WorkerConfig], None], redis_url: str | None = None,
+                 restart_exit: int = 3):
+        self.config = config
+        self.processes = processes
+        self.target = target
+        self.redis_url = redis_url
+        self.restart_exit = restart_exit
+        self.context = multiprocessing.get_context("spawn")
+        self.children: dict[int, multiprocessing.process.BaseProcess] = {}
+        self.restarts = 0
+        self._stopping = False
+        self._metrics_dir: str | None = None
+
+    def stop(self, *_: object) -> None:
+        """Stop every worker process (SIGTERM; a signal handler)."""
+        self._stopping = True
+        for child in self.children.values():
+            if child.is_alive() and child.pid is not None:
+                os.kill(child.pid, signal.SIGTERM)
+
+    def _start(self, number: int) -> None:
+        child = self.context.Process(target=self.target, args=(process_config(self.config, number),), name=f"worker-{number}")
+        child.start()
+        self.children[number] = child
+        log.info("worker process %d (instance %s-%d) started: pid %s", number, self.config.instance_id, number, child.pid)
+
+    def _serve_metrics(self) -> None:
+        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=self._metrics_dir)
+        start_http_server(self.config.metrics_port, addr="127.0.0.1", registry=registry)
+
+    def _process_dead(self, pid: int | None) -> None:
+        if self._metrics_dir is not None and pid is not None:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(pid, self._metrics_dir)
+
+    def run(self) -> int:
+        """Run until every worker process has stopped; the exit code
+        (class docstring)."""
+        with contextlib.ExitStack() as stack:
+            if self.config.metrics_port:
+                self._metrics_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="rl-metrics-"))
+                os.environ["PROMETHEUS_MULTIPROC_DIR"] = self._metrics_dir  # read by each spawned worker process
+                self._serve_metrics()
+            companion = InProcessFollower(self.config, self.redis_url) if self.redis_url else None
+            previous = {number: signal.signal(number, self.stop) for number in (signal.SIGTERM, signal.SIGINT)}
+            stack.callback(lambda: [signal.signal(number, handler) for number, handler in previous.items()])
+            for number in range(self.processes):
+                self._start(number)
+            if companion is not None:
+                companion.start()
+            code = self._watch()
+            if companion is not None:
+                companion.finish(code == 0)
+            return code
+
+    def _watch(self) -> int:
+        code = 0
+        deadline: float | None = None
+        while self.children:
+            for number, child in list(self.children.items()):
+                child.join(SUPERVISE_POLL_S / max(1, len(self.children)))
+                if child.exitcode is None:
+                    continue
+                self._process_dead(child.pid)
+                del self.children[number]
+                exited = child.exitcode
+                if self._stopping:
+                    log.info("worker process %d stopped (exit %s)", number, exited)
+                elif exited == self.restart_exit or exited < 0:
+                    self.restarts += 1
+                    log.warning("worker process %d exited %s: restarting it", number, f"on signal {-exited}" if exited < 0 else exited)
+                    self._start(number)
+                elif exited != 0:
+                    log.error("worker process %d exited %d: stopping the others", number, exited)
+                    code = code or exited
+                    self.stop()
+            if self._stopping and deadline is None:
+                deadline = time.monotonic() + SHUTDOWN_BUDGET_S
+            if deadline is not None and time.monotonic() > deadline:
+                for number, child in self.children.items():
+                    log.error("worker process %d did not stop within %.0f s: killed", number, SHUTDOWN_BUDGET_S)
+                    child.kill()
+                deadline = float("inf")
+        return code
+
+
+def supervise(config: WorkerConfig, processes: int, target: Callable[[WorkerConfig], None], redis_url: str | None = None,
+              restart_exit: int = 3) -> int:
+    """Run ``processes`` worker processes under a :class:`Supervisor`; its
+    exit code."""
+    return Supervisor(config, processes, target, redis_url, restart_exit).run()

@@ -14,7 +14,7 @@ import typer
 from recurrence_ledger import catalogue
 from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console
 from recurrence_ledger.cli.options import LEDGER_POLICY, BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption, json_option, takes
-from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.config import LedgerConfig
 
 def explain_command(
     scope: Annotated[str, typer.Argument(help="scope_id")],

@@ -24,6 +24,7 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
 from recurrence_ledger.cli import explain, ops, records, replay, run, simulate, whatif
 from recurrence_ledger.cli.holdout import holdout_app
@@ -32,7 +33,32 @@ from recurrence_ledger.cli.review import review_app
 from recurrence_ledger.cli.topics import topics_app
 from recurrence_ledger.cli.view import view_app
 
+class FlagsAsFlags:
+    """Help that shows a flag (``--quiet``, ``--json``,
+    ``--static-membership/--dynamic-membership``, ``--help``) as a flag:
+    Typer's rich help gives every option a value column, ``<bool>`` for a
+    flag, which reads as if the flag took a value. A flag's column stays
+    empty (an empty metavar); every option that takes a value keeps its
+    type. Mixed into the command and group classes (:func:`flags_as_flags`)."""
+
+    def get_params(self, ctx):  # noqa: ANN001, ANN201 - click's signature
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class FlagCommand(FlagsAsFlags, TyperCommand):
+    """A command with :class:`FlagsAsFlags` help."""
+
+
+class FlagGroup(FlagsAsFlags, TyperGroup):
+    """A command group with :class:`FlagsAsFlags` help."""
+
+
 app = typer.Typer(
+    cls=FlagGroup,
     add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
     help="recurrence-ledger: did what the agents learned from a failure help?",
     # A traceback must not print local variables: they hold Redis URLs with passwords.
@@ -101,7 +127,20 @@ def reflow_help(typer_app: typer.Typer, escaped: set[int] | None = None) -> None
         reflow_help(group.typer_instance, escaped)
 
 
+def flags_as_flags(typer_app: typer.Typer) -> None:
+    """Give every command and group of ``typer_app`` (and of its sub-apps)
+    :class:`FlagsAsFlags` help."""
+    for info in typer_app.registered_commands:
+        if info.cls in (None, TyperCommand):
+            info.cls = FlagCommand
+    for group in typer_app.registered_groups:
+        if not (isinstance(group.typer_instance.info.cls, type) and issubclass(group.typer_instance.info.cls, FlagGroup)):
+            group.typer_instance.info.cls = FlagGroup
+        flags_as_flags(group.typer_instance)
+
+
 reflow_help(app)
+flags_as_flags(app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -42,23 +42,23 @@ import ipaddress
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
-import redis
 import typer
 from rich import box
 from rich.cells import cell_len
 from rich.table import Table
 
-from recurrence_ledger.api.settings import ApiSettings
-from recurrence_ledger.cli.options import BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option
+from recurrence_ledger import policy
+from recurrence_ledger.cli.options import (
+    SERVE_PANEL, BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option, setting_option,
+)
 from recurrence_ledger.embedded.output import stderr_console, stdout_console
-from recurrence_ledger.ledger.fields import total_fields
 from recurrence_ledger.ledger.holdout_records import EffectCounts
-from recurrence_ledger.ledger.records import ScopeStatistics
-from recurrence_ledger.ledger.statistics import REPAIR_SURFACES, rank_key, reason_counts
-from recurrence_ledger.read.connect import describe_error
-from recurrence_ledger.read.reader import REVISION_SORTS, ViewReader
+from recurrence_ledger.ledger.models import REPAIR_SURFACES
+
+if TYPE_CHECKING:  # the read side is imported by the commands that read, not by --help
+    from recurrence_ledger.read.reader import ViewReader
 from recurrence_ledger.redact import redact_url
 from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REVIEWER_TOKENS_FILE, kafka_environment, settings as process_settings
 
@@ -73,6 +73,9 @@ JsonOption = Annotated[bool, json_option("Print JSON instead of a table.")]
 def _reader(redis_url: str | None, topic_prefix: str) -> ViewReader:
     """The view reader of ``rank`` / ``stats``; exit 2 for a URL or CA file
     redis-py cannot use."""
+    from recurrence_ledger.api.settings import ApiSettings
+    from recurrence_ledger.read.reader import ViewReader
+
     settings = ApiSettings.from_env(redis_url=redis_url, topic_prefix=topic_prefix)
     try:
         return ViewReader(settings.redis_url, settings.resolved_namespace, ca_file=settings.redis_ca_file)
@@ -90,6 +93,10 @@ def _read_scopes(reader: ViewReader, scope: str | None, read: Callable[[str], An
     """``scope_id -> read(scope_id)`` for ``scope`` or every scope of the
     view, sorted, leaving out scopes ``read`` finds nothing for. Raises
     typer.Exit(1) for an unknown scope or when Redis is down."""
+    import redis
+
+    from recurrence_ledger.read.connect import describe_error
+
     try:
         scope_ids = [scope] if scope is not None else reader.scope_ids()
         found = {scope_id: read(scope_id) for scope_id in scope_ids}
@@ -139,6 +146,9 @@ def ranked_rows(
     ``effect`` as the ledger published it, contract §21.4). With ``by``
     ``effect`` only the revisions with an effect (and, with ``verdict``,
     that verdict), ordered as the API's ``sort=probability_helps``."""
+    from recurrence_ledger.ledger.statistics import rank_key, reason_counts
+    from recurrence_ledger.read.reader import REVISION_SORTS
+
     rows = [
         {
             "scope_id": scope_id,
@@ -360,19 +370,32 @@ def rank_command(
 
 
 STAT_COLUMNS = ("as_of_position", "selected", "recurred", "avoided", "needing_review", "unknown", "unlinked_handoff_citations", "pending_outcomes", "late_revisions")
-#: The column headers: each field's title as the record states it
-#: (``recurrence_ledger.ledger.records``), a word per line so that the
-#: table fits 80 columns.
-STAT_HEADERS = {name: ScopeStatistics.model_fields[name].title.replace(" ", "\n") for name in STAT_COLUMNS}
-#: The counts a scope's line under the ``stats`` table names, besides its
-#: binding suspects and unknown reasons: the other ScopeStatistics figures
-#: marked ``total`` (``total_fields``), with their titles.
-STAT_NOTES = {name: ScopeStatistics.model_fields[name].title for name in total_fields(ScopeStatistics) if name != "binding_suspects"}
+
+
+def stat_headers() -> dict[str, str]:
+    """The column headers of ``stats``: each field's title as the record
+    states it (``recurrence_ledger.ledger.records``), a word per line so
+    that the table fits 80 columns."""
+    from recurrence_ledger.ledger.records import ScopeStatistics
+
+    return {name: ScopeStatistics.model_fields[name].title.replace(" ", "\n") for name in STAT_COLUMNS}
+
+
+def stat_notes() -> dict[str, str]:
+    """The counts a scope's line under the ``stats`` table names, besides
+    its binding suspects and unknown reasons: the other ScopeStatistics
+    figures marked ``total`` (``total_fields``), with their titles."""
+    from recurrence_ledger.ledger.fields import total_fields
+    from recurrence_ledger.ledger.records import ScopeStatistics
+
+    return {name: ScopeStatistics.model_fields[name].title for name in total_fields(ScopeStatistics) if name != "binding_suspects"}
 
 
 def reason_summary(counts: dict | None) -> str:
     """The reasons of contract §17 that occurred, in the contract's order:
     ``"check_missing 2, check_failed 1"``; "" when none."""
+    from recurrence_ledger.ledger.statistics import reason_counts
+
     return ", ".join(f"{reason} {count}" for reason, count in reason_counts(counts).items() if count)
 
 
@@ -387,7 +410,7 @@ def unknown_line(record: dict) -> str | None:
     if record["unknown"]:
         reasons = reason_summary(record.get("unknown_reasons"))
         parts.append(f"unknown {record['unknown']}" + (f" ({reasons})" if reasons else ""))
-    parts += [f"{label} {record[name]}" for name, label in STAT_NOTES.items() if record.get(name, 0)]
+    parts += [f"{label} {record[name]}" for name, label in stat_notes().items() if record.get(name, 0)]
     effects = record.get("effects") or {}
     if any(effects.values()):  # contract §21.4: the scope's lessons by effect verdict
         parts.append("effects " + ", ".join(f"{verdict} {effects.get(verdict, 0)}" for verdict in EFFECT_VERDICTS))
@@ -420,8 +443,9 @@ def stats_command(
         return
     table = Table(title=f"recurrence statistics ({reader.namespace})", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("scope", overflow="fold")
+    headers = stat_headers()
     for name in STAT_COLUMNS:
-        table.add_column(STAT_HEADERS[name], justify="right")
+        table.add_column(headers[name], justify="right")
     for record in records:
         table.add_row(record["scope_id"], *(str(record[name]) for name in STAT_COLUMNS))
     console.print(table)
@@ -492,6 +516,10 @@ def serve_command(
     bootstrap: BootstrapOption = None,
     kafka_config: KafkaConfigOption = None,
     schema_registry_url: RegistryOption = None,
+    limit_concurrency: Annotated[int, setting_option(policy.SERVE_LIMIT_CONCURRENCY, SERVE_PANEL)] = policy.SERVE_LIMIT_CONCURRENCY.default,
+    timeout_keep_alive: Annotated[int, setting_option(policy.SERVE_TIMEOUT_KEEP_ALIVE, SERVE_PANEL)] = policy.SERVE_TIMEOUT_KEEP_ALIVE.default,
+    header_timeout: Annotated[int, setting_option(policy.SERVE_HEADER_TIMEOUT, SERVE_PANEL)] = policy.SERVE_HEADER_TIMEOUT.default,
+    max_header_bytes: Annotated[int, setting_option(policy.SERVE_MAX_HEADER_BYTES, SERVE_PANEL)] = policy.SERVE_MAX_HEADER_BYTES.default,
 ) -> None:
     """Serve the statistics API and the dashboard (uvicorn).
 
@@ -512,6 +540,8 @@ def serve_command(
     an unusable tokens file or Kafka settings, or reviewer tokens without
     Kafka."""
     from recurrence_ledger.api.app import decision_publisher, serve
+    from recurrence_ledger.api.settings import ApiSettings
+    from recurrence_ledger.api.transport import ServeLimits
     from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token, read_reviewer_tokens
     from recurrence_ledger.kafka.client_properties import load_connection
 
@@ -563,7 +593,9 @@ def serve_command(
     )
     try:
         verbose = log_level.lower() in ("debug", "trace")
-        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log if access_log is not None else verbose)
+        limits = ServeLimits(limit_concurrency=limit_concurrency, timeout_keep_alive=timeout_keep_alive, header_timeout=header_timeout,
+                             max_header_bytes=max_header_bytes)
+        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log if access_log is not None else verbose, limits=limits)
     except ValueError as error:  # the Redis URL or CA file
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None

@@ -35,7 +35,7 @@ import typer
 
 from recurrence_ledger import policy
 from recurrence_ledger.catalogue import DEFAULT_MAX_OUTPUT_BYTES
-from recurrence_ledger.ledger.processor import LedgerConfig
+from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import (
     DEFAULT_APP_ID,
     DEFAULT_MAX_WAIT_CAUGHT_UP_S,
@@ -58,6 +58,7 @@ T = TypeVar("T")
 #: Help panels grouping the options of the commands that run the ledger.
 WORKER_PANEL = "Kafka worker operation"
 POLICY_PANEL = "Ledger policy"
+SERVE_PANEL = "Connection limits"
 
 
 def setting_option(setting: policy.Setting, panel: str) -> Any:
@@ -80,27 +81,6 @@ def parse_fraction(text: str) -> Fraction:
     if not 0 < value <= 1:
         raise typer.BadParameter(f"{text!r} is not in (0, 1]")
     return value
-
-
-def bounded_fraction_parser(setting: policy.Setting) -> Callable[[str], Fraction]:
-    """A parser of a fraction (``19/20``) or decimal (``0.95``) read exactly
-    and held to ``setting``'s minimum and maximum; raises typer.BadParameter
-    otherwise."""
-
-    def parse(text: str) -> Fraction:
-        if isinstance(text, Fraction):
-            return text
-        try:
-            value = Fraction(text.strip())
-        except (ValueError, ZeroDivisionError):
-            raise typer.BadParameter(f"{text!r} is not a fraction like 19/20 or a decimal like 0.95") from None
-        try:
-            setting.check(value)
-        except ValueError as error:
-            raise typer.BadParameter(str(error)) from None
-        return value
-
-    return parse
 
 
 def parse_processes(text: str) -> int:
@@ -128,6 +108,29 @@ def processes_option(setting: policy.Setting, **panel: str) -> Any:
 
 #: ``--jobs N|auto`` of run-journal and what-if (RL_JOBS).
 JobsOption = Annotated[int, processes_option(policy.JOBS)]
+#: ``--processes N|auto`` of worker (RL_WORKER_PROCESSES).
+ProcessesOption = Annotated[int, processes_option(policy.WORKER_PROCESSES, rich_help_panel=WORKER_PANEL)]
+
+
+def bounded_fraction_parser(setting: policy.Setting) -> Callable[[str], Fraction]:
+    """A parser of a fraction (``19/20``) or decimal (``0.95``) read exactly
+    and held to ``setting``'s minimum and maximum; raises typer.BadParameter
+    otherwise."""
+
+    def parse(text: str) -> Fraction:
+        if isinstance(text, Fraction):
+            return text
+        try:
+            value = Fraction(text.strip())
+        except (ValueError, ZeroDivisionError):
+            raise typer.BadParameter(f"{text!r} is not a fraction like 19/20 or a decimal like 0.95") from None
+        try:
+            setting.check(value)
+        except ValueError as error:
+            raise typer.BadParameter(str(error)) from None
+        return value
+
+    return parse
 
 
 def fraction_option(setting: policy.Setting, panel: str) -> Any:

@@ -36,8 +36,7 @@ from recurrence_ledger.cli.options import (
     takes,
 )
 from recurrence_ledger.cli.view import rebuild_history
-from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT
+from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import DEFAULT_APP_ID
 
 
@@ -144,8 +143,8 @@ def rebuild_command(
     critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
     app_id: Annotated[str, app_id_option("The deployment's app id (its changelog holds the Unicode pin).")] = DEFAULT_APP_ID,
     accept_unicode_change: AcceptUnicodeOption = False,
-    history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
-    trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
+    history_limit: HistoryLimitOption = policy.DEFAULT_HISTORY_LIMIT,
+    trend_limit: TrendLimitOption = policy.DEFAULT_TREND_LIMIT,
 ) -> None:
     """Rebuild the derived views from the ledger topics and check them.
 

@@ -11,17 +11,19 @@ checkable evidence case shipped with the package) and ``worker``.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich import box
 from rich.text import Text
 from rich.table import Table
 
+from recurrence_ledger import policy
 from recurrence_ledger.cli.clients import kafka_connection, reporting_kafka_errors, refusing_to_start, command_registry, check_redis_url, console
 from recurrence_ledger.cli.options import (
     DEFAULT_PARTITIONS,
@@ -33,6 +35,7 @@ from recurrence_ledger.cli.options import (
     BootstrapOption,
     JobsOption,
     KafkaConfigOption,
+    ProcessesOption,
     PrefixOption,
     RegistryOption,
     ViewBatchOption,
@@ -41,13 +44,11 @@ from recurrence_ledger.cli.options import (
     topic_prefix_option,
 )
 from recurrence_ledger.embedded.output import stderr_console
-from recurrence_ledger.embedded.parallel import run_journal_jobs
-from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, RunSummary, run_journal
-from recurrence_ledger.ledger.processor import LedgerConfig
-from recurrence_ledger.ledger.records import ScopeStatistics
-from recurrence_ledger.ledger.state import ref_order
-from recurrence_ledger import policy
+from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import settings
+
+if TYPE_CHECKING:  # the core is imported by the commands that run it, not by --help
+    from recurrence_ledger.embedded.runner import RunSummary
 
 EXAMPLE_JOURNAL = "openapi_drift.jsonl"
 
@@ -61,6 +62,8 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
     """Per scope: selected / recurred / avoided / unknown / needing review
     (the last statistics record of each scope), then its top revisions and
     its review candidates (:func:`review_lines`)."""
+    from recurrence_ledger.ledger.records import ScopeStatistics
+
     table = Table(title="recurrence statistics (last record per scope)", box=box.SIMPLE_HEAD)
     table.add_column("scope", overflow="fold")
     for column in SUMMARY_COLUMNS:
@@ -97,6 +100,8 @@ def review_lines(rows: list[dict]) -> list[str]:
         review EXP-c r1 (streak 4): open
 
     [] without candidates."""
+    from recurrence_ledger.ledger.state import ref_order
+
     lines = []
     for row in sorted(rows, key=lambda row: (*ref_order(row["artifact_ref"]), row["candidate_id"])):
         ref, decision, fix, repair = row["artifact_ref"], row["decision"], row["fix_revision"], row["repair"]
@@ -185,7 +190,7 @@ def run_journal_command(
     journal: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True, help="Journal file (JSON Lines).")],
     out: Annotated[Path, typer.Option("--out", file_okay=False, help="Output directory: one <topic>.jsonl per output topic.")],
     ledger: LedgerConfig,
-    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
+    view_batch: ViewBatchOption = policy.DEFAULT_VIEW_BATCH,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
     allow_dead_letters: Annotated[bool, typer.Option("--allow-dead-letters", help=f"Exit 0 even when journal lines were dead-lettered (the warning is still printed); without it such a run exits {DEAD_LETTERS_EXIT}.")] = False,
     jobs: JobsOption = policy.JOBS.default,
@@ -195,6 +200,8 @@ def run_journal_command(
     Exit code: 0 when every line was applied; 3 when any line was
     dead-lettered (a warning with the count is printed; the output files are
     complete all the same), unless --allow-dead-letters; 2 for a usage error."""
+    from recurrence_ledger.embedded.parallel import run_journal_jobs
+
     summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
@@ -230,7 +237,7 @@ def run_command(
     kafka_config: Annotated[Optional[Path], kafka_config_option(
         "Kafka client properties file (Java client.properties format; see docs/kafka.md); with it, or with KAFKA_BOOTSTRAP_SERVERS set, run is the worker.",
         rich_help_panel=WORKER_PANEL)] = None,
-    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
+    view_batch: ViewBatchOption = policy.DEFAULT_VIEW_BATCH,
 ) -> None:
     """The main job: the Kafka worker, or the embedded runner without Kafka.
 
@@ -276,6 +283,8 @@ def run_command(
             "on a journal file. Set KAFKA_BOOTSTRAP_SERVERS to run the worker.",
             param_hint=", ".join(f"'{name}'" for name in kafka_only),
         )
+    from recurrence_ledger.embedded.runner import run_journal
+
     out_dir = out or DEFAULT_RUN_OUT
     try:
         if journal is None:
@@ -353,8 +362,15 @@ def worker_command(
     schema_registry_url: RegistryOption = None,
     auto_register: AutoRegisterOption = None,
     accept_unicode_change: AcceptUnicodeOption = False,
+    processes: ProcessesOption = policy.WORKER_PROCESSES.default,
 ) -> None:
-    """Run the ledger as a Kafka stream processor (exactly-once outputs)."""
+    """Run the ledger as a Kafka stream processor (exactly-once outputs).
+
+    With more than one process (the processes option), a supervisor runs
+    that many worker processes in the consumer group (instance ids <instance id>-0 … -N-1), restarts one that
+    exits with code 3 or is killed, stops them all on SIGTERM, serves all
+    their metrics on the metrics port (a process label) and runs the view
+    follower (the Redis URL) once, in itself."""
     from recurrence_ledger.runtime.worker_config import WorkerConfig
 
     redis_url = worker.pop("redis_url")
@@ -366,4 +382,27 @@ def worker_command(
         accept_unicode_change=accept_unicode_change,
         **worker,
     )
+    if processes > 1:
+        from recurrence_ledger.cli.beside import supervise
+        from recurrence_ledger.kafka.kafka_admin import CoPartitionError
+        from recurrence_ledger.runtime.checkpoint import RESTART_EXIT
+        from recurrence_ledger.runtime.worker_config import prepare_topics
+        from recurrence_ledger.settings import configure_logging
+
+        if redis_url:
+            check_redis_url(redis_url)
+        configure_logging()
+        with refusing_to_start(CoPartitionError), reporting_kafka_errors():
+            prepare_topics(config)  # once, before the worker processes start
+        raise typer.Exit(supervise(config, processes, worker_process, redis_url, RESTART_EXIT))
     _run_worker_or_exit(config, redis_url)
+
+
+def worker_process(config) -> None:  # noqa: ANN001 - a WorkerConfig, imported lazily
+    """One worker process of ``worker --processes N`` (``cli.beside.Supervisor``
+    spawns it): the worker ``config`` without a follower, exiting with the
+    code ``worker`` exits with."""
+    try:
+        _run_worker_or_exit(config)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from recurrence_ledger import policy
 from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, reporting_redis_errors, command_redis_view, check_redis_url, console
 from recurrence_ledger.cli.options import (
     BootstrapOption,
@@ -24,14 +25,13 @@ from recurrence_ledger.cli.options import (
     YesOption,
     app_id_option,
 )
-from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT
 from recurrence_ledger.settings import DEFAULT_APP_ID, configure_logging
 
 view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True, rich_markup_mode="rich")
 
 
-def rebuild_history(view: Any, connection: Any, topic_prefix: str, codec: Any, history_limit: int = DEFAULT_HISTORY_LIMIT,
-                    trend_limit: int = DEFAULT_TREND_LIMIT) -> str:
+def rebuild_history(view: Any, connection: Any, topic_prefix: str, codec: Any, history_limit: int = policy.DEFAULT_HISTORY_LIMIT,
+                    trend_limit: int = policy.DEFAULT_TREND_LIMIT) -> str:
     """Rebuild the read models next to ``view`` (a RedisView) from the
     topics; returns a one-line summary. Raises what
     ``rebuild_read_models`` raises."""
@@ -52,8 +52,8 @@ def view_rebuild_command(
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     schema_registry_url: RegistryOption = None,
-    history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
-    trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
+    history_limit: HistoryLimitOption = policy.DEFAULT_HISTORY_LIMIT,
+    trend_limit: TrendLimitOption = policy.DEFAULT_TREND_LIMIT,
 ) -> None:
     """Rebuild the Redis view from the statistics topics.
 
@@ -125,8 +125,8 @@ def view_follow_command(
     kafka_config: KafkaConfigOption = None,
     topic_prefix: PrefixOption = "",
     app_id: Annotated[str, app_id_option("The deployment's app id (the follower's group is PREFIX+APP_ID-view).")] = DEFAULT_APP_ID,
-    history_limit: HistoryLimitOption = DEFAULT_HISTORY_LIMIT,
-    trend_limit: TrendLimitOption = DEFAULT_TREND_LIMIT,
+    history_limit: HistoryLimitOption = policy.DEFAULT_HISTORY_LIMIT,
+    trend_limit: TrendLimitOption = policy.DEFAULT_TREND_LIMIT,
     schema_registry_url: RegistryOption = None,
     exit_when_idle: ExitWhenIdleOption = None,
     metrics_port: MetricsPortOption = None,

@@ -38,7 +38,6 @@ from recurrence_ledger.cli.options import (
     parse_fraction,
     redis_url_option,
 )
-from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH
 from recurrence_ledger.settings import settings
 from recurrence_ledger.whatif.policies import ATTRIBUTES, MAX_HORIZON_PASSES, MAX_SWEEP_VALUES, SETTINGS, Policy, Sweep
 
@@ -208,7 +207,7 @@ def what_if_command(
     schema_registry_url: RegistryOption = None,
     redis_url: Annotated[Optional[str], redis_url_option("The deployment's Redis view, whose scopes record the workers' review threshold "
                                                          "(the baseline's, with --from-topics)", rich_help_panel=INPUT_PANEL)] = None,
-    view_batch: ViewBatchOption = DEFAULT_VIEW_BATCH,
+    view_batch: ViewBatchOption = policy.DEFAULT_VIEW_BATCH,
     jobs: JobsOption = policy.JOBS.default,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar, no summary.")] = False,
 ) -> None:

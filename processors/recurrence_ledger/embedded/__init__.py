@@ -4,14 +4,26 @@ per output topic out, through the same core as the Kafka worker.
 Three modules: :mod:`.runner` (``run_journal``, ``journal_ledger``, the
 files out and the run's summary), :mod:`.journal` (the journal-file reader)
 and :mod:`.output` (the terminal: the reports' console, the progress bar).
-Their public names are importable from here too.
+Their public names are importable from here too, imported when first
+asked for (PEP 562): importing ``recurrence_ledger.embedded.output`` (the
+CLI's consoles) does not import the ledger core.
 """
 
-from recurrence_ledger.embedded.journal import journal_lines
-from recurrence_ledger.embedded.output import PIPE_WIDTH, file_progress, stdout_console
-from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary, close_batch, journal_ledger, run_journal
+from importlib import import_module
 
-__all__ = [
-    "DEFAULT_VIEW_BATCH", "PIPE_WIDTH", "JsonlSink", "RunSummary", "close_batch", "file_progress", "journal_ledger", "journal_lines",
-    "run_journal", "stdout_console",
-]
+#: Each public name and the module that defines it.
+EXPORTS = {
+    "journal_lines": "journal",
+    "PIPE_WIDTH": "output", "file_progress": "output", "stdout_console": "output",
+    "DEFAULT_VIEW_BATCH": "runner", "JsonlSink": "runner", "RunSummary": "runner", "close_batch": "runner", "journal_ledger": "runner",
+    "run_journal": "runner",
+}
+
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562
+    """The public name ``name`` from its module (AttributeError for any other)."""
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{EXPORTS[name]}"), name)

@@ -50,7 +50,8 @@ import orjson
 from recurrence_ledger.catalogue import OUTPUT_TOPICS, PATTERN_CANDIDATES, SIGNATURE_PATTERNS, SOURCE_JOURNAL
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
-from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, RunSummary, merge_summaries, run_journal, tally
+from recurrence_ledger.embedded.runner import RunSummary, merge_summaries, run_journal, tally
+from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, decode_journal_line, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json_line
 from recurrence_ledger.ledger.patterns import PatternStage

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from recurrence_ledger.embedded.journal import journal_lines
+from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 from recurrence_ledger.embedded.output import file_progress
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json_line
@@ -30,11 +31,6 @@ _FACTS = frozenset({MATCHES, OBSERVATIONS})
 
 #: Dead-letter coordinates topic for records read from a journal file: the
 #: file is a copy of the source-journal topic (contract §1).
-
-#: Journal records per batch of the views (contract §8, §11): the view files
-#: get at most one record per changed key every this many records, and at the
-#: end of the file (``--view-batch``).
-DEFAULT_VIEW_BATCH = 1_000
 
 
 @dataclass
@@ -82,8 +78,8 @@ class JsonlSink:
 def tally(emits: Iterable[Emit], summary: RunSummary) -> None:
     """Count ``emits`` into ``summary`` (records per topic, each scope's
     last statistics record, each review candidate's last ReviewStatus row,
-    each revision's last row with an effect (contract §21.4), dead letters
-    by reason, admission decisions) as they are written."""
+    each revision's last row with an effect,
+    dead letters by reason, admission decisions) as they are written."""
     records = summary.records
     for emit in emits:
         records[emit.topic] += 1

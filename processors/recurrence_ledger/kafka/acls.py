@@ -42,8 +42,8 @@ contract §1). Roles, each for one principal:
   idempotent producer) and Describe on the group ``<prefix><app_id>-replay``.
 - ``follower``: the view follower (``view follow``) — Read on the topics it
   consumes (``catalogue.FOLLOWED_TOPICS``: the view topics
-  ``recurrence-statistics`` and ``revision-statistics`` and the ledger
-  topics ``recurrence-observations`` and ``review-candidates``) and Read on
+  ``recurrence-statistics``, ``revision-statistics``, ``review-status`` and
+  ``signature-patterns`` and the ledger topics ``recurrence-observations`` and ``review-candidates``) and Read on
   its consumer group ``<prefix><app_id>-view``
   (``catalogue.view_follower_group``: it commits offsets there); nothing
   else (it writes only Redis).

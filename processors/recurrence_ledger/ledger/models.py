@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -75,6 +75,8 @@ Position = Annotated[int, Field(ge=0, le=MAX_POSITION)]
 Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
 
 RepairSurface = Literal["experience_content", "working_state", "recall_policy", "acceptance_check"]
+#: The repair_surface values, in declaration order (the RepairSurface literal).
+REPAIR_SURFACES: tuple[str, ...] = get_args(RepairSurface)
 OutcomeStatus = Literal["completed", "failed", "blocked", "cancelled", "timed_out"]
 CheckStatus = Literal["passed", "failed", "timed_out", "unavailable", "skipped", "cancelled", "unknown"]
 Basis = Literal["verified", "declared"]

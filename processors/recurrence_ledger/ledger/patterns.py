@@ -66,6 +66,13 @@ def pattern_key(group: str, signature_key: str) -> str:
     return canonical_json({"group": group, "signature_key": signature_key}).decode("utf-8")
 
 
+def pattern_rank(row: dict) -> tuple[int, str]:
+    """The order of a group's SignaturePattern rows wherever they are
+    listed (the skill document, the API, the dashboard): most scopes
+    first, then signature_key in code point order."""
+    return (-row["scope_count"], row["signature_key"])
+
+
 def pattern_candidate_id(group: str, signature_key: str, threshold: int) -> str:
     """candidate_id of a PatternCandidate: digest of ``{group,
     signature_key, threshold}`` (contract §23.4)."""

@@ -548,11 +548,11 @@ class SignaturePattern(Value):
     """contract §23.3: a signature across a group's scopes (view
     ``signature-patterns``): the first 100 scopes in code point order."""
 
-    group: str
-    signature_key: Annotated[str, Field(min_length=1)]
-    scope_count: Annotated[int, Field(ge=1)]
-    scopes: Annotated[list[Id], Field(min_length=1, max_length=100)]
-    recurred: Annotated[int, Field(ge=1)]
+    group: str = Field(title="group", description="The pattern group (contract §23.1): its scope_ids up to the first group separator (\"\": no separator, every scope).")
+    signature_key: Annotated[str, Field(min_length=1)] = Field(title="signature key", description="The normalized recall cue (contract §5).")
+    scope_count: Annotated[int, Field(ge=1)] = Field(title="scopes", description="Scopes of the group with a recurred verdict with the signature.")
+    scopes: Annotated[list[Id], Field(min_length=1, max_length=100)] = Field(title="scope ids", description="The first 100 of them, in code point order.")
+    recurred: Annotated[int, Field(ge=1)] = Field(title="recurred", description="Recurred verdicts with the signature over the group's scopes.")
 
     @model_validator(mode="after")
     def _consistent(self) -> SignaturePattern:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from recurrence_ledger.ledger.normalize import canonical_json, collapse_white_space, normalize
+from recurrence_ledger.ledger.patterns import pattern_rank
 
 
 def current_lessons(experiences: Iterable[dict], scopes: set[str]) -> dict[tuple[str, str], list[dict]]:
@@ -67,10 +68,7 @@ def skill_document(group: str, threshold: int, rows: Iterable[dict], lessons: di
     row's first 100) and each scope's current lessons for the signature
     (:func:`current_lessons`); rows of other groups are ignored. Ends with
     a newline."""
-    patterns = sorted(
-        (row for row in rows if row["group"] == group and row["scope_count"] >= threshold),
-        key=lambda row: (-row["scope_count"], row["signature_key"]),
-    )
+    patterns = sorted((row for row in rows if row["group"] == group and row["scope_count"] >= threshold), key=pattern_rank)
     lines = [
         f"# Team skill: recurring failures of {_group_name(group)}",
         "",

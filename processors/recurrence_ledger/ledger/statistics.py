@@ -5,9 +5,8 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import get_args
 
-from recurrence_ledger.ledger.models import RepairSurface
+from recurrence_ledger.ledger.models import REPAIR_SURFACES
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.ratios import published_ratio
 from recurrence_ledger.ledger.severity import promotion_rate, recurred_by_severity, rejected_by_reason, severity_review_threshold
@@ -130,10 +129,6 @@ def unknown_figures(record: dict | None) -> dict:
         "ambiguous": record.get("ambiguous", 0),
         "binding_suspect": record.get("binding_suspect", False),
     }
-
-
-#: The repair_surface values, in declaration order (the RepairSurface literal).
-REPAIR_SURFACES: tuple[str, ...] = get_args(RepairSurface)
 
 
 def rank_key(row: dict) -> tuple:

@@ -15,6 +15,12 @@ to look up, with the ledger's own definition of a candidate id
 from the run names the row publishes. The one-line ``advice`` words those
 published fields for a recall ranker or a human (:func:`advice`).
 
+The same reading splits a scope's revisions needing review by their
+newest candidate's status — waiting for a decision, decided, no candidate
+(:func:`review_split`, for ``GET /scopes/{scope}/review-candidates`` and the
+dashboard): "needing review" counts revisions whose streak holds the
+review threshold, decided or not.
+
 What the ledger does not publish, and the advisory therefore cannot say:
 whether a revision without a review candidate is still its artifact's head
 (the heads are ledger state, contract §3; a revision is known superseded
@@ -26,6 +32,7 @@ namespace's Redis Cluster slot (:func:`read_advisory`).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import orjson
@@ -79,8 +86,20 @@ def read_advisory(client: redis.Redis, keys: Keys, scope_id: str, refs: list[dic
     results = pipe.execute()
     as_of = results[0]
     rows = [orjson.loads(raw) if raw is not None else None for raw in results[1]] if members else []
+    found = newest_candidates(client, keys, scope_id, list(zip(refs, rows, strict=True)))
+    advisories = [advise_ref(ref, row, status) for ref, row, status in zip(refs, rows, found, strict=True)]
+    return ScopeAdvisory(scope_id=scope_id, known=as_of is not None, as_of_position=int(as_of) if as_of is not None else None, advisories=advisories)
+
+
+def newest_candidates(client: redis.Redis, keys: Keys, scope_id: str, revisions: list[tuple[dict, dict | None]]) -> list[dict | None]:
+    """For each ``(ArtifactRef, RevisionStatistics row or None)``, the
+    ReviewStatus of the revision's newest review candidate the read models
+    hold (a candidate published without a ReviewStatus yet: ``open``), or
+    None. The candidates are those of the runs the row names
+    (``runs_reaching_threshold``), by the ledger's candidate id (contract
+    §8); one pipelined round trip, only when a row names a run."""
     candidates: list[list[str]] = []
-    for ref, row in zip(refs, rows, strict=True):
+    for ref, row in revisions:
         runs = row.get("runs_reaching_threshold", ()) if row is not None else ()
         candidates.append([review_candidate_id(scope_id, _ref(ref), row["signature_key"], run) for run in runs] if runs else [])
     every = sorted({cid for cids in candidates for cid in cids})
@@ -95,11 +114,41 @@ def read_advisory(client: redis.Redis, keys: Keys, scope_id: str, refs: list[dic
                 statuses[cid] = orjson.loads(raw)
             elif known is not None:  # published, no ReviewStatus applied yet: open (contract §18)
                 statuses[cid] = {"candidate_id": cid, "status": "open", "decision": None, "fix_revision": None, "repair": None}
-    advisories = []
-    for ref, row, cids in zip(refs, rows, candidates, strict=True):
-        found = [statuses[cid] for cid in cids if cid in statuses]
-        advisories.append(advise_ref(ref, row, found[-1] if found else None))
-    return ScopeAdvisory(scope_id=scope_id, known=as_of is not None, as_of_position=int(as_of) if as_of is not None else None, advisories=advisories)
+    found = []
+    for cids in candidates:
+        known = [statuses[cid] for cid in cids if cid in statuses]
+        found.append(known[-1] if known else None)
+    return found
+
+
+#: The review statuses of a candidate (contract §18) by the part of "needing review" they fall in
+#: (:func:`review_split`): open and superseded ones wait for a decision (the inbox lists both).
+SPLIT_OF_STATUS: dict[str, str] = {"open": "waiting", "superseded": "waiting", "approved": "decided", "rejected": "decided"}
+
+
+def review_split(client: redis.Redis, keys: Keys, scope_id: str) -> tuple[dict[str, int], bytes] | None:
+    """The scope's revisions needing review (their rows' ``needs_review``,
+    the ledger's decision) split by their newest review candidate:
+    ``waiting`` (open or superseded: the inbox lists it), ``decided``
+    (approved or rejected), ``no_candidate`` (none: a repair surface other
+    than experience_content publishes none, contract §8); with a digest of
+    everything the split was read from (for an entity tag). None when the
+    view does not hold the scope. Two round trips at most."""
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(keys.scope(scope_id), "as_of_position")
+    pipe.hgetall(keys.revisions(scope_id))
+    as_of, stored = pipe.execute()
+    if as_of is None:
+        return None
+    rows = [orjson.loads(value) for _, value in sorted(stored.items())]
+    needing = [(row["artifact_ref"], row) for row in rows if row.get("needs_review")]
+    split = {"waiting": 0, "decided": 0, "no_candidate": 0}
+    tag = hashlib.sha256()
+    for (ref, _), status in zip(needing, newest_candidates(client, keys, scope_id, needing), strict=True):
+        part = SPLIT_OF_STATUS[status["status"]] if status is not None else "no_candidate"
+        split[part] += 1
+        tag.update(orjson.dumps([ref, part]))
+    return split, tag.digest()
 
 
 def _ref(ref: dict) -> dict:

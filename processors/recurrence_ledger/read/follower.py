@@ -4,15 +4,16 @@ the committed topics.
 A consumer in its own group, ``<prefix><app_id>-view``, reads with
 ``isolation.level=read_committed`` (it never sees a record of an aborted or
 open transaction) the view topics ``recurrence-statistics``,
-``revision-statistics`` and ``review-status`` and the ledger topics
-``recurrence-observations`` and ``review-candidates`` (contract §1, §18),
-and for each batch it polled:
+``revision-statistics``, ``review-status`` and ``signature-patterns`` and
+the ledger topics ``recurrence-observations`` and ``review-candidates``
+(contract §1, §18, §23), and for each batch it polled:
 
 1. writes the latest ScopeStatistics / RevisionStatistics record per key of
    the batch into the view (``recurrence_ledger.read.follower_view.FollowerView``:
    ``RedisView``'s writing code behind a guard that never puts back an older
    row than the stored one, whoever wrote it — another follower, or this
-   one replaying);
+   one replaying), and the batch's signature patterns into their groups'
+   hashes (``recurrence_ledger.read.patterns.PatternView``, guarded alike);
 2. applies the batch to the read models (``ReadModels.apply``: verdict
    history, trend, the review queue with each candidate's review status;
    atomic per call on a single Redis, per scope on Redis Cluster, each
@@ -90,11 +91,15 @@ from pydantic import ValidationError
 
 from recurrence_ledger import policy
 from recurrence_ledger.ledger.intake import BadRecord
-from recurrence_ledger.ledger.records import RecurrenceObservation, ReviewCandidate, ReviewStatus, RevisionStatistics, ScopeStatistics
+from recurrence_ledger.ledger.records import (
+    RecurrenceObservation, ReviewCandidate, ReviewStatus, RevisionStatistics, ScopeStatistics, SignaturePattern,
+)
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.follower_view import FollowerView
 from recurrence_ledger.read.layout import check_layout
-from recurrence_ledger.read.history import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT, REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
+from recurrence_ledger.policy import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT
+from recurrence_ledger.read.history import REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
+from recurrence_ledger.read.patterns import PatternView
 from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
 from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
 from recurrence_ledger.read.totals import EFFECT_VERDICTS, FIELD_DESCRIPTIONS, TOTAL_FIELDS, ViewTotals, view_totals
@@ -103,7 +108,7 @@ from recurrence_ledger.kafka.kafka_io import require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
 from recurrence_ledger import catalogue
-from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, SIGNATURE_PATTERNS, STATISTICS
 from recurrence_ledger.redact import redact_url, redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
 from recurrence_ledger.read.keys import default_namespace
@@ -125,6 +130,7 @@ FOLLOWED: dict[str, tuple[str, Any]] = {
     REVIEW_STATUS: ("ReviewStatus", ReviewStatus),
     OBSERVATIONS: ("RecurrenceObservation", RecurrenceObservation),
     REVIEW_CANDIDATES: ("ReviewCandidate", ReviewCandidate),
+    SIGNATURE_PATTERNS: ("SignaturePattern", SignaturePattern),
 }
 #: Records per MULTI/EXEC when a rebuild applies the topics.
 REBUILD_CHUNK = 5000
@@ -287,6 +293,7 @@ class ViewFollower:
         self.topics = {catalogue.physical(name, config.topic_prefix): name for name in FOLLOWED}
         self.view = FollowerView(config.redis_url, namespace=config.namespace)
         self.models = ReadModels(self.view._client, config.namespace, config.history_limit, config.trend_limit)
+        self.patterns = PatternView(self.view._client, config.namespace)
         self.metrics = FollowerMetrics(config.namespace)
         self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, {
             "auto.offset.reset": "earliest",
@@ -395,6 +402,7 @@ class ViewFollower:
         batch = self._decode(messages)
         statistics = [record.value for record in batch if record.topic == STATISTICS]
         revisions = [record.value for record in batch if record.topic == REVISION_STATISTICS]
+        patterns = [record.value for record in batch if record.topic == SIGNATURE_PATTERNS]
         self._statistics_since_totals |= bool(statistics)
         backoff, paused, submitted = 0.5, False, False
         try:
@@ -411,6 +419,7 @@ class ViewFollower:
                         self.view.flush(force=True)
                         if self.view.pending:
                             raise redis_down("the view's records were not written")
+                    self.patterns.apply(patterns)  # guarded: writing them again after an outage changes nothing
                     counts = self.models.apply(batch)
                     self.metrics.show_reviews(self.models)
                     break

@@ -45,6 +45,7 @@ from collections.abc import Iterable
 import orjson
 import redis
 
+from recurrence_ledger.policy import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT
 from recurrence_ledger.read.keys import REVIEW_FILTERS, SCOPE_SORTS, Keys
 from recurrence_ledger.read.pages import CandidateEntry, QueuePage, ReviewGauges, RevisionHistory, ScopePage, TrendPage, etag
 from recurrence_ledger.read.projection import revision_member, scope_index
@@ -55,10 +56,6 @@ from recurrence_ledger.read.scripts import run_read_only, scripts
 REVIEW_STATUSES: tuple[str, ...] = ("open", "superseded", "approved", "rejected")
 #: The statuses of a repair (contract §18).
 REPAIR_STATUSES: tuple[str, ...] = ("pending", "held", "recurring", "failed")
-
-#: Default number of verdicts kept per revision, and of trend points per scope.
-DEFAULT_HISTORY_LIMIT = 1000
-DEFAULT_TREND_LIMIT = 1000
 
 
 class ReadModels:

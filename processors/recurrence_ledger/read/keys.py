@@ -40,6 +40,7 @@ The view
 | ``{ns}:{<ns>}:scopes:by:{sort}`` | sorted set | the scope index of ``GET /scopes?sort=``: member = scope id, score from ``scope_index`` (``scope_id``: 0, so that Redis orders the members by their bytes; the counters negated, so that ascending order is largest first with ties by scope id) |
 | ``{ns}:{<ns>}:scopes:at`` | hash | scope id → the ``as_of_position`` (19 digits) of the record the scope set and index were last written with: they are written after the scope's own keys, by a script that never puts back an older position |
 | ``{ns}:{<ns>}:layout`` | string | the layout version (``2``) |
+| ``{ns}:group:{<group>}:patterns`` | hash | the signature patterns of one pattern group (contract §23.3): field = signature_key, value = the last SignaturePattern record of (group, signature_key) as canonical JSON (contract §4), never replaced by one with fewer recurred verdicts (``apply_patterns``); ``<group>`` is the group name escaped as a scope id is, the group ``""`` (no group separator: every scope) as ``%`` — one slot per group, and no key holds two groups' patterns (§23.1) |
 | ``{ns}:{<ns>}:decision-request:{digest}`` | string | written by the API, not the workers: the answer to the review decision sent with one ``Idempotency-Key`` (``recurrence_ledger.api.idempotency``), JSON, expiring after minutes |
 
 The read models of the history
@@ -78,6 +79,7 @@ than its KEYS fails).
 | script | slot | KEYS | keys inside ARGV |
 | --- | --- | --- | --- |
 | ``guarded_write`` | scope | scope hash, ``:top``, ``:review``, ``:revisions`` | none |
+| ``apply_patterns`` | group | :meth:`Keys.group_patterns` | none |
 | ``index_scope`` | namespace | :attr:`Keys.scopes`, :attr:`Keys.scopes_at`, then :meth:`Keys.scope_index_keys` | none |
 | ``scope_page`` | namespace | the sort's :meth:`Keys.scope_index`, the ``needing_review`` one | none |
 | ``apply_observations`` | scope | :meth:`Keys.scope_applied` | per record: :meth:`Keys.history`, :meth:`Keys.history_meta`, :meth:`Keys.avoided` |
@@ -229,6 +231,13 @@ class Keys:
         """``{ns}:scope:{<scope>}:applied``: the next offset to apply to the scope's read models, per topic partition."""
         return f"{self.scope(scope_id)}:applied"
 
+    # -- the keys of one pattern group (its slot: the hash tag {<group>})
+
+    def group_patterns(self, group: str) -> str:
+        """``{ns}:group:{<group>}:patterns``: the group's signature patterns
+        (contract §23.3), field = signature_key."""
+        return f"{self.namespace}:group:{{{escape_scope(group)}}}:patterns"
+
     # -- the cross-scope keys (the namespace's slot: the hash tag {<ns>})
 
     def _global(self, name: str) -> str:
@@ -324,7 +333,7 @@ class Keys:
         scope = r"scope:\{[^:{}]+\}"
         if view:
             return (
-                rf"{ns}:{scope}(:top|:review|:revisions|:{_SCOPE_READ_MODELS})?"
+                rf"{ns}:{scope}(:top|:review|:revisions|:{_SCOPE_READ_MODELS})?|{ns}:group:\{{[^:{{}}]+\}}:patterns"
                 rf"|{ns}:\{{{ns}\}}:(scopes|scopes:at|scopes:by:[a-z_]+|layout|review-queue:items|decision-request:[0-9a-f]{{64}}|{_GLOBAL_READ_MODELS})"
                 rf"|{ns}:({LEGACY_KEYS})"
             )

@@ -1,8 +1,9 @@
 """The Redis view rebuilt from the committed view topics.
 
-The compacted ``recurrence-statistics`` and ``revision-statistics`` topics
-(contract §1, §8) are the source of the Redis view
-(``recurrence_ledger.read.projection``); this module reads them to their end
+The compacted ``recurrence-statistics``, ``revision-statistics`` and
+``signature-patterns`` topics (contract §1, §8, §23) are the source of the
+Redis view (``recurrence_ledger.read.projection``,
+``recurrence_ledger.read.patterns``); this module reads them to their end
 (through the runtime's ``read_raw``) and backs ``recurrence-ledger view
 rebuild`` and ``rebuild``. The view itself knows only Redis; the read models
 of the history are rebuilt by ``recurrence_ledger.read.follower.rebuild_read_models``.
@@ -16,10 +17,12 @@ import time
 import orjson
 
 from recurrence_ledger.ledger.intake import BadRecord
+from recurrence_ledger.ledger.records import SignaturePattern
 from recurrence_ledger.kafka.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
-from recurrence_ledger.catalogue import REVISION_STATISTICS, STATISTICS
+from recurrence_ledger.catalogue import REVISION_STATISTICS, SIGNATURE_PATTERNS, STATISTICS
 from recurrence_ledger.read.layout import mark_layout
+from recurrence_ledger.read.patterns import PatternView
 from recurrence_ledger.read.projection import RedisView, PendingWrite, revision_member
 
 log = logging.getLogger(__name__)
@@ -101,32 +104,63 @@ def read_revision_statistics_topic(
     return by_scope
 
 
+def read_patterns_topic(bootstrap: str, topic_prefix: str = "", timeout: float = 30, codec: Codec = FIXED) -> list[dict]:
+    """The last SignaturePattern record per (group, signature_key) in the
+    physical ``topic_prefix + "signature-patterns"`` topic (contract
+    §23.3), read like :func:`read_statistics_topic` (a key's records share a
+    partition: the last one read is its current value); a tombstone removes
+    its key's pattern, an undecodable record is logged and skipped. Raises
+    what ``read_raw`` raises."""
+    topic = topic_prefix + SIGNATURE_PATTERNS
+    latest: dict[bytes | None, dict] = {}
+    for record in read_raw(bootstrap, topic, timeout):
+        if record.value is None:
+            latest.pop(record.key, None)
+            continue
+        try:
+            latest[record.key] = codec.decode_value(record.value, ("SignaturePattern",))
+        except BadRecord as error:
+            log.warning("%s[%d]@%d skipped: %s (%s)", topic, record.partition, record.offset, error.message, error.reason)
+    return list(latest.values())
+
+
 def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30, codec: Codec = FIXED) -> int:
     """Rebuild ``view`` from the compacted ``recurrence-statistics`` topic
-    (contract §1, §8) and ``revision-statistics`` topic: read both
-    physical topics whole (``read_statistics_topic``,
-    ``read_revision_statistics_topic``), then clear the namespace and write
-    the last record of every scope together with the last row of each of its
-    revisions, one MULTI/EXEC per scope; returns the number of scopes with a
-    statistics record written. Backs ``recurrence-ledger view rebuild``.
+    (contract §1, §8), ``revision-statistics`` topic and
+    ``signature-patterns`` topic (§23.3): read the three physical topics
+    whole (``read_statistics_topic``, ``read_revision_statistics_topic``,
+    :func:`read_patterns_topic`), then clear the namespace and write the
+    last record of every scope together with the last row of each of its
+    revisions, one MULTI/EXEC per scope, and every group's patterns
+    (``recurrence_ledger.read.patterns.PatternView``); returns the number
+    of scopes with a statistics record written. Backs ``recurrence-ledger
+    view rebuild``.
 
     Clearing deletes the keys of layout 1 too, and the key layout's marker
     is written (``recurrence_ledger.read.layout``): this is the upgrade of a
     view written by a version before layout 2 (docs/upgrading.md).
 
-    The namespace is cleared only once both topics have been read and every
+    The namespace is cleared only once the topics have been read and every
     record prepared, so dashboards see it empty only while the writes run. A
-    topic record that is not a valid ScopeStatistics / RevisionStatistics is
-    logged and skipped. Records still pending in the view (submitted by its
+    topic record that is not a valid ScopeStatistics / RevisionStatistics /
+    SignaturePattern is logged and skipped. Records still pending in the view (submitted by its
     owner, so not older than what was published) are flushed afterwards and
     win. Raises what ``read_statistics_topic`` raises — LookupError also
-    when the ``revision-statistics`` topic is missing (workers create it on
-    start) — with nothing cleared then, and redis errors: unlike ``submit``,
+    when the ``revision-statistics`` or ``signature-patterns`` topic is
+    missing (workers create them on start) — with nothing cleared then, and redis errors: unlike ``submit``,
     a rebuild must tell its caller it failed.
     """
     started = time.monotonic()
     latest = read_statistics_topic(bootstrap, topic_prefix, timeout, codec)
     revisions = read_revision_statistics_topic(bootstrap, topic_prefix, timeout, codec)
+    valid = []
+    for record in read_patterns_topic(bootstrap, topic_prefix, timeout, codec):
+        try:
+            SignaturePattern.model_validate(record)
+        except ValueError as error:
+            log.warning("%s%s: pattern skipped: %s", topic_prefix, SIGNATURE_PATTERNS, str(error)[:500])
+            continue
+        valid.append(record)
     prepared: dict[str, PendingWrite] = {}
     for scope_id, record in latest.items():
         try:
@@ -149,19 +183,23 @@ def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", 
     mark_layout(view._client, view.layout)
     for scope_id, pending in prepared.items():
         view._write(scope_id, pending)
+    written = PatternView(view._client, view.namespace).apply(valid)
     view._needs_rebuild = False
     view._succeeded()
     view.flush()
     scopes = sum(1 for pending in prepared.values() if pending.scope is not None)
     log.info(
-        "Redis view %s rebuilt from %s%s and %s%s: %d scope(s), %d revision row(s) in %.2f s",
+        "Redis view %s rebuilt from %s%s, %s%s and %s%s: %d scope(s), %d revision row(s), %d signature pattern(s) in %.2f s",
         view.namespace,
         topic_prefix,
         STATISTICS,
         topic_prefix,
         REVISION_STATISTICS,
+        topic_prefix,
+        SIGNATURE_PATTERNS,
         scopes,
         rows,
+        written,
         time.monotonic() - started,
     )
     return scopes

@@ -103,9 +103,11 @@ def observation_entry(keys: Keys, record: Located) -> dict | None:
     scope_id, artifact_id, revision = value["scope_id"], ref["artifact_id"], ref["revision"]
     position = value["task_outcome_position"]
     return {
-        "o": record.offset, "h": keys.history(scope_id, artifact_id, revision),
-        "m": keys.history_meta(scope_id, artifact_id, revision), "a": keys.avoided(scope_id, artifact_id, revision),
-        "s": position, "pp": pad(position), "mem": history_member(value), "e": value["event"], "sig": value["signature_key"],
+        "offset": record.offset, "history_key": keys.history(scope_id, artifact_id, revision),
+        "history_meta_key": keys.history_meta(scope_id, artifact_id, revision),
+        "avoided_key": keys.avoided(scope_id, artifact_id, revision), "task_outcome_position": position,
+        "padded_position": pad(position), "member": history_member(value), "event": value["event"],
+        "signature_key": value["signature_key"],
     }
 
 
@@ -113,7 +115,7 @@ def candidate_entry(record: Located) -> dict:
     """The ``apply_candidates`` entry of a ReviewCandidate (the cross-scope keys)."""
     value = record.value
     return {
-        "o": record.offset, "id": value["candidate_id"], "ts": record.timestamp,
+        "offset": record.offset, "candidate_id": value["candidate_id"], "timestamp": record.timestamp,
         "item": orjson.dumps({"candidate": value, "timestamp": record.timestamp}).decode(),
     }
 
@@ -125,9 +127,10 @@ def scope_candidate_entry(keys: Keys, record: Located) -> dict:
     scope_id, artifact_id, revision = value["scope_id"], ref["artifact_id"], ref["revision"]
     start = value["run_start_position"]
     return {
-        "o": record.offset, "id": value["candidate_id"], "ts": record.timestamp,
-        "m": keys.history_meta(scope_id, artifact_id, revision), "a": keys.avoided(scope_id, artifact_id, revision),
-        "start": "" if start is None else pad(start), "surface": value["repair_surface"],
+        "offset": record.offset, "candidate_id": value["candidate_id"], "timestamp": record.timestamp,
+        "history_meta_key": keys.history_meta(scope_id, artifact_id, revision),
+        "avoided_key": keys.avoided(scope_id, artifact_id, revision),
+        "run_start_position": "" if start is None else pad(start), "repair_surface": value["repair_surface"],
     }
 
 
@@ -136,14 +139,19 @@ def review_status_entry(record: Located) -> dict:
     value = record.value
     repair = value.get("repair")
     return {
-        "o": record.offset, "id": value["candidate_id"], "status": value["status"],
-        "repair": repair["status"] if repair else "", "row": canonical_json(value).decode(),
+        "offset": record.offset, "candidate_id": value["candidate_id"], "status": value["status"],
+        "repair_status": repair["status"] if repair else "", "row": canonical_json(value).decode(),
     }
 
 
 def trend_entry(record: Located) -> dict:
     """The ``apply_trend`` entry of a ScopeStatistics record."""
-    return {"o": record.offset, "s": record.value["as_of_position"], "mem": trend_member(record)}
+    return {"offset": record.offset, "as_of_position": record.value["as_of_position"], "member": trend_member(record)}
+
+
+def scope_review_status_entry(record: Located) -> dict:
+    """The ``apply_scope_review_status`` entry of a ReviewStatus record (its scope's keys)."""
+    return {"offset": record.offset, "candidate_id": record.value["candidate_id"], "status": record.value["status"]}
 
 
 def _by_scope(chunk: list[Located]) -> dict[str, list[Located]]:
@@ -176,7 +184,7 @@ def script_calls(keys: Keys, topic: str, applied_field: str, chunk: list[Located
             entries = [scope_candidate_entry(keys, record) for record in records]
             calls.append(("", (registered.apply_scope_candidates, [applied, state], [applied_field, keys.scope_queue_prefix(scope_id), orjson.dumps(entries)])))
         elif topic == REVIEW_STATUS:
-            entries = [{"o": record.offset, "id": record.value["candidate_id"], "status": record.value["status"]} for record in records]
+            entries = [scope_review_status_entry(record) for record in records]
             calls.append(("", (registered.apply_scope_review_status, [applied, state],
                                [applied_field, keys.scope_queue_prefix(scope_id), orjson.dumps(entries)])))
         else:

@@ -12,6 +12,7 @@ and in the keys module).
 | --- | --- |
 | ``guarded_write`` | one scope of the view, never replacing a newer row (``FollowerView``) |
 | ``index_scope`` | one scope in the scope set and index, never with an older record (after the scope's keys) |
+| ``apply_patterns`` | one pattern group's signature patterns (contract §23.3), never replacing one with a pattern of fewer recurred verdicts (``recurrence_ledger.read.patterns``) |
 | ``scope_page`` | one filtered page of the scope index, read-only |
 | ``apply_once`` | not a script: the head of the six below (each record applied once, by the partition's offset in the ``applied`` hash the script gets) |
 | ``review_place`` | not a script: the second head of the four review scripts (where a candidate is filed by its status) |
@@ -96,6 +97,7 @@ class Scripts:
     apply_review_status: Script
     apply_scope_review_status: Script
     apply_trend: Script
+    apply_patterns: Script
 
 
 def scripts(client: redis.Redis) -> Scripts:

@@ -13,7 +13,8 @@
 | ``recurrence_ledger_gc_pause_seconds`` | histogram | generation | one pause of CPython's cyclic garbage collector (``gc.callbacks``) |
 
 The last two say where publish → visible latency goes when it is high
-(docs/operating.md, "Latency").
+(docs/operating.md, "Latency"). Under ``worker --processes N`` every metric
+has a first label ``process`` (:class:`WorkerMetrics`).
 """
 
 from __future__ import annotations
@@ -39,30 +40,60 @@ DEAD_LETTER_REASONS: tuple[str, ...] = (
 )
 
 
+class ProcessLabelled:
+    """A labelled metric whose first label, ``process``, is fixed: its
+    ``labels(*values)`` is the metric's ``labels(process, *values)``."""
+
+    def __init__(self, metric: Any, process: str):
+        self.metric = metric
+        self.process = process
+
+    def labels(self, *values: str) -> Any:
+        """The child of ``(process, *values)``."""
+        return self.metric.labels(self.process, *values)
+
+
 class WorkerMetrics:
     """The worker's metrics in their own registry (so tests and several
-    workers in one process do not collide)."""
+    workers in one process do not collide).
 
-    def __init__(self) -> None:
+    ``process``: the worker process's number under a supervisor (``worker
+    --processes N``): every metric then has a first label ``process`` with
+    it, and prometheus-client's multiprocess mode (the supervisor sets
+    ``PROMETHEUS_MULTIPROC_DIR``) lets the supervisor serve every process's
+    metrics from one endpoint; the gauges count live processes only."""
+
+    def __init__(self, process: str | None = None) -> None:
         self.registry = CollectorRegistry()
-        self.records = Counter("recurrence_ledger_records", "Input records processed.", ["topic"], registry=self.registry)
-        self.dead_letters = Counter("recurrence_ledger_dead_letters", "Records sent to dead-letter.", ["reason"], registry=self.registry)
-        self.outputs = Counter("recurrence_ledger_outputs", "Output records committed.", ["topic"], registry=self.registry)
-        self.pending = Gauge("recurrence_ledger_pending_outcomes", "Outcomes pending provenance.", registry=self.registry)
-        self.lag = Gauge("recurrence_ledger_consumer_lag", "High watermark minus position.", ["topic", "partition"], registry=self.registry)
-        self.latency = Histogram(
+        self.process = process
+        names = ["process"] if process is not None else []
+
+        def make(kind: Any, name: str, help_text: str, labels: list[str] = (), **options: Any) -> Any:  # type: ignore[assignment]
+            if kind is Gauge:
+                options["multiprocess_mode"] = "livesum"
+            metric = kind(name, help_text, [*names, *labels], registry=self.registry, **options)
+            if process is None:
+                return metric
+            return ProcessLabelled(metric, process) if labels else metric.labels(process)
+
+        self.records = make(Counter, "recurrence_ledger_records", "Input records processed.", ["topic"])
+        self.dead_letters = make(Counter, "recurrence_ledger_dead_letters", "Records sent to dead-letter.", ["reason"])
+        self.outputs = make(Counter, "recurrence_ledger_outputs", "Output records committed.", ["topic"])
+        self.pending = make(Gauge, "recurrence_ledger_pending_outcomes", "Outcomes pending provenance.")
+        self.lag = make(Gauge, "recurrence_ledger_consumer_lag", "High watermark minus position.", ["topic", "partition"])
+        self.latency = make(
+            Histogram,
             "recurrence_ledger_processing_latency_seconds",
             "Record timestamp to transaction commit.",
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=self.registry,
         )
-        self.checkpoint = Histogram(
-            "recurrence_ledger_checkpoint_seconds", "One checkpoint (views, changelog, offsets, commit).",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10), registry=self.registry,
+        self.checkpoint = make(
+            Histogram, "recurrence_ledger_checkpoint_seconds", "One checkpoint (views, changelog, offsets, commit).",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
         )
-        self.gc_pause = Histogram(
-            "recurrence_ledger_gc_pause_seconds", "One pause of the cyclic garbage collector.", ["generation"],
-            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1), registry=self.registry,
+        self.gc_pause = make(
+            Histogram, "recurrence_ledger_gc_pause_seconds", "One pause of the cyclic garbage collector.", ["generation"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
         )
         self._pending_by_scope: dict[str, int] = {}
         self._gc_started = 0.0

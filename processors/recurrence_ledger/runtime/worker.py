@@ -146,7 +146,7 @@ class LedgerWorker:
         #: The scope stage's tasks (partition → Task).
         self.tasks: dict[int, Task] = self.scope_stage.tasks
         self._repartition_count: int | None = None  # partitions of the repartition topic, looked up once
-        self.metrics = WorkerMetrics()
+        self.metrics = WorkerMetrics(config.process)
         self._batch = BatchStats()  # the open transaction's metrics, until it commits
         self._last_activity = time.monotonic()
         self.checkpoint.watch()

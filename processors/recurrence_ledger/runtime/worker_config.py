@@ -54,6 +54,9 @@ class WorkerConfig:
     - ``create_partitions``: create missing catalogue topics with this many
       partitions before starting (None: they must exist).
     - ``metrics_port``: serve Prometheus metrics on 127.0.0.1:<port>/metrics.
+    - ``process``: this worker's number under a supervisor (``worker
+      --processes N``, ``cli.beside.supervise``): its metrics carry it as
+      the ``process`` label (``runtime.metrics.WorkerMetrics``); None alone.
     - ``max_output_bytes``: largest output value (bytes, as encoded) the
       worker produces. An input record whose outputs include a larger one is
       not applied: the transaction is rewound and the record goes to
@@ -103,6 +106,7 @@ class WorkerConfig:
     accept_unicode_change: bool = False
     state_dir: Path | None = None
     reseed_changelog: bool = False
+    process: str | None = None
 
     @property
     def group_id(self) -> str:

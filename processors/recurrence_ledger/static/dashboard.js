@@ -166,6 +166,18 @@
   }
 
   function renderReview(list) {
+    // "needing review" split by the revisions' review candidates: red only while one waits for a
+    // decision or has no candidate (a decided one stays needing review until its streak ends).
+    const split = list.split;
+    $("#review-split").hidden = !split;
+    if (split) {
+      for (const node of document.querySelectorAll("#review-split [data-split]")) node.textContent = String(split[node.dataset.split]);
+      const attention = split.waiting + split.no_candidate > 0;
+      $('#detail [data-counter="needing_review"]').classList.toggle("alert", attention);
+      $(".review-panel").classList.toggle("alert", attention);
+      $('#review-split [data-split="waiting"]').classList.toggle("alert", split.waiting > 0);
+    }
+    window.dashboardReviewSplit = split || null;
     // The threshold the workers stored in the view (null: a view written before they stored it).
     const threshold = list.review_threshold ?? "?";
     $("#review-threshold").textContent = String(threshold);

@@ -17,8 +17,11 @@
   const REVIEWER_KEY = "recurrence-ledger.reviewer-token";
   const LIMIT = 200;
   const $ = (selector) => document.querySelector(selector);
-  const view = (window.reviewView = { waiting: [], decided: [], sent: [], message: "" });
-  const pending = new Set(); // candidates whose decision was sent and not yet applied
+  const view = (window.reviewView = { waiting: [], decided: [], sent: [], message: "", stale: "" });
+  // Candidates whose decision was sent and not yet applied → when it was sent (ms).
+  const pending = new Map();
+  // A decision not applied this long after it was sent: no worker seems to be applying decisions.
+  const STALE_MS = 10000;
   let shown = null; // the last answers rendered
   $("#filter-scope").value = params.get("scope") || "";
 
@@ -101,7 +104,7 @@
       cell(tr, String(item.streak), "num");
       cell(tr, runLabel(item.run_start_position));
       cell(tr, failures(item).join(", "));
-      const state = cell(tr, pending.has(item.candidate_id) ? `${item.status} · decision sent, waiting for the ledger` : item.status, "flag");
+      const state = cell(tr, pending.has(item.candidate_id) ? `${item.status} · ${sentLabel(item.candidate_id)}` : item.status, "flag");
       if (item.status === "superseded" && item.fix_revision) {
         state.textContent = "superseded by ";
         const a = document.createElement("a");
@@ -154,6 +157,37 @@
     }
   }
 
+  function sentLabel(candidateId) {
+    const waited = Date.now() - pending.get(candidateId);
+    return waited < STALE_MS ? "decision sent, waiting for the ledger"
+      : `decision sent ${Math.round(waited / 1000)} s ago, not applied yet: is a worker running?`;
+  }
+
+  // Decisions are applied by the ledger's worker, not by this page or the API: a decision still not applied
+  // after STALE_MS says so, once per check, with what to start.
+  function checkStale() {
+    const now = Date.now();
+    const stale = [...pending.values()].filter((sent) => now - sent >= STALE_MS);
+    const notice = $("#stale-notice");
+    if (!stale.length) {
+      notice.hidden = true;
+      notice.textContent = view.stale = "";
+      return;
+    }
+    const oldest = Math.round((now - Math.min(...stale)) / 1000);
+    view.stale = `${stale.length} decision${stale.length === 1 ? "" : "s"} sent, not applied after ${oldest} s: no worker seems to be `
+      + "applying decisions. A worker of this deployment must run (recurrence-ledger worker, or run) for a decision to take effect; "
+      + "it is applied as soon as one does.";
+    notice.textContent = view.stale;
+    notice.hidden = false;
+    document.querySelectorAll("#waiting tr[data-candidate]").forEach((row) => {
+      if (!pending.has(row.dataset.candidate)) return;
+      const flag = row.querySelector("td.flag");
+      if (flag && !flag.querySelector("a")) flag.textContent = flag.textContent.split(" · ")[0] + " · " + sentLabel(row.dataset.candidate);
+    });
+  }
+  setInterval(checkStale, 1000);
+
   function render(opened, superseded, decided) {
     // Critical candidates first (contract §22), then oldest first.
     const critical = (item) => (item.severity === "critical" ? 0 : 1);
@@ -177,6 +211,7 @@
       row.querySelector(".reason-code").value = typing.code;
     }
     renderDecided(decided.candidates);
+    checkStale();
     const counts = decided.counts;
     $("#waiting-count").textContent = `${counts.open} open, ${counts.superseded} superseded`;
     $("#decided-count").textContent = `${counts.approved} approved, ${counts.rejected} rejected`;
@@ -280,7 +315,7 @@
     let answer = {};
     try { answer = await response.json(); } catch (_) { /* not JSON */ }
     if (response.status === 202) {
-      pending.add(item.candidate_id);
+      pending.set(item.candidate_id, Date.now());
       view.sent.push([item.candidate_id, answer.decision_id, answer.decision.decision, answer.decision.reviewer, answer.decision.reason_code || null]);
       say(`${kind === "approved" ? "approval" : "rejection"} of ${revisionLabel(item.artifact_ref)} sent as ${answer.decision.reviewer} `
         + `(decision ${answer.decision_id.slice(7, 19)}…): waiting for the ledger to apply it`);

@@ -34,7 +34,8 @@ from recurrence_ledger.catalogue import DEAD_LETTER, SOURCE_JOURNAL
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
 from recurrence_ledger.embedded.parallel import JobPool, ShardResult, ShardWriter, merge_outputs, shard_records, wait_with_progress
-from recurrence_ledger.embedded.runner import DEFAULT_VIEW_BATCH, JsonlSink, RunSummary, close_batch
+from recurrence_ledger.embedded.runner import JsonlSink, RunSummary, close_batch
+from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.patterns import PatternStage, state_counts

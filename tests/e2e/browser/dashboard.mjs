@@ -57,6 +57,7 @@ function snapshot() {
     gapsHeading: text(document.querySelector(".gaps h3")),
     needingReview: { alert: needing.classList.contains("alert"), color: getComputedStyle(needing).color },
     reviewPanelAlert: document.querySelector(".review-panel").classList.contains("alert"),
+    reviewSplit: shown(document.querySelector("#review-split")) ? text(document.querySelector("#review-split")).replace(/\s+/g, " ") : null,
     chartShown: shown(document.querySelector(".chart-box")),
     noStreakNote: shown(document.querySelector("#no-revisions")) ? text(document.querySelector("#no-revisions")) : null,
     status: text(document.querySelector("#status")),

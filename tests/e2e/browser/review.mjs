@@ -16,10 +16,11 @@
 // 2. enters the reviewer token, clicks the row's Reject button, types the
 //    reason into the form it opens, picks the reason code, double-clicks send (one decision must
 //    be sent), waits for the page to say the decision was sent and for its
-//    button to be usable again, and prints the state again;
+//    button to be usable again, then — no worker runs yet — for the page to
+//    say that no worker seems to apply decisions, and prints the state again;
 // 3. on the line "wait" from stdin, waits (up to 120 s of polls) until the
-//    candidate is in the decided table, prints the state and saves
-//    SCREENSHOT.
+//    candidate is in the decided table and the no-worker notice is gone,
+//    prints the state and saves SCREENSHOT.
 // Prints one JSON object per step on stdout; errors go to stderr and exit code 1.
 import { createInterface } from "node:readline";
 import { withChromium } from "./chromium.mjs";
@@ -80,12 +81,15 @@ await withChromium({ width: 1280, height: 900 }, async (page) => {
   await page.waitForFunction(() => window.reviewView.sent.length === 1, null, { timeout: 20000 });
   // The send button is usable again once the request is answered (its form closes on a 202).
   await page.waitForSelector(`#waiting tr.decision-row[data-candidate="${candidateId}"] button.send:disabled`, { state: "detached", timeout: 20000 });
+  // No worker runs yet: after a few seconds the page says the decision is not being applied.
+  await page.waitForFunction(() => window.reviewView.stale !== "", null, { timeout: 30000 });
   console.log(JSON.stringify(await state()));
 
   // 3. The ledger applies it: the page shows it decided.
   if ((await nextLine()) !== "wait") throw new Error("expected the line 'wait'");
   await page.waitForSelector(`#decided tbody tr[data-candidate="${candidateId}"]`, { timeout: 120000 });
   await page.waitForFunction((id) => !window.reviewView.waiting.some((item) => item[0] === id), candidateId, { timeout: 10000 });
+  await page.waitForFunction(() => window.reviewView.stale === "", null, { timeout: 10000 });
   await page.screenshot({ path: screenshot, fullPage: true });
   console.log(JSON.stringify(await state()));
 });

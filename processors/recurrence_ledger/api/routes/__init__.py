@@ -5,10 +5,12 @@
 - ``revisions``: ``GET /scopes/{scope}/revisions`` and
   ``GET /scopes/{scope}/review-candidates``;
 - ``service``: ``GET /healthz`` and the dashboard page ``GET /``;
+- ``patterns``: ``GET /patterns?group=`` (contract §23) and its page
+  ``/team-patterns``;
 - ``history``: the read models' endpoints (a revision's history, a scope's
   trend, the review queue) and their pages ``/timeline`` and ``/review``.
 
-The view's routes (the first three) are added to the app itself
+The view's routes (the first three, and ``patterns``) are added to the app itself
 (``register(app, …)``), the history's come as one ``APIRouter``
 (``history.router``) that the app includes.
 

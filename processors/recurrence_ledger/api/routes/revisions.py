@@ -7,6 +7,7 @@ with the review threshold the workers stored)."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated
 
 from fastapi import FastAPI, Query
@@ -18,6 +19,7 @@ from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_ma
 from recurrence_ledger.api.schemas import ErrorBody, ReviewList, ReviewRow, RevisionList, RevisionRow, RevisionSort
 from recurrence_ledger.ledger.holdout_records import EffectVerdict
 from recurrence_ledger.ledger.models import RepairSurface
+from recurrence_ledger.read.advisory import review_split
 from recurrence_ledger.read.reader import ViewReader, select_revisions
 
 
@@ -77,18 +79,23 @@ def register(app: FastAPI, reader: ViewReader) -> None:
     @app.get("/scopes/{scope:path}/review-candidates", response_model=ReviewList, responses={**CONDITIONAL, **ERRORS}, tags=["statistics"])
     async def scope_review(scope: ScopeId, if_none_match: IfNoneMatch = None) -> Response:
         """Revisions needing review, from the view's review set, with their
-        repair_surface and figures. The ReviewCandidate records themselves
-        live on the review-candidates topic."""
+        repair_surface and figures, and every revision needing review split
+        by its newest candidate's status (waiting for a decision, decided,
+        no candidate). The ReviewCandidate records themselves live on the
+        review-candidates topic."""
         snap = reader.snapshot(scope)
         if snap is None:
             return unknown_scope(scope, reader.namespace)
         as_of = snap.record["as_of_position"]
-        if etag_matches(if_none_match, snap.review_etag):
-            return answer(None, snap.review_etag, if_none_match, as_of)
+        found = review_split(reader.client, reader.keys, scope)
+        split, split_digest = found if found is not None else (None, b"")
+        etag = '"' + hashlib.sha256(snap.review_etag.encode() + b"\x00" + split_digest).hexdigest()[:32] + '"'
+        if etag_matches(if_none_match, etag):
+            return answer(None, etag, if_none_match, as_of)
         shape_row = shaper(ReviewRow)
         rows = [shape_row(row) for row in snap.top if snap.needs_review(row)]
         body = shaper(ReviewList)({
             "scope_id": scope, "as_of_position": as_of, "review_threshold": snap.record.get("review_threshold") or None, "needing_review": snap.record["needing_review"],
-            "complete": len(rows) >= snap.record["needing_review"], "revisions": rows,
+            "split": split, "complete": len(rows) >= snap.record["needing_review"], "revisions": rows,
         })
-        return answer(body, snap.review_etag, None, as_of)
+        return answer(body, etag, None, as_of)

@@ -4,20 +4,20 @@
 -- KEYS[1] follow-applied hash, KEYS[2] review queue items, KEYS[3] review status.
 -- ARGV[1] the partition's follow-applied field, ARGV[2] the review-queue
 -- prefix of every scope (Keys.queue_prefix), ARGV[3] JSON entries, in
--- offset order: o offset, id candidate_id, ts Kafka timestamp (ms), item
--- the queue item JSON.
+-- offset order (records.candidate_entry): offset, candidate_id, timestamp
+-- (the record's Kafka timestamp, ms), item (the queue item JSON).
 -- Every candidate is kept and filed under its ReviewStatus (open until one
 -- is applied). (Its scope's keys: apply_scope_candidates.lua.)
 -- Returns {entries applied, then for each candidate whose stored status
 -- was already decided: its timestamp (ms), decided_at}.
 local measured = {}
-local applied = apply_once(ARGV[1], cjson.decode(ARGV[3]), function(e)
-  redis.call('HSET', KEYS[2], e.id, e.item)
-  local status, decided = status_of(redis.call('HGET', KEYS[3], e.id))
-  place(e.id, e.ts, nil, status, ARGV[2])
-  if decided ~= '' then
-    table.insert(measured, e.ts)
-    table.insert(measured, decided)
+local applied = apply_once(ARGV[1], cjson.decode(ARGV[3]), function(entry)
+  redis.call('HSET', KEYS[2], entry.candidate_id, entry.item)
+  local status, decided_at = status_of(redis.call('HGET', KEYS[3], entry.candidate_id))
+  place(entry.candidate_id, entry.timestamp, nil, status, ARGV[2])
+  if decided_at ~= '' then
+    table.insert(measured, entry.timestamp)
+    table.insert(measured, decided_at)
   end
 end)
 table.insert(measured, 1, applied)

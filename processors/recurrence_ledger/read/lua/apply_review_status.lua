@@ -6,31 +6,32 @@
 -- status, KEYS[4] repair counts.
 -- ARGV[1] the partition's follow-applied field, ARGV[2] the review-queue
 -- prefix of every scope (Keys.queue_prefix), ARGV[3] JSON entries, in
--- offset order: o offset, id candidate_id, status, repair the repair's
--- status ("" for none), row the record as canonical JSON.
+-- offset order (records.review_status_entry): offset, candidate_id,
+-- status, repair_status (the repair's status, "" for none), row (the
+-- record as canonical JSON).
 -- The row replaces the candidate's stored one; a candidate already applied
 -- moves to the filters of its new status (one not yet applied is filed when
 -- it comes). (Its scope's keys: apply_scope_review_status.lua.)
 -- Returns {entries applied, then for each applied candidate decided by
 -- this row for the first time: its timestamp (ms), decided_at}.
 local measured = {}
-local applied = apply_once(ARGV[1], cjson.decode(ARGV[3]), function(e)
-  local old = redis.call('HGET', KEYS[3], e.id)
-  local old_status, old_decided = status_of(old)
-  if old then
-    local repair = cjson.decode(old).repair
+local applied = apply_once(ARGV[1], cjson.decode(ARGV[3]), function(entry)
+  local old_row = redis.call('HGET', KEYS[3], entry.candidate_id)
+  local old_status, old_decided_at = status_of(old_row)
+  if old_row then
+    local repair = cjson.decode(old_row).repair
     if type(repair) == 'table' then redis.call('HINCRBY', KEYS[4], repair.status, -1) end
   end
-  redis.call('HSET', KEYS[3], e.id, e.row)
-  if e.repair ~= '' then redis.call('HINCRBY', KEYS[4], e.repair, 1) end
-  local item = redis.call('HGET', KEYS[2], e.id)
+  redis.call('HSET', KEYS[3], entry.candidate_id, entry.row)
+  if entry.repair_status ~= '' then redis.call('HINCRBY', KEYS[4], entry.repair_status, 1) end
+  local item = redis.call('HGET', KEYS[2], entry.candidate_id)
   if item then
-    local ts = cjson.decode(item).timestamp
-    place(e.id, ts, old_status, e.status, ARGV[2])
-    local _, decided = status_of(e.row)
-    if decided ~= '' and old_decided == '' then
-      table.insert(measured, ts)
-      table.insert(measured, decided)
+    local timestamp = cjson.decode(item).timestamp
+    place(entry.candidate_id, timestamp, old_status, entry.status, ARGV[2])
+    local _, decided_at = status_of(entry.row)
+    if decided_at ~= '' and old_decided_at == '' then
+      table.insert(measured, timestamp)
+      table.insert(measured, decided_at)
     end
   end
 end)
