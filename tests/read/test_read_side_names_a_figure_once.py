@@ -55,7 +55,9 @@ PLACES = {
                "read/advisory.py", "api/routes/advisories.py", "cli/explain.py", "cli/main.py",
                # the hash field, the totals and the gauge per effect verdict (their docs say "effect verdict");
                # the dashboard's effect panel and the field catalogue that labels it
-               "read/projection.py", "read/totals.py", "read/follower.py", "static/index.html", "static/dashboard.js", "api/routes/service.py"},
+               "read/projection.py", "read/totals.py", "read/follower.py", "static/index.html", "static/dashboard.js", "api/routes/service.py",
+               # the review inbox says when a decision takes effect (the word, not the figure)
+               "static/review.js"},
     # contract §21.4: a scope's lessons by verdict — ``run``'s summary, the dashboard's effect panel,
     # the scope hash field and the follower's gauges per verdict, ``stats``.
     "effects": {"cli/run.py", "static/dashboard-effect.js", "read/projection.py", "read/totals.py", "read/follower.py", "cli/ops.py",
