@@ -32,7 +32,7 @@ def test_the_json_getter_is_implemented_once_in_the_shared_file():
 def test_every_page_that_gets_json_loads_the_shared_file_first():
     pages = {page.name: page_scripts(page.name) for page in STATIC.glob("*.html")}
     assert pages == {
-        "index.html": ["vendor/chart.umd.min.js", LOGIN, SHARED, "dashboard-history.js", "dashboard-unknown.js", "dashboard.js"],
+        "index.html": ["vendor/chart.umd.min.js", LOGIN, SHARED, "dashboard-history.js", "dashboard-unknown.js", "dashboard-effect.js", "dashboard.js"],
         "review.html": [LOGIN, SHARED, "review.js"],
         "patterns.html": [LOGIN, SHARED, "patterns.js"],
         "timeline.html": ["vendor/chart.umd.min.js", LOGIN, SHARED, "timeline.js"],

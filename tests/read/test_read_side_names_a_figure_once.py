@@ -46,18 +46,22 @@ PLACES = {
     # contract §21: ``run`` prints each revision's withheld arm; the holdout assignment's command
     # and route answer whether a lesson is to be ``withheld`` (§21.5: the word, not the figure).
     "withheld": {"cli/run.py", "cli/holdout.py", "api/routes/holdout.py", "static/dashboard-effect.js", "api/schemas.py", "cli/ops.py",
-                 "cli/explain.py"},
+                 "cli/explain.py", "static/index.html"},
     # contract §21.4: the revisions' effect filter and probability_helps sort (reader, API parameter
     # and row), the effect panel of the dashboard (its arms) and ``rank --by effect``.
     # ``run`` prints each revision's effect, ``explain-effect`` says why, and the recall-time advisory
-    # hands a recall its verdict.
+    # hands a recall its verdict and probability (read model, response model, route).
     "effect": {"read/reader.py", "api/schemas.py", "api/routes/revisions.py", "static/dashboard-effect.js", "cli/ops.py", "cli/run.py",
                "read/advisory.py", "api/routes/advisories.py", "cli/explain.py", "cli/main.py",
-               # the hash field, the totals and the gauge per effect verdict (their docs say "effect verdict")
-               "read/projection.py", "read/totals.py", "read/follower.py"},
+               # the hash field, the totals and the gauge per effect verdict (their docs say "effect verdict");
+               # the dashboard's effect panel and the field catalogue that labels it
+               "read/projection.py", "read/totals.py", "read/follower.py", "static/index.html", "static/dashboard.js", "api/routes/service.py",
+               # the review inbox says when a decision takes effect (the word, not the figure)
+               "static/review.js"},
     # contract §21.4: a scope's lessons by verdict — ``run``'s summary, the dashboard's effect panel,
     # the scope hash field and the follower's gauges per verdict, ``stats``.
-    "effects": {"cli/run.py", "static/dashboard-effect.js", "read/projection.py", "read/totals.py", "read/follower.py", "cli/ops.py"},
+    "effects": {"cli/run.py", "static/dashboard-effect.js", "read/projection.py", "read/totals.py", "read/follower.py", "cli/ops.py",
+                "static/index.html", "static/dashboard.js", "api/routes/service.py", "api/schemas.py"},
 }
 
 

@@ -56,6 +56,7 @@ APPENDED = {
     "ReviewDecision": ["reason_code"],
     "HandoffRevision": ["withheld_citations"],
     "Repair": ["effect"],
+    "ReviewStatus": ["reason_code"],
     "RevisionStatistics": ["severity", "version", "runs_reaching_threshold", "effect"],
     "RecurrenceStreak": ["needs_review", "severity"],
     "ReviewCounts": ["rejected_by_reason", "promotion_rate"],

@@ -398,6 +398,8 @@ class FieldCatalogue(_Shape):
     revision: dict[str, FieldLabel] = Field(description="A revision's row: top_revisions and the revisions view (contract §8, §14).")
     unknown_reasons: dict[str, FieldLabel] = Field(description="The eleven unknown reasons of contract §17, in the contract's order.")
     pattern: dict[str, FieldLabel] = Field(description="A signature pattern across a group's scopes (contract §23.3).")
+    effect: dict[str, FieldLabel] = Field({}, description="A revision's effect (contract §21.4): its arms, probability_helps and verdict.")
+    effects: dict[str, FieldLabel] = Field({}, description="The effect verdicts of contract §21.4, in the contract's order.")
 
 
 # ----------------------------------------------------------------- signature patterns

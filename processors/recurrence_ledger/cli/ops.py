@@ -337,9 +337,7 @@ def rank_command(
     if by == "effect" or effect is not None:
         if not rows:
             where = f"scope {scope}" if scope is not None else "any scope"
-            console.print(f"no revision{' with effect ' + effect if effect else ' with an effect'} in {where} of the Redis view {reader.namespace}",
-                          highlight=False)
-            return
+            return console.print(f"no revision with {'effect ' + effect if effect else 'an effect'} in {where} of the Redis view {reader.namespace}", highlight=False)
         console.print(effect_table(rows, f"revisions by effect ({reader.namespace})" + (f", {effect}" if effect else "")), highlight=False)
         console.print(
             "Each lesson's effect as the ledger published it (contract §21.4): treated = recurred/resolved with the lesson, withheld = "

@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from recurrence_ledger.ledger.holdout_records import Effect, EffectCounts
 from recurrence_ledger.ledger.models import (
-    ArtifactRef, Count, Digest, Id, Position, RepairSurface, ReviewVerdict, Severity, SourceRef, TaskOutcomeItemRef, Text, Value,
+    ArtifactRef, Count, Digest, Id, Position, RejectionReason, RepairSurface, ReviewVerdict, Severity, SourceRef, TaskOutcomeItemRef, Text, Value,
 )
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
@@ -501,7 +501,8 @@ class ReviewStatus(Value):
     ``decision``: the applied decision or None. ``fix_revision``: for
     approved the named revision, or the lowest known revision of the
     artifact above the candidate's; for superseded that lowest higher
-    revision; else None. ``repair``: None for open and rejected."""
+    revision; else None. ``repair``: None for open and rejected.
+    ``reason_code`` (§24): the rejecting decision's, else None."""
 
     scope_id: Id
     candidate_id: Digest
@@ -512,9 +513,12 @@ class ReviewStatus(Value):
     decision: AppliedReviewDecision | None = None
     fix_revision: ArtifactRef | None = None
     repair: Repair | None = None
+    reason_code: RejectionReason | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ReviewStatus:
+        if self.reason_code is not None and self.status != "rejected":
+            raise ValueError("only a rejected candidate has a reason_code (contract §24)")
         decided = self.status in ("approved", "rejected")
         if decided != (self.decision is not None) or (decided and self.decision.decision != self.status):
             raise ValueError("status approved or rejected is the applied decision's; open and superseded have none")

@@ -139,6 +139,7 @@ def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: 
         "decision": decision,
         "fix_revision": fix,
         "repair": repair,
+        "reason_code": record.get("reason_code") if status == "rejected" else None,  # contract §24: the decision's
     }
 
 

@@ -218,10 +218,8 @@ class FollowerMetrics(ReviewMetricsMixin):
             "Recurred verdicts of critical revisions in this scope (contract §22: recurred_by_severity.critical); only scopes with one.",
             ["scope"], registry=self.registry,
         )
-        self.effects = Gauge(
-            "recurrence_ledger_view_effects", "Revisions of every scope whose effect verdict (contract §21.4) is this one.", ["verdict"],
-            registry=self.registry,
-        )
+        self.effects = Gauge("recurrence_ledger_view_effects", "Revisions of every scope whose effect verdict (§21.4) is this one.", ["verdict"],
+                             registry=self.registry)
         self.totals_read = Gauge(
             "recurrence_ledger_view_totals_timestamp_seconds", "When the view's totals were last read from Redis.", registry=self.registry
         )

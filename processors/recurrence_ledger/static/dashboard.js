@@ -4,7 +4,8 @@
 // chart those with a streak), /review-candidates, and for the unknown
 // selections by reason and the binding suspects (contract §17,
 // dashboard-unknown.js) /revisions?sort=unknown&limit=N and
-// /revisions?binding_suspect=true; polls them every
+// /revisions?binding_suspect=true, and for the lessons' effect (contract
+// §21.4, dashboard-effect.js) /revisions?sort=probability_helps; polls them every
 // REFRESH_MS with If-None-Match, so an
 // unchanged view costs a 304 and no rendering. Every value shown comes from
 // the API (the Redis view): nothing is recomputed here.
@@ -73,6 +74,7 @@
     if (!answer.body) return;
     catalogue = answer.body;
     window.rlUnknown.load(catalogue.unknown_reasons);
+    window.rlEffect.load(catalogue.effect);
     for (const th of document.querySelectorAll("th[data-label]")) {
       const label = catalogue.scope[th.dataset.label];
       if (!label) continue;
@@ -242,16 +244,17 @@
       $("#detail").hidden = !selected;
       if (selected) {
         const base = `/scopes/${encodeURIComponent(selected)}`;
-        const [record, revisions, review, trend, byUnknown, suspects] = await Promise.all([
+        const [record, revisions, review, trend, byUnknown, suspects, effects] = await Promise.all([
           getJSON(`${base}/statistics`),
           getJSON(`${base}/revisions?sort=streak&limit=${LIMIT}`),
           getJSON(`${base}/review-candidates`),
           window.rlTrend ? getJSON(`${base}/trend`) : { body: null, changed: false },
           getJSON(`${base}/revisions?sort=unknown&limit=${LIMIT}`),
           getJSON(`${base}/revisions?binding_suspect=true&sort=unknown&limit=100`),
+          getJSON(`${base}/revisions?sort=probability_helps&limit=100`), // contract §21.4: the lessons' effect (dashboard-effect.js)
         ]);
-        if (record.body && revisions.body && review.body && byUnknown.body && suspects.body) {
-          const changed = record.changed || revisions.changed || review.changed || byUnknown.changed || suspects.changed
+        if (record.body && revisions.body && review.body && byUnknown.body && suspects.body && effects.body) {
+          const changed = record.changed || revisions.changed || review.changed || byUnknown.changed || suspects.changed || effects.changed
             || $("#scope-name").textContent !== selected;
           if (changed) {
             await loadCatalogue();
@@ -259,6 +262,7 @@
             renderRevisions(revisions.body);
             renderReview(review.body);
             window.rlUnknown.render(record.body, byUnknown.body, suspects.body, review.body.review_threshold);
+            window.rlEffect.render(record.body, effects.body);
             stats.renders += 1;
           }
           if (window.rlTrend && (trend.changed || changed)) window.rlTrend.render(trend.body);

@@ -18,6 +18,7 @@ from recurrence_ledger.api.auth import BearerToken
 from recurrence_ledger.api.responses import ERRORS, page
 from recurrence_ledger.api.schemas import FieldCatalogue, Health
 from recurrence_ledger.ledger.fields import field_catalogue
+from recurrence_ledger.ledger.holdout_records import Effect, EffectCounts
 from recurrence_ledger.ledger.records import RevisionFigures, ScopeStatistics, SignaturePattern, UnknownReasons
 from recurrence_ledger.read.connect import describe_error
 from recurrence_ledger.read.reader import ViewReader
@@ -46,7 +47,7 @@ def register(app: FastAPI, reader: ViewReader, redis_url: str, token: BearerToke
 
     catalogue = FieldCatalogue(
         scope=field_catalogue(ScopeStatistics), revision=field_catalogue(RevisionFigures), unknown_reasons=field_catalogue(UnknownReasons),
-        pattern=field_catalogue(SignaturePattern),
+        pattern=field_catalogue(SignaturePattern), effect=field_catalogue(Effect), effects=field_catalogue(EffectCounts),
     ).model_dump()
 
     @app.get("/field-catalogue", response_model=FieldCatalogue, responses={400: ERRORS[400]}, tags=["service"])
@@ -56,8 +57,10 @@ def register(app: FastAPI, reader: ViewReader, redis_url: str, token: BearerToke
         (``scope``), a revision row's (``revision``) and the eleven unknown
         reasons of contract §17 in the contract's order, each with its
         family and whether it makes a binding suspect
-        (``unknown_reasons``), and a signature pattern's (``pattern``,
-        contract §23.3). The dashboard takes its labels from here."""
+        (``unknown_reasons``), a signature pattern's (``pattern``,
+        contract §23.3), and a revision's effect (``effect``) and the effect
+        verdicts (``effects``) of contract §21.4. The dashboard takes its
+        labels from here."""
         return JSONResponse(catalogue)
 
     @app.get("/", include_in_schema=False)
