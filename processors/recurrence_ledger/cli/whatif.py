@@ -35,6 +35,7 @@ from recurrence_ledger.cli.options import (
     PrefixOption,
     RegistryOption,
     ViewBatchOption,
+    bounded_fraction_parser,
     parse_fraction,
     redis_url_option,
 )
@@ -46,16 +47,30 @@ BASELINE_PANEL = "Baseline policy"
 INPUT_PANEL = "Input: the deployment's topics"
 
 
+#: The settings whose value is an exact fraction, and those whose value is text.
+FRACTION_SETTINGS = (policy.NEAR_DUPLICATE_THRESHOLD, policy.EFFECT_PROBABILITY, policy.HOLDOUT_RATE)
+TEXT_SETTINGS = (policy.HOLDOUT_SALT,)
+
+
+def _kind(setting: policy.Setting) -> dict[str, Any]:
+    """How an option of ``setting`` parses its value: the parser of
+    ``cli.options`` for a fraction, nothing for text, else a minimum."""
+    if setting in FRACTION_SETTINGS:
+        parser = parse_fraction if setting is policy.NEAR_DUPLICATE_THRESHOLD else bounded_fraction_parser(setting)
+        return {"parser": parser, "metavar": "FRACTION"}
+    return {} if setting in TEXT_SETTINGS else {"min": setting.minimum}
+
+
 def _alternative(setting: policy.Setting) -> Any:
     """The alternative's option of a setting: no variable, no default (the baseline's)."""
-    extra = {"parser": parse_fraction, "metavar": "FRACTION"} if setting is policy.NEAR_DUPLICATE_THRESHOLD else {"min": setting.minimum}
+    extra = _kind(setting)
     return typer.Option(setting.option, rich_help_panel=ALTERNATIVE_PANEL, show_default=False, help=setting.help, **extra)
 
 
 def _baseline(setting: policy.Setting) -> Any:
     """The baseline's option of a setting, read from the deployment's
     variable when not given."""
-    extra = {"parser": parse_fraction, "metavar": "FRACTION"} if setting is policy.NEAR_DUPLICATE_THRESHOLD else {"min": setting.minimum}
+    extra = _kind(setting)
     return typer.Option(f"--baseline-{setting.option.removeprefix('--')}", envvar=setting.env, rich_help_panel=BASELINE_PANEL,
                         help=f"The baseline's value (otherwise {setting.env}, else the default).", **extra)
 
@@ -84,11 +99,12 @@ def parse_sweep(text: str) -> Sweep:
         known = ", ".join(SETTINGS)
         raise typer.BadParameter(f"unknown setting {name!r}: a sweep is SETTING=RANGE with SETTING one of {known}", param_hint="--sweep")
     setting = SETTINGS[name]
-    fraction = setting is policy.NEAR_DUPLICATE_THRESHOLD
+    fraction = setting in FRACTION_SETTINGS
+    parse_value = parse_fraction if setting is policy.NEAR_DUPLICATE_THRESHOLD else bounded_fraction_parser(setting)
 
     def number(piece: str) -> Any:
         try:
-            return parse_fraction(piece) if fraction else int(piece.strip())
+            return parse_value(piece) if fraction else int(piece.strip())
         except (ValueError, typer.BadParameter) as error:
             raise typer.BadParameter(f"{name}: {piece!r} is not a value ({error})", param_hint="--sweep") from None
 
@@ -116,8 +132,10 @@ def parse_sweep(text: str) -> Sweep:
     if not values:
         raise typer.BadParameter(f"{name}: no values in {spec!r}", param_hint="--sweep")
     for value in values:
-        if value < setting.minimum:
-            raise typer.BadParameter(f"{name}: impossible value {value} (the {setting.name} must be ≥ {setting.minimum})", param_hint="--sweep")
+        try:
+            setting.check(value)
+        except ValueError as error:
+            raise typer.BadParameter(f"{name}: impossible value {value} ({error})", param_hint="--sweep") from None
     limit = MAX_HORIZON_PASSES if setting is policy.PROVENANCE_HORIZON else MAX_SWEEP_VALUES
     if len(values) > limit:
         raise typer.BadParameter(f"{name}: {len(values)} values, at most {limit}" + (
@@ -189,7 +207,11 @@ def what_if_command(
         "--sweep", rich_help_panel=ALTERNATIVE_PANEL, show_default=False,
         help="Every value of one setting instead of one alternative: SETTING=RANGE, e.g. review-threshold=2..8, "
              "near-duplicate-threshold=3/5..1:1/10, provenance-horizon=100,1000,10000, top-revisions=5..20:5, "
-             "critical-review-threshold=1..3.")] = None,
+             "critical-review-threshold=1..3, effect-probability=9/10,19/20,99/100, effect-min-resolved=2..10.")] = None,
+    effect_min_resolved: Annotated[Optional[int], _alternative(policy.EFFECT_MIN_RESOLVED)] = None,
+    effect_probability: Annotated[Optional[Fraction], _alternative(policy.EFFECT_PROBABILITY)] = None,
+    holdout_salt: Annotated[Optional[str], _alternative(policy.HOLDOUT_SALT)] = None,
+    holdout_rate: Annotated[Optional[Fraction], _alternative(policy.HOLDOUT_RATE)] = None,
     baseline_review_threshold: Annotated[int, _baseline(policy.REVIEW_THRESHOLD)] = policy.REVIEW_THRESHOLD.default,
     baseline_provenance_horizon: Annotated[Optional[int], _baseline(policy.PROVENANCE_HORIZON)] = policy.PROVENANCE_HORIZON.default,
     baseline_near_duplicate_threshold: Annotated[Fraction, _baseline(policy.NEAR_DUPLICATE_THRESHOLD)] = policy.NEAR_DUPLICATE_THRESHOLD.default,
@@ -197,6 +219,10 @@ def what_if_command(
     baseline_critical_review_threshold: Annotated[int, _baseline(policy.CRITICAL_REVIEW_THRESHOLD)] = policy.CRITICAL_REVIEW_THRESHOLD.default,
     baseline_pattern_threshold: Annotated[int, _baseline(policy.PATTERN_THRESHOLD)] = policy.PATTERN_THRESHOLD.default,
     baseline_pattern_group_separator: Annotated[Optional[str], _separator_option(baseline=True)] = policy.PATTERN_GROUP_SEPARATOR.default,
+    baseline_effect_min_resolved: Annotated[int, _baseline(policy.EFFECT_MIN_RESOLVED)] = policy.EFFECT_MIN_RESOLVED.default,
+    baseline_effect_probability: Annotated[Fraction, _baseline(policy.EFFECT_PROBABILITY)] = policy.EFFECT_PROBABILITY.default,
+    baseline_holdout_salt: Annotated[Optional[str], _baseline(policy.HOLDOUT_SALT)] = policy.HOLDOUT_SALT.default,
+    baseline_holdout_rate: Annotated[Optional[Fraction], _baseline(policy.HOLDOUT_RATE)] = policy.HOLDOUT_RATE.default,
     max_pending_candidates: PendingCandidatesOption = policy.MAX_PENDING_CANDIDATES.default,
     from_topics: Annotated[bool, typer.Option("--from-topics", rich_help_panel=INPUT_PANEL,
                                               help="Read the deployment's input topics from the beginning to their current end "
@@ -219,7 +245,8 @@ def what_if_command(
     candidates added and removed, revisions needing review, admission
     decisions that change, outcomes the provenance horizon decided unlinked
     (contract §20); and over all scopes the pattern candidates added and
-    removed (contract §23). Writes report.md, report.json, for a sweep chart.png,
+    removed (contract §23); the revisions whose effect verdict changes
+    (contract §21.6). Writes report.md, report.json, for a sweep chart.png,
     for one alternative its output files under ledger/, into --out only:
     never a topic, consumer group, state or Redis key of the deployment.
     Exit code: 0; 1 when Kafka or Redis refuses; 2 for a usage error (an
@@ -237,7 +264,12 @@ def what_if_command(
     alternative_values = {"review_threshold": review_threshold, "provenance_horizon": provenance_horizon,
                           "near_duplicate_threshold": near_duplicate_threshold, "top_revisions": top_revisions,
                           "critical_review_threshold": critical_review_threshold,
-                          "pattern_threshold": pattern_threshold, "pattern_group_separator": pattern_group_separator}
+                          "pattern_threshold": pattern_threshold, "pattern_group_separator": pattern_group_separator,
+                          "effect_min_resolved": effect_min_resolved, "effect_probability": effect_probability,
+                          "holdout_salt": holdout_salt, "holdout_rate": holdout_rate}
+    if (baseline_holdout_salt is None) != (baseline_holdout_rate is None):
+        raise typer.BadParameter("the baseline's holdout salt and rate are given together, or neither (contract §21.5)",
+                                 param_hint=f"--baseline-{policy.HOLDOUT_SALT.option.removeprefix('--')}")
     if parsed is not None and alternative_values[ATTRIBUTES[parsed.setting.name]] is not None:
         raise typer.BadParameter(f"--sweep {sweep} and {parsed.setting.option} name the same setting", param_hint="--sweep")
     options = {"review_threshold": (baseline_review_threshold, policy.REVIEW_THRESHOLD),
@@ -246,7 +278,11 @@ def what_if_command(
                "top_revisions": (baseline_top_revisions, policy.TOP_REVISIONS),
                "critical_review_threshold": (baseline_critical_review_threshold, policy.CRITICAL_REVIEW_THRESHOLD),
                "pattern_threshold": (baseline_pattern_threshold, policy.PATTERN_THRESHOLD),
-               "pattern_group_separator": (baseline_pattern_group_separator, policy.PATTERN_GROUP_SEPARATOR)}
+               "pattern_group_separator": (baseline_pattern_group_separator, policy.PATTERN_GROUP_SEPARATOR),
+               "effect_min_resolved": (baseline_effect_min_resolved, policy.EFFECT_MIN_RESOLVED),
+               "effect_probability": (baseline_effect_probability, policy.EFFECT_PROBABILITY),
+               "holdout_salt": (baseline_holdout_salt, policy.HOLDOUT_SALT),
+               "holdout_rate": (baseline_holdout_rate, policy.HOLDOUT_RATE)}
     values = {name: value for name, (value, _) in options.items()}
     sources = {name: _source(ctx, f"baseline_{name}", setting) for name, (_, setting) in options.items()}
     redis_url = redis_url or settings().redis_url
@@ -255,7 +291,10 @@ def what_if_command(
         if recorded is not None:
             values["review_threshold"], sources["review_threshold"] = recorded, why
     baseline = Policy(**values)
-    fixed = replace(baseline, **{name: value for name, value in alternative_values.items() if value is not None})
+    try:
+        fixed = replace(baseline, **{name: value for name, value in alternative_values.items() if value is not None})
+    except ValueError as error:  # e.g. a holdout salt without a rate on either side (contract §21.5)
+        raise typer.BadParameter(f"the alternative policy: {error}", param_hint=policy.HOLDOUT_SALT.option) from None
     alternatives = parsed.policies(fixed) if parsed is not None else (fixed,)
 
     if from_topics:
@@ -301,7 +340,8 @@ def _print_summary(document: dict, markdown_path: Path) -> None:
         console.print(f"sweep of {sweep['setting']} over {', '.join(map(str, sweep['values']))} (baseline {sweep['baseline_value']}):", highlight=False)
         for row in sweep["rows"]:
             console.print(f"  {row['value']}: {row['review_candidates']} review candidates, {row['revisions_needing_review']} revisions needing review, "
-                          f"{row['admission_decisions_changed']} admission decisions changed, {row['horizon_unlinked']} outcomes unlinked by the horizon",
+                          f"{row['admission_decisions_changed']} admission decisions changed, {row['horizon_unlinked']} outcomes unlinked by the horizon, "
+                          f"{row['effect_verdicts_changed']} effect verdicts changed",
                           highlight=False)
     else:
         comparison = document["comparisons"][0]
@@ -314,7 +354,8 @@ def _print_summary(document: dict, markdown_path: Path) -> None:
                 f"-{totals['review_candidates_removed']}, revisions needing review +{totals['revisions_needing_review_added']} "
                 f"-{totals['revisions_needing_review_removed']}, admission decisions changed {totals['admission_decisions_changed']}, "
                 f"outcomes unlinked by the horizon +{totals['horizon_unlinked_added']} -{totals['horizon_unlinked_removed']}, "
-                f"pattern candidates +{totals['pattern_candidates_added']} -{totals['pattern_candidates_removed']}",
+                f"pattern candidates +{totals['pattern_candidates_added']} -{totals['pattern_candidates_removed']}, "
+                f"effect verdicts changed {totals['effect_verdicts_changed']}",
                 highlight=False,
             )
     console.print(f"report: {markdown_path.resolve()} (and report.json beside it)", highlight=False)

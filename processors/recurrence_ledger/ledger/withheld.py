@@ -27,6 +27,8 @@ State it keeps:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from recurrence_ledger.holdout import assign
 from recurrence_ledger.ledger import causal
 from recurrence_ledger.ledger.config import LedgerConfig
@@ -196,6 +198,25 @@ def count_treated(
     state.put(record, "effect", scope_id, artifact_ref["artifact_id"], artifact_ref["revision"])
 
 
+def arms(record: dict, streak: dict | None) -> tuple[Arm, Arm]:
+    """A revision's ``(treated, withheld)`` arms (§21.4) from its ``effect``
+    record and its streak record (the linked verdicts, before mismatches)."""
+    streak = streak or {}
+    linked = streak.get("linked_verdicts", 0)
+    treated = Arm((linked - streak.get("avoided", 0)) - record["treated_recurred"], linked - record["treated_resolved"])
+    return treated, Arm(record["recurred"], record["resolved"])
+
+
+def final_arms(state: LedgerState) -> Iterator[tuple[str, str, int, Arm, Arm]]:
+    """Every revision with an effect in ``state`` as ``(scope_id,
+    artifact_id, revision, treated, withheld)``, in the store's order: what
+    a what-if (contract §21.6) computes each effect policy's verdicts from."""
+    for key, record in state.store.items():
+        if key[0] == "effect":
+            scope_id, artifact_id, revision = key[1], key[2], key[3]
+            yield (scope_id, artifact_id, revision, *arms(record, state.get("streak", scope_id, artifact_id, revision)))
+
+
 def effect(state: LedgerState, config: LedgerConfig, scope: dict, scope_id: str, artifact_id: str, revision: int, streak: dict | None) -> dict | None:
     """RevisionStatistics ``effect`` of a revision (§21.4), None when it has
     no HoldoutObservation and no assignment mismatch. ``streak``: the
@@ -206,13 +227,9 @@ def effect(state: LedgerState, config: LedgerConfig, scope: dict, scope_id: str,
     record = state.get("effect", scope_id, artifact_id, revision)
     if record is None:
         return None
-    streak = streak or {}
-    linked = streak.get("linked_verdicts", 0)
-    treated_resolved = linked - record["treated_resolved"]
-    treated_recurred = (linked - streak.get("avoided", 0)) - record["treated_recurred"]
-    assessment = assess_effect(
-        Arm(treated_recurred, treated_resolved), Arm(record["recurred"], record["resolved"]), config.effect_min_resolved, config.effect_probability,
-    )
+    treated, withheld = arms(record, streak)
+    treated_resolved, treated_recurred = treated.resolved, treated.recurred
+    assessment = assess_effect(treated, withheld, config.effect_min_resolved, config.effect_probability)
     if assessment.verdict != record["verdict"]:
         effects = scope.setdefault("effects", {})
         if record["verdict"] is not None:

@@ -7,7 +7,8 @@ the revision, streak and run) and those both publish with other content
 another streak and failure refs); the revisions needing review at the end
 added and removed; the admission decisions that change (decision, reasons,
 near-duplicate list); the outcomes the provenance horizon decided unlinked,
-added and removed; and the statistics of both. A scope appears only when
+added and removed; the revisions whose effect verdict (§21.4) changes
+(contract §21.6); and the statistics of both. A scope appears only when
 something in it differs; ``differs`` is False exactly when no scope does.
 
 :func:`sweep_rows` gives one row per policy of a sweep, and
@@ -103,6 +104,9 @@ def compare_scope(base: PolicyResult, alt: PolicyResult, scope_id: str) -> dict 
         added, removed = _added_removed(b, a)
         if added or removed:
             entry[name] = {"added": _outcomes(a, added), "removed": _outcomes(b, removed)}
+    effects = effect_changes(base, alt, scope_id)
+    if effects:
+        entry["effect_verdicts_changed"] = effects
     statistics = {"baseline": _statistics_row(base.statistics.get(scope_id)), "alternative": _statistics_row(alt.statistics.get(scope_id))}
     if entry or statistics["baseline"] != statistics["alternative"]:
         entry["statistics"] = statistics
@@ -110,11 +114,26 @@ def compare_scope(base: PolicyResult, alt: PolicyResult, scope_id: str) -> dict 
     return None
 
 
+def effect_changes(base: PolicyResult, alt: PolicyResult, scope_id: str) -> list[dict]:
+    """The revisions of one scope whose effect verdict (§21.4) differs
+    between ``base`` and ``alt`` (contract §21.6), in (artifact_id,
+    revision) order: ``{artifact_ref, baseline, alternative}``, each side
+    ``{verdict, probability_helps}`` or None when that policy gives the
+    revision no effect (another holdout policy can leave a revision with
+    only mismatches, or none)."""
+    b, a = base.effects.get(scope_id, {}), alt.effects.get(scope_id, {})
+    return [
+        {"artifact_ref": {"artifact_id": key[0], "revision": key[1]}, "baseline": b.get(key), "alternative": a.get(key)}
+        for key in sorted({*b, *a})
+        if (b.get(key) or {}).get("verdict") != (a.get(key) or {}).get("verdict")
+    ]
+
+
 def scope_ids(*results: PolicyResult) -> list[str]:
     """Every scope any of ``results`` knows, sorted."""
     found: set[str] = set()
     for result in results:
-        for part in (result.statistics, result.candidates, result.decisions):
+        for part in (result.statistics, result.candidates, result.decisions, result.effects):
             found.update(part)
     return sorted(found)
 
@@ -163,6 +182,7 @@ def compare(base: PolicyResult, alt: PolicyResult) -> dict:
         "admission_decisions_changed": sum(len(entry.get("admission_decisions_changed", [])) for entry in scopes.values()),
         "horizon_unlinked_added": count("horizon_unlinked", "added"),
         "horizon_unlinked_removed": count("horizon_unlinked", "removed"),
+        "effect_verdicts_changed": sum(len(entry.get("effect_verdicts_changed", [])) for entry in scopes.values()),
         "scopes_with_differences": len(scopes),
     }
     patterns = compare_patterns(base, alt)
@@ -212,6 +232,7 @@ def sweep_rows(base: PolicyResult, results: Sequence[PolicyResult], comparisons:
             "review_candidates_added": changes["review_candidates_added"],
             "review_candidates_removed": changes["review_candidates_removed"],
             "admission_decisions_changed": changes["admission_decisions_changed"],
+            "effect_verdicts_changed": changes["effect_verdicts_changed"],
             "rejected_candidates_avoided": rejected_avoided(base, result, decisions),
         })
     return rows

@@ -21,7 +21,13 @@ separator. Which of them need their own pass:
   final state;
 - the **pattern threshold** and **group separator** only decide how the
   final counts of recurred verdicts per (scope, signature) add up to
-  patterns and candidates (contract §23): read off the final state too.
+  patterns and candidates (contract §23): read off the final state too;
+- the **effect minimum** and **effect probability** (§21.4) only decide the
+  verdict of a revision's final arms, not the arms: every pair is computed
+  from the final arms of one pass (:func:`~recurrence_ledger.whatif.results.policy_effects`);
+- the **holdout salt** and **rate** (§21.5) decide which pairs are
+  assignment mismatches, left out of both arms: one pass per distinct
+  (provenance horizon, salt, rate).
 
 :func:`passes` groups policies into :class:`Pass` es accordingly.
 """
@@ -41,7 +47,7 @@ from recurrence_ledger.ledger.config import LedgerConfig
 SETTINGS: dict[str, policy.Setting] = {
     setting.option.removeprefix("--"): setting
     for setting in (policy.REVIEW_THRESHOLD, policy.PROVENANCE_HORIZON, policy.NEAR_DUPLICATE_THRESHOLD, policy.TOP_REVISIONS,
-                    policy.CRITICAL_REVIEW_THRESHOLD, policy.PATTERN_THRESHOLD)
+                    policy.CRITICAL_REVIEW_THRESHOLD, policy.PATTERN_THRESHOLD, policy.EFFECT_MIN_RESOLVED, policy.EFFECT_PROBABILITY)
 }
 #: Policy attribute of each setting (``LedgerConfig``'s name, except top-N).
 ATTRIBUTES: dict[str, str] = {
@@ -52,6 +58,10 @@ ATTRIBUTES: dict[str, str] = {
     policy.CRITICAL_REVIEW_THRESHOLD.name: "critical_review_threshold",
     policy.PATTERN_THRESHOLD.name: "pattern_threshold",
     policy.PATTERN_GROUP_SEPARATOR.name: "pattern_group_separator",
+    policy.EFFECT_MIN_RESOLVED.name: "effect_min_resolved",
+    policy.EFFECT_PROBABILITY.name: "effect_probability",
+    policy.HOLDOUT_SALT.name: "holdout_salt",
+    policy.HOLDOUT_RATE.name: "holdout_rate",
 }
 
 
@@ -63,7 +73,9 @@ class Policy:
     ``top_revisions`` (N of ``top_revisions``, §8), and since revision 4
     ``critical_review_threshold`` (§22: the review threshold of critical
     revisions), ``pattern_threshold`` and ``pattern_group_separator``
-    (§23). Defaults are the
+    (§23), ``effect_min_resolved`` and ``effect_probability`` (§21.4) and
+    ``holdout_salt`` with ``holdout_rate`` (§21.5, set together or
+    neither). Defaults are the
     :mod:`recurrence_ledger.policy` settings'. Raises ValueError for a value
     the core refuses (:class:`LedgerConfig`)."""
 
@@ -74,6 +86,10 @@ class Policy:
     critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default
     pattern_threshold: int = policy.PATTERN_THRESHOLD.default
     pattern_group_separator: str | None = policy.PATTERN_GROUP_SEPARATOR.default
+    effect_min_resolved: int = policy.EFFECT_MIN_RESOLVED.default
+    effect_probability: Fraction = policy.EFFECT_PROBABILITY.default
+    holdout_salt: str | None = policy.HOLDOUT_SALT.default
+    holdout_rate: Fraction | None = policy.HOLDOUT_RATE.default
 
     def __post_init__(self) -> None:
         self.config()
@@ -85,6 +101,8 @@ class Policy:
             provenance_horizon=self.provenance_horizon, max_pending_candidates=max_pending_candidates,
             near_duplicate_threshold=self.near_duplicate_threshold, critical_review_threshold=self.critical_review_threshold,
             pattern_threshold=self.pattern_threshold, pattern_group_separator=self.pattern_group_separator,
+            effect_min_resolved=self.effect_min_resolved, effect_probability=self.effect_probability,
+            holdout_salt=self.holdout_salt, holdout_rate=self.holdout_rate,
         )
 
     def with_setting(self, setting: policy.Setting, value: Any) -> Policy:
@@ -96,8 +114,9 @@ class Policy:
         return getattr(self, ATTRIBUTES[setting.name])
 
     def as_json(self) -> dict[str, Any]:
-        """The policy as JSON: the near-duplicate threshold as the exact
-        fraction's text (``"4/5"``)."""
+        """The policy as JSON: the near-duplicate threshold, the effect
+        probability and the holdout rate as the exact fraction's text
+        (``"4/5"``)."""
         return {
             "review_threshold": self.review_threshold,
             "provenance_horizon": self.provenance_horizon,
@@ -106,6 +125,10 @@ class Policy:
             "critical_review_threshold": self.critical_review_threshold,
             "pattern_threshold": self.pattern_threshold,
             "pattern_group_separator": self.pattern_group_separator,
+            "effect_min_resolved": self.effect_min_resolved,
+            "effect_probability": str(self.effect_probability),
+            "holdout_salt": self.holdout_salt,
+            "holdout_rate": None if self.holdout_rate is None else str(self.holdout_rate),
         }
 
     def differences(self, other: Policy) -> list[str]:
@@ -117,6 +140,12 @@ def review_pair(chosen: Policy) -> tuple[int, int]:
     """A policy's (review threshold, critical review threshold): what
     decides its review candidates and revisions needing review."""
     return (chosen.review_threshold, chosen.critical_review_threshold)
+
+
+def matching_key(chosen: Policy) -> tuple[int | None, str | None, Fraction | None]:
+    """What a pass's processor must run with because it changes matches or
+    arms: the provenance horizon (§5) and the holdout salt and rate (§21.5)."""
+    return (chosen.provenance_horizon, chosen.holdout_salt, chosen.holdout_rate)
 
 
 def show(value: Any) -> str:
@@ -146,7 +175,8 @@ MAX_HORIZON_PASSES = 8
 @dataclass
 class Pass:
     """Policies that share one processor, i.e. one run of the core over the
-    inputs: the same provenance horizon. ``native`` is the policy the core
+    inputs: the same provenance horizon, holdout salt and holdout rate
+    (:func:`matching_key`). ``native`` is the policy the core
     runs with (its ledger facts are the core's own); the other review and
     near-duplicate thresholds of ``policies`` are computed beside it."""
 
@@ -167,12 +197,13 @@ class Pass:
 
 def passes(policies: Iterable[Policy]) -> list[Pass]:
     """Group ``policies`` (duplicates dropped) into passes by provenance
-    horizon, in order of first appearance; the first policy of each horizon
-    is that pass's native one."""
-    by_horizon: dict[int | None, Pass] = {}
+    horizon, holdout salt and holdout rate (:func:`matching_key`), in order
+    of first appearance; the first policy of each group is that pass's
+    native one."""
+    by_horizon: dict[tuple, Pass] = {}
     for candidate in dict.fromkeys(policies):
-        found = by_horizon.get(candidate.provenance_horizon)
+        found = by_horizon.get(matching_key(candidate))
         if found is None:
-            found = by_horizon[candidate.provenance_horizon] = Pass(candidate)
+            found = by_horizon[matching_key(candidate)] = Pass(candidate)
         found.policies.append(candidate)
     return list(by_horizon.values())

@@ -168,6 +168,11 @@ def _scope_lines(scope_id: str, entry: dict) -> list[str]:
                 lines += [f"Outcomes {title}, {kind}: " + ", ".join(f"{r['task_outcome_id']} (position {r['journal_position']})" for r in rows[:MAX_ROWS])]
                 lines += [f"… and {len(rows) - MAX_ROWS} more (report.json)"] if len(rows) > MAX_ROWS else []
                 lines.append("")
+    lines += _listed("Revisions whose effect verdict changes (contract §21.6)",
+                     ("revision", "baseline verdict", "baseline probability_helps", "alternative verdict", "alternative probability_helps"),
+                     entry.get("effect_verdicts_changed", []),
+                     lambda r: (f"{r['artifact_ref']['artifact_id']} r{r['artifact_ref']['revision']}", *_effect_cells(r["baseline"]),
+                                *_effect_cells(r["alternative"])))
     base, alt = entry["statistics"]["baseline"], entry["statistics"]["alternative"]
     if base and alt:
         changed = [name for name in base if base[name] != alt[name] and name != "top_revisions"]
@@ -176,6 +181,20 @@ def _scope_lines(scope_id: str, entry: dict) -> list[str]:
         if base["top_revisions"] != alt["top_revisions"]:
             lines += [f"top_revisions: {len(base['top_revisions'])} rows → {len(alt['top_revisions'])} rows", ""]
     return lines
+
+
+def _effect_cells(side: dict | None) -> tuple[str, str]:
+    """A revision's effect under one policy as (verdict, probability_helps)
+    cells: "no effect" without one, "n/a" without a probability."""
+    if side is None:
+        return "no effect", "—"
+    probability = side["probability_helps"]
+    return side["verdict"], "n/a" if probability is None else f"{probability:.4f}"
+
+
+def _unset(value: str | None) -> str:
+    """A holdout setting as a person reads it (contract §21.5)."""
+    return "unset" if value is None else str(value)
 
 
 def _separator(value: str | None) -> str:
@@ -198,7 +217,7 @@ def _policy_lines(document: dict) -> list[str]:
     header = ["setting", "baseline", "baseline from"] + (["alternative"] if single else [])
     rows = []
     for name in ATTRIBUTES.values():
-        shown = _separator if name == "pattern_group_separator" else show
+        shown = _separator if name == "pattern_group_separator" else _unset if name in ("holdout_salt", "holdout_rate") else show
         row = [SETTING_LABELS[name], shown(baseline[name]), sources.get(name, "—")]
         if single:
             alternative = document["comparisons"][0]["policy"][name]
@@ -219,7 +238,7 @@ def _totals_lines(comparison: dict) -> list[str]:
         f"that change {totals['admission_decisions_changed']}; outcomes the horizon decided unlinked added "
         f"{totals['horizon_unlinked_added']}, removed {totals['horizon_unlinked_removed']}; scopes with a difference "
         f"{totals['scopes_with_differences']}; pattern candidates added {totals['pattern_candidates_added']}, removed "
-        f"{totals['pattern_candidates_removed']}.",
+        f"{totals['pattern_candidates_removed']}; revisions whose effect verdict changes {totals['effect_verdicts_changed']}.",
         "",
     ]
     if totals.get("rejected_candidates_avoided") is not None:
@@ -238,12 +257,13 @@ def _sweep_lines(document: dict) -> list[str]:
     if sweep["chart"]:
         lines += [f"![review load against the {label}]({sweep['chart']})", ""]
     header = (label, "review candidates", "revisions needing review", "candidates added", "candidates removed",
-              "decisions listing near-duplicates", "decisions that change", "outcomes unlinked by the horizon", "rejected candidates avoided")
+              "decisions listing near-duplicates", "decisions that change", "outcomes unlinked by the horizon", "rejected candidates avoided",
+              "effect verdicts that change")
     rows = [
         (f"{row['value']}" + (" (baseline)" if row["value"] == sweep["baseline_value"] else ""), row["review_candidates"],
          row["revisions_needing_review"], row["review_candidates_added"], row["review_candidates_removed"],
          row["decisions_with_near_duplicates"], row["admission_decisions_changed"], row["horizon_unlinked"],
-         row["rejected_candidates_avoided"])
+         row["rejected_candidates_avoided"], row["effect_verdicts_changed"])
         for row in sweep["rows"]
     ]
     lines += _table(header, rows)

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from recurrence_ledger.ledger.effect import assess_effect
 from recurrence_ledger.ledger.patterns import patterns_of_counts, state_counts
 from recurrence_ledger.ledger.statistics import scope_statistics
 from recurrence_ledger.ledger.severity import severity_review_threshold
+from recurrence_ledger.ledger.withheld import final_arms
 from recurrence_ledger.whatif.policies import Policy
 from recurrence_ledger.whatif.shadow import WhatIfProcessor
 
@@ -34,7 +36,10 @@ class PolicyResult:
       (its threshold's ``needing_review``, its top-N of ``top_revisions``);
     - ``pattern_candidates``: ``{candidate_id: PatternCandidate}`` of the
       whole input (contract §23: patterns span scopes), under its pattern
-      threshold and group separator.
+      threshold and group separator;
+    - ``effects``: ``{(artifact_id, revision): {verdict,
+      probability_helps}}`` of every revision with an effect (§21.4), under
+      its effect minimum and probability (and its pass's holdout policy).
     """
 
     policy: Policy
@@ -45,6 +50,7 @@ class PolicyResult:
     end_unlinked: dict[str, dict[str, int]] = field(default_factory=dict)
     statistics: dict[str, dict] = field(default_factory=dict)
     pattern_candidates: dict[str, dict] = field(default_factory=dict)
+    effects: dict[str, dict[tuple[str, int], dict]] = field(default_factory=dict)
 
     @property
     def scope_ids(self) -> list[str]:
@@ -72,12 +78,27 @@ class PolicyResult:
         return totals
 
 
+def policy_effects(processor: WhatIfProcessor, policy: Policy) -> dict[str, dict[tuple[str, int], dict]]:
+    """Per scope, ``{(artifact_id, revision): {verdict, probability_helps}}``
+    of every revision with an effect in the pass, assessed (§21.4) from its
+    final arms with ``policy``'s effect minimum and probability: the arms
+    do not depend on them, so one pass serves every pair (contract §21.6)."""
+    effects: dict[str, dict[tuple[str, int], dict]] = {}
+    for scope_id, artifact_id, revision, treated, withheld in final_arms(processor.state):
+        assessment = assess_effect(treated, withheld, policy.effect_min_resolved, policy.effect_probability)
+        effects.setdefault(scope_id, {})[(artifact_id, revision)] = {
+            "verdict": assessment.verdict, "probability_helps": assessment.probability_helps,
+        }
+    return effects
+
+
 def policy_result(processor: WhatIfProcessor, policy: Policy) -> PolicyResult:
     """The conclusions of ``policy``, one of the policies ``processor``
     computed (its provenance horizon, one of its review and near-duplicate
     thresholds), after ``flush``."""
     state = processor.state
-    result = PolicyResult(policy, horizon_unlinked=processor.horizon_unlinked, end_unlinked=processor.end_unlinked)
+    result = PolicyResult(policy, horizon_unlinked=processor.horizon_unlinked, end_unlinked=processor.end_unlinked,
+                          effects=policy_effects(processor, policy))
     _, result.pattern_candidates = patterns_of_counts(state_counts(state.store), policy.pattern_group_separator, policy.pattern_threshold)
     for candidate in processor.candidates[(policy.review_threshold, policy.critical_review_threshold)]:
         result.candidates.setdefault(candidate["scope_id"], {})[candidate["candidate_id"]] = candidate
@@ -109,7 +130,7 @@ def merge_results(policy: Policy, parts: Sequence[PolicyResult], counts: Iterabl
     from every process's pattern ``counts`` (``patterns.state_counts``)."""
     result = PolicyResult(policy)
     for part in parts:
-        for name in ("candidates", "needing_review", "decisions", "horizon_unlinked", "end_unlinked", "statistics"):
+        for name in ("candidates", "needing_review", "decisions", "horizon_unlinked", "end_unlinked", "statistics", "effects"):
             getattr(result, name).update(getattr(part, name))
     _, result.pattern_candidates = patterns_of_counts(counts, policy.pattern_group_separator, policy.pattern_threshold)
     return result
