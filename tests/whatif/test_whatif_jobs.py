@@ -6,6 +6,7 @@ took) — pattern candidates, which span scopes, included."""
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 import random
 from pathlib import Path
 
@@ -59,6 +60,7 @@ SWEEPS = {
     "review": Sweep(policy.REVIEW_THRESHOLD, (1, 2, 4)),
     "horizon": Sweep(policy.PROVENANCE_HORIZON, (3, 50)),
     "pattern": Sweep(policy.PATTERN_THRESHOLD, (1, 3)),
+    "effect": Sweep(policy.EFFECT_PROBABILITY, (Fraction(24, 25), Fraction(99, 100))),
 }
 
 
@@ -72,6 +74,12 @@ def test_a_sweep_of_every_case_gives_the_report_of_one_process(journal, name, tm
 @pytest.mark.parametrize("journal", CASES, ids=lambda path: path.stem)
 def test_one_alternative_gives_the_report_and_output_files_of_one_process(journal, tmp_path):
     assert_same_as_one_process(journal, tmp_path, [Policy(review_threshold=2, pattern_threshold=3, provenance_horizon=20)], None, view_batch=5)
+
+
+def test_the_holdout_case_gives_the_effect_verdicts_of_one_process(tmp_path):
+    document = assert_same_as_one_process(REPO / "tests" / "cases" / "holdout_effects.jsonl", tmp_path,
+                                          [Policy(effect_probability=Fraction(99, 100), holdout_salt="s1", holdout_rate=Fraction(1, 2))], None)
+    assert document["comparisons"][0]["totals"]["effect_verdicts_changed"] == 3
 
 
 def test_the_patterns_case_has_pattern_candidates_that_span_processes(tmp_path):
