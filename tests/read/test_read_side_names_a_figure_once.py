@@ -51,7 +51,8 @@ PLACES = {
     # and row), the effect panel of the dashboard (its arms) and ``rank --by effect``.
     # ``run`` prints each revision's effect, ``explain-effect`` says why, and the recall-time advisory
     # hands a recall its verdict and probability (read model, response model, route).
-    "effect": {"read/reader.py", "api/schemas.py", "api/routes/revisions.py", "static/dashboard-effect.js", "cli/ops.py", "cli/run.py",
+    # ``what-if`` (contract §21.6) takes the effect policy and counts the effect verdicts it changes.
+    "effect": {"cli/whatif.py", "read/reader.py", "api/schemas.py", "api/routes/revisions.py", "static/dashboard-effect.js", "cli/ops.py", "cli/run.py",
                "read/advisory.py", "api/routes/advisories.py", "cli/explain.py", "cli/main.py",
                # the hash field, the totals and the gauge per effect verdict (their docs say "effect verdict");
                # the dashboard's effect panel and the field catalogue that labels it

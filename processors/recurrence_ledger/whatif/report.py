@@ -285,7 +285,7 @@ def markdown(document: dict) -> str:
             lines += ["## Totals", ""]
             if not comparison["differs"]:
                 lines += ["**No difference**: on these inputs the alternative policy concludes exactly what the baseline does "
-                          "(every review candidate, revision needing review, admission decision and unlinked outcome).", ""]
+                          "(every review candidate, revision needing review, admission decision, unlinked outcome and effect verdict).", ""]
             lines += _totals_lines(comparison)
             if comparison["scopes"]:
                 lines += [f"## Per scope ({len(comparison['scopes'])} with a difference)", ""]
