@@ -31,7 +31,11 @@ class Workload:
     cues of every scope are the same in all scopes (signature patterns
     across scopes, contract §23); ``groups``: with n > 0, scope i is
     ``group-<i mod n>/scope-<i>`` (pattern groups with the separator
-    ``/``). Both 0 by default: journals unchanged.
+    ``/``). Both 0 by default: journals unchanged. ``severities``: the
+    failure of head k gets the severity :data:`SEVERITIES` ``[k mod 5]``
+    (contract §22: head 0 — a shared cue, experience_content — is critical,
+    so its runs get review candidates from the first recurrence); False
+    (the default) rates none: journals unchanged.
     """
 
     scopes: int = 100
@@ -42,6 +46,11 @@ class Workload:
     candidates: float = 0.0
     shared_cues: int = 0
     groups: int = 0
+    severities: bool = False
+
+
+#: The severity of head k's failure with ``Workload.severities`` (None: unrated).
+SEVERITIES: tuple[str | None, ...] = ("critical", None, "high", "low", "medium")
 
 
 def _ref(family: str, artifact_id: str, revision: int) -> dict:
@@ -70,6 +79,13 @@ class _Scope:
         return f"Failure {k} of {self.id} recurred"
 
     def experience(self, k: int, revision: int) -> dict:
+        record = self._experience(k, revision)
+        severity = SEVERITIES[k % len(SEVERITIES)] if self.shape.severities else None
+        if severity is not None:
+            record["value"]["content"]["failure"]["severity"] = severity
+        return record
+
+    def _experience(self, k: int, revision: int) -> dict:
         return {"topic": "experience-revisions", "value": {
             "scope_id": self.id, "journal_position": self.next_position(),
             "artifact_ref": _ref("experience", f"E{k}", revision),

@@ -46,22 +46,26 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     last = by_scope["billing-api"]
     # The minimum checkable evidence case, in our own words: r1 selected three
     # times (avoided, recurred, unknown), r2 recurring on three unlinked
-    # outcomes, its fix r3 selected and avoided, and EXP-mock-server r1
-    # recurring three times; the decisions move no as_of_position (23).
+    # outcomes, its fix r3 selected and avoided, EXP-mock-server r1
+    # recurring three times, and EXP-idempotency-key r1 recurring three times
+    # (its candidate left open for the README's review walkthrough); the
+    # decisions move no as_of_position (28).
     assert {k: last[k] for k in ("as_of_position", "selected", "recurred", "avoided", "unknown", "unlinked_handoff_citations",
                                  "needing_review")} == {
-        "as_of_position": 23, "selected": 4, "recurred": 7, "avoided": 2, "unknown": 1, "unlinked_handoff_citations": 1, "needing_review": 2,
+        "as_of_position": 28, "selected": 4, "recurred": 10, "avoided": 2, "unknown": 1, "unlinked_handoff_citations": 1, "needing_review": 3,
     }
     assert [(r["artifact_ref"]["artifact_id"], r["artifact_ref"]["revision"], r["terminal_recurred_streak"]) for r in last["top_revisions"]] == [
-        ("EXP-mock-server", 1, 3), ("EXP-schema-drift", 2, 3), ("EXP-schema-drift", 1, 1)]
+        ("EXP-idempotency-key", 1, 3), ("EXP-mock-server", 1, 3), ("EXP-schema-drift", 2, 3), ("EXP-schema-drift", 1, 1)]
     reviews = {status: last["reviews"][status] for status in ("open", "approved", "rejected", "superseded")}
     assert (last["reviews"]["rejected_by_reason"]["unspecified"], last["reviews"]["promotion_rate"]) == (1, 0.5)
-    assert (reviews, last["repairs"]) == ({"open": 0, "approved": 1, "rejected": 1, "superseded": 0},
+    assert (reviews, last["repairs"]) == ({"open": 1, "approved": 1, "rejected": 1, "superseded": 0},
                                                   {"pending": 0, "held": 1, "recurring": 0, "failed": 0})
     assert "billing-api" in result.stdout
-    # Its two review candidates (contract §18): r2's approved with fix r3, whose avoided verdict holds; the mock server's rejected.
+    # Its three review candidates (contract §18): r2's approved with fix r3, whose avoided verdict holds; the mock server's
+    # rejected; the idempotency key's open (waiting for a decision: the README's review walkthrough approves it).
     lines = [line.strip() for line in result.stdout.splitlines()]
     assert [line for line in lines if line.startswith("review ")] == [
+        "review EXP-idempotency-key r1 (streak 3): open",
         'review EXP-mock-server r1 (streak 3): rejected by qa-lead: "The mock server crashed on the shared CI host: the runner needs fixing, '
         'not the lesson"',
         "review EXP-schema-drift r2 (streak 3): approved by api-platform-lead; fix EXP-schema-drift r3: repair held "
@@ -77,13 +81,13 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
         "1 accepted",
         "1 rejected — reasons: cue_restates_outcome, missing_repair_surface, no_failure_evidence",
         "1 with near-duplicate suggestions",
-        f"39 journal records → {counts}",
+        f"43 journal records → {counts}",
     ]
     # checkout-web (contract §21): a lesson withheld from half of the tasks, recurring in 4 of 5 without it and 1 of 5 with it
     assert [line for line in lines if line.startswith("effect ")] == [
         "effect EXP-flag-snapshot r1: helps, probability_helps 0.9600 (treated 1 of 5 recurred, withheld 4 of 5)"]
     assert (by_scope["checkout-web"]["withheld"], by_scope["checkout-web"]["effects"]["helps"]) == (5, 1)
-    assert "review-candidates 2," in counts and "review-status 2," in counts and "dead-letter 0" in counts
+    assert "review-candidates 3," in counts and "review-status 3," in counts and "dead-letter 0" in counts
     assert f"output files: {tmp_path.resolve()}/<topic>.jsonl" in result.stdout
 
 

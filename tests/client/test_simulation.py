@@ -1,5 +1,6 @@
 """The simulated platform (``recurrence_ledger.client.simulation``): its
-seeded stream is the same for the same seed, and through the embedded
+seeded stream is the same for the same seed (with a holdout, its handoffs
+withhold exactly what the assignment says), and through the embedded
 runner every event is accepted (nothing dead-lettered: the review decisions
 name candidates the ledger did publish), the reviewers' decisions are
 applied (approved with a fix that repairs, rejected with a reason code),
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import itertools
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from recurrence_ledger.client.events import kind_of
 from recurrence_ledger.client.simulation import SimulatedPlatform, parse_rate
+from recurrence_ledger.holdout import assign
 from tests.conftest import read_jsonl
 from tests.plugins.processes import run_cli
 
@@ -55,3 +58,24 @@ def test_a_rate_is_per_second_or_per_minute(text, rate):
 def test_a_bad_rate_is_refused(text):
     with pytest.raises(ValueError, match="a rate is N"):
         parse_rate(text)
+
+
+def test_with_a_holdout_the_handoffs_withhold_what_the_assignment_says_and_the_ledger_measures_effects(tmp_path: Path):
+    holdout = ("trial-salt", Fraction(1, 2))
+    lines = [{"topic": kind_of(value), "value": value.model_dump(mode="json")}
+             for value in itertools.islice(SimulatedPlatform(seed=7, holdout=holdout).events(), 2000)]
+    handoffs = [line["value"] for line in lines if line["topic"] == "handoff-revisions"]
+    assert any(handoff.get("withheld_citations") for handoff in handoffs)
+    for handoff in handoffs:  # every withheld lesson is the assignment's, never a cited one
+        for citation in handoff.get("withheld_citations", []):
+            assert assign(*holdout, handoff["scope_id"], handoff["artifact_ref"]["artifact_id"], citation["artifact_ref"]["artifact_id"])
+    path = tmp_path / "sim.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = run_cli("run-journal", path, "--out", tmp_path / "out", "--quiet", "--holdout-salt", holdout[0], "--holdout-rate", "1/2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert read_jsonl(tmp_path / "out" / "dead-letter.jsonl") == []
+    last = {record["scope_id"]: record for record in read_jsonl(tmp_path / "out" / "recurrence-statistics.jsonl")}
+    assert sum(record["withheld"] for record in last.values()) > 0
+    effects = [row["effect"] for row in read_jsonl(tmp_path / "out" / "revision-statistics.jsonl") if row.get("effect")]
+    assert effects and all(effect["assignment_mismatches"] == 0 for effect in effects)
+    assert any(effect["verdict"] == "helps" for effect in effects)

@@ -21,11 +21,16 @@ def ref(artifact_id: str, revision: int = 1) -> dict:
     return {"family": "experience", "artifact_id": artifact_id, "revision": revision}
 
 
+#: The packaged example journal (its checkout-web scope has a lesson with an effect, contract §21).
+EXAMPLE = Path(__file__).resolve().parents[2] / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
+
+
 def run_cases(workdir: Path, names: tuple[str, ...]) -> dict[str, Path]:
-    """Each fixture case of ``names`` through ``run-journal`` into ``workdir / name``."""
+    """Each fixture case of ``names`` (``"example"``: the packaged example)
+    through ``run-journal`` into ``workdir / name``."""
     found = {}
     for name in names:
-        journal, _ = case(name)
+        journal = EXAMPLE if name == "example" else case(name)[0]
         result = run_cli("run-journal", journal, "--out", workdir / name, "--quiet", "--allow-dead-letters")
         assert result.returncode == 0, result.stdout + result.stderr
         found[name] = workdir / name

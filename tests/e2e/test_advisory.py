@@ -2,9 +2,10 @@
 real Redis Cluster: the fixture cases review_loop (approved repairs that
 held, recur and failed, an open candidate, a rejected one, a superseded
 one), unknown_reasons (a binding suspect, a low yield) and critical_runs
-(critical revisions) through run-journal into the view and the review read
-models, then per ref what the ledger published and the advice that words
-it; the read token guards it; more than 64 refs answer 422.
+(critical revisions) and the packaged example (a lesson whose effect is
+measured, contract §21) through run-journal into the view and the review
+read models, then per ref what the ledger published and the advice that
+words it; the read token guards it; more than 64 refs answer 422.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ TOKEN = "advisory-read-token-0123456789abcdef"
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> dict[str, Path]:
-    return run_cases(tmp_path_factory.mktemp("advisory"), ("review_loop", "unknown_reasons", "critical_runs"))
+    return run_cases(tmp_path_factory.mktemp("advisory"), ("review_loop", "unknown_reasons", "critical_runs", "example"))
 
 
 @pytest.fixture
@@ -134,3 +135,11 @@ def test_needing_review_is_split_by_the_revisions_candidates(api):
     assert api.get("/scopes/bind-audit/review-candidates").json()["split"] == {"waiting": 0, "decided": 0, "no_candidate": 0}
     tenant = api.get("/scopes/tenant-guard/review-candidates").json()
     assert sum(tenant["split"].values()) == tenant["needing_review"]
+
+
+def test_the_advisory_carries_a_lesson_s_effect(api):
+    """The packaged example's checkout-web: the feature-flag lesson was withheld from half of the tasks, and the
+    ledger's effect says it helps (contract §21.4)."""
+    [flag] = advise(api, "checkout-web", [ref("EXP-flag-snapshot")])["advisories"]
+    assert (flag["known"], flag["verdict"], flag["probability_helps"]) == (True, "helps", 0.96)
+    assert flag["advice"] == "helps (P(helps) = 0.96)"

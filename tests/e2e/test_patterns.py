@@ -57,8 +57,11 @@ def test_the_pattern_stage_on_kafka_gives_the_embedded_runner_s_patterns(config,
 
 PARTITIONS = 12
 #: ~3,500 events over 60 scopes in 4 groups (``group-<n>/``), two failure
-#: cues shared by every scope: patterns span every partition.
-WORKLOAD = Workload(scopes=60, outcomes_per_scope=50, heads_per_scope=4, handoffs=2, seed=41, candidates=0.2, shared_cues=2, groups=4)
+#: cues shared by every scope: patterns span every partition. Rated
+#: failures (contract §22): each scope's head 0 is critical, so its runs get
+#: review candidates from their first recurrence.
+WORKLOAD = Workload(scopes=60, outcomes_per_scope=50, heads_per_scope=4, handoffs=2, seed=41, candidates=0.2, shared_cues=2, groups=4,
+                    severities=True)
 CONFIG = LedgerConfig(pattern_group_separator="/", pattern_threshold=6)
 OPTIONS = ("--max-batch", "40", "--session-timeout-ms", "6000", *policy_options(CONFIG))
 
@@ -71,6 +74,8 @@ def test_patterns_stay_exactly_once_with_three_workers_a_kill_and_a_join(store, 
     harness.publish(bootstrap, journal, prefix)
     reference = harness.embedded(journal, tmp_path / "embedded", CONFIG)
     assert len(harness.lines(reference[PATTERN_CANDIDATES])) == 8  # 4 groups × 2 shared cues
+    # Critical revisions get review candidates below the review threshold (3), at their first recurrence.
+    assert any(candidate["streak"] < 3 for candidate in harness.lines(reference["review-candidates"]))
     total = len(harness.lines(reference["recurrence-observations"]))
 
     logs = harness.kill_and_join(bootstrap, prefix, tmp_path, total=total, assigned="assigned pattern tasks", options=OPTIONS,

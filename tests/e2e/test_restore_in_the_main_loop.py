@@ -46,8 +46,6 @@ def test_kill_during_a_long_restore_then_a_rebalance_while_restoring_then_scale_
     assert second.wait(timeout=30) == 0, second_log.read_text()[-3000:]
     assert harness.wait_exit(first, 90, first_log) == 0
     print(first_log.read_text()[-2500:])
-    from tests.e2e.test_faults import assert_exactly_once
-
     reference = harness.embedded(broker_journal, tmp_path / "reference")
-    assert_exactly_once(bootstrap, topic_prefix, reference, tmp_path / "kafka")
+    harness.assert_exactly_once(bootstrap, topic_prefix, reference, tmp_path / "kafka")
     assert _replay_written(bootstrap, topic_prefix) == {}

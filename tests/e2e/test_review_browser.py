@@ -56,7 +56,7 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
             driver = subprocess.Popen(
                 [browser, str(BROWSER_DIR / "review.mjs"), base_url, candidate["candidate_id"], str(screenshot)],
                 cwd=BROWSER_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                env={**os.environ, "RL_BROWSER_API_TOKEN": API_TOKEN},
+                env={**os.environ, "RL_BROWSER_API_TOKEN": API_TOKEN, "RL_BROWSER_EXPECT_STALE": "1"},
             )
             try:
                 driver.stdin.write(f"{TOKEN}\n{REASON}\n{REASON_CODE}\n")

@@ -5,7 +5,9 @@ files, byte for byte, as the code of revision 3 did. The digests below are
 sha256 of the files that code wrote (the views are not pinned: they gain
 fields). The packaged example gained a scope of its own in revision 4
 (``checkout-web``, §21's withheld lessons): its revision-3 part is the
-example without that scope's events."""
+example without that scope's events, and without the lesson revision 4's
+review walkthrough leaves with an open candidate (``EXP-idempotency-key``
+and its three failing tasks, issue 31)."""
 
 from __future__ import annotations
 
@@ -82,6 +84,8 @@ EXAMPLE = REPO / "processors" / "recurrence_ledger" / "examples" / "openapi_drif
 
 #: The scope the packaged example gained in revision 4 (contract §21).
 REVISION_4_SCOPE = '"scope_id": "checkout-web"'
+#: The lines of the lesson left with an open review candidate (the README's review walkthrough).
+REVISION_4_OPEN_CANDIDATE = ('"EXP-idempotency-key"', '"task-retry-')
 
 
 @pytest.mark.parametrize("name", sorted(REVISION_3_FACTS))
@@ -89,8 +93,9 @@ def test_run_journal_writes_revision_3_s_facts_byte_for_byte(name, tmp_path):
     journal = case(name)[0] if name != "openapi_drift" else tmp_path / "revision-3-example.jsonl"
     if name == "openapi_drift":
         lines = EXAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
-        journal.write_text("".join(line for line in lines if REVISION_4_SCOPE not in line), encoding="utf-8")
-        assert len(lines) - len(journal.read_text(encoding="utf-8").splitlines()) == 15
+        kept = [line for line in lines if REVISION_4_SCOPE not in line and not any(mark in line for mark in REVISION_4_OPEN_CANDIDATE)]
+        journal.write_text("".join(kept), encoding="utf-8")
+        assert len(lines) - len(kept) == 15 + 4
     run_journal(journal, tmp_path, show_progress=False)
     written = {topic: hashlib.sha256((tmp_path / f"{topic}.jsonl").read_bytes()).hexdigest() for topic in REVISION_3_FACTS[name]}
     assert written == REVISION_3_FACTS[name]

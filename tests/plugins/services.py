@@ -505,6 +505,49 @@ def schema_registry_url(pytestconfig: pytest.Config) -> str:
     return url
 
 
+class RegistrySubjects:
+    """Subjects of one test on the real Schema Registry: ``client`` (a
+    ``SchemaRegistryClient``) and :meth:`subject`, the value subject of a
+    record under the test's own prefix; every subject named is deleted
+    (soft, then permanently) after the test."""
+
+    def __init__(self, url: str, prefix: str):
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        self.client = SchemaRegistryClient({"url": url})
+        self.prefix = prefix
+        self.named: list[str] = []
+
+    def subject(self, record: str) -> str:
+        """``<prefix><record>-value``, deleted after the test."""
+        name = f"{self.prefix}{record}-value"
+        if name not in self.named:
+            self.named.append(name)
+        return name
+
+    def delete(self) -> None:
+        """Delete every subject named, soft then permanently (never raises
+        for one that was never registered)."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        for name in self.named:
+            for permanent in (False, True):
+                try:
+                    self.client.delete_subject(name, permanent=permanent)
+                except SchemaRegistryError:
+                    pass
+
+
+@pytest.fixture
+def registry_subjects(schema_registry_url: str) -> Iterator[RegistrySubjects]:
+    """:class:`RegistrySubjects` under a prefix of this test's own."""
+    subjects = RegistrySubjects(schema_registry_url, f"t{uuid4().hex[:8]}.")
+    try:
+        yield subjects
+    finally:
+        subjects.delete()
+
+
 # ----------------------------------------------------------------- Prometheus
 
 

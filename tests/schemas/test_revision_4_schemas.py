@@ -11,7 +11,6 @@ the old one; HoldoutObservation is new."""
 from __future__ import annotations
 
 import json
-from uuid import uuid4
 
 import pytest
 
@@ -56,30 +55,20 @@ def test_a_handoff_written_before_revision_4_reads_with_no_withheld_entries():
     assert codec.decode_value(written, ("HandoffRevision",)) == new
 
 
-def test_the_registry_accepts_revision_4_over_revision_3_as_backward_compatible(schema_registry_url):
-    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+def test_the_registry_accepts_revision_4_over_revision_3_as_backward_compatible(registry_subjects):
+    from confluent_kafka.schema_registry import Schema
 
-    client = SchemaRegistryClient({"url": schema_registry_url})
-    prefix = f"rev4-{uuid4().hex[:8]}."
-    subjects = []
-    try:
-        for name, (file, _, _) in sorted(EVOLVED_IN_4.items()):
-            subject = f"{prefix}{name}-value"
-            subjects.append(subject)
-            old_id = client.register_schema(subject, Schema(avro.schema_json(file), "AVRO"))
-            client.set_compatibility(subject, "BACKWARD")
-            new = Schema(avro.schema_json(name), "AVRO")
-            assert client.test_compatibility(subject, new) is True, name
-            assert client.register_schema(subject, new) != old_id, name
-            assert len(client.get_versions(subject)) == 2, name
-        subject = f"{prefix}HoldoutObservation-value"
-        subjects.append(subject)
-        client.register_schema(subject, Schema(avro.schema_json("HoldoutObservation"), "AVRO"))
-        # and a new field without a default would be refused
-        broken = json.loads(avro.schema_json("HandoffRevision"))
-        broken["fields"].append({"name": "no_default", "type": "long"})
-        assert client.test_compatibility(f"{prefix}HandoffRevision-value", Schema(json.dumps(broken), "AVRO")) is False
-    finally:
-        for subject in subjects:
-            client.delete_subject(subject)
-            client.delete_subject(subject, permanent=True)
+    client = registry_subjects.client
+    for name, (file, _, _) in sorted(EVOLVED_IN_4.items()):
+        subject = registry_subjects.subject(name)
+        old_id = client.register_schema(subject, Schema(avro.schema_json(file), "AVRO"))
+        client.set_compatibility(subject, "BACKWARD")
+        new = Schema(avro.schema_json(name), "AVRO")
+        assert client.test_compatibility(subject, new) is True, name
+        assert client.register_schema(subject, new) != old_id, name
+        assert len(client.get_versions(subject)) == 2, name
+    client.register_schema(registry_subjects.subject("HoldoutObservation"), Schema(avro.schema_json("HoldoutObservation"), "AVRO"))
+    # and a new field without a default would be refused
+    broken = json.loads(avro.schema_json("HandoffRevision"))
+    broken["fields"].append({"name": "no_default", "type": "long"})
+    assert client.test_compatibility(registry_subjects.subject("HandoffRevision"), Schema(json.dumps(broken), "AVRO")) is False

@@ -19,8 +19,8 @@ without one).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from uuid import uuid4
 
 import pytest
 
@@ -52,8 +52,30 @@ REVISION_4 = (
     "SourceEvent", "HandoffRevision", "ExperienceRevision", "ExperienceCandidate", "ReviewDecision", "ScopeStatistics", "RevisionStatistics",
     "ReviewStatus",
 )
-#: Records with a revision-2 form.
-EVOLVED = tuple(name for name in avro.TOPIC_RECORDS if name not in NEW)
+@dataclass(frozen=True)
+class Revision:
+    """The schemas a contract revision registered: their folder (one
+    ``<record>.json`` each), the records whose current form differs from
+    them, the records it did not have, and the forms registered after it
+    and before the current one (record -> files under previous/)."""
+
+    folder: Path
+    changed: frozenset[str]
+    new: tuple[str, ...]
+    forms: dict[str, tuple[str, ...]]
+
+    def text(self, name: str) -> str:
+        """The exact schema text the revision registered for ``name``."""
+        return (self.folder / f"{name}.json").read_text(encoding="utf-8").strip()
+
+
+#: The revisions whose registered schemas are kept (previous/ and
+#: previous/rev3/, their README): every current schema appends to theirs.
+REVISIONS = {
+    "revision 2": Revision(PREVIOUS, frozenset({*CHANGED, *WIDENED, *REVISION_4}), NEW,
+                           {name: (file,) for name, (file, _) in REVISION_3_FORMS.items()}),
+    "revision 3": Revision(PREVIOUS / "rev3", frozenset(REVISION_4), ("HoldoutObservation",), {}),
+}
 
 
 def previous_text(name: str) -> str:
@@ -93,11 +115,13 @@ def assert_appended_with_defaults(old_schema: dict, new_schema: dict) -> None:
             assert "default" in field, f"{record}.{field['name']} has no default"
 
 
-@pytest.mark.parametrize("name", EVOLVED)
-def test_every_record_keeps_its_fields_in_order_and_appends_new_ones_with_defaults(name):
-    assert_appended_with_defaults(previous(name), json.loads(avro.schema_json(name)))
-    unchanged = json.loads(avro.schema_json(name)) == previous(name)
-    assert unchanged == (name not in CHANGED and name not in WIDENED and name not in REVISION_4), name
+@pytest.mark.parametrize(("revision", "name"), [(revision, name) for revision, spec in REVISIONS.items()
+                                                 for name in avro.TOPIC_RECORDS if name not in spec.new])
+def test_every_record_keeps_a_revision_s_fields_in_order_and_appends_new_ones_with_defaults(revision, name):
+    spec = REVISIONS[revision]
+    old, new = json.loads(spec.text(name)), json.loads(avro.schema_json(name))
+    assert_appended_with_defaults(old, new)
+    assert (old != new) == (name in spec.changed), name
 
 
 @pytest.mark.parametrize("name", sorted(REVISION_3_FORMS))
@@ -268,43 +292,32 @@ def test_a_view_row_written_under_an_earlier_id_reads_with_the_new_fields_defaul
         assert codec.decode_value(written, (name,)) == current
 
 
-def test_the_registry_accepts_the_new_schemas_over_the_old_ones_as_backward_compatible(schema_registry_url):
-    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+@pytest.mark.parametrize("revision", sorted(REVISIONS))
+def test_the_registry_accepts_the_current_schemas_over_a_revision_s_as_backward_compatible(revision, registry_subjects):
+    from confluent_kafka.schema_registry import Schema
     from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-    client = SchemaRegistryClient({"url": schema_registry_url})
-    prefix = f"evolution-{uuid4().hex[:8]}."
-    subjects = []
-    try:
-        for name in avro.TOPIC_RECORDS:
-            subject = f"{prefix}{name}-value"
-            subjects.append(subject)
-            if name in NEW:  # contract §18: a first version
-                client.register_schema(subject, Schema(avro.schema_json(name), "AVRO"))
-                client.set_compatibility(subject, "BACKWARD")
-                assert len(client.get_versions(subject)) == 1, name
-                continue
-            old_id = client.register_schema(subject, Schema(previous_text(name), "AVRO"))
+    spec, client = REVISIONS[revision], registry_subjects.client
+    for name in avro.TOPIC_RECORDS:
+        subject = registry_subjects.subject(name)
+        if name in spec.new:  # a first version
+            client.register_schema(subject, Schema(avro.schema_json(name), "AVRO"))
             client.set_compatibility(subject, "BACKWARD")
-            forms = [previous_text(REVISION_3_FORMS[name][0])] if name in REVISION_3_FORMS else []
-            for text in [*forms, avro.schema_json(name)]:
-                new = Schema(text, "AVRO")
-                assert client.test_compatibility(subject, new) is True, name
-                new_id = client.register_schema(subject, new)  # a refused schema raises (409)
-            changed = name in CHANGED or name in WIDENED or name in REVISION_4
-            assert (new_id == old_id) == (not changed), name
-            versions = client.get_versions(subject)
-            assert len(versions) == 1 + changed + len(forms), name
-        # and the registry does refuse a change that is not backward compatible
-        broken = json.loads(avro.schema_json("ScopeStatistics"))
-        broken["fields"].append({"name": "no_default", "type": "long"})
-        with pytest.raises(SchemaRegistryError) as refused:
-            client.register_schema(f"{prefix}ScopeStatistics-value", Schema(json.dumps(broken), "AVRO"))
-        assert refused.value.http_status_code == 409
-    finally:
-        for subject in subjects:
-            for permanent in (False, True):
-                try:
-                    client.delete_subject(subject, permanent=permanent)
-                except SchemaRegistryError:
-                    pass
+            assert len(client.get_versions(subject)) == 1, name
+            continue
+        old_id = client.register_schema(subject, Schema(spec.text(name), "AVRO"))
+        client.set_compatibility(subject, "BACKWARD")
+        forms = [previous_text(file) for file in spec.forms.get(name, ())]
+        for text in [*forms, avro.schema_json(name)]:
+            new = Schema(text, "AVRO")
+            assert client.test_compatibility(subject, new) is True, name
+            new_id = client.register_schema(subject, new)  # a refused schema raises (409)
+        changed = name in spec.changed
+        assert (new_id == old_id) == (not changed), name
+        assert len(client.get_versions(subject)) == 1 + changed + len(forms), name
+    # and the registry does refuse a change that is not backward compatible
+    broken = json.loads(avro.schema_json("ScopeStatistics"))
+    broken["fields"].append({"name": "no_default", "type": "long"})
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema(registry_subjects.subject("ScopeStatistics"), Schema(json.dumps(broken), "AVRO"))
+    assert refused.value.http_status_code == 409

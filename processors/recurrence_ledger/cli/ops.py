@@ -54,7 +54,7 @@ from recurrence_ledger.cli.options import (
     SERVE_PANEL, BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option, setting_option,
 )
 from recurrence_ledger.embedded.output import stderr_console, stdout_console
-from recurrence_ledger.ledger.holdout_records import EffectCounts
+from recurrence_ledger.ledger.holdout_records import EFFECT_VERDICTS
 from recurrence_ledger.ledger.models import REPAIR_SURFACES
 
 if TYPE_CHECKING:  # the read side is imported by the commands that read, not by --help
@@ -125,7 +125,6 @@ UNKNOWN_FIELDS = {"unknown": 0, "ambiguous": 0, "binding_suspect": False}
 #: to help first: the API's ``sort=probability_helps``).
 RANK_BY = ("streak", "effect")
 #: The effect verdicts of contract §21.4, in the contract's order.
-EFFECT_VERDICTS: tuple[str, ...] = tuple(EffectCounts.model_fields)
 
 
 def ranked_rows(

@@ -13,7 +13,10 @@ from typing import Annotated, Optional
 import typer
 
 from recurrence_ledger.cli.clients import console, kafka_connection, reporting_kafka_errors
-from recurrence_ledger.cli.options import AutoRegisterOption, BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption
+from recurrence_ledger import policy
+from recurrence_ledger.cli.options import (
+    AutoRegisterOption, BootstrapOption, HoldoutRateOption, HoldoutSaltOption, KafkaConfigOption, PrefixOption, RegistryOption,
+)
 from recurrence_ledger.settings import ENV_API_TOKEN_FILE, kafka_environment
 
 
@@ -42,6 +45,8 @@ def simulate_command(
     per_kind: Annotated[bool, typer.Option("--per-kind", help="Publish to the per-kind topics instead of source-journal.")] = False,
     schema_registry_url: RegistryOption = None,
     auto_register: AutoRegisterOption = None,
+    holdout_salt: HoldoutSaltOption = policy.HOLDOUT_SALT.default,
+    holdout_rate: HoldoutRateOption = policy.HOLDOUT_RATE.default,
 ) -> None:
     """Publish a simulated platform's events: lessons, handoffs, tasks, reviews.
 
@@ -50,7 +55,9 @@ def simulate_command(
     on the candidates the ledger raises (an approval publishes the fixed revision and a new handoff); now and then a
     failure no lesson names and a proposed lesson. With --serve-url it asks the advisory about the handoff's lessons
     before each task, as a recall ranker would, and says what the ranking did. Assumes the workers' default review
-    thresholds. Stops after --events, or on Ctrl-C (what was sent is flushed first).
+    thresholds. With the deployment's --holdout-salt and --holdout-rate, each scope has four handoffs that withhold
+    the lessons the holdout assignment says, so the ledger measures what each lesson changes. Stops after --events, or on
+    Ctrl-C (what was sent is flushed first).
     """
     from recurrence_ledger.client.advisor import Advisor
     from recurrence_ledger.client.publisher import Publisher
@@ -58,11 +65,14 @@ def simulate_command(
     from recurrence_ledger.kafka.kafka_io import PublishError
 
     per_second = _rate(rate)
+    if (holdout_salt is None) != (holdout_rate is None):
+        raise typer.BadParameter(f"{policy.HOLDOUT_SALT.option} and {policy.HOLDOUT_RATE.option} are given together, or neither")
     if fmt not in ("avro", "json"):
         raise typer.BadParameter("avro or json", param_hint="--format")
     kafka_connection(bootstrap, kafka_config)  # exit 1 or 2 with one line when Kafka is not usable
     advisor = Advisor(serve_url, token_file=token_file, timeout=0.5) if serve_url else None
-    platform = SimulatedPlatform(seed=seed, scopes=scopes, lessons=lessons, advisor=advisor)
+    holdout = (holdout_salt, holdout_rate) if holdout_salt is not None and holdout_rate is not None else None
+    platform = SimulatedPlatform(seed=seed, scopes=scopes, lessons=lessons, advisor=advisor, holdout=holdout)
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
 

@@ -21,7 +21,10 @@ Importing this package starts nothing and connects to nothing.
   delivery is ``PublishError`` (``recurrence_ledger.kafka.kafka_io``);
 - :mod:`recurrence_ledger.client.advisor`: ``Advisor``, the recall-time
   advisory of the ledger's API with a short cache, failing open, and its
-  ``Advice``.
+  ``Advice``;
+- ``assign`` and ``assignment_hash``: the verified holdout assignment
+  (contract §21.5, ``recurrence_ledger.holdout``) — whether a lesson is
+  withheld from a handoff, decided exactly as the ledger verifies it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from recurrence_ledger.client.events import (  # noqa: F401 - the library's name
     task_outcome,
 )
 from recurrence_ledger.client.publisher import Publisher  # noqa: F401
+from recurrence_ledger.holdout import assign, assignment_hash  # noqa: F401 - the holdout assignment (contract §21.5)
 from recurrence_ledger.kafka.kafka_io import PublishError  # noqa: F401
 from recurrence_ledger.ledger.models import (  # noqa: F401 - the event models and value types, for type hints
     ArtifactRef,
@@ -54,7 +58,7 @@ from recurrence_ledger.ledger.models import (  # noqa: F401 - the event models a
 )
 
 __all__ = [
-    "UNKNOWN_ADVICE", "Advice", "Advisor", "ArtifactRef", "EventRefused", "EvidenceRef", "ExperienceCandidate", "ExperienceRevision", "HandoffReceipt",
+    "UNKNOWN_ADVICE", "Advice", "Advisor", "ArtifactRef", "assign", "assignment_hash", "EventRefused", "EvidenceRef", "ExperienceCandidate", "ExperienceRevision", "HandoffReceipt",
     "HandoffRevision", "PublishError", "Publisher", "ReviewDecision", "SourceRef", "TaskOutcome", "event",
     "experience_candidate", "experience_revision", "handoff_receipt", "handoff_revision", "kind_of",
     "review_decision", "rule_of", "task_outcome",

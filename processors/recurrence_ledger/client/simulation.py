@@ -16,6 +16,11 @@ cited lesson. Each lesson behaves one way:
   (``skipped``): no verdict, a binding suspect (contract §17);
 - ``critical``: like ``recurs``, with ``severity: critical`` (contract §22).
 
+With a holdout (the deployment's salt and rate, contract §21.5) each
+scope has four handoffs, each withholding the lessons the assignment says
+(``holdout.assign``; never a critical one): a task whose handoff withheld
+its lesson gets no verdict for it, and its failure comes back more often.
+
 When a lesson's run of recurrences reaches the review threshold (the
 ledger publishes a review candidate, contract §8), a reviewer decides
 after a while (most candidates): approves it with a fix — the next
@@ -40,11 +45,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from fractions import Fraction
 
 from recurrence_ledger import policy
 from recurrence_ledger.client import events as build
 from recurrence_ledger.client.advisor import Advice, Advisor
 from recurrence_ledger.client.publisher import Publisher
+from recurrence_ledger.holdout import assign
 from recurrence_ledger.ledger.models import Value
 from recurrence_ledger.ledger.normalize import normalize
 from recurrence_ledger.ledger.streaks import review_candidate_id
@@ -68,6 +75,8 @@ LESSONS: tuple[tuple[str, str, str, str], ...] = (
     ("Retry storm after a dependency timeout", "Changed a client timeout", "load test: retries stay bounded",
      "Use jittered backoff with a retry budget."),
 )
+#: Handoffs per scope with a holdout (each its own arm of the assignment, contract §21.5).
+HANDOFFS_WITH_HOLDOUT = 4
 #: The synthetic clock of the decisions' ``decided_at`` (a decision's time is shown, never ordered by).
 CLOCK_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -103,13 +112,15 @@ class Lesson:
 
 @dataclass
 class ScopeState:
-    """One simulated scope: its journal position counter, lessons, current
-    handoff revision, task counter and the decisions it will make."""
+    """One simulated scope: its journal position counter, lessons, its
+    handoff artifacts (id → current revision) and the one the current task
+    received, task counter and the decisions it will make."""
 
     scope_id: str
     lessons: list[Lesson]
+    handoffs: dict[str, int] = field(default_factory=dict)
+    current_handoff: str = ""
     position: int = 0
-    handoff_revision: int = 0
     tasks: int = 0
     decisions: list[tuple[int, Lesson, str, int]] = field(default_factory=list)
 
@@ -122,13 +133,22 @@ class SimulatedPlatform:
     """The seeded event stream (module docstring). ``seed``: the RNG seed
     (and part of every scope id); ``scopes``: 1–6; ``lessons``: lessons per
     scope, 1–6; ``decision_share``: the share of review candidates a
-    reviewer decides; ``advisor``: asked before each task (None: no
-    advisory). :meth:`events` yields the events, endlessly;
+    reviewer decides; ``review_threshold`` and
+    ``critical_review_threshold``: the workers' (policy; a decision on a
+    candidate the workers never published would be dead-lettered as
+    ``unknown_candidate``); ``advisor``: asked before each task (None: no
+    advisory); ``holdout``: ``(salt, rate)`` of the deployment's holdout
+    assignment (contract §21.5): each scope then has four handoffs, and
+    each withholds the lessons ``holdout.assign`` says (never a critical
+    one) in its ``withheld_citations`` — a task without its lesson recurs
+    more often; None: one handoff citing every lesson.
+    :meth:`events` yields the events, endlessly;
     ``ranking`` counts what a ranker did with the advice."""
 
     def __init__(self, seed: int = 7, scopes: int = 4, lessons: int = 4, decision_share: float = 0.7, advisor: Advisor | None = None, *,
                  review_threshold: int = policy.REVIEW_THRESHOLD.default,
-                 critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default):
+                 critical_review_threshold: int = policy.CRITICAL_REVIEW_THRESHOLD.default,
+                 holdout: tuple[str, Fraction] | None = None):
         if not 1 <= scopes <= len(SCOPE_NAMES) or not 1 <= lessons <= len(LESSONS):
             raise ValueError(f"scopes must be 1–{len(SCOPE_NAMES)} and lessons 1–{len(LESSONS)}")
         self.rng = random.Random(seed)
@@ -147,6 +167,11 @@ class SimulatedPlatform:
                 for k, template in enumerate(templates) for behaviour in [behaviours[k % len(behaviours)]]
             ]))
         self.review_threshold = review_threshold
+        self.holdout = holdout
+        for scope in self.scopes:
+            names = [f"HO-{scope.scope_id}"] if holdout is None else [f"HO-{scope.scope_id}-{k}" for k in range(HANDOFFS_WITH_HOLDOUT)]
+            scope.handoffs = dict.fromkeys(names, 0)
+            scope.current_handoff = names[0]
 
     # -- the events
 
@@ -156,7 +181,7 @@ class SimulatedPlatform:
         for scope in self.scopes:
             for lesson in scope.lessons:
                 yield self.lesson_revision(scope, lesson)
-            yield self.handoff(scope)
+            yield from self.handoff(scope)
         while True:
             scope = self.rng.choice(self.scopes)
             yield from self.step(scope)
@@ -177,6 +202,8 @@ class SimulatedPlatform:
                 yield self.proposal(scope)
             return
         lesson = self.rng.choice(scope.lessons)
+        if self.holdout is not None:
+            scope.current_handoff = self.rng.choice(sorted(scope.handoffs))
         self.consult(scope)
         yield self.receipt(scope)
         yield self.outcome(scope, lesson)
@@ -196,18 +223,32 @@ class SimulatedPlatform:
                      "lesson": text if lesson.revision == 1 else f"{text} (revised after review, r{lesson.revision})", "failure": failure},
         )
 
-    def handoff(self, scope: ScopeState) -> Value:
-        """A new revision of the scope's handoff, citing every lesson's current revision."""
-        scope.handoff_revision += 1
-        return build.handoff_revision(
-            scope_id=scope.scope_id, journal_position=scope.next_position(),
-            artifact_ref={"family": "handoff", "artifact_id": f"HO-{scope.scope_id}", "revision": scope.handoff_revision},
-            artifact_citations=[{"artifact_ref": lesson.ref} for lesson in scope.lessons], memory_citations=[],
-        )
+    def withheld(self, scope: ScopeState, handoff_id: str, lesson: Lesson) -> bool:
+        """Whether the handoff withholds the lesson: the holdout assignment
+        (contract §21.5), never for a critical lesson (§22)."""
+        if self.holdout is None or lesson.behaviour == "critical":
+            return False
+        salt, rate = self.holdout
+        return assign(salt, rate, scope.scope_id, handoff_id, lesson.artifact_id)
+
+    def handoff(self, scope: ScopeState) -> Iterator[Value]:
+        """A new revision of each of the scope's handoffs, citing every
+        lesson's current revision it does not withhold, and naming the
+        others in ``withheld_citations``."""
+        for handoff_id in sorted(scope.handoffs):
+            scope.handoffs[handoff_id] += 1
+            kept = [lesson for lesson in scope.lessons if not self.withheld(scope, handoff_id, lesson)]
+            withheld = [lesson for lesson in scope.lessons if self.withheld(scope, handoff_id, lesson)]
+            yield build.handoff_revision(
+                scope_id=scope.scope_id, journal_position=scope.next_position(),
+                artifact_ref={"family": "handoff", "artifact_id": handoff_id, "revision": scope.handoffs[handoff_id]},
+                artifact_citations=[{"artifact_ref": lesson.ref} for lesson in kept], memory_citations=[],
+                **({"withheld_citations": [{"artifact_ref": lesson.ref} for lesson in withheld]} if withheld else {}),
+            )
 
     def receipt(self, scope: ScopeState) -> Value:
-        """The receipt of the current handoff by the agent of the next task (accepted, exact, available)."""
-        handoff = {"family": "handoff", "artifact_id": f"HO-{scope.scope_id}", "revision": scope.handoff_revision}
+        """The receipt of the current task's handoff by its agent (accepted, exact, available)."""
+        handoff = {"family": "handoff", "artifact_id": scope.current_handoff, "revision": scope.handoffs[scope.current_handoff]}
         return build.handoff_receipt(
             scope_id=scope.scope_id, journal_position=scope.next_position(),
             source_ref={"source_type": "handoff_receipt", "source_id": f"rcpt-{scope.tasks}"}, status="accepted", selection="exact",
@@ -220,7 +261,11 @@ class SimulatedPlatform:
         run follows what the ledger will decide (module docstring)."""
         n = scope.tasks
         cue, condition, check, _ = LESSONS[lesson.template]
-        recur_share = {"helps": 0.15, "recurs": 0.8, "critical": 0.6, "silent": 0.0}[lesson.behaviour]
+        # A task whose handoff withheld its lesson: the ledger gives the lesson no verdict (a HoldoutObservation,
+        # contract §21), so its run does not move; without the lesson a helpful one's failure comes back more often.
+        withheld = self.withheld(scope, scope.current_handoff, lesson)
+        recur_share = ({"helps": 0.6, "recurs": 0.85, "critical": 0.6, "silent": 0.0} if withheld
+                       else {"helps": 0.15, "recurs": 0.8, "critical": 0.6, "silent": 0.0})[lesson.behaviour]
         observations: list[dict] = []
         checks: list[dict] = []
         status = "completed"
@@ -231,12 +276,14 @@ class SimulatedPlatform:
         elif self.rng.random() < recur_share:
             status = "failed"
             checks.append({"name": cue.upper(), "status": "failed", "basis": "verified", "evidence": _exact(f"ci:{n}"), "details": None})
-            lesson.streak += 1
-            self.maybe_review(scope, lesson)
+            if not withheld:
+                lesson.streak += 1
+                self.maybe_review(scope, lesson)
         else:
             observations.append({"text": f"{condition}.", "basis": "verified", "evidence": _exact(f"trace:{n}")})
             checks.append({"name": check, "status": "passed", "basis": "verified", "evidence": _exact(f"ci:{n}"), "details": None})
-            lesson.streak, lesson.run_start = 0, position
+            if not withheld:
+                lesson.streak, lesson.run_start = 0, position
         checks.append({"name": "lint", "status": "passed", "basis": "verified", "evidence": _exact(f"lint:{n}"), "details": None})
         return build.task_outcome(
             scope_id=scope.scope_id, journal_position=position, source_ref={"source_type": "task_outcome", "source_id": f"task-{n}"},
@@ -270,7 +317,7 @@ class SimulatedPlatform:
             lesson.behaviour, lesson.threshold = "helps", self.review_threshold
             lesson.streak, lesson.run_start, lesson.reviewed_run = 0, None, None
             yield self.lesson_revision(scope, lesson)
-            yield self.handoff(scope)
+            yield from self.handoff(scope)
         else:
             yield build.review_decision(**common, decision="rejected", reason="the failure is not caused by this lesson", reason_code="false_cause")
 

@@ -119,9 +119,10 @@ def _prefix(record: int, phase: int, tail: bytes = b"") -> bytes:
 
 @dataclass
 class ShardResult:
-    """What a worker process hands back: its output folder, its summary, and
-    its pattern contributions per batch close, as ``((record, phase),
-    [contribution, …])`` for the closes that had any."""
+    """What a worker process hands back: its output folder, its summary, its
+    pattern contributions per batch close, as ``((record, phase),
+    [contribution, …])`` for the closes that had any, and ``extra``: what
+    the caller's process adds (a what-if's ``whatif.replay.ShardReplay``)."""
 
     directory: Path
     summary: RunSummary

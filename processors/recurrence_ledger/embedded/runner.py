@@ -78,8 +78,8 @@ class JsonlSink:
 def tally(emits: Iterable[Emit], summary: RunSummary) -> None:
     """Count ``emits`` into ``summary`` (records per topic, each scope's
     last statistics record, each review candidate's last ReviewStatus row,
-    each revision's last row with an effect,
-    dead letters by reason, admission decisions) as they are written."""
+    each revision's last row with an effect (contract §21.4), dead letters
+    by reason, admission decisions) as they are written."""
     records = summary.records
     for emit in emits:
         records[emit.topic] += 1

@@ -30,16 +30,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
 
 import numpy as np
 
+from recurrence_ledger.ledger.holdout_records import EffectVerdict
 from recurrence_ledger.ledger.ratios import published_ratio
 
-EffectVerdict = Literal["helps", "harms", "undecided", "insufficient"]
-
-#: The verdicts of §21.4, in the order ScopeStatistics ``effects`` lists them.
-EFFECT_VERDICTS: tuple[EffectVerdict, ...] = ("helps", "harms", "undecided", "insufficient")
 
 
 @dataclass(frozen=True)

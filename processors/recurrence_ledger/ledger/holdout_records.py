@@ -11,7 +11,7 @@ This module imports pydantic only: it is part of the pure core's closure.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -40,6 +40,8 @@ class WithheldArm(Value):
 
 #: The effect verdicts of contract §21.4, in the contract's order.
 EffectVerdict = Literal["helps", "harms", "undecided", "insufficient"]
+#: The same verdicts as a tuple, in the order ScopeStatistics ``effects`` lists them.
+EFFECT_VERDICTS: tuple[EffectVerdict, ...] = get_args(EffectVerdict)
 
 
 class Effect(Value):

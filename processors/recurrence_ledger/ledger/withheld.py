@@ -30,7 +30,8 @@ from __future__ import annotations
 from recurrence_ledger.holdout import assign
 from recurrence_ledger.ledger import causal
 from recurrence_ledger.ledger.config import LedgerConfig
-from recurrence_ledger.ledger.effect import EFFECT_VERDICTS, Arm, assess_effect
+from recurrence_ledger.ledger.effect import Arm, assess_effect
+from recurrence_ledger.ledger.holdout_records import EFFECT_VERDICTS
 from recurrence_ledger.ledger.matching import FailureItem, OutcomeItems
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.ratios import published_ratio

@@ -89,7 +89,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from pydantic import ValidationError
 
-from recurrence_ledger import policy
+from recurrence_ledger import catalogue, policy
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.records import (
     RecurrenceObservation, ReviewCandidate, ReviewStatus, RevisionStatistics, ScopeStatistics, SignaturePattern,
@@ -107,7 +107,6 @@ from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
 from recurrence_ledger.kafka.kafka_io import require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
-from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, SIGNATURE_PATTERNS, STATISTICS
 from recurrence_ledger.redact import redact_url, redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS

@@ -146,15 +146,23 @@ def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", 
     SignaturePattern is logged and skipped. Records still pending in the view (submitted by its
     owner, so not older than what was published) are flushed afterwards and
     win. Raises what ``read_statistics_topic`` raises — LookupError also
-    when the ``revision-statistics`` or ``signature-patterns`` topic is
-    missing (workers create them on start) — with nothing cleared then, and redis errors: unlike ``submit``,
-    a rebuild must tell its caller it failed.
+    when the ``revision-statistics`` topic is missing (workers create it on
+    start) — with nothing cleared then, and redis errors: unlike ``submit``,
+    a rebuild must tell its caller it failed. A missing
+    ``signature-patterns`` topic (a deployment not upgraded to contract §23
+    with ``topics create`` yet) is only a warning: no patterns to project.
     """
     started = time.monotonic()
     latest = read_statistics_topic(bootstrap, topic_prefix, timeout, codec)
     revisions = read_revision_statistics_topic(bootstrap, topic_prefix, timeout, codec)
     valid = []
-    for record in read_patterns_topic(bootstrap, topic_prefix, timeout, codec):
+    try:
+        patterns = read_patterns_topic(bootstrap, topic_prefix, timeout, codec)
+    except LookupError:  # a deployment from before contract §23 (no `topics create` since): no patterns to project
+        log.warning("%s%s does not exist: the view is rebuilt without signature patterns (`recurrence-ledger topics create` creates it)",
+                    topic_prefix, SIGNATURE_PATTERNS)
+        patterns = []
+    for record in patterns:
         try:
             SignaturePattern.model_validate(record)
         except ValueError as error:

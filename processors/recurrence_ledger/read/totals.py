@@ -23,7 +23,7 @@ import orjson
 import redis
 
 from recurrence_ledger.ledger.fields import total_fields
-from recurrence_ledger.ledger.holdout_records import EffectCounts
+from recurrence_ledger.ledger.holdout_records import EFFECT_VERDICTS
 from recurrence_ledger.ledger.records import ScopeStatistics
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from recurrence_ledger.read.keys import Keys
@@ -39,7 +39,6 @@ CHUNK = 1000
 
 
 #: The effect verdicts of contract §21.4, in the contract's order.
-EFFECT_VERDICTS: tuple[str, ...] = tuple(EffectCounts.model_fields)
 
 
 def _zero_reasons() -> dict[str, int]:

@@ -175,7 +175,7 @@ class CatchUp:
         self.next_check = now + CAUGHT_UP_CHECK_S
         try:
             lagging, progress = self.lagging()
-        except KafkaException as error:
+        except (KafkaException, TimeoutError) as error:  # a ListOffsets future not answered in time is a TimeoutError
             log.warning("cannot tell whether group %s is caught up: %s", self.group_id, error)
             lagging, progress = None, self.progress
         if lagging == []:

@@ -1,4 +1,4 @@
-// The API token login of every page (index.html, review.html, timeline.html
+// The API token login of every page (index.html, review.html, timeline.html, patterns.html
 // load it first): this file renders the #login form at the top of <main>,
 // keeps the token and handles the form; the pages' own scripts only ask for
 // it (window.rlLogin.ask) when the API answers 401. One token for the tab.

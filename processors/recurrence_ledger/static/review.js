@@ -176,7 +176,7 @@
     }
     const oldest = Math.round((now - Math.min(...stale)) / 1000);
     view.stale = `${stale.length} decision${stale.length === 1 ? "" : "s"} sent, not applied after ${oldest} s: no worker seems to be `
-      + "applying decisions. A worker of this deployment must run (recurrence-ledger worker, or run) for a decision to take effect; "
+      + "applying decisions. A worker of this deployment must run (recurrence-ledger worker, or run) for a decision to be applied; "
       + "it is applied as soon as one does.";
     notice.textContent = view.stale;
     notice.hidden = false;

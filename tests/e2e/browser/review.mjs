@@ -13,11 +13,14 @@
 //    enters the token; waits for CANDIDATE_ID's row in the waiting table
 //    and prints the page's state (window.reviewView, and "asked": the
 //    status the page showed while it asked);
-// 2. enters the reviewer token, clicks the row's Reject button, types the
-//    reason into the form it opens, picks the reason code, double-clicks send (one decision must
-//    be sent), waits for the page to say the decision was sent and for its
-//    button to be usable again, then — no worker runs yet — for the page to
-//    say that no worker seems to apply decisions, and prints the state again;
+// 2. enters the reviewer token, clicks the row's Reject button (Approve with
+//    RL_BROWSER_DECISION=approved, typing RL_BROWSER_FIX as the fix revision
+//    when set), types the reason (if any) into the form it opens, picks the
+//    reason code (if any), double-clicks send (one decision must be sent),
+//    waits for the page to say the decision was sent and for its button to be
+//    usable again — with RL_BROWSER_EXPECT_STALE=1 (no worker runs yet) also
+//    for the page to say that no worker seems to apply decisions — and
+//    prints the state again;
 // 3. on the line "wait" from stdin, waits (up to 120 s of polls) until the
 //    candidate is in the decided table and the no-worker notice is gone,
 //    prints the state and saves SCREENSHOT.
@@ -38,6 +41,8 @@ const posts = [];
 const token = await nextLine();
 const reason = await nextLine();
 const reasonCode = await nextLine();
+const decision = process.env.RL_BROWSER_DECISION || "rejected";
+const fixRevision = process.env.RL_BROWSER_FIX || "";
 await withChromium({ width: 1280, height: 900 }, async (page) => {
   page.on("console", (message) => { if (message.type() === "error") consoleErrors.push(message.text()); });
   page.on("pageerror", (error) => consoleErrors.push(String(error)));
@@ -73,16 +78,19 @@ await withChromium({ width: 1280, height: 900 }, async (page) => {
   // 2. Reject it with a reason.
   await page.fill("#reviewer-token", token);
   await page.click("#keep-reviewer");
-  await page.click(`${row} button.reject`);
+  await page.click(`${row} button.${decision === "approved" ? "approve" : "reject"}`);
   await page.waitForSelector(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, { timeout: 5000 });
-  await page.fill(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, reason);
+  if (reason) await page.fill(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.reason`, reason);
+  if (decision === "approved" && fixRevision) await page.fill(`#waiting tr.decision-row[data-candidate="${candidateId}"] input.fix-revision`, fixRevision);
   if (reasonCode) await page.selectOption(`#waiting tr.decision-row[data-candidate="${candidateId}"] select.reason-code`, reasonCode);
   await page.dblclick(`#waiting tr.decision-row[data-candidate="${candidateId}"] button.send`);
   await page.waitForFunction(() => window.reviewView.sent.length === 1, null, { timeout: 20000 });
   // The send button is usable again once the request is answered (its form closes on a 202).
   await page.waitForSelector(`#waiting tr.decision-row[data-candidate="${candidateId}"] button.send:disabled`, { state: "detached", timeout: 20000 });
   // No worker runs yet: after a few seconds the page says the decision is not being applied.
-  await page.waitForFunction(() => window.reviewView.stale !== "", null, { timeout: 30000 });
+  if (process.env.RL_BROWSER_EXPECT_STALE === "1") {
+    await page.waitForFunction(() => window.reviewView.stale !== "", null, { timeout: 30000 });
+  }
   console.log(JSON.stringify(await state()));
 
   // 3. The ledger applies it: the page shows it decided.
