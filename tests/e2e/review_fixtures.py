@@ -13,7 +13,7 @@ import redis
 
 from recurrence_ledger.catalogue import REVIEW_CANDIDATES, REVIEW_STATUS
 from recurrence_ledger.ledger.normalize import digest
-from recurrence_ledger.ledger.records import ReviewCandidate, ReviewStatus, ScopeStatistics
+from recurrence_ledger.ledger.records import Repair, ReviewCandidate, ReviewStatus, ScopeStatistics
 from recurrence_ledger.ledger.streaks import review_candidate_id
 from recurrence_ledger.read.records import Located
 
@@ -56,8 +56,9 @@ def applied(decision: str, reviewer: str, decided_at: str, position: int, reason
 
 
 def repair(state: str, selected: int = 0, recurred: int = 0, avoided: int = 0, unknown: int = 0, streak: int = 0) -> dict:
-    """The ``repair`` of a ReviewStatus row."""
-    return {"status": state, "selected": selected, "recurred": recurred, "avoided": avoided, "unknown": unknown, "terminal_recurred_streak": streak}
+    """The ``repair`` of a ReviewStatus row, as the model dumps it (its §21 ``effect`` at its default)."""
+    value = {"status": state, "selected": selected, "recurred": recurred, "avoided": avoided, "unknown": unknown, "terminal_recurred_streak": streak}
+    return Repair.model_validate(value).model_dump(mode="json")
 
 
 def located_candidate(value: dict, partition: int, offset: int, timestamp: int) -> Located:

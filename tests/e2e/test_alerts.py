@@ -30,6 +30,7 @@ import time
 import httpx
 
 from recurrence_ledger.kafka.kafka_io import publish_raw
+from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
 from tests.conftest import case
 from tests.e2e import harness
 from tests.e2e.harness import REPO
@@ -107,12 +108,20 @@ def test_dead_letter_alert_goes_pending_then_firing_in_prometheus(bootstrap, red
         assert [sample["value"][1] for sample in query(url, suspects)] == ["0"]
         journal, expected = case("unknown_reasons")
         harness.publish(bootstrap, journal, prefix)
-        harness.wait_until(lambda: [s["value"][1] for s in query(url, suspects)] == ["1"], 90, "Prometheus to scrape the binding suspect")
         statistics = expected["scopes"]["bind-audit"]["statistics"]
-        by_reason = {s["metric"]["reason"]: int(s["value"][1]) for s in query(url, f'recurrence_ledger_view_unknown_selections{{deployment="{prefix}"}}')}
-        assert by_reason == {reason: statistics["unknown_reasons"].get(reason, 0) for reason in by_reason} and len(by_reason) == 11
-        for name in ("ambiguous_matches", "unmatched_failures", "forward_references"):
-            assert [s["value"][1] for s in query(url, f'recurrence_ledger_view_{name}{{deployment="{prefix}"}}')] == [str(statistics[name])], name
+        names = ("ambiguous_matches", "unmatched_failures", "forward_references")
+
+        def scraped() -> tuple:
+            """The scraped §17 figures: the suspects, unknown selections by reason, the named totals."""
+            by_reason = {s["metric"]["reason"]: int(s["value"][1]) for s in query(url, f'recurrence_ledger_view_unknown_selections{{deployment="{prefix}"}}')}
+            totals = {name: [s["value"][1] for s in query(url, f'recurrence_ledger_view_{name}{{deployment="{prefix}"}}')] for name in names}
+            return [s["value"][1] for s in query(url, suspects)], by_reason, totals
+
+        # The case's scope statistics grow record by record: wait for the scrape of its last one.
+        wanted = (["1"], {reason: statistics["unknown_reasons"].get(reason, 0) for reason in UNKNOWN_REASONS},
+                  {name: [str(statistics[name])] for name in names})
+        harness.wait_until(lambda: scraped() == wanted, 90, "Prometheus to scrape the case's last statistics")
+        assert scraped() == wanted and len(wanted[1]) == 11
     finally:
         for path in (target, view_target):
             path.unlink(missing_ok=True)

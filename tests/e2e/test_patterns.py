@@ -2,7 +2,9 @@
 gives the embedded runner's pattern candidates byte for byte (as multisets:
 they come from several partitions) and its signature patterns by final
 value — with and without a group separator, at a threshold crossing, and
-with three workers on twelve partitions, one SIGKILLed and one added.
+with three workers on twelve partitions, one SIGKILLed and one added (a
+generated workload carrying the §22–§24 fixture journals: critical runs,
+review decisions with reason codes and the promotion rate).
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from collections import Counter
 
 import pytest
 
-from recurrence_ledger.catalogue import LEDGER_TOPICS, PATTERN_CANDIDATES, PATTERN_REPARTITION, SIGNATURE_PATTERNS
+from recurrence_ledger.catalogue import LEDGER_TOPICS, PATTERN_CANDIDATES, PATTERN_REPARTITION, REVIEW_STATUS, SIGNATURE_PATTERNS, STATISTICS
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.workload import Workload, generate_journal
-from tests.conftest import CASES, final_views
+from tests.conftest import CASES, final_views, read_jsonl
 from tests.e2e import harness
 from tests.journal import write_journal
 
@@ -64,16 +66,69 @@ WORKLOAD = Workload(scopes=60, outcomes_per_scope=50, heads_per_scope=4, handoff
                     severities=True)
 CONFIG = LedgerConfig(pattern_group_separator="/", pattern_threshold=6)
 OPTIONS = ("--max-batch", "40", "--session-timeout-ms", "6000", *policy_options(CONFIG))
+#: The fixture journals of contract §22–§24 the scale-out run carries beside
+#: the workload, in the same topics: rejections with reason codes and a
+#: promotion rate (§24, with two dead-lettered decisions), critical runs and
+#: a critical recall_policy revision without candidate (§22), and pattern
+#: groups with a separator (``teamA/``, ``teamB/``) and without (``solo``; under
+#: a separator a scope without one is a group of its own, as are the other
+#: fixtures' scopes). Their groups have at most 3 scopes, below this run's
+#: threshold of 6: the crossing is the workload's.
+FIXTURES = ("review_reasons", "critical_runs", "patterns")
+
+
+def spread(base: list, extra: list) -> list:
+    """``extra`` spread evenly through ``base``, each list keeping its own
+    order (so every scope's records stay in journal-position order)."""
+    merged: list = []
+    taken = 0
+    for index, item in enumerate(base):
+        while taken < len(extra) and taken * len(base) <= index * len(extra):
+            merged.append(extra[taken])
+            taken += 1
+        merged.append(item)
+    return merged + extra[taken:]
+
+
+def workload_with_fixtures(path):
+    """The workload's journal with the :data:`FIXTURES` journals spread
+    through it (their events straddle the kill), written to ``path``. The
+    fixtures' scope ids are disjoint from the workload's and from each
+    other's, so each scope's journal positions stay its own."""
+    records = list(generate_journal(WORKLOAD))
+    scopes = {record["value"]["scope_id"] for record in records}
+    for name in FIXTURES:
+        fixture = CASES / f"{name}.jsonl"
+        own = {record["value"]["scope_id"] for record in read_jsonl(fixture)}
+        assert not own & scopes, (name, own & scopes)
+        scopes |= own
+        records = spread(records, fixture.read_bytes().splitlines())
+    return write_journal(path, records)
 
 
 @pytest.mark.parametrize("store", ["memory", "rocksdb"])
 def test_patterns_stay_exactly_once_with_three_workers_a_kill_and_a_join(store, topic_prefix, bootstrap, tmp_path):
-    journal = write_journal(tmp_path / "journal.jsonl", generate_journal(WORKLOAD))
+    journal = workload_with_fixtures(tmp_path / "journal.jsonl")
     prefix = topic_prefix
     harness.prepare(bootstrap, prefix, partitions=PARTITIONS)
     harness.publish(bootstrap, journal, prefix)
     reference = harness.embedded(journal, tmp_path / "embedded", CONFIG)
     assert len(harness.lines(reference[PATTERN_CANDIDATES])) == 8  # 4 groups × 2 shared cues
+    # The fixtures are in the reference, so the run cannot pass vacuously:
+    # rejections counted by reason code and a promotion rate (§24) …
+    statistics = harness.last_statistics(reference[STATISTICS])
+    reviews = statistics["reason-codes"]["reviews"]
+    assert reviews["rejected"] == 3 and reviews["promotion_rate"] == 0.4
+    assert {code: n for code, n in reviews["rejected_by_reason"].items() if n} == \
+        {"false_cause": 1, "weak_evidence": 1, "unspecified": 1}
+    assert {row["reason_code"] for row in harness.lines(reference[REVIEW_STATUS]) if row["status"] == "rejected"} == \
+        {"false_cause", "weak_evidence", None}
+    # … critical runs, the critical recall_policy revision P1 without a
+    # candidate (§22), and the fixtures' pattern groups (§23).
+    assert statistics["tenant-guard"]["recurred_by_severity"]["critical"] == 3
+    assert [candidate["artifact_ref"]["artifact_id"] for candidate in harness.lines(reference["review-candidates"])
+            if candidate["scope_id"] == "tenant-guard"] == ["X1", "X1"]
+    assert {"teamA", "teamB", "solo"} <= {view["group"] for view in harness.lines(reference[SIGNATURE_PATTERNS])}
     # Critical revisions get review candidates below the review threshold (3), at their first recurrence.
     assert any(candidate["streak"] < 3 for candidate in harness.lines(reference["review-candidates"]))
     total = len(harness.lines(reference["recurrence-observations"]))
