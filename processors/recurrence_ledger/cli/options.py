@@ -133,14 +133,19 @@ def bounded_fraction_parser(setting: policy.Setting) -> Callable[[str], Fraction
     return parse
 
 
+def fraction_parser(setting: policy.Setting) -> Callable[[str], Fraction]:
+    """The parser of a fraction setting's values: :func:`parse_fraction`
+    (a score in (0, 1]) for the near-duplicate threshold, else
+    :func:`bounded_fraction_parser` held to the setting's bounds."""
+    return parse_fraction if setting is policy.NEAR_DUPLICATE_THRESHOLD else bounded_fraction_parser(setting)
+
+
 def fraction_option(setting: policy.Setting, panel: str) -> Any:
     """The option of a policy setting whose value is a fraction (the
     near-duplicate threshold, ``effect_probability``, the holdout rate): a
-    fraction (4/5) or a decimal (0.8), parsed exactly (:func:`parse_fraction`
-    for the near-duplicate threshold, else held to the setting's bounds),
+    fraction (4/5) or a decimal (0.8), parsed exactly (:func:`fraction_parser`),
     its default shown as a fraction."""
-    parser = parse_fraction if setting is policy.NEAR_DUPLICATE_THRESHOLD else bounded_fraction_parser(setting)
-    return typer.Option(setting.option, envvar=setting.env, parser=parser, metavar="FRACTION", rich_help_panel=panel, help=setting.help)
+    return typer.Option(setting.option, envvar=setting.env, parser=fraction_parser(setting), metavar="FRACTION", rich_help_panel=panel, help=setting.help)
 
 
 def text_option(setting: policy.Setting, panel: str) -> Any:

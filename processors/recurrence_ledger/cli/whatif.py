@@ -35,8 +35,7 @@ from recurrence_ledger.cli.options import (
     PrefixOption,
     RegistryOption,
     ViewBatchOption,
-    bounded_fraction_parser,
-    parse_fraction,
+    fraction_parser,
     redis_url_option,
 )
 from recurrence_ledger.settings import settings
@@ -56,7 +55,7 @@ def _kind(setting: policy.Setting) -> dict[str, Any]:
     """How an option of ``setting`` parses its value: the parser of
     ``cli.options`` for a fraction, nothing for text, else a minimum."""
     if setting in FRACTION_SETTINGS:
-        parser = parse_fraction if setting is policy.NEAR_DUPLICATE_THRESHOLD else bounded_fraction_parser(setting)
+        parser = fraction_parser(setting)
         return {"parser": parser, "metavar": "FRACTION"}
     return {} if setting in TEXT_SETTINGS else {"min": setting.minimum}
 
@@ -100,7 +99,7 @@ def parse_sweep(text: str) -> Sweep:
         raise typer.BadParameter(f"unknown setting {name!r}: a sweep is SETTING=RANGE with SETTING one of {known}", param_hint="--sweep")
     setting = SETTINGS[name]
     fraction = setting in FRACTION_SETTINGS
-    parse_value = parse_fraction if setting is policy.NEAR_DUPLICATE_THRESHOLD else bounded_fraction_parser(setting)
+    parse_value = fraction_parser(setting)
 
     def number(piece: str) -> Any:
         try:
