@@ -58,10 +58,13 @@ def test_without_committed_offsets_nothing_is_refused_a_mismatched_store_is_wipe
     deliberate rebuild from the beginning); also a group reset by hand while
     the changelog is intact (the state is whole, re-read records are the
     same identities and content)."""
-    assert plan(consumed={}, low=0, high=0, local_from=None) == RestorePlan(None)
+    # An empty changelog is done at once (nothing to wait for); a full one is read from its start.
+    assert plan(consumed={}, low=0, high=0, local_from=None) == RestorePlan(None, done=True)
+    assert plan(consumed={}, low=90, high=90, local_from=None) == RestorePlan(None, done=True)
+    assert plan(consumed={}, low=0, high=90, local_from=None) == RestorePlan(None)
     wiped = plan(consumed={}, low=0, high=0, local_from=58)
-    assert wiped.start is None and "beyond the end" in wiped.wipe
+    assert wiped.start is None and "beyond the end" in wiped.wipe and wiped.done
     wiped = plan(consumed={}, low=40, high=90, local_from=12)
-    assert wiped.start is None and "before the start" in wiped.wipe
-    assert plan(consumed={}, low=0, high=0, local_from=None, kept_checkpoint=57, kept_reason="topic_id") == RestorePlan(None, "topic_id")
+    assert wiped.start is None and "before the start" in wiped.wipe and not wiped.done
+    assert plan(consumed={}, low=0, high=0, local_from=None, kept_checkpoint=57, kept_reason="topic_id") == RestorePlan(None, "topic_id", done=True)
     assert plan(consumed={}, low=0, high=90, local_from=30) == RestorePlan(30)

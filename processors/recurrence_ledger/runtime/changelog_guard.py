@@ -90,10 +90,11 @@ def plan_restore(*, partition: int, changelog_topic: str, group_id: str, consume
         if local_from is not None and not low <= local_from <= high:
             where = "beyond the end" if local_from > high else "before the start"
             return RestorePlan(None, f"its checkpoint (offset {local_from - 1}) is {where} of {changelog_topic}[{partition}] "
-                                     f"(offsets {low}–{high}) and no input offset is committed: a new deployment's changelog")
+                                     f"(offsets {low}–{high}) and no input offset is committed: a new deployment's changelog",
+                               done=high <= low)
         if local_from is not None:
             return RestorePlan(local_from, done=local_from == high)
-        return RestorePlan(None, kept_reason)
+        return RestorePlan(None, kept_reason, done=high <= low)  # an empty changelog: nothing to wait for
     lost: str | None = None
     if local_from is not None:
         if local_from > high:

@@ -202,16 +202,15 @@ class Recovery:
 
     def _plan(self, consumer: Consumer, number: int) -> tuple[RestorePlan, int]:
         """Partition ``number``'s restore plan and its changelog's high
-        watermark (``changelog_guard.plan_restore``; the watermarks are
-        read only when they matter)."""
+        watermark (``changelog_guard.plan_restore``: an empty changelog is
+        done at once, without waiting for the restore consumer's
+        end-of-partition event)."""
         store = self.pending[number]
         start = store.restore_from()
         consumed = self.consumed(number)
         # Once restored, the store reflects the group's committed offsets
         # (a reseed compares them with a clean store's: store.rocksdb).
         store.reflects(consumed, whole=True)
-        if start is None and not consumed and store.kept_checkpoint is None:
-            return RestorePlan(None), 0
         kept = store.kept_checkpoint is not None
         try:
             low, high = consumer.get_watermark_offsets(TopicPartition(self.changelog_topic, number), timeout=WATERMARK_TIMEOUT_S)
@@ -224,6 +223,11 @@ class Recovery:
             plan_restore(partition=number, changelog_topic=self.changelog_topic, group_id=self.group_id, consumed=consumed,
                          low=0, high=0, local_from=start, kept_checkpoint=store.kept_checkpoint,
                          kept_reason=store.wiped if kept else None, reseed_hint=kept or start is not None)
+            if start is None and not consumed and not kept:
+                # Nothing of this partition's state existed: the restore
+                # consumer reads the topic from its start, as the other
+                # partitions' plans decide (one of them may refuse).
+                return RestorePlan(None), 0
             raise
 
         try:
