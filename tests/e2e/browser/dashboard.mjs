@@ -12,10 +12,16 @@
 // (none expected), the API requests sent without the Bearer token after it
 // was given, and where the page keeps it (sessionStorage only).
 //
+// With RL_DASHBOARD_LIVE set (the view is being written while the page is
+// open, e.g. by a worker fed by `recurrence-ledger simulate`), step 1 waits
+// for a second render instead of a poll answered 304 (an always-changing
+// view never answers 304).
+//
 // Protocol (one JSON object per line on stdout):
-//   1. loads URL, waits for the first render and for one poll answered 304,
-//      saves a full-page screenshot to SCREENSHOT.png, prints a snapshot of
-//      what the page shows;
+//   1. loads URL, waits for the first render and for one poll answered 304
+//      (with RL_DASHBOARD_LIVE: for a second render), saves a full-page
+//      screenshot to SCREENSHOT.png, prints a snapshot of what the page
+//      shows;
 //   2. then, for every line "expect <counter> <value>" read on stdin, waits
 //      (10 s at most) until the page shows that value for that counter both
 //      in the scope's panel and in its scopes-table row, and prints a new
@@ -23,7 +29,8 @@
 //      listed, clicks its row in the scopes table, waits until its panel is
 //      rendered, and prints a new snapshot; for every line "screenshot
 //      <path>", saves a full-page screenshot there and prints a new
-//      snapshot. The browser closes when stdin ends.
+//      snapshot; for every line "look", prints a snapshot of what the
+//      page shows now (no waiting). The browser closes when stdin ends.
 // Errors go to stderr and exit code 1.
 import { createInterface } from "node:readline";
 import { withChromium } from "./chromium.mjs";
@@ -128,7 +135,8 @@ await withChromium({ width: 1100, height: 860 }, async (page) => {
     auth = { before, rejected };
   }
   await page.waitForSelector("body[data-ready='true'] #detail:not([hidden])", { timeout: 15000 });
-  await page.waitForFunction(() => window.dashboardStats.notModified >= 1, null, { timeout: 15000 });
+  if (process.env.RL_DASHBOARD_LIVE) await page.waitForFunction(() => window.dashboardStats.renders >= 2, null, { timeout: 15000 });
+  else await page.waitForFunction(() => window.dashboardStats.notModified >= 1, null, { timeout: 15000 });
   await page.screenshot({ path: screenshot, fullPage: true });
   if (token) {
     const stored = await page.evaluate((key) => ({
@@ -156,6 +164,10 @@ await withChromium({ width: 1100, height: 860 }, async (page) => {
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) {
     const [verb, counter, value] = line.trim().split(/\s+/);
+    if (verb === "look") {
+      console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
+      continue;
+    }
     if (verb === "screenshot") {
       await page.screenshot({ path: counter, fullPage: true });
       console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
