@@ -5,19 +5,24 @@ running projects the simulated platform's events into the Redis namespace of
 the test's own topic prefix, and a ``serve`` process on the same prefix
 answers simulate's advisory requests and serves the page.
 
-While simulate publishes (6,000 events at 100/s: a minute), the page lists
-the four simulated scopes and a scope's ``selected`` count grows between two
-looks. Once simulate has exited 0 having published every event (all on
-``source-journal``) and the worker has drained into the view and stopped,
-the page shows, for every scope, the figures of the last statistics record
-the worker published on ``recurrence-statistics``; those equal run-journal's
-on the same seed's events (contract §10), and nothing was dead-lettered.
-Every wait is on a condition, with bounds meant for a busy two-core machine.
+simulate runs endlessly at 100 events/s. The page, opened before the first
+event, lists the four simulated scopes and a scope's ``selected`` count
+grows between two looks while simulate publishes. Once simulate has
+published a minute of events (6,000) it gets Ctrl-C: it exits 0 and says
+how many events it published, all of them on ``source-journal``. When the
+worker has drained into the view and stopped, the page shows, for every
+scope, the figures of the last statistics record the worker published on
+``recurrence-statistics``; those equal run-journal's on the same seed's
+events (contract §10), and nothing was dead-lettered. Every wait is on a
+condition, with bounds meant for a busy two-core machine: a slow Chromium
+start makes the run longer, never a failure.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import time
 
@@ -33,8 +38,8 @@ from tests.plugins.processes import cli_command, cli_env
 from tests.plugins.services import BROWSER_DIR
 
 SEED = 23
-EVENTS = 6000
-RATE = "100/s"  # EVENTS at RATE: a minute of load
+PER_SECOND = 100
+MINUTE = 60 * PER_SECOND  # events: a minute of load at PER_SECOND
 WATCHED = f"sim{SEED}-checkout-web"
 SCOPES = [f"sim{SEED}-billing-api", WATCHED, f"sim{SEED}-mobile-sync", f"sim{SEED}-search-indexer"]
 
@@ -67,40 +72,48 @@ def test_a_minute_of_simulate_moves_the_dashboard_to_the_workers_figures(bootstr
     serve = simulate = driver = None
     try:
         serve, url = serve_cli(["--redis-url", redis_url, "--topic-prefix", topic_prefix], {}, tmp_path / "serve.log")
-        with open(simulate_log, "wb") as output:
-            simulate = subprocess.Popen(
-                cli_command("simulate", "--events", EVENTS, "--rate", RATE, "--seed", SEED, "--bootstrap", bootstrap,
-                            "--topic-prefix", topic_prefix, "--serve-url", url),
-                cwd=harness.REPO, stdout=output, stderr=subprocess.STDOUT, env=cli_env(columns=200), start_new_session=True,
-            )
-        # The worker projects the watched scope's first events; then the page opens on it and lists every scope.
-        harness.wait_until(lambda: WATCHED in view.scopes() or simulate.poll() is not None, 120, f"{WATCHED} in the view")
-        assert simulate.poll() is None, f"simulate ended before the page opened:\n{simulate_log.read_text()[-3000:]}"
+        # The page opens on the empty view (Chromium may take long to start on a busy machine: it does so while simulate runs).
         driver = subprocess.Popen(
-            [node, str(BROWSER_DIR / "dashboard.mjs"), f"{url}/?refresh=500#scope={WATCHED}", str(tmp_path / "dashboard.png")],
+            [node, str(BROWSER_DIR / "dashboard.mjs"), f"{url}/?refresh=500", str(tmp_path / "dashboard.png")],
             cwd=BROWSER_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "RL_DASHBOARD_LIVE": "1"},
         )
-        first = read_line(driver, 90)
+        with open(simulate_log, "wb") as output:  # endless, until the test has seen a minute of it and the page move
+            simulate = subprocess.Popen(
+                cli_command("simulate", "--rate", f"{PER_SECOND}/s", "--seed", SEED, "--bootstrap", bootstrap, "--topic-prefix", topic_prefix,
+                            "--serve-url", url),
+                cwd=harness.REPO, stdout=output, stderr=subprocess.STDOUT, env=cli_env({"PYTHONUNBUFFERED": "1"}, columns=200),
+                start_new_session=True,
+            )
+        # The worker projects the first events: the page shows a scope, then lists all four.
+        read_line(driver, 180)
+        look_until(driver, lambda shown: sorted(row[0] for row in shown["scopes"]) == SCOPES, 60, "the four simulated scopes")
+        first = tell(driver, f"select {WATCHED}")
         assert first["scope"] == WATCHED
-        first = look_until(driver, lambda shown: sorted(row[0] for row in shown["scopes"]) == SCOPES, 60, "the four simulated scopes")
         # Its figures move while simulate publishes: a later look shows more selections of the scope.
         later = look_until(driver, lambda shown: selected(shown) > selected(first), 60, f"{WATCHED}'s selected count to grow")
-        assert simulate.poll() is None, "the second look came after simulate had finished"
         assert later["scope"] == WATCHED and selected(first) < selected(later)
         assert later["consoleErrors"] == [] and later["stats"]["errors"] == 0
+        assert simulate.poll() is None, simulate_log.read_text()[-3000:]
 
-        # The reference, computed while simulate runs on: the same seed's events through run-journal.
-        reference = harness.last_statistics(simulated_reference(SEED, EVENTS, tmp_path)["recurrence-statistics"])
+        # A minute of load (MINUTE events), then Ctrl-C: simulate flushes what it sent and says how much.
+        harness.wait_until(lambda: f"{MINUTE:,} events in " in simulate_log.read_text() or simulate.poll() is not None, 300,
+                           f"simulate's first {MINUTE:,} events")
+        assert simulate.poll() is None, simulate_log.read_text()[-3000:]
+        simulate.send_signal(signal.SIGINT)
+        assert simulate.wait(timeout=60) == 0, simulate_log.read_text()[-3000:]
+        said = simulate_log.read_text()
+        published_line = re.search(r"^published (\d+) events in ([0-9.]+) s to 4 scopes", said, re.MULTILINE)
+        assert published_line is not None, said[-3000:]
+        events, seconds = int(published_line[1]), float(published_line[2])
+        assert events >= MINUTE and seconds >= (MINUTE - 1) / PER_SECOND  # the rate's schedule: event i leaves at i / PER_SECOND s
+        assert "recall ranking with the advisory of" in said
+        assert harness.count_records(bootstrap, harness.physical(topic_prefix, catalogue.SOURCE_JOURNAL)) == events
+
+        # The reference: the same seed's first ``events`` events through run-journal.
+        reference = harness.last_statistics(simulated_reference(SEED, events, tmp_path)["recurrence-statistics"])
         assert sorted(reference) == SCOPES
         assert selected(later) < reference[WATCHED]["selected"]
-
-        # A minute of load: every event published and on source-journal.
-        assert simulate.wait(timeout=300) == 0, simulate_log.read_text()[-3000:]
-        said = simulate_log.read_text()
-        assert f"published {EVENTS} events in " in said
-        assert "recall ranking with the advisory of" in said
-        assert harness.count_records(bootstrap, harness.physical(topic_prefix, catalogue.SOURCE_JOURNAL)) == EVENTS
 
         # The worker drains: every scope's record in the view reaches the last journal position of the scope.
         def drained() -> bool:

@@ -12,10 +12,11 @@
 // (none expected), the API requests sent without the Bearer token after it
 // was given, and where the page keeps it (sessionStorage only).
 //
-// With RL_DASHBOARD_LIVE set (the view is being written while the page is
-// open, e.g. by a worker fed by `recurrence-ledger simulate`), step 1 waits
-// for a second render instead of a poll answered 304 (an always-changing
-// view never answers 304).
+// With RL_DASHBOARD_LIVE set (the page may open before the view has a
+// scope, and the view is being written while it is open, e.g. by a worker
+// fed by `recurrence-ledger simulate`), step 1 waits up to 120 s for the
+// first scope's panel, then for a second render instead of a poll answered
+// 304 (an always-changing view never answers 304).
 //
 // Protocol (one JSON object per line on stdout):
 //   1. loads URL, waits for the first render and for one poll answered 304
@@ -134,8 +135,9 @@ await withChromium({ width: 1100, height: 860 }, async (page) => {
     await page.click("#login-form button[type=submit]");
     auth = { before, rejected };
   }
-  await page.waitForSelector("body[data-ready='true'] #detail:not([hidden])", { timeout: 15000 });
-  if (process.env.RL_DASHBOARD_LIVE) await page.waitForFunction(() => window.dashboardStats.renders >= 2, null, { timeout: 15000 });
+  const live = Boolean(process.env.RL_DASHBOARD_LIVE);
+  await page.waitForSelector("body[data-ready='true'] #detail:not([hidden])", { timeout: live ? 120000 : 15000 });
+  if (live) await page.waitForFunction(() => window.dashboardStats.renders >= 2, null, { timeout: 15000 });
   else await page.waitForFunction(() => window.dashboardStats.notModified >= 1, null, { timeout: 15000 });
   await page.screenshot({ path: screenshot, fullPage: true });
   if (token) {
