@@ -87,11 +87,11 @@ def test_a_minute_of_simulate_moves_the_dashboard_to_the_workers_figures(bootstr
             )
         # The worker projects the first events: the page shows a scope, then lists all four.
         read_line(driver, 180)
-        look_until(driver, lambda shown: sorted(row[0] for row in shown["scopes"]) == SCOPES, 60, "the four simulated scopes")
-        first = tell(driver, f"select {WATCHED}")
+        look_until(driver, lambda shown: sorted(row[0] for row in shown["scopes"]) == SCOPES, 120, "the four simulated scopes")
+        first = tell(driver, f"select {WATCHED}", 90)
         assert first["scope"] == WATCHED
         # Its figures move while simulate publishes: a later look shows more selections of the scope.
-        later = look_until(driver, lambda shown: selected(shown) > selected(first), 60, f"{WATCHED}'s selected count to grow")
+        later = look_until(driver, lambda shown: selected(shown) > selected(first), 120, f"{WATCHED}'s selected count to grow")
         assert later["scope"] == WATCHED and selected(first) < selected(later)
         assert later["consoleErrors"] == [] and later["stats"]["errors"] == 0
         assert simulate.poll() is None, simulate_log.read_text()[-3000:]
@@ -130,7 +130,7 @@ def test_a_minute_of_simulate_moves_the_dashboard_to_the_workers_figures(bootstr
         for scope in SCOPES:
             counters = {name: str(final[scope][name]) for name in COUNTERS}
             row = [scope, *(str(final[scope][name]) for name in SCOPE_COLUMNS)]
-            assert tell(driver, f"select {scope}")["scope"] == scope
+            assert tell(driver, f"select {scope}", 90)["scope"] == scope
             shown[scope] = look_until(driver, lambda snapshot, counters=counters, row=row: snapshot["counters"] == counters
                                       and row in snapshot["scopes"], 60, f"{scope}'s final figures")
             assert shown[scope]["scope"] == scope and shown[scope]["asOf"] == str(reference[scope]["as_of_position"])
