@@ -24,6 +24,15 @@ def simulated_journal(seed: int, events: int, path: Path) -> Path:
     return path
 
 
+def last_positions(seed: int, events: int) -> dict[str, int]:
+    """scope_id -> the highest journal position among the first ``events``
+    events of ``seed`` (where a worker that has taken them all stands)."""
+    positions: dict[str, int] = {}
+    for value in itertools.islice(SimulatedPlatform(seed=seed).events(), events):
+        positions[value.scope_id] = max(positions.get(value.scope_id, 0), value.journal_position)
+    return positions
+
+
 def simulated_reference(seed: int, events: int, workdir: Path) -> dict[str, bytes]:
     """run-journal's outputs (per output topic, as file bytes) on the first
     ``events`` events of ``seed``: the journal ``workdir / "sim.jsonl"``, the

@@ -25,6 +25,7 @@ import re
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from recurrence_ledger import catalogue
 from recurrence_ledger.kafka.kafka_io import export_topic
@@ -32,7 +33,7 @@ from recurrence_ledger.read.keys import default_namespace
 from recurrence_ledger.read.projection import RedisView
 from tests.e2e import harness
 from tests.e2e.api_server import serve_cli, stop_process
-from tests.e2e.simulation_fixtures import simulated_reference
+from tests.e2e.simulation_fixtures import last_positions, simulated_reference
 from tests.e2e.test_dashboard_browser import COUNTERS, SCOPE_COLUMNS, read_line, tell
 from tests.plugins.processes import cli_command, cli_env
 from tests.plugins.services import BROWSER_DIR
@@ -70,6 +71,7 @@ def test_a_minute_of_simulate_moves_the_dashboard_to_the_workers_figures(bootstr
     worker_log, simulate_log = tmp_path / "worker.log", tmp_path / "simulate.log"
     worker = harness.start_worker(bootstrap, topic_prefix, worker_log, redis_url=redis_url, idle_exit=None)
     serve = simulate = driver = None
+    references = ThreadPoolExecutor(max_workers=1)
     try:
         serve, url = serve_cli(["--redis-url", redis_url, "--topic-prefix", topic_prefix], {}, tmp_path / "serve.log")
         # The page opens on the empty view (Chromium may take long to start on a busy machine: it does so while simulate runs).
@@ -110,16 +112,15 @@ def test_a_minute_of_simulate_moves_the_dashboard_to_the_workers_figures(bootstr
         assert "recall ranking with the advisory of" in said
         assert harness.count_records(bootstrap, harness.physical(topic_prefix, catalogue.SOURCE_JOURNAL)) == events
 
-        # The reference: the same seed's first ``events`` events through run-journal.
-        reference = harness.last_statistics(simulated_reference(SEED, events, tmp_path)["recurrence-statistics"])
-        assert sorted(reference) == SCOPES
-        assert selected(later) < reference[WATCHED]["selected"]
+        # run-journal on the same seed's first ``events`` events, computed while the worker drains and the page is read.
+        reference = references.submit(simulated_reference, SEED, events, tmp_path)
+        # The worker drains: every scope's record in the view reaches the scope's last journal position.
+        positions = last_positions(SEED, events)
+        assert sorted(positions) == SCOPES
 
-        # The worker drains: every scope's record in the view reaches the last journal position of the scope.
         def drained() -> bool:
             records = {scope: view.read(scope) for scope in SCOPES}
-            return all(record is not None and record["as_of_position"] == reference[scope]["as_of_position"]
-                       for scope, record in records.items())
+            return all(record is not None and record["as_of_position"] == positions[scope] for scope, record in records.items())
 
         harness.wait_until(drained, 180, "the worker to drain into the view")
         worker.terminate()  # it commits what it holds and exits while the page is read
@@ -133,7 +134,7 @@ def test_a_minute_of_simulate_moves_the_dashboard_to_the_workers_figures(bootstr
             assert tell(driver, f"select {scope}", 90)["scope"] == scope
             shown[scope] = look_until(driver, lambda snapshot, counters=counters, row=row: snapshot["counters"] == counters
                                       and row in snapshot["scopes"], 60, f"{scope}'s final figures")
-            assert shown[scope]["scope"] == scope and shown[scope]["asOf"] == str(reference[scope]["as_of_position"])
+            assert shown[scope]["scope"] == scope and shown[scope]["asOf"] == str(positions[scope])
             assert shown[scope]["consoleErrors"] == []
         driver.stdin.close()
         assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]
@@ -143,7 +144,8 @@ def test_a_minute_of_simulate_moves_the_dashboard_to_the_workers_figures(bootstr
         assert export_topic(bootstrap, catalogue.DEAD_LETTER, tmp_path / "dead-letter.jsonl", topic_prefix=topic_prefix) == 0
         export_topic(bootstrap, catalogue.STATISTICS, tmp_path / "statistics.jsonl", topic_prefix=topic_prefix)
         published = harness.last_statistics((tmp_path / "statistics.jsonl").read_bytes())
-        assert published == reference
+        assert published == harness.last_statistics(reference.result(timeout=600)["recurrence-statistics"])
+        assert selected(later) < published[WATCHED]["selected"]  # the looks were taken before the end
         rows = sorted([scope, *(str(published[scope][name]) for name in SCOPE_COLUMNS)] for scope in SCOPES)
         for scope in SCOPES:
             assert shown[scope]["counters"] == {name: str(published[scope][name]) for name in COUNTERS}, scope
@@ -156,5 +158,6 @@ def test_a_minute_of_simulate_moves_the_dashboard_to_the_workers_figures(bootstr
         for process in (serve, worker):
             if process is not None and process.poll() is None:
                 stop_process(process)
+        references.shutdown(wait=True)
         view.clear()
         view.close()
