@@ -113,6 +113,22 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     return result
 
 
+class _OutOfRange(Exception):
+    """An integer literal outside the signed 64-bit range (decode_json)."""
+
+
+def _int64(literal: str) -> int:
+    if len(literal) - literal.startswith("-") <= _INT64_DIGITS:
+        number = int(literal)
+        if INT64_MIN <= number <= INT64_MAX:
+            return number
+    raise _OutOfRange(literal)
+
+
+#: The strict decoder, built once (a ``json.loads`` with hooks builds one per call).
+_STRICT = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_unique_keys, parse_int=_int64)
+
+
 def decode_json(raw: bytes) -> Any:
     """Strict JSON decoding of one record's bytes. A UTF-8 byte-order mark
     at the start is ignored (contract §9); anywhere else it is text.
@@ -135,27 +151,34 @@ def decode_json(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise BadRecord("malformed_json", f"not UTF-8: {error}") from None
-    out_of_range: list[str] = []
-
-    def parse_int(literal: str) -> int:
-        if len(literal) - literal.startswith("-") <= _INT64_DIGITS:
-            number = int(literal)
-            if INT64_MIN <= number <= INT64_MAX:
-                return number
-        out_of_range.append(literal)
-        return 0  # never seen: the record is rejected below
-
     try:
-        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys, parse_int=parse_int)
+        return _STRICT.decode(text)
     except json.JSONDecodeError as error:
         raise BadRecord("malformed_json", f"not JSON: {error}") from None
     except RecursionError:
         raise BadRecord("malformed_json", "JSON nested too deeply") from None
-    if out_of_range:
-        literal = out_of_range[0]
-        shown = literal if len(literal) <= 40 else f"of {len(literal) - literal.startswith('-')} digits"
-        raise BadRecord("invalid_value", f"the integer {shown} is outside the signed 64-bit range")
-    return value
+    except _OutOfRange:
+        pass
+    # An integer outside the range: the whole text decides between
+    # malformed_json and invalid_value (rare, so decoded a second time).
+    out_of_range: list[str] = []
+
+    def note_int(literal: str) -> int:
+        try:
+            return _int64(literal)
+        except _OutOfRange:
+            out_of_range.append(literal)
+            return 0  # never seen: the record is rejected below
+
+    try:
+        json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys, parse_int=note_int)
+    except json.JSONDecodeError as error:
+        raise BadRecord("malformed_json", f"not JSON: {error}") from None
+    except RecursionError:
+        raise BadRecord("malformed_json", "JSON nested too deeply") from None
+    literal = out_of_range[0]
+    shown = literal if len(literal) <= 40 else f"of {len(literal) - literal.startswith('-')} digits"
+    raise BadRecord("invalid_value", f"the integer {shown} is outside the signed 64-bit range")
 
 
 def is_json_value(raw: bytes) -> bool:
