@@ -6,14 +6,10 @@ and its statistics equal run-journal's on the same seed's events."""
 
 from __future__ import annotations
 
-import itertools
-import json
-
 from recurrence_ledger import catalogue
-from recurrence_ledger.client.events import kind_of
-from recurrence_ledger.client.simulation import SimulatedPlatform
 from tests.e2e import harness
 from tests.e2e.api_server import serve_cli, stop_process
+from tests.e2e.simulation_fixtures import simulated_reference
 from tests.plugins.processes import run_cli
 
 EVENTS = 600
@@ -34,10 +30,7 @@ def test_simulate_publishes_events_the_worker_accepts_whole(bootstrap, redis_url
     harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "worker.log")
     kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")
     assert harness.lines(kafka["dead-letter"]) == []
-    journal = tmp_path / "sim.jsonl"
-    journal.write_text("".join(json.dumps({"topic": kind_of(value), "value": value.model_dump(mode="json")}) + "\n"
-                               for value in itertools.islice(SimulatedPlatform(seed=11).events(), EVENTS)))
-    reference = harness.embedded(journal, tmp_path / "embedded")
+    reference = simulated_reference(11, EVENTS, tmp_path)
     assert harness.last_statistics(kafka["recurrence-statistics"]) == harness.last_statistics(reference["recurrence-statistics"])
     assert sorted(harness.last_statistics(kafka["recurrence-statistics"])) == [
         "sim11-billing-api", "sim11-checkout-web", "sim11-mobile-sync", "sim11-search-indexer"]

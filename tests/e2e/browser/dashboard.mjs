@@ -12,18 +12,27 @@
 // (none expected), the API requests sent without the Bearer token after it
 // was given, and where the page keeps it (sessionStorage only).
 //
+// With RL_DASHBOARD_LIVE set (the page may open before the view has a
+// scope, and the view is being written while it is open, e.g. by a worker
+// fed by `recurrence-ledger simulate`), step 1 waits up to 120 s for the
+// first scope's panel, then for a second render instead of a poll answered
+// 304 (an always-changing view never answers 304), and "select" and
+// "expect" wait up to 60 s instead of 10 s.
+//
 // Protocol (one JSON object per line on stdout):
-//   1. loads URL, waits for the first render and for one poll answered 304,
-//      saves a full-page screenshot to SCREENSHOT.png, prints a snapshot of
-//      what the page shows;
+//   1. loads URL, waits for the first render and for one poll answered 304
+//      (with RL_DASHBOARD_LIVE: for a second render), saves a full-page
+//      screenshot to SCREENSHOT.png, prints a snapshot of what the page
+//      shows;
 //   2. then, for every line "expect <counter> <value>" read on stdin, waits
-//      (10 s at most) until the page shows that value for that counter both
-//      in the scope's panel and in its scopes-table row, and prints a new
-//      snapshot; for every line "select <scope>", waits until the scope is
+//      (10 s at most; 60 s with RL_DASHBOARD_LIVE) until the page shows that
+//      value for that counter both in the scope's panel and in its
+//      scopes-table row, and prints a new snapshot; for every line "select <scope>", waits until the scope is
 //      listed, clicks its row in the scopes table, waits until its panel is
 //      rendered, and prints a new snapshot; for every line "screenshot
 //      <path>", saves a full-page screenshot there and prints a new
-//      snapshot. The browser closes when stdin ends.
+//      snapshot; for every line "look", prints a snapshot of what the
+//      page shows now (no waiting). The browser closes when stdin ends.
 // Errors go to stderr and exit code 1.
 import { createInterface } from "node:readline";
 import { withChromium } from "./chromium.mjs";
@@ -127,8 +136,11 @@ await withChromium({ width: 1100, height: 860 }, async (page) => {
     await page.click("#login-form button[type=submit]");
     auth = { before, rejected };
   }
-  await page.waitForSelector("body[data-ready='true'] #detail:not([hidden])", { timeout: 15000 });
-  await page.waitForFunction(() => window.dashboardStats.notModified >= 1, null, { timeout: 15000 });
+  const live = Boolean(process.env.RL_DASHBOARD_LIVE);
+  const patience = live ? 60000 : 10000; // the waits of "select" and "expect" (a live page's machine is busy)
+  await page.waitForSelector("body[data-ready='true'] #detail:not([hidden])", { timeout: live ? 120000 : 15000 });
+  if (live) await page.waitForFunction(() => window.dashboardStats.renders >= 2, null, { timeout: 15000 });
+  else await page.waitForFunction(() => window.dashboardStats.notModified >= 1, null, { timeout: 15000 });
   await page.screenshot({ path: screenshot, fullPage: true });
   if (token) {
     const stored = await page.evaluate((key) => ({
@@ -156,6 +168,10 @@ await withChromium({ width: 1100, height: 860 }, async (page) => {
   const lines = createInterface({ input: process.stdin });
   for await (const line of lines) {
     const [verb, counter, value] = line.trim().split(/\s+/);
+    if (verb === "look") {
+      console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
+      continue;
+    }
     if (verb === "screenshot") {
       await page.screenshot({ path: counter, fullPage: true });
       console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
@@ -164,12 +180,12 @@ await withChromium({ width: 1100, height: 860 }, async (page) => {
     if (verb === "select") {
       const scope = counter;
       const row = `#scopes tbody tr[data-scope="${scope}"]`;
-      await page.waitForSelector(row, { timeout: 10000 });
+      await page.waitForSelector(row, { timeout: patience });
       await page.click(row);
       await page.waitForFunction(
         (wanted) => document.querySelector("#scope-name").textContent === wanted && location.hash === `#scope=${encodeURIComponent(wanted)}`,
         scope,
-        { timeout: 10000 },
+        { timeout: patience },
       );
       console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
       continue;
@@ -183,7 +199,7 @@ await withChromium({ width: 1100, height: 860 }, async (page) => {
         return nodes.length === 2 && nodes.every((node) => node.textContent === wanted);
       },
       [counter, value],
-      { timeout: 10000 },
+      { timeout: patience },
     );
     console.log(JSON.stringify({ ...(await page.evaluate(snapshot)), consoleErrors }));
   }
