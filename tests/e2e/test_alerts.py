@@ -28,6 +28,7 @@ import subprocess
 import time
 
 import httpx
+import pytest
 
 from recurrence_ledger.kafka.kafka_io import publish_raw
 from recurrence_ledger.ledger.verdicts import UNKNOWN_REASONS
@@ -57,6 +58,7 @@ def query(url: str, expr: str) -> list[dict]:
     return httpx.get(f"{url}/api/v1/query", params={"query": expr}, timeout=5).json()["data"]["result"]
 
 
+@pytest.mark.slow
 def test_dead_letter_alert_goes_pending_then_firing_in_prometheus(bootstrap, redis_url, prometheus, tmp_path):
     url, targets = prometheus
     groups = httpx.get(f"{url}/api/v1/rules", timeout=5).json()["data"]["groups"]

@@ -132,6 +132,7 @@ def test_a_changelog_recreated_with_other_partitions_is_refused_before_anything_
     assert output_counts(bootstrap, prefix) == counts
 
 
+@pytest.mark.slow
 def test_a_recreated_changelog_keeps_the_local_store_and_a_reseed_from_it_ends_exactly_once(
         topic_prefix, bootstrap, journals, reference, tmp_path):
     """--state-dir: the changelog deleted and created again (empty, a new
@@ -167,6 +168,7 @@ def test_a_recreated_changelog_keeps_the_local_store_and_a_reseed_from_it_ends_e
     harness.assert_stores_equal_the_changelog(bootstrap, prefix, state_dir, PARTITIONS)
 
 
+@pytest.mark.slow
 def test_a_recreated_pattern_changelog_is_reseeded_from_the_local_stores_too(topic_prefix, bootstrap, journals, reference, tmp_path):
     """--state-dir: the pattern stage's changelog (contract §23.5) deleted
     and created again. The worker refuses as for the ledger's; with

@@ -119,6 +119,7 @@ def check_dead_letters(dead_letters: list[dict], where: dict[tuple[str, int], Pl
         assert dead["message"], record.id
 
 
+@pytest.mark.slow
 def test_corpus_on_the_worker(bootstrap, new_prefix, tmp_path):
     records = [planned(entry, index) for entries in (JOURNAL_ENTRIES, KAFKA_ENTRIES)
                for index, entry in enumerate(entries) if fits(entry) and "worker" not in entry.defects]

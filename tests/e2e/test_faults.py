@@ -82,6 +82,7 @@ def test_scale_from_one_to_two_workers_and_back(topic_prefix, bootstrap, journal
     harness.assert_exactly_once(bootstrap, prefix, reference, tmp_path / "kafka")
 
 
+@pytest.mark.slow
 def test_broker_restart_mid_stream(kafka_server, journal, reference, tmp_path):
     """On a broker of the test's own (free ports, its own run dir): the
     shared broker and the tests running on it are not disturbed."""

@@ -106,6 +106,7 @@ def workload_with_fixtures(path):
     return write_journal(path, records)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["memory", "rocksdb"])
 def test_patterns_stay_exactly_once_with_three_workers_a_kill_and_a_join(store, topic_prefix, bootstrap, tmp_path):
     journal = workload_with_fixtures(tmp_path / "journal.jsonl")

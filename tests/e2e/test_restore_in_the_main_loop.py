@@ -4,6 +4,7 @@ restore, a rebalance while restoring, then scaling back."""
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from recurrence_ledger.store.base import encode_key
 from tests.e2e.test_parked_records import _replay_written, _start, broker_journal  # noqa: F401 - broker_journal is a fixture
@@ -29,6 +30,7 @@ def _fill_changelog(bootstrap, prefix, partitions, per_partition):
     assert producer.flush(120) == 0
 
 
+@pytest.mark.slow
 def test_kill_during_a_long_restore_then_a_rebalance_while_restoring_then_scale_back(topic_prefix, bootstrap, broker_journal, tmp_path):
     from tests.e2e import harness
 

@@ -28,6 +28,8 @@ import os
 import shutil
 import subprocess
 
+import pytest
+
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.catalogue import REVIEW_DECISIONS
 from recurrence_ledger.kafka.kafka_io import read_topic
@@ -43,6 +45,7 @@ REASON = "a mirror outage, not a lesson: the revision is right"
 REASON_CODE = "false_cause"
 
 
+@pytest.mark.slow
 def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap, redis_url, browser, tmp_path):
     screenshot = tmp_path / "review.png"
     journal = tmp_path / "journal.jsonl"

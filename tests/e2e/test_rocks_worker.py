@@ -127,6 +127,7 @@ def test_a_store_that_cannot_be_trusted_is_restored_from_the_whole_changelog(top
     harness.assert_stores_equal_the_changelog(bootstrap, prefix, state_dir, PARTITIONS)
 
 
+@pytest.mark.slow
 def test_a_recreated_changelog_topic_with_the_group_deleted_is_never_tail_restored(topic_prefix, bootstrap, journals, tmp_path):
     """The changelog deleted and created again (empty, a new topic id) and
     the consumer group deleted with it (a deliberate rebuild from the

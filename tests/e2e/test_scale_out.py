@@ -25,6 +25,7 @@ WORKLOAD = Workload(scopes=60, outcomes_per_scope=50, heads_per_scope=4, handoff
 OPTIONS = ("--max-batch", "40", "--session-timeout-ms", "6000")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["memory", "rocksdb"])
 def test_three_workers_on_twelve_partitions_with_a_kill_and_a_join_stay_exactly_once(store, topic_prefix, bootstrap, tmp_path):
     journal = write_journal(tmp_path / "journal.jsonl", generate_journal(WORKLOAD))

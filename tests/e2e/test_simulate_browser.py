@@ -27,6 +27,8 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from recurrence_ledger import catalogue
 from recurrence_ledger.kafka.kafka_io import export_topic
 from recurrence_ledger.read.keys import default_namespace
@@ -64,6 +66,7 @@ def selected(shown: dict) -> int:
     return int(shown["counters"]["selected"])
 
 
+@pytest.mark.slow
 def test_a_minute_of_simulate_moves_the_dashboard_to_the_workers_figures(bootstrap, redis_url, browser, topic_prefix, tmp_path):
     node = browser
     harness.prepare(bootstrap, topic_prefix, 2)

@@ -10,6 +10,7 @@ import functools
 import unicodedata
 
 import orjson
+import pytest
 from confluent_kafka import Producer
 
 from recurrence_ledger.runtime.unicode_pin import CHANGELOG_KEY, recorded_versions
@@ -39,6 +40,7 @@ def fake_pin(bootstrap: str, topic: str, partitions: int, version: str) -> None:
 cli = functools.partial(run_cli, columns=400)
 
 
+@pytest.mark.slow
 def test_a_runtime_with_another_unicode_version_refuses_to_start(topic_prefix, bootstrap, tmp_path):
     journal, _ = case("minimum_case")
     harness.prepare(bootstrap, topic_prefix, partitions=2)

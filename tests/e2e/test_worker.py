@@ -73,6 +73,7 @@ def test_two_workers_over_four_partitions_equal_one_process(topic_prefix, bootst
     assert all("assigned partitions" in log.read_text() for log in logs)
 
 
+@pytest.mark.slow
 def test_sigkill_mid_journal_loses_and_duplicates_nothing(topic_prefix, bootstrap, redis_url, tmp_path, record_property):
     journal = write_journal(
         tmp_path / "journal.jsonl",

@@ -145,6 +145,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("registry"))
         elif services and _shares_a_service_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    # The long tests first (a stable sort: the rest keep their order):
+    # pytest-xdist hands out groups by size, then single tests in this
+    # order, so no worker picks up a two-minute test near the end.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     if hasattr(config, "workerinput") and config.getoption("loadgroup", False):  # a worker has dist "no", loadgroup set
         _write_groups(config, items)
     if strays:
