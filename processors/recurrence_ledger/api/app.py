@@ -166,6 +166,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
+        await reader.aclose()
         reader.close()
         if publisher is not None:
             publisher.close()

@@ -16,6 +16,7 @@ revisions hash (``GET /scopes/{scope}/revisions``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ import redis
 
 from recurrence_ledger.ledger.fields import figure_fields
 from recurrence_ledger.ledger.statistics import rank_key
-from recurrence_ledger.read.connect import redis_client
+from recurrence_ledger.read.connect import AsyncClusterClient, AsyncSingleClient, async_redis_client, redis_client
 from recurrence_ledger.redact import redact_url
 from recurrence_ledger.read.keys import Keys
 
@@ -181,13 +182,32 @@ class ViewReader:
         self.namespace = namespace
         self.keys = Keys(namespace)
         self.where = redact_url(url)
-        self._client = redis_client(url, ca_file=ca_file, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        self._options = {"ca_file": ca_file, "socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout}
+        self._url = url
+        self._client = redis_client(url, **self._options)
+        self._async: tuple[asyncio.AbstractEventLoop, AsyncSingleClient | AsyncClusterClient] | None = None
 
     @property
     def client(self) -> redis.Redis:
         """The reader's redis-py client: the API's read models
         (``recurrence_ledger.read.history.ReadModels``) share its pool."""
         return self._client
+
+    def async_client(self) -> AsyncSingleClient | AsyncClusterClient:
+        """The reader's ``redis.asyncio`` client for the running event loop
+        (``recurrence_ledger.read.connect.async_redis_client``, the same URL
+        and timeouts), made on the loop's first use: a client's connections
+        belong to one loop. Call from a coroutine."""
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async[0] is not loop:
+            self._async = (loop, async_redis_client(self._url, **self._options))
+        return self._async[1]
+
+    async def aclose(self) -> None:
+        """Close the ``redis.asyncio`` client's connections (those of the running loop)."""
+        if self._async is not None and self._async[0] is asyncio.get_running_loop():
+            await self._async[1].aclose()
+        self._async = None
 
     def ping(self) -> bool:
         """True when Redis answers PING."""
