@@ -79,7 +79,7 @@ def register(app: FastAPI, reader: ViewReader) -> None:
             detail = f"at most {MAX_ADVISORY_REFS} artifact_refs per request, not {len(body.artifact_refs)}: split the request"
             return JSONResponse({"detail": detail}, status_code=422)
         refs = body.model_dump()["artifact_refs"]
-        found = await read_advisory(reader.async_client(), reader.keys, body.scope_id, refs)
+        found = await reader.bounded(read_advisory(reader.async_client(), reader.keys, body.scope_id, refs))
         payload = shape({
             "scope_id": found.scope_id, "known": found.known, "as_of_position": found.as_of_position, "advisories": found.advisories,
         })
