@@ -14,6 +14,18 @@ a body that is no ``AdvisoryRequest``, 422 for more than 64 refs, 413 for
 a body over ``recurrence_ledger.api.limits.MAX_ADVISORY_BODY`` bytes. An
 unknown scope is an answer, not a 404: its refs are all unknown (a recall
 goes on either way). It writes nothing: recall stays write-free.
+
+It is asked once per recall, so it is served for little CPU
+(BENCHMARKS.md, advisory benchmark): a coroutine on the event loop, its
+two Redis round trips awaited through ``redis.asyncio``
+(``ViewReader.async_client``, bounded as a whole by ``ViewReader.bounded``)
+— no hand-off to a worker thread, and one request's wait on Redis
+overlaps another's work; its body parsed and validated in one pydantic
+step rather than FastAPI's generic body path (:class:`AdvisoryRoute`);
+each stored row parsed, and each known revision's advisory written, once
+per distinct stored bytes (``recurrence_ledger.read.advisory``); the
+answer written by orjson in the shape of ``Advisories``
+(``recurrence_ledger.api.bodies.shaper``), byte for byte the model's.
 """
 
 from __future__ import annotations
