@@ -140,12 +140,16 @@ def kafka_environment() -> dict[str, str]:
 QUIET_LOGGERS = ("httpx", "httpcore")
 
 
-def configure_logging() -> None:
+def configure_logging(process: str | None = None) -> None:
     """Log to stderr at ``RL_LOG_LEVEL`` (``Settings.log_level``) as
-    ``time level logger: message``, with :data:`QUIET_LOGGERS` at WARNING;
-    for the long-running commands (worker, view follower)."""
+    ``time level logger: message`` — ``time level logger [process N]:
+    message`` in worker process ``process`` of a ``worker --processes``
+    supervisor, whose processes share one stderr — with
+    :data:`QUIET_LOGGERS` at WARNING; for the long-running commands
+    (worker, view follower)."""
     import logging
 
-    logging.basicConfig(level=settings().log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    where = f" [process {process}]" if process is not None else ""
+    logging.basicConfig(level=settings().log_level, format=f"%(asctime)s %(levelname)s %(name)s{where}: %(message)s")
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -81,7 +81,9 @@ def test_sigterm_stops_every_worker_process(topic_prefix, bootstrap, tmp_path):
     harness.publish(bootstrap, journal, prefix)
     log = tmp_path / "supervisor.log"
     supervisor = harness.start_worker(bootstrap, prefix, log, instance="sup", idle_exit=None, extra=("--processes", "2"))
-    harness.wait_until(lambda: log.read_text().count("assigned partitions") >= 2, 90, "both worker processes assigned")
+    # The two processes share the supervisor's stderr: each line names its process.
+    harness.wait_until(lambda: set(re.findall(r"recurrence_ledger.worker \[process (\d)\]: assigned partitions", log.read_text())) == {"0", "1"},
+                       90, "both worker processes assigned")
     supervisor.send_signal(signal.SIGTERM)
     assert harness.wait_exit(supervisor, 60, log) == 0
     pids = [pid for started in started_pids(log.read_text()).values() for pid in started]

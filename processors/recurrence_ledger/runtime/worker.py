@@ -555,7 +555,7 @@ def run_worker(config: WorkerConfig, companion: Companion | None = None) -> None
     batch run gives up waiting for its group, and UnicodeVersionChanged when
     an assigned partition's state was built on another Unicode version
     (before any of its records is processed)."""
-    configure_logging()
+    configure_logging(config.process)
     partitions = prepare_topics(config)
     worker = LedgerWorker(config)
     worker.metrics.watch_gc()
