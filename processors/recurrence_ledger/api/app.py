@@ -166,6 +166,7 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
+        await reader.aclose()
         reader.close()
         if publisher is not None:
             publisher.close()
@@ -207,11 +208,13 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             allow_credentials=False,  # the token is a header the page sends, never a cookie
             max_age=600,
         )
+    # The advisory first: a request is matched against the routes in order,
+    # and POST /advisories is the one called hundreds of times a second.
+    advisories.register(app, reader)
     app.include_router(history.router(models, settings.topic_prefix))
     app.include_router(review.router(models, publisher))
     scopes.register(app, reader, models)
     revisions.register(app, reader)
-    advisories.register(app, reader)
     service.register(app, reader, settings.redis_url, token)
     holdout.register(app)
     patterns.register(app, PatternView(reader.client, settings.resolved_namespace))

@@ -1,7 +1,8 @@
 """The parameters every route of the operator API shares: the bounds of
 its paged endpoints, the ``If-None-Match`` header, the scope id in a path,
-and :func:`known_query_only`, the dependency that makes an undeclared query
-parameter a 400 on every route.
+:func:`known_query_only`, the dependency that makes an undeclared query
+parameter a 400 on every route, and :func:`model_body`, a JSON request
+body read as FastAPI reads it, for less CPU.
 
 Bounds: every response is bounded whatever the view holds, and an offset
 above :data:`MAX_OFFSET` is a client's error (400), not an empty page.
@@ -9,10 +10,13 @@ above :data:`MAX_OFFSET` is a client's error (400), not an empty page.
 
 from __future__ import annotations
 
-from typing import Annotated
+import email.message
+import json
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Header, Path, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 
 from recurrence_ledger.ledger.models import MAX_ID_LENGTH
 
@@ -34,6 +38,8 @@ MAX_QUEUE_LIMIT = 200
 MAX_OFFSET = 1_000_000
 #: Largest position (Avro long).
 MAX_POSITION = 2**63 - 1
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 IfNoneMatch = Annotated[str | None, Header(description="An ETag from an earlier response: 304 when unchanged.")]
 #: A scope id in a path: no longer than a scope id can be (ledger.models.MAX_ID_LENGTH), so
@@ -68,3 +74,46 @@ async def known_query_only(request: Request) -> None:
         raise RequestValidationError(
             [{"loc": ("query", name), "msg": f"unknown query parameter {name!r}; {takes}", "type": "unknown_parameter"} for name in unknown]
         )
+
+
+async def model_body(request: Request, model: type[ModelT]) -> ModelT:
+    """The request's JSON body as ``model``, as FastAPI's body parameter
+    gives it — the same bodies taken, the same RequestValidationError
+    (locations under ``body``: a 400) for the others — at a fraction of its
+    CPU: a body with a JSON content type is parsed and validated in one
+    step by pydantic (``model_validate_json``); any other, and one that
+    step refuses, goes through FastAPI's own steps (``json.loads`` when
+    the content type is JSON, then the model), which decide the answer and
+    word its errors."""
+    raw = await request.body()
+    json_type = _is_json(request.headers.get("content-type"))
+    if raw and json_type:
+        try:
+            return model.model_validate_json(raw)
+        except ValidationError:
+            pass  # FastAPI's steps below decide and word it
+    if not raw:
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    value: Any = raw
+    if json_type:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise RequestValidationError(
+                [{"type": "json_invalid", "loc": ("body", error.pos), "msg": "JSON decode error", "input": {}, "ctx": {"error": error.msg}}]
+            ) from None
+    try:
+        return model.model_validate(value, from_attributes=True)
+    except ValidationError as error:
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in error.errors()]) from None
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether FastAPI reads a body of ``content_type`` as JSON
+    (``application/json`` or ``application/…+json``; none: no)."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))

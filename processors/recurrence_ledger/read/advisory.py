@@ -26,14 +26,17 @@ whether a revision without a review candidate is still its artifact's head
 (the heads are ledger state, contract §3; a revision is known superseded
 here only through a ReviewStatus ``superseded`` with its ``fix_revision``).
 
-Two pipelined round trips, every command in the scope's or the
-namespace's Redis Cluster slot (:func:`read_advisory`).
+Two pipelined round trips on the API's event loop (``redis.asyncio``),
+every command in the scope's or the namespace's Redis Cluster slot
+(:func:`read_advisory`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
+from typing import TypeVar
 
 import orjson
 import redis
@@ -41,11 +44,21 @@ import redis
 from recurrence_ledger.ledger.fields import field_catalogue
 from recurrence_ledger.ledger.records import UnknownReasons
 from recurrence_ledger.ledger.streaks import review_candidate_id
+from recurrence_ledger.read.connect import AsyncClusterClient, AsyncSingleClient
 from recurrence_ledger.read.keys import Keys
 from recurrence_ledger.read.projection import revision_member
 
 #: Most artifact refs one advisory request may ask about.
 MAX_ADVISORY_REFS = 64
+
+#: Candidate ids kept computed (:func:`candidate_ids`): an id is a digest
+#: of its scope, revision, signature key and run, the same every time.
+CANDIDATE_ID_CACHE = 16384
+#: Stored RevisionStatistics rows kept parsed (:func:`stored_row`), and
+#: advisories of known revisions kept written (:func:`advisory_json`).
+ROW_CACHE = 4096
+
+T = TypeVar("T")
 
 #: The unknown reasons that make a binding suspect (contract §17), with
 #: their titles (``check not run``, …), from the record's field catalogue.
@@ -58,62 +71,127 @@ SUSPECT_REASON_TITLES: dict[str, str] = {
 class ScopeAdvisory:
     """The advisory of one request: ``scope_id``; ``as_of_position`` of the
     scope's hash (None when the view does not hold the scope: ``known``
-    false); ``advisories`` one dict per asked ref, in the order asked
-    (:func:`advise_ref`)."""
+    false); ``advisories`` one per asked ref, in the order asked: its
+    :func:`advise_ref` dict, or that dict's JSON (an ``orjson.Fragment``,
+    which ``orjson.dumps`` writes as it is: :func:`advisory_json`)."""
 
     scope_id: str
     known: bool
     as_of_position: int | None
-    advisories: list[dict]
+    advisories: list[dict | orjson.Fragment]
 
 
-def read_advisory(client: redis.Redis, keys: Keys, scope_id: str, refs: list[dict]) -> ScopeAdvisory:
+async def read_advisory(client: AsyncSingleClient | AsyncClusterClient, keys: Keys, scope_id: str, refs: list[dict]) -> ScopeAdvisory:
     """The advisory of ``refs`` (ArtifactRef dicts, at most
-    :data:`MAX_ADVISORY_REFS` — the caller bounds them) in ``scope_id``.
-    Two pipelined round trips, plain pipelines (no MULTI: every value read
-    is one the ledger published whole, and an advisory is a hint read at
-    one moment): the scope's position and the asked rows (the scope's
-    slot), then — only when a row names a run reaching the review threshold
-    — the candidates' ReviewStatus rows (the namespace's slot) and whether
-    the scope's review read model holds each candidate (its ``t:`` field,
-    the scope's slot). Raises ``redis.RedisError`` when Redis does not
+    :data:`MAX_ADVISORY_REFS` — the caller bounds them) in ``scope_id``,
+    read through ``client`` (``recurrence_ledger.read.reader.ViewReader.async_client``);
+    its ``advisories`` are written JSON (:func:`advisory_json`). Two
+    pipelined round trips, plain pipelines (no MULTI: every value read is
+    one the ledger published whole, and an advisory is a hint read at one
+    moment): the scope's position and the asked rows (the scope's slot),
+    then — only when a row names a run reaching the review threshold — the
+    candidates' ReviewStatus rows (the namespace's slot) and whether the
+    scope's review read model holds each candidate (its ``t:`` field, the
+    scope's slot). Raises ``redis.RedisError`` when Redis does not
     answer."""
     members = [revision_member(ref) for ref in refs]
-    pipe = client.pipeline(transaction=False)
+    pipe = await client.pipeline()
     pipe.hget(keys.scope(scope_id), "as_of_position")
     if members:
         pipe.hmget(keys.revisions(scope_id), members)
-    results = pipe.execute()
+    results = await pipe.execute()
     as_of = results[0]
-    rows = [orjson.loads(raw) if raw is not None else None for raw in results[1]] if members else []
-    found = newest_candidates(client, keys, scope_id, list(zip(refs, rows, strict=True)))
-    advisories = [advise_ref(ref, row, status) for ref, row, status in zip(refs, rows, found, strict=True)]
+    stored = results[1] if members else []
+    candidates, every = candidate_ids(scope_id, [(ref, stored_row(raw) if raw is not None else None) for ref, raw in zip(refs, stored, strict=True)])
+    held: dict[str, tuple[str, bytes | None]] = {}
+    if every:
+        pipe = await client.pipeline()
+        pipe.hmget(keys.review_status, every)
+        pipe.hmget(keys.review_state(scope_id), [f"t:{cid}" for cid in every])
+        raw_statuses, applied = await pipe.execute()
+        held = {cid: (cid, raw) for cid, raw, known in zip(every, raw_statuses, applied, strict=True) if raw is not None or known is not None}
+    advisories = [
+        advisory_json(ref["family"], ref["artifact_id"], ref["revision"], raw, status) if raw is not None else advise_ref(ref, None, None)
+        for ref, raw, status in zip(refs, stored, newest_of(candidates, held), strict=True)
+    ]
     return ScopeAdvisory(scope_id=scope_id, known=as_of is not None, as_of_position=int(as_of) if as_of is not None else None, advisories=advisories)
+
+
+@functools.lru_cache(maxsize=ROW_CACHE)
+def stored_row(raw: bytes) -> dict:
+    """The RevisionStatistics row stored as ``raw`` (canonical JSON),
+    parsed once per distinct bytes (the ledger validated it before it
+    published it, contract §8). Shared: never to be changed."""
+    return orjson.loads(raw)
+
+
+@functools.lru_cache(maxsize=ROW_CACHE)
+def advisory_json(family: str, artifact_id: str, revision: int, raw_row: bytes, status: tuple[str, bytes | None] | None) -> orjson.Fragment:
+    """The advisory of one ref (:func:`advise_ref`) written as JSON, once
+    per distinct stored row (``raw_row``) and ReviewStatus of its newest
+    candidate (``status``: the candidate id and its stored ReviewStatus,
+    None for one published without a ReviewStatus yet; None without a
+    candidate): an advisory is a function of them alone."""
+    ref = {"family": family, "artifact_id": artifact_id, "revision": revision}
+    return orjson.Fragment(orjson.dumps(advise_ref(ref, stored_row(raw_row), review_status(*status) if status is not None else None)))
 
 
 def newest_candidates(client: redis.Redis, keys: Keys, scope_id: str, revisions: list[tuple[dict, dict | None]]) -> list[dict | None]:
     """For each ``(ArtifactRef, RevisionStatistics row or None)``, the
     ReviewStatus of the revision's newest review candidate the read models
     hold (a candidate published without a ReviewStatus yet: ``open``), or
-    None. The candidates are those of the runs the row names
-    (``runs_reaching_threshold``), by the ledger's candidate id (contract
-    §8); one pipelined round trip, only when a row names a run."""
-    candidates: list[list[str]] = []
-    for ref, row in revisions:
-        runs = row.get("runs_reaching_threshold", ()) if row is not None else ()
-        candidates.append([review_candidate_id(scope_id, _ref(ref), row["signature_key"], run) for run in runs] if runs else [])
-    every = sorted({cid for cids in candidates for cid in cids})
+    None (:func:`candidate_ids`, :func:`review_statuses`,
+    :func:`newest_of`); one pipelined round trip, only when a row names a
+    run."""
+    candidates, every = candidate_ids(scope_id, revisions)
     statuses: dict[str, dict] = {}
     if every:
         pipe = client.pipeline(transaction=False)
         pipe.hmget(keys.review_status, every)
         pipe.hmget(keys.review_state(scope_id), [f"t:{cid}" for cid in every])
-        raw_statuses, applied = pipe.execute()
-        for cid, raw, known in zip(every, raw_statuses, applied, strict=True):
-            if raw is not None:
-                statuses[cid] = orjson.loads(raw)
-            elif known is not None:  # published, no ReviewStatus applied yet: open (contract §18)
-                statuses[cid] = {"candidate_id": cid, "status": "open", "decision": None, "fix_revision": None, "repair": None}
+        statuses = review_statuses(every, *pipe.execute())
+    return newest_of(candidates, statuses)
+
+
+def candidate_ids(scope_id: str, revisions: list[tuple[dict, dict | None]]) -> tuple[list[list[str]], list[str]]:
+    """For each ``(ArtifactRef, RevisionStatistics row or None)``, the ids
+    of the review candidates of the runs the row names
+    (``runs_reaching_threshold``), oldest run first, by the ledger's
+    candidate id (contract §8); and every id among them, sorted."""
+    candidates: list[list[str]] = []
+    for ref, row in revisions:
+        runs = row.get("runs_reaching_threshold", ()) if row is not None else ()
+        candidates.append([_candidate_id(scope_id, ref["family"], ref["artifact_id"], ref["revision"], row["signature_key"], run) for run in runs]
+                          if runs else [])
+    return candidates, sorted({cid for cids in candidates for cid in cids})
+
+
+@functools.lru_cache(maxsize=CANDIDATE_ID_CACHE)
+def _candidate_id(scope_id: str, family: str, artifact_id: str, revision: int, signature_key: str, run: int | None) -> str:
+    return review_candidate_id(scope_id, {"family": family, "artifact_id": artifact_id, "revision": revision}, signature_key, run)
+
+
+def review_statuses(every: list[str], raw_statuses: list[bytes | None], applied: list[bytes | None]) -> dict[str, dict]:
+    """The ReviewStatus of each candidate id of ``every`` the read models
+    hold (:func:`review_status`), from its stored ReviewStatus row
+    (``raw_statuses``) or, without one, its ``t:`` field in the scope's
+    review read model (``applied``)."""
+    return {cid: review_status(cid, raw) for cid, raw, known in zip(every, raw_statuses, applied, strict=True) if raw is not None or known is not None}
+
+
+def review_status(candidate_id: str, raw: bytes | None) -> dict:
+    """The ReviewStatus of a candidate the read models hold: its stored
+    row ``raw``, or — None: published, no ReviewStatus applied yet — an
+    ``open`` one (contract §18)."""
+    if raw is not None:
+        return orjson.loads(raw)
+    return {"candidate_id": candidate_id, "status": "open", "decision": None, "fix_revision": None, "repair": None}
+
+
+def newest_of(candidates: list[list[str]], statuses: dict[str, T]) -> list[T | None]:
+    """For each revision's candidate ids (:func:`candidate_ids`), the
+    status of its newest candidate with one (``statuses``:
+    :func:`review_statuses`, or what identifies them), or None."""
     found = []
     for cids in candidates:
         known = [statuses[cid] for cid in cids if cid in statuses]

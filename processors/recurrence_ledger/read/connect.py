@@ -25,6 +25,10 @@ is made by :func:`redis_client` from a redis-py URL:
   ``RedisCluster`` asks a node for the slots when it is created), so that
   making one never connects, as for a single Redis.
 
+:func:`async_redis_client` makes the ``redis.asyncio`` twin of the same
+URL and options (a ``redis.asyncio.RedisCluster`` for Redis Cluster), for
+a read the API awaits on its event loop (``POST /advisories``).
+
 A URL is shown to people only through
 ``recurrence_ledger.redact.redact_url`` (the password, and any ``password``
 / ``ssl_password`` query value, become ``***``), and a Redis error only
@@ -33,6 +37,7 @@ through :func:`describe_error`.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import Callable
@@ -40,6 +45,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import redis
+import redis.asyncio
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import ClusterNode, RedisCluster
 from redis.commands.core import Script
 from redis.connection import Encoder
@@ -157,18 +165,7 @@ def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> r
     TCP and ``unix://`` URLs. Never connects. Raises ValueError for a URL
     redis-py does not take or a CA file that is not a readable file (the
     message names the file, never the URL's secrets)."""
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme not in ("redis", "rediss", "unix", *CLUSTER_SCHEMES):
-        raise ValueError("the Redis URL must start with redis://, rediss://, unix://, redis+cluster:// or rediss+cluster://")
-    base = CLUSTER_SCHEMES.get(scheme, scheme)
-    if base == "rediss":
-        query = dict(parse_qsl(urlsplit(url).query))
-        ca = query.get("ssl_ca_certs") or (str(ca_file) if ca_file else None)
-        if ca is not None:
-            if not Path(ca).is_file():
-                raise ValueError(f"the Redis CA file {ca} does not exist or is not a file")
-            options.setdefault("ssl_ca_certs", ca)
-        options.setdefault("ssl_check_hostname", True)
+    scheme, base, options = _checked_options(url, ca_file, options)
     if scheme in CLUSTER_SCHEMES:
         return _cluster_client(url, base, options)
     try:
@@ -181,6 +178,94 @@ def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> r
                 "percent-encoded (%2F %40 %3A %3F %23)"
             ) from None
         raise
+
+
+def _checked_options(url: str, ca_file: str | Path | None, options: dict) -> tuple[str, str, dict]:
+    """``url``'s scheme, the single-Redis scheme it stands for, and
+    ``options`` with the TLS ones :func:`redis_client` adds (ValueError for
+    an unknown scheme or a CA file that is no file)."""
+    options = dict(options)
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("redis", "rediss", "unix", *CLUSTER_SCHEMES):
+        raise ValueError("the Redis URL must start with redis://, rediss://, unix://, redis+cluster:// or rediss+cluster://")
+    base = CLUSTER_SCHEMES.get(scheme, scheme)
+    if base == "rediss":
+        query = dict(parse_qsl(urlsplit(url).query))
+        ca = query.get("ssl_ca_certs") or (str(ca_file) if ca_file else None)
+        if ca is not None:
+            if not Path(ca).is_file():
+                raise ValueError(f"the Redis CA file {ca} does not exist or is not a file")
+            options.setdefault("ssl_ca_certs", ca)
+        options.setdefault("ssl_check_hostname", True)
+    return scheme, base, options
+
+
+class AsyncClusterClient:
+    """A ``redis.asyncio.RedisCluster`` made on first use, like
+    :class:`ClusterClient`: :meth:`pipeline` is the real client's, made
+    (connecting) when it was not yet, and failing to reach any node raises
+    ``redis.exceptions.ConnectionError``. For one event loop."""
+
+    def __init__(self, sync: ClusterClient):
+        self._sync = sync
+        self._client: AsyncRedisCluster | None = None
+        self._lock = asyncio.Lock()
+
+    async def real(self) -> AsyncRedisCluster:
+        """The ``redis.asyncio.RedisCluster``, made and initialized now when it was not yet."""
+        if self._client is not None:
+            return self._client
+        async with self._lock:
+            if self._client is not None:
+                return self._client
+            nodes = [AsyncClusterNode(node.host, node.port) for node in self._sync.startup_nodes]
+            client = AsyncRedisCluster.from_url(self._sync.first_url, startup_nodes=nodes, **self._sync.options)
+            try:
+                await client.initialize()
+            except RedisClusterException as error:
+                await client.aclose()
+                raise redis.exceptions.ConnectionError(scrub(str(error), self._sync._url)) from None
+            self._client = client
+            return client
+
+    async def pipeline(self):  # noqa: ANN201 - a redis.asyncio.cluster.ClusterPipeline
+        """A pipeline of the real client (no MULTI: Redis Cluster has none across slots)."""
+        return (await self.real()).pipeline()
+
+    async def aclose(self) -> None:
+        """Close the real client's connections, when it was made."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+class AsyncSingleClient:
+    """A ``redis.asyncio.Redis`` with the interface of :class:`AsyncClusterClient`:
+    :meth:`pipeline` (plain, no MULTI) and :meth:`aclose`."""
+
+    def __init__(self, client: redis.asyncio.Redis):
+        self.client = client
+
+    async def pipeline(self):  # noqa: ANN201 - a redis.asyncio.client.Pipeline
+        """A plain pipeline (no MULTI)."""
+        return self.client.pipeline(transaction=False)
+
+    async def aclose(self) -> None:
+        """Close the client's connections."""
+        await self.client.aclose()
+
+
+def async_redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> AsyncSingleClient | AsyncClusterClient:
+    """The ``redis.asyncio`` client of ``url`` with ``options``, as
+    :func:`redis_client` makes the blocking one (the same URL schemes, TLS
+    and CA file, the same ValueErrors): an :class:`AsyncSingleClient` or,
+    for Redis Cluster, an :class:`AsyncClusterClient`. Never connects. Its
+    connections belong to the event loop that first uses them."""
+    sync = redis_client(url, ca_file=ca_file, **options)
+    if isinstance(sync, ClusterClient):
+        return AsyncClusterClient(sync)
+    sync.close()
+    return AsyncSingleClient(redis.asyncio.Redis.from_url(url, **_checked_options(url, ca_file, options)[2]))
 
 
 def describe_error(error: BaseException, url: str | None = None) -> str:

@@ -16,19 +16,23 @@ revisions hash (``GET /scopes/{scope}/revisions``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 import redis
 
 from recurrence_ledger.ledger.fields import figure_fields
 from recurrence_ledger.ledger.statistics import rank_key
-from recurrence_ledger.read.connect import redis_client
+from recurrence_ledger.read.connect import AsyncClusterClient, AsyncSingleClient, async_redis_client, redis_client
 from recurrence_ledger.redact import redact_url
 from recurrence_ledger.read.keys import Keys
+
+T = TypeVar("T")
 
 #: Seconds for connect and for each Redis reply: a dashboard must see an
 #: outage quickly rather than hang.
@@ -181,13 +185,45 @@ class ViewReader:
         self.namespace = namespace
         self.keys = Keys(namespace)
         self.where = redact_url(url)
+        self.timeout_s = socket_timeout
+        self._url, self._ca_file = url, ca_file
         self._client = redis_client(url, ca_file=ca_file, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        self._async: tuple[asyncio.AbstractEventLoop, AsyncSingleClient | AsyncClusterClient] | None = None
 
     @property
     def client(self) -> redis.Redis:
         """The reader's redis-py client: the API's read models
         (``recurrence_ledger.read.history.ReadModels``) share its pool."""
         return self._client
+
+    def async_client(self) -> AsyncSingleClient | AsyncClusterClient:
+        """The reader's ``redis.asyncio`` client for the running event loop
+        (``recurrence_ledger.read.connect.async_redis_client``, the same URL
+        and connect timeout), made on the loop's first use: a client's
+        connections belong to one loop. It sets no timeout per reply (one
+        costs a task or a timer per command): bound each read as a whole
+        with :meth:`bounded`. Call from a coroutine."""
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async[0] is not loop:
+            self._async = (loop, async_redis_client(self._url, ca_file=self._ca_file, socket_connect_timeout=self.timeout_s))
+        return self._async[1]
+
+    async def bounded(self, read: Awaitable[T]) -> T:
+        """What ``read`` (through :meth:`async_client`) returns, if it
+        does within ``timeout_s`` seconds, the reader's timeout per reply;
+        else ``redis.exceptions.TimeoutError`` (its connection is dropped,
+        as redis-py drops one whose read is cancelled)."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await read
+        except TimeoutError:
+            raise redis.exceptions.TimeoutError(f"Redis did not answer within {self.timeout_s:g} s ({self.where})") from None
+
+    async def aclose(self) -> None:
+        """Close the ``redis.asyncio`` client's connections (those of the running loop)."""
+        if self._async is not None and self._async[0] is asyncio.get_running_loop():
+            await self._async[1].aclose()
+        self._async = None
 
     def ping(self) -> bool:
         """True when Redis answers PING."""
