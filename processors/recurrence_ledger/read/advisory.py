@@ -106,10 +106,8 @@ async def read_advisory(client: AsyncSingleClient | AsyncClusterClient, keys: Ke
     held: dict[str, tuple[str, bytes | None]] = {}
     if every:
         pipe = await client.pipeline()
-        pipe.hmget(keys.review_status, every)
-        pipe.hmget(keys.review_state(scope_id), [f"t:{cid}" for cid in every])
-        raw_statuses, applied = await pipe.execute()
-        held = {cid: (cid, raw) for cid, raw, known in zip(every, raw_statuses, applied, strict=True) if raw is not None or known is not None}
+        read_candidates(pipe, keys, scope_id, every)
+        held = {cid: (cid, raw) for cid, raw in held_statuses(every, *await pipe.execute()).items()}
     advisories = [
         advisory_json(ref["family"], ref["artifact_id"], ref["revision"], raw, status) if raw is not None else advise_ref(ref, None, None)
         for ref, raw, status in zip(refs, stored, newest_of(candidates, held), strict=True)
@@ -140,16 +138,15 @@ def newest_candidates(client: redis.Redis, keys: Keys, scope_id: str, revisions:
     """For each ``(ArtifactRef, RevisionStatistics row or None)``, the
     ReviewStatus of the revision's newest review candidate the read models
     hold (a candidate published without a ReviewStatus yet: ``open``), or
-    None (:func:`candidate_ids`, :func:`review_statuses`,
+    None (:func:`candidate_ids`, :func:`held_statuses`,
     :func:`newest_of`); one pipelined round trip, only when a row names a
     run."""
     candidates, every = candidate_ids(scope_id, revisions)
     statuses: dict[str, dict] = {}
     if every:
         pipe = client.pipeline(transaction=False)
-        pipe.hmget(keys.review_status, every)
-        pipe.hmget(keys.review_state(scope_id), [f"t:{cid}" for cid in every])
-        statuses = review_statuses(every, *pipe.execute())
+        read_candidates(pipe, keys, scope_id, every)
+        statuses = {cid: review_status(cid, raw) for cid, raw in held_statuses(every, *pipe.execute()).items()}
     return newest_of(candidates, statuses)
 
 
@@ -171,12 +168,21 @@ def _candidate_id(scope_id: str, family: str, artifact_id: str, revision: int, s
     return review_candidate_id(scope_id, {"family": family, "artifact_id": artifact_id, "revision": revision}, signature_key, run)
 
 
-def review_statuses(every: list[str], raw_statuses: list[bytes | None], applied: list[bytes | None]) -> dict[str, dict]:
-    """The ReviewStatus of each candidate id of ``every`` the read models
-    hold (:func:`review_status`), from its stored ReviewStatus row
-    (``raw_statuses``) or, without one, its ``t:`` field in the scope's
-    review read model (``applied``)."""
-    return {cid: review_status(cid, raw) for cid, raw, known in zip(every, raw_statuses, applied, strict=True) if raw is not None or known is not None}
+def read_candidates(pipe, keys: Keys, scope_id: str, every: list[str]) -> None:  # noqa: ANN001 - a redis-py pipeline, blocking or asyncio
+    """Queue on ``pipe`` the two reads :func:`held_statuses` takes, for
+    the candidate ids ``every`` of ``scope_id``: their ReviewStatus rows
+    (the namespace's slot), then their ``t:`` fields in the scope's review
+    read model (the scope's slot)."""
+    pipe.hmget(keys.review_status, every)
+    pipe.hmget(keys.review_state(scope_id), [f"t:{cid}" for cid in every])
+
+
+def held_statuses(every: list[str], raw_statuses: list[bytes | None], applied: list[bytes | None]) -> dict[str, bytes | None]:
+    """Each candidate id of ``every`` the read models hold → its stored
+    ReviewStatus row (``raw_statuses``), or None when it has none but its
+    ``t:`` field in the scope's review read model (``applied``) says it
+    was published (:func:`review_status` reads either)."""
+    return {cid: raw for cid, raw, known in zip(every, raw_statuses, applied, strict=True) if raw is not None or known is not None}
 
 
 def review_status(candidate_id: str, raw: bytes | None) -> dict:
@@ -191,7 +197,7 @@ def review_status(candidate_id: str, raw: bytes | None) -> dict:
 def newest_of(candidates: list[list[str]], statuses: dict[str, T]) -> list[T | None]:
     """For each revision's candidate ids (:func:`candidate_ids`), the
     status of its newest candidate with one (``statuses``:
-    :func:`review_statuses`, or what identifies them), or None."""
+    what :func:`held_statuses` gives, or what is derived from it), or None."""
     found = []
     for cids in candidates:
         known = [statuses[cid] for cid in cids if cid in statuses]
