@@ -168,8 +168,14 @@ def redis_client(url: str, *, ca_file: str | Path | None = None, **options) -> r
     scheme, base, options = _checked_options(url, ca_file, options)
     if scheme in CLUSTER_SCHEMES:
         return _cluster_client(url, base, options)
+    return _from_url(redis.Redis.from_url, url, options)
+
+
+def _from_url(from_url: Callable, url: str, options: dict):  # noqa: ANN202 - redis.Redis or redis.asyncio.Redis
+    """``from_url(url, **options)`` (a single Redis, blocking or asyncio),
+    its ValueError worded without the URL's secrets."""
     try:
-        return redis.Redis.from_url(url, **options)
+        return from_url(url, **options)
     except ValueError:
         if split_userinfo(url)[1] is not None:
             # redis-py's message may quote a piece of a password it took for a port.
@@ -261,11 +267,10 @@ def async_redis_client(url: str, *, ca_file: str | Path | None = None, **options
     and CA file, the same ValueErrors): an :class:`AsyncSingleClient` or,
     for Redis Cluster, an :class:`AsyncClusterClient`. Never connects. Its
     connections belong to the event loop that first uses them."""
-    sync = redis_client(url, ca_file=ca_file, **options)
-    if isinstance(sync, ClusterClient):
-        return AsyncClusterClient(sync)
-    sync.close()
-    return AsyncSingleClient(redis.asyncio.Redis.from_url(url, **_checked_options(url, ca_file, options)[2]))
+    scheme, base, options = _checked_options(url, ca_file, options)
+    if scheme in CLUSTER_SCHEMES:
+        return AsyncClusterClient(_cluster_client(url, base, options))
+    return AsyncSingleClient(_from_url(redis.asyncio.Redis.from_url, url, options))
 
 
 def describe_error(error: BaseException, url: str | None = None) -> str:
