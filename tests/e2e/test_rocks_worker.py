@@ -10,6 +10,7 @@ to the state the changelog holds — never wrong or lost state."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -178,7 +179,11 @@ def test_a_full_disk_under_the_state_dir_stops_the_worker_and_a_restart_restores
         run_to_idle(bootstrap, prefix, log, state_dir)
         worker = start(bootstrap, prefix, log, state_dir, idle_exit=None)
         before = len(log.read_text())
-        harness.wait_until(lambda: log.read_text()[before:].count(" restored: ") == PARTITIONS, 60, "the stores' restore")
+        # Both stages' stores restored (the scope stage's "partition N restored", the
+        # pattern stage's "pattern task N ready") before the disk fills: the write that
+        # fails must be the checkpoint's, never a restore's.
+        harness.wait_until(lambda: log.read_text()[before:].count(" restored: ") == PARTITIONS
+                           and len(re.findall(r"pattern task \d+ ready: ", log.read_text()[before:])) == PARTITIONS, 60, "the stores' restore")
         filler = state_dir / "filler"
         with open(filler, "wb") as handle:
             try:
