@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 
 from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.config import LedgerConfig
-from recurrence_ledger.kafka.kafka_admin import admin_client, create_topics, topic_identity
+from recurrence_ledger.kafka.kafka_admin import admin_client, create_topics, topic_identity, wait_for_topics
 from recurrence_ledger.store.rocksdb import open_store
 from recurrence_ledger.workload import Workload, generate_journal
 from recurrence_ledger.kafka.kafka_io import export_topic, publish_journal, read_raw
@@ -401,3 +401,4 @@ def recreate_changelog(bootstrap: str, prefix: str, partitions: int, stage: str 
         return True
 
     wait_until(create, 60, "the changelog's creation")
+    wait_for_topics(admin, [topic])

@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from recurrence_ledger import catalogue, client
+from recurrence_ledger.kafka.kafka_admin import wait_for_topics
 from recurrence_ledger.serde.registry import RegistryCodec, RegistrySettings, delete_subjects, subject
 from recurrence_ledger.serde.wire import SCHEMA_IDS
 from tests.e2e import harness
@@ -128,6 +129,7 @@ def test_a_record_the_broker_refuses_is_raised_by_flush(bootstrap, topic_prefix)
     source = harness.physical(topic_prefix, catalogue.SOURCE_JOURNAL)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(source, 1, 1, config={"max.message.bytes": "600"})])[source].result(timeout=30)
+    wait_for_topics(admin, [source])  # CreateTopics completes before the broker's metadata lists the topic
     outcome = journal_events(JOURNAL)[3]
     large = client.task_outcome(**{**outcome.model_dump(mode="json"), "checks": [
         {"name": f"check {number}", "status": "passed", "basis": "verified", "evidence": [], "details": "x" * 100}

@@ -544,17 +544,12 @@ def _create_statistics_topic(bootstrap: str, topic: str, name: str = "recurrence
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from recurrence_ledger.catalogue import BY_NAME
+    from recurrence_ledger.kafka.kafka_admin import wait_for_topics
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     spec = BY_NAME[name]
     admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1, config=spec.config())])[topic].result(timeout=30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        described = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
-        if described and described.error is None and len(described.partitions) == 4 and all(p.leader >= 0 for p in described.partitions.values()):
-            return
-        time.sleep(0.2)
-    pytest.fail(f"topic {topic} has no leader for every partition after 30 s")
+    assert wait_for_topics(admin, [topic], timeout=30) == {topic: 4}
 
 
 def _delete_topic(bootstrap: str, topic: str) -> None:
