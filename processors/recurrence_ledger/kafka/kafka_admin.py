@@ -22,7 +22,7 @@ from recurrence_ledger.errors import RecurrenceLedgerError
 import time
 from collections.abc import Iterable, Sequence
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, NewTopic, OffsetSpec
 
 from recurrence_ledger.kafka.client_config import Bootstrap, client_config
@@ -48,6 +48,21 @@ def admin_client(bootstrap: Bootstrap) -> AdminClient:
     """An AdminClient for ``bootstrap`` ("host:port[,host:port…]", or a
     ``client_config.KafkaConnection`` with security settings)."""
     return AdminClient(client_config(bootstrap))
+
+
+def list_offsets(admin: AdminClient, partitions: Iterable[TopicPartition], spec: OffsetSpec,
+                 isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED, timeout: float = 10.0) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> offset`` of ``spec`` (``OffsetSpec.latest()``:
+    the high watermark, or with READ_COMMITTED the last stable offset;
+    ``earliest()``: the log start) for every partition, in one ListOffsets
+    request per leader. Asked of an admin client, not a consumer: a
+    consumer queues each watermark query behind its long-polling fetch
+    (``fetch.wait.max.ms``, 0.5 s per partition). ``timeout`` in seconds.
+    Raises KafkaException when a partition has no answer, TimeoutError
+    when none comes in time."""
+    futures = admin.list_offsets({TopicPartition(tp.topic, tp.partition): spec for tp in partitions},
+                                 isolation_level=isolation, request_timeout=timeout)
+    return {(tp.topic, tp.partition): future.result(timeout=timeout + 5).offset for tp, future in futures.items()}
 
 
 def _metadata(admin: AdminClient, timeout: float) -> ClusterMetadata:

@@ -86,6 +86,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from pydantic import ValidationError
 
@@ -104,6 +105,7 @@ from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Loc
 from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
 from recurrence_ledger.read.totals import EFFECT_VERDICTS, FIELD_DESCRIPTIONS, TOTAL_FIELDS, ViewTotals, view_totals
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
+from recurrence_ledger.kafka.kafka_admin import admin_client, list_offsets
 from recurrence_ledger.kafka.kafka_io import require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID
@@ -304,6 +306,7 @@ class ViewFollower:
         self.applied = 0
         self.idle_exit_s = config.exit_when_idle_s
         self.draining = False
+        self._admin: AdminClient | None = None  # for _read_to_end, made when first draining
         #: Read the view's totals into the gauges (only when they are served).
         self.totals_enabled = config.metrics_port is not None
         self._totals_at: float | None = None  # time.monotonic() of the last read; None: never read
@@ -484,24 +487,23 @@ class ViewFollower:
             log.warning("offset commit refused (%s): the batch will be read again, changing nothing", error.args[0])
 
     def _read_to_end(self) -> bool:
-        """Whether every assigned partition's position is at its high
-        watermark (asked of the broker, not the cached value); False while
-        the broker cannot say. A read_committed consumer skips the
-        transaction markers, so a partition whose last transaction was
+        """Whether every assigned partition's position (the group's committed
+        offset where nothing was consumed yet) is at its high watermark as
+        the broker says now (``kafka_admin.list_offsets``: one request, not
+        the cached value); False while the broker cannot say. read_committed
+        skips transaction markers: a partition whose last transaction was
         applied has its position at the watermark."""
         try:
-            assignment = self.consumer.assignment()
-            positions = self.consumer.position(assignment)
-            for tp in positions:
-                _, high = self.consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=5, cached=False)
-                position = tp.offset
-                if position < 0:  # nothing consumed yet: where the group's committed offset says
-                    position = self.consumer.committed([TopicPartition(tp.topic, tp.partition)], timeout=5)[0].offset
-                if high > 0 and position < high:
-                    return False
-        except KafkaException:
+            positions = {(tp.topic, tp.partition): tp.offset for tp in self.consumer.position(self.consumer.assignment())}
+            unstarted = [TopicPartition(*key) for key, offset in positions.items() if offset < 0]
+            for tp in self.consumer.committed(unstarted, timeout=5) if unstarted else ():
+                positions[(tp.topic, tp.partition)] = tp.offset
+            if self._admin is None:
+                self._admin = admin_client(self.config.bootstrap)
+            highs = list_offsets(self._admin, [TopicPartition(*key) for key in positions], OffsetSpec.latest(), timeout=5)
+        except (KafkaException, TimeoutError):
             return False
-        return True
+        return all(high <= 0 or positions[key] >= high for key, high in highs.items())
 
     def _update_lag(self) -> None:
         try:

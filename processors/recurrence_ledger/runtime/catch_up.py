@@ -25,7 +25,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaErr
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.kafka.client_config import Bootstrap, client_config, consumer_config
+from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
+from recurrence_ledger.kafka.kafka_admin import admin_client, list_offsets
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -230,14 +231,13 @@ class CatchUp:
 
     def _offsets(self, partitions: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel) -> dict[tuple[str, int], int]:
         """The offsets ``spec`` of ``partitions`` as read with ``isolation``
-        (ListOffsets; KafkaException when a partition has no answer)."""
-        futures = self._admin_client().list_offsets({tp: spec for tp in partitions}, isolation_level=isolation, request_timeout=10)
-        return {(tp.topic, tp.partition): future.result(timeout=15).offset for tp, future in futures.items()}
+        (``kafka_admin.list_offsets``)."""
+        return list_offsets(self._admin_client(), partitions, spec, isolation)
 
     def _admin_client(self) -> AdminClient:
         """This worker's admin client for the group's offsets and members."""
         if self._admin is None:
-            self._admin = AdminClient(client_config(self.bootstrap))
+            self._admin = admin_client(self.bootstrap)
         return self._admin
 
     def _readable(self, starts: dict[tuple[str, int], int]) -> set[tuple[str, int]]:
