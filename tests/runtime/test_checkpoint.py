@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from recurrence_ledger.runtime.checkpoint import RESTART_EXIT, Checkpoint, CheckpointAborted, RestartRequired
+from recurrence_ledger.runtime.checkpoint import CALL_GRACE_S, CALL_TIMEOUT_S, RESTART_EXIT, Checkpoint, CheckpointAborted, RestartRequired
 from recurrence_ledger.runtime.faults import RuntimeHooks
 
 
@@ -152,6 +152,29 @@ def test_retriable_errors_are_retried_with_a_growing_pause_then_commit():
     assert names(producer) == ["begin", "produce", "send_offsets", "send_offsets", "commit", "commit", "commit"]
     assert clock.sleeps == [0.2, 0.2, 0.4]
     assert points.points == ["offsets_sent", "committed"] and not cp.in_transaction
+
+
+def test_the_watchdog_restarts_a_call_blocked_past_its_timeout_or_a_commit_blocked_past_its_limit():
+    seen: list[tuple[float, str | None]] = []
+
+    class Blocking(ScriptedProducer):
+        def commit_transaction(self, timeout) -> None:  # what the watchdog says while the call blocks
+            for elapsed in (timeout, timeout + CALL_GRACE_S, timeout + CALL_GRACE_S + 0.1):
+                seen.append((elapsed, cp.overdue(clock.now + elapsed)))
+            super().commit_transaction(timeout)
+
+    producer = Blocking(commit=[retriable()])
+    cp, _, clock = checkpoint(producer)
+    cp.produce("out", None, b"v", 0)
+    assert cp.overdue(clock.now) is None
+    cp.commit([], OFFSETS)
+    hung = f"a transactional call has been blocked {CALL_GRACE_S:.0f} s past its timeout"
+    assert seen == [(CALL_TIMEOUT_S, None), (CALL_TIMEOUT_S + CALL_GRACE_S, None), (CALL_TIMEOUT_S + CALL_GRACE_S + 0.1, hung)] * 2
+    assert cp.call_deadline is None and cp.committing_since is None and cp.overdue(clock.now + 1000) is None
+    # A commit that keeps retrying calls that each return in time: its own limit.
+    cp.committing_since, cp.call_deadline = clock.now, clock.now + 1000
+    assert cp.overdue(clock.now + 120.0, limit_s=120.0) is None
+    assert cp.overdue(clock.now + 120.5, limit_s=120.0) == "a transaction commit has been blocked for 120 s"
 
 
 def test_a_retriable_error_that_outlives_the_budget_aborts():

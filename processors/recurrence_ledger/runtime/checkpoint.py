@@ -33,7 +33,8 @@ calls; one that still fails, or fails otherwise, raises
 ``transaction.timeout.ms``, or the restarted worker fences it at once). So
 no transactional failure ends the worker with the generic exit code 1. A
 commit that blocks longer than :data:`COMMIT_WATCHDOG_S` ends the process
-the same way (:meth:`Checkpoint.watch`).
+the same way, and so does one transactional call still blocked
+:data:`CALL_GRACE_S` after its own timeout (:meth:`Checkpoint.watch`).
 
 The module talks to the producer only through confluent-kafka's Producer
 methods, so its error paths are unit-tested with a producer that raises
@@ -73,6 +74,12 @@ CALL_TIMEOUT_S = 10.0
 ABORT_TIMEOUT_S = 30.0
 #: Seconds one commit may block before the process exits for a restart.
 COMMIT_WATCHDOG_S = 120.0
+#: Seconds past its own timeout one transactional call may block before the
+#: process exits for a restart: after a broker restart, librdkafka's
+#: send_offsets_to_transaction / commit_transaction / abort_transaction can
+#: block well beyond their timeout (seen in the broker-restart test, every
+#: few runs; librdkafka issues 3013 and 3779 report the same).
+CALL_GRACE_S = 15.0
 #: Records produced between two ``poll(0)`` of the producer: each costs
 #: about as much as a produce (0.3–0.8 µs, BENCHMARKS.md "Kafka worker, per
 #: stage"); a transactional producer has no delivery callbacks of ours to
@@ -134,6 +141,7 @@ class Checkpoint:
         self.in_transaction = False
         self.produced = 0  #: records produced in the open transaction
         self.committing_since: float | None = None  #: ``clock()`` when the running commit began
+        self.call_deadline: float | None = None  #: ``clock()`` past which the running transactional call is hung
         #: Track the changelog records' offsets (a store with a local
         #: checkpoint needs them): ``commit`` then returns them.
         self.track_changelog = track_changelog
@@ -141,22 +149,33 @@ class Checkpoint:
         self._undelivered = 0
 
     def watch(self, limit_s: float = COMMIT_WATCHDOG_S) -> None:
-        """Exit the process (:data:`RESTART_EXIT`) when one commit has been blocked for
-        ``limit_s`` (checked every second, in a daemon thread): seen once in
-        ~8 broker-restart runs, librdkafka's commit_transaction did not
-        return after its timeout. The open transaction is aborted by the
-        broker, so a supervisor's restart keeps outputs exactly once
-        (tests/e2e/test_faults.py)."""
+        """Exit the process (:data:`RESTART_EXIT`) as soon as :meth:`overdue`
+        says so (checked every second, in a daemon thread). The open
+        transaction is aborted by the broker, so a supervisor's restart
+        keeps outputs exactly once (tests/e2e/test_faults.py)."""
 
         def watchdog() -> None:
             while True:
                 time.sleep(1.0)
-                since = self.committing_since
-                if since is not None and self.clock() - since > limit_s:
-                    log.critical("a transaction commit has been blocked for %.0f s: exiting for a restart", limit_s)
+                why = self.overdue(self.clock(), limit_s)
+                if why is not None:
+                    log.critical("%s: exiting for a restart", why)
                     os._exit(RESTART_EXIT)
 
         threading.Thread(target=watchdog, name="commit-watchdog", daemon=True).start()
+
+    def overdue(self, now: float, limit_s: float = COMMIT_WATCHDOG_S) -> str | None:
+        """Why this process must exit for a restart at ``now`` (a ``clock()``
+        reading), or None: one commit has been blocked for more than
+        ``limit_s`` seconds, or one transactional call is still blocked
+        :data:`CALL_GRACE_S` after its own timeout (librdkafka did not
+        return: waiting longer only delays the restart that recovers)."""
+        call_deadline, since = self.call_deadline, self.committing_since
+        if call_deadline is not None and now > call_deadline:
+            return f"a transactional call has been blocked {CALL_GRACE_S:.0f} s past its timeout"
+        if since is not None and now - since > limit_s:
+            return f"a transaction commit has been blocked for {limit_s:.0f} s"
+        return None
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, partition: int, on_delivery: Callable | None = None) -> None:
         """Produce one record to ``topic[partition]`` in the open
@@ -217,9 +236,9 @@ class Checkpoint:
                 return
         try:
             if offsets:
-                self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, self.group_metadata(), CALL_TIMEOUT_S))
+                self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, self.group_metadata(), CALL_TIMEOUT_S), CALL_TIMEOUT_S)
             self.hooks.at("offsets_sent")
-            self._retrying(lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
+            self._retrying(lambda: self.producer.commit_transaction(CALL_TIMEOUT_S), CALL_TIMEOUT_S)
         except KafkaException as error:
             if error.args[0].fatal():
                 raise RestartRequired(f"the transactional producer failed fatally ({error.args[0]}): exiting for a restart") from error
@@ -233,7 +252,7 @@ class Checkpoint:
         incarnation), retrying retriable errors (a broker still restarting)
         for up to ``retry_budget_s``; RestartRequired when it fails."""
         try:
-            self._retrying(lambda: self.producer.init_transactions(CALL_TIMEOUT_S))
+            self._retrying(lambda: self.producer.init_transactions(CALL_TIMEOUT_S), CALL_TIMEOUT_S)
         except KafkaException as error:
             raise RestartRequired(f"cannot initialise the transactional producer ({error.args[0]}): exiting for a restart") from error
 
@@ -253,17 +272,20 @@ class Checkpoint:
         log.warning("%s: aborting the transaction", why)
         self.in_transaction = False
         try:
-            self._retrying(lambda: self.producer.abort_transaction(ABORT_TIMEOUT_S))
+            self._retrying(lambda: self.producer.abort_transaction(ABORT_TIMEOUT_S), ABORT_TIMEOUT_S)
         except KafkaException as error:
             raise RestartRequired(f"aborting the open transaction failed ({error.args[0]}): exiting for a restart; "
                                   "the broker aborts it at transaction.timeout.ms, or the restarted worker at once") from error
 
-    def _retrying(self, operation: Callable[[], Any]) -> None:
-        """Run a transactional call, retrying retriable errors for up to
-        ``retry_budget_s``; then re-raise."""
+    def _retrying(self, operation: Callable[[], Any], timeout_s: float) -> None:
+        """Run a transactional call whose own timeout is ``timeout_s``,
+        retrying retriable errors for up to ``retry_budget_s``; then
+        re-raise. While a call runs, :attr:`call_deadline` is set for the
+        watchdog (:meth:`overdue`)."""
         deadline = self.clock() + self.retry_budget_s
         attempt = 0
         while True:
+            self.call_deadline = self.clock() + timeout_s + CALL_GRACE_S
             try:
                 operation()
                 return
@@ -272,4 +294,6 @@ class Checkpoint:
                 if not error.args[0].retriable() or self.clock() >= deadline:
                     raise
                 log.warning("retriable transaction error (%s): retrying", error.args[0])
-                self.sleep(min(0.2 * attempt, 2.0))
+            finally:
+                self.call_deadline = None
+            self.sleep(min(0.2 * attempt, 2.0))
