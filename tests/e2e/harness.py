@@ -87,13 +87,17 @@ def prepare(bootstrap: str, prefix: str, partitions: int) -> None:
 
 
 def start_worker(bootstrap: str, prefix: str, log_path: Path, *, instance: str = "w1", app_id: str | None = None,
-                 redis_url: str | None = None, idle_exit: float | None = 4.0, extra: tuple[str, ...] = (),
+                 redis_url: str | None = None, idle_exit: float | None = 2.0, extra: tuple[str, ...] = (),
                  fault: str | None = None) -> subprocess.Popen:
     """Start ``recurrence-ledger worker`` as a separate process (its own
     session, so a SIGKILL hits only it) with the CLI runs' environment
     (tests.plugins.processes.cli_env) and this process's RL_FAULT_INJECT,
     or ``fault`` as RL_FAULT_INJECT when given (``point:n``: SIGKILL or
-    fail at the n-th time the worker reaches that point)."""
+    fail at the n-th time the worker reaches that point). ``idle_exit``
+    (seconds, None: run until stopped) is its ``--exit-when-idle``: short is
+    enough because a batch run also waits until its whole group has
+    consumed every input to its end (runtime.catch_up), and a test
+    publishes its input before it starts the worker."""
     args = cli_command(
         "worker",
         "--bootstrap", bootstrap, "--topic-prefix", prefix,
