@@ -15,7 +15,7 @@
 # Environment: PYTHON (default python3); REDIS_CLUSTER_URL and
 # REDIS_CLUSTER_TLS_URL (when unset, deploy/redis-cluster.sh starts the local
 # cluster and, with --tls, its TLS twin); FAST_WORKERS (default 2) and
-# SERVICE_WORKERS (default 3), pytest-xdist's -n of each run; the ports and run dirs of
+# SERVICE_WORKERS (default 4), pytest-xdist's -n of each run; the ports and run dirs of
 # deploy/services.sh (KAFKA_PORT, REDIS_PORT, SCHEMA_REGISTRY_PORT, …). When
 # KAFKA_BOOTSTRAP_SERVERS and REDIS_URL are already set, those services are
 # used and not started; likewise SCHEMA_REGISTRY_URL for the registry
@@ -159,5 +159,5 @@ echo "test.sh: RL_SECURE_REDIS_DIR=$RL_SECURE_REDIS_DIR (secured Redis started h
 # Debian's chromium and playwright-core for the dashboard's browser test.
 bash "$SCRIPT_DIR/ensure-browser.sh"
 
-echo "test.sh: the service tests (pytest -m services -n ${SERVICE_WORKERS:-3} --dist loadgroup)" >&2
-run_pytest -m services -n "${SERVICE_WORKERS:-3}" --dist loadgroup "$@"
+echo "test.sh: the service tests (pytest -m services -n ${SERVICE_WORKERS:-4} --dist loadgroup)" >&2
+run_pytest -m services -n "${SERVICE_WORKERS:-4}" --dist loadgroup "$@"
