@@ -236,9 +236,9 @@ class Checkpoint:
                 return
         try:
             if offsets:
-                self._retrying(lambda: self.producer.send_offsets_to_transaction(offsets, self.group_metadata(), CALL_TIMEOUT_S), CALL_TIMEOUT_S)
+                self._retrying(lambda timeout: self.producer.send_offsets_to_transaction(offsets, self.group_metadata(), timeout), CALL_TIMEOUT_S)
             self.hooks.at("offsets_sent")
-            self._retrying(lambda: self.producer.commit_transaction(CALL_TIMEOUT_S), CALL_TIMEOUT_S)
+            self._retrying(self.producer.commit_transaction, CALL_TIMEOUT_S)
         except KafkaException as error:
             if error.args[0].fatal():
                 raise RestartRequired(f"the transactional producer failed fatally ({error.args[0]}): exiting for a restart") from error
@@ -252,7 +252,7 @@ class Checkpoint:
         incarnation), retrying retriable errors (a broker still restarting)
         for up to ``retry_budget_s``; RestartRequired when it fails."""
         try:
-            self._retrying(lambda: self.producer.init_transactions(CALL_TIMEOUT_S), CALL_TIMEOUT_S)
+            self._retrying(self.producer.init_transactions, CALL_TIMEOUT_S)
         except KafkaException as error:
             raise RestartRequired(f"cannot initialise the transactional producer ({error.args[0]}): exiting for a restart") from error
 
@@ -272,22 +272,22 @@ class Checkpoint:
         log.warning("%s: aborting the transaction", why)
         self.in_transaction = False
         try:
-            self._retrying(lambda: self.producer.abort_transaction(ABORT_TIMEOUT_S), ABORT_TIMEOUT_S)
+            self._retrying(self.producer.abort_transaction, ABORT_TIMEOUT_S)
         except KafkaException as error:
             raise RestartRequired(f"aborting the open transaction failed ({error.args[0]}): exiting for a restart; "
                                   "the broker aborts it at transaction.timeout.ms, or the restarted worker at once") from error
 
-    def _retrying(self, operation: Callable[[], Any], timeout_s: float) -> None:
-        """Run a transactional call whose own timeout is ``timeout_s``,
-        retrying retriable errors for up to ``retry_budget_s``; then
-        re-raise. While a call runs, :attr:`call_deadline` is set for the
-        watchdog (:meth:`overdue`)."""
+    def _retrying(self, operation: Callable[[float], Any], timeout_s: float) -> None:
+        """Run a transactional call, ``operation(timeout_s)`` (its own
+        timeout in seconds), retrying retriable errors for up to
+        ``retry_budget_s``; then re-raise. While a call runs,
+        :attr:`call_deadline` is set for the watchdog (:meth:`overdue`)."""
         deadline = self.clock() + self.retry_budget_s
         attempt = 0
         while True:
             self.call_deadline = self.clock() + timeout_s + CALL_GRACE_S
             try:
-                operation()
+                operation(timeout_s)
                 return
             except KafkaException as error:
                 attempt += 1
