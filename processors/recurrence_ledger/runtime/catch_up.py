@@ -211,10 +211,11 @@ class CatchUp:
         # The last stable offsets first: a transaction that commits between
         # the two requests then reads as still open (not caught up), never
         # the other way round.
-        stable = self._offsets(partitions, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
-        ends = self._offsets(partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+        admin = self._admin_client()
+        stable = list_offsets(admin, partitions, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+        ends = list_offsets(admin, partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
         unstarted = [tp for tp in partitions if committed[(tp.topic, tp.partition)] < 0]
-        lows = self._offsets(unstarted, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED) if unstarted else {}
+        lows = list_offsets(admin, unstarted, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED) if unstarted else {}
         lagging: dict[tuple[str, int], PartitionLag] = {}
         to_read: dict[tuple[str, int], int] = {}
         for key, offset in committed.items():
@@ -228,11 +229,6 @@ class CatchUp:
         done = set(to_read) - readable
         progress = sum(max(offset, 0) for offset in committed.values())
         return [lag for key, lag in sorted(lagging.items()) if key not in done], progress
-
-    def _offsets(self, partitions: list[TopicPartition], spec: OffsetSpec, isolation: IsolationLevel) -> dict[tuple[str, int], int]:
-        """The offsets ``spec`` of ``partitions`` as read with ``isolation``
-        (``kafka_admin.list_offsets``)."""
-        return list_offsets(self._admin_client(), partitions, spec, isolation)
 
     def _admin_client(self) -> AdminClient:
         """This worker's admin client for the group's offsets and members."""
