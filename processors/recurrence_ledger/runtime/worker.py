@@ -171,7 +171,7 @@ class LedgerWorker:
         self.consumer.subscribe([*self.inputs, self.repartition], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         last_report = last_lag = self._last_activity = time.monotonic()
         batch_started = 0.0
-        reported = 0
+        reported = reported_commits = 0
         interval = self.config.commit_interval_ms / 1000
         pacer = Pacer(interval, self.config.max_batch)
         clean = False
@@ -212,9 +212,10 @@ class LedgerWorker:
                     last_lag = now
                 if now - last_report >= 10:
                     rate = (self.records_in - reported) / (now - last_report)
-                    log.info("processed %d records (%.0f/s); partitions %s, pattern partitions %s",
-                             self.records_in, rate, sorted(self.tasks), sorted(self.pattern_stage.tasks))
-                    last_report, reported = now, self.records_in
+                    log.info("processed %d records (%.0f/s) in %d transactions (%.0f/s); partitions %s, pattern partitions %s",
+                             self.records_in, rate, pacer.commits, (pacer.commits - reported_commits) / (now - last_report),
+                             sorted(self.tasks), sorted(self.pattern_stage.tasks))
+                    last_report, reported, reported_commits = now, self.records_in, pacer.commits
                 # The batch is due after processing it, not before: at the
                 # interval (a backlog's 2,000-record chunks take longer than
                 # it, and each must be followed by its commit), or earlier
