@@ -47,7 +47,8 @@ SHAPES = {
     "100 outcomes per scope": Workload(scopes=200, outcomes_per_scope=100, heads_per_scope=10, handoffs=5, seed=7, candidates=0.05),
     "2,000 outcomes per scope": Workload(scopes=20, outcomes_per_scope=2_000, heads_per_scope=10, handoffs=5, seed=7, candidates=0.05),
 }
-#: Key families (the part after ``{ns}:``), first match wins.
+#: Key families (the part after ``{ns}:``), first match wins; the
+#: cross-scope keys carry the namespace's hash tag ``{<ns>}:`` first.
 FAMILIES = [
     ("scope hash", r"scope:[^:]+"),
     ("top / review sets", r"scope:[^:]+:(top|review)"),
@@ -55,11 +56,11 @@ FAMILIES = [
     ("history sorted sets", r"scope:[^:]+:history:.+"),
     ("history meta hashes", r"scope:[^:]+:history-meta:.+"),
     ("avoided sorted sets", r"scope:[^:]+:avoided:.+"),
-    ("trend sorted set", r"scope:[^:]+:trend"),
-    ("per-scope review queues", r"scope:[^:]+:review-queue:.+"),
-    ("scope list and indexes", r"scopes(:by:.+)?"),
-    ("review queue, status, repairs", r"review-(queue|status|repairs).*"),
-    ("other (trend totals, follower offsets)", r".*"),
+    ("trend sorted set and its meta hash", r"scope:[^:]+:trend(-meta)?"),
+    ("per-scope review queues and review state", r"scope:[^:]+:(review-queue:.+|review-state)"),
+    ("scope list and indexes", r"(\{[^}]+\}:)?scopes(:at|:by:.+)?"),
+    ("review queue, status, repairs", r"(\{[^}]+\}:)?review-(queue|status|repairs).*"),
+    ("other (follower offsets, layout marker)", r".*"),
 ]
 
 
