@@ -25,11 +25,35 @@ docs/operating.md).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Generic, TypeVar
 
 T = TypeVar("T", int, Fraction, str)
+
+#: The text of an exact fraction setting: a fraction (``4/5``) or a decimal
+#: (``0.8``, ``.25``, ``8e-1``) of at most :data:`MAX_FRACTION_TEXT`
+#: characters, its exponent two digits at most — so reading it costs
+#: microseconds whatever is sent (``Fraction("1e-99999999")`` alone would
+#: build a 10⁹⁹⁹⁹⁹⁹⁹-sized integer).
+FRACTION_TEXT = re.compile(r"[+-]?(?:\d+/\d+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d{1,2})?)", re.ASCII)
+MAX_FRACTION_TEXT = 64
+
+
+def parse_exact_fraction(text: str) -> Fraction:
+    """``text`` (surrounding whitespace ignored) read exactly as a
+    :class:`Fraction` — never through a binary double. Raises ValueError
+    for anything that is not :data:`FRACTION_TEXT` within
+    :data:`MAX_FRACTION_TEXT` characters (``nan``, ``1/0``, ``1e400``,
+    ``0x1p-2``), the range being the caller's to check."""
+    stripped = text.strip()
+    if len(stripped) > MAX_FRACTION_TEXT or FRACTION_TEXT.fullmatch(stripped) is None:
+        raise ValueError(f"not a fraction like 1/4 or a decimal like 0.25 (at most {MAX_FRACTION_TEXT} characters): {text[:80]!r}")
+    try:
+        return Fraction(stripped)
+    except ZeroDivisionError:
+        raise ValueError(f"a fraction with denominator 0: {stripped!r}") from None
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ def test_the_config_takes_the_policy_default_and_refuses_values_outside_zero_to_
 def test_the_command_line_reads_a_fraction_or_a_decimal_exactly():
     assert parse_fraction("4/5") == parse_fraction("0.8") == parse_fraction(" 0.80 ") == Fraction(4, 5)
     assert parse_fraction("1") == 1 and parse_fraction("0.3333") == Fraction(3333, 10_000)
-    for bad in ("nan", "inf", "0", "-1/2", "6/5", "1/0", "four fifths", ""):
+    assert parse_fraction("8e-1") == Fraction(4, 5) and parse_fraction(".8") == Fraction(4, 5)
+    for bad in ("nan", "inf", "0", "-1/2", "6/5", "1/0", "four fifths", "", "1e-99999999", "8e-001", "0x1p-1", "0." + "8" * 64):
         with pytest.raises(typer.BadParameter):
             parse_fraction(bad)
 

@@ -75,8 +75,8 @@ def parse_fraction(text: str) -> Fraction:
     if isinstance(text, Fraction):
         return text
     try:
-        value = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
+        value = policy.parse_exact_fraction(text)
+    except ValueError:
         raise typer.BadParameter(f"{text!r} is not a fraction like 4/5 or a decimal like 0.8") from None
     if not 0 < value <= 1:
         raise typer.BadParameter(f"{text!r} is not in (0, 1]")
@@ -121,8 +121,8 @@ def bounded_fraction_parser(setting: policy.Setting) -> Callable[[str], Fraction
         if isinstance(text, Fraction):
             return text
         try:
-            value = Fraction(text.strip())
-        except (ValueError, ZeroDivisionError):
+            value = policy.parse_exact_fraction(text)
+        except ValueError:
             raise typer.BadParameter(f"{text!r} is not a fraction like 19/20 or a decimal like 0.95") from None
         try:
             setting.check(value)

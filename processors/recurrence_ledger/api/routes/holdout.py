@@ -6,7 +6,6 @@ Redis."""
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Annotated
 
 from fastapi import FastAPI, HTTPException, Query
@@ -14,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from recurrence_ledger.api.responses import ERRORS
 from recurrence_ledger.holdout import assign, assignment_hash, check_rate
+from recurrence_ledger.policy import parse_exact_fraction
 
 
 class HoldoutAssignment(BaseModel):
@@ -44,9 +44,9 @@ def register(app: FastAPI) -> None:
         artifact (contract §21.5); 400 for a rate that is not an exact
         fraction in [0, 1/2]."""
         try:
-            fraction = check_rate(Fraction(rate.strip()))
-        except (ValueError, ZeroDivisionError):
-            raise HTTPException(400, f"rate must be an exact fraction in [0, 1/2] (like 1/4), got {rate!r}") from None
+            fraction = check_rate(parse_exact_fraction(rate))
+        except ValueError:
+            raise HTTPException(400, f"rate must be an exact fraction in [0, 1/2] (like 1/4), got {rate[:80]!r}") from None
         try:
             u = assignment_hash(salt, scope_id, handoff_artifact_id, experience_artifact_id)
             withheld = assign(salt, fraction, scope_id, handoff_artifact_id, experience_artifact_id)
