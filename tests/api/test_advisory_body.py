@@ -1,20 +1,23 @@
 """``POST /advisories`` reads its body without FastAPI's generic body
 path (``recurrence_ledger.api.params.model_body``, the route's
 ``AdvisoryRoute``): every body, well formed or not, under every content
-type, answers what FastAPI's own body parameter answered — the same status
-and the same 400 detail — and an unknown query parameter is still a 400;
-with Redis down (single or cluster) the advisory answers 503."""
+type, answers what FastAPI's own body parameter of a ``StrictJsonRoute``
+answers — the same status and the same 400 detail; a body that is no JSON
+by contract §9 (a repeated key, not UTF-8, nested too deeply, an integer
+of thousands of digits) is a 400 that says why, never a 500; an unknown
+query parameter is still a 400; with Redis down (single or cluster) the
+advisory answers 503."""
 
 from __future__ import annotations
 
 import httpx
 import orjson
 import pytest
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.testclient import TestClient
 
 from recurrence_ledger.api.app import ApiSettings, create_app
-from recurrence_ledger.api.params import model_body
+from recurrence_ledger.api.params import StrictJsonRoute, model_body
 from recurrence_ledger.api.schemas import AdvisoryRequest
 from tests.e2e.api_server import running_api
 
@@ -39,6 +42,9 @@ BODIES: list[bytes] = [
     b"",
     b"[]",
     b"null",
+    b'{"scope_id": "\xff", "artifact_refs": []}',
+    b"[" * 100_000,
+    b'{"scope_id": "s", "artifact_refs": [{"family": "experience", "artifact_id": "E1", "revision": 1' + b"0" * 5_000 + b"}]}",
 ]
 CONTENT_TYPES = ["application/json", "application/json; charset=utf-8", "application/vnd.api+json", "text/plain", None]
 
@@ -58,10 +64,13 @@ def test_the_advisory_body_is_read_as_fastapi_reads_it():
     from fastapi.responses import JSONResponse
 
     app = FastAPI()
+    strict = APIRouter(route_class=StrictJsonRoute)
 
-    @app.post("/generic")
+    @strict.post("/generic")
     def generic(body: AdvisoryRequest) -> dict:
         return body.model_dump()
+
+    app.include_router(strict)
 
     @app.post("/direct")
     async def direct(request: Request) -> dict:
@@ -76,6 +85,20 @@ def test_the_advisory_body_is_read_as_fastapi_reads_it():
         assert answers("/direct", client) == generic_answers
     statuses = {status for status, _ in generic_answers}
     assert statuses == {200, 400}  # both kinds of answer were compared
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    (b'{"scope_id": "s", "scope_id": "t", "artifact_refs": []}', "object repeats the key 'scope_id' (malformed_json, contract §9)"),
+    (b'{"scope_id": "\xff", "artifact_refs": []}', "not UTF-8"),
+    (b"[" * 100_000, "JSON nested too deeply"),
+    (b'{"scope_id": "s", "artifact_refs": [], "n": 1' + b"0" * 5_000 + b"}", "outside the signed 64-bit range (invalid_value, contract §9)"),
+])
+def test_a_body_that_is_no_json_by_contract_9_is_a_400_that_says_why(body, said):
+    client = TestClient(create_app(ApiSettings(redis_url="redis://127.0.0.1:1/0")))
+    response = client.post("/advisories", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    [error] = response.json()["detail"]
+    assert error["type"] == "json_invalid" and error["msg"].startswith("JSON decode error: ") and said in error["msg"]
 
 
 def test_an_advisory_with_an_unknown_query_parameter_answers_400():

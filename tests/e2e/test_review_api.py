@@ -136,6 +136,13 @@ def test_bad_decisions_get_their_error_and_publish_nothing(review, bootstrap):
     big = httpx.post(f"{review.base_url}/review-candidates/{OPEN['candidate_id']}/decision", content=b" " * (200 * 1024),
                      headers={"Authorization": f"Bearer {ALICE}", "Content-Type": "application/json"}, timeout=30)
     assert big.status_code == 413
+    # JSON read as contract §9 reads it: an ambiguous decision (a repeated key) is refused, not read one way.
+    for raw, said in ((b'{"decision": "approved", "decision": "rejected", "reason": "x"}', "object repeats the key 'decision'"),
+                      (b'{"decision": "rejected", "reason": "\xff"}', "not UTF-8"), (b"[" * 50_000, "JSON nested too deeply"),
+                      (b'{"decision": "rejected", "reason": "x", "reason_code": 1' + b"0" * 5_000 + b"}", "outside the signed 64-bit range")):
+        refused = httpx.post(f"{review.base_url}/review-candidates/{OPEN['candidate_id']}/decision", content=raw,
+                             headers={"Authorization": f"Bearer {ALICE}", "Content-Type": "application/json"}, timeout=30)
+        assert refused.status_code == 400 and said in str(refused.json()["detail"]), (raw[:60], refused.text[:300])
     # Nothing was published, nothing written.
     assert review.published(bootstrap) == []
     assert review.snapshot() == before

@@ -222,7 +222,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def bad_request(_request: Request, error: RequestValidationError) -> JSONResponse:
         # Bad parameters are the client's error in plain HTTP terms: 400, not 422.
-        detail = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in error.errors()]
+        # A body that is no JSON says why (api.params.strict_json: the contract §9 reason).
+        detail = [{"loc": list(e["loc"]), "msg": f"{e['msg']}: {e['ctx']['error']}" if e["type"] == "json_invalid" and "ctx" in e else e["msg"],
+                   "type": e["type"]} for e in error.errors()]
         return JSONResponse({"detail": detail}, status_code=400)
 
     @app.exception_handler(redis.RedisError)

@@ -1,8 +1,10 @@
 """The parameters every route of the operator API shares: the bounds of
 its paged endpoints, the ``If-None-Match`` header, the scope id in a path,
 :func:`known_query_only`, the dependency that makes an undeclared query
-parameter a 400 on every route, and :func:`model_body`, a JSON request
-body read as FastAPI reads it, for less CPU.
+parameter a 400 on every route, and the JSON request bodies:
+:func:`strict_json` (contract §9's reading), :class:`StrictJsonRoute` (a
+route whose body parameter is read with it) and :func:`model_body` (the
+same without FastAPI's generic request path, for less CPU).
 
 Bounds: every response is bounded whatever the view holds, and an offset
 above :data:`MAX_OFFSET` is a client's error (400), not an empty page.
@@ -12,12 +14,15 @@ from __future__ import annotations
 
 import email.message
 import json
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Header, Path, Request
+from fastapi import Header, Path, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
+from recurrence_ledger.ledger.intake import BadRecord, decode_json
 from recurrence_ledger.ledger.models import MAX_ID_LENGTH
 
 #: Largest ``limit`` of ``GET /scopes/{scope}/revisions``.
@@ -76,28 +81,57 @@ async def known_query_only(request: Request) -> None:
         )
 
 
+def strict_json(raw: bytes) -> Any:
+    """A JSON request body read as the ledger reads a JSON record (contract
+    §9, ``recurrence_ledger.ledger.intake.decode_json``): UTF-8, no
+    repeated key in an object, no NaN or Infinity, integers in the signed
+    64-bit range, bounded nesting — so an ambiguous body (a decision that
+    says both approved and rejected) is refused, never read one way.
+    Raises json.JSONDecodeError naming the §9 reason, which FastAPI (and
+    :func:`model_body`) answer with a 400."""
+    try:
+        return decode_json(raw)
+    except BadRecord as error:
+        raise json.JSONDecodeError(f"{error.message} ({error.reason}, contract §9)", "", 0) from None
+
+
+class StrictJsonRequest(Request):
+    """A request whose JSON body FastAPI reads with :func:`strict_json`."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = strict_json(await self.body())
+        return self._json
+
+
+class StrictJsonRoute(APIRoute):
+    """A route whose JSON body parameter is read with :func:`strict_json`
+    (FastAPI's "custom Request and APIRoute class" pattern); everything
+    else as FastAPI does it."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def handle(request: Request) -> Response:
+            return await handler(StrictJsonRequest(request.scope, request.receive))
+
+        return handle
+
+
 async def model_body(request: Request, model: type[ModelT]) -> ModelT:
     """The request's JSON body as ``model``, as FastAPI's body parameter
-    gives it — the same bodies taken, the same RequestValidationError
-    (locations under ``body``: a 400) for the others — at a fraction of its
-    CPU: a body with a JSON content type is parsed and validated in one
-    step by pydantic (``model_validate_json``); any other, and one that
-    step refuses, goes through FastAPI's own steps (``json.loads`` when
-    the content type is JSON, then the model), which decide the answer and
-    word its errors."""
+    of a :class:`StrictJsonRoute` gives it — the same bodies taken, the
+    same RequestValidationError (locations under ``body``: a 400) for the
+    others: a body with a JSON content type is read with
+    :func:`strict_json`, any other is handed to the model as its bytes
+    (which it refuses)."""
     raw = await request.body()
-    json_type = _is_json(request.headers.get("content-type"))
-    if raw and json_type:
-        try:
-            return model.model_validate_json(raw)
-        except ValidationError:
-            pass  # FastAPI's steps below decide and word it
     if not raw:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
     value: Any = raw
-    if json_type:
+    if _is_json(request.headers.get("content-type")):
         try:
-            value = json.loads(raw)
+            value = strict_json(raw)
         except json.JSONDecodeError as error:
             raise RequestValidationError(
                 [{"type": "json_invalid", "loc": ("body", error.pos), "msg": "JSON decode error", "input": {}, "ctx": {"error": error.msg}}]

@@ -20,8 +20,9 @@ It is asked once per recall, so it is served for little CPU
 two Redis round trips awaited through ``redis.asyncio``
 (``ViewReader.async_client``, bounded as a whole by ``ViewReader.bounded``)
 — no hand-off to a worker thread, and one request's wait on Redis
-overlaps another's work; its body parsed and validated in one pydantic
-step rather than FastAPI's generic body path (:class:`AdvisoryRoute`);
+overlaps another's work; its body read as contract §9 reads JSON
+(``recurrence_ledger.api.params.strict_json``) and validated without
+FastAPI's generic body path (:class:`AdvisoryRoute`);
 each stored row parsed, and each known revision's advisory written, once
 per distinct stored bytes (``recurrence_ledger.read.advisory``); the
 answer written by orjson in the shape of ``Advisories``

@@ -45,7 +45,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 
 from recurrence_ledger.api.bodies import shaper
 from recurrence_ledger.api.idempotency import IDEMPOTENCY_TTL_S, KEY_FORMAT, REPLAYED_HEADER, DecisionAnswers
-from recurrence_ledger.api.params import MAX_OFFSET, MAX_QUEUE_LIMIT, IfNoneMatch
+from recurrence_ledger.api.params import MAX_OFFSET, MAX_QUEUE_LIMIT, IfNoneMatch, StrictJsonRoute
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page
 from recurrence_ledger.api.routes.history import iso
 from recurrence_ledger.api.schemas import DecisionAccepted, DecisionRequest, ItemRef, QueueItem, ReviewCandidateBody, ReviewFilter, ReviewQueue
@@ -88,7 +88,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
     """The router, reading the read models through ``models`` and
     publishing decisions with ``publisher`` (None: no decision is taken;
     the guard refuses them first, without reviewer tokens)."""
-    routes = APIRouter()
+    routes = APIRouter(route_class=StrictJsonRoute)
     namespace = models.keys.namespace
     answers = DecisionAnswers(models.client, models.keys)
 
