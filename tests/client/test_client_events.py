@@ -70,6 +70,9 @@ REFUSALS = [
     ("task-outcomes", lambda v: v.update(journal_position="4"), "wrong_type", "§3", "TaskOutcome.journal_position"),
     ("task-outcomes", lambda v: v.update(status="exploded"), "invalid_value", "§3", "TaskOutcome.status"),
     ("task-outcomes", lambda v: v.update(journal_position=-1), "invalid_value", "§3", "TaskOutcome.journal_position"),
+    # a lone surrogate (a JSON \udc80 escape) has no UTF-8 form, in free text as in an id
+    ("task-outcomes", lambda v: v["observations"][0].update(text="bad \udc80 text"), "invalid_value", "§3", "TaskOutcome.observations.0.text"),
+    ("task-outcomes", lambda v: v["checks"][0].update(name="port \ud800 bound"), "invalid_value", "§3", "TaskOutcome.checks.0.name"),
     ("handoff-receipts", lambda v: v.update(scope_id="x" * 513), "too_long", "§3", "HandoffReceipt.scope_id"),
     ("handoff-receipts", lambda v: v["source_ref"].update(source_type="task_outcome"), "invalid_value", "§3", "HandoffReceipt.source_ref"),
     ("handoff-revisions", lambda v: v.update(artifact_citations=v["artifact_citations"] * 65), "too_long", "§3",

@@ -52,9 +52,19 @@ def at_most(limit: int) -> AfterValidator:
     points of the string's NFC form (``normalize.nfc_length``), whatever
     canonically equivalent spelling was sent. The string itself is kept as
     sent. Breaking it is the ``string_too_long`` error (dead-letter reason
-    ``too_long``)."""
+    ``too_long``). A string with a lone surrogate (a JSON ``\\ud800``
+    escape: no UTF-8 form, so no canonical JSON, contract §4) is the
+    ``string_unicode`` error (``invalid_value``) — on every string field
+    of an event, so the client library refuses what the ledger would."""
 
     def check(value: str) -> str:
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise PydanticCustomError(
+                    "string_unicode", "Input should be a valid string, unable to parse raw data as a unicode string (a lone surrogate)",
+                ) from None
         if (len(value) > limit or not value.isascii()) and nfc_length(value) > limit:
             raise PydanticCustomError(
                 "string_too_long", "String should have at most {max_length} characters (code points of its NFC form)",
