@@ -135,9 +135,10 @@ def kafka_environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name.startswith(KAFKA_ENV_PREFIX)}
 
 
-#: Libraries whose INFO lines say nothing an operator needs (httpx logs one
+#: Libraries whose INFO lines say nothing an operator needs (httpx, or httpx2 as
+#: newer confluent-kafka clients use it, logs one
 #: line per Schema Registry request): shown from WARNING on.
-QUIET_LOGGERS = ("httpx", "httpcore")
+QUIET_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
 
 
 def configure_logging(process: str | None = None) -> None:
