@@ -7,10 +7,15 @@ event it causes to an outbox table, with the scope's next journal position.
 A relay then publishes the outbox in order through a ``Publisher`` and marks
 rows sent only after the broker acknowledged them (``flush``).
 
-    python docs/examples/platform_outbox.py --bootstrap localhost:9092 \
-        [--schema-registry-url http://localhost:8081] [--topic-prefix dev.] \
+    python docs/examples/platform_outbox.py [--bootstrap localhost:9092] \
+        [--schema-registry-url URL] [--topic-prefix dev.] \
         [--kafka-config client.properties] [--journal-out events.jsonl] \
         [--candidate-id sha256:...]
+
+Without a flag, its setting comes from the environment as every
+``recurrence-ledger`` command reads it (``KAFKA_BOOTSTRAP_SERVERS``,
+``KAFKA_CONFIG_FILE``, ``SCHEMA_REGISTRY_URL``, ``RL_TOPIC_PREFIX``:
+``client.Publisher.from_environment``).
 
 ``--dry-run`` builds and checks every event without Kafka and prints the
 journal (``{"topic": kind, "value": event}`` per line: ``recurrence-ledger
@@ -29,7 +34,7 @@ from pathlib import Path
 
 from recurrence_ledger import client
 
-SCOPE = "billing-api"
+SCOPE = "platform-outbox"  #: a scope of its own: the packaged example's billing-api may be on the same topics
 SCHEMA = """
 create table if not exists scopes (scope_id text primary key, last_position integer not null);
 create table if not exists lessons (lesson_id text, revision integer, lesson text, primary key (lesson_id, revision));
@@ -164,10 +169,10 @@ def story(platform: Platform, candidate_id: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the example; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bootstrap")
-    parser.add_argument("--kafka-config", type=Path)
-    parser.add_argument("--schema-registry-url")
-    parser.add_argument("--topic-prefix", default="")
+    parser.add_argument("--bootstrap", help="default: KAFKA_BOOTSTRAP_SERVERS")
+    parser.add_argument("--kafka-config", type=Path, help="default: KAFKA_CONFIG_FILE")
+    parser.add_argument("--schema-registry-url", help="default: SCHEMA_REGISTRY_URL (none: the fixed schema ids)")
+    parser.add_argument("--topic-prefix", help="default: RL_TOPIC_PREFIX")
     parser.add_argument("--per-kind", action="store_true")
     parser.add_argument("--database", default=":memory:")
     parser.add_argument("--journal-out", type=Path)
@@ -183,8 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         sys.stdout.write(journal)
         return 0
-    with client.Publisher(args.bootstrap, kafka_config=args.kafka_config, schema_registry_url=args.schema_registry_url,
-                          topic_prefix=args.topic_prefix, per_kind=args.per_kind) as publisher:
+    given = {"bootstrap": args.bootstrap, "kafka_config": args.kafka_config, "schema_registry_url": args.schema_registry_url,
+             "topic_prefix": args.topic_prefix}
+    with client.Publisher.from_environment(**{name: value for name, value in given.items() if value is not None},
+                                           per_kind=args.per_kind) as publisher:
         sent = platform.relay(publisher)
     print(f"published {sent} events to {', '.join(publisher.topics)}")
     return 0

@@ -96,5 +96,5 @@ def simulate_command(
     console.print(f"published {summary.published} events in {summary.seconds:.1f} s to {len(summary.scopes)} scopes "
                   f"({', '.join(summary.scopes)}): {kinds}", highlight=False)
     if advisor is not None:
-        ranking = ", ".join(f"{name} {summary.ranking.get(name, 0)}" for name in ("kept", "demoted", "dropped", "unknown"))
+        ranking = ", ".join(f"{name} {summary.ranking.get(name, 0)}" for name in ("kept", "demoted", "dropped", "unknown", "unanswered"))
         console.print(f"recall ranking with the advisory of {serve_url}: {ranking}", highlight=False)

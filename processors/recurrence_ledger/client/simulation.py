@@ -349,12 +349,15 @@ class SimulatedPlatform:
         """Ask the advisory about the handoff's lessons as a recall ranker
         would before a task, and count what it would do: ``kept`` (no
         warning), ``demoted`` (a warning), ``dropped`` (superseded),
-        ``unknown`` (the ledger did not answer or does not know it yet)."""
+        ``unknown`` (the ledger does not know it yet), ``unanswered`` (the
+        advisory did not answer: the recall went on without it)."""
         if self.advisor is None:
             return None
         advices = self.advisor.advise(scope.scope_id, [lesson.ref for lesson in scope.lessons])
         for advice in advices:
-            if not advice.available or not advice.known:
+            if not advice.available:
+                self.ranking["unanswered"] += 1
+            elif not advice.known:
                 self.ranking["unknown"] += 1
             elif advice.superseded_by is not None:
                 self.ranking["dropped"] += 1

@@ -190,7 +190,8 @@ class FixedIdCodec(Codec):
     def _decode_avro(self, raw: bytes, expected: tuple[str, ...]) -> dict:
         schema, writer, body = unframe(raw)
         if schema not in expected:
-            raise BadRecord("unknown_schema_id", f"schema {schema} does not belong on this topic (expected {', '.join(expected)})")
+            raise BadRecord("unknown_schema_id", f"schema {schema} (fixed id {schema_id_of(raw)}) does not belong on this topic (expected "
+                                                 f"{', '.join(expected)}; values framed with a Schema Registry's ids are read with --schema-registry-url)")
         try:
             return avro.decode(writer, body, reader=schema)
         except Exception as error:  # fastavro raises many types on hostile bytes
