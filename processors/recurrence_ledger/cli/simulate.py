@@ -61,7 +61,7 @@ def simulate_command(
     """
     from recurrence_ledger.client.advisor import Advisor
     from recurrence_ledger.client.publisher import Publisher
-    from recurrence_ledger.client.simulation import SimulatedPlatform, simulate
+    from recurrence_ledger.client.simulation import RANKING_OUTCOMES, SimulatedPlatform, simulate
     from recurrence_ledger.kafka.kafka_io import PublishError
 
     per_second = _rate(rate)
@@ -96,5 +96,5 @@ def simulate_command(
     console.print(f"published {summary.published} events in {summary.seconds:.1f} s to {len(summary.scopes)} scopes "
                   f"({', '.join(summary.scopes)}): {kinds}", highlight=False)
     if advisor is not None:
-        ranking = ", ".join(f"{name} {summary.ranking.get(name, 0)}" for name in ("kept", "demoted", "dropped", "unknown", "unanswered"))
+        ranking = ", ".join(f"{name} {summary.ranking.get(name, 0)}" for name in RANKING_OUTCOMES)
         console.print(f"recall ranking with the advisory of {serve_url}: {ranking}", highlight=False)

@@ -368,6 +368,10 @@ class SimulatedPlatform:
         return advices
 
 
+#: What a recall ranker did with each lesson's advice (:meth:`SimulatedPlatform.consult`), in the order the summary gives them.
+RANKING_OUTCOMES: tuple[str, ...] = ("kept", "demoted", "dropped", "unknown", "unanswered")
+
+
 @dataclass
 class SimulationSummary:
     """What a simulation published: ``published`` events, ``by_kind``

@@ -58,14 +58,15 @@ def at_most(limit: int) -> AfterValidator:
     of an event, so the client library refuses what the ledger would."""
 
     def check(value: str) -> str:
-        if not value.isascii():
+        ascii_only = value.isascii()  # the common case: its NFC form is itself, and it has a UTF-8 form
+        if not ascii_only:
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raise PydanticCustomError(
                     "string_unicode", "Input should be a valid string, unable to parse raw data as a unicode string (a lone surrogate)",
                 ) from None
-        if (len(value) > limit or not value.isascii()) and nfc_length(value) > limit:
+        if (len(value) > limit or not ascii_only) and nfc_length(value) > limit:
             raise PydanticCustomError(
                 "string_too_long", "String should have at most {max_length} characters (code points of its NFC form)",
                 {"max_length": limit},
