@@ -140,6 +140,9 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         # (contract §18): scope_id → artifact ids; see end_batch.
         self._review_dirty: dict[str, dict[str, None]] = {}
         self._review_dirty_at_mark: dict[str, dict[str, None]] = {}
+        # ... and the candidates whose own row may change: scope_id → candidate ids.
+        self._candidates_dirty: dict[str, dict[str, None]] = {}
+        self._candidates_dirty_at_mark: dict[str, dict[str, None]] = {}
         # The batch's (scope_id, signature_key) whose recurred count changed
         # (contract §23.5); see contributions.
         self._patterns_touched: dict[tuple[str, str], None] = {}
@@ -289,9 +292,10 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         Order: scopes in code point order of scope_id; for each, the
         RevisionStatistics rows of its changed revisions in ArtifactRef
         order, then the ReviewStatus rows (contract §18) of the candidates
-        whose artifact changed in the batch (a new revision, a revision's
-        figures, a decision) and whose row differs from the last one
-        published, in candidate_id order, then its ScopeStatistics when it differs from the last one
+        whose row the batch may have changed (a candidate published or
+        decided, a new revision of its artifact, new figures of a higher
+        revision: ``ReviewLoop._review_rows``) and whose row differs from the
+        last one published, in candidate_id order, then its ScopeStatistics when it differs from the last one
         published (whose digest the scope record keeps as
         ``published_digest``, updated here, so a value is never re-sent
         unchanged; the scope record was written in this batch anyway, so
@@ -306,7 +310,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         end of the file (after ``flush``)."""
         emits: list[Emit] = []
         state, threshold = self.state, self.config.review_threshold
-        for scope_id in sorted(self._dirty.keys() | self._review_dirty.keys()):
+        for scope_id in sorted(self._dirty.keys() | self._review_dirty.keys() | self._candidates_dirty.keys()):
             revisions = self._dirty.get(scope_id, {})
             scope = state.scope(scope_id)
             for artifact_id, revision in sorted(revisions):
@@ -315,8 +319,9 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
                     withheld.effect(state, self.config, scope, scope_id, artifact_id, revision, state.get("streak", scope_id, artifact_id, revision)),
                 )
                 self._emit(emits, REVISION_STATISTICS, revision_key(scope_id, record["artifact_ref"]), record)
-            artifacts = {artifact_id for artifact_id, _ in revisions} | self._review_dirty.get(scope_id, {}).keys()
-            self._review_rows(scope, scope_id, artifacts, emits)
+            self._review_rows(
+                scope, scope_id, self._review_dirty.get(scope_id, {}).keys(), self._candidates_dirty.get(scope_id, {}).keys(), revisions, emits,
+            )
             statistics = {
                 **scope_statistics(state, scope, scope_id, self.config.top_revisions_limit, threshold, self.config.critical_review_threshold),
                 **withheld.scope_figures(scope),
@@ -330,6 +335,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
                 state.delete("published", scope_id)  # the full record kept before rev. 2: now a digest in the scope record
         self._dirty.clear()
         self._review_dirty.clear()
+        self._candidates_dirty.clear()
         return emits
 
     def contributions(self) -> list[Emit]:
@@ -355,6 +361,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         self._patterns_at_mark = dict(self._patterns_touched)
         self._dirty_at_mark = {scope_id: dict(revisions) for scope_id, revisions in self._dirty.items()}
         self._review_dirty_at_mark = {scope_id: dict(artifacts) for scope_id, artifacts in self._review_dirty.items()}
+        self._candidates_dirty_at_mark = {scope_id: dict(candidates) for scope_id, candidates in self._candidates_dirty.items()}
 
     def rolled_back(self) -> None:
         """The store was returned to its state at the last :meth:`mark` (a
@@ -364,6 +371,7 @@ class LedgerProcessor(OutcomeDecisions, CandidateAdmission, ReviewLoop):
         self._revisions_touched.clear()
         self._dirty = {scope_id: dict(revisions) for scope_id, revisions in self._dirty_at_mark.items()}
         self._review_dirty = {scope_id: dict(artifacts) for scope_id, artifacts in self._review_dirty_at_mark.items()}
+        self._candidates_dirty = {scope_id: dict(candidates) for scope_id, candidates in self._candidates_dirty_at_mark.items()}
         self._patterns_touched = dict(self._patterns_at_mark)
 
     def restore_candidate_set(self, scope_id: str, candidate_set_digest: str, size: int = 0) -> None:

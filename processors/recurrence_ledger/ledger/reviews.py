@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import base64
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from recurrence_ledger.catalogue import REVIEW_DECISIONS, REVIEW_STATUS
 from recurrence_ledger.ledger import withheld
@@ -143,6 +143,18 @@ def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: 
     }
 
 
+def candidate_revisions(state: LedgerState, scope_id: str, artifact_id: str) -> dict[str, int]:
+    """candidate_id → the revision it was published for, of every
+    candidate of an artifact: read from their ``review`` records once, then
+    kept in ``LedgerState``'s cache (``_on_review_candidate`` adds each new
+    one). Do not mutate."""
+    known = state.cached_candidate_revisions(scope_id, artifact_id)
+    if known is None:
+        known = {cid: state.get("review", scope_id, cid)["revision"] for cid in state.get("reviews", scope_id, artifact_id, default=[])}
+        state.cache_candidate_revisions(scope_id, artifact_id, known)
+    return known
+
+
 class ReviewLoop:
     """The review part of ``LedgerProcessor``: published candidates, the
     decisions applied to them or waiting for them, and the ReviewStatus
@@ -155,6 +167,8 @@ class ReviewLoop:
     _decision_scopes: dict[str, None]
     #: The batch's artifacts whose candidates' rows may have changed: scope_id → artifact ids.
     _review_dirty: dict[str, dict[str, None]]
+    #: The batch's candidates whose own row may have changed: scope_id → candidate ids.
+    _candidates_dirty: dict[str, dict[str, None]]
     _emit: Callable[[list[Emit], str, str, dict], None]
 
     # -- candidates ---------------------------------------------------------
@@ -173,7 +187,10 @@ class ReviewLoop:
             "review", scope_id, candidate_id,
         )
         state.append(candidate_id, "reviews", scope_id, ref["artifact_id"])
-        self._mark_review(scope_id, ref["artifact_id"])
+        known = state.cached_candidate_revisions(scope_id, ref["artifact_id"])
+        if known is not None:
+            known[candidate_id] = ref["revision"]
+        self._mark_candidate(scope_id, candidate_id)
         for decision_id in state.pop_list("review_wait", scope_id, candidate_id):
             pending = self._forget_decision(scope_id, decision_id)
             rejection = self._apply_decision(scope_id, pending["decision"])
@@ -182,9 +199,15 @@ class ReviewLoop:
                 emits.append(self._dead_letter(pending, rejection))
 
     def _mark_review(self, scope_id: str, artifact_id: str) -> None:
-        """The rows of ``artifact_id``'s candidates may change: recompute them
-        at the end of the batch."""
+        """The rows of ``artifact_id``'s candidates may change (a revision of
+        it arrived: a candidate may be superseded, or its fix revision be
+        another): recompute them at the end of the batch."""
         self._review_dirty.setdefault(scope_id, {})[artifact_id] = None
+
+    def _mark_candidate(self, scope_id: str, candidate_id: str) -> None:
+        """The row of one candidate may change (it was just published, or a
+        decision was applied to it): compute it at the end of the batch."""
+        self._candidates_dirty.setdefault(scope_id, {})[candidate_id] = None
 
     # -- decisions ------------------------------------------------------------
     def _on_decision(self, scope_id: str, decision: dict, content_digest: str, origin: dict | None) -> ApplyResult:
@@ -261,7 +284,7 @@ class ReviewLoop:
         if decision.get("reason_code") is not None:  # contract §24: counted with the rejected row
             record["reason_code"] = decision["reason_code"]
         state.put(record, "review", scope_id, candidate_id)
-        self._mark_review(scope_id, record["artifact_id"])
+        self._mark_candidate(scope_id, candidate_id)
         return None
 
     def _forget_decision(self, scope_id: str, decision_id: str) -> dict:
@@ -294,14 +317,31 @@ class ReviewLoop:
         return dead_letter(coordinates, base64.b64decode(origin["raw"]), rejection.reason, rejection.message)
 
     # -- the view -----------------------------------------------------------
-    def _review_rows(self, scope: dict, scope_id: str, artifacts: set[str], emits: list[Emit]) -> None:
-        """End of a batch (``end_batch``): the ReviewStatus rows of the
-        candidates of ``artifacts`` that differ from the last ones published,
-        in candidate_id order, and the scope's ``reviews`` and ``repairs``
-        counts kept in step (in ``scope``, which the caller writes)."""
+    def _review_rows(self, scope: dict, scope_id: str, marked: Iterable[str], candidates: Iterable[str],
+                     revisions: Iterable[tuple[str, int]], emits: list[Emit]) -> None:
+        """End of a batch (``end_batch``): the ReviewStatus rows that differ
+        from the last ones published, in candidate_id order, and the scope's
+        ``reviews`` and ``repairs`` counts kept in step (in ``scope``, which
+        the caller writes). A row depends on its artifact's known revisions,
+        its decision and the figures of its fix revision, always a higher
+        revision of its artifact (:func:`review_status`), so only these rows
+        are computed again: every candidate of the ``marked`` artifacts (a
+        revision of theirs arrived, ``_mark_review``), the ``candidates``
+        just published or decided (``_mark_candidate``), and the candidates
+        of revisions below one of ``revisions`` (the ``(artifact_id,
+        revision)`` whose figures changed). A revision that keeps failing,
+        with a candidate per run, so costs nothing here per verdict or new
+        candidate (before, each looked at all of its candidates again)."""
         state = self.state
-        candidate_ids = sorted({cid for artifact_id in artifacts for cid in state.get("reviews", scope_id, artifact_id, default=[])})
-        for candidate_id in candidate_ids:
+        candidate_ids = {cid for artifact_id in marked for cid in state.get("reviews", scope_id, artifact_id, default=[])}
+        candidate_ids.update(candidates)
+        highest: dict[str, int] = {}
+        for artifact_id, revision in revisions:
+            if artifact_id not in marked and revision > highest.get(artifact_id, 0):
+                highest[artifact_id] = revision
+        for artifact_id, top in highest.items():
+            candidate_ids.update(cid for cid, revision in candidate_revisions(state, scope_id, artifact_id).items() if revision < top)
+        for candidate_id in sorted(candidate_ids):
             record = state.get("review", scope_id, candidate_id)
             row = review_status(state, scope_id, candidate_id, record, self.config)
             published = digest(row)

@@ -174,6 +174,8 @@ class LedgerState:
         self._top: dict[str, tuple[int, list[dict], set[tuple[str, int]]]] = {}
         self._figures: dict[tuple[str, str, int], dict] = {}
         self._chains: dict[tuple[str, str, int], Any] = {}
+        self._full_runs: dict[tuple[str, str, int], tuple[int, list]] = {}
+        self._candidate_revisions: dict[tuple[str, str], dict[str, int]] = {}
         self._legacy_positions: bool | None = None
 
     # -- state format ---------------------------------------------------------
@@ -251,6 +253,8 @@ class LedgerState:
         self._top.clear()
         self._figures.clear()
         self._chains.clear()
+        self._full_runs.clear()
+        self._candidate_revisions.clear()
         self._legacy_positions = None
 
     def cached_heads_index(self, scope_id: str) -> Any:
@@ -325,6 +329,33 @@ class LedgerState:
     def cache_figures(self, scope_id: str, artifact_id: str, revision: int, figures: dict) -> None:
         """Remember a revision's figures until :meth:`forget_top` names it."""
         self._figures[(scope_id, artifact_id, revision)] = figures
+
+    def cached_full_run_starts(self, parts: tuple[str, str, int], threshold: int) -> list | None:
+        """The cached names of the runs of revision ``parts`` (scope_id,
+        artifact_id, revision) holding ≥ ``threshold`` recurred verdicts
+        (``streaks.full_run_starts``), or None when not read yet for that
+        threshold. The caller keeps the list in step with the runs."""
+        cached = self._full_runs.get(parts)
+        return cached[1] if cached is not None and cached[0] == threshold else None
+
+    def cache_full_run_starts(self, parts: tuple[str, str, int], threshold: int, starts: list) -> None:
+        """Remember a revision's run names at ``threshold`` (one threshold per
+        revision: another replaces it)."""
+        self._full_runs[parts] = (threshold, starts)
+
+    def forget_full_run_starts(self, parts: tuple[str, str, int]) -> None:
+        """A revision's runs were rewritten other than by a verdict: read
+        them again when next needed."""
+        self._full_runs.pop(parts, None)
+
+    def cached_candidate_revisions(self, scope_id: str, artifact_id: str) -> dict[str, int] | None:
+        """The cached revisions of an artifact's review candidates
+        (``reviews.candidate_revisions``), or None when not read yet."""
+        return self._candidate_revisions.get((scope_id, artifact_id))
+
+    def cache_candidate_revisions(self, scope_id: str, artifact_id: str, known: dict[str, int]) -> None:
+        """Remember an artifact's candidates' revisions; the caller adds each new candidate."""
+        self._candidate_revisions[(scope_id, artifact_id)] = known
 
     def set_streak_rank(self, scope: dict, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
         """Move one revision in the ranking from streak ``old`` to ``new``.

@@ -137,6 +137,7 @@ def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair
     if "linked_verdicts" not in record:
         record["linked_verdicts"] = linked_verdicts(record)
     if "run" in record:  # revision 1 layout: only the current run was kept
+        state.forget_full_run_starts(parts[1:])  # its runs change underneath
         legacy = record.pop("run")
         last = record["last_avoided"]
         _put_run(state, parts[1:], last, [_entry(position, ref) for position, ref in legacy])
@@ -170,7 +171,7 @@ def runs_at_threshold(state: LedgerState, scope_id: str, artifact_id: str, revis
     as one such run."""
     if record.get("full_runs_threshold") == threshold:
         return record["full_runs"]
-    count = _count_full_runs(state, (scope_id, artifact_id, revision), threshold)
+    count = len(full_run_starts(state, (scope_id, artifact_id, revision), threshold))
     if not count and "tracked_from" in record and record.get("reached_threshold"):
         count = 1
     return count
@@ -182,17 +183,39 @@ def runs_reaching_threshold(state: LedgerState, scope_id: str, artifact_id: str,
     threshold"), oldest first; None names the run at the start of its
     history. Published on its RevisionStatistics row so that readers never
     compare a run with a threshold of their own. Reads no run when the
-    record counts none (``full_runs`` at ``threshold``)."""
+    record counts none (``full_runs`` at ``threshold``), and otherwise
+    reads the runs once per revision and threshold (:func:`full_run_starts`)."""
     if record.get("full_runs_threshold") == threshold and not record.get("full_runs"):
         return []
-    parts = (scope_id, artifact_id, revision)
-    starts = [None, *state.get("avoided_at", *parts, default=[])]
-    return [start for start in starts if len(_get_run(state, parts, start)) >= threshold]
+    return list(full_run_starts(state, (scope_id, artifact_id, revision), threshold))
 
 
-def _count_full_runs(state: LedgerState, parts: tuple, threshold: int) -> int:
-    starts = [None, *state.get("avoided_at", *parts, default=[])]
-    return sum(1 for start in starts if len(_get_run(state, parts, start)) >= threshold)
+def full_run_starts(state: LedgerState, parts: tuple, threshold: int) -> list[int | None]:
+    """The names of the runs of revision ``parts`` (scope_id, artifact_id,
+    revision) holding ≥ ``threshold`` recurred verdicts, oldest first (None:
+    the start of history). Read from the run records once, then kept in
+    ``LedgerState``'s cache, which :func:`record_verdict` keeps in step with
+    every verdict (so a RevisionStatistics row of a revision with a long
+    history reads no run: before, each row read them all). Do not mutate."""
+    starts = state.cached_full_run_starts(parts, threshold)
+    if starts is None:
+        names = [None, *state.get("avoided_at", *parts, default=[])]
+        starts = [start for start in names if len(_get_run(state, parts, start)) >= threshold]
+        state.cache_full_run_starts(parts, threshold, starts)
+    return starts
+
+
+def _set_full(state: LedgerState, parts: tuple, threshold: int, start: int | None, full: bool) -> None:
+    """Run ``start`` of revision ``parts`` now holds ≥ ``threshold``
+    recurred verdicts (``full``) or not: kept in the cached names of
+    :func:`full_run_starts`, in run order, when they are cached."""
+    starts = state.cached_full_run_starts(parts, threshold)
+    if starts is None or (start in starts) == full:
+        return
+    if full:
+        bisect.insort(starts, start, key=_run_key)
+    else:
+        starts.remove(start)
 
 
 def streak_length(record: dict) -> int:
@@ -306,7 +329,7 @@ def record_verdict(
     record = revision_record(state, ("streak", *parts), signature_key, repair_surface, severity)
     own = threshold if review_at is None else review_at
     if record.get("full_runs_threshold") != own:
-        record["full_runs"] = _count_full_runs(state, parts, own)
+        record["full_runs"] = len(full_run_starts(state, parts, own))
         record["full_runs_threshold"] = own
     record[event] = record.get(event, 0) + 1
     if linked:
@@ -331,6 +354,7 @@ def record_verdict(
         _put_run(state, parts, start, entries)
         if len(entries) == own:
             record["full_runs"] += 1
+            _set_full(state, parts, own, start, True)
         if start == last:
             record["streak"] = len(entries)
         changed = (start, entries)
@@ -347,6 +371,8 @@ def record_verdict(
             _put_run(state, parts, position, entries[cut:])
             full = (cut >= own) + (len(entries) - cut >= own)
             record["full_runs"] += full - (len(entries) >= own)
+            _set_full(state, parts, own, start, cut >= own)
+            _set_full(state, parts, own, position, len(entries) - cut >= own)
         if last is None or position > last:
             record["last_avoided"] = position
             record["streak"] = len(entries) - cut
