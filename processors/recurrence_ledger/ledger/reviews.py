@@ -143,14 +143,16 @@ def review_status(state: LedgerState, scope_id: str, candidate_id: str, record: 
     }
 
 
-def candidate_revisions(state: LedgerState, scope_id: str, artifact_id: str) -> dict[str, int]:
-    """candidate_id → the revision it was published for, of every
-    candidate of an artifact: read from their ``review`` records once, then
-    kept in ``LedgerState``'s cache (``_on_review_candidate`` adds each new
-    one). Do not mutate."""
+def candidates_by_revision(state: LedgerState, scope_id: str, artifact_id: str) -> dict[int, list[str]]:
+    """The candidate ids of an artifact by the revision they were published
+    for: read from their ``review`` records once, then kept in
+    ``LedgerState``'s cache (``_on_review_candidate`` adds each new one).
+    Do not mutate."""
     known = state.cached_candidate_revisions(scope_id, artifact_id)
     if known is None:
-        known = {cid: state.get("review", scope_id, cid)["revision"] for cid in state.get("reviews", scope_id, artifact_id, default=[])}
+        known = {}
+        for candidate_id in state.get("reviews", scope_id, artifact_id, default=[]):
+            known.setdefault(state.get("review", scope_id, candidate_id)["revision"], []).append(candidate_id)
         state.cache_candidate_revisions(scope_id, artifact_id, known)
     return known
 
@@ -189,7 +191,7 @@ class ReviewLoop:
         state.append(candidate_id, "reviews", scope_id, ref["artifact_id"])
         known = state.cached_candidate_revisions(scope_id, ref["artifact_id"])
         if known is not None:
-            known[candidate_id] = ref["revision"]
+            known.setdefault(ref["revision"], []).append(candidate_id)
         self._mark_candidate(scope_id, candidate_id)
         for decision_id in state.pop_list("review_wait", scope_id, candidate_id):
             pending = self._forget_decision(scope_id, decision_id)
@@ -340,7 +342,9 @@ class ReviewLoop:
             if artifact_id not in marked and revision > highest.get(artifact_id, 0):
                 highest[artifact_id] = revision
         for artifact_id, top in highest.items():
-            candidate_ids.update(cid for cid, revision in candidate_revisions(state, scope_id, artifact_id).items() if revision < top)
+            for revision, below in candidates_by_revision(state, scope_id, artifact_id).items():
+                if revision < top:
+                    candidate_ids.update(below)
         for candidate_id in sorted(candidate_ids):
             record = state.get("review", scope_id, candidate_id)
             row = review_status(state, scope_id, candidate_id, record, self.config)

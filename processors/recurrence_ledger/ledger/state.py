@@ -175,7 +175,7 @@ class LedgerState:
         self._figures: dict[tuple[str, str, int], dict] = {}
         self._chains: dict[tuple[str, str, int], Any] = {}
         self._full_runs: dict[tuple[str, str, int], tuple[int, list]] = {}
-        self._candidate_revisions: dict[tuple[str, str], dict[str, int]] = {}
+        self._candidate_revisions: dict[tuple[str, str], dict[int, list[str]]] = {}
         self._legacy_positions: bool | None = None
 
     # -- state format ---------------------------------------------------------
@@ -348,13 +348,13 @@ class LedgerState:
         them again when next needed."""
         self._full_runs.pop(parts, None)
 
-    def cached_candidate_revisions(self, scope_id: str, artifact_id: str) -> dict[str, int] | None:
-        """The cached revisions of an artifact's review candidates
-        (``reviews.candidate_revisions``), or None when not read yet."""
+    def cached_candidate_revisions(self, scope_id: str, artifact_id: str) -> dict[int, list[str]] | None:
+        """The cached candidate ids of an artifact by revision
+        (``reviews.candidates_by_revision``), or None when not read yet."""
         return self._candidate_revisions.get((scope_id, artifact_id))
 
-    def cache_candidate_revisions(self, scope_id: str, artifact_id: str, known: dict[str, int]) -> None:
-        """Remember an artifact's candidates' revisions; the caller adds each new candidate."""
+    def cache_candidate_revisions(self, scope_id: str, artifact_id: str, known: dict[int, list[str]]) -> None:
+        """Remember an artifact's candidate ids by revision; the caller adds each new candidate."""
         self._candidate_revisions[(scope_id, artifact_id)] = known
 
     def set_streak_rank(self, scope: dict, scope_id: str, ref: dict, signature_key: str, old: int, new: int) -> None:
