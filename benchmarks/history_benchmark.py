@@ -1,0 +1,144 @@
+"""The views' cost as a revision's history grows (not a test).
+
+A deployment runs for months: a revision that keeps failing gathers
+thousands of verdicts, runs and review candidates. The view records of a
+batch (contract §8: RevisionStatistics, ReviewStatus, ScopeStatistics of
+what the batch changed) must cost what the batch changed, not what the
+history holds. The journal here is that revision: one Experience revision
+cited by one Handoff, then ``--outcomes`` Task Outcomes through its
+receipt, three recurred and one avoided in turn — every avoided verdict
+closes a run of three, which reaches the review threshold (3) and
+publishes a review candidate, so each batch publishes about the same view
+records while the revision's runs and open candidates grow. It is driven
+the way the worker drives the core: ``records.process_message`` per record
+(Avro SourceEvents), ``end_batch`` and the Avro encoding of its records
+(``Outputs.records``) once per transaction of ``--tx-events`` records. For
+each fifth of the journal: the CPU time of the batch's views per batch,
+the view records per batch, median of ``--runs`` fresh runs.
+
+Target: computing the views of a batch (``end_batch``) in the last fifth
+costs ≤ 2× the first (before, each RevisionStatistics row read every run
+record of its revision, and each new candidate recomputed the ReviewStatus
+row of every candidate of its artifact: the cost grew with the history).
+Their encoding is reported beside it: it grows with the revision's row,
+whose ``runs_reaching_threshold`` names every run at the threshold.
+
+    python benchmarks/history_benchmark.py            # 40,000 outcomes, 3 runs, writes BENCHMARKS.md
+    python benchmarks/history_benchmark.py --quick    # 8,000 outcomes, 1 run, print only
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.record import write_block  # noqa: E402
+import orjson  # noqa: E402
+
+from benchmarks.worker_stages import _code_revision, catalogue_max_bytes  # noqa: E402
+from recurrence_ledger import catalogue  # noqa: E402
+from recurrence_ledger.kafka.kafka_io import prepare_line  # noqa: E402
+from recurrence_ledger.kafka.records import Outputs, process_message  # noqa: E402
+from recurrence_ledger.ledger.config import LedgerConfig  # noqa: E402
+from recurrence_ledger.runtime.task import Task  # noqa: E402
+from recurrence_ledger.serde import codec  # noqa: E402
+from tests.consumed import Record  # noqa: E402 - a consumed record as the worker sees it
+from tests.journal import check, claim, experience, handoff, outcome, receipt  # noqa: E402
+
+PARTS = 5
+SCOPE = "history"
+CUE = "port already bound"
+
+
+def journal(outcomes: int) -> list[Record]:
+    """The failing revision's journal (module docstring) as the consumer
+    hands it over: Avro SourceEvents on ``source-journal``, one partition."""
+    records = [experience(SCOPE, 1, "E1", cue=CUE), handoff(SCOPE, 2, "H1", [("E1", 1)]), receipt(SCOPE, 3, "R1", "H1")]
+    for number in range(outcomes):
+        position = 10 + number
+        if number % 4 == 3:
+            records.append(outcome(SCOPE, position, f"O{position}", status="completed", receipt_id="R1",
+                                   observations=[claim("tests started in sandbox")], checks=[check("ports free before pytest", status="passed")]))
+        else:
+            records.append(outcome(SCOPE, position, f"O{position}", receipt_id="R1", checks=[check(CUE)]))
+    out = []
+    for offset, record in enumerate(records):
+        prepared = prepare_line(orjson.dumps(record))
+        out.append(Record(catalogue.SOURCE_JOURNAL, 0, offset, prepared.key, prepared.value))
+    return out
+
+
+def run(outcomes: int, tx_events: int) -> list[tuple[float, float, float]]:
+    """One fresh run: per fifth of the journal, (``end_batch`` CPU ms per
+    batch, encoding CPU ms per batch, view records per batch)."""
+    batch = journal(outcomes)
+    outputs = Outputs(codec.AVRO, codec.FIXED, "", catalogue_max_bytes())
+    task = Task(0, LedgerConfig())
+    computed, encoded, published, batches = [0.0] * PARTS, [0.0] * PARTS, [0] * PARTS, [0] * PARTS
+    for start in range(0, len(batch), tx_events):
+        for message in batch[start:start + tx_events]:
+            outputs.records(process_message(task.processor, message, "", codec.FIXED), message.key())
+        part = min(PARTS - 1, start * PARTS // len(batch))
+        began = time.process_time()
+        emits = task.processor.end_batch()
+        between = time.process_time()
+        outputs.records(emits, None)
+        computed[part] += between - began
+        encoded[part] += time.process_time() - between
+        published[part] += len(emits)
+        batches[part] += 1
+        task.store.changes()
+        task.checkpointed()
+        gc.freeze()  # as LedgerWorker._commit does
+    return [(computed[part] * 1000 / batches[part], encoded[part] * 1000 / batches[part], published[part] / batches[part]) for part in range(PARTS)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="8,000 outcomes, 1 run, print only")
+    parser.add_argument("--outcomes", type=int, default=40_000)
+    parser.add_argument("--tx-events", type=int, default=200, help="records per transaction (a steady stream's)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--no-record", action="store_true", help="print only: do not write BENCHMARKS.md")
+    options = parser.parse_args()
+    outcomes, runs = (8_000, 1) if options.quick else (options.outcomes, options.runs)
+    results = [run(outcomes, options.tx_events) for _ in range(runs)]
+    rows = ["| part of the journal | views computed (`end_batch`), ms per batch | encoded, ms per batch | view records per batch |",
+            "| --- | --- | --- | --- |"]
+    computed = []
+    for part in range(PARTS):
+        computed.append(statistics.median(result[part][0] for result in results))
+        encoded = statistics.median(result[part][1] for result in results)
+        count = statistics.median(result[part][2] for result in results)
+        rows.append(f"| {part + 1}/{PARTS} | {computed[-1]:.2f} | {encoded:.2f} | {count:.0f} |")
+    ratio = computed[-1] / computed[0]
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        f"Recorded {stamp} by `python benchmarks/history_benchmark.py` (code {_code_revision()}; {platform.machine()}, "
+        f"CPython {platform.python_version()}, {os.cpu_count()} CPUs). One revision failing three times in four over "
+        f"{outcomes:,} Task Outcomes ({outcomes // 4:,} runs at the threshold, as many open review candidates), "
+        f"transactions of {options.tx_events} records; CPU time of `end_batch` and of the Avro encoding of its records, "
+        f"median of {runs} runs per fifth of the journal.",
+        "",
+        *rows,
+        "",
+        f"Views computed per batch, last fifth / first: **{ratio:.2f}×** (target ≤ 2×: {'met' if ratio <= 2 else 'not met'}). "
+        "The encoding grows with the revision's row itself: its `runs_reaching_threshold` names every run at the threshold "
+        "(contract §8), here one in four verdicts.",
+    ]
+    print("\n".join(lines))
+    if not (options.quick or options.no_record):
+        write_block("history-benchmark", "Views against history", lines)
+
+
+if __name__ == "__main__":
+    main()
