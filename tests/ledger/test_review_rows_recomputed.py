@@ -66,3 +66,25 @@ def test_the_rows_computed_again_are_every_row_that_changes(history, approve, th
     rows, statistics = published(narrowed)
     assert (rows, statistics) == published(reference.feed(*order))
     assert rows  # every journal publishes r1's candidate
+
+
+def test_a_row_published_by_an_earlier_release_is_published_again_at_the_next_batch_of_its_artifact():
+    """A ReviewStatus row whose stored digest is not that of the row this
+    code computes (a row an earlier release published without a field added
+    since, such as ``reason_code``): the first batch after the state is read
+    that touches its artifact publishes it again, even when nothing above
+    its revision changed (docs/upgrading.md: the next batch republishes the
+    views)."""
+    config = LedgerConfig(review_threshold=2)
+    ledger = Ledger(config).feed(experience(S, 1, "E1", cue=CUE), *(outcome(S, p, f"U{p}", checks=[check(CUE)]) for p in (5, 6)))
+    [row] = ledger.out["review-status"]
+    store = ledger.processor.state.store
+    record = store[("review", S, row["candidate_id"])]
+    store[("review", S, row["candidate_id"])] = {**record, "published": "sha256:" + "0" * 64}  # as an earlier release left it
+    restarted = Ledger(config)
+    restarted.processor = LedgerProcessor(store, config, validate_outputs=True)
+    restarted.offset = ledger.offset
+    restarted.feed(outcome(S, 7, "U7", checks=[check(CUE)]))  # one more recurrence of r1, in the same run
+    assert restarted.out["review-status"] == [row]
+    restarted.feed(outcome(S, 8, "U8", checks=[check(CUE)]))
+    assert restarted.out["review-status"] == [row]  # published once

@@ -331,9 +331,11 @@ class ReviewLoop:
         revision of theirs arrived, ``_mark_review``), the ``candidates``
         just published or decided (``_mark_candidate``), and the candidates
         of revisions below one of ``revisions`` (the ``(artifact_id,
-        revision)`` whose figures changed). A revision that keeps failing,
-        with a candidate per run, so costs nothing here per verdict or new
-        candidate (before, each looked at all of its candidates again)."""
+        revision)`` whose figures changed) — all of an artifact's candidates
+        the first time after the state was read. A revision that keeps
+        failing, with a candidate per run, so costs nothing here per verdict
+        or new candidate (before, each looked at all of its candidates
+        again)."""
         state = self.state
         candidate_ids = {cid for artifact_id in marked for cid in state.get("reviews", scope_id, artifact_id, default=[])}
         candidate_ids.update(candidates)
@@ -342,8 +344,13 @@ class ReviewLoop:
             if artifact_id not in marked and revision > highest.get(artifact_id, 0):
                 highest[artifact_id] = revision
         for artifact_id, top in highest.items():
+            # The first look at an artifact since its state was read computes
+            # every row of it, as before: a row published by an earlier
+            # release (without a field added since) is published again at
+            # the next batch that touches its artifact (docs/upgrading.md).
+            first = state.cached_candidate_revisions(scope_id, artifact_id) is None
             for revision, below in candidates_by_revision(state, scope_id, artifact_id).items():
-                if revision < top:
+                if first or revision < top:
                     candidate_ids.update(below)
         for candidate_id in sorted(candidate_ids):
             record = state.get("review", scope_id, candidate_id)
