@@ -14,7 +14,9 @@ the way the worker drives the core: ``records.process_message`` per record
 (Avro SourceEvents), ``end_batch`` and the Avro encoding of its records
 (``Outputs.records``) once per transaction of ``--tx-events`` records. For
 each fifth of the journal: the CPU time of the batch's views per batch,
-the view records per batch, median of ``--runs`` fresh runs.
+the view records per batch, and beside them the facts' CPU per event and
+the changelog bytes a batch writes (``store.changes()``: keys and values),
+median of ``--runs`` fresh runs.
 
 Target: computing the views of a batch (``end_batch``) in the last fifth
 costs ≤ 2× the first (before, each RevisionStatistics row read every run
@@ -77,17 +79,26 @@ def journal(outcomes: int) -> list[Record]:
     return out
 
 
-def run(outcomes: int, tx_events: int) -> list[tuple[float, float, float]]:
-    """One fresh run: per fifth of the journal, (``end_batch`` CPU ms per
-    batch, encoding CPU ms per batch, view records per batch)."""
+#: What :func:`run` reports per fifth of the journal, in this order.
+COLUMNS = ("views computed (`end_batch`), ms per batch", "encoded, ms per batch", "view records per batch",
+           "facts (`process_message` + encoding), µs per event", "changelog written, KiB per batch")
+
+
+def run(outcomes: int, tx_events: int) -> list[tuple[float, ...]]:
+    """One fresh run: per fifth of the journal, the :data:`COLUMNS`."""
     batch = journal(outcomes)
     outputs = Outputs(codec.AVRO, codec.FIXED, "", catalogue_max_bytes())
     task = Task(0, LedgerConfig())
-    computed, encoded, published, batches = [0.0] * PARTS, [0.0] * PARTS, [0] * PARTS, [0] * PARTS
+    computed, encoded, applied, written = [0.0] * PARTS, [0.0] * PARTS, [0.0] * PARTS, [0] * PARTS
+    published, batches, events = [0] * PARTS, [0] * PARTS, [0] * PARTS
     for start in range(0, len(batch), tx_events):
-        for message in batch[start:start + tx_events]:
-            outputs.records(process_message(task.processor, message, "", codec.FIXED), message.key())
         part = min(PARTS - 1, start * PARTS // len(batch))
+        chunk = batch[start:start + tx_events]
+        began = time.process_time()
+        for message in chunk:
+            outputs.records(process_message(task.processor, message, "", codec.FIXED), message.key())
+        applied[part] += time.process_time() - began
+        events[part] += len(chunk)
         began = time.process_time()
         emits = task.processor.end_batch()
         between = time.process_time()
@@ -96,10 +107,14 @@ def run(outcomes: int, tx_events: int) -> list[tuple[float, float, float]]:
         encoded[part] += time.process_time() - between
         published[part] += len(emits)
         batches[part] += 1
-        task.store.changes()
+        written[part] += sum(len(key) + len(value or b"") for key, value in task.store.changes())
         task.checkpointed()
         gc.freeze()  # as LedgerWorker._commit does
-    return [(computed[part] * 1000 / batches[part], encoded[part] * 1000 / batches[part], published[part] / batches[part]) for part in range(PARTS)]
+    return [
+        (computed[part] * 1000 / batches[part], encoded[part] * 1000 / batches[part], published[part] / batches[part],
+         applied[part] * 1e6 / events[part], written[part] / 1024 / batches[part])
+        for part in range(PARTS)
+    ]
 
 
 def main() -> None:
@@ -112,14 +127,11 @@ def main() -> None:
     options = parser.parse_args()
     outcomes, runs = (8_000, 1) if options.quick else (options.outcomes, options.runs)
     results = [run(outcomes, options.tx_events) for _ in range(runs)]
-    rows = ["| part of the journal | views computed (`end_batch`), ms per batch | encoded, ms per batch | view records per batch |",
-            "| --- | --- | --- | --- |"]
-    computed = []
-    for part in range(PARTS):
-        computed.append(statistics.median(result[part][0] for result in results))
-        encoded = statistics.median(result[part][1] for result in results)
-        count = statistics.median(result[part][2] for result in results)
-        rows.append(f"| {part + 1}/{PARTS} | {computed[-1]:.2f} | {encoded:.2f} | {count:.0f} |")
+    rows = ["| part of the journal | " + " | ".join(COLUMNS) + " |", "| --- |" + " --- |" * len(COLUMNS)]
+    medians = [[statistics.median(result[part][column] for result in results) for column in range(len(COLUMNS))] for part in range(PARTS)]
+    for part, values in enumerate(medians):
+        rows.append(f"| {part + 1}/{PARTS} | " + " | ".join(f"{value:,.2f}" if column < 2 else f"{value:,.0f}" for column, value in enumerate(values)) + " |")
+    computed = [values[0] for values in medians]
     ratio = computed[-1] / computed[0]
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
@@ -133,7 +145,9 @@ def main() -> None:
         "",
         f"Views computed per batch, last fifth / first: **{ratio:.2f}×** (target ≤ 2×: {'met' if ratio <= 2 else 'not met'}). "
         "The encoding grows with the revision's row itself: its `runs_reaching_threshold` names every run at the threshold "
-        "(contract §8), here one in four verdicts.",
+        "(contract §8), here one in four verdicts. So do the facts' CPU and the changelog written per batch: the revision "
+        "keeps lists that grow with its history and are written whole when they change (its artifact's candidate ids, "
+        "its runs with a candidate, its avoided positions; docs/sizing.md, \"A revision that keeps failing\").",
     ]
     print("\n".join(lines))
     if not (options.quick or options.no_record):
