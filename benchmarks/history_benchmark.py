@@ -44,11 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.record import write_block  # noqa: E402
-import orjson  # noqa: E402
-
-from benchmarks.worker_stages import _code_revision, catalogue_max_bytes  # noqa: E402
-from recurrence_ledger import catalogue  # noqa: E402
-from recurrence_ledger.kafka.kafka_io import prepare_line  # noqa: E402
+from benchmarks.worker_stages import _code_revision, catalogue_max_bytes, consumed  # noqa: E402
 from recurrence_ledger.kafka.records import Outputs, process_message  # noqa: E402
 from recurrence_ledger.ledger.config import LedgerConfig  # noqa: E402
 from recurrence_ledger.runtime.task import Task  # noqa: E402
@@ -72,11 +68,7 @@ def journal(outcomes: int) -> list[Record]:
                                    observations=[claim("tests started in sandbox")], checks=[check("ports free before pytest", status="passed")]))
         else:
             records.append(outcome(SCOPE, position, f"O{position}", receipt_id="R1", checks=[check(CUE)]))
-    out = []
-    for offset, record in enumerate(records):
-        prepared = prepare_line(orjson.dumps(record))
-        out.append(Record(catalogue.SOURCE_JOURNAL, 0, offset, prepared.key, prepared.value))
-    return out
+    return consumed(records, 1)
 
 
 #: What :func:`run` reports per fifth of the journal, in this order.

@@ -50,7 +50,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -107,10 +107,16 @@ class LocalProducer:
 
 
 def messages(shape: Workload, partitions: int) -> list[Record]:
-    """The workload as the consumer would hand it over: Avro SourceEvents
-    on ``source-journal``, offsets per partition in publish order."""
+    """The workload as the consumer would hand it over (:func:`consumed`)."""
+    return consumed(generate_journal(shape), partitions)
+
+
+def consumed(records: Iterable[dict], partitions: int) -> list[Record]:
+    """Journal records (``{"topic", "value"}``) as the consumer would hand
+    them over: Avro SourceEvents on ``source-journal``, spread over
+    ``partitions`` by key, offsets per partition in publish order."""
     out, offsets = [], [0] * partitions
-    for record in generate_journal(shape):
+    for record in records:
         prepared = prepare_line(orjson.dumps(record))
         partition = zlib.crc32(prepared.key) % partitions
         out.append(Record(catalogue.SOURCE_JOURNAL, partition, offsets[partition], prepared.key, prepared.value))
