@@ -1,8 +1,10 @@
-"""State format 2 (docs/upgrading.md, "State format 2"): the holders of
-journal positions kept by ranges, the format recorded in the store, and a
-store written in format 1 (one record per position, no format record)
-that keeps working: its positions still conflict, its events are still
-duplicates, and the facts that follow are those of a format-2 store."""
+"""State formats 2 and 3 (docs/upgrading.md, "State format 2", "State
+format 3"): the holders of journal positions kept by ranges, the format
+recorded in the store, and a store written in format 1 (one record per
+position, no format record) that keeps working: its positions still
+conflict, its events are still duplicates, and the facts that follow are
+those of a new store. Format 3's chunked candidate ids are in
+``test_state_format_3.py``."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ import pytest
 
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.processor import LedgerProcessor
+from recurrence_ledger.ledger.reviews import REVIEW_IDS
 from recurrence_ledger.ledger.state import (
+    LEGACY_POSITIONS_KEY,
     POSITION_BUCKET,
     STATE_FORMAT,
     STATE_FORMAT_KEY,
@@ -40,12 +44,15 @@ def to_format_1(store: dict) -> dict:
     """The same state as a version before state formats wrote it: one
     ``("position", scope_id, position)`` record per position, no range
     records, no open range in the scope records, the streak ranking in a
-    ``("ranked", scope_id)`` record, no format record."""
+    ``("ranked", scope_id)`` record, an artifact's candidate ids in one
+    plain list, no format record."""
     old = {}
     for key, value in json.loads(json.dumps([[list(key), value] for key, value in store.items()])):  # a copy
         key = tuple(key)
-        if key == STATE_FORMAT_KEY:
+        if key in (STATE_FORMAT_KEY, LEGACY_POSITIONS_KEY) or key[0] == REVIEW_IDS:
             continue
+        if key[0] == "reviews" and isinstance(value, dict):
+            value = [cid for number in range(value["chunks"]) for cid in store[(REVIEW_IDS, *key[1:], number)]] + value["open"]
         if key[0] == "positions":
             old.update({("position", key[1], int(position)): holder for position, holder in value.items()})
         elif key[0] == "scope":
@@ -64,11 +71,11 @@ def journal(shape: Workload) -> list[bytes]:
     return [json.dumps(record).encode() for record in generate_journal(shape)]
 
 
-def test_a_new_store_records_format_2_and_keeps_positions_by_range():
+def test_a_new_store_records_format_3_and_keeps_positions_by_range():
     processor = LedgerProcessor()
     feed(processor, [experience(S, 1, "E1"), *[outcome(S, p, f"O{p}", checks=[check("x")]) for p in range(2, 2 + POSITION_BUCKET + 3)]])
     store = processor.state.store
-    assert store[STATE_FORMAT_KEY] == STATE_FORMAT == 2
+    assert store[STATE_FORMAT_KEY] == STATE_FORMAT == 3 and LEGACY_POSITIONS_KEY not in store
     assert not [key for key in store if key[0] == "position"]
     # positions 1..63 in the closed range 0, 64..68 open in the scope record
     assert store[("positions", S, 0)] == {"1": "experience E1 1", **{str(p): f"outcome O{p}" for p in range(2, 64)}}
@@ -107,8 +114,10 @@ def test_a_format_1_store_keeps_working_with_the_facts_of_a_format_2_store():
     assert got == want
     assert [json.loads(value)["reason"] for topic, value in got if topic == "dead-letter"] == ["position_conflict"]
     assert len([value for topic, value in got if topic == "recurrence-observations"]) > 100
-    # new positions go to ranges; the old records stay in force and are never rewritten
-    assert STATE_FORMAT_KEY not in old.state.store
+    # the store now says which format it is and that its old records stay in force ...
+    assert (old.state.store[STATE_FORMAT_KEY], old.state.store[LEGACY_POSITIONS_KEY]) == (3, True)
+    assert LedgerProcessor(dict(old.state.store)).state.legacy_positions()
+    # ... new positions go to ranges; the old records are never rewritten
     assert len([key for key in old.state.store if key[0] == "position"]) == 300
     # the rankings moved into the scope records as they changed
     assert not [key for key in old.state.store if key[0] == "ranked"]
@@ -127,19 +136,20 @@ def test_a_format_1_changelog_restores_into_a_worker_store_that_keeps_it():
     store[UNICODE_VERSION_KEY] = "14.0.0"
     processor = LedgerProcessor(store)
     assert feed(processor, records[90:]) == feed(reference, records[90:])
-    assert STATE_FORMAT_KEY not in dict(store.changes())
+    changes = dict(store.changes())
+    assert (changes[b'["deployment","state_format"]'], changes[b'["deployment","legacy_positions"]']) == (b"3", b"true")
 
 
 def test_an_empty_worker_store_records_the_format_with_its_first_transaction():
     store = ChangelogStore()
     store[UNICODE_VERSION_KEY] = "14.0.0"  # the pin comes first, after the (empty) restore
     feed(LedgerProcessor(store), [experience(S, 1, "E1")])
-    assert dict(store.changes())[b'["deployment","state_format"]'] == b"2"
+    assert dict(store.changes())[b'["deployment","state_format"]'] == b"3"
 
 
 def test_a_newer_format_is_refused_with_the_way_out():
     processor = LedgerProcessor({STATE_FORMAT_KEY: STATE_FORMAT + 1, ("scope", S): {}})
-    with pytest.raises(StateFormatError, match=r"format 3, but this version of recurrence-ledger reads formats 1 to 2.*upgrading.md"):
+    with pytest.raises(StateFormatError, match=r"format 4, but this version of recurrence-ledger reads formats 1 to 3.*upgrading.md"):
         feed(processor, [experience(S, 1, "E1")])
 
 
@@ -149,8 +159,8 @@ def test_the_worker_decides_the_format_after_the_restore_and_refuses_a_newer_one
 
     task = Task(0, LedgerConfig())
     task.pin_unicode(False, "changelog")
-    assert task.store.data[STATE_FORMAT_KEY] == 2 and not task.processor.state.legacy_positions()
+    assert task.store.data[STATE_FORMAT_KEY] == 3 and not task.processor.state.legacy_positions()
     newer = Task(1, LedgerConfig())
-    newer.store.restore(b'["deployment","state_format"]', b"3")
-    with pytest.raises(StateFormatError, match="format 3"):
+    newer.store.restore(b'["deployment","state_format"]', b"4")
+    with pytest.raises(StateFormatError, match="format 4"):
         newer.pin_unicode(False, "changelog")

@@ -28,7 +28,9 @@ written explicitly, see ``state.py``):
   published row (``published``);
 - ``("reviews", scope_id, artifact_id)``: the candidate ids of an artifact,
   in publication order (whose rows a new revision or a revision's new
-  figures may change);
+  figures may change), a chunked list (``LedgerState.append_chunked``,
+  state format 3) whose full chunks are ``("review_ids", scope_id,
+  artifact_id, number)`` records;
 - ``("review_decision", scope_id, decision_id)``: the identity of an
   applied or waiting decision (``digest``, ``position``), for duplicates
   and identity conflicts (§3); a decision dead-lettered leaves none;
@@ -60,6 +62,8 @@ from recurrence_ledger.ledger.state import LedgerState, experience_ref
 from recurrence_ledger.ledger.statistics import figures
 from recurrence_ledger.ledger.streaks import runs_at_threshold, streak_length
 
+#: Record name of the full chunks of an artifact's candidate ids (``("reviews", …)``).
+REVIEW_IDS = "review_ids"
 #: The fields of an applied decision a ReviewStatus shows (``decision``).
 APPLIED_FIELDS: tuple[str, ...] = ("decision_id", "decision", "reason", "reviewer", "decided_at", "journal_position")
 
@@ -151,7 +155,7 @@ def candidates_by_revision(state: LedgerState, scope_id: str, artifact_id: str) 
     known = state.cached_candidate_revisions(scope_id, artifact_id)
     if known is None:
         known = {}
-        for candidate_id in state.get("reviews", scope_id, artifact_id, default=[]):
+        for candidate_id in state.chunked(REVIEW_IDS, "reviews", scope_id, artifact_id):
             known.setdefault(state.get("review", scope_id, candidate_id)["revision"], []).append(candidate_id)
         state.cache_candidate_revisions(scope_id, artifact_id, known)
     return known
@@ -188,7 +192,7 @@ class ReviewLoop:
             },
             "review", scope_id, candidate_id,
         )
-        state.append(candidate_id, "reviews", scope_id, ref["artifact_id"])
+        state.append_chunked(candidate_id, REVIEW_IDS, "reviews", scope_id, ref["artifact_id"])
         known = state.cached_candidate_revisions(scope_id, ref["artifact_id"])
         if known is not None:
             known.setdefault(ref["revision"], []).append(candidate_id)
@@ -337,7 +341,7 @@ class ReviewLoop:
         or new candidate (before, each looked at all of its candidates
         again)."""
         state = self.state
-        candidate_ids = {cid for artifact_id in marked for cid in state.get("reviews", scope_id, artifact_id, default=[])}
+        candidate_ids = {cid for artifact_id in marked for cid in state.chunked(REVIEW_IDS, "reviews", scope_id, artifact_id)}
         candidate_ids.update(candidates)
         highest: dict[str, int] = {}
         for artifact_id, revision in revisions:

@@ -96,23 +96,35 @@ def pin_unicode_version(store: Store, accept_change: bool = False, runtime: str 
 
 
 #: Store key of the state layout's format (docs/upgrading.md, "State format
-#: 2"); a store without one was written before formats were recorded
+#: 3"); a store without one was written before formats were recorded
 #: (format 1) — or is new.
 STATE_FORMAT_KEY: Key = ("deployment", "state_format")
-#: The layout this code writes. 2: the holders of a scope's journal
-#: positions (contract §3 ``position_conflict``) are kept by ranges of
-#: ``POSITION_BUCKET`` positions: the scope's highest range in its scope
-#: record (written on every event anyway), the others one record per range,
-#: ``("positions", scope_id, position // POSITION_BUCKET)`` →
+#: Store key of the mark that a store written in format 1 keeps its
+#: per-position records in force (``LedgerState.legacy_positions``): set
+#: when such a store first gets a format record.
+LEGACY_POSITIONS_KEY: Key = ("deployment", "legacy_positions")
+#: The layout this code writes. 3: an artifact's review candidate ids
+#: (``("reviews", scope_id, artifact_id)``) are kept in chunks of
+#: ``LIST_CHUNK`` (``LedgerState.append_chunked``): the head record holds
+#: the open chunk and the number of closed ones, each closed chunk is a
+#: ``("review_ids", scope_id, artifact_id, number)`` record — so a new
+#: candidate rewrites at most ``LIST_CHUNK`` ids, not all of them (a list
+#: of format 2 becomes chunks when it next grows). 2: the holders of a
+#: scope's journal positions (contract §3 ``position_conflict``) are kept
+#: by ranges of ``POSITION_BUCKET`` positions: the scope's highest range in
+#: its scope record (written on every event anyway), the others one record
+#: per range, ``("positions", scope_id, position // POSITION_BUCKET)`` →
 #: ``{str(position): holder}`` (``LedgerState.claim_position``) — so an
 #: event no longer writes a record of its own for its position; and the
 #: streak ranking is the scope record's ``ranked`` (``set_streak_rank``),
 #: not a ``("ranked", scope_id)`` record. 1: one
 #: ``("position", scope_id, position)`` → holder record per position (still
 #: read, see ``LedgerState.legacy_positions``).
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 #: Journal positions per position record (state format 2).
 POSITION_BUCKET = 64
+#: Entries per chunk of a chunked list record (state format 3).
+LIST_CHUNK = 256
 
 
 class StateFormatError(RecurrenceLedgerError):
@@ -123,7 +135,7 @@ class StateFormatError(RecurrenceLedgerError):
     def __init__(self, recorded: object):
         super().__init__(
             f"the state has format {recorded!r}, but this version of recurrence-ledger reads formats 1 to {STATE_FORMAT}: "
-            f"run the version that wrote it, or rebuild the state with a new --app-id (docs/upgrading.md, \"State format 2\")"
+            f"run the version that wrote it, or rebuild the state with a new --app-id (docs/upgrading.md, \"State format 3\")"
         )
         self.recorded = recorded
 
@@ -183,23 +195,29 @@ class LedgerState:
         """Whether the store may hold format-1 position records (one per
         position) to read besides the format-2 buckets. Decided on first use
         after construction or :meth:`invalidate_caches` — so in the worker
-        after the partition's restore: a store with a ``STATE_FORMAT_KEY``
-        record has that format; an empty store (the Unicode pin aside) is
-        new and gets ``STATE_FORMAT``; any other store was written before
-        formats were recorded (format 1: its old position records stay in
-        force, read as a fallback; new positions go to buckets). Raises
-        :class:`StateFormatError` for a format newer than this code's."""
+        after the partition's restore — and the store's format record set
+        to ``STATE_FORMAT`` then (its later layouts read the earlier ones):
+        an empty store (the Unicode pin aside) is new; a store without a
+        format record but with other records was written before formats
+        were recorded (format 1: its old position records stay in force,
+        read as a fallback, and ``LEGACY_POSITIONS_KEY`` says so from now
+        on; new positions go to buckets); a store of format 2 or 3 has
+        none unless so marked. Raises :class:`StateFormatError` for a
+        format newer than this code's — before anything is written."""
         legacy = self._legacy_positions
         if legacy is None:
-            recorded = self.store.get(STATE_FORMAT_KEY)
+            store = self.store
+            recorded = store.get(STATE_FORMAT_KEY)
             if recorded is None:
-                legacy = any(key != UNICODE_VERSION_KEY for key in self.store)
-                if not legacy:
-                    self.store[STATE_FORMAT_KEY] = STATE_FORMAT
+                legacy = any(key != UNICODE_VERSION_KEY for key in store)
+                if legacy:
+                    store[LEGACY_POSITIONS_KEY] = True
             elif isinstance(recorded, int) and 2 <= recorded <= STATE_FORMAT:
-                legacy = False
+                legacy = store.get(LEGACY_POSITIONS_KEY) is True
             else:
                 raise StateFormatError(recorded)
+            if recorded != STATE_FORMAT:
+                store[STATE_FORMAT_KEY] = STATE_FORMAT
             self._legacy_positions = legacy
         return legacy
 
@@ -408,6 +426,39 @@ class LedgerState:
         items = self.store.get(parts) or []
         items.append(value)
         self.store[parts] = items
+
+    def append_chunked(self, value: Any, chunk: str, *parts: object) -> None:
+        """Append ``value`` to the chunked list at key ``parts`` (state
+        format 3): the head record ``parts`` → ``{"chunks": n, "open":
+        [...]}``, the ``n`` full chunks of ``LIST_CHUNK`` entries at
+        ``(chunk, *parts[1:], 0..n-1)``. An append rewrites the open chunk
+        only, or, when it is full, closes it into a record of its own. A
+        plain list at ``parts`` (format 2) is first split into chunks."""
+        head = self.store.get(parts)
+        if head is None:
+            head = {"chunks": 0, "open": []}
+        elif isinstance(head, list):
+            closed = len(head) // LIST_CHUNK
+            for number in range(closed):
+                self.store[(chunk, *parts[1:], number)] = head[number * LIST_CHUNK:(number + 1) * LIST_CHUNK]
+            head = {"chunks": closed, "open": head[closed * LIST_CHUNK:]}
+        if len(head["open"]) >= LIST_CHUNK:
+            self.store[(chunk, *parts[1:], head["chunks"])] = head["open"]
+            head = {"chunks": head["chunks"] + 1, "open": []}
+        head["open"].append(value)
+        self.store[parts] = head
+
+    def chunked(self, chunk: str, *parts: object) -> list:
+        """Every entry of the chunked list at key ``parts``
+        (:meth:`append_chunked`; a format-2 plain list as it is), in append
+        order; [] when there is none."""
+        head = self.store.get(parts)
+        if head is None or isinstance(head, list):
+            return head or []
+        entries: list = []
+        for number in range(head["chunks"]):
+            entries += self.store[(chunk, *parts[1:], number)]
+        return entries + head["open"]
 
     def put_nonempty(self, items: list | dict, *parts: object) -> None:
         """Write the list or dict record at key ``parts``, or delete it when

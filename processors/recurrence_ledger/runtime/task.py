@@ -84,11 +84,11 @@ class Task:
         processes anything — unless ``accept_change``.
 
         Then the state's layout is decided, while the store holds only what
-        the changelog restored (``LedgerState.legacy_positions``: a new
-        partition records state format 2, one restored from a changelog
+        the changelog restored (``LedgerState.legacy_positions``: the
+        partition records state format 3; one restored from a changelog
         written before formats keeps reading its old position records):
         StateFormatError for a format newer than this code's, also before
-        anything is processed (docs/upgrading.md, "State format 2")."""
+        anything is processed (docs/upgrading.md, "State format 3")."""
         try:
             previous = pin_unicode_version(self.store, accept_change)
         except UnicodeVersionChanged as error:
