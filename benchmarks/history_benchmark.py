@@ -137,9 +137,10 @@ def main() -> None:
         "",
         f"Views computed per batch, last fifth / first: **{ratio:.2f}×** (target ≤ 2×: {'met' if ratio <= 2 else 'not met'}). "
         "The encoding grows with the revision's row itself: its `runs_reaching_threshold` names every run at the threshold "
-        "(contract §8), here one in four verdicts. So do the facts' CPU and the changelog written per batch: the revision "
-        "keeps lists that grow with its history and are written whole when they change (its artifact's candidate ids, "
-        "its runs with a candidate, its avoided positions; docs/sizing.md, \"A revision that keeps failing\").",
+        "(contract §8), here one in four verdicts. The facts' CPU and the changelog written per batch do not: the lists "
+        "that grow with the revision's history (its avoided positions, its runs with a candidate, its artifact's candidate "
+        "ids) are kept in chunks, so a new entry rewrites one chunk (state format 3; docs/sizing.md, \"A revision that "
+        "keeps failing\").",
     ]
     print("\n".join(lines))
     if not (options.quick or options.no_record):

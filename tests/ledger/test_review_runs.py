@@ -16,10 +16,11 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from recurrence_ledger.embedded import run_journal
+from recurrence_ledger.ledger import chunks
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
 from recurrence_ledger.ledger.severity import REASON_BUCKETS
-from recurrence_ledger.ledger.streaks import review_candidate_id
+from recurrence_ledger.ledger.streaks import AVOIDED_CHUNKS, review_candidate_id
 from recurrence_ledger.store.memory import ChangelogStore
 from tests.conftest import facts, read_outputs
 from tests.journal import Ledger, check, claim, experience, handoff, line, outcome, receipt, write_journal
@@ -189,7 +190,8 @@ def test_runs_are_kept_compactly_per_run_and_work_with_the_worker_store():
     assert restored.data == store.data
     runs_kept = {key[4]: value for key, value in restored.data.items() if key[0] == "run"}
     assert runs_kept == {-1: [[10, "O10", "check", 0], [20, "O20", "check", 0]]}
-    assert restored.data[("avoided_at", S, "E1", 1)] == [50]
+    assert chunks.values(restored.data, AVOIDED_CHUNKS, "avoided_at", S, "E1", 1) == [50]
+    assert restored.data[(AVOIDED_CHUNKS, S, "E1", 1, 0)] == [50]
     emits = ingest_journal_line(LedgerProcessor(restored), line(recurred(30)), Coordinates("source-journal", None, 9, None))
     [candidate] = [emit.value for emit in emits if emit.topic == "review-candidates"]
     assert [ref["task_outcome_ref"]["source_id"] for ref in candidate["failure_refs"]] == ["O10", "O20", "O30"]
@@ -202,7 +204,7 @@ def test_a_revision_record_written_before_revision_2_is_converted():
     ledger = Ledger().feed(*chain(), recurred(10), avoided(20), recurred(30))
     state = ledger.processor.state
     [ref30] = [o["failure_ref"] for o in ledger.out["recurrence-observations"] if o["event"] == "recurred" and o["task_outcome_position"] == 30]
-    for key in [key for key in state.store if key[0] in ("run", "avoided_at")]:
+    for key in [key for key in state.store if key[0] in ("run", "avoided_at", AVOIDED_CHUNKS)]:
         del state.store[key]
     record = state.get("streak", S, "E1", 1)
     del record["streak"]
@@ -212,7 +214,7 @@ def test_a_revision_record_written_before_revision_2_is_converted():
     assert "run" not in record and record["tracked_from"] == 20
     assert state.get("run", S, "E1", 1, 20) == [[30, "O30", "check", 0]]
     assert state.get("run", S, "E1", 1, 35) == [[40, "O40", "check", 0]]
-    assert state.get("avoided_at", S, "E1", 1) == [20, 35]
+    assert chunks.values(state.store, AVOIDED_CHUNKS, "avoided_at", S, "E1", 1) == [20, 35]
     assert ledger.stats(S)["top_revisions"][0]["terminal_recurred_streak"] == 1
     ledger.feed(recurred(45), recurred(50))
     assert runs(ledger) == [(35, 3, ["O40", "O45", "O50"])]

@@ -3,7 +3,7 @@ format 3"): the holders of journal positions kept by ranges, the format
 recorded in the store, and a store written in format 1 (one record per
 position, no format record) that keeps working: its positions still
 conflict, its events are still duplicates, and the facts that follow are
-those of a new store. Format 3's chunked candidate ids are in
+those of a new store. Format 3's lists in chunks are in
 ``test_state_format_3.py``."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.processor import LedgerProcessor
+from recurrence_ledger.ledger import chunks
 from recurrence_ledger.ledger.reviews import REVIEW_IDS
 from recurrence_ledger.ledger.state import (
     LEGACY_POSITIONS_KEY,
@@ -23,6 +24,7 @@ from recurrence_ledger.ledger.state import (
     UNICODE_VERSION_KEY,
     StateFormatError,
 )
+from recurrence_ledger.ledger.streaks import AVOIDED_CHUNKS, HISTORY_START, PUBLISHED_CHUNKS
 from recurrence_ledger.store.memory import ChangelogStore
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.journal import check, experience, line, outcome
@@ -40,19 +42,36 @@ def feed(processor: LedgerProcessor, records: list[dict | bytes]) -> list[tuple[
     return out
 
 
+def unchunked(store: dict) -> dict:
+    """A copy of ``store`` with the lists of state format 3 as format 2
+    kept them: an artifact's candidate ids and a revision's avoided
+    positions in one plain list each, its run names with a candidate in its
+    streak record's ``published`` list."""
+    old = {}
+    for key, value in store.items():
+        if key[0] in (REVIEW_IDS, AVOIDED_CHUNKS, PUBLISHED_CHUNKS, "published_runs"):
+            continue
+        if key[0] == "reviews" and isinstance(value, dict):
+            value = chunks.entries(store, REVIEW_IDS, *key)
+        elif key[0] == "avoided_at" and isinstance(value, dict):
+            value = chunks.values(store, AVOIDED_CHUNKS, *key)
+        elif key[0] == "streak":
+            names = chunks.values(store, PUBLISHED_CHUNKS, "published_runs", *key[1:])
+            value = {**value, "published": [*value.get("published", ()), *(None if name == HISTORY_START else name for name in names)]}
+        old[key] = value
+    return {key: json.loads(json.dumps(value)) for key, value in old.items()}  # a copy
+
+
 def to_format_1(store: dict) -> dict:
     """The same state as a version before state formats wrote it: one
     ``("position", scope_id, position)`` record per position, no range
     records, no open range in the scope records, the streak ranking in a
-    ``("ranked", scope_id)`` record, an artifact's candidate ids in one
-    plain list, no format record."""
+    ``("ranked", scope_id)`` record, the lists of format 3 unchunked, no
+    format record."""
     old = {}
-    for key, value in json.loads(json.dumps([[list(key), value] for key, value in store.items()])):  # a copy
-        key = tuple(key)
-        if key in (STATE_FORMAT_KEY, LEGACY_POSITIONS_KEY) or key[0] == REVIEW_IDS:
+    for key, value in unchunked(store).items():
+        if key in (STATE_FORMAT_KEY, LEGACY_POSITIONS_KEY):
             continue
-        if key[0] == "reviews" and isinstance(value, dict):
-            value = [cid for number in range(value["chunks"]) for cid in store[(REVIEW_IDS, *key[1:], number)]] + value["open"]
         if key[0] == "positions":
             old.update({("position", key[1], int(position)): holder for position, holder in value.items()})
         elif key[0] == "scope":

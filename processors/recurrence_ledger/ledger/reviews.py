@@ -28,7 +28,7 @@ written explicitly, see ``state.py``):
   published row (``published``);
 - ``("reviews", scope_id, artifact_id)``: the candidate ids of an artifact,
   in publication order (whose rows a new revision or a revision's new
-  figures may change), a chunked list (``LedgerState.append_chunked``,
+  figures may change), an appended list in chunks (``ledger.chunks``,
   state format 3) whose full chunks are ``("review_ids", scope_id,
   artifact_id, number)`` records;
 - ``("review_decision", scope_id, decision_id)``: the identity of an
@@ -51,7 +51,7 @@ import bisect
 from collections.abc import Callable, Iterable
 
 from recurrence_ledger.catalogue import REVIEW_DECISIONS, REVIEW_STATUS
-from recurrence_ledger.ledger import withheld
+from recurrence_ledger.ledger import chunks, withheld
 from recurrence_ledger.ledger.candidates import due
 from recurrence_ledger.ledger.config import LedgerConfig, review_threshold_of
 from recurrence_ledger.ledger.deadletter import Coordinates, dead_letter
@@ -155,7 +155,7 @@ def candidates_by_revision(state: LedgerState, scope_id: str, artifact_id: str) 
     known = state.cached_candidate_revisions(scope_id, artifact_id)
     if known is None:
         known = {}
-        for candidate_id in state.chunked(REVIEW_IDS, "reviews", scope_id, artifact_id):
+        for candidate_id in chunks.entries(state.store, REVIEW_IDS, "reviews", scope_id, artifact_id):
             known.setdefault(state.get("review", scope_id, candidate_id)["revision"], []).append(candidate_id)
         state.cache_candidate_revisions(scope_id, artifact_id, known)
     return known
@@ -192,7 +192,7 @@ class ReviewLoop:
             },
             "review", scope_id, candidate_id,
         )
-        state.append_chunked(candidate_id, REVIEW_IDS, "reviews", scope_id, ref["artifact_id"])
+        chunks.append(state.store, candidate_id, REVIEW_IDS, "reviews", scope_id, ref["artifact_id"])
         known = state.cached_candidate_revisions(scope_id, ref["artifact_id"])
         if known is not None:
             known.setdefault(ref["revision"], []).append(candidate_id)
@@ -341,7 +341,7 @@ class ReviewLoop:
         or new candidate (before, each looked at all of its candidates
         again)."""
         state = self.state
-        candidate_ids = {cid for artifact_id in marked for cid in state.chunked(REVIEW_IDS, "reviews", scope_id, artifact_id)}
+        candidate_ids = {cid for artifact_id in marked for cid in chunks.entries(state.store, REVIEW_IDS, "reviews", scope_id, artifact_id)}
         candidate_ids.update(candidates)
         highest: dict[str, int] = {}
         for artifact_id, revision in revisions:

@@ -103,13 +103,11 @@ STATE_FORMAT_KEY: Key = ("deployment", "state_format")
 #: per-position records in force (``LedgerState.legacy_positions``): set
 #: when such a store first gets a format record.
 LEGACY_POSITIONS_KEY: Key = ("deployment", "legacy_positions")
-#: The layout this code writes. 3: an artifact's review candidate ids
-#: (``("reviews", scope_id, artifact_id)``) are kept in chunks of
-#: ``LIST_CHUNK`` (``LedgerState.append_chunked``): the head record holds
-#: the open chunk and the number of closed ones, each closed chunk is a
-#: ``("review_ids", scope_id, artifact_id, number)`` record — so a new
-#: candidate rewrites at most ``LIST_CHUNK`` ids, not all of them (a list
-#: of format 2 becomes chunks when it next grows). 2: the holders of a
+#: The layout this code writes. 3: the lists that grow with a revision's
+#: history — an artifact's review candidate ids, a revision's avoided
+#: positions and its run names with a candidate — are kept in chunks
+#: (``ledger.chunks``), so adding an entry rewrites one chunk, not the list
+#: (a list of format 2 becomes chunks when it next grows). 2: the holders of a
 #: scope's journal positions (contract §3 ``position_conflict``) are kept
 #: by ranges of ``POSITION_BUCKET`` positions: the scope's highest range in
 #: its scope record (written on every event anyway), the others one record
@@ -123,8 +121,6 @@ LEGACY_POSITIONS_KEY: Key = ("deployment", "legacy_positions")
 STATE_FORMAT = 3
 #: Journal positions per position record (state format 2).
 POSITION_BUCKET = 64
-#: Entries per chunk of a chunked list record (state format 3).
-LIST_CHUNK = 256
 
 
 class StateFormatError(RecurrenceLedgerError):
@@ -426,39 +422,6 @@ class LedgerState:
         items = self.store.get(parts) or []
         items.append(value)
         self.store[parts] = items
-
-    def append_chunked(self, value: Any, chunk: str, *parts: object) -> None:
-        """Append ``value`` to the chunked list at key ``parts`` (state
-        format 3): the head record ``parts`` → ``{"chunks": n, "open":
-        [...]}``, the ``n`` full chunks of ``LIST_CHUNK`` entries at
-        ``(chunk, *parts[1:], 0..n-1)``. An append rewrites the open chunk
-        only, or, when it is full, closes it into a record of its own. A
-        plain list at ``parts`` (format 2) is first split into chunks."""
-        head = self.store.get(parts)
-        if head is None:
-            head = {"chunks": 0, "open": []}
-        elif isinstance(head, list):
-            closed = len(head) // LIST_CHUNK
-            for number in range(closed):
-                self.store[(chunk, *parts[1:], number)] = head[number * LIST_CHUNK:(number + 1) * LIST_CHUNK]
-            head = {"chunks": closed, "open": head[closed * LIST_CHUNK:]}
-        if len(head["open"]) >= LIST_CHUNK:
-            self.store[(chunk, *parts[1:], head["chunks"])] = head["open"]
-            head = {"chunks": head["chunks"] + 1, "open": []}
-        head["open"].append(value)
-        self.store[parts] = head
-
-    def chunked(self, chunk: str, *parts: object) -> list:
-        """Every entry of the chunked list at key ``parts``
-        (:meth:`append_chunked`; a format-2 plain list as it is), in append
-        order; [] when there is none."""
-        head = self.store.get(parts)
-        if head is None or isinstance(head, list):
-            return head or []
-        entries: list = []
-        for number in range(head["chunks"]):
-            entries += self.store[(chunk, *parts[1:], number)]
-        return entries + head["open"]
 
     def put_nonempty(self, items: list | dict, *parts: object) -> None:
         """Write the list or dict record at key ``parts``, or delete it when

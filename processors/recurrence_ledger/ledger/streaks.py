@@ -37,8 +37,7 @@ State (JSON values, written explicitly, see ``state.py``):
 
 - ``("streak", scope_id, artifact_id, revision)``: signature_key,
   repair_surface, selected / recurred / avoided counts, ``last_avoided``
-  (the name of the current run), ``streak`` (its length) and ``published``
-  (the run names with a candidate), ``reached_threshold`` (a run held
+  (the name of the current run), ``streak`` (its length), ``reached_threshold`` (a run held
   the review threshold's recurred verdicts at some time), ``full_runs``
   (how many runs hold them now, by position: contract §18 rev. 4) and
   ``full_runs_threshold`` (the threshold it counts for); since revision
@@ -48,8 +47,13 @@ State (JSON values, written explicitly, see ``state.py``):
   reasons that occurred), ``ambiguous`` (ambiguous matches with the
   revision among the eligible candidates) and ``binding_suspect``;
 - ``("avoided_at", scope_id, artifact_id, revision)``: the sorted positions
-  of the revision's avoided verdicts, i.e. the run names; read only for a
-  late verdict or an avoided one;
+  of the revision's avoided verdicts, i.e. the run names, a sorted set in
+  chunks (``ledger.chunks``, state format 3; chunks ``AVOIDED_CHUNKS``);
+  read only for a late verdict or an avoided one;
+- ``("published_runs", scope_id, artifact_id, revision)``: the names of its
+  runs with a candidate (``HISTORY_START`` for None), a sorted set in
+  chunks (``PUBLISHED_CHUNKS``). Format 2 kept them in the streak record's
+  ``published`` list, moved here at the revision's next candidate check;
 - ``("run", scope_id, artifact_id, revision, start)``: one run's recurred
   verdicts, sorted, each ``[position, task outcome source_id, item_kind,
   item_index]``; ``start`` is the run's name, -1 for the start of history;
@@ -58,9 +62,10 @@ State (JSON values, written explicitly, see ``state.py``):
   so a verdict keeps some 30 bytes here, not a ~200-byte ref.
 
 So the state of a revision is proportional to its terminal verdicts, and a
-verdict rewrites the streak record and one run record (plus the avoided
-positions for an avoided verdict), as before revision 2 it rewrote the
-streak record holding the current run.
+verdict rewrites the streak record and one run record (plus a chunk of the
+avoided positions for an avoided verdict, of the run names for a
+candidate), as before revision 2 it rewrote the streak record holding the
+current run.
 
 Records written before revision 2 held only the current run (``run``:
 ``[position, failure_ref]`` pairs); :func:`revision_record` converts them,
@@ -73,6 +78,7 @@ from __future__ import annotations
 
 import bisect
 
+from recurrence_ledger.ledger import chunks
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.severity import CRITICAL
 from recurrence_ledger.ledger.state import LedgerState
@@ -81,6 +87,10 @@ from recurrence_ledger.ledger.verdicts import SUSPECT_REASONS
 #: Store key part of the run opened by the start of a revision's history
 #: (run name None): positions are ≥ 0.
 HISTORY_START = -1
+#: Record name of the chunks of a revision's avoided positions (``("avoided_at", …)``).
+AVOIDED_CHUNKS = "avoided_chunk"
+#: Record name of the chunks of a revision's run names with a candidate (``("published_runs", …)``).
+PUBLISHED_CHUNKS = "published_chunk"
 
 
 def review_candidate_id(scope_id: str, artifact_ref: dict, signature_key: str, run_start_position: int | None) -> str:
@@ -123,7 +133,6 @@ def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair
             "repair_surface": repair_surface,
             "last_avoided": None,
             "streak": 0,
-            "published": [],
             "selected": 0,
             "recurred": 0,
             "avoided": 0,
@@ -142,7 +151,7 @@ def revision_record(state: LedgerState, parts: tuple, signature_key: str, repair
         last = record["last_avoided"]
         _put_run(state, parts[1:], last, [_entry(position, ref) for position, ref in legacy])
         if last is not None:
-            state.put([last], "avoided_at", *parts[1:])
+            chunks.insert(state.store, last, AVOIDED_CHUNKS, "avoided_at", *parts[1:])
             record["tracked_from"] = last
         record["streak"] = len(legacy)
     return record
@@ -199,7 +208,7 @@ def full_run_starts(state: LedgerState, parts: tuple, threshold: int) -> list[in
     history reads no run: before, each row read them all). Do not mutate."""
     starts = state.cached_full_run_starts(parts, threshold)
     if starts is None:
-        names = [None, *state.get("avoided_at", *parts, default=[])]
+        names = [None, *chunks.values(state.store, AVOIDED_CHUNKS, "avoided_at", *parts)]
         starts = [start for start in names if len(_get_run(state, parts, start)) >= threshold]
         state.cache_full_run_starts(parts, threshold, starts)
     return starts
@@ -210,12 +219,38 @@ def _set_full(state: LedgerState, parts: tuple, threshold: int, start: int | Non
     recurred verdicts (``full``) or not: kept in the cached names of
     :func:`full_run_starts`, in run order, when they are cached."""
     starts = state.cached_full_run_starts(parts, threshold)
-    if starts is None or (start in starts) == full:
+    if starts is None:
         return
-    if full:
-        bisect.insort(starts, start, key=_run_key)
-    else:
-        starts.remove(start)
+    at = bisect.bisect_left(starts, _run_key(start), key=_run_key)
+    present = at < len(starts) and starts[at] == start
+    if full and not present:
+        starts.insert(at, start)
+    elif present and not full:
+        del starts[at]
+
+
+def run_name_at(state: LedgerState, parts: tuple, position: int, last: int | None) -> int | None:
+    """The name of the run a verdict at ``position`` of revision ``parts``
+    (scope_id, artifact_id, revision) falls in: the position of the avoided
+    verdict before it, None when there is none; ``last`` is the name of the
+    current run (the streak record's ``last_avoided``), so a verdict after
+    it reads nothing."""
+    if last is None or position > last:
+        return last
+    return chunks.before(state.store, position, AVOIDED_CHUNKS, "avoided_at", *parts)
+
+
+def _first_candidate(state: LedgerState, parts: tuple, record: dict, run_name: int | None) -> bool:
+    """Whether run ``run_name`` of revision ``parts`` has no candidate yet;
+    if so it is recorded as having one. A streak record of format 2 keeps
+    the names in its ``published`` list: moved to the chunked set first."""
+    names = ("published_runs", *parts)
+    for name in record.pop("published", ()):
+        chunks.insert(state.store, _run_key(name), PUBLISHED_CHUNKS, *names)
+    if chunks.contains(state.store, _run_key(run_name), PUBLISHED_CHUNKS, *names):
+        return False
+    chunks.insert(state.store, _run_key(run_name), PUBLISHED_CHUNKS, *names)
+    return True
 
 
 def streak_length(record: dict) -> int:
@@ -343,12 +378,7 @@ def record_verdict(
     if position < record.get("tracked_from", -1):
         pass  # before a revision-1 record's current run: those runs were not kept
     elif event == "recurred":
-        if last is None or position > last:
-            start = last  # the current run (the common case: no lookup)
-        else:
-            avoided = state.get("avoided_at", *parts, default=[])
-            index = bisect.bisect_left(avoided, position)
-            start = avoided[index - 1] if index else None
+        start = run_name_at(state, parts, position, last)
         entries = _get_run(state, parts, start)
         bisect.insort(entries, _entry(position, failure_ref), key=lambda entry: entry[0])
         _put_run(state, parts, start, entries)
@@ -359,11 +389,8 @@ def record_verdict(
             record["streak"] = len(entries)
         changed = (start, entries)
     else:
-        avoided = state.get("avoided_at", *parts, default=[])
-        index = bisect.bisect_left(avoided, position)
-        start = avoided[index - 1] if index else None  # the run this verdict splits
-        avoided.insert(index, position)
-        state.put(avoided, "avoided_at", *parts)
+        start = chunks.before(state.store, position, AVOIDED_CHUNKS, "avoided_at", *parts)  # the run this verdict splits
+        chunks.insert(state.store, position, AVOIDED_CHUNKS, "avoided_at", *parts)
         entries = _get_run(state, parts, start)
         cut = bisect.bisect_left(entries, position, key=lambda entry: entry[0])
         if cut < len(entries):  # recurrences after it (arrived earlier) move to the new run
@@ -390,8 +417,7 @@ def record_verdict(
         record["reached_threshold"] = True  # read only for a revision-1 layout record (runs_at_threshold)
     if changed is not None and repair_surface == "experience_content":
         run_name, entries = changed
-        if len(entries) >= own and run_name not in record["published"]:
-            record["published"].append(run_name)
+        if len(entries) >= own and _first_candidate(state, parts, record, run_name):
             candidates.append(review_candidate(
                 state, scope_id, artifact_ref, signature_key, repair_surface, run_name, entries, own, record.get("severity") == CRITICAL,
             ))

@@ -32,7 +32,6 @@ of them: its emits are the core's, byte for byte.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -43,7 +42,7 @@ from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.severity import is_critical
 from recurrence_ledger.ledger.state import LedgerState
-from recurrence_ledger.ledger.streaks import HISTORY_START, review_candidate
+from recurrence_ledger.ledger.streaks import HISTORY_START, review_candidate, run_name_at
 
 #: A review policy: (review threshold, critical review threshold), contract §8, §22.
 ReviewPair = tuple[int, int]
@@ -132,13 +131,7 @@ class WhatIfProcessor(LedgerProcessor, PolicyHook):
         if record["event"] == "avoided":
             name = position
         else:
-            last = state.get("streak", *parts)["last_avoided"]
-            if last is None or position > last:
-                name = last
-            else:
-                avoided = state.get("avoided_at", *parts, default=[])
-                index = bisect.bisect_left(avoided, position)
-                name = avoided[index - 1] if index else None
+            name = run_name_at(state, parts, position, state.get("streak", *parts)["last_avoided"])
         entries = state.get("run", *parts, HISTORY_START if name is None else name, default=[])
         key = (*parts, name)
         before, length = self._longest.get(key, 0), len(entries)
