@@ -14,7 +14,7 @@ when a chunk is added:
   the number of full ones, full chunk ``k`` is record ``(chunk, *parts[1:],
   k)``;
 - a **sorted set of ints** (:func:`insert`, :func:`before`,
-  :func:`contains`, :func:`values`): the head ``{"firsts": [...], "ids":
+  :func:`values`): the head ``{"firsts": [...], "ids":
   [...], "next": n}`` holds the smallest value and the record id of each
   chunk, in order; chunk ``ids[i]`` is record ``(chunk, *parts[1:],
   ids[i])``, sorted, its values from ``firsts[i]`` up to the next chunk's.
@@ -39,6 +39,15 @@ def _chunk_key(chunk: str, parts: tuple, number: int) -> tuple:
     return (chunk, *parts[1:], number)
 
 
+def _write_chunks(store: Store, chunk: str, parts: tuple, items: list) -> list[list]:
+    """``items`` (a format-2 plain list) written as chunks ``0, 1, …`` of
+    ``CHUNK`` entries, the last possibly shorter; the chunks, in order."""
+    pieces = [items[start:start + CHUNK] for start in range(0, len(items), CHUNK)]
+    for number, piece in enumerate(pieces):
+        store[_chunk_key(chunk, parts, number)] = piece
+    return pieces
+
+
 # -- appended lists ------------------------------------------------------------
 def append(store: Store, value: Any, chunk: str, *parts: object) -> None:
     """Append ``value`` to the list at key ``parts`` whose full chunks are
@@ -48,10 +57,8 @@ def append(store: Store, value: Any, chunk: str, *parts: object) -> None:
     if head is None:
         head = {"chunks": 0, "open": []}
     elif isinstance(head, list):
-        full = len(head) // CHUNK
-        for number in range(full):
-            store[_chunk_key(chunk, parts, number)] = head[number * CHUNK:(number + 1) * CHUNK]
-        head = {"chunks": full, "open": head[full * CHUNK:]}
+        full = len(head) // CHUNK * CHUNK
+        head = {"chunks": len(_write_chunks(store, chunk, parts, head[:full])), "open": head[full:]}
     if len(head["open"]) >= CHUNK:
         store[_chunk_key(chunk, parts, head["chunks"])] = head["open"]
         head = {"chunks": head["chunks"] + 1, "open": []}
@@ -79,9 +86,7 @@ def _sorted_head(store: Store, chunk: str, parts: tuple) -> dict | None:
     if isinstance(head, list):
         if not head:
             return None
-        pieces = [head[start:start + CHUNK] for start in range(0, len(head), CHUNK)]
-        for number, piece in enumerate(pieces):
-            store[_chunk_key(chunk, parts, number)] = piece
+        pieces = _write_chunks(store, chunk, parts, head)
         head = {"firsts": [piece[0] for piece in pieces], "ids": list(range(len(pieces))), "next": len(pieces)}
         store[parts] = head
     return head
@@ -93,21 +98,22 @@ def _locate(head: dict, value: int) -> int:
     return max(0, bisect.bisect_right(head["firsts"], value) - 1)
 
 
-def insert(store: Store, value: int, chunk: str, *parts: object) -> None:
-    """Add ``value`` to the sorted set at key ``parts`` (module docstring);
-    a value already there is not added twice. Writes its chunk, and the
-    head when a chunk starts or the first value changes."""
+def insert(store: Store, value: int, chunk: str, *parts: object) -> bool:
+    """Add ``value`` to the sorted set at key ``parts`` (module docstring):
+    True when it was added, False when it was there already (nothing is
+    written then). Writes its chunk, and the head when a chunk starts or
+    the first value changes."""
     head = _sorted_head(store, chunk, parts)
     if head is None:
         store[_chunk_key(chunk, parts, 0)] = [value]
         store[parts] = {"firsts": [value], "ids": [0], "next": 1}
-        return
+        return True
     index = _locate(head, value)
     key = _chunk_key(chunk, parts, head["ids"][index])
     values = store[key]
     at = bisect.bisect_left(values, value)
     if at < len(values) and values[at] == value:
-        return
+        return False
     values.insert(at, value)
     changed = values[0] != head["firsts"][index]
     head["firsts"][index] = values[0]
@@ -122,6 +128,7 @@ def insert(store: Store, value: int, chunk: str, *parts: object) -> None:
     store[key] = values
     if changed:
         store[parts] = head
+    return True
 
 
 def before(store: Store, value: int, chunk: str, *parts: object) -> int | None:
@@ -138,16 +145,6 @@ def before(store: Store, value: int, chunk: str, *parts: object) -> int | None:
     if at:
         return values[at - 1]
     return store[_chunk_key(chunk, parts, head["ids"][index - 1])][-1] if index else None
-
-
-def contains(store: Store, value: int, chunk: str, *parts: object) -> bool:
-    """Whether ``value`` is in the sorted set at ``parts``."""
-    head = store.get(parts)
-    if head is None or isinstance(head, list):
-        return value in (head or ())
-    values = store[_chunk_key(chunk, parts, head["ids"][_locate(head, value)])]
-    at = bisect.bisect_left(values, value)
-    return at < len(values) and values[at] == value
 
 
 def values(store: Store, chunk: str, *parts: object) -> list[int]:

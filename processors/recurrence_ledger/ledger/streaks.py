@@ -247,10 +247,7 @@ def _first_candidate(state: LedgerState, parts: tuple, record: dict, run_name: i
     names = ("published_runs", *parts)
     for name in record.pop("published", ()):
         chunks.insert(state.store, _run_key(name), PUBLISHED_CHUNKS, *names)
-    if chunks.contains(state.store, _run_key(run_name), PUBLISHED_CHUNKS, *names):
-        return False
-    chunks.insert(state.store, _run_key(run_name), PUBLISHED_CHUNKS, *names)
-    return True
+    return chunks.insert(state.store, _run_key(run_name), PUBLISHED_CHUNKS, *names)
 
 
 def streak_length(record: dict) -> int:
