@@ -28,16 +28,26 @@ them, through one :class:`~recurrence_ledger.ledger.patterns.PatternStage`.
 
 The process pool is the standard library's
 (``concurrent.futures.ProcessPoolExecutor``, forked workers where the
-platform has ``fork``).
+platform has ``fork``). Its processes end with the run, however it ends:
+a SIGTERM to the parent stops the run as Ctrl-C does (the pool's
+processes are terminated, the temporary folder removed, exit 143), and on
+Linux each process also gets SIGTERM when the parent dies without its
+clean-up (SIGKILL: :func:`die_with_parent`), so none is left behind
+waiting for work.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import heapq
 import multiprocessing
+import os
+import signal
+import sys
 import tempfile
+import threading
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
@@ -234,31 +244,78 @@ def pattern_stage_outputs(results: Sequence[ShardResult], stage: PatternStage, o
             tally(emits, summary)
 
 
+#: prctl(2)'s option naming the signal a process gets when its parent ends (Linux).
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Have this process sent SIGTERM when its parent (``parent_pid``, the
+    process that started it, from the thread that started it) ends, so
+    that a parent killed before it could stop its children (SIGKILL) leaves
+    none behind; and stop at once if the parent is gone already. Linux
+    only (``prctl(PR_SET_PDEATHSIG)``); elsewhere nothing is done."""
+    if sys.platform != "linux":
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+class Terminated(SystemExit):
+    """A SIGTERM reached the parent of a pool (:class:`JobPool`): raised in
+    its main thread so the run unwinds (exit code 143, as a process ended
+    by SIGTERM reports)."""
+
+    def __init__(self) -> None:
+        super().__init__(128 + signal.SIGTERM)
+
+
+def _terminated(*_: object) -> None:
+    raise Terminated()
+
+
 @dataclass
 class JobPool:
     """``jobs`` worker processes (``ProcessPoolExecutor``, forked where the
     platform can) and the array of the bytes each has read (``read``, the
-    progress bar). A context manager: the processes end with it."""
+    progress bar). A context manager: the processes end with it — after
+    their work, or at once when the block raises (an error, Ctrl-C, or a
+    SIGTERM, which raises :class:`Terminated` inside the block when it
+    runs in the main thread)."""
 
     jobs: int
     executor: ProcessPoolExecutor = field(init=False)
     read: Any = field(init=False)
+    _earlier: set = field(init=False)
+    _previous: Any = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         self.read = context.Array("q", self.jobs, lock=False)
-        self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_share, initargs=(self.read,))
+        self._earlier = set(multiprocessing.active_children())
+        self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_share, initargs=(self.read, os.getpid()))
 
     def __enter__(self) -> JobPool:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, _terminated)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+        if kind is not None:  # do not wait for the work still running
+            for child in set(multiprocessing.active_children()) - self._earlier:
+                child.terminate()
         self.executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _share(read: Any) -> None:
+def _share(read: Any, parent_pid: int) -> None:
+    """A pool process's start: the progress array; SIGTERM ends it (not the
+    parent's handler, inherited by a fork), also when the parent dies."""
     global _read
     _read = read
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(parent_pid)
 
 
 def wait_with_progress(pool: JobPool, futures: list[Future], journal: Path, show_progress: bool, label: str) -> list[Any]:

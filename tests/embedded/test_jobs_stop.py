@@ -1,0 +1,112 @@
+"""A ``--jobs N`` run leaves no process behind however it is stopped: a
+SIGTERM to the command (what a CI cancel, ``kill`` or a container stop
+sends to it alone) ends it as Ctrl-C does — its pool's processes
+terminated, its work folder removed, exit 143 — and a command killed
+outright (SIGKILL) takes its pool's processes with it (Linux)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from recurrence_ledger.workload import Workload, generate_journal
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc; the parent-death signal is Linux's")
+
+#: Seconds a process gets to start its pool, or to go away.
+DEADLINE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def journal(tmp_path_factory) -> Path:
+    """A journal long enough that a --jobs 2 run is still going when it is stopped."""
+    path = tmp_path_factory.mktemp("stop") / "long.jsonl"
+    shape = Workload(scopes=40, outcomes_per_scope=1_500, heads_per_scope=4, handoffs=2)
+    path.write_bytes(b"".join(json.dumps(record).encode() + b"\n" for record in generate_journal(shape)))
+    return path
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started that are still its children."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def start(command: list[str], log: Path) -> tuple[subprocess.Popen, list[int]]:
+    """``recurrence-ledger <command>`` started (its output in ``log``: a
+    pipe would be held open by processes it leaves behind), and its pool's
+    processes once both run."""
+    with open(log, "wb") as output:
+        process = subprocess.Popen([sys.executable, "-m", "recurrence_ledger.cli", *command], stdout=output, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    deadline = time.monotonic() + DEADLINE_S
+    while len(children(process.pid)) < 2:
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "the pool's processes did not start"
+        time.sleep(0.05)
+    return process, children(process.pid)
+
+
+def wait_gone(pids: list[int]) -> list[int]:
+    """The ``pids`` still running after :data:`DEADLINE_S` (none, once they ended)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if alive(pid)]
+
+
+def stop_all(process: subprocess.Popen, pool: list[int]) -> None:
+    """Clean-up after a failed assertion: nothing of the run outlives the test."""
+    for pid in [process.pid, *pool]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    process.wait()
+
+
+COMMANDS = {
+    "run-journal": lambda journal, out: ["run-journal", str(journal), "--out", str(out), "--jobs", "2", "--quiet"],
+    "what-if --sweep": lambda journal, out: ["what-if", str(journal), "--sweep", "review-threshold=2..4", "--out", str(out), "--jobs", "2",
+                                             "--quiet"],
+}
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_sigterm_to_the_command_ends_its_pool_and_removes_its_work_folder(name, journal, tmp_path):
+    out, log = tmp_path / "out", tmp_path / "log"
+    process, pool = start(COMMANDS[name](journal, out), log)
+    try:
+        process.send_signal(signal.SIGTERM)  # to the command alone, not its process group
+        assert process.wait(DEADLINE_S) == 128 + signal.SIGTERM, log.read_text()
+        assert wait_gone(pool) == []
+        assert [path.name for path in out.rglob(".jobs-*")] == []
+    finally:
+        stop_all(process, pool)
+
+
+def test_a_killed_command_takes_its_pool_with_it(journal, tmp_path):
+    process, pool = start(COMMANDS["run-journal"](journal, tmp_path / "out"), tmp_path / "log")
+    try:
+        process.kill()
+        process.wait(DEADLINE_S)
+        assert wait_gone(pool) == []  # parent-death signal: no process is left waiting for work
+    finally:
+        stop_all(process, pool)
