@@ -2,18 +2,24 @@
 a broker: each worker process gets its own instance id, process label and
 state folder; one that exits with the restart code or is killed is started
 again, one that exits 0 is not; an error a restart does not cure stops the
-others and is the supervisor's exit code."""
+others and is the supervisor's exit code; a supervisor killed outright
+takes its worker processes with it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from recurrence_ledger.cli import beside
 from recurrence_ledger.runtime.worker_config import WorkerConfig
+from tests.conftest import REPO
 
 RESTART = 3
 
@@ -77,3 +83,50 @@ def test_an_error_a_restart_does_not_cure_stops_the_others_and_is_the_exit_code(
     supervisor = beside.Supervisor(config(tmp_path), 2, fail_or_wait, restart_exit=RESTART)
     assert supervisor.run() == 1
     assert supervisor.restarts == 0 and supervisor.children == {}
+
+
+def wait_for_stop(config: WorkerConfig) -> None:
+    """Note this process's pid, then run until stopped."""
+    Path(f"{config.instance_id}.pid").write_text(str(os.getpid()))
+    while True:
+        time.sleep(0.1)
+
+
+SUPERVISE = """
+import sys
+from pathlib import Path
+from recurrence_ledger.cli import beside
+from recurrence_ledger.runtime.worker_config import WorkerConfig
+from tests.cli.test_worker_supervisor import wait_for_stop
+beside.supervise(WorkerConfig(bootstrap="127.0.0.1:1", instance_id=sys.argv[1]), 2, wait_for_stop)
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_a_killed_supervisor_takes_its_worker_processes_with_it(tmp_path):
+    supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISE, str(tmp_path / "w")], cwd=REPO)
+    pid_files = [Path(f"{tmp_path / 'w'}-{number}.pid") for number in (0, 1)]
+    deadline = time.monotonic() + 60
+    while not all(path.exists() and path.read_text() for path in pid_files):
+        assert supervisor.poll() is None and time.monotonic() < deadline, "the worker processes did not start"
+        time.sleep(0.05)
+    workers = [int(path.read_text()) for path in pid_files]
+    try:
+        supervisor.kill()
+        supervisor.wait(60)
+        deadline = time.monotonic() + 60
+        while any(running(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid in workers if running(pid)] == []
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False

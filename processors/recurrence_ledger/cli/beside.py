@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from recurrence_ledger.embedded.parallel import die_with_parent
 from recurrence_ledger.read.follower import FollowerConfig, ViewFollower
 from recurrence_ledger.redact import redact_url
 from recurrence_ledger.runtime.worker import run_worker
@@ -139,6 +140,16 @@ def process_config(config: WorkerConfig, number: int) -> WorkerConfig:
     return replace(config, instance_id=f"{config.instance_id}-{number}", metrics_port=None, process=str(number), state_dir=state_dir)
 
 
+def run_child(target: Callable[[WorkerConfig], None], config: WorkerConfig, parent_pid: int) -> None:
+    """A worker process of a :class:`Supervisor`: ``target(config)``, and
+    SIGTERM (a worker's own stop: it commits its open transaction) when
+    the supervisor dies without stopping it, e.g. of SIGKILL
+    (``die_with_parent``, Linux), so no worker is left running in the
+    group without its supervisor."""
+    die_with_parent(parent_pid)
+    target(config)
+
+
 class Supervisor:
     """``worker --processes N``: N worker processes (spawned, each
     ``target(process_config(config, n))``) in one consumer group, and —
@@ -154,7 +165,8 @@ class Supervisor:
       stops the others, and the supervisor exits with that code;
     - SIGTERM / SIGINT go to every worker process (each commits its open
       transaction); those still running after :data:`SHUTDOWN_BUDGET_S`
-      are killed.
+      are killed; a supervisor killed outright takes them with it
+      (:func:`run_child`).
 
     With ``config.metrics_port``, one endpoint serves every worker
     process's metrics, each with its ``process`` label (prometheus-client's
@@ -182,7 +194,8 @@ class Supervisor:
                 os.kill(child.pid, signal.SIGTERM)
 
     def _start(self, number: int) -> None:
-        child = self.context.Process(target=self.target, args=(process_config(self.config, number),), name=f"worker-{number}")
+        child = self.context.Process(target=run_child, args=(self.target, process_config(self.config, number), os.getpid()),
+                                     name=f"worker-{number}")
         child.start()
         self.children[number] = child
         log.info("worker process %d (instance %s-%d) started: pid %s", number, self.config.instance_id, number, child.pid)
