@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from recurrence_ledger.embedded.parallel import owner
 from recurrence_ledger.ledger.normalize import normalize
 from recurrence_ledger.ledger.streaks import review_candidate_id
 from tests.journal import check, experience, outcome, write_journal
@@ -83,3 +84,22 @@ def test_one_alternative_counts_them_in_its_totals_and_report_md(tmp_path):
     assert report["comparisons"][0]["totals"]["rejected_candidates_avoided"] == 2
     assert "Rejected candidates avoided (raised by the baseline, rejected by reviewers, not raised by the alternative): 2." in (
         tmp_path / "one" / "report.md").read_text()
+
+
+def test_a_decision_in_another_scope_naming_the_same_id_is_that_scopes_own(tmp_path):
+    """A ReviewDecision stands for the candidate of its own scope (contract
+    §18): another scope's approval of the same candidate_id — dead-lettered
+    there, no such candidate — neither replaces the rejection in scope S
+    nor depends on which process (``--jobs``) read which scope."""
+    other = "other"  # read by the other process than S's with --jobs 2
+    assert owner(other, 1, 2) != owner(S, 1, 2)
+    journal = reviewed_journal(tmp_path / "reviewed.jsonl")
+    approval = decision(1, "E1", "approved")
+    approval["value"]["scope_id"] = other
+    with journal.open("ab") as handle:
+        handle.write(json.dumps(approval).encode() + b"\n")
+    for jobs in ("1", "2"):
+        report = what_if(str(journal), "--sweep", "review-threshold=3..6", "--jobs", jobs, "--out", str(tmp_path / f"jobs{jobs}"))
+        rows = {row["value"]: (row["review_candidates"], row["rejected_candidates_avoided"]) for row in report["sweep"]["rows"]}
+        assert rows == {3: (4, 0), 4: (2, 1), 5: (1, 2), 6: (0, 3)}, f"--jobs {jobs}"
+        assert report["review_decisions"] == {"approved": 2, "rejected": 3}, f"--jobs {jobs}"

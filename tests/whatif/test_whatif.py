@@ -180,10 +180,10 @@ def test_rejected_candidates_avoided_counts_only_with_review_decisions(workload,
     outcome_ = run(workload, [base, alternative], out_dir=tmp_path)
     results = outcome_.results
     assert rejected_avoided(results[base], results[alternative], None) is None
-    raised = [candidate_id for per_scope in results[base].candidates.values() for candidate_id in per_scope]
-    kept = {candidate_id for per_scope in results[alternative].candidates.values() for candidate_id in per_scope}
-    decisions = {candidate_id: "rejected" if n % 2 else "approved" for n, candidate_id in enumerate(raised)}
-    expected = sum(1 for candidate_id in raised if decisions[candidate_id] == "rejected" and candidate_id not in kept)
+    raised = [(scope_id, candidate_id) for scope_id, per_scope in results[base].candidates.items() for candidate_id in per_scope]
+    kept = {(scope_id, candidate_id) for scope_id, per_scope in results[alternative].candidates.items() for candidate_id in per_scope}
+    decisions = {candidate: "rejected" if n % 2 else "approved" for n, candidate in enumerate(raised)}
+    expected = sum(1 for candidate in raised if decisions[candidate] == "rejected" and candidate not in kept)
     assert rejected_avoided(results[base], results[alternative], decisions) == expected > 0
 
 

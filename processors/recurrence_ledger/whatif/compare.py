@@ -198,10 +198,10 @@ def compare(base: PolicyResult, alt: PolicyResult) -> dict:
     }
 
 
-def rejected_avoided(base: PolicyResult, alt: PolicyResult, decisions: Mapping[str, str] | None) -> int | None:
+def rejected_avoided(base: PolicyResult, alt: PolicyResult, decisions: Mapping[tuple[str, str], str] | None) -> int | None:
     """How many review candidates the baseline raised that reviewers
     rejected and ``alt`` would not have raised. ``decisions`` maps a
-    candidate_id to its review decision ("approved" / "rejected", contract
+    (scope_id, candidate_id) to its review decision ("approved" / "rejected", contract
     §18: what the replay read, ``ReplayOutcome.review_decisions``); None —
     no decisions known — gives None, and the report and chart leave the
     figure out rather than show zeros."""
@@ -211,11 +211,12 @@ def rejected_avoided(base: PolicyResult, alt: PolicyResult, decisions: Mapping[s
         1
         for scope_id, raised in base.candidates.items()
         for candidate_id in raised
-        if decisions.get(candidate_id) == "rejected" and candidate_id not in alt.candidates.get(scope_id, {})
+        if decisions.get((scope_id, candidate_id)) == "rejected" and candidate_id not in alt.candidates.get(scope_id, {})
     )
 
 
-def sweep_rows(base: PolicyResult, results: Sequence[PolicyResult], comparisons: Sequence[dict], value_of, decisions: Mapping[str, str] | None = None) -> list[dict]:
+def sweep_rows(base: PolicyResult, results: Sequence[PolicyResult], comparisons: Sequence[dict], value_of,
+               decisions: Mapping[tuple[str, str], str] | None = None) -> list[dict]:
     """One row per swept policy: its value (``value_of(policy)``), its review
     load (candidates, revisions needing review), its near-duplicate and
     horizon figures, what changes against the baseline, and the rejected

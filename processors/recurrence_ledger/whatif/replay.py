@@ -118,11 +118,11 @@ class ReplayOutcome:
     bad input is bad under every policy), passes run, wall seconds, and the
     folder of ``facts_of``'s output files (or None), and the review
     decisions of the input (``WhatIfProcessor.review_decisions``:
-    candidate_id → "approved" or "rejected", contract §18)."""
+    (scope_id, candidate_id) → "approved" or "rejected", contract §18)."""
 
     results: dict[Policy, PolicyResult]
     inputs: dict
-    review_decisions: dict[str, str] = field(default_factory=dict)
+    review_decisions: dict[tuple[str, str], str] = field(default_factory=dict)
     records: int = 0
     dead_letters: Counter = field(default_factory=Counter)
     passes: int = 0
@@ -203,7 +203,7 @@ class ShardReplay:
 
     results: dict[Policy, PolicyResult]
     counts: list[list[tuple[str, str, int]]]
-    review_decisions: dict[str, str]
+    review_decisions: dict[tuple[str, str], str]
     dead_letters: Counter
 
 

@@ -37,13 +37,13 @@ def build_report(
     alternatives: Sequence[Policy],
     sweep: Sweep | None = None,
     chart: str | None = None,
-    review_decisions: Mapping[str, str] | None = None,
+    review_decisions: Mapping[tuple[str, str], str] | None = None,
 ) -> dict:
     """The JSON report: the input, the baseline policy and where each of its
     settings came from (``sources``: policy attribute → text), one
     comparison per alternative (``compare``), the sweep's rows and chart
     file (for a sweep), the replay's passes and seconds. ``review_decisions``
-    (candidate_id → decision, contract §18) defaults to the ones the replay
+    ((scope_id, candidate_id) → decision, contract §18) defaults to the ones the replay
     read (``outcome.review_decisions``); each comparison's totals and each
     sweep row count the rejected candidates the alternative would not have
     raised (``rejected_candidates_avoided``)."""

@@ -78,9 +78,11 @@ class WhatIfProcessor(LedgerProcessor, PolicyHook):
     - ``horizon_unlinked`` / ``end_unlinked``: ``{scope_id: {task outcome
       source_id: journal_position}}`` of the outcomes decided unlinked
       because the provenance horizon passed / the input ended;
-    - ``review_decisions``: ``{candidate_id: "approved" | "rejected"}``, the
-      decision that stands for each candidate a ReviewDecision of the input
-      names (contract §18: the first one the core applies or holds), under
+    - ``review_decisions``: ``{(scope_id, candidate_id): "approved" |
+      "rejected"}``, the decision that stands for each candidate a
+      ReviewDecision of the input names in its scope (contract §18: the
+      first one the core applies or holds; a decision in another scope
+      naming the same id is that scope's own), under
       every threshold alike — a decision the native threshold's candidates
       cannot take (it waits in vain) still counts for the threshold whose
       candidate it is.
@@ -103,14 +105,14 @@ class WhatIfProcessor(LedgerProcessor, PolicyHook):
         self._near = [t for t in dict.fromkeys(near_duplicate_thresholds) if t != native_near]
         for threshold in self._near:
             self.decisions[threshold] = {}
-        self.review_decisions: dict[str, str] = {}
+        self.review_decisions: dict[tuple[str, str], str] = {}
         self.horizon_unlinked: dict[str, dict[str, int]] = {}
         self.end_unlinked: dict[str, dict[str, int]] = {}
 
     # -- the policy hook (ledger.hooks.PolicyHook) --------------------------------
     def review_decision_taken(self, state: LedgerState, scope_id: str, decision: dict) -> None:
-        """The first decision the core takes for a candidate stands (contract §18)."""
-        self.review_decisions.setdefault(decision["candidate_id"], decision["decision"])
+        """The first decision the core takes for a candidate of its scope stands (contract §18)."""
+        self.review_decisions.setdefault((scope_id, decision["candidate_id"]), decision["decision"])
 
     def verdict_recorded(self, state: LedgerState, scope_id: str, record: dict, repair_surface: str, published: list[dict]) -> None:
         """The native threshold's candidates are the core's ``published``;
