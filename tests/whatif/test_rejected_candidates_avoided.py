@@ -103,3 +103,22 @@ def test_a_decision_in_another_scope_naming_the_same_id_is_that_scopes_own(tmp_p
         rows = {row["value"]: (row["review_candidates"], row["rejected_candidates_avoided"]) for row in report["sweep"]["rows"]}
         assert rows == {3: (4, 0), 4: (2, 1), 5: (1, 2), 6: (0, 3)}, f"--jobs {jobs}"
         assert report["review_decisions"] == {"approved": 2, "rejected": 3}, f"--jobs {jobs}"
+
+
+def test_decisions_the_input_ends_without_a_candidate_for_are_counted_as_dead_letters(tmp_path):
+    """Decisions whose candidates never come wait to the input's end and
+    are dead-lettered there (``unknown_candidate``, contract §18), as
+    run-journal does: the report counts them, in one process or two, under
+    the first policy replayed — the baseline of a sweep (E8's and E9's), or
+    the one alternative, whose threshold 5 raises no candidate for E1, E2
+    and E4 either (the lines of its ledger/dead-letter.jsonl)."""
+    journal = reviewed_journal(tmp_path / "reviewed.jsonl")
+    with journal.open("ab") as handle:
+        for position, artifact_id in ((100, "E8"), (101, "E9")):
+            handle.write(json.dumps(decision(position, artifact_id, "rejected")).encode() + b"\n")
+    for jobs in ("1", "2"):
+        for policy_args, expected in ((["--sweep", "review-threshold=3..4"], 2), (["--review-threshold", "5"], 5)):
+            out = tmp_path / f"{jobs}-{policy_args[0]}"
+            report = what_if(str(journal), *policy_args, "--jobs", jobs, "--out", str(out))
+            assert report["inputs"]["dead_letters"] == {"unknown_candidate": expected}, (jobs, policy_args)
+        assert len((out / "ledger" / "dead-letter.jsonl").read_bytes().splitlines()) == 5

@@ -182,7 +182,9 @@ def replay(
             if sink is not None and outcome.records % view_batch == 0:
                 sink.write(close_batch(writer, stage), summary)
         for _, processor in runs:
-            emits = processor.flush()
+            emits = processor.flush()  # the input's end decides what still waits, dead letters included (contract §18)
+            if processor is first:
+                outcome.dead_letters.update(emit.value["reason"] for emit in emits if emit.topic == DEAD_LETTER)
             if processor is writer:
                 sink.write(emits, summary)
                 sink.write(close_batch(writer, stage), summary)
@@ -232,8 +234,12 @@ def replay_shard(journal: Path, directory: Path, shard: int, jobs: int, policies
                 writer.close(records)
         for _, processor in runs:
             if processor is not first or writer is None:
-                processor.flush()
+                emits = processor.flush()  # the input's end decides what still waits, dead letters included (contract §18)
+                if processor is first:
+                    dead_letters.update(emit.value["reason"] for emit in emits if emit.topic == DEAD_LETTER)
         result = writer.finish(records) if writer is not None else ShardResult(directory, RunSummary(lines=records))
+        if writer is not None:  # the writer's summary counted the dead letters of the records and of the input's end
+            dead_letters = Counter(result.summary.dead_letter_reasons)
     result.extra = ShardReplay(
         {member: policy_result(processor, member) for group, processor in runs for member in group.policies},
         [state_counts(processor.state.store) for _, processor in runs],
