@@ -145,10 +145,14 @@ def test_per_kind_topics_are_merged_in_publication_order(bootstrap, topic_prefix
     assert (tmp_path / "topics" / "chart.png").is_file()
 
 
-def test_a_topic_that_does_not_exist_is_an_error_and_nothing_is_created(admin, bootstrap, tmp_path):
+@pytest.mark.parametrize("env", [{}, {"RL_JOBS": "2"}], ids=["", "RL_JOBS"])
+def test_a_topic_that_does_not_exist_is_an_error_and_nothing_is_created(admin, bootstrap, tmp_path, env):
+    """Also with the deployment's RL_JOBS set: it splits journal files, and
+    --from-topics reads in one process (only --jobs given with it is a
+    usage error)."""
     prefix = f"nope{uuid4().hex[:8]}."
-    result = run_cli("what-if", "--from-topics", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--out", str(tmp_path / "out"))
-    assert result.returncode == 1
+    result = run_cli("what-if", "--from-topics", "--bootstrap", bootstrap, "--topic-prefix", prefix, "--out", str(tmp_path / "out"), env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
     message = " ".join(result.stdout.split())
     assert "topics do not exist" in message and f"{prefix}source-journal" in message and "topic prefix" in message, message
     assert not [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]

@@ -256,7 +256,10 @@ def what_if_command(
     if (journal is None) == (not from_topics):
         raise typer.BadParameter("give a JOURNAL file, or --from-topics to read the deployment's input topics (not both)", param_hint="JOURNAL")
     if from_topics and jobs > 1:
-        raise typer.BadParameter("splits a journal file by scope; --from-topics reads the topics in one process", param_hint=policy.JOBS.option)
+        if getattr(ctx.get_parameter_source("jobs"), "name", None) == "COMMANDLINE":
+            raise typer.BadParameter("splits a journal file by scope; --from-topics reads the topics in one process", param_hint=policy.JOBS.option)
+        jobs = 1  # the deployment's RL_JOBS is for journal files
+
     parsed = parse_sweep(sweep) if sweep is not None else None
     if "" in (pattern_group_separator, baseline_pattern_group_separator):
         raise typer.BadParameter("a pattern group separator is a non-empty text", param_hint=policy.PATTERN_GROUP_SEPARATOR.option)
