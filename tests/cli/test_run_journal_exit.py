@@ -1,13 +1,16 @@
 """run-journal exits 3 with a loud warning when any journal line was
 dead-lettered (unless --allow-dead-letters); run, the demo, warns but
-exits 0."""
+exits 0; a journal that cannot be run (a pipe, or one of the files the run
+writes) is a usage error (exit 2) before anything is written."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 
+from tests.conftest import REPO
 from tests.journal import check, experience, line, outcome, write_journal
-from tests.plugins.processes import run_cli
+from tests.plugins.processes import cli_command, cli_env, run_cli
 
 GOOD = [experience("s", 1, "E1"), outcome("s", 2, "O1", checks=[check("port already bound")])]
 BAD = [b'{"topic": "task-outcomes", "value": {', json.dumps({"topic": "nope", "value": {}}).encode()]
@@ -59,3 +62,37 @@ def test_a_bom_journal_is_not_dead_lettered(tmp_path):
     journal.write_bytes(b"\xef\xbb\xbf" + b"".join(line(record) + b"\n" for record in GOOD))
     result = run_cli("run-journal", str(journal), "--out", str(tmp_path / "out"), "--quiet")
     assert result.returncode == 0, result.stderr
+
+
+def test_a_journal_among_the_files_the_run_writes_is_refused_and_kept(tmp_path):
+    """The output files are opened (emptied) before the journal is read: a
+    journal that is one of them is a usage error, and stays as it was."""
+    out = tmp_path / "out"
+    out.mkdir()
+    journal = write_journal(out / "recurrence-matches.jsonl", GOOD)
+    before = journal.read_bytes()
+    for command in (("run-journal",), ("run",), ("what-if", "--review-threshold", "2")):
+        target = out.parent if command[0] == "what-if" else out  # what-if writes the ledger files under --out/ledger
+        if command[0] == "what-if":
+            (out.parent / "ledger").mkdir(exist_ok=True)
+            journal = write_journal(out.parent / "ledger" / "recurrence-matches.jsonl", GOOD)
+        result = run_cli(*command, str(journal), "--out", str(target), env={"COLUMNS": "400"})
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert "is one of the files the run writes" in " ".join(result.stderr.split()), command
+        assert journal.read_bytes() == before, command
+
+
+def test_a_journal_from_a_pipe_is_a_usage_error_not_a_traceback(tmp_path):
+    """A journal is read by offset (and once per --jobs process): a pipe is
+    refused with a message (exit 2); a file given as standard input is read."""
+    journal = write_journal(tmp_path / "j.jsonl", GOOD)
+    for command in (("run-journal", "/dev/stdin", "--jobs", "2"), ("what-if", "/dev/stdin", "--review-threshold", "2")):
+        result = subprocess.run(cli_command(*command, "--out", tmp_path / "piped", "--quiet"), input=journal.read_bytes(),
+                                capture_output=True, env=cli_env({"COLUMNS": "400"}), cwd=REPO, check=False)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "is not a regular file" in " ".join(result.stderr.decode().split()), command
+    with journal.open("rb") as stdin:
+        result = subprocess.run(cli_command("run-journal", "/dev/stdin", "--out", tmp_path / "redirected", "--quiet"), stdin=stdin,
+                                capture_output=True, env=cli_env(), cwd=REPO, check=False)
+    assert result.returncode == 0, result.stderr
+    assert len((tmp_path / "redirected" / "recurrence-matches.jsonl").read_bytes().splitlines()) == 1

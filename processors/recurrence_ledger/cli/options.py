@@ -100,6 +100,13 @@ def parse_processes(text: str) -> int:
     return value
 
 
+def on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether parameter ``name`` was given on the command line (not from
+    its default or environment variable)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 def processes_option(setting: policy.Setting, **panel: str) -> Any:
     """The option of a number of processes (``--jobs``, ``--processes``):
     a number or ``auto`` (:func:`parse_processes`)."""

@@ -40,6 +40,7 @@ from recurrence_ledger.cli.options import (
     RegistryOption,
     ViewBatchOption,
     kafka_config_option,
+    on_command_line,
     takes,
     topic_prefix_option,
 )
@@ -200,8 +201,12 @@ def run_journal_command(
     Exit code: 0 when every line was applied; 3 when any line was
     dead-lettered (a warning with the count is printed; the output files are
     complete all the same), unless --allow-dead-letters; 2 for a usage error."""
+    from recurrence_ledger.embedded.journal import journal_problem
     from recurrence_ledger.embedded.parallel import run_journal_jobs
 
+    problem = journal_problem(journal, out)
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="JOURNAL")
     summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
@@ -214,13 +219,6 @@ def run_journal_command(
 #: Default output folder of `run` on the embedded runner, in the current
 #: directory: one stable place, overwritten by the next run.
 DEFAULT_RUN_OUT = Path("recurrence-ledger-out")
-
-
-def _on_command_line(ctx: typer.Context, name: str) -> bool:
-    """Whether parameter ``name`` was given on the command line (not from
-    its default or environment variable)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"
 
 
 @takes(worker=WORKER_OPERATION.with_defaults(create_topics=DEFAULT_PARTITIONS), ledger=LEDGER_POLICY)
@@ -250,7 +248,7 @@ def run_command(
     Otherwise it runs the embedded runner on JOURNAL (default: the packaged
     example journal openapi_drift.jsonl) and writes one <topic>.jsonl per
     output topic into --out."""
-    given = {name: _on_command_line(ctx, name) for name in ("topic_prefix", "kafka_config", *WORKER_OPERATION.names)}
+    given = {name: on_command_line(ctx, name) for name in ("topic_prefix", "kafka_config", *WORKER_OPERATION.names)}
     if settings().bootstrap_servers or kafka_config is not None:
         if journal is not None or out is not None:
             console.print(
@@ -295,6 +293,11 @@ def run_command(
                 )
                 summary = run_journal(packaged, out_dir, ledger, view_batch=view_batch)
         else:
+            from recurrence_ledger.embedded.journal import journal_problem
+
+            problem = journal_problem(journal, out_dir)
+            if problem is not None:
+                raise typer.BadParameter(problem, param_hint="JOURNAL")
             console.print(f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): {journal} → {out_dir}/", style="bold", highlight=False)
             summary = run_journal(journal, out_dir, ledger, view_batch=view_batch)
     except OSError as error:

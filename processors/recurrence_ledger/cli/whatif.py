@@ -36,6 +36,7 @@ from recurrence_ledger.cli.options import (
     RegistryOption,
     ViewBatchOption,
     fraction_parser,
+    on_command_line,
     redis_url_option,
 )
 from recurrence_ledger.settings import settings
@@ -250,13 +251,14 @@ def what_if_command(
     never a topic, consumer group, state or Redis key of the deployment.
     Exit code: 0; 1 when Kafka or Redis refuses; 2 for a usage error (an
     unknown setting, an impossible range, an unreadable journal)."""
-    from recurrence_ledger.whatif.replay import JournalInput, UnreadableJournal, replay, replay_journal_jobs
+    from recurrence_ledger.embedded.journal import journal_problem
+    from recurrence_ledger.whatif.replay import LEDGER_FOLDER, JournalInput, UnreadableJournal, replay, replay_journal_jobs
     from recurrence_ledger.whatif.report import CHART, build_report, write_report
 
     if (journal is None) == (not from_topics):
         raise typer.BadParameter("give a JOURNAL file, or --from-topics to read the deployment's input topics (not both)", param_hint="JOURNAL")
     if from_topics and jobs > 1:
-        if getattr(ctx.get_parameter_source("jobs"), "name", None) == "COMMANDLINE":
+        if on_command_line(ctx, "jobs"):
             raise typer.BadParameter("splits a journal file by scope; --from-topics reads the topics in one process", param_hint=policy.JOBS.option)
         jobs = 1  # the deployment's RL_JOBS is for journal files
 
@@ -306,6 +308,9 @@ def what_if_command(
         with reporting_kafka_errors():
             source.open()
     else:
+        problem = journal_problem(journal, out / LEDGER_FOLDER) if journal.exists() else None
+        if problem is not None:
+            raise typer.BadParameter(problem, param_hint="JOURNAL")
         try:
             source = JournalInput(journal).open()
         except UnreadableJournal as error:

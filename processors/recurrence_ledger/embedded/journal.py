@@ -5,9 +5,29 @@ runner, ``publish`` and what-if."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO
 
+from recurrence_ledger.catalogue import OUTPUT_TOPICS
 from recurrence_ledger.ledger.intake import BOM
+
+
+def journal_problem(journal: Path, out_dir: Path) -> str | None:
+    """Why the journal file ``journal`` cannot be run into the folder
+    ``out_dir`` (where a run writes one ``<topic>.jsonl`` per output
+    topic), or None:
+
+    - it is not a regular file (a pipe, ``/dev/stdin`` fed by one, a
+      terminal): a run reads its journal by offset, and ``--jobs N`` reads it
+      once per process;
+    - it is one of the files the run writes: that file is emptied before the
+      journal is read.
+    """
+    if not journal.is_file():
+        return f"{journal} is not a regular file (a pipe?): a journal is read by offset, once per --jobs process; save it to a file first"
+    if journal.resolve() in {(out_dir / f"{topic}.jsonl").resolve() for topic in OUTPUT_TOPICS}:
+        return f"{journal} is one of the files the run writes into {out_dir} (it would be emptied before it is read): give another --out"
+    return None
 
 
 def journal_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
