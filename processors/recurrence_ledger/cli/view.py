@@ -133,8 +133,9 @@ def view_follow_command(
 ) -> None:
     """Follow the committed topics into the Redis view and its history.
 
-    Reads recurrence-statistics, revision-statistics, recurrence-observations
-    and review-candidates (read_committed, consumer group PREFIX+APP_ID-view),
+    Reads recurrence-statistics, revision-statistics, review-status,
+    recurrence-observations, review-candidates and signature-patterns
+    (read_committed, consumer group PREFIX+APP_ID-view),
     writes the view and the read models (verdict histories, trends, the review
     queue) and commits its offsets once Redis has them. Runs until SIGTERM, or
     until --exit-when-idle seconds pass without a record. --history-limit and
