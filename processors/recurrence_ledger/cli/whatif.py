@@ -308,7 +308,7 @@ def what_if_command(
         with reporting_kafka_errors():
             source.open()
     else:
-        problem = journal_problem(journal, out / LEDGER_FOLDER) if journal.exists() else None
+        problem = journal_problem(journal, out / LEDGER_FOLDER)
         if problem is not None:
             raise typer.BadParameter(problem, param_hint="JOURNAL")
         try:

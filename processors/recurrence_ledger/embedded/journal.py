@@ -17,13 +17,13 @@ def journal_problem(journal: Path, out_dir: Path) -> str | None:
     ``out_dir`` (where a run writes one ``<topic>.jsonl`` per output
     topic), or None:
 
-    - it is not a regular file (a pipe, ``/dev/stdin`` fed by one, a
-      terminal): a run reads its journal by offset, and ``--jobs N`` reads it
-      once per process;
+    - it is there but not a regular file or a folder (a pipe,
+      ``/dev/stdin`` fed by one, a terminal): a run reads its journal by
+      offset, and ``--jobs N`` reads it once per process;
     - it is one of the files the run writes: that file is emptied before the
       journal is read.
     """
-    if not journal.is_file():
+    if journal.exists() and not journal.is_dir() and not journal.is_file():  # a folder or a missing file: the reader says so
         return f"{journal} is not a regular file (a pipe?): a journal is read by offset, once per --jobs process; save it to a file first"
     if journal.resolve() in {(out_dir / f"{topic}.jsonl").resolve() for topic in OUTPUT_TOPICS}:
         return f"{journal} is one of the files the run writes into {out_dir} (it would be emptied before it is read): give another --out"
