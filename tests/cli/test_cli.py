@@ -473,8 +473,8 @@ def test_topics_delete_without_yes_lists_topics_and_groups_under_labels():
     result = run_cli("topics", "delete", "--bootstrap", "127.0.0.1:1", "--topic-prefix", "demo.", "--app-id", "trial")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "would delete (run again with --yes):"
-    assert lines[1].startswith("  topics (") and "    demo.source-journal" in lines
+    assert lines[:2] == ["would delete (run again with --yes):", "  (names only; --yes reports each one deleted or absent)"]
+    assert lines[2].startswith("  topics (") and "    demo.source-journal" in lines
     assert "    demo.trial-ledger-state-changelog" in lines
     groups = lines.index("  consumer groups (3):")
     assert lines[groups + 1 :] == [

@@ -65,6 +65,11 @@ def topics_create_command(
     console.print(table)
 
 
+#: The dry run of ``topics delete`` lists the deployment's names without
+#: asking the broker or the registry which exist.
+NAMES_ONLY = "  (names only; --yes reports each one deleted or absent)"
+
+
 @topics_app.command("delete")
 def topics_delete_command(
     bootstrap: BootstrapOption = None,
@@ -79,7 +84,9 @@ def topics_delete_command(
     Deletes the catalogue topics under the prefix, the state changelog and
     the consumer groups of the app id, and with a Schema Registry the
     <topic>-value subjects of the catalogue topics it deleted (soft, then
-    permanently). Without --yes it only lists them. Stop the deployment's
+    permanently). Without --yes it only lists their names, without asking
+    the broker which exist; with --yes it reports each as deleted or
+    absent. Stop the deployment's
     workers first; its Redis keys go with 'recurrence-ledger view clear
     --yes'."""
     from recurrence_ledger.kafka.kafka_admin import delete_deployment, deployment_resources
@@ -88,7 +95,7 @@ def topics_delete_command(
     registry = command_registry(schema_registry_url, None, kafka_config)
     catalogue_topics = [catalogue.physical(spec.name, topic_prefix) for spec in catalogue.CATALOGUE]
     if not yes:
-        lines = ["would delete (run again with --yes):", f"  topics ({len(topics)}):"]
+        lines = ["would delete (run again with --yes):", NAMES_ONLY, f"  topics ({len(topics)}):"]
         lines += [f"    {name}" for name in topics]
         lines.append(f"  consumer groups ({len(groups)}):")
         lines += [f"    {name}" for name in groups]
