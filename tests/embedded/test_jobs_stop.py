@@ -1,8 +1,9 @@
 """A ``--jobs N`` run leaves no process behind however it is stopped: a
 SIGTERM to the command (what a CI cancel, ``kill`` or a container stop
 sends to it alone) ends it as Ctrl-C does — its pool's processes
-terminated, its work folder removed, exit 143 — and a command killed
-outright (SIGKILL) takes its pool's processes with it (Linux)."""
+terminated, its work folder removed, exit 143 —, a command killed
+outright (SIGKILL) takes its pool's processes with it (Linux), and a pool
+process killed mid-run stops the run with one error line (exit 1)."""
 
 from __future__ import annotations
 
@@ -108,5 +109,22 @@ def test_a_killed_command_takes_its_pool_with_it(journal, tmp_path):
         process.kill()
         process.wait(DEADLINE_S)
         assert wait_gone(pool) == []  # parent-death signal: no process is left waiting for work
+    finally:
+        stop_all(process, pool)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_pool_process_killed_mid_run_is_one_error_line_and_exit_1(name, journal, tmp_path):
+    """The kernel's out-of-memory killer, say: the run stops with a message
+    (no traceback), the other process and the work folder go with it."""
+    out, log = tmp_path / "out", tmp_path / "log"
+    process, pool = start(COMMANDS[name](journal, out), log)
+    try:
+        os.kill(pool[0], signal.SIGKILL)
+        assert process.wait(DEADLINE_S) == 1, log.read_text()
+        message = " ".join(log.read_text().split())
+        assert "a --jobs process ended abruptly" in message and "Traceback" not in message, message
+        assert wait_gone(pool) == []
+        assert [path.name for path in out.rglob(".jobs-*")] == []
     finally:
         stop_all(process, pool)

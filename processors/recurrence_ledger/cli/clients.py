@@ -63,6 +63,21 @@ def reporting_kafka_errors() -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
+@contextlib.contextmanager
+def reporting_lost_jobs() -> Iterator[None]:
+    """Turn the loss of a ``--jobs`` process (killed, e.g. by the kernel
+    when memory runs short) into one red line and exit code 1, instead of
+    the process pool's traceback; nothing of the run is kept."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        yield
+    except BrokenProcessPool:
+        console.print("error: a --jobs process ended abruptly (killed? out of memory?); the run was stopped: "
+                      "run it again, with fewer --jobs if memory is short", style="red", highlight=False)
+        raise typer.Exit(1) from None
+
+
 def kafka_connection(bootstrap: str | None, kafka_config: Path | None):  # noqa: ANN202 - lazy import
     """The command's Kafka connection (``--bootstrap`` + ``--kafka-config`` +
     KAFKA_* overrides), checked within client_config.CONNECT_TIMEOUT_S:

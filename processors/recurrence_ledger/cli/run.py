@@ -24,7 +24,15 @@ from rich.text import Text
 from rich.table import Table
 
 from recurrence_ledger import policy
-from recurrence_ledger.cli.clients import kafka_connection, reporting_kafka_errors, refusing_to_start, command_registry, check_redis_url, console
+from recurrence_ledger.cli.clients import (
+    check_redis_url,
+    command_registry,
+    console,
+    kafka_connection,
+    refusing_to_start,
+    reporting_kafka_errors,
+    reporting_lost_jobs,
+)
 from recurrence_ledger.cli.options import (
     DEFAULT_PARTITIONS,
     LEDGER_POLICY,
@@ -207,7 +215,8 @@ def run_journal_command(
     problem = journal_problem(journal, out)
     if problem is not None:
         raise typer.BadParameter(problem, param_hint="JOURNAL")
-    summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
+    with reporting_lost_jobs():
+        summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
     if summary.dead_letters:

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from recurrence_ledger import policy
-from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console, redis_errors
+from recurrence_ledger.cli.clients import command_codec, console, kafka_connection, redis_errors, reporting_kafka_errors, reporting_lost_jobs
 from recurrence_ledger.cli.options import (
     BootstrapOption,
     JobsOption,
@@ -323,7 +323,8 @@ def what_if_command(
             if from_topics:
                 outcome = replay(source, [baseline, *alternatives], **options)
             else:
-                outcome = replay_journal_jobs(source, [baseline, *alternatives], jobs, **options)
+                with reporting_lost_jobs():
+                    outcome = replay_journal_jobs(source, [baseline, *alternatives], jobs, **options)
     finally:
         source.close()
     chart = CHART if parsed is not None else None
