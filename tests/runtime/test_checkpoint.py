@@ -213,6 +213,40 @@ def test_an_abortable_send_offsets_error_aborts_before_commit():
     assert points.points == []
 
 
+def erroneous_state() -> KafkaException:
+    """What produce() raises once the open transaction failed on its own
+    (e.g. a partition of a deleted topic could not be added to it)."""
+    return KafkaException(KafkaError(KafkaError._STATE, "Unable to produce message: Local: Erroneous state"))
+
+
+@pytest.mark.parametrize("where", ["an output", "a changelog record"])
+def test_a_transaction_that_failed_before_its_commit_is_aborted_when_a_record_is_refused(where):
+    """The producer refuses records once its transaction failed (librdkafka
+    moved it to its abortable state in the background): handled as a
+    failed commit — aborted, CheckpointAborted for the caller to rewind —
+    never an error that ends the worker with the generic exit 1."""
+    producer = ScriptedProducer(produce=[erroneous_state()] if where == "an output" else [])
+    cp, points, _ = checkpoint(producer)
+    with pytest.raises(CheckpointAborted):
+        if where == "an output":
+            cp.produce("out", None, b"v", 0)
+        else:
+            cp.produce("out", None, b"v", 0)
+            producer.failures["produce"] = [erroneous_state()]
+            cp.commit(CHANGELOG, OFFSETS)
+    assert names(producer)[-1] == "abort" and "commit" not in names(producer) and points.points == []
+    cp.produce("out", None, b"v", 0)  # the next batch opens a new transaction
+    assert names(producer)[-2:] == ["begin", "produce"]
+
+
+def test_a_fatal_error_on_a_record_asks_for_a_restart():
+    producer = ScriptedProducer(produce=[fatal()])
+    cp, _, _ = checkpoint(producer)
+    with pytest.raises(RestartRequired):
+        cp.produce("out", None, b"v", 0)
+    assert "abort" not in names(producer)
+
+
 def test_a_fatal_error_asks_for_a_restart_without_an_abort():
     """A fatal producer (fenced, or its epoch bumped by the broker after a
     long stall) cannot be used again: the process exits for a restart

@@ -182,11 +182,24 @@ class Checkpoint:
         transaction, beginning one when none is open (``on_delivery``: the
         delivery report callback, if any). The producer's events are served
         (``poll(0)``) at the first record of a transaction and every
-        :data:`SERVE_EVERY` records after it (and by the commit)."""
+        :data:`SERVE_EVERY` records after it (and by the commit).
+
+        A transaction can fail before its commit (librdkafka failed to add a
+        partition to it, e.g. of a topic deleted meanwhile): the producer
+        then refuses every record (``_STATE``, "Erroneous state"). That is
+        handled as a failed commit is: the transaction is aborted and
+        CheckpointAborted raised (the caller rewinds), or RestartRequired
+        for a fatal error."""
         if not self.in_transaction:
             self._begin()
             self.produced = 0
-        produce(self.producer, topic, key, value, partition, on_delivery, serve=self.produced % SERVE_EVERY == 0)
+        try:
+            produce(self.producer, topic, key, value, partition, on_delivery, serve=self.produced % SERVE_EVERY == 0)
+        except KafkaException as error:
+            if error.args[0].fatal():
+                raise RestartRequired(f"the transactional producer failed fatally ({error.args[0]}): exiting for a restart") from error
+            self.abort(f"the transaction failed before its commit ({error.args[0]})")
+            raise CheckpointAborted(error) from error
         self.produced += 1
 
     def commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> dict[tuple[str, int], int]:

@@ -202,8 +202,13 @@ class LedgerWorker:
                     if not self._batch_open:
                         batch_started, self._batch_open = now, True
                     self.hooks.at("consumed")
-                    for message in messages:
-                        self._handle(message)
+                    try:
+                        for message in messages:
+                            self._handle(message)
+                    except CheckpointAborted as aborted:  # the open transaction failed before its commit
+                        log.warning("%s: rewinding to the last commit", aborted)
+                        self._unready.clear()  # the rewind seeks every partition to its committed offset
+                        self._rewind()
                     for (topic, number), offset in self._unready.items():
                         self.consumer.seek(TopicPartition(topic, number, offset))
                     self._unready.clear()
@@ -372,12 +377,12 @@ class LedgerWorker:
         rewinds: state restored from the changelog, consumer positions reset
         to the committed offsets, so the batch is processed again)."""
         started = time.monotonic()
-        self._publish_views()
-        self.hooks.at("produced")
-        tasks = [(stage, task) for stage in self.stages for task in stage.tasks.values() if task.ready]
-        changelog = [(stage.changelog_topic, task.partition, key, value) for stage, task in tasks for key, value in task.store.changes()]
-        offsets = [TopicPartition(topic, task.partition, offset) for _, task in tasks for topic, offset in task.offsets.items()]
         try:
+            self._publish_views()
+            self.hooks.at("produced")
+            tasks = [(stage, task) for stage in self.stages for task in stage.tasks.values() if task.ready]
+            changelog = [(stage.changelog_topic, task.partition, key, value) for stage, task in tasks for key, value in task.store.changes()]
+            offsets = [TopicPartition(topic, task.partition, offset) for _, task in tasks for topic, offset in task.offsets.items()]
             delivered = self.checkpoint.commit(changelog, offsets)
         except CheckpointAborted as aborted:
             log.warning("%s: rewinding to the last commit", aborted)
