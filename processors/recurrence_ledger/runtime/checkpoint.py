@@ -49,7 +49,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from confluent_kafka import KafkaException, TopicPartition
 
@@ -196,10 +196,7 @@ class Checkpoint:
         try:
             produce(self.producer, topic, key, value, partition, on_delivery, serve=self.produced % SERVE_EVERY == 0)
         except KafkaException as error:
-            if error.args[0].fatal():
-                raise RestartRequired(f"the transactional producer failed fatally ({error.args[0]}): exiting for a restart") from error
-            self.abort(f"the transaction failed before its commit ({error.args[0]})")
-            raise CheckpointAborted(error) from error
+            self._failed(error, "the transaction failed before its commit")
         self.produced += 1
 
     def commit(self, changelog: Iterable[tuple[str, int, bytes, bytes | None]], offsets: list[TopicPartition]) -> dict[tuple[str, int], int]:
@@ -253,12 +250,18 @@ class Checkpoint:
             self.hooks.at("offsets_sent")
             self._retrying(self.producer.commit_transaction, CALL_TIMEOUT_S)
         except KafkaException as error:
-            if error.args[0].fatal():
-                raise RestartRequired(f"the transactional producer failed fatally ({error.args[0]}): exiting for a restart") from error
-            self.abort(f"transaction not committed ({error.args[0]})")
-            raise CheckpointAborted(error) from error
+            self._failed(error, "transaction not committed")
         self.in_transaction = False
         self.hooks.at("committed")
+
+    def _failed(self, error: KafkaException, why: str) -> NoReturn:
+        """The open transaction failed with ``error``: RestartRequired when
+        the producer failed fatally, else the transaction is aborted
+        (``why``, logged with the error) and CheckpointAborted raised."""
+        if error.args[0].fatal():
+            raise RestartRequired(f"the transactional producer failed fatally ({error.args[0]}): exiting for a restart") from error
+        self.abort(f"{why} ({error.args[0]})")
+        raise CheckpointAborted(error) from error
 
     def init_transactions(self) -> None:
         """``init_transactions`` (fences this transactional id's previous

@@ -206,9 +206,7 @@ class LedgerWorker:
                         for message in messages:
                             self._handle(message)
                     except CheckpointAborted as aborted:  # the open transaction failed before its commit
-                        log.warning("%s: rewinding to the last commit", aborted)
-                        self._unready.clear()  # the rewind seeks every partition to its committed offset
-                        self._rewind()
+                        self._rewind(aborted)
                     for (topic, number), offset in self._unready.items():
                         self.consumer.seek(TopicPartition(topic, number, offset))
                     self._unready.clear()
@@ -385,8 +383,7 @@ class LedgerWorker:
             offsets = [TopicPartition(topic, task.partition, offset) for _, task in tasks for topic, offset in task.offsets.items()]
             delivered = self.checkpoint.commit(changelog, offsets)
         except CheckpointAborted as aborted:
-            log.warning("%s: rewinding to the last commit", aborted)
-            self._rewind()
+            self._rewind(aborted)
             return
         finally:
             self.metrics.checkpoint.observe(time.monotonic() - started)
@@ -405,10 +402,13 @@ class LedgerWorker:
         gc.freeze()
         self._batch.committed(self.metrics, time.time())
 
-    def _rewind(self) -> None:
-        """Back to the last committed transaction (after an abort): every
+    def _rewind(self, aborted: CheckpointAborted) -> None:
+        """Back to the last committed transaction after ``aborted``: every
         task restored again from the changelog, consumer positions at the
-        committed offsets."""
+        committed offsets (so no record polled since, restoring or not, is
+        sought again)."""
+        log.warning("%s: rewinding to the last commit", aborted)
+        self._unready.clear()
         self._batch.clear()
         self._batch_open = False
         assignment = self.consumer.assignment()
