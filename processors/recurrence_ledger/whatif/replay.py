@@ -25,7 +25,7 @@ import gc
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -34,7 +34,7 @@ from recurrence_ledger.catalogue import DEAD_LETTER, SOURCE_JOURNAL
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
 from recurrence_ledger.embedded.parallel import JobPool, ShardResult, ShardWriter, merge_outputs, shard_records, wait_with_progress
-from recurrence_ledger.embedded.runner import JsonlSink, RunSummary, close_batch
+from recurrence_ledger.embedded.runner import JsonlSink, RunSummary, close_batch, tally
 from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
@@ -130,6 +130,11 @@ class ReplayOutcome:
     facts_dir: Path | None = None
 
 
+def dead_letter_reasons(emits: Iterable[Emit]) -> Iterator[str]:
+    """The reason code of each dead letter among ``emits``."""
+    return (emit.value["reason"] for emit in emits if emit.topic == DEAD_LETTER)
+
+
 def pass_processors(policies: Sequence[Policy], facts_of: Policy | None, max_pending_candidates: int) -> list[tuple[Pass, WhatIfProcessor]]:
     """The passes of a replay of ``policies`` (``facts_of``'s first, when
     given) and a processor for each."""
@@ -176,7 +181,7 @@ def replay(
             for _, processor in runs:
                 emits = apply(processor)
                 if processor is first:
-                    outcome.dead_letters.update(emit.value["reason"] for emit in emits if emit.topic == DEAD_LETTER)
+                    outcome.dead_letters.update(dead_letter_reasons(emits))
                 if processor is writer:
                     sink.write(emits, summary)
             if sink is not None and outcome.records % view_batch == 0:
@@ -184,7 +189,7 @@ def replay(
         for _, processor in runs:
             emits = processor.flush()  # the input's end decides what still waits, dead letters included (contract §18)
             if processor is first:
-                outcome.dead_letters.update(emit.value["reason"] for emit in emits if emit.topic == DEAD_LETTER)
+                outcome.dead_letters.update(dead_letter_reasons(emits))
             if processor is writer:
                 sink.write(emits, summary)
                 sink.write(close_batch(writer, stage), summary)
@@ -200,13 +205,14 @@ def replay(
 class ShardReplay:
     """What one worker process of :func:`replay_journal_jobs` concluded on
     the scopes it owns: each policy's result (its pattern candidates still
-    to be merged), each pass's pattern counts (``patterns.state_counts``),
-    the review decisions and the first pass's dead letters by reason."""
+    to be merged), each pass's pattern counts (``patterns.state_counts``)
+    and the review decisions. The first pass's dead letters are counted in
+    the shard's summary (``ShardResult.summary``), with or without a
+    writer."""
 
     results: dict[Policy, PolicyResult]
     counts: list[list[tuple[str, str, int]]]
     review_decisions: dict[tuple[str, str], str]
-    dead_letters: Counter
 
 
 def replay_shard(journal: Path, directory: Path, shard: int, jobs: int, policies: Sequence[Policy], facts_of: Policy | None,
@@ -216,7 +222,7 @@ def replay_shard(journal: Path, directory: Path, shard: int, jobs: int, policies
     pass, ``facts_of``'s output files into ``directory``."""
     runs = pass_processors(policies, facts_of, max_pending_candidates)
     first = runs[0][1]
-    dead_letters: Counter = Counter()
+    summary = RunSummary()  # the first pass's emits without a writer (the writer keeps its own)
     with contextlib.ExitStack() as stack:
         stack.callback(gc.unfreeze)
         writer = ShardWriter(first, directory, stack) if facts_of is not None else None
@@ -227,24 +233,23 @@ def replay_shard(journal: Path, directory: Path, shard: int, jobs: int, policies
                 for _, processor in runs:
                     emits = ingest_journal_line(processor, line, coordinates)
                     if processor is first:
-                        dead_letters.update(emit.value["reason"] for emit in emits if emit.topic == DEAD_LETTER)
                         if writer is not None:
                             writer.facts(records, scope_id, emits)
+                        else:
+                            tally(emits, summary)
             if writer is not None and records % view_batch == 0:
                 writer.close(records)
         for _, processor in runs:
             if processor is not first or writer is None:
                 emits = processor.flush()  # the input's end decides what still waits, dead letters included (contract §18)
                 if processor is first:
-                    dead_letters.update(emit.value["reason"] for emit in emits if emit.topic == DEAD_LETTER)
-        result = writer.finish(records) if writer is not None else ShardResult(directory, RunSummary(lines=records))
-        if writer is not None:  # the writer's summary counted the dead letters of the records and of the input's end
-            dead_letters = Counter(result.summary.dead_letter_reasons)
+                    tally(emits, summary)
+        summary.lines = records
+        result = writer.finish(records) if writer is not None else ShardResult(directory, summary)
     result.extra = ShardReplay(
         {member: policy_result(processor, member) for group, processor in runs for member in group.policies},
         [state_counts(processor.state.store) for _, processor in runs],
         dict(first.review_decisions),
-        dead_letters,
     )
     return result
 
@@ -291,8 +296,8 @@ def replay_journal_jobs(
         for member in group.policies:
             outcome.results[member] = merge_results(member, [part.results[member] for part in parts], counts)
     outcome.records = shards[0].summary.lines
-    for part in parts:
-        outcome.dead_letters.update(part.dead_letters)
-        outcome.review_decisions.update(part.review_decisions)
+    for shard in shards:  # the first pass's dead letters (its summary: of the records and of the input's end)
+        outcome.dead_letters.update(shard.summary.dead_letter_reasons)
+        outcome.review_decisions.update(shard.extra.review_decisions)
     outcome.seconds = time.monotonic() - started
     return outcome
