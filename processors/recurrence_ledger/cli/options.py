@@ -100,6 +100,16 @@ def parse_processes(text: str) -> int:
     return value
 
 
+def check_journal(journal: Path, out_dir: Path) -> None:
+    """Refuse, as a usage error on JOURNAL (exit 2), a journal that cannot
+    be run into ``out_dir`` (``embedded.journal.journal_problem``)."""
+    from recurrence_ledger.embedded.journal import journal_problem
+
+    problem = journal_problem(journal, out_dir)
+    if problem is not None:
+        raise typer.BadParameter(problem, param_hint="JOURNAL")
+
+
 def on_command_line(ctx: typer.Context, name: str) -> bool:
     """Whether parameter ``name`` was given on the command line (not from
     its default or environment variable)."""

@@ -47,6 +47,7 @@ from recurrence_ledger.cli.options import (
     PrefixOption,
     RegistryOption,
     ViewBatchOption,
+    check_journal,
     kafka_config_option,
     on_command_line,
     takes,
@@ -209,12 +210,9 @@ def run_journal_command(
     Exit code: 0 when every line was applied; 3 when any line was
     dead-lettered (a warning with the count is printed; the output files are
     complete all the same), unless --allow-dead-letters; 2 for a usage error."""
-    from recurrence_ledger.embedded.journal import journal_problem
     from recurrence_ledger.embedded.parallel import run_journal_jobs
 
-    problem = journal_problem(journal, out)
-    if problem is not None:
-        raise typer.BadParameter(problem, param_hint="JOURNAL")
+    check_journal(journal, out)
     with reporting_lost_jobs():
         summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
     if not quiet:
@@ -302,11 +300,7 @@ def run_command(
                 )
                 summary = run_journal(packaged, out_dir, ledger, view_batch=view_batch)
         else:
-            from recurrence_ledger.embedded.journal import journal_problem
-
-            problem = journal_problem(journal, out_dir)
-            if problem is not None:
-                raise typer.BadParameter(problem, param_hint="JOURNAL")
+            check_journal(journal, out_dir)
             console.print(f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): {journal} → {out_dir}/", style="bold", highlight=False)
             summary = run_journal(journal, out_dir, ledger, view_batch=view_batch)
     except OSError as error:

@@ -35,6 +35,7 @@ from recurrence_ledger.cli.options import (
     PrefixOption,
     RegistryOption,
     ViewBatchOption,
+    check_journal,
     fraction_parser,
     on_command_line,
     redis_url_option,
@@ -251,7 +252,6 @@ def what_if_command(
     never a topic, consumer group, state or Redis key of the deployment.
     Exit code: 0; 1 when Kafka or Redis refuses; 2 for a usage error (an
     unknown setting, an impossible range, an unreadable journal)."""
-    from recurrence_ledger.embedded.journal import journal_problem
     from recurrence_ledger.whatif.replay import LEDGER_FOLDER, JournalInput, UnreadableJournal, replay, replay_journal_jobs
     from recurrence_ledger.whatif.report import CHART, build_report, write_report
 
@@ -261,7 +261,6 @@ def what_if_command(
         if on_command_line(ctx, "jobs"):
             raise typer.BadParameter("splits a journal file by scope; --from-topics reads the topics in one process", param_hint=policy.JOBS.option)
         jobs = 1  # the deployment's RL_JOBS is for journal files
-
     parsed = parse_sweep(sweep) if sweep is not None else None
     if "" in (pattern_group_separator, baseline_pattern_group_separator):
         raise typer.BadParameter("a pattern group separator is a non-empty text", param_hint=policy.PATTERN_GROUP_SEPARATOR.option)
@@ -308,9 +307,7 @@ def what_if_command(
         with reporting_kafka_errors():
             source.open()
     else:
-        problem = journal_problem(journal, out / LEDGER_FOLDER)
-        if problem is not None:
-            raise typer.BadParameter(problem, param_hint="JOURNAL")
+        check_journal(journal, out / LEDGER_FOLDER)
         try:
             source = JournalInput(journal).open()
         except UnreadableJournal as error:
