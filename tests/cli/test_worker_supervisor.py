@@ -20,6 +20,7 @@ import pytest
 from recurrence_ledger.cli import beside
 from recurrence_ledger.runtime.worker_config import WorkerConfig
 from tests.conftest import REPO
+from tests.plugins.processes import still_running
 
 RESTART = 3
 
@@ -114,19 +115,8 @@ def test_a_killed_supervisor_takes_its_worker_processes_with_it(tmp_path):
     try:
         supervisor.kill()
         supervisor.wait(60)
-        deadline = time.monotonic() + 60
-        while any(running(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert [pid for pid in workers if running(pid)] == []
+        assert still_running(workers) == []
     finally:
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False

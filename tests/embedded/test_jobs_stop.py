@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from recurrence_ledger.workload import Workload, generate_journal
+from tests.plugins.processes import still_running
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc; the parent-death signal is Linux's")
 
@@ -42,14 +43,6 @@ def children(pid: int) -> list[int]:
         return []
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
-        return False
-
-
 def start(command: list[str], log: Path) -> tuple[subprocess.Popen, list[int]]:
     """``recurrence-ledger <command>`` started (its output in ``log``: a
     pipe would be held open by processes it leaves behind), and its pool's
@@ -63,14 +56,6 @@ def start(command: list[str], log: Path) -> tuple[subprocess.Popen, list[int]]:
         assert time.monotonic() < deadline, "the pool's processes did not start"
         time.sleep(0.05)
     return process, children(process.pid)
-
-
-def wait_gone(pids: list[int]) -> list[int]:
-    """The ``pids`` still running after :data:`DEADLINE_S` (none, once they ended)."""
-    deadline = time.monotonic() + DEADLINE_S
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [pid for pid in pids if alive(pid)]
 
 
 def stop_all(process: subprocess.Popen, pool: list[int]) -> None:
@@ -97,7 +82,7 @@ def test_a_sigterm_to_the_command_ends_its_pool_and_removes_its_work_folder(name
     try:
         process.send_signal(signal.SIGTERM)  # to the command alone, not its process group
         assert process.wait(DEADLINE_S) == 128 + signal.SIGTERM, log.read_text()
-        assert wait_gone(pool) == []
+        assert still_running(pool, DEADLINE_S) == []
         assert [path.name for path in out.rglob(".jobs-*")] == []
     finally:
         stop_all(process, pool)
@@ -108,7 +93,7 @@ def test_a_killed_command_takes_its_pool_with_it(journal, tmp_path):
     try:
         process.kill()
         process.wait(DEADLINE_S)
-        assert wait_gone(pool) == []  # parent-death signal: no process is left waiting for work
+        assert still_running(pool, DEADLINE_S) == []  # parent-death signal: no process is left waiting for work
     finally:
         stop_all(process, pool)
 
@@ -124,7 +109,7 @@ def test_a_pool_process_killed_mid_run_is_one_error_line_and_exit_1(name, journa
         assert process.wait(DEADLINE_S) == 1, log.read_text()
         message = " ".join(log.read_text().split())
         assert "a --jobs process ended abruptly" in message and "Traceback" not in message, message
-        assert wait_gone(pool) == []
+        assert still_running(pool, DEADLINE_S) == []
         assert [path.name for path in out.rglob(".jobs-*")] == []
     finally:
         stop_all(process, pool)

@@ -65,3 +65,22 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs (Linux ``/proc``; a zombie waiting to be
+    reaped does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def still_running(pids: Iterable[int], seconds: float = 60.0) -> list[int]:
+    """The ``pids`` still :func:`running` after up to ``seconds`` (none,
+    once they all ended)."""
+    pids = list(pids)
+    deadline = time.monotonic() + seconds
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if running(pid)]
