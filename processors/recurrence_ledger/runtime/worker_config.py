@@ -205,6 +205,12 @@ def output_producer_config(config: WorkerConfig) -> dict:
         "message.max.bytes": MAX_MESSAGE_BYTES,
         "compression.type": "lz4",
         "linger.ms": OUTPUT_LINGER_MS,
+        # Never create a topic by producing to it (librdkafka's producer
+        # default is to ask the broker to): the worker's topics are created
+        # by prepare_topics with their settings, and a changelog deleted
+        # under a running worker must stay gone for the changelog guard to
+        # see, not come back with the broker's defaults (not compacted).
+        "allow.auto.create.topics": False,
     })
 
 
