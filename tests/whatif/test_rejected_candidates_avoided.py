@@ -119,6 +119,11 @@ def test_decisions_the_input_ends_without_a_candidate_for_are_counted_as_dead_le
     for jobs in ("1", "2"):
         for policy_args, expected in ((["--sweep", "review-threshold=3..4"], 2), (["--review-threshold", "5"], 5)):
             out = tmp_path / f"{jobs}-{policy_args[0]}"
-            report = what_if(str(journal), *policy_args, "--jobs", jobs, "--out", str(out))
+            result = run_cli("what-if", str(journal), *policy_args, "--jobs", jobs, "--out", str(out), "--quiet")
+            assert result.returncode == 0, result.stderr + result.stdout
+            report = json.loads((out / "report.json").read_text())
             assert report["inputs"]["dead_letters"] == {"unknown_candidate": expected}, (jobs, policy_args)
+            whose = "the baseline" if policy_args[0] == "--sweep" else "the alternative policy"
+            assert f"warning: {expected} input records were dead-lettered under {whose} (unknown_candidate {expected})" in \
+                " ".join((result.stdout + result.stderr).split())
         assert len((out / "ledger" / "dead-letter.jsonl").read_bytes().splitlines()) == 5

@@ -333,8 +333,9 @@ def what_if_command(
     json_path, markdown_path = write_report(document, out)
     if not quiet:
         _print_summary(document, markdown_path)
-    if outcome.dead_letters:
-        console.print(f"warning: {sum(outcome.dead_letters.values())} input records were dead-lettered under every policy "
+    if outcome.dead_letters:  # the first policy replayed: a decision's unknown_candidate depends on the threshold
+        whose = "the baseline" if parsed is not None else "the alternative policy"
+        console.print(f"warning: {sum(outcome.dead_letters.values())} input records were dead-lettered under {whose} "
                       f"({', '.join(f'{k} {v}' for k, v in sorted(outcome.dead_letters.items()))})", style="yellow", highlight=False)
 
 
