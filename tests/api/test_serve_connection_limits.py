@@ -103,6 +103,44 @@ def test_a_request_head_over_the_size_limit_is_answered_431(serve):
     assert httpx.get(f"{url}/", headers={"X-Fits": "a" * 1000}).status_code == 200
 
 
+def answer_to(url: str, request: bytes) -> bytes:
+    """The bytes the server sends back to ``request``, sent in one write, until it closes."""
+    with connect(url) as connection:
+        connection.sendall(request)
+        answer = b""
+        try:
+            while chunk := connection.recv(65536):
+                answer += chunk
+                if answer.startswith(b"HTTP/1.1 200") and b"\r\n\r\n" in answer:
+                    break
+        except ConnectionResetError:
+            pass
+        return answer
+
+
+def test_a_whole_request_head_over_the_size_limit_in_one_read_is_answered_431_and_one_within_it_is_served(serve):
+    """The head is measured to the blank line that ends it, so a body in the
+    same read does not count, and a head that arrives whole is refused as
+    one that arrives in pieces is."""
+    url = serve("--max-header-bytes", "1024")
+    assert answer_to(url, HEAD + b"X-Big: " + b"a" * 3_000 + b"\r\n\r\n").startswith(b"HTTP/1.1 431 ")
+    fits = HEAD + b"X-Fits: " + b"a" * (1024 - len(HEAD) - len(b"X-Fits: ") - 4) + b"\r\n\r\n"
+    assert len(fits) == 1024
+    assert answer_to(url, fits).startswith(b"HTTP/1.1 200 ")
+    assert answer_to(url, fits[:-4] + b"a\r\n\r\n").startswith(b"HTTP/1.1 431 ")  # one byte more
+    body = b"x" * 5_000
+    with_body = HEAD.replace(b"GET", b"POST") + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    assert not answer_to(url, with_body).startswith(b"HTTP/1.1 431")  # the body is not the head
+
+
+def test_a_concurrency_limit_of_one_serves_one_client_at_a_time(serve):
+    url = serve("--limit-concurrency", "1")
+    assert httpx.get(f"{url}/").status_code == 200
+    with connect(url) as idle:
+        idle.sendall(b"GET / HTTP/1.1\r\n")  # one client connected, its head unfinished
+        assert httpx.get(f"{url}/").status_code == 503
+
+
 def test_connections_over_the_concurrency_limit_are_answered_503_until_some_close(serve):
     url = serve("--limit-concurrency", "3")
     idle = [connect(url) for _ in range(3)]

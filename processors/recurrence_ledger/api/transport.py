@@ -22,8 +22,9 @@ long as it liked, and a kept-alive connection's timer stops at the first
 byte of its next request — nor, under httptools, a head's size. The
 protocol of :func:`http_protocol` closes a connection that has not sent a
 whole request head :attr:`ServeLimits.header_timeout` seconds after it was
-opened or started its next request, and answers 431 (closing it) once a
-head passes :attr:`ServeLimits.max_header_bytes` without ending. A request
+opened or started its next request, and answers 431 (closing it) to a
+head over :attr:`ServeLimits.max_header_bytes`, whether it came in one read
+or in many (before the request starts). A request
 body is bounded by ``recurrence_ledger.api.limits``.
 """
 
@@ -52,8 +53,12 @@ class ServeLimits:
     max_header_bytes: int = policy.SERVE_MAX_HEADER_BYTES.default
 
     def uvicorn_options(self) -> dict[str, int]:
-        """The options of ``uvicorn.run`` these limits set."""
-        return {"limit_concurrency": self.limit_concurrency, "timeout_keep_alive": self.timeout_keep_alive,
+        """The options of ``uvicorn.run`` these limits set. uvicorn answers
+        503 once the open connections, the requesting one included, reach its
+        ``limit_concurrency``, so it is given one more than
+        :attr:`limit_concurrency`: that many clients are served at once (with
+        uvicorn's own value, 1 would refuse every request)."""
+        return {"limit_concurrency": self.limit_concurrency + 1, "timeout_keep_alive": self.timeout_keep_alive,
                 "h11_max_incomplete_event_size": self.max_header_bytes}
 
 
@@ -107,6 +112,7 @@ def http_protocol(limits: ServeLimits | None = None) -> type[asyncio.Protocol]:
     class CoalescingProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
         head_timer: asyncio.TimerHandle | None = None
         head_bytes = 0
+        head_tail = b""
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
@@ -117,13 +123,26 @@ def http_protocol(limits: ServeLimits | None = None) -> type[asyncio.Protocol]:
             idle = cycle is None or cycle.response_complete
             if idle and self.head_timer is None:  # the first bytes of the next request on a kept-alive connection
                 self.await_head()
+            if self.head_timer is not None and self.head_over_limit(data):
+                self.refuse(HEAD_TOO_LARGE)  # before the parser sees it: no request starts
+                return
             super().data_received(data)
             if self.cycle is not cycle:  # a request head was complete: the timer stops, the body has its own deadline
                 self.stop_head_timer()
-            elif self.head_timer is not None:
-                self.head_bytes += len(data)
-                if self.head_bytes > limits.max_header_bytes:
-                    self.refuse(HEAD_TOO_LARGE)
+
+        def head_over_limit(self, data: bytes) -> bool:
+            """Whether the head being received passes the size limit with
+            ``data``: its bytes up to the blank line that ends it, when
+            ``data`` holds that line (the rest is the body), else all of
+            them — so a head over the limit is refused whether it comes in
+            one read or in many."""
+            seen = self.head_tail + data  # the blank line may straddle two reads
+            end = seen.find(b"\r\n\r\n")
+            if end >= 0:
+                return self.head_bytes - len(self.head_tail) + end + 4 > limits.max_header_bytes
+            self.head_bytes += len(data)
+            self.head_tail = seen[-3:]
+            return self.head_bytes > limits.max_header_bytes
 
         def connection_lost(self, exc: Exception | None) -> None:
             self.stop_head_timer()
@@ -131,7 +150,7 @@ def http_protocol(limits: ServeLimits | None = None) -> type[asyncio.Protocol]:
 
         def await_head(self) -> None:
             """Start the time and byte count of the next request head."""
-            self.head_bytes = 0
+            self.head_bytes, self.head_tail = 0, b""
             self.head_timer = self.loop.call_later(limits.header_timeout, self.refuse, b"")
 
         def stop_head_timer(self) -> None:
