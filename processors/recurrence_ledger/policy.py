@@ -181,7 +181,7 @@ WORKER_PROCESSES: Setting[int] = Setting(
 
 SERVE_LIMIT_CONCURRENCY: Setting[int] = Setting(
     "limit_concurrency", "--limit-concurrency", "RL_SERVE_LIMIT_CONCURRENCY", 256, 1, "connections or requests", "operating.md",
-    "Connections (or requests in progress) served at once; a request beyond them gets 503 (uvicorn's limit_concurrency, given one more: it counts the requesting connection).",
+    "Connections (or requests in progress) served at once; a request beyond them gets 503.",
 )
 SERVE_TIMEOUT_KEEP_ALIVE: Setting[int] = Setting(
     "timeout_keep_alive", "--timeout-keep-alive", "RL_SERVE_TIMEOUT_KEEP_ALIVE", 5, 1, "seconds", "operating.md",
