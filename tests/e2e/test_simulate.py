@@ -25,6 +25,8 @@ def test_simulate_publishes_events_the_worker_accepts_whole(bootstrap, redis_url
         stop_process(serve)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"published {EVENTS} events" in result.stdout
+    said = " ".join(result.stdout.split())
+    assert f"on {harness.physical(topic_prefix, catalogue.SOURCE_JOURNAL)}, by kind: " in said, said  # where they went
     assert "recall ranking with the advisory of" in result.stdout  # the view is empty: every lesson unknown to it
     assert harness.count_records(bootstrap, harness.physical(topic_prefix, catalogue.SOURCE_JOURNAL)) == EVENTS
     harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "worker.log")

@@ -14,6 +14,7 @@ import typer
 
 from recurrence_ledger.cli.clients import console, kafka_connection, reporting_kafka_errors
 from recurrence_ledger import policy
+from recurrence_ledger.catalogue import SOURCE_JOURNAL, physical
 from recurrence_ledger.cli.options import (
     AutoRegisterOption, BootstrapOption, HoldoutRateOption, HoldoutSaltOption, KafkaConfigOption, PrefixOption, RegistryOption,
 )
@@ -93,8 +94,9 @@ def simulate_command(
         if advisor is not None:
             advisor.close()
     kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(summary.by_kind.items()))
+    where = "the per-kind topics" if per_kind else physical(SOURCE_JOURNAL, topic_prefix)
     console.print(f"published {summary.published} events in {summary.seconds:.1f} s to {len(summary.scopes)} scopes "
-                  f"({', '.join(summary.scopes)}): {kinds}", highlight=False)
+                  f"({', '.join(summary.scopes)}) on {where}, by kind: {kinds}", highlight=False)
     if advisor is not None:
         ranking = ", ".join(f"{name} {summary.ranking.get(name, 0)}" for name in RANKING_OUTCOMES)
         console.print(f"recall ranking with the advisory of {serve_url}: {ranking}", highlight=False)
