@@ -179,6 +179,9 @@ def test_prometheus_metrics(topic_prefix, bootstrap, tmp_path):
     # 11 input records and the one record the scope stage wrote to the pattern stage's repartition topic (contract §23)
     assert samples[("recurrence_ledger_processing_latency_seconds_count", ())] == 12
     assert samples[("recurrence_ledger_consumer_lag", (("partition", "0"), ("topic", source)))] == 0
+    lagging = {dict(labels)["topic"] for name, labels in samples if name == "recurrence_ledger_consumer_lag"}
+    unused = harness.physical(prefix, "task-outcomes")  # an input topic nothing was published to has a series too
+    assert unused in lagging and samples[("recurrence_ledger_consumer_lag", (("partition", "0"), ("topic", unused)))] == 0, lagging
 
 
 def test_a_bad_journal_line_gets_the_same_reason_after_publish_as_in_run_journal(topic_prefix, bootstrap, tmp_path):

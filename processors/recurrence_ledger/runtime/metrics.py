@@ -145,14 +145,19 @@ class WorkerMetrics:
 
     def update_lag(self, consumer: Consumer) -> None:
         """Consumer lag per partition assigned to ``consumer`` (its cached
-        watermarks; a partition without one yet is skipped)."""
+        watermarks; a partition without them yet is skipped). A partition
+        with no position yet — nothing consumed from it and no committed
+        offset, as an input topic the deployment does not use — starts at
+        its low watermark (auto.offset.reset=earliest), so its lag is
+        high − low: 0 for an empty one."""
         for tp in consumer.position(consumer.assignment()):
             try:
-                _, high = consumer.get_watermark_offsets(tp, cached=True)
+                low, high = consumer.get_watermark_offsets(tp, cached=True)
             except KafkaException:
                 continue
-            if high >= 0 and tp.offset >= 0:
-                self.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - tp.offset))
+            position = tp.offset if tp.offset >= 0 else low
+            if high >= 0 and position >= 0:
+                self.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - position))
 
 
 class BatchStats:
