@@ -60,7 +60,8 @@ def draw_chart(sweep: dict, path: Path, note: str | None = None) -> Path:
         for x, y in zip(xs, ys):
             if y is not None:
                 top.annotate(str(y), (x, y), textcoords="offset points", xytext=(0, offset), ha="center", fontsize=8, color=colour)
-    top.set_ylim(0, highest * 1.2 + 1)
+    # below 0: room for the labels under the points at 0, clear of the value axis' numbers
+    top.set_ylim(-(highest * 0.06 + 0.5), highest * 1.2 + 1)
     top.set_ylabel("review load")
     top.set_title(f"Review load against the {label}")
     panel_axes = [top]
@@ -74,7 +75,8 @@ def draw_chart(sweep: dict, path: Path, note: str | None = None) -> Path:
     for axis in panel_axes:
         if sweep["baseline_value"] is not None:
             axis.axvline(_x(sweep["baseline_value"]), color="#7f8c8d", linestyle=":", linewidth=1.5, label=f"baseline ({sweep['baseline_value']})")
-        axis.set_ylim(bottom=0)
+        if axis is not top:
+            axis.set_ylim(bottom=0)
         axis.yaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(True, alpha=0.3)
         axis.legend(loc="best", fontsize=8)
