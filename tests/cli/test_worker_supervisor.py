@@ -86,6 +86,34 @@ def test_an_error_a_restart_does_not_cure_stops_the_others_and_is_the_exit_code(
     assert supervisor.restarts == 0 and supervisor.children == {}
 
 
+def always_restart_or_wait(config: WorkerConfig) -> None:
+    """Process 0 notes its start and exits with the restart code, every
+    time; process 1 notes it is up and runs until stopped."""
+    if config.process == "0":
+        with open(f"{config.instance_id}.starts", "a") as starts:
+            starts.write("started\n")
+        sys.exit(RESTART)
+    Path(f"{config.instance_id}.up").write_text("")
+    while True:
+        time.sleep(0.1)
+
+
+def test_restarts_wait_longer_each_time_within_the_window():
+    assert [beside.restart_delay(recent) for recent in range(5)] == [0.0, 1.0, 2.0, 4.0, 8.0]
+
+
+def test_a_process_that_keeps_exiting_for_a_restart_stops_the_supervisor_with_the_restart_code(tmp_path, monkeypatch):
+    """Restarting in place does not cure a process that dies at every start
+    (or a live twin with its instance id): the supervisor gives up and
+    exits 3, for the platform's restart policy with its own backoff."""
+    monkeypatch.setattr(beside, "RESTART_BACKOFF_S", 0.05)
+    supervisor = beside.Supervisor(config(tmp_path), 2, always_restart_or_wait, restart_exit=RESTART)
+    assert supervisor.run() == RESTART
+    assert Path(f"{tmp_path / 'w'}-0.starts").read_text().splitlines() == ["started"] * beside.RESTART_LIMIT
+    assert supervisor.restarts == beside.RESTART_LIMIT - 1 and supervisor.children == {}
+    assert Path(f"{tmp_path / 'w'}-1.up").exists()
+
+
 def wait_for_stop(config: WorkerConfig) -> None:
     """Note this process's pid, then run until stopped."""
     Path(f"{config.instance_id}.pid").write_text(str(os.getpid()))

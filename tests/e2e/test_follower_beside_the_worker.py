@@ -54,7 +54,7 @@ def test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger(topic_prefix, 
 
     Observed: the ledger completes 0.4 s after the publish, exit code 0,
     but the process exits ~68 s later: run_worker (processors/recurrence_ledger/runtime/
-    worker.py:758-762) joins the follower for FOLLOWER_DRAIN_S = 60 s
+    worker.py:758-762) joins the follower for FOLLOWER_DRAIN_S (then 60 s)
     although the follower is in its Redis back-off and cannot progress.
     Fix: give up the drain at once (or after a few seconds) while
     ``follower.redis_ok`` is False."""

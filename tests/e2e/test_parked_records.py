@@ -15,7 +15,7 @@ Failing when written (branch ``break``; the diagnosis is in each docstring):
   applies the records the worker parked);
 - test_no_output_exceeds_max_output_bytes (view records are not checked);
 - test_redis_stopped_mid_run_neither_stops_nor_slows_the_ledger (a batch
-  run waits FOLLOWER_DRAIN_S = 60 s on a Redis that is down before exiting).
+  run waited FOLLOWER_DRAIN_S, then 60 s, on a Redis that is down before exiting).
 """
 
 from __future__ import annotations

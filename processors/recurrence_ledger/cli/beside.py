@@ -47,8 +47,11 @@ from recurrence_ledger.serde import codec
 log = logging.getLogger("recurrence_ledger.worker")
 
 #: Seconds a stopping worker gives its in-process view follower to apply
-#: what the last transactions committed.
-FOLLOWER_DRAIN_S = 60.0
+#: what the last transactions committed: the worker's stop, this and
+#: STOP_JOIN_S fit in a platform's usual 30 s grace period (Kubernetes,
+#: the systemd unit of docs/operating.md). A follower that needs longer
+#: (a slow Redis) resumes from its committed offsets at the next start.
+FOLLOWER_DRAIN_S = 15.0
 #: Seconds a stopped follower's thread is waited for.
 STOP_JOIN_S = 5.0
 
@@ -95,9 +98,9 @@ class InProcessFollower:
         """Start the follower's thread (:func:`start_follower`)."""
         self.follower, self.thread = start_follower(self.config, self.redis_url)
 
-    def finish(self, clean: bool) -> None:
-        """Drain (``clean``, Redis up: up to FOLLOWER_DRAIN_S), then stop the
-        follower and wait up to STOP_JOIN_S for its thread."""
+    def finish(self, clean: bool, drain_s: float = FOLLOWER_DRAIN_S) -> None:
+        """Drain (``clean``, Redis up: up to ``drain_s`` seconds), then stop
+        the follower and wait up to STOP_JOIN_S for its thread."""
         view, thread = self.follower, self.thread
         if view is None or thread is None:
             return
@@ -105,9 +108,10 @@ class InProcessFollower:
             log.warning("Redis is down: not waiting for the view follower; the view is behind the ledger until a follower catches up")
         elif clean:  # a stop or a finished batch: let the view catch up with what was committed
             view.drain()
-            thread.join(FOLLOWER_DRAIN_S)
+            thread.join(drain_s)
             if thread.is_alive():
-                log.warning("the view follower did not catch up within %.0f s (is Redis down?); the view is behind the ledger", FOLLOWER_DRAIN_S)
+                log.warning("the view follower did not catch up within %.0f s (is Redis down or slow?); the view is behind the ledger "
+                            "until a follower catches up", drain_s)
         view.stop()
         thread.join(STOP_JOIN_S)
 
@@ -128,6 +132,23 @@ def run_worker_with_follower(config: WorkerConfig, redis_url: str) -> None:
 SHUTDOWN_BUDGET_S = 25.0
 #: Seconds between two looks at the worker processes.
 SUPERVISE_POLL_S = 0.2
+#: A worker process restarted this many times within RESTART_WINDOW_S
+#: seconds is not restarted again: the supervisor stops the others and
+#: exits 3, so the platform's own restart policy, with its backoff
+#: (systemd's StartLimitBurst, Kubernetes' CrashLoopBackOff), takes over
+#: — a process that dies at every start, or a live twin with the same
+#: instance id fencing it, is not cured by restarting in place.
+RESTART_LIMIT, RESTART_WINDOW_S = 5, 60.0
+#: Seconds before the n-th restart of a worker process within the window:
+#: at once the first time (a fenced transaction, a lost broker), then
+#: RESTART_BACKOFF_S × 2^(n−2).
+RESTART_BACKOFF_S = 1.0
+
+
+def restart_delay(recent: int) -> float:
+    """Seconds to wait before restarting a worker process that has already
+    been restarted ``recent`` times within RESTART_WINDOW_S (0: at once)."""
+    return 0.0 if recent == 0 else RESTART_BACKOFF_S * 2 ** (recent - 1)
 
 
 def process_config(config: WorkerConfig, number: int) -> WorkerConfig:
@@ -158,7 +179,10 @@ class Supervisor:
 
     - a worker process that exits with ``RESTART_EXIT`` (3) or is killed by
       a signal is started again with the same instance id (which fences its
-      previous incarnation's open transaction);
+      previous incarnation's open transaction): at once the first time,
+      then after 1, 2, 4… s (:func:`restart_delay`); the
+      :data:`RESTART_LIMIT`-th exit within :data:`RESTART_WINDOW_S` stops
+      the others instead, and the supervisor exits 3;
     - one that exits 0 (a finished batch run) is not restarted; the
       supervisor exits once all have;
     - one that exits with another code (an error a restart does not cure)
@@ -183,12 +207,20 @@ class Supervisor:
         self.context = multiprocessing.get_context("spawn")
         self.children: dict[int, multiprocessing.process.BaseProcess] = {}
         self.restarts = 0
+        #: worker process number → when it was restarted, within RESTART_WINDOW_S
+        self._restarted: dict[int, list[float]] = {}
+        #: worker process number → when it is due to start again
+        self._due: dict[int, float] = {}
         self._stopping = False
+        self._stopped_at: float | None = None
         self._metrics_dir: str | None = None
 
     def stop(self, *_: object) -> None:
         """Stop every worker process (SIGTERM; a signal handler)."""
         self._stopping = True
+        self._due.clear()
+        if self._stopped_at is None:
+            self._stopped_at = time.monotonic()
         for child in self.children.values():
             if child.is_alive() and child.pid is not None:
                 os.kill(child.pid, signal.SIGTERM)
@@ -230,14 +262,21 @@ class Supervisor:
             if companion is not None:
                 companion.start()
             code = self._watch()
-            if companion is not None:
-                companion.finish(code == 0)
+            if companion is not None:  # within the stop's budget after a signal
+                spent = time.monotonic() - self._stopped_at if self._stopped_at is not None else 0.0
+                companion.finish(code == 0, max(1.0, min(FOLLOWER_DRAIN_S, SHUTDOWN_BUDGET_S - spent)))
             return code
 
     def _watch(self) -> int:
         code = 0
         deadline: float | None = None
-        while self.children:
+        while self.children or self._due:
+            for number, due in list(self._due.items()):
+                if time.monotonic() >= due:
+                    del self._due[number]
+                    self._start(number)
+            if not self.children:
+                time.sleep(SUPERVISE_POLL_S)
             for number, child in list(self.children.items()):
                 child.join(SUPERVISE_POLL_S / max(1, len(self.children)))
                 if child.exitcode is None:
@@ -248,9 +287,20 @@ class Supervisor:
                 if self._stopping:
                     log.info("worker process %d stopped (exit %s)", number, exited)
                 elif exited == self.restart_exit or exited < 0:
+                    how = f"on signal {-exited}" if exited < 0 else exited
+                    now = time.monotonic()
+                    recent = [at for at in self._restarted.get(number, []) if now - at < RESTART_WINDOW_S]
+                    if len(recent) + 1 >= RESTART_LIMIT:
+                        log.error("worker process %d exited %s, %d times within %.0f s: not restarting it again; stopping the others",
+                                  number, how, len(recent) + 1, RESTART_WINDOW_S)
+                        code = code or self.restart_exit
+                        self.stop()
+                        continue
+                    delay = restart_delay(len(recent))
+                    self._restarted[number] = [*recent, now + delay]
+                    self._due[number] = now + delay
                     self.restarts += 1
-                    log.warning("worker process %d exited %s: restarting it", number, f"on signal {-exited}" if exited < 0 else exited)
-                    self._start(number)
+                    log.warning("worker process %d exited %s: restarting it%s", number, how, f" in {delay:.0f} s" if delay else "")
                 elif exited != 0:
                     log.error("worker process %d exited %d: stopping the others", number, exited)
                     code = code or exited

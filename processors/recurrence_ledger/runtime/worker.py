@@ -555,7 +555,7 @@ class LedgerWorker:
 def run_worker(config: WorkerConfig, companion: Companion | None = None) -> None:
     """Prepare the topics and run one worker until SIGTERM/SIGINT (or idle
     timeout), with ``companion`` beside its loop (:class:`Companion`: e.g.
-    ``cli.beside``'s view follower, which gets up to 60 s on the way out to
+    ``cli.beside``'s view follower, which gets up to 15 s on the way out to
     apply what was committed). Raises CoPartitionError before consuming
     anything when the topics are not co-partitioned, NotCaughtUp when a
     batch run gives up waiting for its group, and UnicodeVersionChanged when
