@@ -282,7 +282,8 @@ TrendLimitOption = Annotated[int, typer.Option("--trend-limit", min=1, envvar=EN
 
 def metrics_port_option(**panel: str) -> Any:
     """``--metrics-port`` (env RL_METRICS_PORT)."""
-    return typer.Option("--metrics-port", envvar=ENV_METRICS_PORT, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.", **panel)
+    return typer.Option("--metrics-port", min=1, max=65535, envvar=ENV_METRICS_PORT, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.",
+                        **panel)
 
 
 def exit_when_idle_option(**panel: str) -> Any:

@@ -1,0 +1,33 @@
+"""``--metrics-port`` that cannot be served refuses to start (exit 2, one
+line; docs/kafka.md, exit codes) before anything connects — instead of a
+traceback from the HTTP server deep in the run — for the worker, its
+supervisor and the view follower; a port out of range is a usage error."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from tests.plugins.processes import run_cli
+
+#: Nothing answers there: the commands must refuse before they connect.
+NOWHERE = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "REDIS_URL": "redis://127.0.0.1:1/0"}
+
+
+@pytest.mark.parametrize("command", [("worker",), ("worker", "--processes", "2"), ("view", "follow")])
+def test_a_metrics_port_in_use_refuses_to_start_with_one_line(command):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli(*command, "--metrics-port", port, env=NOWHERE, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = " ".join((result.stdout + result.stderr).split())
+    assert f"refusing to start: cannot serve metrics on 127.0.0.1:{port}: Address already in use" in said
+    assert "Traceback" not in said
+
+
+def test_a_metrics_port_out_of_range_is_a_usage_error():
+    result = run_cli("worker", "--metrics-port", 99999, env=NOWHERE, timeout=60)
+    assert result.returncode == 2 and "--metrics-port" in result.stderr and "Traceback" not in result.stderr
