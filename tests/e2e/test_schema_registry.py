@@ -25,6 +25,7 @@ import contextlib
 import functools
 import json
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -162,6 +163,32 @@ def frame_id(raw: bytes) -> int:
 
 def run_worker(bootstrap: str, prefix: str, log: Path, *options: str) -> None:
     harness.run_to_idle(bootstrap, prefix, log, extra=options)
+
+
+def test_processes_registering_a_new_subject_at_once_all_get_its_id(topic_prefix, registry, schema_registry_url):
+    """The worker processes of a deployment start together and each
+    registers its schemas; this registry answers all but one of them 409
+    ("already exists") — each then looks the schema up instead."""
+    topic = f"{topic_prefix}{catalogue.MATCHES}"
+    start = threading.Barrier(4)
+    ids: list[int] = []
+    errors: list[Exception] = []
+
+    def register() -> None:
+        codec = RegistryCodec(RegistrySettings(schema_registry_url, True))
+        start.wait()
+        try:
+            ids.append(codec.register(topic, "RecurrenceMatch"))
+        except Exception as error:  # noqa: BLE001 - collected for the assertion
+            errors.append(error)
+
+    threads = [threading.Thread(target=register) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == [] and len(ids) == 4 and len(set(ids)) == 1, (errors, ids)
+    assert registry.get_latest_version(subject(topic)).schema_id == ids[0]
 
 
 def test_topics_create_registers_every_subject_with_backward_compatibility(topic_prefix, bootstrap, registry, schema_registry_url):

@@ -142,6 +142,20 @@ def test_a_truncated_body_under_a_known_id_is_undecodable(client):
     assert bad.value.reason == "undecodable_avro"
 
 
+def test_a_body_with_bytes_after_the_record_is_undecodable_as_with_fixed_ids(client):
+    """contract §9: the same bytes are judged alike by both codecs — the
+    fixed-id codec refuses trailing bytes (serde.avro.decode), and so does
+    the registry's, though confluent-kafka's deserializer ignores them."""
+    framed = registry_codec(client).encode("TaskOutcome", outcome(), topic=TASK_OUTCOMES)
+    assert registry_codec(client).decode_value(framed, ("TaskOutcome",)) == outcome()
+    with pytest.raises(BadRecord) as bad:
+        registry_codec(client).decode_value(framed + b"ZZ", ("TaskOutcome",))
+    assert bad.value.reason == "undecodable_avro" and "2 trailing bytes" in str(bad.value)
+    with pytest.raises(BadRecord) as fixed:
+        codec.FIXED.decode_value(codec.frame_id(catalogue.SCHEMA_IDS["TaskOutcome"], framed[5:] + b"ZZ"), ("TaskOutcome",))
+    assert fixed.value.reason == "undecodable_avro"
+
+
 def test_source_journal_envelopes_decode_through_the_registry(client):
     value = outcome()
     wire = registry_codec(client)

@@ -35,11 +35,13 @@ names Confluent's clients use; see :func:`registry_settings`.
 
 from __future__ import annotations
 
+import io
 import json
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, prefix_schema_id_deserializer
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import OAuthTokenError, SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -181,6 +183,8 @@ class RegistryCodec(Codec):
         self.client = client if client is not None else SchemaRegistryClient.new_client(settings.client_config())
         self._serializers: dict[tuple[str, str], AvroSerializer] = {}
         self._readers: dict[str, AvroDeserializer] = {}
+        #: the Avro body the reader of this thread decoded last (:meth:`_body_stream`)
+        self._bodies = threading.local()
         #: schema id -> None when it parses as Avro, else why not
         self._writer_problems: dict[int, str | None] = {}
 
@@ -229,12 +233,26 @@ class RegistryCodec(Codec):
 
     def register(self, topic: str, schema: str) -> int:
         """The id of our ``schema`` under ``topic``'s subject: registered
-        when auto-registration is on, else looked up. Raises RegistryError."""
+        when auto-registration is on, else looked up. A registration refused
+        with HTTP 409 is looked up before it counts as a refusal: some
+        registries (Apicurio's Confluent API) answer 409 "already exists" to
+        all but one of several processes registering a new subject at once
+        (the worker processes of one deployment starting together), where
+        Confluent's registers the same schema idempotently; an incompatible
+        schema is not found and stays refused. Raises RegistryError."""
         name = subject(topic)
         definition = Schema(avro.schema_json(schema), "AVRO")
         try:
             if self.settings.auto_register:
-                registered = self.client.register_schema_full_response(name, definition)
+                try:
+                    registered = self.client.register_schema_full_response(name, definition)
+                except SchemaRegistryError as conflict:
+                    if conflict.http_status_code != 409:
+                        raise
+                    try:
+                        registered = self.client.lookup_schema(name, definition)
+                    except SchemaRegistryError:
+                        raise conflict from None
             else:
                 registered = self.client.lookup_schema(name, definition)
         except SchemaRegistryError as error:
@@ -250,9 +268,19 @@ class RegistryCodec(Codec):
     def _reader(self, schema: str) -> AvroDeserializer:
         reader = self._readers.get(schema)
         if reader is None:
-            reader = AvroDeserializer(self.client, avro.schema_json(schema), conf={"subject.name.strategy.type": "TOPIC"})
+            reader = AvroDeserializer(self.client, avro.schema_json(schema),
+                                      conf={"subject.name.strategy.type": "TOPIC", "schema.id.deserializer": self._body_stream})
             self._readers[schema] = reader
         return reader
+
+    def _body_stream(self, payload: bytes, ctx: SerializationContext | None, schema_id: object) -> io.BytesIO:
+        """The readers' schema id step (the framing's prefix, as
+        confluent-kafka reads it), remembering the body's stream so that
+        :meth:`_decode_avro` can see whether the record used all of it:
+        the deserializer itself ignores bytes left after the record."""
+        stream = prefix_schema_id_deserializer(payload, ctx, schema_id)
+        self._bodies.stream = stream
+        return stream
 
     def _writer_problem(self, schema_id: int) -> str | None:
         """Why the writer schema ``schema_id`` cannot be an Avro writer
@@ -300,6 +328,10 @@ class RegistryCodec(Codec):
                 ) from None
             if not isinstance(value, dict):
                 raise BadRecord("schema_mismatch", f"schema id {schema_id} does not describe a record")
+            stream = self._bodies.stream
+            left = len(stream.getbuffer()) - stream.tell()
+            if left:  # as serde.avro.decode refuses them on the fixed-id path
+                raise BadRecord("undecodable_avro", f"Avro body under schema id {schema_id} decodes as {schema} with {left} trailing bytes")
             return value
         raise BadRecord(
             "schema_mismatch", f"the writer schema id {schema_id} does not resolve to our {' or '.join(expected)} schema: {'; '.join(mismatches)}"[:500]
