@@ -148,3 +148,23 @@ def test_a_killed_supervisor_takes_its_worker_processes_with_it(tmp_path):
         for pid in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_hangup_stops_the_supervisor_and_its_worker_processes_as_sigterm_does(tmp_path):
+    """A closed terminal (SIGHUP) stops the instance cleanly, as a JVM's
+    shutdown hooks do, instead of killing the supervisor outright."""
+    supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISE, str(tmp_path / "w")], cwd=REPO)
+    pid_files = [Path(f"{tmp_path / 'w'}-{number}.pid") for number in (0, 1)]
+    deadline = time.monotonic() + 60
+    while not all(path.exists() and path.read_text() for path in pid_files):
+        assert supervisor.poll() is None and time.monotonic() < deadline, "the worker processes did not start"
+        time.sleep(0.05)
+    workers = [int(path.read_text()) for path in pid_files]
+    try:
+        supervisor.send_signal(signal.SIGHUP)
+        assert supervisor.wait(60) == 0
+        assert still_running(workers) == []
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -187,7 +187,7 @@ class Supervisor:
       supervisor exits once all have;
     - one that exits with another code (an error a restart does not cure)
       stops the others, and the supervisor exits with that code;
-    - SIGTERM / SIGINT go to every worker process (each commits its open
+    - SIGTERM / SIGINT / SIGHUP (a closed terminal) stop every worker process (each commits its open
       transaction); those still running after :data:`SHUTDOWN_BUDGET_S`
       are killed; a supervisor killed outright takes them with it
       (:func:`run_child`).
@@ -255,7 +255,7 @@ class Supervisor:
                 os.environ["PROMETHEUS_MULTIPROC_DIR"] = self._metrics_dir  # read by each spawned worker process
                 self._serve_metrics()
             companion = InProcessFollower(self.config, self.redis_url) if self.redis_url else None
-            previous = {number: signal.signal(number, self.stop) for number in (signal.SIGTERM, signal.SIGINT)}
+            previous = {number: signal.signal(number, self.stop) for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
             stack.callback(lambda: [signal.signal(number, handler) for number, handler in previous.items()])
             for number in range(self.processes):
                 self._start(number)

@@ -530,13 +530,14 @@ def redis_down(message: str) -> Exception:
 
 
 def run_follower(config: FollowerConfig, codec: Codec = FIXED) -> int:
-    """Run one follower until SIGTERM/SIGINT or idle; returns the records
+    """Run one follower until SIGTERM/SIGINT/SIGHUP or idle; returns the records
     applied. Raises LookupError when a followed topic does not exist."""
     follower = ViewFollower(config, codec)
     if config.metrics_port:
         follower.metrics.serve(config.metrics_port)
     signal.signal(signal.SIGTERM, follower.stop)
     signal.signal(signal.SIGINT, follower.stop)
+    signal.signal(signal.SIGHUP, follower.stop)
     log.info("view follower of group %s: %s into %s (namespace %s)", config.group_id, sorted(follower.topics), redact_url(config.redis_url), config.namespace)
     follower.run()
     return follower.applied

@@ -553,7 +553,7 @@ class LedgerWorker:
 
 
 def run_worker(config: WorkerConfig, companion: Companion | None = None) -> None:
-    """Prepare the topics and run one worker until SIGTERM/SIGINT (or idle
+    """Prepare the topics and run one worker until SIGTERM/SIGINT/SIGHUP (or idle
     timeout), with ``companion`` beside its loop (:class:`Companion`: e.g.
     ``cli.beside``'s view follower, which gets up to 15 s on the way out to
     apply what was committed). Raises CoPartitionError before consuming
@@ -569,6 +569,7 @@ def run_worker(config: WorkerConfig, companion: Companion | None = None) -> None
         worker.metrics.serve(config.metrics_port)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
+    signal.signal(signal.SIGHUP, worker.stop)  # a closed terminal: stop as on SIGTERM, as a JVM's shutdown hooks do
     log.info("worker %s of group %s: %d partitions, inputs %s", config.instance_id, config.group_id, partitions, worker.inputs)
     if companion is not None:
         companion.start()
