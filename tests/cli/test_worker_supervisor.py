@@ -131,15 +131,21 @@ beside.supervise(WorkerConfig(bootstrap="127.0.0.1:1", instance_id=sys.argv[1]),
 """
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
-def test_a_killed_supervisor_takes_its_worker_processes_with_it(tmp_path):
+def started_supervisor(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
+    """A supervisor process of two :func:`wait_for_stop` worker processes,
+    once both run; the pids of those."""
     supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISE, str(tmp_path / "w")], cwd=REPO)
     pid_files = [Path(f"{tmp_path / 'w'}-{number}.pid") for number in (0, 1)]
     deadline = time.monotonic() + 60
     while not all(path.exists() and path.read_text() for path in pid_files):
         assert supervisor.poll() is None and time.monotonic() < deadline, "the worker processes did not start"
         time.sleep(0.05)
-    workers = [int(path.read_text()) for path in pid_files]
+    return supervisor, [int(path.read_text()) for path in pid_files]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_a_killed_supervisor_takes_its_worker_processes_with_it(tmp_path):
+    supervisor, workers = started_supervisor(tmp_path)
     try:
         supervisor.kill()
         supervisor.wait(60)
@@ -153,13 +159,7 @@ def test_a_killed_supervisor_takes_its_worker_processes_with_it(tmp_path):
 def test_a_hangup_stops_the_supervisor_and_its_worker_processes_as_sigterm_does(tmp_path):
     """A closed terminal (SIGHUP) stops the instance cleanly, as a JVM's
     shutdown hooks do, instead of killing the supervisor outright."""
-    supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISE, str(tmp_path / "w")], cwd=REPO)
-    pid_files = [Path(f"{tmp_path / 'w'}-{number}.pid") for number in (0, 1)]
-    deadline = time.monotonic() + 60
-    while not all(path.exists() and path.read_text() for path in pid_files):
-        assert supervisor.poll() is None and time.monotonic() < deadline, "the worker processes did not start"
-        time.sleep(0.05)
-    workers = [int(path.read_text()) for path in pid_files]
+    supervisor, workers = started_supervisor(tmp_path)
     try:
         supervisor.send_signal(signal.SIGHUP)
         assert supervisor.wait(60) == 0
