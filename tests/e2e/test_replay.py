@@ -42,7 +42,11 @@ def test_replaying_a_finished_run_twice_writes_nothing(topic_prefix, bootstrap, 
     assert output_counts(bootstrap, prefix) == before
 
 
-def test_replay_completes_a_ledger_that_missed_inputs_exactly_once(topic_prefix, bootstrap, tmp_path):
+def test_replay_leaves_the_records_after_the_workers_offsets_to_the_workers(topic_prefix, bootstrap, tmp_path):
+    """Records that arrived while the worker was stopped are its to process:
+    a replay reads only up to the group's committed offsets, so the worker,
+    restarted, writes their facts once — a replay that wrote them first saw
+    them written twice (the worker's state does not learn what it wrote)."""
     records = list(generate_journal(Workload(scopes=6, outcomes_per_scope=30, heads_per_scope=4, handoffs=2, seed=9, candidates=0.3)))
     journal = write_journal(tmp_path / "journal.jsonl", records)
     half = len(records) // 2
@@ -50,17 +54,38 @@ def test_replay_completes_a_ledger_that_missed_inputs_exactly_once(topic_prefix,
     harness.prepare(bootstrap, prefix, partitions=2)
     harness.publish(bootstrap, write_journal(tmp_path / "first.jsonl", records[:half]), prefix)
     harness.run_to_idle(bootstrap, prefix, tmp_path / "first.log")
-    # The rest arrives while the worker is stopped; a replay job fills the ledger in.
-    harness.publish(bootstrap, write_journal(tmp_path / "rest.jsonl", records[half:]), prefix)
+    processed = {(r.topic, r.partition): r.end for r in run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", dry_run=True,
+                                                                     show_progress=False).ranges}
+    harness.publish(bootstrap, write_journal(tmp_path / "rest.jsonl", records[half:]), prefix)  # while the worker is stopped
     summary = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
-    assert summary.written["recurrence-observations"] > 0
+    assert {(r.topic, r.partition): r.end for r in summary.ranges} == processed
+    assert sum(processed.values()) == half and dict(summary.written) == {}
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "second.log")
 
     kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
     reference = harness.embedded(journal, tmp_path / "embedded")
     for topic, counts in harness.identity_report(kafka, reference).items():
         assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
     assert harness.last_statistics(kafka["recurrence-statistics"]) == harness.last_statistics(reference["recurrence-statistics"])
-    # And once more: nothing new.
+
+
+def test_replay_completes_a_ledger_no_worker_group_has_processed_exactly_once(topic_prefix, bootstrap, tmp_path):
+    """Without committed offsets of the deployment's group (no worker ran,
+    or the group was deleted for a reset) a replay reads every input to its
+    end and writes the ledger; again, it writes nothing."""
+    records = list(generate_journal(Workload(scopes=6, outcomes_per_scope=30, heads_per_scope=4, handoffs=2, seed=9, candidates=0.3)))
+    journal = write_journal(tmp_path / "journal.jsonl", records)
+    prefix = topic_prefix
+    harness.prepare(bootstrap, prefix, partitions=2)
+    harness.publish(bootstrap, journal, prefix)
+    summary = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
+    assert summary.records_read == len(records) and summary.written["recurrence-observations"] > 0
+
+    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
+    reference = harness.embedded(journal, tmp_path / "embedded")
+    for topic, counts in harness.identity_report(kafka, reference).items():
+        assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
+    assert harness.last_statistics(kafka["recurrence-statistics"]) == harness.last_statistics(reference["recurrence-statistics"])
     again = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
     assert dict(again.written) == {}
 

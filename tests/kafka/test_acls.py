@@ -52,7 +52,8 @@ def test_other_roles():
     assert {acl.operation for acl in reader if acl.resource_type == "TOPIC"} == {"READ"}
     assert [acl.name for acl in reader if acl.resource_type == "GROUP"] == ["recurrence-ledger-export"]
     replay = role_acls("replay", "User:r", "p.", "app")
-    assert sorted(acl.name for acl in replay if acl.resource_type == "GROUP") == ["p.app-replay", "recurrence-ledger-export"]
+    assert sorted(acl.name for acl in replay if acl.resource_type == "GROUP") == ["p.app", "p.app-replay", "recurrence-ledger-export"]
+    assert {acl.operation for acl in replay if acl.resource_type == "GROUP"} == {"DESCRIBE"}
     assert not any(acl.operation == "WRITE" and acl.name.endswith(("source-journal", "task-outcomes")) for acl in replay)
 
 

@@ -39,7 +39,9 @@ contract §1). Roles, each for one principal:
   every catalogue topic; Describe on the group ``recurrence-ledger-export``
   (kafka_io.READER_GROUP_ID: assign only, no offsets committed).
 - ``replay``: ``replay`` — the reader's ACLs, Write on the output topics (an
-  idempotent producer) and Describe on the group ``<prefix><app_id>-replay``.
+  idempotent producer) and Describe on the group ``<prefix><app_id>-replay``
+  and on the workers' group ``<prefix><app_id>`` (its committed offsets
+  bound the replay).
 - ``follower``: the view follower (``view follow``) — Read on the topics it
   consumes (``catalogue.FOLLOWED_TOPICS``: the view topics
   ``recurrence-statistics``, ``revision-statistics``, ``review-status`` and
@@ -132,7 +134,8 @@ def role_acls(role: str, principal: str, topic_prefix: str = "", app_id: str = "
         return _topics(principal, everything, ("READ",)) + [reader_group]
     if role == "replay":
         replay_group = Acl("GROUP", catalogue.replay_group(group), "LITERAL", "DESCRIBE", principal)
-        return _topics(principal, everything, ("READ",)) + _topics(principal, outputs, ("WRITE",)) + [reader_group, replay_group]
+        worker_group = Acl("GROUP", group, "LITERAL", "DESCRIBE", principal)  # its committed offsets bound the replay
+        return _topics(principal, everything, ("READ",)) + _topics(principal, outputs, ("WRITE",)) + [reader_group, replay_group, worker_group]
     changelogs = [catalogue.physical(name(app_id), topic_prefix) for name in (catalogue.changelog_name, catalogue.pattern_changelog_name)]
     internal = [catalogue.physical(name, topic_prefix) for name in catalogue.INTERNAL_TOPICS]
     acls = _topics(principal, inputs, ("READ",)) + _topics(principal, outputs, ("WRITE",))

@@ -50,9 +50,12 @@ topic's latest, each to its key's partition of the repartition topic, as
 the worker's pattern stage would. A replay's window does not limit them:
 a pattern's counts come from every replayed scope.
 
-Run it while the scope's worker is stopped, or over windows the worker has
-already processed: the worker's own state does not learn what a replay
-wrote (see docs/kafka.md, "Replay, rebuild and reset").
+A replay reads each input partition only up to the offset the
+deployment's workers committed on it (their consumer group, read without
+joining it), when they committed any: the records after it are the
+workers' to process, and the worker's own state does not learn what a
+replay wrote, so a replay that went past it would see the worker write
+the same facts again (see docs/kafka.md, "Replay, rebuild and reset").
 """
 
 from __future__ import annotations
@@ -168,11 +171,33 @@ def _consumer(bootstrap: str, group: str) -> Consumer:
     return Consumer(consumer_config(bootstrap, group, {"enable.partition.eof": True}))
 
 
-def plan(bootstrap: str, topic_prefix: str, start: ReplayStart, group: str) -> list[PartitionRange]:
-    """The ranges a replay would read, per input topic-partition."""
+def worker_positions(bootstrap: str, worker_group: str, partitions: list[TopicPartition]) -> dict[tuple[str, int], int] | None:
+    """The offsets the deployment's workers (consumer group
+    ``worker_group``) committed on ``partitions``, by (topic, partition) —
+    a partition without one maps to its first offset, since a worker reads
+    it from the beginning — or None when the group committed none at all
+    (no worker ever ran, or the group was deleted for a reset). Read
+    without joining the group, so it works while workers run."""
+    consumer = _consumer(bootstrap, worker_group)
+    try:
+        committed = consumer.committed(partitions, timeout=10)
+    finally:
+        consumer.close()
+    if all(tp.offset < 0 for tp in committed):
+        return None
+    return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in committed}
+
+
+def plan(bootstrap: str, topic_prefix: str, start: ReplayStart, group: str, worker_group: str | None = None) -> list[PartitionRange]:
+    """The ranges a replay would read, per input topic-partition: each up to
+    its high watermark, or — when ``worker_group`` has committed offsets
+    (:func:`worker_positions`) — only up to the group's: the records after
+    them are the workers' to process, and a replay that wrote their facts
+    first would see the worker write them again, its state not knowing
+    them (docs/kafka.md, "Replay, rebuild and reset")."""
     consumer = _consumer(bootstrap, group)
     try:
-        ranges = []
+        bounds = []
         given = {(topic, partition): offset for topic, partition, offset in start.offsets}
         for logical in catalogue.INPUT_TOPICS:
             physical = catalogue.physical(logical, topic_prefix)
@@ -185,10 +210,15 @@ def plan(bootstrap: str, topic_prefix: str, start: ReplayStart, group: str) -> l
                 elif start.mode == "timestamp":
                     [found] = consumer.offsets_for_times([TopicPartition(physical, partition, start.timestamp_ms)], timeout=10)
                     first = high if found.offset < 0 else found.offset
-                ranges.append(PartitionRange(logical, partition, low, first, high))
-        return ranges
+                bounds.append((logical, physical, partition, low, first, high))
     finally:
         consumer.close()
+    positions = worker_positions(bootstrap, worker_group, [TopicPartition(b[1], b[2]) for b in bounds]) if worker_group else None
+    ranges = []
+    for logical, physical, partition, low, first, high in bounds:
+        end = high if positions is None else max(low, min(high, positions[(physical, partition)]))
+        ranges.append(PartitionRange(logical, partition, low, min(first, end), end))
+    return ranges
 
 
 class _Ledger:
@@ -282,8 +312,9 @@ def run_replay(
     deployment's state (its changelog) was built on another Unicode version
     than this runtime's, unless ``accept_unicode_change`` (contract §10)."""
     check_changelog(bootstrap, catalogue.physical(catalogue.changelog_name(app_id), topic_prefix), accept_unicode_change)
-    group = catalogue.replay_group(catalogue.physical(app_id, topic_prefix))
-    ranges = plan(bootstrap, topic_prefix, start, group)
+    worker_group = catalogue.physical(app_id, topic_prefix)
+    group = catalogue.replay_group(worker_group)
+    ranges = plan(bootstrap, topic_prefix, start, group, worker_group)
     summary = ReplaySummary(ranges, dry_run=dry_run)
     if dry_run:
         return summary

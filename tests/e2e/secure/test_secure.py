@@ -9,6 +9,7 @@ unreachable bootstrap fail fast with a clear message."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 import urllib.request
@@ -84,7 +85,7 @@ def pipeline(request, secure: SecureBroker, tmp_path_factory):
         cli("export", "recurrence-observations", "--out", tmp / "observations.jsonl", "--kafka-config", admin, "--topic-prefix", prefix)
         kafka = harness.exported(secure.admin, prefix, tmp / "kafka")
         reference = harness.embedded(journal, tmp / "embedded")
-        yield {"prefix": prefix, "kafka": kafka, "reference": reference, "texts": texts, "metrics": metrics, "log": log,
+        yield {"prefix": prefix, "case": name, "kafka": kafka, "reference": reference, "texts": texts, "metrics": metrics, "log": log,
                "exported_observations": (tmp / "observations.jsonl").read_bytes()}
     finally:
         delete_prefix(secure.admin, prefix)
@@ -164,6 +165,22 @@ def test_view_follower_runs_with_only_the_follower_acls(pipeline, secure: Secure
     finally:
         view.clear()
         view.close()
+
+
+def test_a_replay_runs_with_only_the_replay_acls(pipeline, secure: SecureBroker, scram_user):
+    """A principal of its own with the replay role's bindings alone replays
+    the finished run: it reads the workers' committed offsets (Describe on
+    their group: they bound the replay) and every input to them, and
+    writes nothing."""
+    prefix = pipeline["prefix"]
+    replayer: ScramUser = scram_user("replayer")
+    ok(run_cli("topics", "acls", "--principal", replayer.principal, "--role", "replay", "--topic-prefix", prefix, "--app-id", "ledger",
+               "--apply", "--kafka-config", secure.files["admin"]))
+    result = ok(run_cli("replay", "--from", "earliest", "--json", "--kafka-config", replayer.file, "--topic-prefix", prefix, "--app-id", "ledger"))
+    summary = json.loads(result.stdout)
+    journal, _ = case(pipeline["case"])
+    published = sum(1 for line in journal.read_text(encoding="utf-8").splitlines() if line.strip())
+    assert summary["written"] == {} and summary["records_read"] == sum(r["records"] for r in summary["ranges"]) == published, summary
 
 
 def test_applied_acls_are_exactly_the_printed_ones(secure: SecureBroker, secure_prefix):
