@@ -153,7 +153,7 @@ def test_patterns_stay_exactly_once_with_three_workers_a_kill_and_a_join(store, 
 GROUPS = LedgerConfig(pattern_group_separator="/", pattern_threshold=2)
 
 
-def test_a_replay_covers_the_pattern_stage_and_writes_nothing_twice(topic_prefix, bootstrap, tmp_path):
+def test_a_replay_covers_the_pattern_stage_and_writes_nothing_twice(topic_prefix, bootstrap, redis_url, tmp_path):
     from recurrence_ledger.runtime.replay import parse_start, run_replay
     from tests.plugins.processes import run_cli
 
@@ -185,3 +185,25 @@ def test_a_replay_covers_the_pattern_stage_and_writes_nothing_twice(topic_prefix
     assert "signature patterns: 4 rebuilt, 2 pattern candidates, equal to the signature-patterns and pattern-candidates topics" in output
     other = run_cli("rebuild", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix)  # another grouping: the topics differ
     assert other.returncode == 1 and "candidates DIFFER" in " ".join(other.stdout.split())
+
+    # rebuild --redis-url rewrites the view whole: the patterns too, with the layout's marker (GET /patterns reads them)
+    from recurrence_ledger.read.keys import Keys, default_namespace
+    from recurrence_ledger.read.patterns import PatternView
+    from recurrence_ledger.read.projection import RedisView
+    from tests.plugins.services import read_client
+
+    view = RedisView(redis_url, namespace=default_namespace(topic_prefix))
+    try:
+        rewritten = run_cli("rebuild", "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, "--redis-url", redis_url, *policy_options(GROUPS))
+        assert rewritten.returncode == 0, rewritten.stdout + rewritten.stderr
+        expected = final_views(SIGNATURE_PATTERNS, harness.lines(reference[SIGNATURE_PATTERNS]))
+        assert f"signature patterns: {len(expected)} rebuilt" in " ".join(rewritten.stdout.split())
+        assert f"scopes, {len(expected)} signature patterns" in " ".join(rewritten.stdout.split())
+        client = read_client(redis_url)
+        held = {(row["group"], row["signature_key"]): row["scope_count"]
+                for group in sorted({group for group, _ in expected}) for row in PatternView(client, view.namespace).group(group).rows}
+        assert held == {key: value["scope_count"] for key, value in expected.items()}
+        assert client.get(Keys(view.namespace).layout_marker) is not None
+    finally:
+        view.clear()
+        view.close()

@@ -158,7 +158,7 @@ def rebuild_command(
     from recurrence_ledger.kafka.kafka_io import read_topic
     from recurrence_ledger.ledger.patterns import rebuild_patterns
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
-    from recurrence_ledger.read.rebuild import read_revision_statistics_topic, read_statistics_topic
+    from recurrence_ledger.read.rebuild import read_revision_statistics_topic, read_statistics_topic, write_layout_and_patterns
     from recurrence_ledger.read.keys import default_namespace
     from recurrence_ledger.runtime.unicode_pin import check_changelog
 
@@ -217,9 +217,11 @@ def rebuild_command(
         if view.pending:
             console.print(f"Redis at {view.where} did not answer: the view was not rewritten", style="red", highlight=False)
             raise typer.Exit(1)
+        with reporting_redis_errors(view):
+            written = write_layout_and_patterns(view, [patterns[key] for key in sorted(patterns)])  # the rebuilt ones, as the scopes
         with reporting_kafka_errors():
             history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
-        console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes", highlight=False)
+        console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes, {written} signature patterns", highlight=False)
         console.print(history, highlight=False)
     if any(differences.values()) or revision_differences or pattern_differences or candidate_differences:
         raise typer.Exit(1)

@@ -124,6 +124,17 @@ def read_patterns_topic(bootstrap: str, topic_prefix: str = "", timeout: float =
     return list(latest.values())
 
 
+def write_layout_and_patterns(view: RedisView, patterns: list[dict]) -> int:
+    """After ``view`` was cleared for a rebuild: its key layout's marker
+    (``recurrence_ledger.read.layout``) and every group's signature
+    ``patterns`` (SignaturePattern values, contract §23.3;
+    ``recurrence_ledger.read.patterns.PatternView``) — what a cleared view
+    needs besides its scopes for the follower and ``GET /patterns`` to go
+    on. Returns the number of patterns written. Raises redis errors."""
+    mark_layout(view._client, view.layout)
+    return PatternView(view._client, view.namespace).apply(patterns)
+
+
 def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", timeout: float = 30, codec: Codec = FIXED) -> int:
     """Rebuild ``view`` from the compacted ``recurrence-statistics`` topic
     (contract §1, §8), ``revision-statistics`` topic and
@@ -188,10 +199,9 @@ def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", 
             prepared.setdefault(scope_id, PendingWrite()).revisions[member_] = value
             rows += 1
     view.clear()
-    mark_layout(view._client, view.layout)
     for scope_id, pending in prepared.items():
         view._write(scope_id, pending)
-    written = PatternView(view._client, view.namespace).apply(valid)
+    written = write_layout_and_patterns(view, valid)
     view._needs_rebuild = False
     view._succeeded()
     view.flush()
