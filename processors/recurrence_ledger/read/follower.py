@@ -535,9 +535,8 @@ def run_follower(config: FollowerConfig, codec: Codec = FIXED) -> int:
     follower = ViewFollower(config, codec)
     if config.metrics_port:
         follower.metrics.serve(config.metrics_port)
-    signal.signal(signal.SIGTERM, follower.stop)
-    signal.signal(signal.SIGINT, follower.stop)
-    signal.signal(signal.SIGHUP, follower.stop)
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, follower.stop)
     log.info("view follower of group %s: %s into %s (namespace %s)", config.group_id, sorted(follower.topics), redact_url(config.redis_url), config.namespace)
     follower.run()
     return follower.applied
