@@ -53,6 +53,10 @@ ENV_APP_ID = "RL_APP_ID"
 ENV_INSTANCE_ID = "RL_INSTANCE_ID"
 #: Port of the worker's Prometheus endpoint.
 ENV_METRICS_PORT = "RL_METRICS_PORT"
+#: Address the Prometheus endpoint listens on: loopback unless a scraper on
+#: another host (a Kubernetes pod's Prometheus) must reach it.
+ENV_METRICS_HOST = "RL_METRICS_HOST"
+DEFAULT_METRICS_HOST = "127.0.0.1"
 # The ledger policy's and the runtime batching's variables (RL_REVIEW_THRESHOLD,
 # RL_MAX_BATCH, ...) are named with their settings in recurrence_ledger.policy.
 #: Start although the deployment's state was built on another Unicode version (contract §10).

@@ -158,12 +158,13 @@ def test_prometheus_metrics(topic_prefix, bootstrap, tmp_path):
     publish_raw(bootstrap, source, b"migration-lock", b"\x00\x00\x00\x00\x01\xff")  # one poison record
     port = free_port()
     log = tmp_path / "worker.log"
-    worker = harness.start_worker(bootstrap, prefix, log, idle_exit=None, extra=("--metrics-port", str(port)))
+    # on every interface: 127.0.0.2 reaches it (an endpoint bound to 127.0.0.1 alone refuses it), as another host would
+    worker = harness.start_worker(bootstrap, prefix, log, idle_exit=None, extra=("--metrics-port", str(port), "--metrics-host", "0.0.0.0"))
     try:
         dead_letter = harness.physical(prefix, "dead-letter")
         harness.wait_until(lambda: harness.count_records(bootstrap, dead_letter) == 1, 60, "the dead letter")
         time.sleep(2.5)  # one lag refresh
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        text = urllib.request.urlopen(f"http://127.0.0.2:{port}/metrics", timeout=10).read().decode()
     finally:
         worker.terminate()
         worker.wait(timeout=60)

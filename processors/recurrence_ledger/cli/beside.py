@@ -238,7 +238,7 @@ class Supervisor:
 
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=self._metrics_dir)
-        start_http_server(self.config.metrics_port, addr="127.0.0.1", registry=registry)
+        start_http_server(self.config.metrics_port, addr=self.config.metrics_host, registry=registry)
 
     def _process_dead(self, pid: int | None) -> None:
         if self._metrics_dir is not None and pid is not None:

@@ -138,9 +138,10 @@ def check_redis_url(redis_url: str) -> None:
         raise typer.Exit(2) from None
 
 
-def check_metrics_port(port: int | None) -> None:
+def check_metrics_port(port: int | None, host: str) -> None:
     """Refuse, before anything starts, a ``--metrics-port`` that cannot be
-    served on 127.0.0.1 (another process has it) — exit 2 with one line,
+    served on ``host`` (another process has it, or no interface has that
+    address) — exit 2 with one line,
     instead of a traceback from deep in the run. The port is bound and
     let go at once, with SO_REUSEADDR as prometheus-client's server binds
     it."""
@@ -151,9 +152,9 @@ def check_metrics_port(port: int | None) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind(("127.0.0.1", port))
+            probe.bind((host, port))
         except OSError as error:
-            console.print(f"refusing to start: cannot serve metrics on 127.0.0.1:{port}: {error.strerror or error}",
+            console.print(f"refusing to start: cannot serve metrics on {host}:{port}: {error.strerror or error}",
                           style="red", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 

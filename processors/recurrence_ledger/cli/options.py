@@ -39,12 +39,14 @@ from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import (
     DEFAULT_APP_ID,
     DEFAULT_MAX_WAIT_CAUGHT_UP_S,
+    DEFAULT_METRICS_HOST,
     ENV_ACCEPT_UNICODE_CHANGE,
     ENV_APP_ID,
     ENV_BOOTSTRAP_SERVERS,
     ENV_HISTORY_LIMIT,
     ENV_INSTANCE_ID,
     ENV_KAFKA_CONFIG_FILE,
+    ENV_METRICS_HOST,
     ENV_METRICS_PORT,
     ENV_REDIS_URL,
     ENV_SCHEMA_REGISTRY_URL,
@@ -282,8 +284,14 @@ TrendLimitOption = Annotated[int, typer.Option("--trend-limit", min=1, envvar=EN
 
 def metrics_port_option(**panel: str) -> Any:
     """``--metrics-port`` (env RL_METRICS_PORT)."""
-    return typer.Option("--metrics-port", min=1, max=65535, envvar=ENV_METRICS_PORT, help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.",
+    return typer.Option("--metrics-port", min=1, max=65535, envvar=ENV_METRICS_PORT, help="Serve Prometheus metrics on HOST:PORT/metrics.",
                         **panel)
+
+
+def metrics_host_option(**panel: str) -> Any:
+    """``--metrics-host`` (env RL_METRICS_HOST)."""
+    return typer.Option("--metrics-host", envvar=ENV_METRICS_HOST, metavar="HOST",
+                        help="Address the metrics port listens on (0.0.0.0: every interface, for a scraper on another host or pod).", **panel)
 
 
 def exit_when_idle_option(**panel: str) -> Any:
@@ -292,6 +300,7 @@ def exit_when_idle_option(**panel: str) -> Any:
 
 
 MetricsPortOption = Annotated[Optional[int], metrics_port_option()]
+MetricsHostOption = Annotated[str, metrics_host_option()]
 ViewBatchOption = Annotated[
     int,
     typer.Option("--view-batch", min=1,
@@ -468,6 +477,7 @@ def worker_operation(
     session_timeout_ms: SessionTimeoutOption = 10_000,
     create_topics: CreateTopicsOption = None,
     metrics_port: Annotated[Optional[int], metrics_port_option(rich_help_panel=WORKER_PANEL)] = None,
+    metrics_host: Annotated[str, metrics_host_option(rich_help_panel=WORKER_PANEL)] = DEFAULT_METRICS_HOST,
     max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
     state_dir: StateDirOption = None,
     reseed_changelog: ReseedChangelogOption = False,
@@ -478,7 +488,7 @@ def worker_operation(
         "app_id": app_id, "output_format": output_format, "redis_url": redis_url, "commit_interval_ms": commit_interval_ms,
         "max_batch": max_batch, "exit_when_idle_s": exit_when_idle, "max_wait_caught_up_s": max_wait_caught_up,
         "static_membership": static_membership, "session_timeout_ms": session_timeout_ms, "create_partitions": create_topics,
-        "metrics_port": metrics_port, "max_output_bytes": max_output_bytes, "state_dir": state_dir,
+        "metrics_port": metrics_port, "metrics_host": metrics_host, "max_output_bytes": max_output_bytes, "state_dir": state_dir,
         "reseed_changelog": reseed_changelog,
     }
     return {**fields, "instance_id": instance_id} if instance_id else fields

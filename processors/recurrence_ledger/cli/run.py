@@ -269,7 +269,7 @@ def run_command(
         from recurrence_ledger.kafka.client_config import bootstrap_of
         from recurrence_ledger.runtime.worker_config import worker_config_from_env
 
-        check_metrics_port(worker["metrics_port"])  # before anything connects
+        check_metrics_port(worker["metrics_port"], worker["metrics_host"])  # before anything connects
         redis_url = worker.pop("redis_url")
         connection = kafka_connection(settings().bootstrap_servers, kafka_config)
         worker_config = worker_config_from_env(ledger, bootstrap=connection, topic_prefix=topic_prefix, **worker)
@@ -278,7 +278,7 @@ def run_command(
         where = "KAFKA_BOOTSTRAP_SERVERS is set" if settings().bootstrap_servers else f"from {kafka_config}"
         console.print(
             f"Kafka worker on {bootstrap_of(connection)} ({where}), topic prefix {topic_prefix!r}"
-            + (f", metrics on 127.0.0.1:{worker['metrics_port']}/metrics" if worker["metrics_port"] else ""),
+            + (f", metrics on {worker['metrics_host']}:{worker['metrics_port']}/metrics" if worker["metrics_port"] else ""),
             style="bold", highlight=False,
         )
         _run_worker_or_exit(worker_config, redis_url)
@@ -381,7 +381,7 @@ def worker_command(
     follower (the Redis URL) once, in itself."""
     from recurrence_ledger.runtime.worker_config import WorkerConfig
 
-    check_metrics_port(worker["metrics_port"])  # before anything connects
+    check_metrics_port(worker["metrics_port"], worker["metrics_host"])  # before anything connects
     redis_url = worker.pop("redis_url")
     config = WorkerConfig(
         bootstrap=kafka_connection(bootstrap, kafka_config),

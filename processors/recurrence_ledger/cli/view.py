@@ -17,6 +17,7 @@ from recurrence_ledger.cli.options import (
     ExitWhenIdleOption,
     HistoryLimitOption,
     KafkaConfigOption,
+    MetricsHostOption,
     MetricsPortOption,
     PrefixOption,
     RegistryOption,
@@ -25,7 +26,7 @@ from recurrence_ledger.cli.options import (
     YesOption,
     app_id_option,
 )
-from recurrence_ledger.settings import DEFAULT_APP_ID, configure_logging
+from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_METRICS_HOST, configure_logging
 
 view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True, rich_markup_mode="rich")
 
@@ -130,6 +131,7 @@ def view_follow_command(
     schema_registry_url: RegistryOption = None,
     exit_when_idle: ExitWhenIdleOption = None,
     metrics_port: MetricsPortOption = None,
+    metrics_host: MetricsHostOption = DEFAULT_METRICS_HOST,
 ) -> None:
     """Follow the committed topics into the Redis view and its history.
 
@@ -144,12 +146,12 @@ def view_follow_command(
 
     configure_logging()
     check_redis_url(redis_url)
-    check_metrics_port(metrics_port)
+    check_metrics_port(metrics_port, metrics_host)
     connection = kafka_connection(bootstrap, kafka_config)
     codec = command_codec(schema_registry_url, None, kafka_config)
     config = FollowerConfig(
         bootstrap=connection, redis_url=redis_url, app_id=app_id, topic_prefix=topic_prefix,
-        history_limit=history_limit, trend_limit=trend_limit, exit_when_idle_s=exit_when_idle, metrics_port=metrics_port,
+        history_limit=history_limit, trend_limit=trend_limit, exit_when_idle_s=exit_when_idle, metrics_port=metrics_port, metrics_host=metrics_host,
     )
     from recurrence_ledger.read.layout import LayoutError
     from recurrence_ledger.redact import redact_url

@@ -36,7 +36,7 @@ It runs alone (``recurrence-ledger view follow``, until SIGTERM, or
 ``--exit-when-idle``), or inside a worker started with a Redis URL (in a
 thread, ``recurrence_ledger.cli.beside``; drained when the worker stops).
 
-Metrics (``--metrics-port``, Prometheus text on 127.0.0.1):
+Metrics (``--metrics-port``, Prometheus text on ``--metrics-host``, 127.0.0.1 by default):
 
 | metric | type | labels | meaning |
 | --- | --- | --- | --- |
@@ -108,7 +108,7 @@ from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
 from recurrence_ledger.kafka.kafka_admin import admin_client, list_offsets
 from recurrence_ledger.kafka.kafka_io import require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
-from recurrence_ledger.settings import DEFAULT_APP_ID
+from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_METRICS_HOST
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, SIGNATURE_PATTERNS, STATISTICS
 from recurrence_ledger.redact import redact_url, redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
@@ -162,8 +162,7 @@ def view_group(app_id: str, topic_prefix: str = "") -> str:
 class FollowerConfig:
     """How one follower runs. ``history_limit`` / ``trend_limit``: verdicts kept per revision and
     trend points per scope; ``exit_when_idle_s``: stop after this many
-    seconds without a record (tests, batch jobs); ``metrics_port``: serve
-    Prometheus metrics on 127.0.0.1."""
+    seconds without a record (tests, batch jobs); ``metrics_port``: serve Prometheus metrics on ``metrics_host``."""
 
     bootstrap: Bootstrap
     redis_url: str
@@ -174,6 +173,7 @@ class FollowerConfig:
     max_batch: int = policy.MAX_BATCH.default
     exit_when_idle_s: float | None = None
     metrics_port: int | None = None
+    metrics_host: str = DEFAULT_METRICS_HOST
     schema_registry: RegistrySettings | None = None
 
     def __repr__(self) -> str:  # the Redis URL may hold a password
@@ -266,7 +266,7 @@ class FollowerMetrics(ReviewMetricsMixin):
             self.effects.labels(verdict).set(count)
         self.totals_read.set(time.time())
 
-    def serve(self, port: int, address: str = "127.0.0.1") -> None:
+    def serve(self, port: int, address: str = DEFAULT_METRICS_HOST) -> None:
         start_http_server(port, addr=address, registry=self.registry)
 
 
@@ -534,7 +534,7 @@ def run_follower(config: FollowerConfig, codec: Codec = FIXED) -> int:
     applied. Raises LookupError when a followed topic does not exist."""
     follower = ViewFollower(config, codec)
     if config.metrics_port:
-        follower.metrics.serve(config.metrics_port)
+        follower.metrics.serve(config.metrics_port, config.metrics_host)
     for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(number, follower.stop)
     log.info("view follower of group %s: %s into %s (namespace %s)", config.group_id, sorted(follower.topics), redact_url(config.redis_url), config.namespace)

@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, KafkaException
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from recurrence_ledger.catalogue import STATISTICS
+from recurrence_ledger.settings import DEFAULT_METRICS_HOST
 
 #: The dead-letter reason codes of contract §9. Their counters exist from the
 #: start at 0, so that the first dead letter of a reason is an increase that
@@ -133,7 +134,7 @@ class WorkerMetrics:
             for generation, (count, total, longest) in sorted(self.gc_summary.items())
         ) or "none"
 
-    def serve(self, port: int, address: str = "127.0.0.1") -> None:
+    def serve(self, port: int, address: str = DEFAULT_METRICS_HOST) -> None:
         """Start the HTTP text endpoint (``/metrics``) in a daemon thread."""
         start_http_server(port, addr=address, registry=self.registry)
 

@@ -566,7 +566,7 @@ def run_worker(config: WorkerConfig, companion: Companion | None = None) -> None
     worker = LedgerWorker(config)
     worker.metrics.watch_gc()
     if config.metrics_port:
-        worker.metrics.serve(config.metrics_port)
+        worker.metrics.serve(config.metrics_port, config.metrics_host)
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
     signal.signal(signal.SIGHUP, worker.stop)  # a closed terminal: stop as on SIGTERM, as a JVM's shutdown hooks do

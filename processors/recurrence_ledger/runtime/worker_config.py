@@ -16,7 +16,7 @@ from recurrence_ledger.catalogue import DEFAULT_MAX_OUTPUT_BYTES, MAX_MESSAGE_BY
 from recurrence_ledger.ledger.processor import LedgerConfig
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config, producer_config
 from recurrence_ledger.serde import codec
-from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_MAX_WAIT_CAUGHT_UP_S, ENV_BOOTSTRAP_SERVERS, settings
+from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_MAX_WAIT_CAUGHT_UP_S, DEFAULT_METRICS_HOST, ENV_BOOTSTRAP_SERVERS, settings
 
 if TYPE_CHECKING:
     from recurrence_ledger.serde.registry import RegistrySettings
@@ -53,7 +53,8 @@ class WorkerConfig:
     - ``session_timeout_ms``: the consumer's ``session.timeout.ms``.
     - ``create_partitions``: create missing catalogue topics with this many
       partitions before starting (None: they must exist).
-    - ``metrics_port``: serve Prometheus metrics on 127.0.0.1:<port>/metrics.
+    - ``metrics_port``: serve Prometheus metrics on <metrics_host>:<port>/metrics
+      (``metrics_host`` 127.0.0.1 unless set).
     - ``process``: this worker's number under a supervisor (``worker
       --processes N``, ``cli.beside.supervise``): its metrics carry it as
       the ``process`` label (``runtime.metrics.WorkerMetrics``); None alone.
@@ -100,6 +101,7 @@ class WorkerConfig:
     session_timeout_ms: int = 10_000
     create_partitions: int | None = None
     metrics_port: int | None = None
+    metrics_host: str = DEFAULT_METRICS_HOST
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
     schema_registry: RegistrySettings | None = None  # its repr redacts credentials
