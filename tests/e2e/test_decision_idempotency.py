@@ -67,6 +67,7 @@ def test_concurrent_requests_with_one_key_publish_one_decision_and_answer_it(api
     # The key with another request is refused; a key of bob's is bob's (he decides the other candidate with it).
     reused = post(base_url, OTHER, body, "7d2c1f0e-double-click")
     assert reused.status_code == 400 and "another request" in reused.json()["detail"]
+    assert REPLAYED_HEADER not in reused.headers  # its own answer, not the first request's
     bobs = post(base_url, OTHER, body, "7d2c1f0e-double-click", token=BOB)
     assert bobs.status_code == 202 and REPLAYED_HEADER not in bobs.headers and bobs.json()["decision"]["reviewer"] == "bob"
     assert published_ids(bootstrap, prefix) == [decision_id, bobs.json()["decision_id"]]
@@ -98,9 +99,9 @@ def test_a_claim_whose_answer_redis_refused_to_keep_holds_its_key_for_the_claim_
         client.config_set("maxmemory", 0)
     assert orjson.loads(client.get(name))["status"] is None  # still the claim, not an answer
     assert 0 < client.ttl(name) <= CLAIM_S < IDEMPOTENCY_TTL_S
-    assert answers.begin(name, "request")[0] == 409  # a retry meanwhile
+    assert answers.begin(name, "request")[::2] == (409, False)  # a retry meanwhile
     client.delete(name)  # as the claim expiring does: a retry after it is a new request
     assert answers.begin(name, "request") is None
     assert answers.finish(name, "request", 202, body) is True
     assert CLAIM_S < client.ttl(name) <= IDEMPOTENCY_TTL_S
-    assert answers.begin(name, "request") == (202, body)
+    assert answers.begin(name, "request") == (202, body, True)

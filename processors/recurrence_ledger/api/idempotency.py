@@ -74,13 +74,15 @@ class DecisionAnswers:
         """The Redis key of ``reviewer``'s ``key``."""
         return self.keys.decision_request(digest({"reviewer": reviewer, "idempotency_key": key}).removeprefix("sha256:"))
 
-    def begin(self, name: str, request: str) -> tuple[int, dict] | None:
+    def begin(self, name: str, request: str) -> tuple[int, dict, bool] | None:
         """Claim ``name`` for the request whose fingerprint is ``request``:
         None when this request claimed it (it goes on, then calls
         :meth:`finish`; the claim expires after :attr:`claim_s` seconds
-        without it); else the answer ``(status, body)`` to give — the
-        first request's, a 400 when that one was another request, a 409
-        when it has no answer after :attr:`wait_s` seconds. Raises
+        without it); else the answer ``(status, body, replayed)`` to give —
+        the first request's (``replayed`` True: it goes with
+        :data:`REPLAYED_HEADER`), a 400 when that one was another request,
+        a 409 when it has no answer after :attr:`wait_s` seconds (these two
+        are this request's own answers: ``replayed`` False). Raises
         redis.RedisError."""
         claim = orjson.dumps({"request": request, "status": None})
         deadline = time.monotonic() + self.wait_s
@@ -91,11 +93,11 @@ class DecisionAnswers:
             if stored is not None:
                 first = orjson.loads(stored)
                 if first["request"] != request:
-                    return 400, {"detail": "this Idempotency-Key was sent with another request: a key names one decision request"}
+                    return 400, {"detail": "this Idempotency-Key was sent with another request: a key names one decision request"}, False
                 if first["status"] is not None:
-                    return first["status"], first["body"]
+                    return first["status"], first["body"], True
             if time.monotonic() > deadline:
-                return 409, {"detail": "a request with this Idempotency-Key is still being answered: try again"}
+                return 409, {"detail": "a request with this Idempotency-Key is still being answered: try again"}, False
             time.sleep(0.05)
 
     def finish(self, name: str, request: str, status: int, body: dict) -> bool:

@@ -161,7 +161,8 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
         fingerprint = digest({"candidate_id": candidate_id, "body": body.model_dump(mode="json")})
         first = answers.begin(name, fingerprint)
         if first is not None:
-            return JSONResponse(first[1], first[0], headers={REPLAYED_HEADER: "true"})
+            status, answer_body, replayed = first
+            return JSONResponse(answer_body, status, headers={REPLAYED_HEADER: "true"} if replayed else None)
         try:
             status, answer_body = decide_once(candidate_id, body, reviewer)
         except BaseException:
