@@ -92,3 +92,30 @@ def test_every_read_body_is_its_models_json(filled):
         check(f"/review-candidates/{quote(candidate, safe='')}", ReviewCandidateBody)
     assert set(checked) == {"ScopeList", "ScopeStatistics", "RevisionList", "ReviewList", "ScopeTrend", "RevisionHistoryBody", "ReviewQueue",
                             "ReviewCandidateBody"}
+
+
+def test_a_rejected_candidate_shows_its_reason_code(redis_url):
+    """contract §24: the ReviewStatus row's reason_code reaches the inbox's
+    reads — the candidate and the queue — and an open one has none."""
+    from recurrence_ledger.read.history import ReadModels
+    from recurrence_ledger.read.keys import default_namespace
+    from tests.e2e import harness
+    from tests.e2e.review_fixtures import applied, candidate, located_candidate, located_status, status
+    from tests.plugins.services import read_client
+
+    prefix = harness.new_prefix()
+    models = ReadModels(read_client(redis_url), default_namespace(prefix))
+    rejected, waiting = candidate("s1", "P1"), candidate("s1", "P2")
+    row = {**status(rejected, "rejected", decision=applied("rejected", "bob", "1970-01-01T00:00:02Z", 3, reason="not a cause")),
+           "reason_code": "false_cause"}
+    try:
+        models.apply([located_candidate(rejected, 0, 0, 1000), located_candidate(waiting, 0, 1, 2000), located_status(row, 0, 0)])
+        with TestClient(create_app(ApiSettings(redis_url=redis_url, topic_prefix=prefix))) as client:
+            one = client.get(f"/review-candidates/{quote(rejected['candidate_id'], safe='')}")
+            assert one.status_code == 200 and one.json()["reason_code"] == "false_cause"
+            same_through(ReviewCandidateBody, one.content)
+            queue = client.get("/review-queue?status=all").json()["candidates"]
+            assert {item["candidate_id"]: item["reason_code"] for item in queue} == {
+                rejected["candidate_id"]: "false_cause", waiting["candidate_id"]: None}
+    finally:
+        models.clear()

@@ -312,6 +312,7 @@ class QueueItem(_Shape):
     repair: Repair | None = None
     severity: Severity | None = Field(
         None, description="The revision's severity (contract §22; null: unrated or not in the view yet): the inbox shows critical candidates first.")
+    reason_code: RejectionReason | None = Field(None, description="The rejecting decision's reason code (contract §24); null otherwise.")
 
 
 class ReviewQueue(_Shape):

@@ -80,7 +80,7 @@ def queue_item(item: dict, status: dict | None) -> dict:
         failure_refs=[shape_ref(ref) for ref in candidate["failure_refs"]], published_at=iso(item["timestamp"]),
         status=status["status"] if status else "open", decision=status.get("decision") if status else None,
         fix_revision=status.get("fix_revision") if status else None, repair=status.get("repair") if status else None,
-        severity=item.get("severity"),
+        severity=item.get("severity"), reason_code=status.get("reason_code") if status else None,
     )
 
 
