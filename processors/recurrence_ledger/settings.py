@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import socket
 from pathlib import Path
 
@@ -143,6 +144,13 @@ def kafka_environment() -> dict[str, str]:
 #: newer confluent-kafka clients use it, logs one
 #: line per Schema Registry request): shown from WARNING on.
 QUIET_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
+
+
+#: The signals that stop a long-running process of ours — the worker, the
+#: ``worker --processes`` supervisor, the view follower — as SIGTERM does
+#: (a worker commits its open transaction first): SIGINT is Ctrl-C, SIGHUP a
+#: closed terminal (a JVM's shutdown hooks run on the same three).
+STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def configure_logging(process: str | None = None) -> None:

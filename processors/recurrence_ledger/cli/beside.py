@@ -43,6 +43,7 @@ from recurrence_ledger.redact import redact_url
 from recurrence_ledger.runtime.worker import run_worker
 from recurrence_ledger.runtime.worker_config import WorkerConfig
 from recurrence_ledger.serde import codec
+from recurrence_ledger.settings import STOP_SIGNALS
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -187,7 +188,7 @@ class Supervisor:
       supervisor exits once all have;
     - one that exits with another code (an error a restart does not cure)
       stops the others, and the supervisor exits with that code;
-    - SIGTERM / SIGINT / SIGHUP (a closed terminal) stop every worker process (each commits its open
+    - the stop signals (``settings.STOP_SIGNALS``: SIGTERM, SIGINT, SIGHUP) stop every worker process (each commits its open
       transaction); those still running after :data:`SHUTDOWN_BUDGET_S`
       are killed; a supervisor killed outright takes them with it
       (:func:`run_child`).
@@ -255,7 +256,7 @@ class Supervisor:
                 os.environ["PROMETHEUS_MULTIPROC_DIR"] = self._metrics_dir  # read by each spawned worker process
                 self._serve_metrics()
             companion = InProcessFollower(self.config, self.redis_url) if self.redis_url else None
-            previous = {number: signal.signal(number, self.stop) for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+            previous = {number: signal.signal(number, self.stop) for number in STOP_SIGNALS}
             stack.callback(lambda: [signal.signal(number, handler) for number, handler in previous.items()])
             for number in range(self.processes):
                 self._start(number)

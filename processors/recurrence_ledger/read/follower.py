@@ -108,7 +108,7 @@ from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
 from recurrence_ledger.kafka.kafka_admin import admin_client, list_offsets
 from recurrence_ledger.kafka.kafka_io import require_topics, read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
-from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_METRICS_HOST
+from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_METRICS_HOST, STOP_SIGNALS
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, SIGNATURE_PATTERNS, STATISTICS
 from recurrence_ledger.redact import redact_url, redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
@@ -535,7 +535,7 @@ def run_follower(config: FollowerConfig, codec: Codec = FIXED) -> int:
     follower = ViewFollower(config, codec)
     if config.metrics_port:
         follower.metrics.serve(config.metrics_port, config.metrics_host)
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for number in STOP_SIGNALS:
         signal.signal(number, follower.stop)
     log.info("view follower of group %s: %s into %s (namespace %s)", config.group_id, sorted(follower.topics), redact_url(config.redis_url), config.namespace)
     follower.run()

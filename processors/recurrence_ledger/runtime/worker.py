@@ -81,7 +81,7 @@ from recurrence_ledger.runtime.stages import Stage, repartition_partition
 from recurrence_ledger.runtime.task import PatternTask, Task
 from recurrence_ledger.runtime.worker_config import WorkerConfig, input_consumer_config, output_producer_config, prepare_topics
 from recurrence_ledger.serde import codec
-from recurrence_ledger.settings import configure_logging, settings
+from recurrence_ledger.settings import STOP_SIGNALS, configure_logging, settings
 
 log = logging.getLogger("recurrence_ledger.worker")
 
@@ -567,9 +567,8 @@ def run_worker(config: WorkerConfig, companion: Companion | None = None) -> None
     worker.metrics.watch_gc()
     if config.metrics_port:
         worker.metrics.serve(config.metrics_port, config.metrics_host)
-    signal.signal(signal.SIGTERM, worker.stop)
-    signal.signal(signal.SIGINT, worker.stop)
-    signal.signal(signal.SIGHUP, worker.stop)  # a closed terminal: stop as on SIGTERM, as a JVM's shutdown hooks do
+    for number in STOP_SIGNALS:
+        signal.signal(number, worker.stop)
     log.info("worker %s of group %s: %d partitions, inputs %s", config.instance_id, config.group_id, partitions, worker.inputs)
     if companion is not None:
         companion.start()
