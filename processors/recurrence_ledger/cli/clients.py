@@ -141,22 +141,23 @@ def check_redis_url(redis_url: str) -> None:
 def check_metrics_port(port: int | None, host: str) -> None:
     """Refuse, before anything starts, a ``--metrics-port`` that cannot be
     served on ``host`` (another process has it, or no interface has that
-    address) — exit 2 with one line,
-    instead of a traceback from deep in the run. The port is bound and
-    let go at once, with SO_REUSEADDR as prometheus-client's server binds
-    it."""
+    address) — exit 2 with one line, instead of a traceback from deep in
+    the run. The port is bound and let go at once as prometheus-client's
+    server binds it: the address family of ``host``'s first passive
+    address (an IPv6 host too), SO_REUSEADDR."""
     import socket
 
     if port is None:
         return
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            console.print(f"refusing to start: cannot serve metrics on {host}:{port}: {error.strerror or error}",
-                          style="red", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+    try:
+        family, *_, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as error:  # socket.gaierror too: a host that does not resolve
+        console.print(f"refusing to start: cannot serve metrics on {host}:{port}: {error.strerror or error}",
+                      style="red", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
 
 
 def redis_errors() -> tuple[type[BaseException], ...]:
