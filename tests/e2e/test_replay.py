@@ -62,11 +62,7 @@ def test_replay_leaves_the_records_after_the_workers_offsets_to_the_workers(topi
     assert sum(processed.values()) == half and dict(summary.written) == {}
     harness.run_to_idle(bootstrap, prefix, tmp_path / "second.log")
 
-    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
-    reference = harness.embedded(journal, tmp_path / "embedded")
-    for topic, counts in harness.identity_report(kafka, reference).items():
-        assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
-    assert harness.last_statistics(kafka["recurrence-statistics"]) == harness.last_statistics(reference["recurrence-statistics"])
+    harness.assert_exactly_once(bootstrap, prefix, harness.embedded(journal, tmp_path / "embedded"), tmp_path / "kafka")
 
 
 def test_replay_completes_a_ledger_no_worker_group_has_processed_exactly_once(topic_prefix, bootstrap, tmp_path):
@@ -81,11 +77,7 @@ def test_replay_completes_a_ledger_no_worker_group_has_processed_exactly_once(to
     summary = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
     assert summary.records_read == len(records) and summary.written["recurrence-observations"] > 0
 
-    kafka = harness.exported(bootstrap, prefix, tmp_path / "kafka")
-    reference = harness.embedded(journal, tmp_path / "embedded")
-    for topic, counts in harness.identity_report(kafka, reference).items():
-        assert counts == {"missing": 0, "extra": 0, "resent": 0}, topic
-    assert harness.last_statistics(kafka["recurrence-statistics"]) == harness.last_statistics(reference["recurrence-statistics"])
+    harness.assert_exactly_once(bootstrap, prefix, harness.embedded(journal, tmp_path / "embedded"), tmp_path / "kafka")
     again = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
     assert dict(again.written) == {}
 
