@@ -12,10 +12,13 @@ restored from its ``restore_from()`` holds the state it had."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from recurrence_ledger.store.base import PartitionStore
 from recurrence_ledger.store.memory import ChangelogStore
@@ -164,3 +167,89 @@ def test_reset_forgets_the_state_and_the_whole_changelog_restores_it(stores):
     assert store.snapshot() == {("a",): 1}
 
 
+
+
+def test_rollback_after_earlier_checkpoints_returns_to_the_last_committed_value(stores):
+    store = stores.open()
+    changelog: Changelog = []
+    store[("scope", "s")] = {"count": 1}
+    commit(store, changelog)
+    record = store[("scope", "s")]
+    record["count"] = 2
+    store[("scope", "s")] = record
+    commit(store, changelog)
+    record = store[("scope", "s")]  # touched again in the next transaction: its image is the second checkpoint's
+    record["count"] = 3
+    store[("scope", "s")] = record
+    store.rollback()
+    assert store.snapshot() == {("scope", "s"): {"count": 2}} and store[("scope", "s")] == {"count": 2}
+
+
+# -- any sequence of operations -------------------------------------------------------------
+
+KEYS = [("scope", "s"), ("scope", "t"), ("heads", "s"), ("gone",)]
+OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.sampled_from(KEYS), st.integers(0, 9)),
+        st.tuples(st.just("mutate"), st.sampled_from(KEYS), st.integers(0, 9)),  # read, change in place, write back
+        st.tuples(st.just("mutate_after_write"), st.sampled_from(KEYS), st.integers(0, 9)),
+        st.tuples(st.just("delete"), st.sampled_from(KEYS), st.just(0)),
+        st.tuples(st.just("read"), st.sampled_from(KEYS), st.just(0)),
+        st.tuples(st.sampled_from(["commit", "mark", "rollback"]), st.just(("-",)), st.just(0)),
+    ),
+    max_size=40,
+)
+
+
+@pytest.mark.parametrize("kind", ["memory", "rocksdb"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=OPERATIONS)
+def test_any_sequence_of_writes_checkpoints_marks_and_rollbacks_matches_a_copy_kept_at_each_rollback_point(kind, tmp_path_factory, operations):
+    """The store against a model that deep-copies the state at every
+    rollback point: after each operation the store holds the model's state,
+    and after a last rollback and commit the changelog restores that
+    point's state."""
+    opened = Opened(kind, tmp_path_factory.mktemp("store"))
+    try:
+        _run_against_the_model(opened.open(), operations)
+    finally:
+        for store in opened.open_stores:
+            store.close()
+
+
+def _run_against_the_model(store: PartitionStore, operations: list) -> None:
+    changelog: Changelog = []
+    model: dict = {}
+    point: dict = {}  # the state at the rollback point
+    for operation, key, number in operations:
+        if operation == "put":
+            store[key] = model[key] = {"n": number, "items": [number]}
+        elif operation in ("mutate", "mutate_after_write") and key in model:
+            record = store[key]
+            record["items"].append(number)
+            record["n"] = number
+            store[key] = record
+            if operation == "mutate_after_write":
+                record["items"].append(-1)  # changed again after the write: the written object is the state
+            model[key] = copy.deepcopy(record)
+        elif operation == "delete" and key in model:
+            del store[key]
+            del model[key]
+        elif operation == "read":
+            assert store.get(key) == model.get(key)
+        elif operation == "commit":
+            commit(store, changelog)
+            point = copy.deepcopy(model)
+        elif operation == "mark":
+            store.mark()
+            point = copy.deepcopy(model)
+        elif operation == "rollback":
+            store.rollback()
+            model = copy.deepcopy(point)
+        assert store.snapshot() == model
+    store.rollback()
+    assert store.snapshot() == point
+    commit(store, changelog)
+    restored = ChangelogStore()
+    restore(restored, changelog)
+    assert restored.snapshot() == point
