@@ -1,7 +1,8 @@
 """``--metrics-port`` that cannot be served refuses to start (exit 2, one
 line; docs/kafka.md, exit codes) before anything connects — instead of a
 traceback from the HTTP server deep in the run — for the worker, its
-supervisor and the view follower; a port out of range is a usage error."""
+supervisor, the view follower and ``serve``; a port out of range is a
+usage error."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.plugins.processes import run_cli
 NOWHERE = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "REDIS_URL": "redis://127.0.0.1:1/0"}
 
 
-@pytest.mark.parametrize("command", [("worker",), ("worker", "--processes", "2"), ("view", "follow")])
+@pytest.mark.parametrize("command", [("worker",), ("worker", "--processes", "2"), ("view", "follow"), ("serve",)])
 def test_a_metrics_port_in_use_refuses_to_start_with_one_line(command):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

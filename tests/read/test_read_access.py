@@ -20,7 +20,7 @@ import redis
 from recurrence_ledger.api import app as api
 from recurrence_ledger.api.auth import BearerToken, host_name, is_public
 from recurrence_ledger.api.settings import ApiSettings, check_api_token, check_origin, read_api_token
-from recurrence_ledger.cli.ops import is_loopback
+from recurrence_ledger.api.settings import is_loopback
 from recurrence_ledger.read.connect import describe_error, redis_client
 from recurrence_ledger.redact import redact_url, scrub
 from tests.conftest import REPO

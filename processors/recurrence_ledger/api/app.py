@@ -126,6 +126,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from recurrence_ledger.api.auth import BearerToken, ReadSideGuard, ReviewerTokens, is_decision, is_public
 from recurrence_ledger.api.limits import BodyLimit
+from recurrence_ledger.api.metrics import ApiMetrics, RequestMetrics
 from recurrence_ledger.api.params import known_query_only
 from recurrence_ledger.api.responses import STATIC_DIR, DocsHeaders
 from recurrence_ledger.api.routes import advisories, history, holdout, patterns, review, revisions, scopes, service
@@ -208,6 +209,10 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             allow_credentials=False,  # the token is a header the page sends, never a cookie
             max_age=600,
         )
+    # Outermost: every request counted and timed, the refused ones too
+    # (recurrence_ledger.api.metrics; served by serve --metrics-port).
+    app.state.metrics = ApiMetrics()
+    app.add_middleware(RequestMetrics, metrics=app.state.metrics, routes=app.routes)
     # The advisory first: a request is matched against the routes in order,
     # and POST /advisories is the one called hundreds of times a second.
     advisories.register(app, reader)
@@ -290,19 +295,24 @@ def decision_publisher(settings: ApiSettings) -> DecisionPublisher | None:
 
 
 def serve(settings: ApiSettings, host: str = "127.0.0.1", port: int = 8080, log_level: str = "info", access_log: bool = False,
-          limits: ServeLimits | None = None) -> None:
+          limits: ServeLimits | None = None, metrics: tuple[int, str] | None = None) -> None:
     """Run the API with uvicorn until SIGINT/SIGTERM: one process, uvloop
     and httptools when installed (uvicorn's ``auto``), each response sent
     in one write and each request head bounded by ``limits`` (default
     :class:`ServeLimits`, with uvicorn's connection limits;
     ``recurrence_ledger.api.transport``), the access log only
-    with ``access_log`` (``serve --access-log``). When Redis does not answer
-    at start, one warning line on stderr says so, and it serves anyway."""
+    with ``access_log`` (``serve --access-log``), and with ``metrics``
+    (``(port, host)``) the request metrics served there
+    (``recurrence_ledger.api.metrics``; OSError when the port cannot be
+    bound). When Redis does not answer at start, one warning line on
+    stderr says so, and it serves anyway."""
     import gc
 
     import uvicorn
 
     app = create_app(settings)
+    if metrics is not None:
+        app.state.metrics.serve(*metrics)
     try:
         app.state.reader.ping()
     except redis.RedisError as error:

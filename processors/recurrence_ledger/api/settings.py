@@ -22,6 +22,7 @@ never a value of the request (contract §18).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from dataclasses import dataclass
@@ -211,3 +212,19 @@ def check_origin(origin: str) -> str:
     if not port_ok or parts.scheme not in ("http", "https") or not parts.hostname or parts.path or parts.query or parts.fragment or "*" in origin:
         raise ValueError(f"{origin!r} is not an origin: give scheme://host[:port], e.g. https://dashboards.example.com")
     return origin
+
+
+#: Host names that are loopback whatever they resolve to.
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a ``serve --host`` value) is a loopback address or
+    ``localhost``. Any other name counts as non-loopback (it could resolve
+    to anything), and so do 0.0.0.0 and :: (every interface)."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -38,7 +38,6 @@ low-yield ones, ``--binding-suspect`` the binding suspects, ``--limit`` the firs
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -51,7 +50,8 @@ from rich.table import Table
 
 from recurrence_ledger import policy
 from recurrence_ledger.cli.options import (
-    SERVE_PANEL, BootstrapOption, KafkaConfigOption, ReadRedisOption, RegistryOption, ViewPrefixOption, json_option, setting_option,
+    SERVE_PANEL, BootstrapOption, KafkaConfigOption, MetricsHostOption, MetricsPortOption, ReadRedisOption, RegistryOption, ViewPrefixOption,
+    json_option, setting_option,
 )
 from recurrence_ledger.embedded.output import stderr_console, stdout_console
 from recurrence_ledger.ledger.holdout_records import EFFECT_VERDICTS
@@ -60,7 +60,9 @@ from recurrence_ledger.ledger.models import REPAIR_SURFACES
 if TYPE_CHECKING:  # the read side is imported by the commands that read, not by --help
     from recurrence_ledger.read.reader import ViewReader
 from recurrence_ledger.redact import redact_url
-from recurrence_ledger.settings import ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REVIEWER_TOKENS_FILE, kafka_environment, settings as process_settings
+from recurrence_ledger.settings import (
+    DEFAULT_METRICS_HOST, ENV_API_TOKEN, ENV_API_TOKEN_FILE, ENV_REVIEWER_TOKENS_FILE, kafka_environment, settings as process_settings,
+)
 
 console = stdout_console()
 errors = stderr_console()
@@ -458,22 +460,6 @@ def stats_command(
     )
 
 
-#: Host names that are loopback whatever they resolve to.
-LOOPBACK_NAMES = ("localhost",)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a --host value) is a loopback address or
-    ``localhost``. Any other name counts as non-loopback (it could resolve
-    to anything), and so do 0.0.0.0 and :: (every interface)."""
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def serve_command(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on. Without an API token only a loopback address (see --allow-unauthenticated).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port.")] = 8080,
@@ -517,6 +503,8 @@ def serve_command(
     timeout_keep_alive: Annotated[int, setting_option(policy.SERVE_TIMEOUT_KEEP_ALIVE, SERVE_PANEL)] = policy.SERVE_TIMEOUT_KEEP_ALIVE.default,
     header_timeout: Annotated[int, setting_option(policy.SERVE_HEADER_TIMEOUT, SERVE_PANEL)] = policy.SERVE_HEADER_TIMEOUT.default,
     max_header_bytes: Annotated[int, setting_option(policy.SERVE_MAX_HEADER_BYTES, SERVE_PANEL)] = policy.SERVE_MAX_HEADER_BYTES.default,
+    metrics_port: MetricsPortOption = None,
+    metrics_host: MetricsHostOption = DEFAULT_METRICS_HOST,
 ) -> None:
     """Serve the statistics API and the dashboard (uvicorn).
 
@@ -535,11 +523,15 @@ def serve_command(
     Bearer; never the read token): the API publishes them to the
     review-decisions topic of --bootstrap / --kafka-config. Exit code 2 for
     an unusable tokens file or Kafka settings, or reviewer tokens without
-    Kafka."""
+    Kafka.
+
+    With --metrics-port, request counts and times by route are served as
+    Prometheus text on --metrics-host:PORT (exit code 2 when it cannot be
+    bound)."""
     from recurrence_ledger.api.app import decision_publisher, serve
-    from recurrence_ledger.api.settings import ApiSettings
+    from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_origin, is_loopback, read_api_token, read_reviewer_tokens
     from recurrence_ledger.api.transport import ServeLimits
-    from recurrence_ledger.api.settings import api_token_from_env, check_origin, read_api_token, read_reviewer_tokens
+    from recurrence_ledger.cli.clients import check_metrics_port
     from recurrence_ledger.kafka.client_properties import load_connection
 
     env = process_settings()
@@ -575,6 +567,7 @@ def serve_command(
     except ValueError as error:
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None
+    check_metrics_port(metrics_port, metrics_host)
     if token is not None:
         access = "API token required"
     elif allowed_hosts:
@@ -592,7 +585,8 @@ def serve_command(
         verbose = log_level.lower() in ("debug", "trace")
         limits = ServeLimits(limit_concurrency=limit_concurrency, timeout_keep_alive=timeout_keep_alive, header_timeout=header_timeout,
                              max_header_bytes=max_header_bytes)
-        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log if access_log is not None else verbose, limits=limits)
+        serve(settings, host=host, port=port, log_level=log_level, access_log=access_log if access_log is not None else verbose, limits=limits,
+              metrics=(metrics_port, metrics_host) if metrics_port is not None else None)
     except ValueError as error:  # the Redis URL or CA file
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None
