@@ -5,7 +5,7 @@
 # deploy/prometheus/rules.yml, both copied into a run dir with its TSDB, pid
 # file and log. Scrape targets are JSON files dropped into the run dir's
 # targets/ folder (file service discovery): targets/worker-*.json for workers,
-# targets/view-*.json for view followers. The system's service manager is not
+# targets/view-*.json for view followers, targets/api-*.json for serve. The system's service manager is not
 # used.
 #
 # Usage: deploy/prometheus.sh start|stop|status|url|targets
