@@ -215,3 +215,37 @@ def test_the_final_view_and_the_candidates_do_not_depend_on_arrival_order(counts
         assert finals[("", "k")]["scope_count"] == len(counts)
         assert finals[("", "k")]["recurred"] == sum(ns[-1] for ns in counts.values())
     assert len(expected[1]) == (len(counts) >= threshold) * 2
+
+
+def test_a_stage_restarted_with_another_threshold_publishes_each_thresholds_candidate_once():
+    """The state keeps the thresholds published at (contract §23.4): a stage
+    on the same store with threshold 5 after 3 publishes the candidate of
+    5 when the count reaches 5; back at 3, nothing more for 3; lowered to 2
+    below the count, 2's candidate with the next scope that joins."""
+    store: dict = {}
+
+    def add(stage: PatternStage, scope: str) -> list:
+        return [emit.value["threshold"] for emit in stage.apply({"group": "g", "signature_key": "k", "scope_id": scope, "recurred": 1})]
+
+    at_3 = PatternStage(store, threshold=3)
+    assert [add(at_3, scope) for scope in "abc"] == [[], [], [3]]
+    at_5 = PatternStage(store, threshold=5)
+    assert [add(at_5, scope) for scope in "de"] == [[], [5]]
+    again_3 = PatternStage(store, threshold=3)
+    assert add(again_3, "f") == []
+    at_2 = PatternStage(store, threshold=2)
+    assert add(at_2, "g") == [2] and add(at_2, "h") == []
+    assert store[("pattern", "g", "k")]["candidates"] == [3, 5, 2]
+
+
+def test_a_pattern_kept_before_the_thresholds_were_counts_its_candidate_as_the_current_thresholds():
+    store: dict = {("pattern", "g", "k"): {"scope_count": 3, "recurred": 3, "scopes": ["a", "b", "c"], "candidate": True}}
+    stage = PatternStage(store, threshold=3)
+    assert stage.apply({"group": "g", "signature_key": "k", "scope_id": "d", "recurred": 1}) == []
+    assert store[("pattern", "g", "k")] == {"scope_count": 4, "recurred": 4, "scopes": ["a", "b", "c", "d"], "candidates": [3]}
+
+
+def test_a_scope_without_the_separator_is_in_the_group_of_the_scopes_under_it():
+    """Contract §23.1: ``teamA`` and ``teamA/x`` are both in the group
+    ``teamA``; ``teamB`` is not; ``/x`` is in the group ``""``."""
+    assert [pattern_group(scope, "/") for scope in ("teamA", "teamA/x", "teamA/y/z", "teamB", "/x")] == ["teamA", "teamA", "teamA", "teamB", ""]

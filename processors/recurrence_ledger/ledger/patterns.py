@@ -145,7 +145,11 @@ class PatternStage:
         recurred}``. A count not above the scope's known one changes
         nothing (a retry, a replay, an older record). Returns the
         PatternCandidate emit when the key's scope_count first reaches the
-        threshold, else nothing."""
+        threshold, else nothing. The state keeps the thresholds the key's
+        candidates were published at, so a stage restarted with another
+        threshold publishes that threshold's candidate once (when the next
+        scope joins the pattern, if the count is already past it) and never
+        one twice."""
         group, signature_key, scope_id, recurred = value["group"], value["signature_key"], value["scope_id"], value["recurred"]
         scope_part = ("pattern_scope", group, signature_key, scope_id)
         known = self.store.get(scope_part, 0)
@@ -153,7 +157,9 @@ class PatternStage:
             return []
         self.store[scope_part] = recurred
         part = ("pattern", group, signature_key)
-        record = self.store.get(part) or {"scope_count": 0, "recurred": 0, "scopes": [], "candidate": False}
+        record = self.store.get(part) or {"scope_count": 0, "recurred": 0, "scopes": [], "candidates": []}
+        if "candidates" not in record:  # kept before the thresholds were: a candidate was at the threshold in force
+            record["candidates"] = [self.threshold] if record.pop("candidate") else []
         record["recurred"] += recurred - known
         emits: list[Emit] = []
         if known == 0:
@@ -162,8 +168,8 @@ class PatternStage:
             if len(scopes) < PATTERN_SCOPES_LIMIT or scope_id < scopes[-1]:
                 bisect.insort(scopes, scope_id)
                 del scopes[PATTERN_SCOPES_LIMIT:]
-            if not record["candidate"] and record["scope_count"] >= self.threshold:
-                record["candidate"] = True
+            if self.threshold not in record["candidates"] and record["scope_count"] >= self.threshold:
+                record["candidates"].append(self.threshold)
                 self._emit(emits, PATTERN_CANDIDATES, pattern_key(group, signature_key), {
                     "candidate_id": pattern_candidate_id(group, signature_key, self.threshold),
                     "group": group,
