@@ -61,6 +61,9 @@ def test_each_verdict() -> None:
     assert assess_effect(Arm(0, 0), Arm(4, 5), 5, THRESHOLD) == EffectAssessment(None, "insufficient")
     # a stricter policy turns 887/924 (0.95996) into undecided
     assert assess_effect(Arm(1, 5), Arm(4, 5), 5, Fraction(24, 25)).verdict == "undecided"
+    # at the least effect probability, 1/2, the bounds meet: equal arms help, nothing is undecided
+    assert assess_effect(Arm(0, 5), Arm(0, 5), 5, Fraction(1, 2)) == EffectAssessment(0.5, "helps")
+    assert assess_effect(Arm(1, 5), Arm(0, 5), 5, Fraction(1, 2)).verdict == "harms"
 
 
 def test_the_verdict_compares_the_exact_probability_not_the_rounded_one() -> None:
