@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -112,6 +113,30 @@ def test_a_process_that_keeps_exiting_for_a_restart_stops_the_supervisor_with_th
     assert Path(f"{tmp_path / 'w'}-0.starts").read_text().splitlines() == ["started"] * beside.RESTART_LIMIT
     assert supervisor.restarts == beside.RESTART_LIMIT - 1 and supervisor.children == {}
     assert Path(f"{tmp_path / 'w'}-1.up").exists()
+
+
+def ignore_sigterm(config: WorkerConfig) -> None:
+    """A worker process stuck past a stop: SIGTERM ignored, runs on."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    Path(f"{config.instance_id}.up").write_text("")
+    while True:
+        time.sleep(0.1)
+
+
+def test_a_process_that_does_not_stop_in_time_is_killed_and_the_supervisor_exits_with_the_restart_code(tmp_path, monkeypatch):
+    """Not a clean stop (its open transaction is aborted at the next start):
+    exit 3, not 0, so the platform sees it."""
+    monkeypatch.setattr(beside, "SHUTDOWN_BUDGET_S", 0.5)
+    supervisor = beside.Supervisor(config(tmp_path), 2, ignore_sigterm, restart_exit=RESTART)
+
+    def stop_once_up() -> None:
+        while not all(Path(f"{tmp_path / 'w'}-{number}.up").exists() for number in (0, 1)):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)  # the supervisor's handler is installed before its processes start
+
+    threading.Thread(target=stop_once_up, daemon=True).start()
+    assert supervisor.run() == RESTART
+    assert supervisor.children == {} and supervisor.restarts == 0
 
 
 def wait_for_stop(config: WorkerConfig) -> None:

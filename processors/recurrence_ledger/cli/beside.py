@@ -312,6 +312,7 @@ class Supervisor:
                 for number, child in self.children.items():
                     log.error("worker process %d did not stop within %.0f s: killed", number, SHUTDOWN_BUDGET_S)
                     child.kill()
+                    code = code or self.restart_exit  # not a clean stop: its open transaction is aborted at the next start
                 deadline = float("inf")
         return code
 
