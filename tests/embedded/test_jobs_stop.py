@@ -113,3 +113,32 @@ def test_a_pool_process_killed_mid_run_is_one_error_line_and_exit_1(name, journa
         assert [path.name for path in out.rglob(".jobs-*")] == []
     finally:
         stop_all(process, pool)
+
+
+#: A JobPool whose executor manager thread gets a SIGTERM the moment it starts.
+SIGTERM_AS_THE_POOL_STARTS = """
+import os, signal
+from concurrent.futures import process
+from recurrence_ledger.embedded.parallel import JobPool
+
+original = process._ExecutorManagerThread.start
+
+def start(self):
+    os.kill(os.getpid(), signal.SIGTERM)
+    original(self)
+
+process._ExecutorManagerThread.start = start
+with JobPool(2) as pool:
+    pool.executor.submit(int).result()
+print("not stopped")
+"""
+
+
+def test_a_sigterm_while_the_pool_starts_its_threads_still_ends_the_run_with_143():
+    """The narrowest window: the signal arrives while Thread.start() waits
+    for the executor's manager thread. Raised there, the pool's shutdown
+    could not join that thread ("cannot join thread before it is
+    started", exit 1); the pool holds SIGTERM back until it runs."""
+    result = subprocess.run([sys.executable, "-c", SIGTERM_AS_THE_POOL_STARTS], capture_output=True, text=True, timeout=DEADLINE_S)
+    assert result.returncode == 128 + signal.SIGTERM, result.stdout + result.stderr
+    assert "not stopped" not in result.stdout and "Traceback" not in result.stderr

@@ -296,8 +296,24 @@ class JobPool:
         self.executor = ProcessPoolExecutor(self.jobs, mp_context=context, initializer=_share, initargs=(self.read, os.getpid()))
 
     def __enter__(self) -> JobPool:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, _terminated)
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._previous = signal.signal(signal.SIGTERM, _terminated)
+        # Start the processes and the executor's manager thread now, with
+        # SIGTERM held back until they run: a Terminated raised while
+        # Thread.start() waits for the thread leaves an executor whose
+        # shutdown cannot join it ("cannot join thread before it is
+        # started", exit 1 instead of 143). The pool processes inherit the
+        # blocked signal and let it through as they start (_share).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            try:
+                self.executor.submit(int).result()
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # a SIGTERM that waited is raised here
+        except BaseException as error:
+            self.__exit__(type(error))
+            raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
@@ -315,6 +331,7 @@ def _share(read: Any, parent_pid: int) -> None:
     global _read
     _read = read
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked in the parent while the pool started
     die_with_parent(parent_pid)
 
 
