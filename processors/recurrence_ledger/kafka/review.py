@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -57,10 +58,36 @@ class DecisionRefused(RecurrenceLedgerError, ValueError):
         self.code = code
 
 
+class DecisionClock:
+    """The ``decided_at`` of the decisions one process makes: now, as an RFC
+    3339 UTC timestamp with microseconds (``2025-01-02T03:04:05.678901Z``),
+    and later than the last one it gave, by a microsecond if the clock has
+    not moved on (thread-safe). A decision's id is the digest of
+    ``{candidate_id, reviewer, decided_at}``: two decisions a reviewer sends
+    at once must not share it, or the second one would be an
+    ``identity_conflict`` under the first one's id instead of the
+    ``already_decided`` it is (contract §18)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_us = 0
+
+    def now(self) -> str:
+        """The next ``decided_at``."""
+        with self._lock:
+            self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
+            micros = self._last_us
+        moment = datetime.datetime.fromtimestamp(micros // 1_000_000, datetime.timezone.utc)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{micros % 1_000_000:06d}Z"
+
+
+#: The process's decision clock.
+DECISION_CLOCK = DecisionClock()
+
+
 def utc_now() -> str:
-    """Now as an RFC 3339 UTC timestamp with milliseconds (``2025-01-02T03:04:05.678Z``)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    """:meth:`DecisionClock.now` of the process's clock."""
+    return DECISION_CLOCK.now()
 
 
 def decision_id(candidate_id: str, reviewer: str, decided_at: str) -> str:
