@@ -147,6 +147,8 @@ def test_a_fix_revision_checked_when_a_waiting_decision_meets_its_candidate():
     ({"decided_at": "2025-03-01T09:00:00-05:00"}, "invalid_value"),
     ({"decided_at": "2025-13-01T09:00:00Z"}, "invalid_value"),
     ({"decided_at": "2025-03-01T09:00:00Z\n"}, "invalid_value"),
+    ({"decided_at": "\u0662\u0660\u0662\u0665-03-01T09:00:00Z"}, "invalid_value"),  # Arabic-Indic digits: RFC 3339's are ASCII
+    ({"decided_at": "\uff12\uff10\uff12\uff15-03-01T09:00:00Z"}, "invalid_value"),  # fullwidth digits
     ({"candidate_id": "E1 r1"}, "invalid_value"),
     ({"reviewer": ""}, "invalid_value"),
     ({"reviewer": "r" * 513}, "too_long"),

@@ -404,8 +404,8 @@ ReviewVerdict = Literal["approved", "rejected"]
 RejectionReason = Literal["false_cause", "broad_scope", "weak_evidence", "duplicate", "not_reproducible", "other"]
 #: contract §18: ``decided_at`` is an RFC 3339 timestamp in UTC — date,
 #: ``T``, time with optional fraction, then ``Z`` or ``+00:00`` (RFC 3339
-#: allows a lower-case ``t`` and ``z``); the date and time must exist.
-RFC3339_UTC = r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|\+00:00)$"
+#: allows a lower-case ``t`` and ``z``; its digits are ASCII); the date and time must exist.
+RFC3339_UTC = r"^([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]{1,9})?([Zz]|\+00:00)$"
 _RFC3339_UTC = re.compile(RFC3339_UTC)
 
 
