@@ -315,6 +315,9 @@ def _journal_entries() -> list[Entry]:
     add("envelope-topic-not-string", jline({"topic": ["task-outcomes"], "value": probe["value"]}), "invalid_envelope",
         "the topic as a list")
     add("envelope-missing-value", jline({"topic": "task-outcomes"}), "invalid_envelope", "no value")
+    add("envelope-value-string", jline({"topic": "task-outcomes", "value": "x"}), "invalid_envelope", "the value a string, not an event object")
+    add("envelope-value-array", jline({"topic": "task-outcomes", "value": []}), "invalid_envelope", "the value an array, not an event object")
+    add("envelope-value-null", jline({"topic": "task-outcomes", "value": None}), "invalid_envelope", "the value null")
     add("envelope-null", b"null", "invalid_envelope", "JSON null")
     add("envelope-string", b'"task-outcomes"', "invalid_envelope", "a bare JSON string")
 
@@ -343,7 +346,6 @@ def _journal_entries() -> list[Entry]:
     add("position-exponent", with_position(probe, "1e3"), "wrong_type", "the position as 1e3 (a float in JSON)")
     add("position-inf-literal", with_position(probe, "1e999"), "wrong_type", "1e999 overflows to inf: a float")
     field("position-null", probe, ("journal_position",), None, "wrong_type", "a null position")
-    add("value-array", jline({"topic": "task-outcomes", "value": []}), "wrong_type", "the value is a list")
     field("checks-object", probe, ("checks",), {"0": check()}, "wrong_type", "checks as an object keyed by index")
     field("status-number", probe, ("status",), 3, "wrong_type", "the outcome status as a number")
     field("cue-number", experience, ("content", "failure", "signature", "recall_cue"), 42, "wrong_type", "a numeric cue")

@@ -235,11 +235,14 @@ def decode_journal_line(raw: bytes) -> tuple[str, Any]:
     """Split one journal line (``docs/journals.md`` format; also the JSON
     form of a ``source-journal`` record) into ``(topic, value)``.
 
-    Raises BadRecord(malformed_json | invalid_envelope | unknown_topic).
+    Raises BadRecord(malformed_json | invalid_envelope | unknown_topic);
+    ``invalid_envelope`` too when the value is not a JSON object.
     """
     envelope = decode_json(raw)
     if not isinstance(envelope, dict) or set(envelope) != {"topic", "value"} or not isinstance(envelope["topic"], str):
         raise BadRecord("invalid_envelope", 'a journal record is {"topic": "<input topic>", "value": {...}}')
+    if not isinstance(envelope["value"], dict):
+        raise BadRecord("invalid_envelope", f'a journal record is {{"topic": "<input topic>", "value": {{...}}}}: its value is {_JSON_TYPES[type(envelope["value"])]}, not an event object')
     if envelope["topic"] not in SOURCE_KINDS:
         raise BadRecord("unknown_topic", f"unknown input topic {envelope['topic'][:100]!r}")
     return envelope["topic"], envelope["value"]

@@ -149,7 +149,7 @@ class Codec(ABC):
             raise BadRecord("missing_field", "record has no value (tombstone)")
         if logical_topic == SOURCE_JOURNAL:
             envelope = self.decode_value(raw, ("SourceEvent",))
-            if len(envelope) != 2 or "value" not in envelope or not isinstance(envelope.get("topic"), str):
+            if len(envelope) != 2 or not isinstance(envelope.get("value"), dict) or not isinstance(envelope.get("topic"), str):
                 raise BadRecord("invalid_envelope", 'a source-journal value is {"topic": "<input topic>", "value": {...}}')
             kind = envelope["topic"]
             if kind == SOURCE_JOURNAL or kind not in BY_NAME or BY_NAME[kind].direction != "in":
