@@ -90,3 +90,19 @@ def test_the_field_catalogue_is_the_records_own_statement():
         "family": None, "suspect": None, "total": True,
     }
     assert body["revision"]["yield"]["title"] == "yield" and "needs_review" in body["revision"]
+
+
+def test_a_scope_or_id_query_parameter_longer_than_any_id_answers_400_before_redis_is_asked():
+    """docs/results.md, bounds: a scope id longer than any scope id (512
+    characters) is a 400 naming the parameter on every route, in the query
+    as in the path — not a 200 (``/review-queue``) or an answer computed
+    for an id no record can have (``/holdout/assign``)."""
+    assignment = {"salt": "s", "rate": "1/4", "scope_id": "s", "handoff_artifact_id": "H", "experience_artifact_id": "E"}
+    with running_api(ApiSettings(redis_url=UNREACHABLE, api_token=TOKEN)) as base_url:
+        queue = httpx.get(f"{base_url}/review-queue", params={"scope": "s" * 513}, headers=BEARER)
+        assert queue.status_code == 400 and queue.json()["detail"][0]["loc"] == ["query", "scope"]
+        assert httpx.get(f"{base_url}/review-queue", params={"scope": "s" * 512}, headers=BEARER).status_code == 503  # valid: Redis is asked
+        for name in ("scope_id", "handoff_artifact_id", "experience_artifact_id"):
+            refused = httpx.get(f"{base_url}/holdout/assign", params={**assignment, name: "x" * 513}, headers=BEARER)
+            assert refused.status_code == 400 and refused.json()["detail"][0]["loc"] == ["query", name]
+        assert httpx.get(f"{base_url}/holdout/assign", params={**assignment, "scope_id": "x" * 512}, headers=BEARER).status_code == 200

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
-from fastapi import Header, Path, Request, Response
+from fastapi import Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
@@ -50,6 +50,8 @@ IfNoneMatch = Annotated[str | None, Header(description="An ETag from an earlier 
 #: A scope id in a path: no longer than a scope id can be (ledger.models.MAX_ID_LENGTH), so
 #: a longer one answers 400 rather than a 404 quoting it back.
 ScopeId = Annotated[str, Path(max_length=MAX_ID_LENGTH, description=f"The scope id (at most {MAX_ID_LENGTH} characters).")]
+#: A scope id as a query parameter (``?scope=``), bounded the same way.
+ScopeQuery = Annotated[str | None, Query(max_length=MAX_ID_LENGTH, description=f"Only this scope's (at most {MAX_ID_LENGTH} characters).")]
 
 _known_query: dict[int, frozenset[str]] = {}
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from recurrence_ledger.api.responses import ERRORS
 from recurrence_ledger.holdout import assign, assignment_hash, check_rate
+from recurrence_ledger.ledger.models import MAX_ID_LENGTH
 from recurrence_ledger.policy import parse_exact_fraction
 
 
@@ -36,9 +37,9 @@ def register(app: FastAPI) -> None:
     def holdout_assign(
         salt: Annotated[str, Query(description="The deployment's holdout salt (policy holdout_salt).")],
         rate: Annotated[str, Query(description="The deployment's holdout rate, an exact fraction in [0, 1/2] (1/4 or 0.25).")],
-        scope_id: Annotated[str, Query(min_length=1)],
-        handoff_artifact_id: Annotated[str, Query(min_length=1)],
-        experience_artifact_id: Annotated[str, Query(min_length=1)],
+        scope_id: Annotated[str, Query(min_length=1, max_length=MAX_ID_LENGTH)],
+        handoff_artifact_id: Annotated[str, Query(min_length=1, max_length=MAX_ID_LENGTH)],
+        experience_artifact_id: Annotated[str, Query(min_length=1, max_length=MAX_ID_LENGTH)],
     ) -> HoldoutAssignment:
         """Whether the Experience artifact is to be withheld from the Handoff
         artifact (contract §21.5); 400 for a rate that is not an exact

@@ -45,7 +45,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 
 from recurrence_ledger.api.bodies import shaper
 from recurrence_ledger.api.idempotency import IDEMPOTENCY_TTL_S, KEY_FORMAT, REPLAYED_HEADER, DecisionAnswers
-from recurrence_ledger.api.params import MAX_OFFSET, MAX_QUEUE_LIMIT, IfNoneMatch, StrictJsonRoute
+from recurrence_ledger.api.params import MAX_OFFSET, MAX_QUEUE_LIMIT, IfNoneMatch, ScopeQuery, StrictJsonRoute
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page
 from recurrence_ledger.api.routes.history import iso
 from recurrence_ledger.api.schemas import DecisionAccepted, DecisionRequest, ItemRef, QueueItem, ReviewCandidateBody, ReviewFilter, ReviewQueue
@@ -95,7 +95,7 @@ def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter
     @routes.get("/review-queue", response_model=ReviewQueue, responses={**CONDITIONAL, 400: ERRORS[400], 503: ERRORS[503]}, tags=["review"])
     async def review_queue(
         status: Annotated[ReviewFilter, Query(description="open (default), superseded, approved, rejected, decided (approved or rejected) or all.")] = "open",
-        scope: Annotated[str | None, Query(description="Only this scope's candidates.")] = None,
+        scope: ScopeQuery = None,
         surface: Annotated[RepairSurface | None, Query(description="Only candidates with this repair_surface.")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_LIMIT, description=f"Rows to return, 1–{MAX_QUEUE_LIMIT}.")] = 50,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="Rows to skip first (paging).")] = 0,
