@@ -69,7 +69,7 @@ def test_the_quick_start_approves_the_open_candidate_in_the_inbox(bootstrap, red
             decided = read_line(driver, 150)
             artifact = candidate["artifact_ref"]["artifact_id"]
             assert [row for row in decided["view"]["decided"] if row[0] == candidate["candidate_id"]] == [
-                [candidate["candidate_id"], "approved", reviewer, None, f"{artifact} r{fix}", "pending"]]
+                [candidate["candidate_id"], "approved", reviewer, None, None, f"{artifact} r{fix}", "pending"]]
             assert decided["view"]["stale"] == ""
             driver.stdin.close()
             assert driver.wait(timeout=30) == 0, driver.stderr.read()[-4000:]

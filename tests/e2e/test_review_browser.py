@@ -13,7 +13,7 @@ flight, which carries an ``Idempotency-Key``); with no worker running, the
 page says after a few seconds that no worker seems to apply decisions; a worker applies it and publishes the
 candidate's ReviewStatus, its follower projects it, and the open page
 shows the candidate decided — rejected, by the token's reviewer, with the
-reason.
+reason and its reason code.
 
 Needs /usr/bin/chromium and tests/e2e/browser/node_modules (`bash
 deploy/ensure-browser.sh`); fails — never skips — without them. The
@@ -96,7 +96,7 @@ def test_reject_in_the_inbox_reaches_the_ledger_and_comes_back_decided(bootstrap
                 driver.stdin.flush()
                 decided = read_line(driver, 150)
                 assert [row for row in decided["view"]["decided"] if row[0] == candidate["candidate_id"]] == [
-                    [candidate["candidate_id"], "rejected", "alice", REASON, None, None]]
+                    [candidate["candidate_id"], "rejected", "alice", REASON, REASON_CODE, None, None]]
                 assert all(row[0] != candidate["candidate_id"] for row in decided["view"]["waiting"])
                 assert decided["view"]["stale"] == ""  # applied: the notice is gone
                 assert [error for error in decided["consoleErrors"] if "401" not in error] == []

@@ -148,11 +148,12 @@
       cell(tr, item.status, `flag ${item.status}`);
       cell(tr, decision.reviewer || "–");
       cell(tr, decision.reason || "–");
+      cell(tr, item.reason_code || "–");
       const fix = cell(tr, "–");
       if (item.fix_revision) link(fix, revisionLabel(item.fix_revision), timelineUrl(item.scope_id, item.fix_revision));
       cell(tr, repairLabel(item.repair), item.repair ? `flag repair-${item.repair.status}` : "");
       body.appendChild(tr);
-      view.decided.push([item.candidate_id, item.status, decision.reviewer || null, decision.reason || null,
+      view.decided.push([item.candidate_id, item.status, decision.reviewer || null, decision.reason || null, item.reason_code || null,
         item.fix_revision ? revisionLabel(item.fix_revision) : null, item.repair ? item.repair.status : null]);
     }
   }
