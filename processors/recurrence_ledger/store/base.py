@@ -121,6 +121,10 @@ class PartitionStore(MutableMapping, ABC):
         restored = len(self.before)
         self.before.clear()
         self.dirty = dirty
+        # The rollback point's pending changes are now these restored
+        # objects: a second rollback must not bring back the ones mutated
+        # since the mark (the changelog would get them while the data does not).
+        self._dirty_at_mark = dict(dirty)
         return restored
 
     # -- recovery ---------------------------------------------------------------
