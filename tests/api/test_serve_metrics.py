@@ -36,11 +36,15 @@ def test_serve_counts_and_times_every_request_by_route_template_and_status(tmp_p
             httpx.get(f"{url}/no-such-path-1", headers=bearer, timeout=10).status_code,
             httpx.get(f"{url}/no-such-path-2", headers=bearer, timeout=10).status_code,
             httpx.delete(f"{url}/scopes", headers=bearer, timeout=10).status_code,
+            httpx.post(f"{url}/review-candidates/c1/decision", json={"decision": "approved"}, headers=bearer, timeout=10).status_code,
+            httpx.post(f"{url}/review-queue", headers=bearer, timeout=10).status_code,
         ]
-        assert answers == [200, 401, 503, 503, 404, 404, 405]
+        assert answers == [200, 401, 503, 503, 404, 404, 405, 403, 405]  # no reviewer tokens: the guard refuses every decision
         samples = scrape(port)
     finally:
         stop_process(process)
+    log = (tmp_path / "serve.log").read_text()
+    assert "Exception in ASGI application" not in log and "Traceback" not in log, log
 
     def requests(method: str, route: str, status: str) -> float:
         return samples.get(("recurrence_ledger_api_requests_total", (("method", method), ("route", route), ("status", status))), 0.0)
@@ -50,9 +54,13 @@ def test_serve_counts_and_times_every_request_by_route_template_and_status(tmp_p
     assert requests("GET", "/scopes/{scope:path}/statistics", "503") == 2
     assert requests("GET", "unmatched", "404") == 2  # one series, however many paths
     assert requests("DELETE", "/scopes", "405") == 1
+    # routes of an included router (review, history) too, refused before routing or not
+    assert requests("POST", "/review-candidates/{candidate_id}/decision", "403") == 1
+    assert requests("POST", "/review-queue", "405") == 1
     # serve_cli's own wait for the server: /healthz, 503 without Redis (once or more)
     counted = {labels for (name, labels) in samples if name == "recurrence_ledger_api_requests_total"}
-    assert {dict(labels)["route"] for labels in counted} == {"/", "/scopes/{scope:path}/statistics", "unmatched", "/scopes", "/healthz"}
+    assert {dict(labels)["route"] for labels in counted} == {
+        "/", "/scopes/{scope:path}/statistics", "unmatched", "/scopes", "/healthz", "/review-candidates/{candidate_id}/decision", "/review-queue"}
     timed = samples[("recurrence_ledger_api_request_seconds_count", (("method", "GET"), ("route", "/scopes/{scope:path}/statistics")))]
     assert timed == 3
     assert samples[("recurrence_ledger_api_requests_in_progress", ())] == 0

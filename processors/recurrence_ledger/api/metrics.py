@@ -73,11 +73,26 @@ def route_label(scope: Scope, arrived: Scope, routes: list[Any]) -> str:
     route = scope.get("route")
     if route is not None:
         return route.path
+    return _matching_path(arrived, routes) or UNMATCHED
+
+
+def _matching_path(arrived: Scope, routes: list[Any]) -> str | None:
+    """The path template of the first of ``routes`` that matches
+    ``arrived``, looking into included routers (FastAPI 0.16x lists a
+    router added with ``include_router`` as one entry without a ``path``,
+    its own routes in ``original_router``); None when none does."""
     for candidate in routes:
+        path = getattr(candidate, "path", None)
+        if path is None:
+            inner = getattr(candidate, "original_router", None)
+            found = _matching_path(arrived, inner.routes) if inner is not None else None
+            if found is not None:
+                return found
+            continue
         match, _ = candidate.matches(arrived)
         if match != Match.NONE:
-            return candidate.path
-    return UNMATCHED
+            return path
+    return None
 
 
 class RequestMetrics:
