@@ -41,11 +41,12 @@ def candidate(scope_id: str, artifact_id: str, revision: int = 1, streak: int = 
     return ReviewCandidate.model_validate(value).model_dump(mode="json")
 
 
-def status(of: dict, state: str, *, decision: dict | None = None, fix: dict | None = None, repair: dict | None = None) -> dict:
+def status(of: dict, state: str, *, decision: dict | None = None, fix: dict | None = None, repair: dict | None = None,
+           reason_code: str | None = None) -> dict:
     """The ReviewStatus row of candidate ``of`` with ``state``."""
     value = {
         "scope_id": of["scope_id"], "candidate_id": of["candidate_id"], "artifact_ref": of["artifact_ref"], "signature_key": of["signature_key"],
-        "streak": of["streak"], "status": state, "decision": decision, "fix_revision": fix, "repair": repair,
+        "streak": of["streak"], "status": state, "decision": decision, "fix_revision": fix, "repair": repair, "reason_code": reason_code,
     }
     return ReviewStatus.model_validate(value).model_dump(mode="json")
 

@@ -30,7 +30,7 @@ def prefix(bootstrap):
         harness.prepare(bootstrap, prefix, partitions=2)
         for value in (OPEN, SUPERSEDED, DECIDED):
             publish_raw(bootstrap, prefix + REVIEW_CANDIDATES, value["scope_id"].encode(), encode("ReviewCandidate", value))
-        rows = [status(SUPERSEDED, "superseded", fix=ref("P2", 2), repair=repair("recurring", 2, 1, 0, 1, 1)), status(DECIDED, "rejected", decision=DONE)]
+        rows = [status(SUPERSEDED, "superseded", fix=ref("P2", 2), repair=repair("recurring", 2, 1, 0, 1, 1)), status(DECIDED, "rejected", decision=DONE, reason_code="weak_evidence")]
         for value in rows:
             key = canonical_json({"candidate_id": value["candidate_id"], "scope_id": value["scope_id"]})
             publish_raw(bootstrap, prefix + REVIEW_STATUS, key, encode("ReviewStatus", value))
@@ -68,8 +68,10 @@ def test_list_and_show_read_the_topics(bootstrap, prefix):
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert f"{DECIDED['candidate_id']} (rejected)" in shown.stdout
     assert "failures: Q1-o1 check[0], Q1-o2 check[0], Q1-o3 check[0], Q1-o4 check[0]" in shown.stdout
-    assert "rejected by carol at 2025-03-01T10:00:00.250Z (position 7): a flaky mirror" in shown.stdout
-    assert json.loads(review(bootstrap, prefix, "show", DECIDED["candidate_id"], "--json").stdout)["decision"] == DONE
+    assert "rejected by carol at 2025-03-01T10:00:00.250Z (position 7): a flaky mirror (reason code weak_evidence)" in shown.stdout
+    shown_json = json.loads(review(bootstrap, prefix, "show", DECIDED["candidate_id"], "--json").stdout)
+    assert (shown_json["decision"], shown_json["reason_code"]) == (DONE, "weak_evidence")
+    assert rows[2]["reason_code"] == "weak_evidence" and rows[1]["reason_code"] is None
 
 
 def test_refusals_publish_nothing(bootstrap, prefix):

@@ -75,11 +75,12 @@ def find_candidate(candidates: dict[str, dict], wanted: str) -> dict:
 def row(item: dict, status: dict | None) -> dict:
     """One candidate as ``list`` and ``show`` give it: the ReviewCandidate,
     its record's Kafka timestamp, its status (open without a ReviewStatus
-    row), decision, fix revision and repair."""
+    row), decision, fix revision, repair and a rejection's reason code
+    (contract §24)."""
     return {
         **item["candidate"], "published_at_ms": item["timestamp"], "status": status["status"] if status else "open",
         "decision": status.get("decision") if status else None, "fix_revision": status.get("fix_revision") if status else None,
-        "repair": status.get("repair") if status else None,
+        "repair": status.get("repair") if status else None, "reason_code": status.get("reason_code") if status else None,
     }
 
 
@@ -151,7 +152,8 @@ def review_show_command(
     if shown["decision"]:
         decision = shown["decision"]
         lines.append(f"{decision['decision']} by {decision['reviewer']} at {decision['decided_at']} (position {decision['journal_position']})"
-                     + (f": {decision['reason']}" if decision["reason"] else ""))
+                     + (f": {decision['reason']}" if decision["reason"] else "")
+                     + (f" (reason code {shown['reason_code']})" if shown["reason_code"] else ""))
     if shown["fix_revision"]:
         lines.append(f"fix revision {_revision(shown['fix_revision'])}")
     if shown["repair"]:
