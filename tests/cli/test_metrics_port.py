@@ -50,3 +50,16 @@ def test_an_ipv6_metrics_host_is_probed_in_its_own_family():
 def test_a_metrics_host_that_does_not_resolve_refuses_to_start():
     result = run_cli("worker", "--metrics-host", "no-such-host.invalid", "--metrics-port", 9, env=NOWHERE, timeout=60)
     assert result.returncode == 2 and "cannot serve metrics on no-such-host.invalid:9" in " ".join((result.stdout + result.stderr).split())
+
+
+def test_serve_on_a_port_in_use_refuses_to_start_with_one_line():
+    """Not "serving http://…" followed by uvicorn's error and exit 3."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--port", port, env=NOWHERE, timeout=60)
+    said = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, said
+    assert f"refusing to start: cannot serve the API on 127.0.0.1:{port}: Address already in use" in said
+    assert "serving http" not in said and "Traceback" not in said

@@ -138,16 +138,18 @@ def check_redis_url(redis_url: str) -> None:
         raise typer.Exit(2) from None
 
 
-def check_metrics_port(port: int | None, host: str) -> None:
-    """Refuse, before anything starts, a ``--metrics-port`` that cannot be
+def check_metrics_port(port: int | None, host: str, what: str = "metrics") -> None:
+    """Refuse, before anything starts, a ``--metrics-port`` (or, with
+    ``what``, another listening port: ``serve --port``) that cannot be
     served on ``host`` (another process has it, or no interface has that
     address) — exit 2 with one line, instead of a traceback from deep in
     the run. The port is bound and let go at once as prometheus-client's
-    server binds it: the address family of ``host``'s first passive
-    address (an IPv6 host too), SO_REUSEADDR."""
+    server (and uvicorn) binds it: the address family of ``host``'s first
+    passive address (an IPv6 host too), SO_REUSEADDR. Port 0 (any free
+    port) is not checked."""
     import socket
 
-    if port is None:
+    if not port:
         return
     try:
         family, *_, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
@@ -155,7 +157,7 @@ def check_metrics_port(port: int | None, host: str) -> None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind(address)
     except OSError as error:  # socket.gaierror too: a host that does not resolve
-        console.print(f"refusing to start: cannot serve metrics on {host}:{port}: {error.strerror or error}",
+        console.print(f"refusing to start: cannot serve {what} on {host}:{port}: {error.strerror or error}",
                       style="red", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 

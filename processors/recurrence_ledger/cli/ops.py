@@ -516,7 +516,8 @@ def serve_command(
     needs Authorization: Bearer <token>; the dashboard asks for the token
     once per browser tab. Without a token serve listens on loopback only,
     unless --allow-unauthenticated. Exit code 2 for an unusable token, origin
-    or Redis URL, or a non-loopback --host without a token.
+    or Redis URL, a non-loopback --host without a token, or a --port that
+    cannot be bound (another process has it).
 
     With --reviewer-tokens, each reviewer of the file may post review
     decisions (POST /review-candidates/{id}/decision, its reviewer token as
@@ -567,6 +568,7 @@ def serve_command(
     except ValueError as error:
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None
+    check_metrics_port(port, host, what="the API")
     check_metrics_port(metrics_port, metrics_host)
     if token is not None:
         access = "API token required"
