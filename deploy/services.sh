@@ -7,7 +7,7 @@
 #
 # Usage: deploy/services.sh up|down|status
 #
-#   up      install missing tools, start the three services, then print to
+#   up      install missing tools, start the five services, then print to
 #           stdout the lines to export, so that a caller can do:
 #               eval "$(deploy/services.sh up)"
 #           which sets KAFKA_BOOTSTRAP_SERVERS, REDIS_URL, REDIS_CLUSTER_URL,
