@@ -4,8 +4,14 @@ rebuilt from nothing, and completes a ledger that missed inputs."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from recurrence_ledger import catalogue
+from recurrence_ledger.runtime import replay
 from recurrence_ledger.runtime.replay import parse_start, run_replay
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import case
@@ -63,6 +69,74 @@ def test_replay_leaves_the_records_after_the_workers_offsets_to_the_workers(topi
     harness.run_to_idle(bootstrap, prefix, tmp_path / "second.log")
 
     harness.assert_exactly_once(bootstrap, prefix, harness.embedded(journal, tmp_path / "embedded"), tmp_path / "kafka")
+
+
+def test_replay_while_the_workers_commit_more_leaves_the_views_and_patterns_to_them(topic_prefix, bootstrap, tmp_path, monkeypatch):
+    """The workers commit input beyond the replay's ranges while it reads:
+    the view rows on the topics are then newer than the replay's state, and
+    writing its own would roll them back (and the pattern stage's records
+    are theirs too): it writes none, says why, and the views stay final."""
+    records = list(generate_journal(Workload(scopes=6, outcomes_per_scope=30, heads_per_scope=4, handoffs=2, seed=9, candidates=0.3)))
+    journal = write_journal(tmp_path / "journal.jsonl", records)
+    half = len(records) // 2
+    prefix = topic_prefix
+    harness.prepare(bootstrap, prefix, partitions=2)
+    harness.publish(bootstrap, write_journal(tmp_path / "first.jsonl", records[:half]), prefix)
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "first.log")
+    planned = replay.plan
+
+    def plan_then_the_workers_go_on(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - replay.plan's
+        ranges = planned(*args, **kwargs)
+        harness.publish(bootstrap, write_journal(tmp_path / "rest.jsonl", records[half:]), prefix)
+        harness.run_to_idle(bootstrap, prefix, tmp_path / "second.log")
+        return ranges
+
+    monkeypatch.setattr(replay, "plan", plan_then_the_workers_go_on)
+    summary = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
+    assert summary.records_read == half and dict(summary.written) == {}
+    assert summary.views_left is not None and "committed input beyond the replay's end" in summary.views_left
+    assert summary.patterns_left == summary.views_left
+    harness.assert_exactly_once(bootstrap, prefix, harness.embedded(journal, tmp_path / "embedded"), tmp_path / "kafka")
+
+
+def test_replay_leaves_the_pattern_records_to_a_pattern_stage_that_has_not_consumed_the_repartition_topic(
+        topic_prefix, bootstrap, tmp_path):
+    """Counts still on the repartition topic are the workers' pattern stage's
+    to turn into candidates: a replay that wrote them first would see the
+    workers write them again."""
+    journal, _ = case("worked_example")
+    prefix = topic_prefix
+    harness.prepare(bootstrap, prefix, partitions=2)
+    harness.publish(bootstrap, journal, prefix)
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
+    assert run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False).patterns_left is None
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(catalogue.physical(catalogue.PATTERN_REPARTITION, prefix), b"not consumed yet", key=b"k", partition=0)
+    assert producer.flush(30) == 0
+    summary = run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
+    assert summary.views_left is None and dict(summary.written) == {}
+    assert summary.patterns_left is not None and "has not consumed" in summary.patterns_left
+
+
+def test_replay_refuses_to_start_while_the_workers_are_in_their_group_without_a_commit(topic_prefix, bootstrap, tmp_path):
+    """A worker that has joined but not committed yet writes every fact: a
+    replay that read every input to its end then would write each twice."""
+    journal, _ = case("worked_example")
+    prefix = topic_prefix
+    harness.prepare(bootstrap, prefix, partitions=2)
+    harness.publish(bootstrap, journal, prefix)
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": catalogue.physical("ledger", prefix), "enable.auto.commit": False})
+    try:
+        member.subscribe([catalogue.physical(catalogue.SOURCE_JOURNAL, prefix)])
+        deadline = time.monotonic() + 60
+        while not member.assignment():
+            assert time.monotonic() < deadline, "the member was given no partition"
+            member.poll(0.2)
+        with pytest.raises(replay.WorkersStarting, match="have committed nothing yet"):
+            run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False)
+    finally:
+        member.close()
+    assert run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", show_progress=False).records_read == 12
 
 
 def test_replay_completes_a_ledger_no_worker_group_has_processed_exactly_once(topic_prefix, bootstrap, tmp_path):

@@ -61,14 +61,14 @@ def replay_command(
     Writes only records whose identity is not in the ledger yet (contract
     §6, §10). --dry-run prints the plan only; --json prints the plan and the
     summary as JSON."""
-    from recurrence_ledger.runtime.replay import parse_start, run_replay
+    from recurrence_ledger.runtime.replay import WorkersStarting, parse_start, run_replay
 
     try:
         replay_start = parse_start(start)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--from") from None
     connection = kafka_connection(bootstrap, kafka_config)
-    with refusing_to_start(), reporting_kafka_errors():
+    with refusing_to_start(WorkersStarting), reporting_kafka_errors():
         summary = run_replay(
             connection, topic_prefix, replay_start, app_id=app_id, output_format=output_format, dry_run=dry_run,
             ledger=ledger,
@@ -102,11 +102,16 @@ def _per_topic(counts: dict[str, int]) -> str:
 
 def replay_lines(summary) -> list[str]:  # noqa: ANN001 - ReplaySummary, imported lazily
     """The summary of a finished replay as lines of text."""
-    return [
+    lines = [
         f"read {summary.records_read} records in {summary.seconds:.1f} s",
         f"written (records the ledger lacked): {_per_topic(summary.written)}",
         f"not written again (already in the ledger): {_per_topic(summary.suppressed)}",
     ]
+    if summary.views_left:
+        lines.append(f"views not written, left to the running workers: {summary.views_left}")
+    if summary.patterns_left and summary.patterns_left != summary.views_left:
+        lines.append(f"pattern records not written, left to the running workers: {summary.patterns_left}")
+    return lines
 
 
 def replay_json(summary, dry_run: bool) -> dict:  # noqa: ANN001 - ReplaySummary, imported lazily
@@ -114,7 +119,9 @@ def replay_json(summary, dry_run: bool) -> dict:  # noqa: ANN001 - ReplaySummary
     ``ranges`` (per input topic-partition: topic, partition, from,
     outputs_from, to, records), and for a finished replay
     ``records_read``, ``seconds``, ``written`` and ``already_in_ledger``
-    (records per output topic) and ``conflicted_scopes``."""
+    (records per output topic), ``conflicted_scopes``, and
+    ``views_left_to_workers`` / ``patterns_left_to_workers`` (why the
+    replay wrote no views / pattern records, or null)."""
     body: dict = {
         "dry_run": dry_run,
         "ranges": [
@@ -126,6 +133,7 @@ def replay_json(summary, dry_run: bool) -> dict:  # noqa: ANN001 - ReplaySummary
         body.update(
             records_read=summary.records_read, seconds=round(summary.seconds, 3), written=dict(sorted(summary.written.items())),
             already_in_ledger=dict(sorted(summary.suppressed.items())), conflicted_scopes=list(summary.conflicted_scopes),
+            views_left_to_workers=summary.views_left, patterns_left_to_workers=summary.patterns_left,
         )
     return body
 

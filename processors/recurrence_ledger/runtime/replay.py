@@ -56,6 +56,16 @@ joining it), when they committed any: the records after it are the
 workers' to process, and the worker's own state does not learn what a
 replay wrote, so a replay that went past it would see the worker write
 the same facts again (see docs/kafka.md, "Replay, rebuild and reset").
+Workers that are in their group but have committed nothing yet make it
+refuse to start (:class:`WorkersStarting`). Workers that run on while it
+replays keep the views theirs: when, after reading, the group has
+committed input beyond the replay's ranges, the replay writes no view
+and no pattern record (their rows on the topics are newer than its
+state: writing its own would roll them back); and it writes no pattern
+record while the workers' pattern stage has not consumed the
+repartition topic to its end (the counts on it are the workers' to turn
+into candidates). ``ReplaySummary.views_left`` / ``patterns_left`` say
+so; run it again once the workers are idle or stopped.
 """
 
 from __future__ import annotations
@@ -68,12 +78,14 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from recurrence_ledger.embedded.output import stderr_console
 from recurrence_ledger.kafka.client_config import consumer_config, producer_config
 from recurrence_ledger.kafka.kafka_io import produce, read_raw, read_topic
+from recurrence_ledger.kafka.kafka_admin import admin_client
+from recurrence_ledger.runtime.catch_up import CatchUp
 from recurrence_ledger.runtime.unicode_pin import check_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
@@ -84,6 +96,7 @@ from recurrence_ledger.kafka.records import ROLLED_BACK_REASONS, CoreFailure, em
 from recurrence_ledger.runtime.stages import repartition_partition
 from recurrence_ledger.serde.codec import AVRO, FIXED, Codec
 from recurrence_ledger import catalogue
+from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.catalogue import (
     ADMISSION_DECISIONS,
     CANDIDATE_SETS,
@@ -165,6 +178,17 @@ class ReplaySummary:
     seconds: float = 0.0
     dry_run: bool = False
     conflicted_scopes: list[str] = field(default_factory=list)
+    #: Why the views (or the pattern stage's records) were left to the
+    #: running workers (:func:`_workers_moved_on`); None: written as needed.
+    views_left: str | None = None
+    patterns_left: str | None = None
+
+
+class WorkersStarting(RecurrenceLedgerError, RuntimeError):
+    """The deployment's workers are in their consumer group but have
+    committed no offset yet: a replay would read every input to its end and
+    write what they are about to write (every fact twice). Run it after
+    their first commit, or with them stopped."""
 
 
 def _consumer(bootstrap: str, group: str) -> Consumer:
@@ -186,6 +210,49 @@ def worker_positions(bootstrap: str, worker_group: str, partitions: list[TopicPa
     if all(tp.offset < 0 for tp in committed):
         return None
     return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in committed}
+
+
+def group_members(bootstrap: str, worker_group: str) -> int:
+    """How many members the consumer group ``worker_group`` has now (the
+    group coordinator's description; 0 for a group that does not exist)."""
+    admin = admin_client(bootstrap)  # kept referenced until its answer: a collected client never completes its futures
+    try:
+        description = admin.describe_consumer_groups([worker_group], request_timeout=10)[worker_group].result(timeout=15)
+    except KafkaException as error:
+        if error.args and error.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+            return 0
+        raise
+    return len(description.members)
+
+
+def _workers_moved_on(bootstrap: str, worker_group: str, ends: dict[tuple[str, int], int], repartition_topic: str) -> tuple[str | None, str | None]:
+    """Whether the views and the pattern records are still the replay's to
+    write, once it has read its ranges: ``(views, patterns)``, each None or
+    why not. The views are not when the workers committed input beyond
+    ``ends`` (physical topic, partition → the replay's end) since it
+    planned — their view rows on the topics are then newer than the
+    replay's, which would roll them back; the pattern records are not, in
+    that case too, nor while the workers' pattern stage has not consumed
+    the repartition topic (``repartition_topic``) to its end
+    (``runtime.catch_up.CatchUp``: no record beyond the group's offsets, no
+    transaction open on it) —
+    the counts still on it are the workers' to turn into candidates, which
+    the replay would write first and the workers again."""
+    positions = worker_positions(bootstrap, worker_group, [TopicPartition(topic, partition) for topic, partition in ends]) or {}
+    moved = sorted(f"{topic}[{partition}]" for (topic, partition), end in ends.items() if positions.get((topic, partition), 0) > end)
+    views = f"the workers committed input beyond the replay's end since it started ({', '.join(moved[:5])}): their views are newer" if moved else None
+    if views is not None:
+        return views, views
+    group_consumer = _consumer(bootstrap, worker_group)  # its committed offsets only: never joins
+    check = CatchUp(group_consumer, [repartition_topic], bootstrap, worker_group, None, 0.0)
+    try:
+        lagging, _ = check.lagging()  # records beyond the group's offsets, or a transaction still open on the topic
+    finally:
+        check.close()
+        group_consumer.close()
+    behind = [f"{lag.topic}[{lag.partition}]" for lag in lagging]
+    patterns = f"the workers' pattern stage has not consumed {', '.join(behind[:5])} to its end yet" if behind else None
+    return None, patterns
 
 
 def plan(bootstrap: str, topic_prefix: str, start: ReplayStart, group: str, worker_group: str | None = None) -> list[PartitionRange]:
@@ -214,6 +281,9 @@ def plan(bootstrap: str, topic_prefix: str, start: ReplayStart, group: str, work
     finally:
         consumer.close()
     positions = worker_positions(bootstrap, worker_group, [TopicPartition(b[1], b[2]) for b in bounds]) if worker_group else None
+    if positions is None and worker_group and group_members(bootstrap, worker_group):
+        raise WorkersStarting(f"the workers of group {worker_group} are running and have committed nothing yet: a replay now would write "
+                              "what they are writing. Run it after their first commit, or with them stopped")
     ranges = []
     for logical, physical, partition, low, first, high in bounds:
         end = high if positions is None else max(low, min(high, positions[(physical, partition)]))
@@ -329,13 +399,11 @@ def run_replay(
         processors[partition] = processor
     window = {(catalogue.physical(r.topic, topic_prefix), r.partition): r.start for r in ranges}
     ends = {(catalogue.physical(r.topic, topic_prefix), r.partition): r.end for r in ranges if r.end > r.low}
+    planned = {(catalogue.physical(r.topic, topic_prefix), r.partition): r.end for r in ranges}
     total = sum(r.end - r.low for r in ranges)
 
     consumer = _consumer(bootstrap, group)
     producer = Producer(producer_config(bootstrap))
-    final_statistics: dict[str, tuple[int, dict]] = {}
-    final_revisions: dict[tuple, tuple[int, Emit]] = {}
-    final_review_status: dict[tuple, tuple[int, Emit]] = {}
     candidate_sets: dict[tuple[str, str], Emit] = {}  # every set the replay's processors published
     conflicted: set[str] = set()
     try:
@@ -391,35 +459,12 @@ def run_replay(
                 elapsed = max(time.monotonic() - started, 1e-9)
                 progress.update(task, completed=summary.records_read, rate=summary.records_read / elapsed, lag=total - summary.records_read)
         summary.conflicted_scopes = sorted(conflicted)
-        # The views of the whole replay as one batch (contract §8): the final
-        # value of every key the replayed events changed.
-        for partition, processor in processors.items():
-            for emit in processor.end_batch():
-                if emit.topic == STATISTICS:
-                    final_statistics[emit.value["scope_id"]] = (partition, emit.value)
-                elif emit.topic == REVISION_STATISTICS:
-                    final_revisions[revision_id(emit.value)] = (partition, emit)
-                elif emit.topic == REVIEW_STATUS:
-                    final_review_status[(emit.value["scope_id"], emit.value["candidate_id"])] = (partition, emit)
-        for scope_id, (partition, record) in sorted(final_statistics.items()):
-            if scope_id in conflicted:
-                # The replay decided a frozen outcome otherwise, so its view of
-                # this scope is not the ledger's: keep the published one.
-                summary.suppressed[STATISTICS] += 1
-            elif _facts(existing.latest_statistics.get(scope_id)) != _facts(record):
-                _produce(producer, topic_prefix, Emit(STATISTICS, scope_id, record), partition, None, output_format, codec)
-                summary.written[STATISTICS] += 1
-            else:
-                summary.suppressed[STATISTICS] += 1
-        for topic, final, latest in ((REVISION_STATISTICS, final_revisions, existing.latest_revisions),
-                                     (REVIEW_STATUS, final_review_status, existing.latest_review_status)):
-            for key, (partition, emit) in sorted(final.items()):
-                if key[0] in conflicted or latest.get(key) == emit.value:
-                    summary.suppressed[topic] += 1
-                else:
-                    _produce(producer, topic_prefix, emit, partition, None, output_format, codec)
-                    summary.written[topic] += 1
-        _replay_patterns(processors.values(), existing, config, summary, producer, topic_prefix, output_format, codec, consumer)
+        summary.views_left, summary.patterns_left = _workers_moved_on(
+            bootstrap, worker_group, planned, catalogue.physical(PATTERN_REPARTITION, topic_prefix))
+        if summary.views_left is None:
+            _replay_views(processors, existing, conflicted, summary, producer, topic_prefix, output_format, codec)
+        if summary.patterns_left is None:
+            _replay_patterns(processors.values(), existing, config, summary, producer, topic_prefix, output_format, codec, consumer)
         remaining = producer.flush(30)
         if remaining:
             raise BufferError(f"{remaining} replay outputs were not delivered")
@@ -427,6 +472,45 @@ def run_replay(
         consumer.close()
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _replay_views(
+    processors: dict[int, LedgerProcessor], existing: _Ledger, conflicted: set[str], summary: ReplaySummary,
+    producer: Producer, topic_prefix: str, output_format: str, codec: Codec,
+) -> None:
+    """The views of a replay (module docstring): each key's final row,
+    written when it differs from the topic's latest."""
+    final_statistics: dict[str, tuple[int, dict]] = {}
+    final_revisions: dict[tuple, tuple[int, Emit]] = {}
+    final_review_status: dict[tuple, tuple[int, Emit]] = {}
+    # The views of the whole replay as one batch (contract §8): the final
+    # value of every key the replayed events changed.
+    for partition, processor in processors.items():
+        for emit in processor.end_batch():
+            if emit.topic == STATISTICS:
+                final_statistics[emit.value["scope_id"]] = (partition, emit.value)
+            elif emit.topic == REVISION_STATISTICS:
+                final_revisions[revision_id(emit.value)] = (partition, emit)
+            elif emit.topic == REVIEW_STATUS:
+                final_review_status[(emit.value["scope_id"], emit.value["candidate_id"])] = (partition, emit)
+    for scope_id, (partition, record) in sorted(final_statistics.items()):
+        if scope_id in conflicted:
+            # The replay decided a frozen outcome otherwise, so its view of
+            # this scope is not the ledger's: keep the published one.
+            summary.suppressed[STATISTICS] += 1
+        elif _facts(existing.latest_statistics.get(scope_id)) != _facts(record):
+            _produce(producer, topic_prefix, Emit(STATISTICS, scope_id, record), partition, None, output_format, codec)
+            summary.written[STATISTICS] += 1
+        else:
+            summary.suppressed[STATISTICS] += 1
+    for topic, final, latest in ((REVISION_STATISTICS, final_revisions, existing.latest_revisions),
+                                 (REVIEW_STATUS, final_review_status, existing.latest_review_status)):
+        for key, (partition, emit) in sorted(final.items()):
+            if key[0] in conflicted or latest.get(key) == emit.value:
+                summary.suppressed[topic] += 1
+            else:
+                _produce(producer, topic_prefix, emit, partition, None, output_format, codec)
+                summary.written[topic] += 1
 
 
 #: Operational gauges (contract §8): they depend on arrival order, not on the
