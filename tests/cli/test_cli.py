@@ -525,9 +525,20 @@ def test_replay_prints_a_readable_summary_and_json(monkeypatch):
         "ranges": [{"topic": "source-journal", "partition": 0, "from": 0, "outputs_from": 10, "to": 42, "records": 42}],
         "records_read": 42, "seconds": 1.25, "written": {"recurrence-observations": 3},
         "already_in_ledger": {"recurrence-matches": 7, "recurrence-observations": 12}, "conflicted_scopes": [],
+        "views_left_to_workers": None, "patterns_left_to_workers": None,
     }
     plan = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1", "--dry-run", "--json"])
     assert json.loads(plan.output)["dry_run"] is True and "records_read" not in json.loads(plan.output)
+
+    def left_to_workers(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - run_replay's
+        summary = replay_summary()
+        summary.patterns_left = "the workers' pattern stage has not consumed p.rep[0] to its end yet"
+        return summary
+
+    monkeypatch.setattr(replay, "run_replay", left_to_workers)
+    left = CliRunner().invoke(cli.app, ["replay", "--bootstrap", "127.0.0.1:1"])
+    assert left.output.splitlines()[-1] == (
+        "pattern records not written, left to the running workers: the workers' pattern stage has not consumed p.rep[0] to its end yet")
 
 
 def test_serve_has_no_review_threshold_of_its_own():
