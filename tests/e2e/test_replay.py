@@ -48,18 +48,26 @@ def test_replaying_a_finished_run_twice_writes_nothing(topic_prefix, bootstrap, 
     assert output_counts(bootstrap, prefix) == before
 
 
+def first_half_processed(bootstrap: str, prefix: str, tmp_path) -> tuple[list[dict], object, int]:  # noqa: ANN001 - tmp_path
+    """A generated journal (its records, its file, half its length) whose
+    first half is published under ``prefix`` and processed by a worker run
+    to idle; the second half is the test's."""
+    records = list(generate_journal(Workload(scopes=6, outcomes_per_scope=30, heads_per_scope=4, handoffs=2, seed=9, candidates=0.3)))
+    journal = write_journal(tmp_path / "journal.jsonl", records)
+    half = len(records) // 2
+    harness.prepare(bootstrap, prefix, partitions=2)
+    harness.publish(bootstrap, write_journal(tmp_path / "first.jsonl", records[:half]), prefix)
+    harness.run_to_idle(bootstrap, prefix, tmp_path / "first.log")
+    return records, journal, half
+
+
 def test_replay_leaves_the_records_after_the_workers_offsets_to_the_workers(topic_prefix, bootstrap, tmp_path):
     """Records that arrived while the worker was stopped are its to process:
     a replay reads only up to the group's committed offsets, so the worker,
     restarted, writes their facts once — a replay that wrote them first saw
     them written twice (the worker's state does not learn what it wrote)."""
-    records = list(generate_journal(Workload(scopes=6, outcomes_per_scope=30, heads_per_scope=4, handoffs=2, seed=9, candidates=0.3)))
-    journal = write_journal(tmp_path / "journal.jsonl", records)
-    half = len(records) // 2
+    records, journal, half = first_half_processed(bootstrap, topic_prefix, tmp_path)
     prefix = topic_prefix
-    harness.prepare(bootstrap, prefix, partitions=2)
-    harness.publish(bootstrap, write_journal(tmp_path / "first.jsonl", records[:half]), prefix)
-    harness.run_to_idle(bootstrap, prefix, tmp_path / "first.log")
     processed = {(r.topic, r.partition): r.end for r in run_replay(bootstrap, prefix, parse_start("earliest"), app_id="ledger", dry_run=True,
                                                                      show_progress=False).ranges}
     harness.publish(bootstrap, write_journal(tmp_path / "rest.jsonl", records[half:]), prefix)  # while the worker is stopped
@@ -76,13 +84,8 @@ def test_replay_while_the_workers_commit_more_leaves_the_views_and_patterns_to_t
     the view rows on the topics are then newer than the replay's state, and
     writing its own would roll them back (and the pattern stage's records
     are theirs too): it writes none, says why, and the views stay final."""
-    records = list(generate_journal(Workload(scopes=6, outcomes_per_scope=30, heads_per_scope=4, handoffs=2, seed=9, candidates=0.3)))
-    journal = write_journal(tmp_path / "journal.jsonl", records)
-    half = len(records) // 2
+    records, journal, half = first_half_processed(bootstrap, topic_prefix, tmp_path)
     prefix = topic_prefix
-    harness.prepare(bootstrap, prefix, partitions=2)
-    harness.publish(bootstrap, write_journal(tmp_path / "first.jsonl", records[:half]), prefix)
-    harness.run_to_idle(bootstrap, prefix, tmp_path / "first.log")
     planned = replay.plan
 
     def plan_then_the_workers_go_on(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - replay.plan's
