@@ -231,21 +231,35 @@ def decode_json_value(raw: bytes, expected: tuple[str, ...]) -> dict:
     raise BadRecord("wrong_type", f"the value is JSON but {kind}, not an event object")
 
 
+def envelope_event(envelope: Any, what: str) -> tuple[str, dict]:
+    """``(topic, value)`` of an event envelope ``{"topic": "<input topic>",
+    "value": {...}}`` — a journal line's, or a ``source-journal`` record's —
+    named ``what`` in the message ("a journal record"). The topic is not
+    checked here.
+
+    Raises BadRecord(invalid_envelope) for any other shape, a value that is
+    not a JSON object included (contract §9).
+    """
+    shape = f'{what} is {{"topic": "<input topic>", "value": {{...}}}}'
+    if not isinstance(envelope, dict) or set(envelope) != {"topic", "value"} or not isinstance(envelope["topic"], str):
+        raise BadRecord("invalid_envelope", shape)
+    if not isinstance(envelope["value"], dict):
+        raise BadRecord("invalid_envelope", f"{shape}: its value is {_JSON_TYPES[type(envelope['value'])]}, not an event object")
+    return envelope["topic"], envelope["value"]
+
+
 def decode_journal_line(raw: bytes) -> tuple[str, Any]:
     """Split one journal line (``docs/journals.md`` format; also the JSON
     form of a ``source-journal`` record) into ``(topic, value)``.
 
     Raises BadRecord(malformed_json | invalid_envelope | unknown_topic);
-    ``invalid_envelope`` too when the value is not a JSON object.
+    ``invalid_envelope`` too when the value is not a JSON object
+    (:func:`envelope_event`).
     """
-    envelope = decode_json(raw)
-    if not isinstance(envelope, dict) or set(envelope) != {"topic", "value"} or not isinstance(envelope["topic"], str):
-        raise BadRecord("invalid_envelope", 'a journal record is {"topic": "<input topic>", "value": {...}}')
-    if not isinstance(envelope["value"], dict):
-        raise BadRecord("invalid_envelope", f'a journal record is {{"topic": "<input topic>", "value": {{...}}}}: its value is {_JSON_TYPES[type(envelope["value"])]}, not an event object')
-    if envelope["topic"] not in SOURCE_KINDS:
-        raise BadRecord("unknown_topic", f"unknown input topic {envelope['topic'][:100]!r}")
-    return envelope["topic"], envelope["value"]
+    topic, value = envelope_event(decode_json(raw), "a journal record")
+    if topic not in SOURCE_KINDS:
+        raise BadRecord("unknown_topic", f"unknown input topic {topic[:100]!r}")
+    return topic, value
 
 
 _TYPE_REASONS = {

@@ -36,7 +36,9 @@ from collections.abc import Callable
 from typing import Any
 
 from recurrence_ledger.errors import RecurrenceLedgerError
-from recurrence_ledger.ledger.intake import FRAME_HEADER_BYTES, FRAME_MAGIC, MAX_RECORD_BYTES, BadRecord, decode_json_value, is_json_value
+from recurrence_ledger.ledger.intake import (
+    FRAME_HEADER_BYTES, FRAME_MAGIC, MAX_RECORD_BYTES, BadRecord, decode_json_value, envelope_event, is_json_value,
+)
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.serde import avro
 from recurrence_ledger.catalogue import BY_NAME, PREVIOUS_SCHEMA_IDS, SCHEMA_BY_ID, SCHEMA_IDS, SOURCE_JOURNAL
@@ -148,13 +150,10 @@ class Codec(ABC):
         if raw is None:
             raise BadRecord("missing_field", "record has no value (tombstone)")
         if logical_topic == SOURCE_JOURNAL:
-            envelope = self.decode_value(raw, ("SourceEvent",))
-            if len(envelope) != 2 or not isinstance(envelope.get("value"), dict) or not isinstance(envelope.get("topic"), str):
-                raise BadRecord("invalid_envelope", 'a source-journal value is {"topic": "<input topic>", "value": {...}}')
-            kind = envelope["topic"]
+            kind, value = envelope_event(self.decode_value(raw, ("SourceEvent",)), "a source-journal value")
             if kind == SOURCE_JOURNAL or kind not in BY_NAME or BY_NAME[kind].direction != "in":
                 raise BadRecord("unknown_topic", f"unknown event kind {kind[:100]!r}")
-            return kind, envelope["value"]
+            return kind, value
         return logical_topic, self.decode_value(raw, (BY_NAME[logical_topic].schema,))
 
     def prepare(self, schemas_by_topic: dict[str, str]) -> dict[str, int]:
