@@ -85,11 +85,6 @@ class DecisionClock:
 DECISION_CLOCK = DecisionClock()
 
 
-def utc_now() -> str:
-    """:meth:`DecisionClock.now` of the process's clock."""
-    return DECISION_CLOCK.now()
-
-
 def decision_id(candidate_id: str, reviewer: str, decided_at: str) -> str:
     """The id of a decision: ``digest({candidate_id, reviewer, decided_at})``
     (contract §4), ``sha256:`` and 64 hex digits."""
@@ -118,7 +113,7 @@ def new_decision(
     ReviewStatus is ``status`` (None: none known yet, so open), at
     ``journal_position`` (the scope's current ``as_of_position``: a
     decision does not use up its position), decided ``decided_at`` (default
-    :func:`utc_now`), its id :func:`decision_id`; ``reason_code`` (contract
+    ``DECISION_CLOCK.now()``), its id :func:`decision_id`; ``reason_code`` (contract
     §24): why a rejection rejects, one of the six codes, or None.
 
     Raises DecisionRefused: ``already_decided`` when ``status`` is approved
@@ -141,7 +136,7 @@ def new_decision(
         raise DecisionRefused("invalid_value", "a reason_code is only given with a rejection (contract §24)")
     if fix_revision is not None:
         check_fix_revision(candidate["artifact_ref"], fix_revision)
-    decided_at = decided_at or utc_now()
+    decided_at = decided_at or DECISION_CLOCK.now()
     value = {
         "scope_id": candidate["scope_id"], "decision_id": decision_id(candidate["candidate_id"], reviewer, decided_at),
         "candidate_id": candidate["candidate_id"], "journal_position": journal_position, "decision": decision, "reason": reason,
