@@ -138,7 +138,7 @@ def check_redis_url(redis_url: str) -> None:
         raise typer.Exit(2) from None
 
 
-def check_metrics_port(port: int | None, host: str, what: str = "metrics") -> None:
+def check_port(port: int | None, host: str, what: str = "metrics") -> None:
     """Refuse, before anything starts, a ``--metrics-port`` (or, with
     ``what``, another listening port: ``serve --port``) that cannot be
     served on ``host`` (another process has it, or no interface has that

@@ -532,7 +532,7 @@ def serve_command(
     from recurrence_ledger.api.app import decision_publisher, serve
     from recurrence_ledger.api.settings import ApiSettings, api_token_from_env, check_origin, is_loopback, read_api_token, read_reviewer_tokens
     from recurrence_ledger.api.transport import ServeLimits
-    from recurrence_ledger.cli.clients import check_metrics_port
+    from recurrence_ledger.cli.clients import check_port
     from recurrence_ledger.kafka.client_properties import load_connection
 
     env = process_settings()
@@ -568,8 +568,8 @@ def serve_command(
     except ValueError as error:
         errors.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None
-    check_metrics_port(port, host, what="the API")
-    check_metrics_port(metrics_port, metrics_host)
+    check_port(port, host, what="the API")
+    check_port(metrics_port, metrics_host)
     if token is not None:
         access = "API token required"
     elif allowed_hosts:

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from recurrence_ledger import policy
 from recurrence_ledger.cli.clients import (
-    check_metrics_port,
+    check_port,
     check_redis_url,
     command_registry,
     console,
@@ -269,7 +269,7 @@ def run_command(
         from recurrence_ledger.kafka.client_config import bootstrap_of
         from recurrence_ledger.runtime.worker_config import worker_config_from_env
 
-        check_metrics_port(worker["metrics_port"], worker["metrics_host"])  # before anything connects
+        check_port(worker["metrics_port"], worker["metrics_host"])  # before anything connects
         redis_url = worker.pop("redis_url")
         connection = kafka_connection(settings().bootstrap_servers, kafka_config)
         worker_config = worker_config_from_env(ledger, bootstrap=connection, topic_prefix=topic_prefix, **worker)
@@ -381,7 +381,7 @@ def worker_command(
     follower (the Redis URL) once, in itself."""
     from recurrence_ledger.runtime.worker_config import WorkerConfig
 
-    check_metrics_port(worker["metrics_port"], worker["metrics_host"])  # before anything connects
+    check_port(worker["metrics_port"], worker["metrics_host"])  # before anything connects
     redis_url = worker.pop("redis_url")
     config = WorkerConfig(
         bootstrap=kafka_connection(bootstrap, kafka_config),

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from recurrence_ledger import policy
-from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, reporting_redis_errors, command_redis_view, check_metrics_port, check_redis_url, console
+from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, reporting_redis_errors, command_redis_view, check_port, check_redis_url, console
 from recurrence_ledger.cli.options import (
     BootstrapOption,
     ExitWhenIdleOption,
@@ -146,7 +146,7 @@ def view_follow_command(
 
     configure_logging()
     check_redis_url(redis_url)
-    check_metrics_port(metrics_port, metrics_host)
+    check_port(metrics_port, metrics_host)
     connection = kafka_connection(bootstrap, kafka_config)
     codec = command_codec(schema_registry_url, None, kafka_config)
     config = FollowerConfig(
