@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
-from recurrence_ledger.ledger.models import ArtifactRef, Id, RejectionReason, RepairSurface, ReviewDecision, Severity
+from recurrence_ledger.ledger.models import ArtifactRef, Id, RejectionReason, RepairSurface, ReviewDecision, ReviewState, Severity, TaskOutcomeItemRef
 from recurrence_ledger.ledger.fields import REVISION_IDENTITY
 from recurrence_ledger.ledger.holdout_records import Effect, EffectVerdict
-from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, RevisionFigures, RevisionStatistics, ScopeStatistics, SignaturePattern
+from recurrence_ledger.read.keys import REVIEW_FILTERS
+from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, ReviewCandidate, ReviewStatus, RevisionFigures, RevisionStatistics, ScopeStatistics, SignaturePattern
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
 ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]
@@ -192,15 +193,6 @@ class ErrorBody(_Shape):
 # ----------------------------------------------------------------- the history
 
 
-class ItemRef(_Shape):
-    """A failure item of a Task Outcome (contract §6 TaskOutcomeItemRef)."""
-
-    task_outcome_ref: dict = Field(description='{"source_type": "task_outcome", "source_id": …}')
-    item_kind: Literal["observation", "check"]
-    item_index: int
-    item_digest: str
-
-
 class Verdict(_Shape):
     """One observation of the revision's history."""
 
@@ -211,7 +203,7 @@ class Verdict(_Shape):
         description="The outcome's terminal verdict for this revision: the event itself for recurred / avoided; for a selection, its "
         "outcome's verdict among the kept history, null when it has none (an unknown selection, contract §7)."
     )
-    failure_ref: ItemRef | None = Field(description="The failure item of a recurred verdict; null otherwise.")
+    failure_ref: TaskOutcomeItemRef | None = Field(description="The failure item of a recurred verdict; null otherwise.")
     run_start_position: int | None = Field(
         description="The run it belongs to (contract §8): the position of the avoided verdict that opened it (an avoided verdict opens "
         "its own run), null for the run at the start of the history."
@@ -283,36 +275,29 @@ class ScopeTrend(_Shape):
     points: list[TrendPoint]
 
 
-ReviewState = Literal["open", "superseded", "approved", "rejected"]
-#: ``status`` of ``GET /review-queue`` (``recurrence_ledger.read.keys.REVIEW_FILTERS``).
-ReviewFilter = Literal["open", "superseded", "approved", "rejected", "decided", "all"]
+#: ``status`` of ``GET /review-queue``.
+ReviewFilter = Literal[REVIEW_FILTERS]  # type: ignore[valid-type]
 
 
-class QueueItem(_Shape):
-    """A ReviewCandidate (contract §8) with its review status (contract
-    §18): ``status`` open (no decision, no higher revision known; also
-    before the worker published a status), superseded, approved or
-    rejected; the applied ``decision``; the ``fix_revision`` and its
-    ``repair`` (pending, held, recurring, failed, with the fix revision's
-    counts)."""
+#: The fields a QueueItem takes from the candidate's ReviewStatus.
+QUEUE_STATUS_FIELDS: tuple[str, ...] = ("status", "decision", "fix_revision", "repair", "reason_code")
 
-    candidate_id: str
-    scope_id: str
-    artifact_ref: ArtifactRef
-    signature_key: str
-    repair_surface: RepairSurface
-    streak: int = Field(description="The run's recurrence count when the candidate was published.")
-    run_start_position: int | None
-    reason: str
-    failure_refs: list[ItemRef]
-    published_at: str = Field(description="The candidate record's Kafka timestamp, ISO 8601 UTC.")
-    status: ReviewState = "open"
-    decision: AppliedReviewDecision | None = None
-    fix_revision: ArtifactRef | None = None
-    repair: Repair | None = None
-    severity: Severity | None = Field(
-        None, description="The revision's severity (contract §22; null: unrated or not in the view yet): the inbox shows critical candidates first.")
-    reason_code: RejectionReason | None = Field(None, description="The rejecting decision's reason code (contract §24); null otherwise.")
+#: A ReviewCandidate (contract §8) with its review status (contract §18):
+#: the candidate's fields as its record states them, when it was published,
+#: the revision's severity, and its ReviewStatus's fields (``status`` open
+#: before the worker published one).
+QueueItem = create_model(
+    "QueueItem",
+    __base__=_Shape,
+    __doc__="A ReviewCandidate (contract §8) with its review status (contract §18): ``status`` open (no decision, no higher revision "
+    "known; also before the worker published a status), superseded, approved or rejected; the applied ``decision``; the "
+    "``fix_revision`` and its ``repair`` (pending, held, recurring, failed, with the fix revision's counts).",
+    **copied_fields(ReviewCandidate, ReviewCandidate.model_fields),
+    published_at=(str, Field(description="The candidate record's Kafka timestamp, ISO 8601 UTC.")),
+    severity=(Severity | None, Field(
+        None, description="The revision's severity (contract §22; null: unrated or not in the view yet): the inbox shows critical candidates first.")),
+    **{**copied_fields(ReviewStatus, QUEUE_STATUS_FIELDS), "status": (ReviewState, Field("open", description="open (no decision, no higher revision known; also before the worker published a status), superseded, approved or rejected."))},
+)
 
 
 class ReviewQueue(_Shape):

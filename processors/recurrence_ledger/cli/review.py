@@ -32,8 +32,6 @@ from recurrence_ledger.ledger.severity import REASON_CODES
 
 review_app = typer.Typer(help="Human decisions on review candidates (contract §18), against Kafka.", no_args_is_help=True, rich_markup_mode="rich")
 
-#: ``--status`` of ``review list`` (``recurrence_ledger.read.keys.REVIEW_FILTERS``).
-STATUS_FILTERS = ("open", "superseded", "approved", "rejected", "decided", "all")
 
 StatusOption = Annotated[str, typer.Option("--status", help="open (default), superseded, approved, rejected, decided (approved or rejected) or all.")]
 ReviewScopeOption = Annotated[Optional[str], typer.Option("--scope", help="Only this scope's candidates.")]
@@ -56,7 +54,7 @@ def _read(access: TopicsAccess, statistics: bool = False):  # noqa: ANN202 - laz
 
 
 def passes(status: str, review_filter: str) -> bool:
-    """Whether a candidate with ``status`` passes ``review_filter`` (:data:`STATUS_FILTERS`)."""
+    """Whether a candidate with ``status`` passes ``review_filter`` (``recurrence_ledger.read.keys.REVIEW_FILTERS``)."""
     return review_filter == "all" or status == review_filter or (review_filter == "decided" and status in ("approved", "rejected"))
 
 
@@ -101,8 +99,10 @@ def review_list_command(
     Reads review-candidates and review-status whole: every candidate whose
     status passes --status (open by default), oldest first, with its
     decision, fix revision and repair (contract §18)."""
-    if status not in STATUS_FILTERS:
-        raise typer.BadParameter(f"{status!r} is not one of {', '.join(STATUS_FILTERS)}", param_hint="--status")
+    from recurrence_ledger.read.keys import REVIEW_FILTERS
+
+    if status not in REVIEW_FILTERS:
+        raise typer.BadParameter(f"{status!r} is not one of {', '.join(REVIEW_FILTERS)}", param_hint="--status")
     _, _, topics = _read(access)
     rows = [row(item, topics.statuses.get(candidate_id)) for candidate_id, item in topics.candidates.items()]
     rows = [r for r in rows if passes(r["status"], status) and (scope is None or r["scope_id"] == scope)]

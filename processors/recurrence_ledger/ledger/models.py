@@ -402,6 +402,10 @@ ReviewVerdict = Literal["approved", "rejected"]
 #: contract §24 (rev. 4): why a candidate was rejected, in the contract's
 #: order; only with ``rejected``.
 RejectionReason = Literal["false_cause", "broad_scope", "weak_evidence", "duplicate", "not_reproducible", "other"]
+#: A review candidate's status (ReviewStatus ``status``, contract §18).
+ReviewState = Literal["open", "superseded", "approved", "rejected"]
+#: A repair's status (Repair ``status``, contract §18).
+RepairState = Literal["pending", "held", "recurring", "failed"]
 #: contract §18: ``decided_at`` is an RFC 3339 timestamp in UTC — date,
 #: ``T``, time with optional fraction, then ``Z`` or ``+00:00`` (RFC 3339
 #: allows a lower-case ``t`` and ``z``; its digits are ASCII); the date and time must exist.

@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from recurrence_ledger.ledger.holdout_records import Effect, EffectCounts
 from recurrence_ledger.ledger.models import (
-    ArtifactRef, Count, Digest, Id, Position, RejectionReason, RepairSurface, ReviewVerdict, Severity, SourceRef, TaskOutcomeItemRef, Text, Value,
+    ArtifactRef, Count, Digest, Id, Position, RejectionReason, RepairState, RepairSurface, ReviewState, ReviewVerdict, Severity, SourceRef, TaskOutcomeItemRef, Text, Value,
 )
 from recurrence_ledger.ledger.validation import match_violations, observation_violations
 
@@ -481,7 +481,7 @@ class Repair(Value):
     streak ≥ 1, F never reached the review threshold) or ``failed`` (F
     reached it: final), and F's figures — all 0 while F is unknown."""
 
-    status: Literal["pending", "held", "recurring", "failed"]
+    status: RepairState
     selected: Count
     recurred: Count
     avoided: Count
@@ -509,7 +509,7 @@ class ReviewStatus(Value):
     artifact_ref: ArtifactRef
     signature_key: str
     streak: Annotated[int, Field(ge=1)]
-    status: Literal["open", "superseded", "approved", "rejected"]
+    status: ReviewState
     decision: AppliedReviewDecision | None = None
     fix_revision: ArtifactRef | None = None
     repair: Repair | None = None

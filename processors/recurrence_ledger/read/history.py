@@ -41,10 +41,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from typing import get_args
 
 import orjson
 import redis
 
+from recurrence_ledger.ledger.models import RepairState, ReviewState
 from recurrence_ledger.policy import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT
 from recurrence_ledger.read.keys import REVIEW_FILTERS, SCOPE_SORTS, Keys
 from recurrence_ledger.read.pages import CandidateEntry, QueuePage, ReviewGauges, RevisionHistory, ScopePage, TrendPage, etag
@@ -53,9 +55,9 @@ from recurrence_ledger.read.records import AppliedCounts, Located, apply_records
 from recurrence_ledger.read.scripts import run_read_only, scripts
 
 #: The statuses of a review candidate (contract §18), in the order counts are given.
-REVIEW_STATUSES: tuple[str, ...] = ("open", "superseded", "approved", "rejected")
+REVIEW_STATUSES: tuple[str, ...] = get_args(ReviewState)
 #: The statuses of a repair (contract §18).
-REPAIR_STATUSES: tuple[str, ...] = ("pending", "held", "recurring", "failed")
+REPAIR_STATUSES: tuple[str, ...] = get_args(RepairState)
 
 
 class ReadModels:

@@ -107,6 +107,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import get_args
+
+from recurrence_ledger.ledger.models import ReviewState
 
 #: The version of the key layout this module spells (module docstring),
 #: kept in :attr:`Keys.layout_marker`.
@@ -120,7 +123,7 @@ SCOPE_SORTS: tuple[str, ...] = ("scope_id", "needing_review", "recurred", "repea
 #: ``{ns}:{<ns>}:review-queue:{filter}`` sorted set each (and one per scope): the
 #: four statuses of contract §18, ``decided`` (approved or rejected) and
 #: ``all``.
-REVIEW_FILTERS: tuple[str, ...] = ("open", "superseded", "approved", "rejected", "decided", "all")
+REVIEW_FILTERS: tuple[str, ...] = (*get_args(ReviewState), "decided", "all")
 
 #: Key patterns (after ``{ns}:``) of the read models of layout 2: of a scope
 #: (after ``scope:{<scope>}``) and of the namespace (after ``{<ns>}:``).

@@ -28,7 +28,8 @@ from fastapi.responses import FileResponse, Response
 from recurrence_ledger.api.bodies import shaper
 from recurrence_ledger.api.params import MAX_HISTORY_LIMIT, MAX_OFFSET, MAX_POSITION, IfNoneMatch
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page, unknown_scope
-from recurrence_ledger.api.schemas import ItemRef, RevisionHistoryBody, Run, ScopeTrend, TrendPoint, Verdict
+from recurrence_ledger.api.schemas import RevisionHistoryBody, Run, ScopeTrend, TrendPoint, Verdict
+from recurrence_ledger.ledger.models import TaskOutcomeItemRef
 from recurrence_ledger.read.history import ReadModels
 
 
@@ -81,7 +82,7 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         ordered = verdicts if order == "oldest" else verdicts[::-1]
         row = history.row or {}
         # The scope's review_threshold as its record stored it (0 or absent: a record before record revision 4).
-        shape_verdict, shape_ref = shaper(Verdict), shaper(ItemRef)
+        shape_verdict, shape_ref = shaper(Verdict), shaper(TaskOutcomeItemRef)
         rows = [
             shape_verdict({
                 "task_outcome_id": item["task_outcome_id"], "task_outcome_position": item["task_outcome_position"], "event": item["event"],

@@ -48,8 +48,9 @@ from recurrence_ledger.api.idempotency import IDEMPOTENCY_TTL_S, KEY_FORMAT, REP
 from recurrence_ledger.api.params import MAX_OFFSET, MAX_QUEUE_LIMIT, IfNoneMatch, ScopeQuery, StrictJsonRoute
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page
 from recurrence_ledger.api.routes.history import iso
-from recurrence_ledger.api.schemas import DecisionAccepted, DecisionRequest, ItemRef, QueueItem, ReviewCandidateBody, ReviewFilter, ReviewQueue
-from recurrence_ledger.ledger.models import MAX_ID_LENGTH, RepairSurface
+from recurrence_ledger.api.schemas import QUEUE_STATUS_FIELDS, DecisionAccepted, DecisionRequest, QueueItem, ReviewCandidateBody, ReviewFilter, ReviewQueue
+from recurrence_ledger.ledger.models import MAX_ID_LENGTH, RepairSurface, TaskOutcomeItemRef
+from recurrence_ledger.ledger.records import ReviewCandidate
 from recurrence_ledger.ledger.normalize import digest
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.kafka.review import DecisionPublisher, DecisionRefused, new_decision
@@ -70,18 +71,17 @@ DECISION_ERRORS: dict[int, dict] = {
 
 def queue_item(item: dict, status: dict | None) -> dict:
     """The QueueItem fields of a read-model queue item and its ReviewStatus,
-    nested values in their models' shapes (``recurrence_ledger.api.bodies``)."""
+    nested values in their models' shapes (``recurrence_ledger.api.bodies``):
+    the candidate's record fields, when it was published, its status's
+    fields (open without one) and the revision's severity."""
     candidate = item["candidate"]
-    shape_ref = shaper(ItemRef)
-    return dict(
-        candidate_id=candidate["candidate_id"], scope_id=candidate["scope_id"], artifact_ref=candidate["artifact_ref"],
-        signature_key=candidate["signature_key"], repair_surface=candidate["repair_surface"], streak=candidate["streak"],
-        run_start_position=candidate["run_start_position"], reason=candidate["reason"],
-        failure_refs=[shape_ref(ref) for ref in candidate["failure_refs"]], published_at=iso(item["timestamp"]),
-        status=status["status"] if status else "open", decision=status.get("decision") if status else None,
-        fix_revision=status.get("fix_revision") if status else None, repair=status.get("repair") if status else None,
-        severity=item.get("severity"), reason_code=status.get("reason_code") if status else None,
-    )
+    shape_ref = shaper(TaskOutcomeItemRef)
+    status = status or {"status": "open"}
+    return {
+        **{name: candidate[name] for name in ReviewCandidate.model_fields},
+        "failure_refs": [shape_ref(ref) for ref in candidate["failure_refs"]], "published_at": iso(item["timestamp"]), "severity": item.get("severity"),
+        **{name: status.get(name) for name in QUEUE_STATUS_FIELDS},
+    }
 
 
 def router(models: ReadModels, publisher: DecisionPublisher | None) -> APIRouter:
