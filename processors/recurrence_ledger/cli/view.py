@@ -36,7 +36,7 @@ def rebuild_history(view: Any, connection: Any, topic_prefix: str, codec: Any, h
     """Rebuild the read models next to ``view`` (a RedisView) from the
     topics; returns a one-line summary. Raises what
     ``rebuild_read_models`` raises."""
-    from recurrence_ledger.read.follower import rebuild_read_models
+    from recurrence_ledger.read.rebuild import rebuild_read_models
     from recurrence_ledger.read.history import ReadModels
 
     summary = rebuild_read_models(ReadModels(view._client, view.namespace, history_limit, trend_limit), connection, topic_prefix, codec=codec)

@@ -69,10 +69,8 @@ The review gauges are read back from the read models after each batch
 ``namespace`` label: the Redis namespace, one per deployment) shows the
 same numbers, and a restart loses none.
 
-:func:`rebuild_read_models` recreates the read models from the topics
-(read whole, like ``recurrence_ledger.read.rebuild.rebuild_from_topic``
-reads the view topics) through the same scripts; ``recurrence-ledger view
-rebuild`` and ``rebuild --redis-url`` call it.
+``recurrence_ledger.read.rebuild.rebuild_read_models`` recreates the read
+models from the topics through the same scripts.
 """
 
 from __future__ import annotations
@@ -101,17 +99,18 @@ from recurrence_ledger.read.layout import check_layout
 from recurrence_ledger.policy import DEFAULT_HISTORY_LIMIT, DEFAULT_TREND_LIMIT
 from recurrence_ledger.read.history import REPAIR_STATUSES, REVIEW_STATUSES, ReadModels
 from recurrence_ledger.read.patterns import PatternView
-from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
+from recurrence_ledger.read.records import Located
 from recurrence_ledger.read.review_metrics import DECISION_BUCKETS_S, ReviewMetricsMixin, rfc3339_seconds  # noqa: F401 (re-exported)
 from recurrence_ledger.read.totals import EFFECT_VERDICTS, FIELD_DESCRIPTIONS, TOTAL_FIELDS, ViewTotals, view_totals
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config
 from recurrence_ledger.kafka.kafka_admin import admin_client, list_offsets
-from recurrence_ledger.kafka.kafka_io import require_topics, read_raw
+from recurrence_ledger.kafka.kafka_io import require_topics
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_METRICS_HOST, STOP_SIGNALS
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, REVIEW_STATUS, REVISION_STATISTICS, SIGNATURE_PATTERNS, STATISTICS
 from recurrence_ledger.redact import redact_url, redacted_repr
 from recurrence_ledger.read.projection import REDIS_DOWN_ERRORS
+from recurrence_ledger.read import positions
 from recurrence_ledger.read.keys import default_namespace
 
 if TYPE_CHECKING:
@@ -133,8 +132,6 @@ FOLLOWED: dict[str, tuple[str, Any]] = {
     REVIEW_CANDIDATES: ("ReviewCandidate", ReviewCandidate),
     SIGNATURE_PATTERNS: ("SignaturePattern", SignaturePattern),
 }
-#: Records per MULTI/EXEC when a rebuild applies the topics.
-REBUILD_CHUNK = 5000
 #: Longest wait between two attempts while Redis is down (seconds).
 MAX_BACKOFF_S = 30.0
 #: Seconds between two reads of the view's totals while ScopeStatistics
@@ -312,6 +309,8 @@ class ViewFollower:
         self._totals_at: float | None = None  # time.monotonic() of the last read; None: never read
         self._statistics_since_totals = False
         self._layout_checked = False
+        #: ``(logical topic, partition)`` → the position Redis must hold at least (:meth:`_rewind`)
+        self._expected: dict[tuple[str, int], int] = {}
 
     def stop(self, *_: Any) -> None:
         """Finish the current batch, then stop."""
@@ -347,9 +346,10 @@ class ViewFollower:
                 records = [message for message in messages if self._usable(message)]
                 if records:
                     started = time.monotonic()
-                    if not self._apply(records):
+                    written = self._apply(records)
+                    if written is None:
                         break
-                    self._commit(records)
+                    self._commit(written)
                     self.metrics.batch.observe(time.monotonic() - started)
                     last_activity = now
                 if not assigned_once and self.consumer.assignment():
@@ -358,7 +358,8 @@ class ViewFollower:
                     # must not take its first empty poll for idleness.
                     assigned_once, last_activity = True, now
                 if now - last_lag >= 2 or not records:
-                    self._update_lag()
+                    if self._update_lag():
+                        last_activity = now
                     last_lag = now
                 if self.totals_enabled:
                     self.refresh_totals(now)
@@ -396,21 +397,26 @@ class ViewFollower:
                 located.append(record)
         return located
 
-    def _apply(self, messages: list[Message]) -> bool:
+    def _apply(self, messages: list[Message]) -> list[Message] | None:
         """Write one batch into Redis, retrying while Redis is down (the
-        partitions paused meanwhile). False when stopped before it was written."""
-        batch = self._decode(messages)
-        statistics = [record.value for record in batch if record.topic == STATISTICS]
-        revisions = [record.value for record in batch if record.topic == REVISION_STATISTICS]
-        patterns = [record.value for record in batch if record.topic == SIGNATURE_PATTERNS]
-        self._statistics_since_totals |= bool(statistics)
-        backoff, paused, submitted = 0.5, False, False
+        partitions paused meanwhile), after reading again from Redis's
+        position the partitions whose records since it lost
+        (``recurrence_ledger.read.positions``). Returns the messages written,
+        whose offsets to commit; None when stopped before they were."""
+        backoff, paused, submitted, batch = 0.5, False, False, None
         try:
             while True:
                 try:
                     if not self._layout_checked:
                         check_layout(self.view._client, self.view.layout)  # LayoutError: stop, saying what to run
                         self._layout_checked = True
+                    if batch is None:
+                        messages = self._read_lost_again(messages)
+                        batch = self._decode(messages)
+                        statistics = [record.value for record in batch if record.topic == STATISTICS]
+                        revisions = [record.value for record in batch if record.topic == REVISION_STATISTICS]
+                        patterns = [record.value for record in batch if record.topic == SIGNATURE_PATTERNS]
+                        self._statistics_since_totals |= bool(statistics)
                     if not submitted:  # after the layout check: a refused layout gets nothing written beside it
                         submitted = True  # submit keeps the records pending on a Redis error (it never raises for Redis)
                         if statistics or revisions:
@@ -421,6 +427,9 @@ class ViewFollower:
                             raise redis_down("the view's records were not written")
                     self.patterns.apply(patterns)  # guarded: writing them again after an outage changes nothing
                     counts = self.models.apply(batch)
+                    written = {(self.topics[topic], partition): end for (topic, partition), end in ends(messages).items()}
+                    positions.record(self.view._client, self.models.keys, written)
+                    self._expected.update(written)
                     self.metrics.show_reviews(self.models)
                     break
                 except REDIS_DOWN_ERRORS as error:
@@ -435,7 +444,7 @@ class ViewFollower:
                     while self.running and time.monotonic() < deadline:
                         self.consumer.poll(min(0.2, backoff))  # stays in the group; paused partitions deliver nothing
                     if not self.running:
-                        return False
+                        return None
                     backoff = min(backoff * 2, MAX_BACKOFF_S)
         finally:
             if paused:
@@ -450,7 +459,36 @@ class ViewFollower:
         if batch:
             self.metrics.last_applied.set(max(record.timestamp for record in batch) / 1000)
         self.applied += len(batch)
-        return True
+        return messages
+
+    def _read_lost_again(self, messages: list[Message]) -> list[Message]:
+        """``messages`` without those of the partitions Redis lost records
+        of (:meth:`_rewind`)."""
+        lost = self._rewind({(self.topics[message.topic()], message.partition()) for message in messages})
+        return [message for message in messages if (self.topics[message.topic()], message.partition()) not in lost]
+
+    def _rewind(self, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """Of ``partitions`` (``(logical topic, partition)``), those whose
+        records Redis lost: its recorded position is below what this
+        follower recorded there, or below the group's committed offset —
+        both are written only after Redis took the batch
+        (``recurrence_ledger.read.positions``). The consumer reads them
+        again from Redis's position. Raises what redis-py raises when Redis
+        does not answer."""
+        physical = {logical: name for name, logical in self.topics.items()}
+        unknown = [TopicPartition(physical[topic], partition) for topic, partition in partitions if (topic, partition) not in self._expected]
+        for tp in self.consumer.committed(unknown, timeout=5) if unknown else ():
+            self._expected[(self.topics[tp.topic], tp.partition)] = max(tp.offset, 0)
+        lost = positions.lost(self.view._client, self.models.keys, {key: self._expected[key] for key in partitions if key in self._expected})
+        for (topic, partition), offset in lost.items():
+            log.warning("Redis holds the view of %s[%d] up to offset %d only, not %d (restarted from an older snapshot?): reading it again from there",
+                        topic, partition, offset, self._expected[(topic, partition)])
+            self._expected[(topic, partition)] = offset
+            try:
+                self.consumer.seek(TopicPartition(physical[topic], partition, offset))
+            except KafkaException as error:  # no longer ours: its next owner finds the same position
+                log.warning("%s[%d] not read again here (%s)", topic, partition, error.args[0])
+        return set(lost)
 
     def refresh_totals(self, now: float | None = None, force: bool = False) -> bool:
         """Read the view's totals (``recurrence_ledger.read.totals``) into
@@ -477,12 +515,10 @@ class ViewFollower:
         group refuses (a rebalance took the partition away) is logged: the
         next owner reads the batch again and the idempotent writes change
         nothing."""
-        ends: dict[tuple[str, int], int] = {}
-        for message in messages:
-            key = (message.topic(), message.partition())
-            ends[key] = max(ends.get(key, 0), message.offset() + 1)
+        if not messages:  # every partition of the batch is read again (_read_lost_again)
+            return
         try:
-            self.consumer.commit(offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in ends.items()], asynchronous=False)
+            self.consumer.commit(offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in ends(messages).items()], asynchronous=False)
         except KafkaException as error:
             log.warning("offset commit refused (%s): the batch will be read again, changing nothing", error.args[0])
 
@@ -505,12 +541,17 @@ class ViewFollower:
             return False
         return all(high <= 0 or positions[key] >= high for key, high in highs.items())
 
-    def _update_lag(self) -> None:
+    def _update_lag(self) -> bool:
+        """Set the lag gauges, and read again what Redis lost of the
+        assigned partitions while nothing arrived (:meth:`_rewind`; a
+        Redis restarted from an older snapshot while the follower was
+        idle). True when a partition is read again."""
         try:
-            positions = self.consumer.position(self.consumer.assignment())
+            assigned = self.consumer.position(self.consumer.assignment())
         except KafkaException:
-            return
-        for tp in positions:
+            return False
+        partitions = set()
+        for tp in assigned:
             try:
                 _, high = self.consumer.get_watermark_offsets(tp, cached=True)
             except KafkaException:
@@ -521,6 +562,20 @@ class ViewFollower:
                     committed = self.consumer.committed([TopicPartition(tp.topic, tp.partition)], timeout=5)[0].offset
                     position = committed if committed >= 0 else 0
                 self.metrics.lag.labels(self.topics[tp.topic], str(tp.partition)).set(max(0, high - position))
+                partitions.add((self.topics[tp.topic], tp.partition))
+        try:
+            return bool(self._rewind(partitions))
+        except REDIS_DOWN_ERRORS:  # the next batch waits for Redis, and looks again
+            return False
+
+
+def ends(messages: Iterable[Message]) -> dict[tuple[str, int], int]:
+    """``(topic, partition)`` → the offset after the last of ``messages``."""
+    found: dict[tuple[str, int], int] = {}
+    for message in messages:
+        key = (message.topic(), message.partition())
+        found[key] = max(found.get(key, 0), message.offset() + 1)
+    return found
 
 
 def redis_down(message: str) -> Exception:
@@ -540,61 +595,3 @@ def run_follower(config: FollowerConfig, codec: Codec = FIXED) -> int:
     log.info("view follower of group %s: %s into %s (namespace %s)", config.group_id, sorted(follower.topics), redact_url(config.redis_url), config.namespace)
     follower.run()
     return follower.applied
-
-
-# ----------------------------------------------------------------- rebuilding
-
-
-@dataclass(frozen=True)
-class RebuildSummary:
-    """What :func:`rebuild_read_models` applied."""
-
-    observations: int
-    candidates: int
-    trend_points: int
-    skipped: int
-    seconds: float
-    review_statuses: int = 0
-
-
-def rebuild_read_models(models: ReadModels, bootstrap: Bootstrap, topic_prefix: str = "", timeout: float = 60, codec: Codec = FIXED) -> RebuildSummary:
-    """Recreate the read models of ``models`` from the topics: read
-    ``recurrence-observations``, ``review-candidates``, ``review-status``
-    and ``recurrence-statistics`` whole (``read_raw``: read_committed, every
-    partition to its end), then clear the read models and apply every
-    record through ``ReadModels.apply``, each partition in offset order —
-    what a follower that read them all holds, ``follow-applied`` offsets
-    included (so a follower behind them skips what the rebuild applied).
-
-    The trend is rebuilt from the ScopeStatistics records the compacted
-    topic still holds: the last record of each scope always, older ones
-    only until compaction removes them (``min.compaction.lag.ms`` keeps
-    them for that long). Records that do not decode or validate are logged
-    and skipped. Raises what ``read_raw`` raises (nothing is cleared then)
-    and redis errors. Stop the follower while it runs."""
-    started = time.monotonic()
-    records: list[Located] = []
-    skipped = 0
-    for name in READ_MODEL_TOPICS:
-        physical_topic = catalogue.physical(name, topic_prefix)
-        for raw in read_raw(bootstrap, physical_topic, timeout):
-            try:
-                record = decode(name, raw.partition, raw.offset, raw.timestamp, raw.value, codec)
-            except (BadRecord, ValidationError, ValueError, KeyError) as error:
-                skipped += 1
-                log.warning("%s[%d]@%d skipped: %s", physical_topic, raw.partition, raw.offset, str(error)[:300])
-                continue
-            if record is not None:
-                records.append(record)
-    models.clear()
-    records.sort(key=lambda record: (record.topic, record.partition, record.offset))
-    total = AppliedCounts()
-    for start in range(0, len(records), REBUILD_CHUNK):  # one MULTI/EXEC per chunk, not one for the whole topic
-        counts = models.apply(records[start : start + REBUILD_CHUNK])
-        total.observations += counts.observations
-        total.candidates += counts.candidates
-        total.trend_points += counts.trend_points
-        total.review_statuses += counts.review_statuses
-    summary = RebuildSummary(total.observations, total.candidates, total.trend_points, skipped, time.monotonic() - started, total.review_statuses)
-    log.info("read models %s rebuilt: %s", models.keys.namespace, summary)
-    return summary

@@ -65,6 +65,7 @@ text; sorted-set scores are doubles, exact up to 2^53.
 | ``{ns}:{<ns>}:review-queue:{filter}`` | sorted set | the review candidates of every scope whose status passes ``filter`` (``open``, ``superseded``, ``approved``, ``rejected``, ``decided`` = approved or rejected, ``all``), member = candidate_id, score = the candidate record's Kafka timestamp in ms (oldest first); a candidate without a ReviewStatus yet is ``open`` |
 | ``{ns}:{<ns>}:review-repairs`` | hash | repair status (``pending``, ``held``, ``recurring``, ``failed``) → the ReviewStatus rows whose ``repair`` has it |
 | ``{ns}:{<ns>}:follow-applied`` | hash | ``{logical topic}:{partition}`` → the next offset of that partition to apply to the cross-scope review keys above |
+| ``{ns}:{<ns>}:follow-position`` | hash | ``{logical topic}:{partition}`` → the next offset of every followed partition after the last batch the view followers wrote whole (``recurrence_ledger.read.positions``): a Redis that comes back from an older snapshot holds a lower one, and the follower reads again from there |
 
 The keys the Lua scripts get
 ----------------------------
@@ -277,6 +278,11 @@ class Keys:
         """``{ns}:{<ns>}:follow-applied``: the next offset to apply to the cross-scope review keys, per topic partition."""
         return self._global("follow-applied")
 
+    @property
+    def position(self) -> str:
+        """``{ns}:{<ns>}:follow-position``: the next offset of every followed partition after the followers' last whole batch."""
+        return self._global("follow-position")
+
     @staticmethod
     def applied_field(topic: str, partition: int) -> str:
         """The field of :attr:`applied` and :meth:`scope_applied` of one
@@ -337,7 +343,7 @@ class Keys:
         if view:
             return (
                 rf"{ns}:{scope}(:top|:review|:revisions|:{_SCOPE_READ_MODELS})?|{ns}:group:\{{[^:{{}}]+\}}:patterns"
-                rf"|{ns}:\{{{ns}\}}:(scopes|scopes:at|scopes:by:[a-z_]+|layout|review-queue:items|decision-request:[0-9a-f]{{64}}|{_GLOBAL_READ_MODELS})"
+                rf"|{ns}:\{{{ns}\}}:(scopes|scopes:at|scopes:by:[a-z_]+|layout|follow-position|review-queue:items|decision-request:[0-9a-f]{{64}}|{_GLOBAL_READ_MODELS})"
                 rf"|{ns}:({LEGACY_KEYS})"
             )
         return (

@@ -6,22 +6,30 @@ Redis view (``recurrence_ledger.read.projection``,
 ``recurrence_ledger.read.patterns``); this module reads them to their end
 (through the runtime's ``read_raw``) and backs ``recurrence-ledger view
 rebuild`` and ``rebuild``. The view itself knows only Redis; the read models
-of the history are rebuilt by ``recurrence_ledger.read.follower.rebuild_read_models``.
+of the history are rebuilt by :func:`rebuild_read_models`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import orjson
 
+from pydantic import ValidationError
+
+from recurrence_ledger import catalogue
 from recurrence_ledger.ledger.intake import BadRecord
 from recurrence_ledger.ledger.records import SignaturePattern
 from recurrence_ledger.kafka.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED, Codec
 from recurrence_ledger.catalogue import REVISION_STATISTICS, SIGNATURE_PATTERNS, STATISTICS
+from recurrence_ledger.kafka.client_config import Bootstrap
+from recurrence_ledger.read.follower import decode
+from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.layout import mark_layout
+from recurrence_ledger.read.records import READ_MODEL_TOPICS, AppliedCounts, Located
 from recurrence_ledger.read.patterns import PatternView
 from recurrence_ledger.read.projection import RedisView, PendingWrite, revision_member
 
@@ -221,3 +229,65 @@ def rebuild_from_topic(view: RedisView, bootstrap: str, topic_prefix: str = "", 
         time.monotonic() - started,
     )
     return scopes
+
+
+#: Records per MULTI/EXEC when a rebuild applies the topics.
+REBUILD_CHUNK = 5000
+
+
+# ----------------------------------------------------------------- rebuilding
+
+
+@dataclass(frozen=True)
+class RebuildSummary:
+    """What :func:`rebuild_read_models` applied."""
+
+    observations: int
+    candidates: int
+    trend_points: int
+    skipped: int
+    seconds: float
+    review_statuses: int = 0
+
+
+def rebuild_read_models(models: ReadModels, bootstrap: Bootstrap, topic_prefix: str = "", timeout: float = 60, codec: Codec = FIXED) -> RebuildSummary:
+    """Recreate the read models of ``models`` from the topics: read
+    ``recurrence-observations``, ``review-candidates``, ``review-status``
+    and ``recurrence-statistics`` whole (``read_raw``: read_committed, every
+    partition to its end), then clear the read models and apply every
+    record through ``ReadModels.apply``, each partition in offset order —
+    what a follower that read them all holds, ``follow-applied`` offsets
+    included (so a follower behind them skips what the rebuild applied).
+
+    The trend is rebuilt from the ScopeStatistics records the compacted
+    topic still holds: the last record of each scope always, older ones
+    only until compaction removes them (``min.compaction.lag.ms`` keeps
+    them for that long). Records that do not decode or validate are logged
+    and skipped. Raises what ``read_raw`` raises (nothing is cleared then)
+    and redis errors. Stop the follower while it runs."""
+    started = time.monotonic()
+    records: list[Located] = []
+    skipped = 0
+    for name in READ_MODEL_TOPICS:
+        physical_topic = catalogue.physical(name, topic_prefix)
+        for raw in read_raw(bootstrap, physical_topic, timeout):
+            try:
+                record = decode(name, raw.partition, raw.offset, raw.timestamp, raw.value, codec)
+            except (BadRecord, ValidationError, ValueError, KeyError) as error:
+                skipped += 1
+                log.warning("%s[%d]@%d skipped: %s", physical_topic, raw.partition, raw.offset, str(error)[:300])
+                continue
+            if record is not None:
+                records.append(record)
+    models.clear()
+    records.sort(key=lambda record: (record.topic, record.partition, record.offset))
+    total = AppliedCounts()
+    for start in range(0, len(records), REBUILD_CHUNK):  # one MULTI/EXEC per chunk, not one for the whole topic
+        counts = models.apply(records[start : start + REBUILD_CHUNK])
+        total.observations += counts.observations
+        total.candidates += counts.candidates
+        total.trend_points += counts.trend_points
+        total.review_statuses += counts.review_statuses
+    summary = RebuildSummary(total.observations, total.candidates, total.trend_points, skipped, time.monotonic() - started, total.review_statuses)
+    log.info("read models %s rebuilt: %s", models.keys.namespace, summary)
+    return summary
