@@ -21,7 +21,7 @@ from recurrence_ledger.ledger.models import ArtifactRef, Id, RejectionReason, Re
 from recurrence_ledger.ledger.fields import REVISION_IDENTITY
 from recurrence_ledger.ledger.holdout_records import Effect, EffectVerdict
 from recurrence_ledger.read.keys import REVIEW_FILTERS
-from recurrence_ledger.ledger.records import AppliedReviewDecision, Repair, ReviewCandidate, ReviewStatus, RevisionFigures, RevisionStatistics, ScopeStatistics, SignaturePattern
+from recurrence_ledger.ledger.records import ReviewCandidate, ReviewStatus, RevisionFigures, RevisionStatistics, ScopeStatistics, SignaturePattern
 
 #: ``sort`` of ``GET /scopes`` (``recurrence_ledger.read.keys.SCOPE_SORTS``).
 ScopeSort = Literal["scope_id", "needing_review", "recurred", "repeat_failure_rate"]

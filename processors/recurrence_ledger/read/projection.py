@@ -55,7 +55,6 @@ Limits:
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
