@@ -272,6 +272,17 @@ def test_rebuild_recreates_the_live_read_models_and_applying_again_changes_nothi
     assert namespace_keys(client, scratch) == []
 
 
+def test_a_rebuild_that_differs_from_the_published_views_leaves_redis_as_it_is(fed, bootstrap, redis_url, client):
+    before = snapshot(client, namespace_keys(client, fed.namespace))
+    # Rebuilt with a review threshold above every streak, needing_review and the rows differ from the published ones.
+    result = run_cli("rebuild", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix, "--app-id", "ledger",
+                     "--review-threshold", "9")
+    assert result.returncode == 1, result.stdout + result.stderr
+    text = " ".join(result.stdout.split())
+    assert "DIFFERS" in text and "the Redis view was not rewritten" in text and f"Redis view {fed.namespace} rewritten" not in text
+    assert snapshot(client, namespace_keys(client, fed.namespace)) == before
+
+
 def test_history_is_bounded_with_a_total(read_redis_url):
     """N kept per revision (here 5 of 12), the total counted, runs named
     from the avoided positions even when their verdict was dropped (a

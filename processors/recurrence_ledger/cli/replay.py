@@ -159,7 +159,7 @@ def rebuild_command(
     Rebuilds streaks, statistics and the revisions view from the ledger
     topics alone, compares them with the latest statistics and
     revision-statistics records, and with --redis-url rewrites the Redis
-    view; rebuilds the pattern stage (contract §23) from the observations
+    view when they are equal; rebuilds the pattern stage (contract §23) from the observations
     and compares it with the signature-patterns and pattern-candidates
     topics. Exit code 1 when the rebuilt views differ from the live ones; 2
     when the deployment's state was built on another Unicode version."""
@@ -215,7 +215,11 @@ def rebuild_command(
            f"{len(pattern_differences)} patterns and {len(candidate_differences)} candidates DIFFER"),
         highlight=False,
     )
-    if redis_url:
+    differ = any(differences.values()) or revision_differences or pattern_differences or candidate_differences
+    if redis_url and differ:
+        console.print("the Redis view was not rewritten: the rebuilt views differ from the published ones (give the deployment's "
+                      "policy options, or rewrite the view from the published records with `view rebuild`)", style="red", highlight=False)
+    elif redis_url:
         records = [{**record, **rebuilt.get(scope_id, {})} for scope_id, record in latest.items()]
         view = command_redis_view(redis_url, default_namespace(topic_prefix))
         with reporting_redis_errors(view):
@@ -231,6 +235,6 @@ def rebuild_command(
             history = rebuild_history(view, connection, topic_prefix, codec, history_limit, trend_limit)
         console.print(f"Redis view {default_namespace(topic_prefix)} rewritten: {len(records)} scopes, {written} signature patterns", highlight=False)
         console.print(history, highlight=False)
-    if any(differences.values()) or revision_differences or pattern_differences or candidate_differences:
+    if differ:
         raise typer.Exit(1)
 
