@@ -106,3 +106,9 @@ def test_a_scope_or_id_query_parameter_longer_than_any_id_answers_400_before_red
             refused = httpx.get(f"{base_url}/holdout/assign", params={**assignment, name: "x" * 513}, headers=BEARER)
             assert refused.status_code == 400 and refused.json()["detail"][0]["loc"] == ["query", name]
         assert httpx.get(f"{base_url}/holdout/assign", params={**assignment, "scope_id": "x" * 512}, headers=BEARER).status_code == 200
+        long = "s" * 513
+        for path, where in ((f"/scopes/{long}/trend", ["path", "scope"]), (f"/scopes/{long}/revisions/E1/1/history", ["path", "scope"]),
+                            (f"/scopes/s/revisions/{long}/1/history", ["path", "artifact_id"]), (f"/scopes/{long}/statistics", ["path", "scope"])):
+            refused = httpx.get(f"{base_url}{path}", headers=BEARER)
+            assert refused.status_code == 400 and refused.json()["detail"][0]["loc"] == where, (path, refused.text[:300])
+        assert httpx.get(f"{base_url}/scopes/{'s' * 512}/trend", headers=BEARER).status_code == 503  # valid: Redis is asked

@@ -50,6 +50,8 @@ IfNoneMatch = Annotated[str | None, Header(description="An ETag from an earlier 
 #: A scope id in a path: no longer than a scope id can be (ledger.models.MAX_ID_LENGTH), so
 #: a longer one answers 400 rather than a 404 quoting it back.
 ScopeId = Annotated[str, Path(max_length=MAX_ID_LENGTH, description=f"The scope id (at most {MAX_ID_LENGTH} characters).")]
+#: An artifact id in a path, bounded as a scope id.
+ArtifactIdPath = Annotated[str, Path(max_length=MAX_ID_LENGTH, description=f"The artifact id (at most {MAX_ID_LENGTH} characters).")]
 #: A scope id as a query parameter (``?scope=``), bounded the same way.
 ScopeQuery = Annotated[str | None, Query(max_length=MAX_ID_LENGTH, description=f"Only this scope's (at most {MAX_ID_LENGTH} characters).")]
 

@@ -26,7 +26,7 @@ from fastapi import APIRouter, Path, Query
 from fastapi.responses import FileResponse, Response
 
 from recurrence_ledger.api.bodies import shaper
-from recurrence_ledger.api.params import MAX_HISTORY_LIMIT, MAX_OFFSET, MAX_POSITION, IfNoneMatch
+from recurrence_ledger.api.params import MAX_HISTORY_LIMIT, MAX_OFFSET, MAX_POSITION, ArtifactIdPath, IfNoneMatch, ScopeId
 from recurrence_ledger.api.responses import CONDITIONAL, ERRORS, answer, etag_matches, not_found, page, unknown_scope
 from recurrence_ledger.api.schemas import RevisionHistoryBody, Run, ScopeTrend, TrendPoint, Verdict
 from recurrence_ledger.ledger.models import TaskOutcomeItemRef
@@ -57,8 +57,8 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
         response_model=RevisionHistoryBody, responses={**CONDITIONAL, **ERRORS}, tags=["history"],
     )
     async def revision_history(
-        scope: str,
-        artifact_id: str,
+        scope: ScopeId,
+        artifact_id: ArtifactIdPath,
         revision: Annotated[int, Path(ge=1, le=MAX_POSITION, description="The revision number.")],
         order: Annotated[Literal["newest", "oldest"], Query(description="newest (default): position descending; oldest: ascending.")] = "newest",
         limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_LIMIT, description=f"Rows to return, 1–{MAX_HISTORY_LIMIT}.")] = 100,
@@ -108,7 +108,7 @@ def router(models: ReadModels, topic_prefix: str) -> APIRouter:
 
     @routes.get("/scopes/{scope:path}/trend", response_model=ScopeTrend, responses={**CONDITIONAL, **ERRORS}, tags=["history"])
     async def scope_trend(
-        scope: str,
+        scope: ScopeId,
         from_position: Annotated[int, Query(ge=0, le=MAX_POSITION, description="Only points with as_of_position ≥ this.")] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_HISTORY_LIMIT, description=f"Points to return, 1–{MAX_HISTORY_LIMIT}.")] = MAX_HISTORY_LIMIT,
         if_none_match: IfNoneMatch = None,
