@@ -112,3 +112,17 @@ def test_a_scope_or_id_query_parameter_longer_than_any_id_answers_400_before_red
             refused = httpx.get(f"{base_url}{path}", headers=BEARER)
             assert refused.status_code == 400 and refused.json()["detail"][0]["loc"] == where, (path, refused.text[:300])
         assert httpx.get(f"{base_url}/scopes/{'s' * 512}/trend", headers=BEARER).status_code == 503  # valid: Redis is asked
+
+
+def test_head_is_answered_as_get_without_the_body():
+    """A load balancer's HEAD probe: the GET's status and headers, no body
+    (FastAPI alone answers 405 to HEAD on a GET route); the read token is
+    asked for as for the GET."""
+    with running_api(ApiSettings(redis_url=UNREACHABLE, api_token=TOKEN)) as base_url:
+        for path, status in (("/healthz", 503), ("/", 200), ("/scopes", 503)):
+            get, head = httpx.get(f"{base_url}{path}", headers=BEARER), httpx.head(f"{base_url}{path}", headers=BEARER)
+            assert (get.status_code, head.status_code) == (status, status), path
+            assert head.content == b"" and get.content
+            assert head.headers["content-length"] == get.headers["content-length"] and head.headers["content-type"] == get.headers["content-type"]
+        assert httpx.head(f"{base_url}/scopes").status_code == 401
+        assert httpx.request("DELETE", f"{base_url}/scopes", headers=BEARER).status_code == 405

@@ -114,6 +114,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import AsyncIterator
+from typing import Any
 
 import redis
 from fastapi import Depends, FastAPI, Request
@@ -142,6 +143,26 @@ from recurrence_ledger.kafka.review import DecisionPublisher
 DOCS_STATIC_URL = "/static-docs"
 #: The documentation pages: Swagger UI and ReDoc.
 DOCS_URL, REDOC_URL = "/docs", "/redoc"
+
+
+class HeadAsGet:
+    """ASGI middleware: a ``HEAD`` request is answered as the same ``GET``
+    (status, headers, ``Content-Length`` included) without the body (RFC
+    9110 §9.3.2) — FastAPI routes a GET route's HEAD to 405, and a load
+    balancer probing ``/healthz`` with HEAD would take the API for down."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def without_body(message: dict) -> None:
+            await send({**message, "body": b""} if message["type"] == "http.response.body" else message)
+
+        await self.app({**scope, "method": "GET"}, receive, without_body)
 
 
 def create_app(settings: ApiSettings | None = None) -> FastAPI:
@@ -209,6 +230,9 @@ def create_app(settings: ApiSettings | None = None) -> FastAPI:
             allow_credentials=False,  # the token is a header the page sends, never a cookie
             max_age=600,
         )
+    # A HEAD request answered as its GET without the body, behind the guard's
+    # rules for a GET: load balancers and uptime checks probe with HEAD.
+    app.add_middleware(HeadAsGet)
     # Outermost: every request counted and timed, the refused ones too
     # (recurrence_ledger.api.metrics; served by serve --metrics-port).
     app.state.metrics = ApiMetrics()
