@@ -18,6 +18,7 @@ process) reads the committed topics into the same view and the read models.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +29,8 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.read.follower_view import FollowerView
 from recurrence_ledger.read.history import ReadModels
 from recurrence_ledger.read.pages import with_runs, runs_of
-from recurrence_ledger.read.follower import decode
+from recurrence_ledger.kafka.kafka_admin import group_members
+from recurrence_ledger.read.follower import decode, view_group
 from recurrence_ledger.kafka.kafka_io import read_raw
 from recurrence_ledger.serde.codec import FIXED
 from recurrence_ledger.catalogue import OBSERVATIONS, REVIEW_CANDIDATES, STATISTICS
@@ -37,7 +39,8 @@ from recurrence_ledger.read.keys import Keys, default_namespace
 from tests.conftest import CASES, read_jsonl
 from tests.e2e import harness
 from tests.e2e.history_fixtures import SCOPE, namespace_keys, run_follower, snapshot, timeline_journal
-from tests.plugins.processes import run_cli
+from tests.e2e.harness import REPO
+from tests.plugins.processes import cli_command, cli_env, run_cli
 from tests.plugins.services import read_client
 
 def is_view_key(key: str, namespace: str) -> bool:
@@ -281,6 +284,30 @@ def test_a_rebuild_that_differs_from_the_published_views_leaves_redis_as_it_is(f
     text = " ".join(result.stdout.split())
     assert "DIFFERS" in text and "the Redis view was not rewritten" in text and f"Redis view {fed.namespace} rewritten" not in text
     assert snapshot(client, namespace_keys(client, fed.namespace)) == before
+
+
+def test_a_rebuild_refuses_to_start_while_view_followers_run(fed, bootstrap, redis_url, client, tmp_path):
+    """A rebuild writes without the followers' guard: beside a running
+    follower a row it wrote could be replaced by an older one for good."""
+    group = view_group("ledger", fed.prefix)
+    with open(tmp_path / "follower.log", "wb") as log:
+        follower = subprocess.Popen(cli_command("view", "follow", "--bootstrap", bootstrap, "--redis-url", redis_url, "--topic-prefix", fed.prefix,
+                                                "--app-id", "ledger"),
+                                    cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=cli_env())
+    try:
+        harness.wait_until(lambda: group_members(bootstrap, group) > 0, 60, "the follower in its group")
+        before = snapshot(client, namespace_keys(client, fed.namespace))
+        for command in ("view", "rebuild"), ("rebuild",):
+            result = run_cli(*command, "--app-id", "ledger", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix)
+            assert result.returncode == 2, result.stdout + result.stderr
+            assert f"refusing to start: 1 view follower(s) of the group {group} are running" in " ".join(result.stdout.split())
+        assert snapshot(client, namespace_keys(client, fed.namespace)) == before
+    finally:
+        follower.terminate()
+        assert follower.wait(60) == 0
+    harness.wait_until(lambda: group_members(bootstrap, group) == 0, 60, "the follower gone from its group")
+    result = run_cli("view", "rebuild", "--app-id", "ledger", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_history_is_bounded_with_a_total(read_redis_url):

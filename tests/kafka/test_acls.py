@@ -50,7 +50,8 @@ def test_other_roles():
         "source-journal", "experience-revisions", "handoff-revisions", "handoff-receipts", "task-outcomes", "experience-candidates")]
     reader = role_acls("reader", "User:r", "p.")
     assert {acl.operation for acl in reader if acl.resource_type == "TOPIC"} == {"READ"}
-    assert [acl.name for acl in reader if acl.resource_type == "GROUP"] == ["recurrence-ledger-export"]
+    assert [acl.name for acl in reader if acl.resource_type == "GROUP"] == ["recurrence-ledger-export", "p.recurrence-ledger-view"]
+    assert {acl.operation for acl in reader if acl.resource_type == "GROUP"} == {"DESCRIBE"}  # the view followers' members, nothing more
     replay = role_acls("replay", "User:r", "p.", "app")
     assert sorted(acl.name for acl in replay if acl.resource_type == "GROUP") == ["p.app", "p.app-replay", "recurrence-ledger-export"]
     assert {acl.operation for acl in replay if acl.resource_type == "GROUP"} == {"DESCRIBE"}

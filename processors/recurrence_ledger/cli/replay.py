@@ -35,7 +35,7 @@ from recurrence_ledger.cli.options import (
     output_format_option,
     takes,
 )
-from recurrence_ledger.cli.view import rebuild_history
+from recurrence_ledger.cli.view import FollowersRunning, rebuild_history, refuse_beside_followers
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import DEFAULT_APP_ID
 
@@ -149,7 +149,7 @@ def rebuild_command(
     pattern_group_separator: PatternSeparatorOption = policy.PATTERN_GROUP_SEPARATOR.default,
     schema_registry_url: RegistryOption = None,
     critical_review_threshold: CriticalThresholdOption = policy.CRITICAL_REVIEW_THRESHOLD.default,
-    app_id: Annotated[str, app_id_option("The deployment's app id (its changelog holds the Unicode pin).")] = DEFAULT_APP_ID,
+    app_id: Annotated[str, app_id_option("The deployment's app id (its changelog holds the Unicode pin; its view followers' group is PREFIX+APP_ID-view).")] = DEFAULT_APP_ID,
     accept_unicode_change: AcceptUnicodeOption = False,
     history_limit: HistoryLimitOption = policy.DEFAULT_HISTORY_LIMIT,
     trend_limit: TrendLimitOption = policy.DEFAULT_TREND_LIMIT,
@@ -162,7 +162,8 @@ def rebuild_command(
     view when they are equal; rebuilds the pattern stage (contract §23) from the observations
     and compares it with the signature-patterns and pattern-candidates
     topics. Exit code 1 when the rebuilt views differ from the live ones; 2
-    when the deployment's state was built on another Unicode version."""
+    when the deployment's state was built on another Unicode version, or
+    (with --redis-url) while its view followers run."""
     from recurrence_ledger.kafka.kafka_io import read_topic
     from recurrence_ledger.ledger.patterns import rebuild_patterns
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
@@ -171,8 +172,10 @@ def rebuild_command(
     from recurrence_ledger.runtime.unicode_pin import check_changelog
 
     connection = kafka_connection(bootstrap, kafka_config)
-    with refusing_to_start(), reporting_kafka_errors():
+    with refusing_to_start(FollowersRunning), reporting_kafka_errors():
         check_changelog(connection, catalogue.physical(catalogue.changelog_name(app_id), topic_prefix), accept_unicode_change)
+        if redis_url:
+            refuse_beside_followers(connection, app_id, topic_prefix)
     with reporting_kafka_errors():
         codec = command_codec(schema_registry_url, None, kafka_config)
         observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]

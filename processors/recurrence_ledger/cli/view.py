@@ -11,7 +11,10 @@ from typing import Annotated, Any
 import typer
 
 from recurrence_ledger import policy
-from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, reporting_redis_errors, command_redis_view, check_port, check_redis_url, console
+from recurrence_ledger.errors import RecurrenceLedgerError
+from recurrence_ledger.cli.clients import (
+    command_codec, kafka_connection, reporting_kafka_errors, reporting_redis_errors, command_redis_view, check_port, check_redis_url, console, refusing_to_start,
+)
 from recurrence_ledger.cli.options import (
     BootstrapOption,
     ExitWhenIdleOption,
@@ -29,6 +32,27 @@ from recurrence_ledger.cli.options import (
 from recurrence_ledger.settings import DEFAULT_APP_ID, DEFAULT_METRICS_HOST, configure_logging
 
 view_app = typer.Typer(help="The Redis statistics view.", no_args_is_help=True, rich_markup_mode="rich")
+
+
+class FollowersRunning(RecurrenceLedgerError):
+    """View followers of the deployment are running while a rebuild would
+    rewrite their view."""
+
+
+def refuse_beside_followers(connection: Any, app_id: str, topic_prefix: str) -> None:
+    """Raise :class:`FollowersRunning` when the deployment's view followers
+    (``view follow``, or workers started with a Redis URL: the group
+    ``<prefix><app_id>-view``) have members now: a rebuild writes the view
+    without the guard their writes keep, so a row they write meanwhile can
+    be replaced by an older one for good (docs/operating.md)."""
+    from recurrence_ledger.kafka.kafka_admin import group_members
+    from recurrence_ledger.read.follower import view_group
+
+    group = view_group(app_id, topic_prefix)
+    members = group_members(connection, group)
+    if members:
+        raise FollowersRunning(f"{members} view follower(s) of the group {group} are running (view follow, or workers with a Redis URL): "
+                               "stop them while the view is rebuilt, then start them again")
 
 
 def rebuild_history(view: Any, connection: Any, topic_prefix: str, codec: Any, history_limit: int = policy.DEFAULT_HISTORY_LIMIT,
@@ -55,6 +79,7 @@ def view_rebuild_command(
     schema_registry_url: RegistryOption = None,
     history_limit: HistoryLimitOption = policy.DEFAULT_HISTORY_LIMIT,
     trend_limit: TrendLimitOption = policy.DEFAULT_TREND_LIMIT,
+    app_id: Annotated[str, app_id_option("The deployment's app id (its view followers' group is PREFIX+APP_ID-view).")] = DEFAULT_APP_ID,
 ) -> None:
     """Rebuild the Redis view from the statistics topics.
 
@@ -63,12 +88,15 @@ def view_rebuild_command(
     histories, trends, review queue) from recurrence-observations,
     review-candidates and recurrence-statistics (the review set and the
     review threshold are the ones the ledger published in the records).
-    Stop the view follower while it runs."""
+    Refuses to start (exit 2) while view followers of the deployment run:
+    stop them meanwhile."""
     from recurrence_ledger.read.rebuild import rebuild_from_topic
     from recurrence_ledger.read.keys import default_namespace
 
-    view = command_redis_view(redis_url, default_namespace(topic_prefix))
     connection = kafka_connection(bootstrap, kafka_config)
+    with refusing_to_start(FollowersRunning), reporting_kafka_errors():
+        refuse_beside_followers(connection, app_id, topic_prefix)
+    view = command_redis_view(redis_url, default_namespace(topic_prefix))
     with reporting_kafka_errors(), reporting_redis_errors(view):
         codec = command_codec(schema_registry_url, None, kafka_config)
         scopes = rebuild_from_topic(view, connection, topic_prefix, codec=codec)

@@ -37,7 +37,9 @@ contract §1). Roles, each for one principal:
   the reader's). The API process itself needs only the Write.
 - ``reader``: ``export``, ``rebuild``, ``explain``, ``view rebuild`` — Read on
   every catalogue topic; Describe on the group ``recurrence-ledger-export``
-  (kafka_io.READER_GROUP_ID: assign only, no offsets committed).
+  (kafka_io.READER_GROUP_ID: assign only, no offsets committed) and on the
+  view followers' group ``<prefix><app_id>-view`` (a rebuild of the Redis
+  view refuses to start while it has members).
 - ``replay``: ``replay`` — the reader's ACLs, Write on the output topics (an
   idempotent producer) and Describe on the group ``<prefix><app_id>-replay``
   and on the workers' group ``<prefix><app_id>`` (its committed offsets
@@ -131,7 +133,8 @@ def role_acls(role: str, principal: str, topic_prefix: str = "", app_id: str = "
         reads = [catalogue.physical(name, topic_prefix) for name in REVIEWER_READS]
         return _topics(principal, [decisions], ("WRITE",)) + _topics(principal, reads, ("READ",)) + [reader_group]
     if role == "reader":
-        return _topics(principal, everything, ("READ",)) + [reader_group]
+        followers = Acl("GROUP", catalogue.view_follower_group(app_id, topic_prefix), "LITERAL", "DESCRIBE", principal)
+        return _topics(principal, everything, ("READ",)) + [reader_group, followers]
     if role == "replay":
         replay_group = Acl("GROUP", catalogue.replay_group(group), "LITERAL", "DESCRIBE", principal)
         worker_group = Acl("GROUP", group, "LITERAL", "DESCRIBE", principal)  # its committed offsets bound the replay

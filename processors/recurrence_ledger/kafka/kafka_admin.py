@@ -342,3 +342,17 @@ def delete_deployment(bootstrap: str, topic_prefix: str, app_id: str, timeout: f
             except KafkaException as error:
                 result[name] = str(error.args[0].str())
     return {name: result[name] for name in [*names, *groups]}
+
+
+def group_members(bootstrap: Bootstrap, group: str) -> int:
+    """How many members the consumer group ``group`` has now (the group
+    coordinator's description; 0 for a group that does not exist). Raises
+    KafkaException when the broker does not answer."""
+    admin = admin_client(bootstrap)  # kept referenced until its answer: a collected client never completes its futures
+    try:
+        description = admin.describe_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
+    except KafkaException as error:
+        if error.args and error.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+            return 0
+        raise
+    return len(description.members)

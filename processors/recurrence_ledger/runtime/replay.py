@@ -84,7 +84,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from recurrence_ledger.embedded.output import stderr_console
 from recurrence_ledger.kafka.client_config import consumer_config, producer_config
 from recurrence_ledger.kafka.kafka_io import produce, read_raw, read_topic
-from recurrence_ledger.kafka.kafka_admin import admin_client
+from recurrence_ledger.kafka.kafka_admin import admin_client, group_members
 from recurrence_ledger.runtime.catch_up import CatchUp
 from recurrence_ledger.runtime.unicode_pin import check_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
@@ -210,19 +210,6 @@ def worker_positions(bootstrap: str, worker_group: str, partitions: list[TopicPa
     if all(tp.offset < 0 for tp in committed):
         return None
     return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in committed}
-
-
-def group_members(bootstrap: str, worker_group: str) -> int:
-    """How many members the consumer group ``worker_group`` has now (the
-    group coordinator's description; 0 for a group that does not exist)."""
-    admin = admin_client(bootstrap)  # kept referenced until its answer: a collected client never completes its futures
-    try:
-        description = admin.describe_consumer_groups([worker_group], request_timeout=10)[worker_group].result(timeout=15)
-    except KafkaException as error:
-        if error.args and error.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-            return 0
-        raise
-    return len(description.members)
 
 
 def _workers_moved_on(bootstrap: str, worker_group: str, ends: dict[tuple[str, int], int], repartition_topic: str) -> tuple[str | None, str | None]:
