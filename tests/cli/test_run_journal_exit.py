@@ -6,6 +6,7 @@ writes) is a usage error (exit 2) before anything is written."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 from tests.conftest import REPO
@@ -80,6 +81,21 @@ def test_a_journal_among_the_files_the_run_writes_is_refused_and_kept(tmp_path):
         assert result.returncode == 2, (command, result.stdout, result.stderr)
         assert "is one of the files the run writes" in " ".join(result.stderr.split()), command
         assert journal.read_bytes() == before, command
+
+
+def test_a_journal_hard_linked_to_an_output_file_is_refused_and_kept(tmp_path):
+    """A hard link is the same file under another path (resolve() does not
+    see it): run-journal would empty the journal before reading it."""
+    journal = write_journal(tmp_path / "j.jsonl", GOOD)
+    before = journal.read_bytes()
+    out = tmp_path / "out"
+    out.mkdir()
+    os.link(journal, out / "recurrence-matches.jsonl")
+    for jobs in ("1", "2"):
+        result = run_cli("run-journal", str(journal), "--out", str(out), "--jobs", jobs, env={"COLUMNS": "400"})
+        assert result.returncode == 2, (result.stdout, result.stderr)
+        assert "is one of the files the run writes" in " ".join(result.stderr.split())
+        assert journal.read_bytes() == before
 
 
 def test_a_journal_from_a_pipe_is_a_usage_error_not_a_traceback(tmp_path):

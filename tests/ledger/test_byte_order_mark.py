@@ -37,6 +37,19 @@ def test_a_bom_alone_on_the_first_line_is_a_blank_line(tmp_path):
         assert list(journal_lines(handle)) == [(1, line(RECORD))]
 
 
+def test_only_json_white_space_makes_a_line_blank(tmp_path):
+    """A line of spaces, tabs and CRs is blank (skipped); a form feed or a
+    vertical tab is no JSON white space: such a line is a record, dead-lettered
+    as malformed JSON, never dropped silently."""
+    journal = tmp_path / "j.jsonl"
+    journal.write_bytes(b" \t \r\n" + b"\x0c\n" + b" \x0b\x0b \n" + line(RECORD) + b"\n")
+    with open(journal, "rb") as handle:
+        assert list(journal_lines(handle)) == [(1, b"\x0c"), (2, b" \x0b\x0b "), (3, line(RECORD))]
+    summary = run_journal(journal, tmp_path / "out", show_progress=False)
+    letters = [json.loads(raw) for raw in (tmp_path / "out" / "dead-letter.jsonl").read_bytes().splitlines()]
+    assert summary.dead_letters == 2 and [letter["reason"] for letter in letters] == ["malformed_json", "malformed_json"]
+
+
 def test_a_bom_at_the_start_of_a_record_value_is_ignored():
     assert decode_json(BOM + line(RECORD)) == json.loads(line(RECORD))
     assert decode_journal_line(BOM + line(RECORD)) == ("task-outcomes", RECORD["value"])
