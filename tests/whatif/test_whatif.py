@@ -28,6 +28,7 @@ from recurrence_ledger import policy
 from recurrence_ledger.workload import Workload, generate_journal
 from tests.conftest import CASE_NAMES, REPO, case
 from tests.journal import Ledger, check, experience, handoff, outcome, receipt, write_journal
+from tests.plugins.processes import run_cli
 
 EXAMPLE = REPO / "processors" / "recurrence_ledger" / "examples" / "openapi_drift.jsonl"
 
@@ -191,3 +192,35 @@ def test_a_journal_that_cannot_be_read_is_an_error_naming_it(tmp_path):
     for path in (tmp_path / "missing.jsonl", tmp_path):
         with pytest.raises(UnreadableJournal, match=str(path)):
             JournalInput(path).open()
+
+
+def test_a_what_if_into_the_folder_of_another_leaves_only_its_own_files(tmp_path):
+    """A sweep writes a chart and no ledger files, one alternative the
+    reverse: into the same --out, each removes what the other left, so the
+    folder never shows a chart or ledger files of another run."""
+    journal, _ = case("review_loop")
+    out = tmp_path / "out"
+    single = ("what-if", str(journal), "--out", str(out), "--review-threshold", "2", "--quiet")
+    assert run_cli(*single).returncode == 0
+    assert (out / "ledger" / "recurrence-matches.jsonl").is_file() and not (out / "chart.png").exists()
+    result = run_cli("what-if", str(journal), "--out", str(out), "--sweep", "review-threshold=2..4", "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (out / "chart.png").is_file() and not (out / "ledger").exists()
+    assert json.loads((out / "report.json").read_text())["ledger_files"] is None
+    assert run_cli(*single).returncode == 0
+    assert (out / "ledger" / "recurrence-matches.jsonl").is_file() and not (out / "chart.png").exists()
+
+
+def test_an_output_folder_that_cannot_be_written_is_one_line_not_a_traceback(tmp_path):
+    """run-journal, what-if and run: a file where the folder should be (or
+    any file error reading the journal or writing the outputs) is one red
+    line naming the error, exit 1."""
+    journal, _ = case("review_loop")
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    for command in (("run-journal", str(journal)), ("run-journal", str(journal), "--jobs", "2"),
+                    ("what-if", str(journal), "--review-threshold", "2"), ("run", str(journal))):
+        result = run_cli(*command, "--out", str(blocker / "sub"), env={"COLUMNS": "400", "KAFKA_BOOTSTRAP_SERVERS": ""})
+        text = " ".join((result.stdout + result.stderr).split())
+        assert result.returncode == 1 and "Traceback" not in text, (command, text[-600:])
+        assert "Not a directory" in text and "choose another folder with --out DIR" in text, (command, text[-600:])

@@ -64,10 +64,12 @@ def reporting_kafka_errors() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def reporting_lost_jobs() -> Iterator[None]:
-    """Turn the loss of a ``--jobs`` process (killed, e.g. by the kernel
-    when memory runs short) into one red line and exit code 1, instead of
-    the process pool's traceback; nothing of the run is kept."""
+def reporting_run_errors(journal: object, out: Path) -> Iterator[None]:
+    """Turn what stops an embedded run from outside into one red line and
+    exit code 1, instead of a traceback: the loss of a ``--jobs`` process
+    (killed, e.g. by the kernel when memory runs short; nothing of the run is
+    kept), or a file error reading ``journal`` or writing into ``out`` (a
+    folder that cannot be written, a full disk, an I/O error)."""
     from concurrent.futures.process import BrokenProcessPool
 
     try:
@@ -75,6 +77,10 @@ def reporting_lost_jobs() -> Iterator[None]:
     except BrokenProcessPool:
         console.print("error: a --jobs process ended abruptly (killed? out of memory?); the run was stopped: "
                       "run it again, with fewer --jobs if memory is short", style="red", highlight=False)
+        raise typer.Exit(1) from None
+    except OSError as error:
+        console.print(f"error: {error} (the run reads {journal} and writes into {out}/: check the journal, or choose another folder with --out DIR)",
+                      style="red", highlight=False)
         raise typer.Exit(1) from None
 
 

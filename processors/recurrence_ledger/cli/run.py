@@ -32,7 +32,7 @@ from recurrence_ledger.cli.clients import (
     kafka_connection,
     refusing_to_start,
     reporting_kafka_errors,
-    reporting_lost_jobs,
+    reporting_run_errors,
 )
 from recurrence_ledger.cli.options import (
     DEFAULT_PARTITIONS,
@@ -214,7 +214,7 @@ def run_journal_command(
     from recurrence_ledger.embedded.parallel import run_journal_jobs
 
     check_journal(journal, out)
-    with reporting_lost_jobs():
+    with reporting_run_errors(journal, out):
         summary = run_journal_jobs(journal, out, ledger, jobs, show_progress=not quiet, view_batch=view_batch)
     if not quiet:
         print_summary(summary, out)
@@ -293,7 +293,7 @@ def run_command(
     from recurrence_ledger.embedded.runner import run_journal
 
     out_dir = out or DEFAULT_RUN_OUT
-    try:
+    with reporting_run_errors(journal or EXAMPLE_JOURNAL, out_dir):
         if journal is None:
             with resources.as_file(resources.files("recurrence_ledger.examples") / EXAMPLE_JOURNAL) as packaged:
                 console.print(
@@ -305,9 +305,6 @@ def run_command(
             check_journal(journal, out_dir)
             console.print(f"embedded runner (KAFKA_BOOTSTRAP_SERVERS is not set): {journal} → {out_dir}/", style="bold", highlight=False)
             summary = run_journal(journal, out_dir, ledger, view_batch=view_batch)
-    except OSError as error:
-        console.print(f"error: cannot write the output files to {out_dir}: {error}; choose a folder with --out DIR", style="red", highlight=False)
-        raise typer.Exit(1) from None
     print_summary(summary, out_dir)
     if summary.dead_letters:
         warn_dead_letters(summary, out_dir)  # the demo warns but exits 0; run-journal is the one for scripts

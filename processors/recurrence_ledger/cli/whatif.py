@@ -26,7 +26,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from recurrence_ledger import policy
-from recurrence_ledger.cli.clients import command_codec, console, kafka_connection, redis_errors, reporting_kafka_errors, reporting_lost_jobs
+from recurrence_ledger.cli.clients import command_codec, console, kafka_connection, redis_errors, reporting_kafka_errors, reporting_run_errors
 from recurrence_ledger.cli.options import (
     BootstrapOption,
     JobsOption,
@@ -293,11 +293,14 @@ def what_if_command(
         recorded, why = recorded_review_threshold(redis_url, topic_prefix)
         if recorded is not None:
             values["review_threshold"], sources["review_threshold"] = recorded, why
-    baseline = Policy(**values)
+    try:
+        baseline = Policy(**values)
+    except ValueError as error:  # e.g. a count above its maximum
+        raise typer.BadParameter(f"the baseline policy: {error}") from None
     try:
         fixed = replace(baseline, **{name: value for name, value in alternative_values.items() if value is not None})
-    except ValueError as error:  # e.g. a holdout salt without a rate on either side (contract §21.5)
-        raise typer.BadParameter(f"the alternative policy: {error}", param_hint=policy.HOLDOUT_SALT.option) from None
+    except ValueError as error:  # e.g. a holdout salt without a rate on either side (contract §21.5), a count above its maximum
+        raise typer.BadParameter(f"the alternative policy: {error}") from None
     alternatives = parsed.policies(fixed) if parsed is not None else (fixed,)
 
     if from_topics:
@@ -314,23 +317,23 @@ def what_if_command(
             console.print(f"error: {error}", style="red", highlight=False)
             raise typer.Exit(2) from None
     try:
-        with reporting_kafka_errors():
+        with reporting_kafka_errors(), reporting_run_errors(journal or "the input topics", out):
             options = {"out_dir": out, "facts_of": alternatives[0] if parsed is None else None, "max_pending_candidates": max_pending_candidates,
                        "view_batch": view_batch, "show_progress": not quiet}
             if from_topics:
                 outcome = replay(source, [baseline, *alternatives], **options)
             else:
-                with reporting_lost_jobs():
-                    outcome = replay_journal_jobs(source, [baseline, *alternatives], jobs, **options)
+                outcome = replay_journal_jobs(source, [baseline, *alternatives], jobs, **options)
     finally:
         source.close()
     chart = CHART if parsed is not None else None
     document = build_report(outcome, baseline, sources, alternatives, parsed, chart)
-    if parsed is not None:
-        from recurrence_ledger.whatif.chart import draw_chart
+    with reporting_run_errors(journal or "the input topics", out):
+        if parsed is not None:
+            from recurrence_ledger.whatif.chart import draw_chart
 
-        draw_chart(document["sweep"], out / CHART)
-    json_path, markdown_path = write_report(document, out)
+            draw_chart(document["sweep"], out / CHART)
+        json_path, markdown_path = write_report(document, out)
     if not quiet:
         _print_summary(document, markdown_path)
     if outcome.dead_letters:  # the first policy replayed: a decision's unknown_candidate depends on the threshold

@@ -18,7 +18,8 @@ from typing import Any
 
 from recurrence_ledger.whatif.compare import compare, rejected_avoided, sweep_rows
 from recurrence_ledger.whatif.policies import ATTRIBUTES, SETTINGS, Policy, Sweep, show
-from recurrence_ledger.whatif.replay import ReplayOutcome
+from recurrence_ledger.catalogue import OUTPUT_TOPICS
+from recurrence_ledger.whatif.replay import LEDGER_FOLDER, ReplayOutcome
 
 #: Rows of one list shown per scope in report.md.
 MAX_ROWS = 20
@@ -79,11 +80,22 @@ def build_report(
 
 def write_report(document: dict, out_dir: Path) -> tuple[Path, Path]:
     """Write ``report.json`` and ``report.md`` into ``out_dir`` (created if
-    needed); returns their paths. OSError when they cannot be written."""
+    needed), and remove what an earlier what-if left there that this report
+    does not describe — a sweep's chart, one alternative's ledger files —
+    so the folder holds one run; returns the reports' paths. OSError when
+    they cannot be written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path, markdown_path = out_dir / JSON_REPORT, out_dir / MARKDOWN_REPORT
     json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     markdown_path.write_text(markdown(document), encoding="utf-8")
+    if document["sweep"] is None:
+        (out_dir / CHART).unlink(missing_ok=True)
+    if document["ledger_files"] is None:
+        ledger = out_dir / LEDGER_FOLDER
+        for topic in OUTPUT_TOPICS:
+            (ledger / f"{topic}.jsonl").unlink(missing_ok=True)
+        if ledger.is_dir() and not any(ledger.iterdir()):
+            ledger.rmdir()
     return json_path, markdown_path
 
 
