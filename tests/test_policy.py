@@ -121,3 +121,26 @@ def test_the_operating_guide_holds_the_settings_table():
     section = guide.split("\n## Settings\n", 1)
     assert len(section) == 2, "docs/operating.md has no '## Settings' section"
     assert "\n" + policy.markdown_table() in section[1].split("\n## ", 1)[0]
+
+
+def test_counts_above_an_avro_long_and_processes_above_the_cap_are_usage_errors(tmp_path):
+    """A threshold of 2**63 was written into the records (no Avro long can
+    carry it) and 2**64 ended in a traceback; --jobs had no bound (10,000
+    forked processes took the machine's memory)."""
+    from tests.conftest import case
+
+    journal, _ = case("minimum_case")
+    too_big = str(policy.MAX_COUNT + 1)
+    for args, named in (
+        (("run-journal", str(journal), "--out", str(tmp_path / "a"), "--review-threshold", too_big), "--review-threshold"),
+        (("run-journal", str(journal), "--out", str(tmp_path / "b"), "--pattern-threshold", str(2**64)), "--pattern-threshold"),
+        (("run-journal", str(journal), "--out", str(tmp_path / "c"), "--jobs", str(policy.MAX_PROCESSES + 1)), "--jobs"),
+        (("what-if", str(journal), "--out", str(tmp_path / "d"), "--review-threshold", too_big), "the alternative policy"),
+        (("what-if", str(journal), "--out", str(tmp_path / "e"), "--sweep", "review-threshold=1..2", "--baseline-review-threshold", too_big),
+         "the baseline policy"),
+    ):
+        result = run_cli(*args, env={"COLUMNS": "300"})
+        assert result.returncode == 2 and "Traceback" not in result.stderr, (args, result.stderr[-500:])
+        assert named in result.stderr, (args, result.stderr[-500:])
+    result = run_cli("run-journal", str(journal), "--out", str(tmp_path / "f"), "--quiet", "--review-threshold", str(policy.MAX_COUNT))
+    assert result.returncode == 0, result.stderr

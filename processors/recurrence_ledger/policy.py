@@ -56,6 +56,14 @@ def parse_exact_fraction(text: str) -> Fraction:
         raise ValueError(f"a fraction with denominator 0: {stripped!r}") from None
 
 
+#: The largest count a ledger setting may be: an Avro long (the records
+#: carry the thresholds they applied, contract §8, §23).
+MAX_COUNT = 2**63 - 1
+#: The most processes ``--jobs`` and ``--processes`` start (each a Python
+#: process of its own: a few MiB before it reads anything).
+MAX_PROCESSES = 1024
+
+
 @dataclass(frozen=True)
 class Setting(Generic[T]):
     """One tunable of the deployment.
@@ -100,24 +108,29 @@ class Setting(Generic[T]):
 REVIEW_THRESHOLD: Setting[int] = Setting(
     "review_threshold", "--review-threshold", "RL_REVIEW_THRESHOLD", 3, 1, "consecutive recurred verdicts", "§8",
     "Streak at which a revision needs review (contract §8).",
+    maximum=MAX_COUNT,
 )
 CRITICAL_REVIEW_THRESHOLD: Setting[int] = Setting(
     "critical_review_threshold", "--critical-review-threshold", "RL_CRITICAL_REVIEW_THRESHOLD", 1, 1,
     "consecutive recurred verdicts", "§22",
     "Streak at which a critical revision needs review and publishes its candidate (contract §22).",
+    maximum=MAX_COUNT,
 )
 TOP_REVISIONS: Setting[int] = Setting(
     "top_revisions_limit", "--top-revisions", "RL_TOP_REVISIONS", 10, 0, "rows", "§8",
     "N of top_revisions (contract §8).",
+    maximum=MAX_COUNT,
 )
 PROVENANCE_HORIZON: Setting[int] = Setting(
     "provenance_horizon", "--provenance-horizon", "RL_PROVENANCE_HORIZON", 10_000, 1, "journal positions", "§5",
     "Journal positions a pending outcome may wait (contract §5); end of file always decides.",
     optional=True,
+    maximum=MAX_COUNT,
 )
 MAX_PENDING_CANDIDATES: Setting[int] = Setting(
     "max_pending_candidates", "--max-pending-candidates", "RL_MAX_PENDING_CANDIDATES", 5_000, 1, "candidates per scope", "§12",
     "Admission candidates (and, counted apart, review decisions) one scope may hold waiting; one more is dead-lettered (too_many_pending).",
+    maximum=MAX_COUNT,
 )
 #: Admission rule 5's Sørensen–Dice threshold 0.8, as the exact fraction 4/5:
 #: a score is compared as ``5 * 2|A∩B| ≥ 4 * (|A| + |B|)``, never as a float.
@@ -129,6 +142,7 @@ NEAR_DUPLICATE_THRESHOLD: Setting[Fraction] = Setting(
 EFFECT_MIN_RESOLVED: Setting[int] = Setting(
     "effect_min_resolved", "--effect-min-resolved", "RL_EFFECT_MIN_RESOLVED", 5, 1, "resolved observations per arm", "§21",
     "Resolved observations each arm of a revision needs before its effect verdict is more than insufficient (contract §21.4).",
+    maximum=MAX_COUNT,
 )
 #: The probability_helps at which a lesson helps (and 1 − it, harms), exact:
 #: compared with the exact posterior probability, never a rounded one.
@@ -151,6 +165,7 @@ HOLDOUT_RATE: Setting[Fraction] = Setting(
 PATTERN_THRESHOLD: Setting[int] = Setting(
     "pattern_threshold", "--pattern-threshold", "RL_PATTERN_THRESHOLD", 3, 1, "scopes of a pattern group", "§23",
     "Contributing scopes at which a signature of a pattern group becomes a PatternCandidate (contract §23).",
+    maximum=MAX_COUNT,
 )
 #: A text setting: its minimum is the empty text (any separator passes
 #: ``check``); ``LedgerConfig`` refuses an empty separator.
@@ -173,10 +188,12 @@ AUTO = "auto"
 JOBS: Setting[int] = Setting(
     "jobs", "--jobs", "RL_JOBS", 1, 1, "processes", "journals.md",
     "Processes a journal's scopes are split across (auto: one per usable core); the same files, byte for byte.",
+    maximum=MAX_PROCESSES,
 )
 WORKER_PROCESSES: Setting[int] = Setting(
     "processes", "--processes", "RL_WORKER_PROCESSES", 1, 1, "processes", "kafka.md",
     "Worker processes one supervisor runs in the consumer group (auto: one per usable core).",
+    maximum=MAX_PROCESSES,
 )
 
 SERVE_LIMIT_CONCURRENCY: Setting[int] = Setting(

@@ -99,6 +99,8 @@ def parse_processes(text: str) -> int:
         raise typer.BadParameter(f"{text!r} is not a number of processes or {policy.AUTO}") from None
     if value < 1:
         raise typer.BadParameter(f"{text!r}: at least one process")
+    if value > policy.MAX_PROCESSES:
+        raise typer.BadParameter(f"{text!r}: at most {policy.MAX_PROCESSES} processes")
     return value
 
 
@@ -390,13 +392,20 @@ def ledger_policy(
 ) -> LedgerConfig:
     """The ledger policy of a command that runs the ledger (contract §5, §8,
     §12, §21, §22, §23), as the core's LedgerConfig. Raises typer.BadParameter for a
-    holdout salt without a rate or a rate without a salt, and for an empty
-    pattern group separator."""
+    holdout salt without a rate or a rate without a salt, for an empty
+    pattern group separator, and for a count above its maximum (an Avro long:
+    the records carry the thresholds they applied)."""
     if (holdout_salt is None) != (holdout_rate is None):
         raise typer.BadParameter(f"{policy.HOLDOUT_SALT.option} and {policy.HOLDOUT_RATE.option} are given together, or neither (contract §21.5)")
     if pattern_group_separator == "":
         raise typer.BadParameter("the pattern group separator is a non-empty text (leave it unset for one group)",
                                  param_hint=policy.PATTERN_GROUP_SEPARATOR.option)
+    for setting, value in ((policy.REVIEW_THRESHOLD, review_threshold), (policy.TOP_REVISIONS, top_revisions),
+                           (policy.PROVENANCE_HORIZON, provenance_horizon), (policy.MAX_PENDING_CANDIDATES, max_pending_candidates),
+                           (policy.EFFECT_MIN_RESOLVED, effect_min_resolved), (policy.CRITICAL_REVIEW_THRESHOLD, critical_review_threshold),
+                           (policy.PATTERN_THRESHOLD, pattern_threshold)):
+        if value is not None and setting.maximum is not None and value > setting.maximum:  # not in --help: a 19-digit bound only hides the default
+            raise typer.BadParameter(f"{value} is more than {setting.maximum}", param_hint=setting.option)
     return LedgerConfig(
         review_threshold=review_threshold, top_revisions_limit=top_revisions, provenance_horizon=provenance_horizon,
         max_pending_candidates=max_pending_candidates, near_duplicate_threshold=near_duplicate_threshold,
