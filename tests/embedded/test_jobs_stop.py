@@ -75,13 +75,16 @@ COMMANDS = {
 }
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 @pytest.mark.parametrize("name", COMMANDS)
-def test_a_sigterm_to_the_command_ends_its_pool_and_removes_its_work_folder(name, journal, tmp_path):
+def test_a_sigterm_or_sighup_to_the_command_ends_its_pool_and_removes_its_work_folder(name, signum, journal, tmp_path):
+    """A SIGHUP is what a closed terminal or a dropped ssh session sends: it
+    stops the run as a SIGTERM does, work folder removed."""
     out, log = tmp_path / "out", tmp_path / "log"
     process, pool = start(COMMANDS[name](journal, out), log)
     try:
-        process.send_signal(signal.SIGTERM)  # to the command alone, not its process group
-        assert process.wait(DEADLINE_S) == 128 + signal.SIGTERM, log.read_text()
+        process.send_signal(signum)  # to the command alone, not its process group
+        assert process.wait(DEADLINE_S) == 128 + signum, log.read_text()
         assert still_running(pool, DEADLINE_S) == []
         assert [path.name for path in out.rglob(".jobs-*")] == []
     finally:

@@ -29,8 +29,9 @@ them, through one :class:`~recurrence_ledger.ledger.patterns.PatternStage`.
 The process pool is the standard library's
 (``concurrent.futures.ProcessPoolExecutor``, forked workers where the
 platform has ``fork``). Its processes end with the run, however it ends:
-a SIGTERM to the parent stops the run as Ctrl-C does (the pool's
-processes are terminated, the temporary folder removed, exit 143), and on
+a SIGTERM (or a SIGHUP) to the parent stops the run as Ctrl-C does (the
+pool's processes are terminated, the temporary folder removed, exit 143 or
+129), and on
 Linux each process also gets SIGTERM when the parent dies without its
 clean-up (SIGKILL: :func:`die_with_parent`), so none is left behind
 waiting for work.
@@ -261,17 +262,24 @@ def die_with_parent(parent_pid: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+#: The signals that stop a run with a pool as they would stop any process —
+#: a SIGTERM (``kill``, a container stop) or a SIGHUP (its terminal closed,
+#: an ssh session dropped) — but through :class:`Terminated`, so it unwinds.
+STOPPING = (signal.SIGTERM, signal.SIGHUP)
+
+
 class Terminated(SystemExit):
-    """A SIGTERM reached the parent of a pool (:class:`JobPool`): raised in
-    its main thread so the run unwinds (exit code 143, as a process ended
-    by SIGTERM reports)."""
+    """A signal of :data:`STOPPING` reached the parent of a pool
+    (:class:`JobPool`): raised in its main thread so the run unwinds (exit
+    code 128 + the signal's number, as a process ended by it reports: 143
+    for SIGTERM, 129 for SIGHUP)."""
 
-    def __init__(self) -> None:
-        super().__init__(128 + signal.SIGTERM)
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(128 + signum)
 
 
-def _terminated(*_: object) -> None:
-    raise Terminated()
+def _terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
 
 
 @dataclass
@@ -280,8 +288,8 @@ class JobPool:
     platform can) and the array of the bytes each has read (``read``, the
     progress bar). A context manager: the processes end with it — after
     their work, or at once when the block raises (an error, Ctrl-C, or a
-    SIGTERM, which raises :class:`Terminated` inside the block when it
-    runs in the main thread)."""
+    SIGTERM or SIGHUP, which raises :class:`Terminated` inside the block
+    when it runs in the main thread)."""
 
     jobs: int
     executor: ProcessPoolExecutor = field(init=False)
@@ -298,27 +306,27 @@ class JobPool:
     def __enter__(self) -> JobPool:
         if threading.current_thread() is not threading.main_thread():
             return self
-        self._previous = signal.signal(signal.SIGTERM, _terminated)
+        self._previous = {signum: signal.signal(signum, _terminated) for signum in STOPPING}
         # Start the processes and the executor's manager thread now, with
         # SIGTERM held back until they run: a Terminated raised while
         # Thread.start() waits for the thread leaves an executor whose
         # shutdown cannot join it ("cannot join thread before it is
         # started", exit 1 instead of 143). The pool processes inherit the
         # blocked signal and let it through as they start (_share).
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
         try:
             try:
                 self.executor.submit(int).result()
             finally:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # a SIGTERM that waited is raised here
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)  # a signal that waited is raised here
         except BaseException as error:
             self.__exit__(type(error))
             raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+        for signum, previous in (self._previous or {}).items():
+            signal.signal(signum, previous)
         if kind is not None:  # do not wait for the work still running
             for child in set(multiprocessing.active_children()) - self._earlier:
                 child.terminate()
@@ -326,12 +334,14 @@ class JobPool:
 
 
 def _share(read: Any, parent_pid: int) -> None:
-    """A pool process's start: the progress array; SIGTERM ends it (not the
-    parent's handler, inherited by a fork), also when the parent dies."""
+    """A pool process's start: the progress array; SIGTERM or SIGHUP ends it
+    (not the parent's handler, inherited by a fork), SIGTERM also when the
+    parent dies."""
     global _read
     _read = read
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # blocked in the parent while the pool started
+    for signum in STOPPING:
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPPING)  # blocked in the parent while the pool started
     die_with_parent(parent_pid)
 
 
