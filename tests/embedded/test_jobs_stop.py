@@ -145,3 +145,33 @@ def test_a_sigterm_while_the_pool_starts_its_threads_still_ends_the_run_with_143
     result = subprocess.run([sys.executable, "-c", SIGTERM_AS_THE_POOL_STARTS], capture_output=True, text=True, timeout=DEADLINE_S)
     assert result.returncode == 128 + signal.SIGTERM, result.stdout + result.stderr
     assert "not stopped" not in result.stdout and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("jobs", "signum"), [("1", signal.SIGINT), ("2", signal.SIGTERM)])
+def test_a_run_stopped_midway_leaves_the_previous_files_as_they_were(jobs, signum, journal, tmp_path):
+    """The files appear when the run ends (runner.staged_outputs): a run
+    stopped before leaves the folder's previous files whole — not a mix of
+    truncated new files and old ones that looks like a complete run."""
+    from tests.conftest import case
+
+    out = tmp_path / "out"
+    previous = subprocess.run([sys.executable, "-m", "recurrence_ledger.cli", "run-journal", str(case("minimum_case")[0]), "--out", str(out),
+                               "--quiet"], capture_output=True, check=False)
+    assert previous.returncode == 0, previous.stderr
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert len(before) == 12
+    log = tmp_path / "log"
+    with open(log, "wb") as output:
+        process = subprocess.Popen([sys.executable, "-m", "recurrence_ledger.cli", "run-journal", str(journal), "--out", str(out), "--jobs", jobs,
+                                    "--quiet"], stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not any(path.stat().st_size for path in out.glob(".*/**/recurrence-observations.jsonl")):
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the run wrote nothing"
+            time.sleep(0.05)
+        process.send_signal(signum)
+        assert process.wait(DEADLINE_S) == 128 + signum, log.read_text()
+        assert {path.name: path.read_bytes() for path in out.iterdir()} == before  # and no hidden .run-* or .jobs-* folder
+    finally:
+        stop_all(process, children(process.pid))

@@ -22,12 +22,12 @@ def journal_problem(journal: Path, out_dir: Path) -> str | None:
       ``/dev/stdin`` fed by one, a terminal): a run reads its journal by
       offset, and ``--jobs N`` reads it once per process;
     - it is one of the files the run writes (by its path, a symbolic link
-      or a hard link): that file is emptied before the journal is read.
+      or a hard link): the run's file would replace it.
     """
     if journal.exists() and not journal.is_dir() and not journal.is_file():  # a folder or a missing file: the reader says so
         return f"{journal} is not a regular file (a pipe?): a journal is read by offset, once per --jobs process; save it to a file first"
     if any(_same_file(journal, out_dir / f"{topic}.jsonl") for topic in OUTPUT_TOPICS):
-        return f"{journal} is one of the files the run writes into {out_dir} (it would be emptied before it is read): give another --out"
+        return f"{journal} is one of the files the run writes into {out_dir} (the run's file would replace it): give another --out"
     return None
 
 

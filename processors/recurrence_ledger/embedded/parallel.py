@@ -61,7 +61,7 @@ import orjson
 from recurrence_ledger.catalogue import OUTPUT_TOPICS, PATTERN_CANDIDATES, SIGNATURE_PATTERNS, SOURCE_JOURNAL
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
-from recurrence_ledger.embedded.runner import RunSummary, merge_summaries, run_journal, tally
+from recurrence_ledger.embedded.runner import RunSummary, merge_summaries, run_journal, staged_outputs, tally
 from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, decode_journal_line, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json_line
@@ -366,13 +366,15 @@ def wait_with_progress(pool: JobPool, futures: list[Future], journal: Path, show
 def merge_outputs(pool: JobPool, results: Sequence[ShardResult], out_dir: Path, stage: PatternStage) -> RunSummary:
     """The files of one process from the workers' ``results`` into
     ``out_dir``: every topic's lines merged (in the pool), the pattern stage
-    run here; the run's summary."""
+    run here; the run's summary. The files appear once all are written
+    (:func:`~recurrence_ledger.embedded.runner.staged_outputs`)."""
     summary = merge_summaries((result.summary for result in results), results[0].summary.lines)
     directories = [result.directory for result in results]
-    merges = [pool.executor.submit(merge_topic, topic, directories, out_dir / f"{topic}.jsonl") for topic in OUTPUT_TOPICS if topic not in STAGE_TOPICS]
-    pattern_stage_outputs(results, stage, out_dir, summary)
-    for merge in merges:
-        merge.result()
+    with staged_outputs(out_dir) as staging:  # the files appear when every merge is done (runner.staged_outputs)
+        merges = [pool.executor.submit(merge_topic, topic, directories, staging / f"{topic}.jsonl") for topic in OUTPUT_TOPICS if topic not in STAGE_TOPICS]
+        pattern_stage_outputs(results, stage, staging, summary)
+        for merge in merges:
+            merge.result()
     return summary
 
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
+import shutil
+import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -57,13 +60,34 @@ class RunSummary:
         return self.records[DEAD_LETTER]
 
 
+@contextlib.contextmanager
+def staged_outputs(out_dir: Path) -> Iterator[Path]:
+    """A hidden folder ``out_dir/.run-*`` to write a run's
+    ``<topic>.jsonl`` files into. When the block ends normally each is moved
+    over its name in ``out_dir`` (``os.replace``: the files of a previous
+    run stay whole until then); when it raises (an error, Ctrl-C, a
+    SIGTERM) the folder is removed. So a run that did not finish leaves
+    ``out_dir`` as it was, never a set of truncated files that looks
+    complete. (A SIGKILL leaves the hidden folder behind.)"""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".run-", dir=out_dir))
+    try:
+        yield staging
+        for topic in OUTPUT_TOPICS:
+            os.replace(staging / f"{topic}.jsonl", out_dir / f"{topic}.jsonl")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 class JsonlSink:
-    """Writes emits to ``DIR/<topic>.jsonl`` (one file per output topic, always created)."""
+    """Writes emits to ``DIR/<topic>.jsonl`` (one file per output topic,
+    always created), through :func:`staged_outputs`: the files appear when
+    ``stack`` closes without an error."""
 
     def __init__(self, out_dir: Path, stack: contextlib.ExitStack):
-        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = stack.enter_context(staged_outputs(out_dir))  # entered first: published after the files below are closed
         self.files: dict[str, BinaryIO] = {
-            topic: stack.enter_context(open(out_dir / f"{topic}.jsonl", "wb")) for topic in OUTPUT_TOPICS
+            topic: stack.enter_context(open(staging / f"{topic}.jsonl", "wb")) for topic in OUTPUT_TOPICS
         }
 
     def write(self, emits: Iterable[Emit], summary: RunSummary) -> None:
