@@ -62,6 +62,7 @@ DEFAULT_METRICS_HOST = "127.0.0.1"
 # RL_MAX_BATCH, ...) are named with their settings in recurrence_ledger.policy.
 #: Start although the deployment's state was built on another Unicode version (contract §10).
 ENV_ACCEPT_UNICODE_CHANGE = "RL_ACCEPT_UNICODE_CHANGE"
+ENV_ACCEPT_HOLDOUT_CHANGE = "RL_ACCEPT_HOLDOUT_CHANGE"
 #: Directory of the worker's RocksDB partition stores (``--state-dir``;
 #: ``recurrence_ledger.store.rocksdb``); unset: state in memory.
 ENV_STATE_DIR = "RL_STATE_DIR"
@@ -109,6 +110,7 @@ class Settings(BaseSettings):
     instance_id: str | None = Field(None, validation_alias=ENV_INSTANCE_ID)
     log_level: str = Field("INFO", validation_alias=ENV_LOG_LEVEL)
     accept_unicode_change: bool = Field(False, validation_alias=ENV_ACCEPT_UNICODE_CHANGE)
+    accept_holdout_change: bool = Field(False, validation_alias=ENV_ACCEPT_HOLDOUT_CHANGE)
     fault_inject: str | None = Field(None, validation_alias=ENV_FAULT_INJECT)
     schema_registry_url: str | None = Field(None, validation_alias=ENV_SCHEMA_REGISTRY_URL)
     redis_ca_file: Path | None = Field(None, validation_alias=ENV_REDIS_CA_FILE)

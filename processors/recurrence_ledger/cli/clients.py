@@ -106,14 +106,14 @@ def kafka_connection(bootstrap: str | None, kafka_config: Path | None):  # noqa:
 
 @contextlib.contextmanager
 def refusing_to_start(*errors: type[Exception]) -> Iterator[None]:
-    """Turn a refusal to start (topics not co-partitioned, or a state built
-    on another Unicode version, contract §10) into one red line and exit
-    code 2."""
-    from recurrence_ledger.ledger.state import UnicodeVersionChanged
+    """Turn a refusal to start (topics not co-partitioned, a state built on
+    another Unicode version, contract §10, or under another holdout policy,
+    §21.5) into one red line and exit code 2."""
+    from recurrence_ledger.ledger.state import HoldoutPolicyChanged, UnicodeVersionChanged
 
     try:
         yield
-    except (UnicodeVersionChanged, *errors) as error:
+    except (UnicodeVersionChanged, HoldoutPolicyChanged, *errors) as error:
         console.print(f"refusing to start: {error}", style="red", highlight=False)
         raise typer.Exit(2) from None
 

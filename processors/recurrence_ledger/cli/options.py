@@ -40,6 +40,7 @@ from recurrence_ledger.settings import (
     DEFAULT_APP_ID,
     DEFAULT_MAX_WAIT_CAUGHT_UP_S,
     DEFAULT_METRICS_HOST,
+    ENV_ACCEPT_HOLDOUT_CHANGE,
     ENV_ACCEPT_UNICODE_CHANGE,
     ENV_APP_ID,
     ENV_BOOTSTRAP_SERVERS,
@@ -245,6 +246,11 @@ AcceptUnicodeOption = Annotated[
     bool,
     typer.Option("--accept-unicode-change", envvar=ENV_ACCEPT_UNICODE_CHANGE,
                  help="Start even though the deployment's state was built on another Unicode version (contract §10; docs/upgrading.md)."),
+]
+AcceptHoldoutOption = Annotated[
+    bool,
+    typer.Option("--accept-holdout-change", envvar=ENV_ACCEPT_HOLDOUT_CHANGE,
+                 help="Start even though the deployment's state was built under another holdout salt or rate (contract §21.5), and record this one."),
 ]
 
 

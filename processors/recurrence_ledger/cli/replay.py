@@ -16,6 +16,7 @@ from recurrence_ledger import catalogue, policy
 from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, reporting_redis_errors, command_redis_view, refusing_to_start, console
 from recurrence_ledger.cli.options import (
     LEDGER_POLICY,
+    AcceptHoldoutOption,
     AcceptUnicodeOption,
     AutoRegisterOption,
     BootstrapOption,
@@ -55,6 +56,7 @@ def replay_command(
     schema_registry_url: RegistryOption = None,
     auto_register: AutoRegisterOption = None,
     accept_unicode_change: AcceptUnicodeOption = False,
+    accept_holdout_change: AcceptHoldoutOption = False,
 ) -> None:
     """Re-run the ledger over the input topics, adding only what it lacks.
 
@@ -74,6 +76,7 @@ def replay_command(
             ledger=ledger,
             codec=command_codec(schema_registry_url, auto_register, kafka_config),
             accept_unicode_change=accept_unicode_change,
+            accept_holdout_change=accept_holdout_change,
         )
     if as_json:
         print(json.dumps(replay_json(summary, dry_run), ensure_ascii=False))

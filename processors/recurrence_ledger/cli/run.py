@@ -39,6 +39,7 @@ from recurrence_ledger.cli.options import (
     LEDGER_POLICY,
     WORKER_OPERATION,
     WORKER_PANEL,
+    AcceptHoldoutOption,
     AcceptUnicodeOption,
     AutoRegisterOption,
     BootstrapOption,
@@ -367,6 +368,7 @@ def worker_command(
     schema_registry_url: RegistryOption = None,
     auto_register: AutoRegisterOption = None,
     accept_unicode_change: AcceptUnicodeOption = False,
+    accept_holdout_change: AcceptHoldoutOption = False,
     processes: ProcessesOption = policy.WORKER_PROCESSES.default,
 ) -> None:
     """Run the ledger as a Kafka stream processor (exactly-once outputs).
@@ -386,6 +388,7 @@ def worker_command(
         ledger=ledger,
         schema_registry=command_registry(schema_registry_url, auto_register, kafka_config),
         accept_unicode_change=accept_unicode_change,
+        accept_holdout_change=accept_holdout_change,
         **worker,
     )
     if processes > 1:

@@ -25,9 +25,11 @@ rebuilt from the store on demand; the worker calls
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import unicodedata
 from collections.abc import MutableMapping
+from fractions import Fraction
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -92,6 +94,60 @@ def pin_unicode_version(store: Store, accept_change: bool = False, runtime: str 
     if recorded is not None and not accept_change:
         raise UnicodeVersionChanged(recorded, runtime)
     store[UNICODE_VERSION_KEY] = runtime
+    return recorded
+
+
+#: Store key of the holdout policy a partition's state was built with
+#: (:func:`pin_holdout_policy`).
+HOLDOUT_POLICY_KEY: Key = ("deployment", "holdout_policy")
+
+
+def holdout_policy(salt: str | None, rate: Fraction | None) -> dict:
+    """What a partition's state records of the holdout policy (contract
+    §21.5; a deployment's ``holdout_salt`` and ``holdout_rate``):
+    ``{"rate": "1/4", "salt_sha256": the first 16 hex digits of sha256 of
+    the salt}``, both None without the policy. Not the salt: the changelog
+    is read by more people than the deployment's settings."""
+    if salt is None or rate is None:
+        return {"rate": None, "salt_sha256": None}
+    return {"rate": str(rate), "salt_sha256": hashlib.sha256(salt.encode("utf-8", "surrogatepass")).hexdigest()[:16]}
+
+
+def describe_holdout_policy(recorded: dict) -> str:
+    """One phrase for a :func:`holdout_policy` record."""
+    if recorded.get("rate") is None:
+        return "no holdout policy"
+    return f"holdout rate {recorded['rate']} with a salt whose sha256 begins {recorded['salt_sha256']}"
+
+
+class HoldoutPolicyChanged(RecurrenceLedgerError):
+    """The state was built under another holdout policy (§21.5) than this
+    worker's: refuse to start unless the operator accepts the change."""
+
+    def __init__(self, recorded: dict, configured: dict, where: str = "this deployment's state"):
+        super().__init__(
+            f"{where} was built with {describe_holdout_policy(recorded)}, but this worker has {describe_holdout_policy(configured)}: "
+            "outcomes before and after would be assigned to the arms differently (contract §21.5), so no effect would measure one policy. "
+            "Start with the recorded holdout salt and rate, start a new deployment for a clean measurement, or start with "
+            "--accept-holdout-change to accept the change and record the new policy."
+        )
+        self.recorded, self.configured = recorded, configured
+
+
+def pin_holdout_policy(store: Store, configured: dict, accept_change: bool = False) -> dict | None:
+    """Check the holdout policy recorded in a partition's ``store`` against
+    ``configured`` (:func:`holdout_policy`) and record it (as
+    :func:`pin_unicode_version` does the Unicode version): a store without
+    one (new, or built before the pin existed) records ``configured``; a
+    different one raises :class:`HoldoutPolicyChanged`, unless
+    ``accept_change``, which records ``configured``. Returns the record
+    before (None if none); writes only on a change."""
+    recorded = store.get(HOLDOUT_POLICY_KEY)
+    if recorded == configured:
+        return recorded
+    if recorded is not None and not accept_change:
+        raise HoldoutPolicyChanged(recorded, configured)
+    store[HOLDOUT_POLICY_KEY] = configured
     return recorded
 
 

@@ -86,7 +86,7 @@ from recurrence_ledger.kafka.client_config import consumer_config, producer_conf
 from recurrence_ledger.kafka.kafka_io import produce, read_raw, read_topic
 from recurrence_ledger.kafka.kafka_admin import admin_client, group_members
 from recurrence_ledger.runtime.catch_up import CatchUp
-from recurrence_ledger.runtime.unicode_pin import check_changelog
+from recurrence_ledger.runtime.unicode_pin import check_changelog, check_holdout_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import revision_id
 from recurrence_ledger.ledger.patterns import PatternStage
@@ -356,6 +356,7 @@ def run_replay(
     show_progress: bool = True,
     codec: Codec = FIXED,
     accept_unicode_change: bool = False,
+    accept_holdout_change: bool = False,
 ) -> ReplaySummary:
     """Run (or, with ``dry_run``, only plan) a replay; see the module
     docstring. Values are read and written with ``codec``
@@ -367,8 +368,12 @@ def run_replay(
 
     Raises UnicodeVersionChanged before reading anything else when the
     deployment's state (its changelog) was built on another Unicode version
-    than this runtime's, unless ``accept_unicode_change`` (contract §10)."""
-    check_changelog(bootstrap, catalogue.physical(catalogue.changelog_name(app_id), topic_prefix), accept_unicode_change)
+    than this runtime's, unless ``accept_unicode_change`` (contract §10);
+    HoldoutPolicyChanged when it was built under another holdout policy
+    than ``ledger``'s, unless ``accept_holdout_change`` (contract §21.5)."""
+    changelog = catalogue.physical(catalogue.changelog_name(app_id), topic_prefix)
+    check_changelog(bootstrap, changelog, accept_unicode_change)
+    check_holdout_changelog(bootstrap, changelog, ledger or LedgerConfig(), accept_holdout_change)
     worker_group = catalogue.physical(app_id, topic_prefix)
     group = catalogue.replay_group(worker_group)
     ranges = plan(bootstrap, topic_prefix, start, group, worker_group)

@@ -15,7 +15,9 @@ from confluent_kafka import Message
 
 from recurrence_ledger.ledger.patterns import PatternStage
 from recurrence_ledger.ledger.processor import LedgerConfig, LedgerProcessor
-from recurrence_ledger.ledger.state import UnicodeVersionChanged, pin_unicode_version
+from recurrence_ledger.ledger.state import (
+    HoldoutPolicyChanged, UnicodeVersionChanged, describe_holdout_policy, holdout_policy, pin_holdout_policy, pin_unicode_version,
+)
 from recurrence_ledger.store.base import PartitionStore
 from recurrence_ledger.store.memory import ChangelogStore
 
@@ -102,6 +104,24 @@ class Task:
             )
 
 
+    def pin_holdout(self, accept_change: bool, changelog_topic: str) -> None:
+        """contract §21.5: check the holdout policy recorded in the
+        restored state against this worker's, and record it (a new
+        partition, or one restored from a changelog written before the
+        pin). Raises HoldoutPolicyChanged naming the partition of
+        ``changelog_topic`` — from the main loop, before anything is
+        processed — unless ``accept_change``."""
+        config = self.processor.config
+        configured = holdout_policy(config.holdout_salt, config.holdout_rate)
+        try:
+            previous = pin_holdout_policy(self.store, configured, accept_change)
+        except HoldoutPolicyChanged as error:
+            raise HoldoutPolicyChanged(error.recorded, error.configured, f"partition {self.partition} of {changelog_topic}") from None
+        if previous is not None and previous != configured:
+            log.warning("partition %d: state built with %s, this worker has %s: accepted (--accept-holdout-change), recording it",
+                        self.partition, describe_holdout_policy(previous), describe_holdout_policy(configured))
+
+
 class PatternTask(Task):
     """One assigned partition of the pattern stage (contract §23.5): a
     ``PatternStage`` over its own store, changelogged to the pattern
@@ -113,3 +133,6 @@ class PatternTask(Task):
 
     def pin_unicode(self, accept_change: bool, changelog_topic: str) -> None:
         """Nothing to pin (class docstring)."""
+
+    def pin_holdout(self, accept_change: bool, changelog_topic: str) -> None:
+        """Nothing to pin: the pattern stage assigns no arm."""

@@ -505,6 +505,7 @@ class LedgerWorker:
                 if task is None:
                     continue
                 task.pin_unicode(self.config.accept_unicode_change, stage.changelog_topic)
+                task.pin_holdout(self.config.accept_holdout_change, stage.changelog_topic)
                 task.mark()
                 task.ready = True
                 self.consumer.resume([tp for tp in self.consumer.assignment() if tp.partition == number and tp.topic in stage.inputs])

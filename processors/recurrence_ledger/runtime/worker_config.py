@@ -70,6 +70,10 @@ class WorkerConfig:
       built on another Unicode version than this runtime's, and record this
       runtime's (contract §10; without it the worker refuses to start,
       ``recurrence_ledger.runtime.unicode_pin``).
+    - ``accept_holdout_change``: start even when a partition's state was
+      built under another holdout policy (salt and rate, contract §21.5),
+      and record this worker's (without it the worker refuses to start,
+      ``recurrence_ledger.ledger.state.pin_holdout_policy``).
     - ``state_dir``: keep each partition's state in RocksDB under this
       directory (``<state_dir>/<changelog topic>/<partition>``,
       ``store.rocksdb``), so a restart restores only the changelog's
@@ -106,6 +110,7 @@ class WorkerConfig:
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
     schema_registry: RegistrySettings | None = None  # its repr redacts credentials
     accept_unicode_change: bool = False
+    accept_holdout_change: bool = False
     state_dir: Path | None = None
     reseed_changelog: bool = False
     process: str | None = None
@@ -139,7 +144,7 @@ class WorkerConfig:
 def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any) -> WorkerConfig:
     """WorkerConfig from the process settings (KAFKA_BOOTSTRAP_SERVERS,
     RL_TOPIC_PREFIX, RL_APP_ID, RL_INSTANCE_ID, SCHEMA_REGISTRY_URL,
-    RL_ACCEPT_UNICODE_CHANGE, RL_STATE_DIR; see ``recurrence_ledger.settings``), then
+    RL_ACCEPT_UNICODE_CHANGE, RL_ACCEPT_HOLDOUT_CHANGE, RL_STATE_DIR; see ``recurrence_ledger.settings``), then
     ``overrides`` (None values ignored; a ``bootstrap`` override — a
     connection loaded from a client properties file — stands in for
     KAFKA_BOOTSTRAP_SERVERS). Raises ValueError when no bootstrap servers
@@ -155,6 +160,7 @@ def worker_config_from_env(ledger: LedgerConfig | None = None, **overrides: Any)
         topic_prefix=env.topic_prefix,
         ledger=ledger or LedgerConfig(),
         accept_unicode_change=env.accept_unicode_change,
+        accept_holdout_change=env.accept_holdout_change,
         state_dir=env.state_dir,
     )
     if env.schema_registry_url:
