@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import unicodedata
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from fractions import Fraction
 from typing import Any
 
@@ -88,12 +88,21 @@ def pin_unicode_version(store: Store, accept_change: bool = False, runtime: str 
     ``accept_change``, which records the runtime's instead. Returns the
     version recorded before (None if none); writes only on a change, so a
     changelog store records it once."""
-    recorded = store.get(UNICODE_VERSION_KEY)
-    if recorded == runtime:
+    return _pin(store, UNICODE_VERSION_KEY, runtime, accept_change, UnicodeVersionChanged)
+
+
+def _pin(store: Store, key: Key, current: Any, accept_change: bool, changed: Callable[[Any, Any], Exception]) -> Any:
+    """The rule of a deployment's pins: ``store[key]`` is ``current`` when
+    it holds nothing yet or the same; another value raises
+    ``changed(recorded, current)`` unless ``accept_change``, which records
+    ``current``. Returns the value recorded before (None if none); writes
+    only on a change."""
+    recorded = store.get(key)
+    if recorded == current:
         return recorded
     if recorded is not None and not accept_change:
-        raise UnicodeVersionChanged(recorded, runtime)
-    store[UNICODE_VERSION_KEY] = runtime
+        raise changed(recorded, current)
+    store[key] = current
     return recorded
 
 
@@ -142,13 +151,7 @@ def pin_holdout_policy(store: Store, configured: dict, accept_change: bool = Fal
     different one raises :class:`HoldoutPolicyChanged`, unless
     ``accept_change``, which records ``configured``. Returns the record
     before (None if none); writes only on a change."""
-    recorded = store.get(HOLDOUT_POLICY_KEY)
-    if recorded == configured:
-        return recorded
-    if recorded is not None and not accept_change:
-        raise HoldoutPolicyChanged(recorded, configured)
-    store[HOLDOUT_POLICY_KEY] = configured
-    return recorded
+    return _pin(store, HOLDOUT_POLICY_KEY, configured, accept_change, HoldoutPolicyChanged)
 
 
 #: Store key of the state layout's format (docs/upgrading.md, "State format
