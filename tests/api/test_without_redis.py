@@ -126,3 +126,17 @@ def test_head_is_answered_as_get_without_the_body():
             assert head.headers["content-length"] == get.headers["content-length"] and head.headers["content-type"] == get.headers["content-type"]
         assert httpx.head(f"{base_url}/scopes").status_code == 401
         assert httpx.request("DELETE", f"{base_url}/scopes", headers=BEARER).status_code == 405
+
+
+def test_a_repeated_query_parameter_is_a_400_naming_it():
+    """No parameter of the API takes a list: ``?limit=1&limit=500`` was read
+    as 500 (the last); it is refused, as a body with a repeated key is."""
+    with running_api(ApiSettings(redis_url=UNREACHABLE, api_token=TOKEN)) as base_url:
+        for path, name in (("/scopes?limit=1&limit=2", "limit"), ("/review-queue?status=open&status=rejected", "status"),
+                           ("/holdout/assign?salt=s&rate=1/4&scope_id=s&handoff_artifact_id=H&experience_artifact_id=E&salt=t", "salt")):
+            refused = httpx.get(f"{base_url}{path}", headers=BEARER)
+            assert refused.status_code == 400, (path, refused.text[:300])
+            [detail] = refused.json()["detail"]
+            assert detail["loc"] == ["query", name] and detail["type"] == "repeated_parameter", detail
+        assert httpx.get(f"{base_url}/holdout/assign?salt=s&rate=1/4&scope_id=s&handoff_artifact_id=H&experience_artifact_id=E",
+                         headers=BEARER).status_code == 200

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import email.message
 import json
+from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
@@ -69,19 +70,29 @@ def _query_names(dependant) -> frozenset[str]:  # noqa: ANN001 - fastapi.depende
 
 async def known_query_only(request: Request) -> None:
     """Every route's dependency: a query parameter the endpoint does not
-    declare is a client error (400 naming it), never silently ignored.
-    Raises RequestValidationError."""
+    declare is a client error (400 naming it), never silently ignored; so
+    is one given more than once (``?limit=1&limit=500``: no parameter of
+    the API takes a list, and reading the last would be a guess — as a
+    request body with a repeated key is refused). Raises
+    RequestValidationError."""
     route = request.scope.get("route")
     known = _known_query.get(id(route))
     if known is None:
         dependant = getattr(route, "dependant", None)
         known = _query_names(dependant) if dependant is not None else frozenset()
         _known_query[id(route)] = known
-    unknown = [name for name in dict.fromkeys(request.query_params.keys()) if name not in known]
+    given = Counter(name for name, _ in request.query_params.multi_items())
+    unknown = [name for name in given if name not in known]
     if unknown:
         takes = f"this endpoint takes {', '.join(sorted(known))}" if known else "this endpoint takes none"
         raise RequestValidationError(
             [{"loc": ("query", name), "msg": f"unknown query parameter {name!r}; {takes}", "type": "unknown_parameter"} for name in unknown]
+        )
+    repeated = [name for name, count in given.items() if count > 1]
+    if repeated:
+        raise RequestValidationError(
+            [{"loc": ("query", name), "msg": f"query parameter {name!r} given {given[name]} times: give it once", "type": "repeated_parameter"}
+             for name in repeated]
         )
 
 
