@@ -57,7 +57,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from recurrence_ledger.ledger.intake import MAX_DEAD_LETTER_RAW, BadRecord, Coordinates, dead_letter, ingest, validate
+from recurrence_ledger.ledger.intake import MAX_DEAD_LETTER_RAW, Coordinates, dead_letter, validate
 from recurrence_ledger.ledger.processor import Emit, LedgerProcessor
 from recurrence_ledger.kafka.kafka_io import prepare_line
 from recurrence_ledger.kafka.records import ingest_record

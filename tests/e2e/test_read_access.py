@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from recurrence_ledger.api import auth as api
-from recurrence_ledger.api.app import create_app
 from recurrence_ledger.api.params import MAX_LIMIT, MAX_OFFSET, MAX_SCOPES_LIMIT
 from recurrence_ledger.api.settings import ApiSettings
 from recurrence_ledger.ledger.models import MAX_ID_LENGTH

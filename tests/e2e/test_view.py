@@ -29,7 +29,7 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.statistics import rank_key
 from recurrence_ledger.ledger.statistics import revision_key
-from recurrence_ledger.read.keys import SCOPE_SORTS, Keys, default_namespace, escape_scope
+from recurrence_ledger.read.keys import SCOPE_SORTS, Keys, escape_scope
 from recurrence_ledger.read.projection import (
     COUNTER_FIELDS,
     RedisView,

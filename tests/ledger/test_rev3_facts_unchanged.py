@@ -12,7 +12,6 @@ and its three failing tasks, issue 31)."""
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
 

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from recurrence_ledger.ledger import chunks
 from recurrence_ledger.ledger.processor import LedgerProcessor
-from recurrence_ledger.ledger.reviews import REVIEW_IDS
 from recurrence_ledger.ledger.state import STATE_FORMAT_KEY
 from recurrence_ledger.ledger.streaks import AVOIDED_CHUNKS
 from tests.journal import fix_journal

@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal, Union
 
 import pytest
 from pydantic import BaseModel
-from pydantic_core import PydanticUndefined
 
 from recurrence_ledger.ledger import models, records
 from recurrence_ledger.serde import avro

@@ -427,7 +427,7 @@ class ViewFollower:
                             raise redis_down("the view's records were not written")
                     self.patterns.apply(patterns)  # guarded: writing them again after an outage changes nothing
                     counts = self.models.apply(batch)
-                    written = {(self.topics[topic], partition): end for (topic, partition), end in ends(messages).items()}
+                    written = {(self.topics[topic], partition): end for (topic, partition), end in positions.ends(messages).items()}
                     positions.record(self.view._client, self.models.keys, written)
                     self._expected.update(written)
                     self.metrics.show_reviews(self.models)
@@ -462,10 +462,10 @@ class ViewFollower:
         return messages
 
     def _read_lost_again(self, messages: list[Message]) -> list[Message]:
-        """``messages`` without those of the partitions Redis lost records
-        of (:meth:`_rewind`)."""
-        lost = self._rewind({(self.topics[message.topic()], message.partition()) for message in messages})
-        return [message for message in messages if (self.topics[message.topic()], message.partition()) not in lost]
+        """``messages`` without those of the partitions Redis lost records of (:meth:`_rewind`)."""
+        where = [(self.topics[message.topic()], message.partition()) for message in messages]
+        lost = self._rewind(set(where))
+        return [message for message, key in zip(messages, where, strict=True) if key not in lost]
 
     def _rewind(self, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
         """Of ``partitions`` (``(logical topic, partition)``), those whose
@@ -477,7 +477,12 @@ class ViewFollower:
         does not answer."""
         physical = {logical: name for name, logical in self.topics.items()}
         unknown = [TopicPartition(physical[topic], partition) for topic, partition in partitions if (topic, partition) not in self._expected]
-        for tp in self.consumer.committed(unknown, timeout=5) if unknown else ():
+        try:
+            committed = self.consumer.committed(unknown, timeout=5) if unknown else []
+        except KafkaException as error:  # asked again next time; meanwhile what this follower recorded itself counts
+            log.warning("committed offsets not read (%s)", error.args[0])
+            committed = []
+        for tp in committed:
             self._expected[(self.topics[tp.topic], tp.partition)] = max(tp.offset, 0)
         lost = positions.lost(self.view._client, self.models.keys, {key: self._expected[key] for key in partitions if key in self._expected})
         for (topic, partition), offset in lost.items():
@@ -518,7 +523,7 @@ class ViewFollower:
         if not messages:  # every partition of the batch is read again (_read_lost_again)
             return
         try:
-            self.consumer.commit(offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in ends(messages).items()], asynchronous=False)
+            self.consumer.commit(offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in positions.ends(messages).items()], asynchronous=False)
         except KafkaException as error:
             log.warning("offset commit refused (%s): the batch will be read again, changing nothing", error.args[0])
 
@@ -567,15 +572,6 @@ class ViewFollower:
             return bool(self._rewind(partitions))
         except REDIS_DOWN_ERRORS:  # the next batch waits for Redis, and looks again
             return False
-
-
-def ends(messages: Iterable[Message]) -> dict[tuple[str, int], int]:
-    """``(topic, partition)`` → the offset after the last of ``messages``."""
-    found: dict[tuple[str, int], int] = {}
-    for message in messages:
-        key = (message.topic(), message.partition())
-        found[key] = max(found.get(key, 0), message.offset() + 1)
-    return found
 
 
 def redis_down(message: str) -> Exception:

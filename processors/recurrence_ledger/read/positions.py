@@ -22,6 +22,9 @@ trusted.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import redis
 
 from recurrence_ledger.read.keys import Keys
@@ -50,3 +53,13 @@ def record(client: redis.Redis, keys: Keys, ends: dict[tuple[str, int], int]) ->
     redis-py raises when Redis does not answer."""
     if ends:
         client.hset(keys.position, mapping={keys.applied_field(topic, partition): offset for (topic, partition), offset in ends.items()})
+
+
+def ends(messages: Iterable[Any]) -> dict[tuple[str, int], int]:
+    """``(topic, partition)`` → the offset after the last of ``messages``
+    (consumed Kafka messages)."""
+    found: dict[tuple[str, int], int] = {}
+    for message in messages:
+        key = (message.topic(), message.partition())
+        found[key] = max(found.get(key, 0), message.offset() + 1)
+    return found

@@ -78,13 +78,13 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from recurrence_ledger.embedded.output import stderr_console
 from recurrence_ledger.kafka.client_config import consumer_config, producer_config
 from recurrence_ledger.kafka.kafka_io import produce, read_raw, read_topic
-from recurrence_ledger.kafka.kafka_admin import admin_client, group_members
+from recurrence_ledger.kafka.kafka_admin import group_members
 from recurrence_ledger.runtime.catch_up import CatchUp
 from recurrence_ledger.runtime.unicode_pin import check_changelog, check_holdout_changelog
 from recurrence_ledger.ledger.normalize import canonical_json
