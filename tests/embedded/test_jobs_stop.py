@@ -147,7 +147,7 @@ def test_a_sigterm_while_the_pool_starts_its_threads_still_ends_the_run_with_143
     assert "not stopped" not in result.stdout and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize(("jobs", "signum"), [("1", signal.SIGINT), ("2", signal.SIGTERM)])
+@pytest.mark.parametrize(("jobs", "signum"), [("1", signal.SIGINT), ("1", signal.SIGTERM), ("1", signal.SIGHUP), ("2", signal.SIGTERM)])
 def test_a_run_stopped_midway_leaves_the_previous_files_as_they_were(jobs, signum, journal, tmp_path):
     """The files appear when the run ends (runner.staged_outputs): a run
     stopped before leaves the folder's previous files whole — not a mix of

@@ -61,7 +61,7 @@ import orjson
 from recurrence_ledger.catalogue import OUTPUT_TOPICS, PATTERN_CANDIDATES, SIGNATURE_PATTERNS, SOURCE_JOURNAL
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
-from recurrence_ledger.embedded.runner import RunSummary, merge_summaries, run_journal, staged_outputs, tally
+from recurrence_ledger.embedded.runner import STOPPING, RunSummary, merge_summaries, run_journal, staged_outputs, tally, terminated
 from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, decode_journal_line, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json_line
@@ -262,33 +262,13 @@ def die_with_parent(parent_pid: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-#: The signals that stop a run with a pool as they would stop any process —
-#: a SIGTERM (``kill``, a container stop) or a SIGHUP (its terminal closed,
-#: an ssh session dropped) — but through :class:`Terminated`, so it unwinds.
-STOPPING = (signal.SIGTERM, signal.SIGHUP)
-
-
-class Terminated(SystemExit):
-    """A signal of :data:`STOPPING` reached the parent of a pool
-    (:class:`JobPool`): raised in its main thread so the run unwinds (exit
-    code 128 + the signal's number, as a process ended by it reports: 143
-    for SIGTERM, 129 for SIGHUP)."""
-
-    def __init__(self, signum: int = signal.SIGTERM) -> None:
-        super().__init__(128 + signum)
-
-
-def _terminated(signum: int, _frame: object) -> None:
-    raise Terminated(signum)
-
-
 @dataclass
 class JobPool:
     """``jobs`` worker processes (``ProcessPoolExecutor``, forked where the
     platform can) and the array of the bytes each has read (``read``, the
     progress bar). A context manager: the processes end with it — after
     their work, or at once when the block raises (an error, Ctrl-C, or a
-    SIGTERM or SIGHUP, which raises :class:`Terminated` inside the block
+    SIGTERM or SIGHUP, which raises ``runner.Terminated`` inside the block
     when it runs in the main thread)."""
 
     jobs: int
@@ -306,7 +286,7 @@ class JobPool:
     def __enter__(self) -> JobPool:
         if threading.current_thread() is not threading.main_thread():
             return self
-        self._previous = {signum: signal.signal(signum, _terminated) for signum in STOPPING}
+        self._previous = {signum: signal.signal(signum, terminated) for signum in STOPPING}
         # Start the processes and the executor's manager thread now, with
         # SIGTERM held back until they run: a Terminated raised while
         # Thread.start() waits for the thread leaves an executor whose

@@ -11,7 +11,9 @@ import contextlib
 import gc
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -60,23 +62,61 @@ class RunSummary:
         return self.records[DEAD_LETTER]
 
 
+#: The signals that stop a run as they would stop any process — a SIGTERM
+#: (``kill``, a container stop) or a SIGHUP (its terminal closed, an ssh
+#: session dropped) — but through :class:`Terminated`, so it unwinds.
+STOPPING = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(SystemExit):
+    """A signal of :data:`STOPPING` reached a run: raised in its main thread
+    so the run unwinds (exit code 128 + the signal's number, as a process
+    ended by it reports: 143 for SIGTERM, 129 for SIGHUP)."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        super().__init__(128 + signum)
+
+
+def terminated(signum: int, _frame: object) -> None:
+    """The handler of :data:`STOPPING`: raise :class:`Terminated`."""
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def raising_when_stopped() -> Iterator[None]:
+    """For the block, in the main thread: a signal of :data:`STOPPING`
+    raises :class:`Terminated` (so the block's clean-up runs, as on
+    Ctrl-C); the previous handlers after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, terminated) for signum in STOPPING}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 @contextlib.contextmanager
 def staged_outputs(out_dir: Path) -> Iterator[Path]:
     """A hidden folder ``out_dir/.run-*`` to write a run's
     ``<topic>.jsonl`` files into. When the block ends normally each is moved
     over its name in ``out_dir`` (``os.replace``: the files of a previous
-    run stay whole until then); when it raises (an error, Ctrl-C, a
-    SIGTERM) the folder is removed. So a run that did not finish leaves
-    ``out_dir`` as it was, never a set of truncated files that looks
-    complete. (A SIGKILL leaves the hidden folder behind.)"""
+    run stay whole until then); when it raises (an error, Ctrl-C, a SIGTERM
+    or a SIGHUP: :func:`raising_when_stopped`) the folder is removed. So a
+    run that did not finish leaves ``out_dir`` as it was, never a set of
+    truncated files that looks complete. (A SIGKILL leaves the hidden
+    folder behind.)"""
     out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".run-", dir=out_dir))
-    try:
-        yield staging
-        for topic in OUTPUT_TOPICS:
-            os.replace(staging / f"{topic}.jsonl", out_dir / f"{topic}.jsonl")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with raising_when_stopped():
+        staging = Path(tempfile.mkdtemp(prefix=".run-", dir=out_dir))
+        try:
+            yield staging
+            for topic in OUTPUT_TOPICS:
+                os.replace(staging / f"{topic}.jsonl", out_dir / f"{topic}.jsonl")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 class JsonlSink:
