@@ -12,16 +12,23 @@ deleted and the dumps RESTOREd (what Redis loads from that older snapshot).
 
 from __future__ import annotations
 
+import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
 import redis
+from confluent_kafka import TopicPartition
 
+from recurrence_ledger.kafka.kafka_admin import group_members
+from recurrence_ledger.read.follower import view_group
 from recurrence_ledger.read.keys import default_namespace
 from recurrence_ledger.read.projection import RedisView
 from tests.conftest import CASES
 from tests.e2e import harness
+from tests.e2e.harness import REPO
 from tests.e2e.history_fixtures import namespace_keys, run_follower, snapshot
+from tests.plugins.processes import cli_command, cli_env
 
 
 @pytest.fixture
@@ -44,11 +51,16 @@ def restored(client: redis.Redis, namespace: str, dumps: dict[bytes, bytes]) -> 
         client.restore(key, 0, value)
 
 
-def test_a_redis_back_from_an_older_snapshot_is_followed_again_from_where_it_is(bootstrap, redis_url, client, tmp_path):
+@pytest.mark.parametrize("split", ["half", "before the first outcome"])
+def test_a_redis_back_from_an_older_snapshot_is_followed_again_from_where_it_is(split, bootstrap, redis_url, client, tmp_path):
+    """``before the first outcome``: when the snapshot was taken, most
+    followed partitions had no record yet (no observation, no candidate):
+    their positions were recorded all the same, where they stood."""
     lines = (CASES / "review_loop.jsonl").read_bytes().splitlines(keepends=True)
+    cut = len(lines) // 2 if split == "half" else next(number for number, line in enumerate(lines) if b'"task-outcomes"' in line)
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
-    first.write_bytes(b"".join(lines[: len(lines) // 2]))
-    second.write_bytes(b"".join(lines[len(lines) // 2 :]))
+    first.write_bytes(b"".join(lines[:cut]))
+    second.write_bytes(b"".join(lines[cut:]))
     prefix = harness.new_prefix()
     namespace = default_namespace(prefix)
     log = tmp_path / "follower.log"
@@ -77,4 +89,75 @@ def test_a_redis_back_from_an_older_snapshot_is_followed_again_from_where_it_is(
         run_follower(bootstrap, redis_url, prefix, tmp_path / "alone.log", app_id="alone")
         assert snapshot(client, namespace_keys(client, namespace)) == complete
     finally:
+        harness.remove_prefix(bootstrap, prefix, redis_url)
+
+
+def settled(client: redis.Redis, namespace: str, group: str, bootstrap: str) -> dict:
+    """The namespace's contents once they and the followers' committed
+    offsets stayed the same for three polls a second apart."""
+    from confluent_kafka import Consumer
+
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        partitions = [TopicPartition(topic, partition) for topic, metadata in reader.list_topics(timeout=10).topics.items()
+                      if topic.startswith(namespace.removeprefix("rl:")) for partition in metadata.partitions]
+        seen, same = None, 0
+        deadline = time.monotonic() + 90
+        while same < 3:
+            assert time.monotonic() < deadline, "the followers did not settle"
+            now = ([(tp.topic, tp.partition, tp.offset) for tp in reader.committed(partitions, timeout=10)], snapshot(client, namespace_keys(client, namespace)))
+            same = same + 1 if now == seen else 0
+            seen = now
+            time.sleep(1)
+        return seen[1]
+    finally:
+        reader.close()
+
+
+def test_a_follower_given_back_a_partition_compares_it_with_where_the_group_is_now(bootstrap, redis_url, client, tmp_path):
+    """Two followers in one group; the second leaves after writing past an
+    older snapshot, and Redis comes back from that snapshot: the first,
+    given its partitions back, compares them with the group's committed
+    offsets, not with what it recorded before it handed them over."""
+    lines = (CASES / "review_loop.jsonl").read_bytes().splitlines(keepends=True)
+    parts = [tmp_path / f"part{index}.jsonl" for index in range(3)]
+    for index, path in enumerate(parts):
+        path.write_bytes(b"".join(lines[index * len(lines) // 3 : (index + 1) * len(lines) // 3]))
+    prefix = harness.new_prefix()
+    namespace = default_namespace(prefix)
+    group = view_group("ledger", prefix)
+    followers = []
+
+    def follower(name: str) -> subprocess.Popen:
+        with open(tmp_path / f"{name}.log", "wb") as log:
+            process = subprocess.Popen(cli_command("view", "follow", "--bootstrap", bootstrap, "--redis-url", redis_url, "--topic-prefix", prefix,
+                                                   "--app-id", "ledger"), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=cli_env())
+        followers.append(process)
+        return process
+
+    try:
+        harness.prepare(bootstrap, prefix, partitions=4)
+        harness.publish(bootstrap, parts[0], prefix)
+        harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
+        follower("a")
+        settled(client, namespace, group, bootstrap)
+        second = follower("b")
+        harness.wait_until(lambda: group_members(bootstrap, group) == 2, 60, "both followers in the group")
+        harness.publish(bootstrap, parts[1], prefix)
+        harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
+        settled(client, namespace, group, bootstrap)
+        older = dumped(client, namespace)
+        harness.publish(bootstrap, parts[2], prefix)
+        harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
+        complete = settled(client, namespace, group, bootstrap)
+        second.terminate()
+        assert second.wait(60) == 0
+        harness.wait_until(lambda: group_members(bootstrap, group) == 1, 60, "the second follower gone")
+        time.sleep(3)  # the first follower holds every partition again
+        restored(client, namespace, older)
+        assert settled(client, namespace, group, bootstrap) == complete
+    finally:
+        for process in followers:
+            process.terminate()
+            process.wait(60)
         harness.remove_prefix(bootstrap, prefix, redis_url)

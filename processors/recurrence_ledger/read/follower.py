@@ -336,7 +336,7 @@ class ViewFollower:
             self.metrics.show_reviews(self.models)
         except REDIS_DOWN_ERRORS as error:  # shown after the first batch written
             log.warning("review gauges not read (%s: %s)", type(error).__name__, error)
-        self.consumer.subscribe(list(self.topics))
+        self.consumer.subscribe(list(self.topics), on_assign=self._forget, on_revoke=self._forget)
         last_activity = last_lag = time.monotonic()
         assigned_once = False
         try:
@@ -466,6 +466,11 @@ class ViewFollower:
         where = [(self.topics[message.topic()], message.partition()) for message in messages]
         lost = self._rewind(set(where))
         return [message for message, key in zip(messages, where, strict=True) if key not in lost]
+
+    def _forget(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """A rebalance: what this follower recorded of these partitions may be behind what another wrote since."""
+        for tp in partitions:
+            self._expected.pop((self.topics[tp.topic], tp.partition), None)
 
     def _rewind(self, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
         """Of ``partitions`` (``(logical topic, partition)``), those whose

@@ -16,8 +16,11 @@ offset, lost its records since, and is read again from the recorded offset
 (the writes are idempotent: what Redis still has is not changed by seeing
 it again). Offsets, not batch starts, are compared: a transaction's commit
 marker takes an offset no record has. A partition without a recorded
-offset (a view written before this existed, or by ``view rebuild``) is
-trusted.
+offset (a view written before this existed, or by ``view rebuild``; a
+partition with no record yet) is trusted, and recorded at once where it
+is: the follower checks every assigned partition within seconds of getting
+it, so a snapshot taken later holds a position for each — also for the
+partitions whose first record comes long after.
 """
 
 from __future__ import annotations
@@ -34,12 +37,21 @@ def lost(client: redis.Redis, keys: Keys, starts: dict[tuple[str, int], int]) ->
     """The partitions of ``starts`` (``(logical topic, partition)`` → the
     offset Redis must have reached: the follower's own last record of it,
     or the group's committed offset) whose recorded position in Redis is
-    below it, each with that recorded offset (where to read again). Raises
-    what redis-py raises when Redis does not answer."""
+    below it, each with that recorded offset (where to read again). One
+    without a recorded position is recorded at its ``starts`` offset
+    (HSETNX: never over another follower's). Raises what redis-py raises
+    when Redis does not answer."""
     if not starts:
         return {}
     wanted = list(starts)
-    recorded = client.hmget(keys.position, [keys.applied_field(topic, partition) for topic, partition in wanted])
+    fields = [keys.applied_field(topic, partition) for topic, partition in wanted]
+    recorded = client.hmget(keys.position, fields)
+    missing = [(field, starts[partition]) for partition, field, offset in zip(wanted, fields, recorded, strict=True) if offset is None]
+    if missing:
+        pipeline = client.pipeline(transaction=False)
+        for field, offset in missing:
+            pipeline.hsetnx(keys.position, field, offset)
+        pipeline.execute()
     return {
         partition: int(offset)
         for partition, offset in zip(wanted, recorded, strict=True)
