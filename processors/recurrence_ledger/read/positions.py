@@ -38,20 +38,18 @@ def lost(client: redis.Redis, keys: Keys, starts: dict[tuple[str, int], int]) ->
     offset Redis must have reached: the follower's own last record of it,
     or the group's committed offset) whose recorded position in Redis is
     below it, each with that recorded offset (where to read again). One
-    without a recorded position is recorded at its ``starts`` offset
-    (HSETNX: never over another follower's). Raises what redis-py raises
-    when Redis does not answer."""
+    without a recorded position is recorded at its ``starts`` offset (at
+    worst below what another follower records at the same moment: that
+    partition is then read again once, changing nothing). Raises what
+    redis-py raises when Redis does not answer."""
     if not starts:
         return {}
     wanted = list(starts)
     fields = [keys.applied_field(topic, partition) for topic, partition in wanted]
     recorded = client.hmget(keys.position, fields)
-    missing = [(field, starts[partition]) for partition, field, offset in zip(wanted, fields, recorded, strict=True) if offset is None]
-    if missing:
-        pipeline = client.pipeline(transaction=False)
-        for field, offset in missing:
-            pipeline.hsetnx(keys.position, field, offset)
-        pipeline.execute()
+    missing = {field: starts[partition] for partition, field, offset in zip(wanted, fields, recorded, strict=True) if offset is None}
+    if missing:  # HSET, which the ledger's Redis ACL allows (deploy/redis.sh); a follower's later record only raises it
+        client.hset(keys.position, mapping=missing)
     return {
         partition: int(offset)
         for partition, offset in zip(wanted, recorded, strict=True)
