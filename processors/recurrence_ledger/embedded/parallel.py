@@ -61,7 +61,7 @@ import orjson
 from recurrence_ledger.catalogue import OUTPUT_TOPICS, PATTERN_CANDIDATES, SIGNATURE_PATTERNS, SOURCE_JOURNAL
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.embedded.output import file_progress
-from recurrence_ledger.embedded.runner import STOPPING, RunSummary, merge_summaries, run_journal, staged_outputs, tally, terminated
+from recurrence_ledger.embedded.runner import STOPPING, RunSummary, merge_summaries, raising_when_stopped, run_journal, staged_outputs, tally
 from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 from recurrence_ledger.ledger.intake import BadRecord, Coordinates, decode_journal_line, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json_line
@@ -275,7 +275,7 @@ class JobPool:
     executor: ProcessPoolExecutor = field(init=False)
     read: Any = field(init=False)
     _earlier: set = field(init=False)
-    _previous: Any = field(init=False, default=None)
+    _stopping: Any = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
@@ -286,7 +286,8 @@ class JobPool:
     def __enter__(self) -> JobPool:
         if threading.current_thread() is not threading.main_thread():
             return self
-        self._previous = {signum: signal.signal(signum, terminated) for signum in STOPPING}
+        self._stopping = raising_when_stopped()
+        self._stopping.__enter__()
         # Start the processes and the executor's manager thread now, with
         # SIGTERM held back until they run: a Terminated raised while
         # Thread.start() waits for the thread leaves an executor whose
@@ -305,8 +306,8 @@ class JobPool:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        for signum, previous in (self._previous or {}).items():
-            signal.signal(signum, previous)
+        if self._stopping is not None:  # the previous handlers back
+            self._stopping.__exit__(None, None, None)
         if kind is not None:  # do not wait for the work still running
             for child in set(multiprocessing.active_children()) - self._earlier:
                 child.terminate()

@@ -287,6 +287,7 @@ class ViewFollower:
         self.config = config
         self.codec = codec
         self.topics = {catalogue.physical(name, config.topic_prefix): name for name in FOLLOWED}
+        self.physical = {name: physical for physical, name in self.topics.items()}
         self.view = FollowerView(config.redis_url, namespace=config.namespace)
         self.models = ReadModels(self.view._client, config.namespace, config.history_limit, config.trend_limit)
         self.patterns = PatternView(self.view._client, config.namespace)
@@ -480,8 +481,7 @@ class ViewFollower:
         (``recurrence_ledger.read.positions``). The consumer reads them
         again from Redis's position. Raises what redis-py raises when Redis
         does not answer."""
-        physical = {logical: name for name, logical in self.topics.items()}
-        unknown = [TopicPartition(physical[topic], partition) for topic, partition in partitions if (topic, partition) not in self._expected]
+        unknown = [TopicPartition(self.physical[topic], partition) for topic, partition in partitions if (topic, partition) not in self._expected]
         try:
             committed = self.consumer.committed(unknown, timeout=5) if unknown else []
         except KafkaException as error:  # asked again next time; meanwhile what this follower recorded itself counts
@@ -495,7 +495,7 @@ class ViewFollower:
                         topic, partition, offset, self._expected[(topic, partition)])
             self._expected[(topic, partition)] = offset
             try:
-                self.consumer.seek(TopicPartition(physical[topic], partition, offset))
+                self.consumer.seek(TopicPartition(self.physical[topic], partition, offset))
             except KafkaException as error:  # no longer ours: its next owner finds the same position
                 log.warning("%s[%d] not read again here (%s)", topic, partition, error.args[0])
         return set(lost)
