@@ -247,7 +247,7 @@ class RegistryCodec(Codec):
                 try:
                     registered = self.client.register_schema_full_response(name, definition)
                 except SchemaRegistryError as conflict:
-                    if conflict.http_status_code != 409:
+                    if conflict.http_status_code not in (409, 500):  # Apicurio: 500 when its insert loses the race (a unique key)
                         raise
                     try:
                         registered = self.client.lookup_schema(name, definition)
