@@ -234,7 +234,7 @@ class RegistryCodec(Codec):
     def register(self, topic: str, schema: str) -> int:
         """The id of our ``schema`` under ``topic``'s subject: registered
         when auto-registration is on, else looked up. A registration refused
-        with HTTP 409 is looked up before it counts as a refusal: some
+        with HTTP 409 (or 500: Apicurio, its insert losing the race) is looked up before it counts as a refusal: some
         registries (Apicurio's Confluent API) answer 409 "already exists" to
         all but one of several processes registering a new subject at once
         (the worker processes of one deployment starting together), where
