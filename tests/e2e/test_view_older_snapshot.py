@@ -3,7 +3,8 @@ before its crash) against the real broker and Redis: the view follower,
 whose offsets are committed past what that Redis holds, reads again from
 the view's recorded ``follow-position`` (recurrence_ledger.read.positions),
 so the view ends equal to a fresh follower's — also when nothing new
-arrives after the restart.
+arrives after the restart; and a Redis that comes back empty under a
+running follower is read again from the beginning.
 
 The restart is played on the namespace's keys: DUMP of every key after the
 first half of the journal, the second half followed, then every key
@@ -114,6 +115,39 @@ def settled(client: redis.Redis, namespace: str, group: str, bootstrap: str) -> 
         reader.close()
 
 
+def started_follower(bootstrap: str, redis_url: str, prefix: str, log_path) -> subprocess.Popen:
+    """A ``view follow`` process of the app id "ledger", running until stopped."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(cli_command("view", "follow", "--bootstrap", bootstrap, "--redis-url", redis_url, "--topic-prefix", prefix,
+                                            "--app-id", "ledger"), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=cli_env())
+
+
+def test_a_redis_back_empty_is_followed_again_from_the_beginning(bootstrap, redis_url, client, tmp_path):
+    """Redis restarted without persistence under a running follower: every
+    key of the view is gone, its recorded positions too. The follower saw
+    them before, so it reads every partition again from its beginning —
+    also when nothing new arrives — and the view ends as it was."""
+    prefix = harness.new_prefix()
+    namespace = default_namespace(prefix)
+    group = view_group("ledger", prefix)
+    follower = None
+    try:
+        harness.prepare(bootstrap, prefix, partitions=2)
+        harness.publish(bootstrap, CASES / "review_loop.jsonl", prefix)
+        harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
+        follower = started_follower(bootstrap, redis_url, prefix, tmp_path / "follower.log")
+        complete = settled(client, namespace, group, bootstrap)
+        assert complete
+        client.delete(*namespace_keys(client, namespace))  # at once, as a restart loses them
+        harness.wait_until(lambda: "up to offset 0 only" in (tmp_path / "follower.log").read_text(), 60, "the follower reading again")
+        assert settled(client, namespace, group, bootstrap) == complete
+    finally:
+        if follower is not None:
+            follower.terminate()
+            follower.wait(60)
+        harness.remove_prefix(bootstrap, prefix, redis_url)
+
+
 def test_a_follower_given_back_a_partition_compares_it_with_where_the_group_is_now(bootstrap, redis_url, client, tmp_path):
     """Two followers in one group; the second leaves after writing past an
     older snapshot, and Redis comes back from that snapshot: the first,
@@ -129,11 +163,8 @@ def test_a_follower_given_back_a_partition_compares_it_with_where_the_group_is_n
     followers = []
 
     def follower(name: str) -> subprocess.Popen:
-        with open(tmp_path / f"{name}.log", "wb") as log:
-            process = subprocess.Popen(cli_command("view", "follow", "--bootstrap", bootstrap, "--redis-url", redis_url, "--topic-prefix", prefix,
-                                                   "--app-id", "ledger"), cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=cli_env())
-        followers.append(process)
-        return process
+        followers.append(started_follower(bootstrap, redis_url, prefix, tmp_path / f"{name}.log"))
+        return followers[-1]
 
     try:
         harness.prepare(bootstrap, prefix, partitions=4)

@@ -120,7 +120,8 @@ def view_clear_command(
     Deletes every key of the view's namespace (the topic prefix's) and
     nothing else. Without --yes it lists the scopes and keys it would
     delete. 'recurrence-ledger view rebuild' writes the view again from the
-    topics."""
+    topics; so does a view follower still running: stop the followers
+    first."""
     from recurrence_ledger.read.keys import default_namespace
 
     namespace = default_namespace(topic_prefix)

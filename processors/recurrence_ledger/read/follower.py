@@ -310,8 +310,9 @@ class ViewFollower:
         self._totals_at: float | None = None  # time.monotonic() of the last read; None: never read
         self._statistics_since_totals = False
         self._layout_checked = False
-        #: ``(logical topic, partition)`` → the position Redis must hold at least (:meth:`_rewind`)
+        #: ``(logical topic, partition)`` → the position Redis must hold at least (:meth:`_rewind`); those whose position it saw there
         self._expected: dict[tuple[str, int], int] = {}
+        self._seen: set[tuple[str, int]] = set()
 
     def stop(self, *_: Any) -> None:
         """Finish the current batch, then stop."""
@@ -321,9 +322,8 @@ class ViewFollower:
         """Stop once nothing new arrived for ``idle_s`` seconds (after being
         assigned) and every assigned partition is read to its end: what was
         committed before the call is then applied (an idle second alone is
-        no proof: a fetch or a rebalance can pause a follower that is still
-        behind). The worker calls it when it stops, for the follower it runs
-        in-process."""
+        no proof: a fetch or a rebalance can pause a follower still behind).
+        The worker calls it when it stops, for its in-process follower."""
         self.idle_exit_s = idle_s
         self.draining = True
 
@@ -470,28 +470,30 @@ class ViewFollower:
 
     def _forget(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """A rebalance: what this follower recorded of these partitions may be behind what another wrote since."""
-        for tp in partitions:
-            self._expected.pop((self.topics[tp.topic], tp.partition), None)
+        for key in [(self.topics[tp.topic], tp.partition) for tp in partitions]:
+            self._expected.pop(key, None)
+            self._seen.discard(key)
 
     def _rewind(self, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
         """Of ``partitions`` (``(logical topic, partition)``), those whose
         records Redis lost: its recorded position is below what this
-        follower recorded there, or below the group's committed offset —
-        both are written only after Redis took the batch
-        (``recurrence_ledger.read.positions``). The consumer reads them
-        again from Redis's position. Raises what redis-py raises when Redis
-        does not answer."""
+        follower recorded there, or the group's committed offset — both
+        written only after Redis took the batch
+        (``recurrence_ledger.read.positions``), or it is gone. The consumer
+        reads them again from Redis's position. Raises what redis-py raises."""
         unknown = [TopicPartition(self.physical[topic], partition) for topic, partition in partitions if (topic, partition) not in self._expected]
         try:
             committed = self.consumer.committed(unknown, timeout=5) if unknown else []
         except KafkaException as error:  # asked again next time; meanwhile what this follower recorded itself counts
             log.warning("committed offsets not read (%s)", error.args[0])
             committed = []
-        for tp in committed:
-            self._expected[(self.topics[tp.topic], tp.partition)] = max(tp.offset, 0)
-        lost = positions.lost(self.view._client, self.models.keys, {key: self._expected[key] for key in partitions if key in self._expected})
+        self._expected.update({(self.topics[tp.topic], tp.partition): max(tp.offset, 0) for tp in committed})
+        starts = {key: self._expected[key] for key in partitions if key in self._expected}
+        lost = positions.lost(self.view._client, self.models.keys, starts, self._seen)
+        self._seen.update(starts)  # each has a position in Redis now
+        self._layout_checked &= not lost  # an empty Redis lost its layout marker too: written again with the next batch
         for (topic, partition), offset in lost.items():
-            log.warning("Redis holds the view of %s[%d] up to offset %d only, not %d (restarted from an older snapshot?): reading it again from there",
+            log.warning("Redis holds the view of %s[%d] up to offset %d only, not %d (restarted from an older snapshot, or empty?): reading it again from there",
                         topic, partition, offset, self._expected[(topic, partition)])
             self._expected[(topic, partition)] = offset
             try:

@@ -20,12 +20,15 @@ offset (a view written before this existed, or by ``view rebuild``; a
 partition with no record yet) is trusted, and recorded at once where it
 is: the follower checks every assigned partition within seconds of getting
 it, so a snapshot taken later holds a position for each — also for the
-partitions whose first record comes long after.
+partitions whose first record comes long after. Once the follower has seen
+a partition's position in Redis, though, a position gone means Redis came
+back empty (no persistence, or its keys deleted): the partition is read
+again from its beginning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
 import redis
@@ -33,21 +36,28 @@ import redis
 from recurrence_ledger.read.keys import Keys
 
 
-def lost(client: redis.Redis, keys: Keys, starts: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+def lost(client: redis.Redis, keys: Keys, starts: dict[tuple[str, int], int], seen: Container[tuple[str, int]] = ()) -> dict[tuple[str, int], int]:
     """The partitions of ``starts`` (``(logical topic, partition)`` → the
     offset Redis must have reached: the follower's own last record of it,
     or the group's committed offset) whose recorded position in Redis is
     below it, each with that recorded offset (where to read again). One
     without a recorded position is recorded at its ``starts`` offset (at
     worst below what another follower records at the same moment: that
-    partition is then read again once, changing nothing). Raises what
-    redis-py raises when Redis does not answer."""
+    partition is then read again once, changing nothing) — unless it is in
+    ``seen`` (the follower saw its position in Redis before): then Redis
+    lost it with the view, and it is recorded and returned at offset 0.
+    Raises what redis-py raises when Redis does not answer."""
     if not starts:
         return {}
     wanted = list(starts)
     fields = [keys.applied_field(topic, partition) for topic, partition in wanted]
     recorded = client.hmget(keys.position, fields)
-    missing = {field: starts[partition] for partition, field, offset in zip(wanted, fields, recorded, strict=True) if offset is None}
+    missing = {}
+    for number, (partition, field, offset) in enumerate(zip(wanted, fields, recorded, strict=True)):
+        if offset is None:
+            gone = partition in seen  # it was there: gone with the view, read it all again
+            recorded[number] = 0 if gone else None
+            missing[field] = 0 if gone else starts[partition]
     if missing:  # HSET, which the ledger's Redis ACL allows (deploy/redis.sh); a follower's later record only raises it
         client.hset(keys.position, mapping=missing)
     return {
