@@ -152,8 +152,9 @@ def test_what_if_compares_another_critical_review_threshold(tmp_path):
     two critical candidates (runs of one recurrence) and its two critical
     revisions needing review go; a sweep charts 1..3."""
     journal, _ = case("critical_runs")
-    result = invoke("what-if", str(journal), "--critical-review-threshold", "2", "--out", str(tmp_path / "one"), "--quiet")
+    result = invoke("what-if", str(journal), "--critical-review-threshold", "2", "--out", str(tmp_path / "one"))
     assert result.exit_code == 0, result.output
+    assert "1 scope differs: review candidates +0 -2, revisions needing review +0 -2," in result.output  # the summary, in the singular
     [comparison] = json.loads((tmp_path / "one" / "report.json").read_text())["comparisons"]
     assert comparison["changed_settings"] == ["critical_review_threshold"]
     assert (comparison["totals"]["review_candidates_removed"], comparison["totals"]["revisions_needing_review_removed"]) == (2, 2)

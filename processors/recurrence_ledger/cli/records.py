@@ -11,6 +11,7 @@ import typer
 
 from recurrence_ledger import catalogue
 from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console
+from recurrence_ledger.embedded.output import counted
 from recurrence_ledger.cli.options import AutoRegisterOption, BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption
 
 
@@ -61,4 +62,4 @@ def export_command(
     connection = kafka_connection(bootstrap, kafka_config)
     with reporting_kafka_errors():
         count = export_topic(connection, topic, out, topic_prefix=topic_prefix, codec=command_codec(schema_registry_url, None, kafka_config))
-    console.print(f"{count} record{'' if count == 1 else 's'} → {out}")
+    console.print(f"{counted(count, 'record')} → {out}")

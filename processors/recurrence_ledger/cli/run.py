@@ -55,7 +55,7 @@ from recurrence_ledger.cli.options import (
     takes,
     topic_prefix_option,
 )
-from recurrence_ledger.embedded.output import stderr_console
+from recurrence_ledger.embedded.output import counted, stderr_console
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import settings
 
@@ -165,7 +165,7 @@ def admission_lines(admission: Counter) -> list[str]:
     accepted, rejected, near = (counts.pop(name, 0) for name in ("accepted", "rejected", "near_duplicates"))
     if not accepted + rejected:
         return []
-    lines = [f"admission: {accepted + rejected} candidate{'s' if accepted + rejected != 1 else ''}", f"  {accepted} accepted"]
+    lines = [f"admission: {counted(accepted + rejected, 'candidate')}", f"  {accepted} accepted"]
     reasons = sorted((reason, count) for reason, count in counts.items() if count)
     if rejected == 1:
         lines.append(f"  1 rejected — reasons: {', '.join(reason for reason, _ in reasons)}")

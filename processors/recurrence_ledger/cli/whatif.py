@@ -27,6 +27,7 @@ import typer
 
 from recurrence_ledger import policy
 from recurrence_ledger.cli.clients import command_codec, console, kafka_connection, redis_errors, reporting_kafka_errors, reporting_run_errors
+from recurrence_ledger.embedded.output import counted
 from recurrence_ledger.cli.options import (
     BootstrapOption,
     JobsOption,
@@ -348,9 +349,11 @@ def _print_summary(document: dict, markdown_path: Path) -> None:
         sweep = document["sweep"]
         console.print(f"sweep of {sweep['setting']} over {', '.join(map(str, sweep['values']))} (baseline {sweep['baseline_value']}):", highlight=False)
         for row in sweep["rows"]:
-            console.print(f"  {row['value']}: {row['review_candidates']} review candidates, {row['revisions_needing_review']} revisions needing review, "
-                          f"{row['admission_decisions_changed']} admission decisions changed, {row['horizon_unlinked']} outcomes unlinked by the horizon, "
-                          f"{row['effect_verdicts_changed']} effect verdicts changed",
+            console.print(f"  {row['value']}: {counted(row['review_candidates'], 'review candidate')}, "
+                          f"{counted(row['revisions_needing_review'], 'revision')} needing review, "
+                          f"{counted(row['admission_decisions_changed'], 'admission decision')} changed, "
+                          f"{counted(row['horizon_unlinked'], 'outcome')} unlinked by the horizon, "
+                          f"{counted(row['effect_verdicts_changed'], 'effect verdict')} changed",
                           highlight=False)
     else:
         comparison = document["comparisons"][0]
@@ -359,7 +362,7 @@ def _print_summary(document: dict, markdown_path: Path) -> None:
             console.print("no difference: the alternative policy concludes exactly what the baseline does on these inputs", highlight=False)
         else:
             console.print(
-                f"{totals['scopes_with_differences']} scopes differ: review candidates +{totals['review_candidates_added']} "
+                f"{counted(totals['scopes_with_differences'], 'scope')} differ{'s' if totals['scopes_with_differences'] == 1 else ''}: review candidates +{totals['review_candidates_added']} "
                 f"-{totals['review_candidates_removed']}, revisions needing review +{totals['revisions_needing_review_added']} "
                 f"-{totals['revisions_needing_review_removed']}, admission decisions changed {totals['admission_decisions_changed']}, "
                 f"outcomes unlinked by the horizon +{totals['horizon_unlinked_added']} -{totals['horizon_unlinked_removed']}, "
