@@ -37,6 +37,8 @@ absolute values.
     python benchmarks/worker_stages.py --quick         # 5k events, 3 runs, print only
     python benchmarks/worker_stages.py --no-record --runs 5
     python benchmarks/worker_stages.py --profile       # and the whole path's profile by source file
+    python benchmarks/worker_stages.py --interpreter /usr/bin/python3   # and the whole path under another
+                                                       # interpreter (the package installed in it), side by side
 """
 
 from __future__ import annotations
@@ -267,6 +269,35 @@ def profile(batch: list[Record], tx_events: int, partitions: int, whole_us: floa
     return rows
 
 
+def other_whole_path(python: str, args: argparse.Namespace) -> float:
+    """One run of the whole path (µs per event) under the interpreter
+    ``python``, in a process of its own, on the same workload."""
+    command = [python, __file__, "--whole-path-json", "--scopes", str(args.scopes), "--outcomes-per-scope", str(args.outcomes_per_scope),
+               "--partitions", str(args.partitions), "--tx-events", str(args.tx_events)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return orjson.loads(done.stdout.strip().splitlines()[-1])["us"]
+
+
+def describe(python: str) -> str:
+    """``python``'s version and where it is installed (a virtualenv's base interpreter)."""
+    found = subprocess.run([python, "-c", "import platform, sys; print(platform.python_version(), sys.base_prefix)"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    return f"CPython {found[0]} in `{found[1]}`"
+
+
+def interpreter_lines(runs: list[dict[str, float]], others: dict[str, list[float]]) -> list[str]:
+    """The whole path under each ``--interpreter``, beside this one's, as
+    Markdown: how much the interpreter's build changes the cost."""
+    here = statistics.median(run[WHOLE] for run in runs)
+    lines = ["", "The whole path under other interpreters, one run of each after each run above (so under the same load), "
+                 "CPU µs per input event:", "", "| interpreter | runs | median | against this one |", "| --- | --- | --- | --- |",
+             f"| {describe(sys.executable)} | {' / '.join(f'{run[WHOLE]:.1f}' for run in runs)} | **{here:.1f}** | 1.00× |"]
+    for python, measured in others.items():
+        median = statistics.median(measured)
+        lines.append(f"| {describe(python)} | {' / '.join(f'{value:.1f}' for value in measured)} | **{median:.1f}** | {median / here:.2f}× |")
+    return lines
+
+
 def catalogue_max_bytes() -> int:
     """The worker's default ``max_output_bytes``."""
     from recurrence_ledger.runtime.worker_config import WorkerConfig
@@ -293,6 +324,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-record", action="store_true", help="print only: do not write BENCHMARKS.md")
     parser.add_argument("--profile", action="store_true", help="also print the whole path's cProfile, grouped by source file")
+    parser.add_argument("--interpreter", action="append", default=[], metavar="PYTHON",
+                        help="also time the whole path under this Python (the package installed in it), one run of it after each run here")
+    parser.add_argument("--whole-path-json", action="store_true", help=argparse.SUPPRESS)  # one run of the whole path, for --interpreter
     args = parser.parse_args()
     if args.quick:
         args.scopes, args.no_record = 5, True
@@ -301,13 +335,21 @@ def main() -> None:
     batch = messages(shape, args.partitions)
     gc.collect()
     gc.freeze()  # as the worker does after each checkpoint
-    runs = []
+    if args.whole_path_json:
+        outputs = Outputs(codec.AVRO, codec.FIXED, "", catalogue_max_bytes())
+        print(orjson.dumps({"us": whole_path(batch, args.tx_events, args.partitions, outputs) * 1e6 / len(batch)}).decode())
+        return
+    runs, others = [], {python: [] for python in args.interpreter}
     for _ in range(args.runs):
         runs.append({stage: spent * 1e6 / len(batch) for stage, spent in run_stages(batch, args.tx_events, args.partitions).items()})
         gc.collect()
         gc.freeze()
+        for python, measured in others.items():  # interleaved, so both see the same load
+            measured.append(other_whole_path(python, args))
     load_after = " ".join(f"{value:.2f}" for value in os.getloadavg())
     lines = table(runs, len(batch), args, load_before, load_after)
+    if others:
+        lines += interpreter_lines(runs, others)
     if args.profile:
         whole_us = statistics.median(run[WHOLE] for run in runs)
         lines += ["", f"Where the whole path's time goes: own time per source file under cProfile (`--profile`), as a share,"
