@@ -167,6 +167,22 @@ def test_pending_then_missing_provenance():
     assert decided["chain"]["reason"].startswith("missing provenance: receipt R-never was never seen")
 
 
+def test_a_passing_outcome_the_end_of_a_journal_decided_is_unlinked_not_pending():
+    """It leaves no match and no observation to tell it by: the journal's
+    end decided it all the same (contract §5), as its statistics count."""
+    records = [experience(S, 1, "E1"), outcome(S, 10, "O", receipt_id="R-never", status="completed")]
+    ledger = Ledger(LedgerConfig(provenance_horizon=None)).feed(*records).flush()
+    assert ledger.out["recurrence-matches"] == ledger.out["recurrence-observations"] == []
+    events = [(r["topic"], validate(r["topic"], r["value"])) for r in records]
+    ended = explain_outcome(S, "O", events, [], [], input_ended=True)
+    assert ended["chain"] == {
+        "status": "unlinked", "receipt": "R-never", "handoff": None, "cited": [], "forward_references": [],
+        "reason": "missing provenance: receipt R-never was never seen; decided as unlinked by the provenance horizon or, at the latest, "
+                  "the end of the input",
+    }
+    assert explain_outcome(S, "O", events, [], [])["chain"]["status"] == "pending"  # on Kafka it waits for the horizon
+
+
 def test_no_receipt_and_unknown_outcome():
     result = explain([experience(S, 1, "E1"), outcome(S, 2, "O", status="completed")], "O")
     assert (result["chain"]["reason"], result["revisions"]) == ("the outcome names no Handoff Receipt", [])

@@ -59,7 +59,7 @@ def explain_command(
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     try:
-        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations, candidate_sets)
+        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations, candidate_sets, input_ended=journal is not None)
     except OutcomeNotFound as error:
         console.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(1) from None

@@ -54,6 +54,7 @@ def explain_outcome(
     matches: Iterable[dict],
     observations: Iterable[dict],
     candidate_sets: Iterable[dict] = (),
+    input_ended: bool = False,
 ) -> dict:
     """The evidence chain of task outcome ``outcome_id`` in ``scope_id``.
 
@@ -70,7 +71,10 @@ def explain_outcome(
     ``candidate_sets``), and ``revisions`` (per cited or targeted revision:
     selected, verdict, or the reason there is none; for an unknown
     selection ``unknown_reason``, contract §17, and ``decided_by``, the
-    outcome's items that decided it, e.g. ``"check[1]"``). Raises
+    outcome's items that decided it, e.g. ``"check[1]"``). ``input_ended``:
+    the input is a whole journal, whose end decided every outcome still
+    missing provenance as unlinked (contract §5) — also one that left no
+    record to tell it by (no failure item, no selection). Raises
     OutcomeNotFound.
     """
     outcome = None
@@ -96,7 +100,7 @@ def explain_outcome(
 
     my_matches = [m for m in matches if mine(m)]
     my_observations = [o for o in observations if mine(o)]
-    chain, cited = _chain(outcome, receipts, handoffs, experiences, decided=bool(my_matches or my_observations))
+    chain, cited = _chain(outcome, receipts, handoffs, experiences, decided=bool(my_matches or my_observations), input_ended=input_ended)
     items = OutcomeItems(outcome)
     by_item = {(m["failure_ref"]["item_kind"], m["failure_ref"]["item_index"]): m for m in my_matches}
     wanted = {m["candidate_set_digest"] for m in my_matches if m["candidate_refs"] is None}
@@ -143,7 +147,8 @@ def _forward_reason(forward: dict) -> str:
     )
 
 
-def _chain(outcome: dict, receipts: dict, handoffs: dict, experiences: dict, decided: bool) -> tuple[dict, list[tuple[str, int]]]:
+def _chain(outcome: dict, receipts: dict, handoffs: dict, experiences: dict, decided: bool,
+           input_ended: bool = False) -> tuple[dict, list[tuple[str, int]]]:
     """contract §5 and §16 for one outcome, with the reason it is (not)
     linked, and the cited failure-bearing revisions as (artifact_id,
     revision)."""
@@ -197,9 +202,10 @@ def _chain(outcome: dict, receipts: dict, handoffs: dict, experiences: dict, dec
                     cited.append((artifact_id, revision))
                     chain["cited"].append(f"{artifact_id} r{revision}")
     if missing is not None:
-        chain["status"] = "unlinked" if decided else "pending"
+        chain["status"] = "unlinked" if decided or input_ended else "pending"
         chain["reason"] = (
-            f"missing provenance: {missing}; decided as unlinked when the provenance horizon passed"
+            f"missing provenance: {missing}; decided as unlinked by the provenance horizon or, at the latest, the end of the input"
+            if input_ended else f"missing provenance: {missing}; decided as unlinked when the provenance horizon passed"
             if decided else f"pending: {missing} (decided as unlinked when the provenance horizon passes)"
         )
         chain["forward_references"] = []
