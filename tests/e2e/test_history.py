@@ -301,7 +301,9 @@ def test_a_rebuild_refuses_to_start_while_view_followers_run(fed, bootstrap, red
         for command in ("view", "rebuild"), ("rebuild",):
             result = run_cli(*command, "--app-id", "ledger", "--redis-url", redis_url, "--bootstrap", bootstrap, "--topic-prefix", fed.prefix)
             assert result.returncode == 2, result.stdout + result.stderr
-            assert f"refusing to start: 1 view follower(s) of the group {group} are running" in " ".join(result.stdout.split())
+            said = " ".join(result.stdout.split())
+            assert f"refusing to start: 1 view follower(s) of the group {group} are running" in said
+            assert "a follower killed without leaving its group stays a member until its session times out, 10 s" in said
         assert snapshot(client, view_keys()) == before
     finally:
         follower.terminate()

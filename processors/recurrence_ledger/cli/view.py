@@ -46,13 +46,14 @@ def refuse_beside_followers(connection: Any, app_id: str, topic_prefix: str) -> 
     without the guard their writes keep, so a row they write meanwhile can
     be replaced by an older one for good (docs/operating.md)."""
     from recurrence_ledger.kafka.kafka_admin import group_members
-    from recurrence_ledger.read.follower import view_group
+    from recurrence_ledger.read.follower import SESSION_TIMEOUT_MS, view_group
 
     group = view_group(app_id, topic_prefix)
     members = group_members(connection, group)
     if members:
         raise FollowersRunning(f"{members} view follower(s) of the group {group} are running (view follow, or workers with a Redis URL): "
-                               "stop them while the view is rebuilt, then start them again")
+                               "stop them while the view is rebuilt, then start them again (a follower killed without leaving its group "
+                               f"stays a member until its session times out, {SESSION_TIMEOUT_MS // 1000} s)")
 
 
 def rebuild_history(view: Any, connection: Any, topic_prefix: str, codec: Any, history_limit: int = policy.DEFAULT_HISTORY_LIMIT,

@@ -132,8 +132,8 @@ FOLLOWED: dict[str, tuple[str, Any]] = {
     REVIEW_CANDIDATES: ("ReviewCandidate", ReviewCandidate),
     SIGNATURE_PATTERNS: ("SignaturePattern", SignaturePattern),
 }
-#: Longest wait between two attempts while Redis is down (seconds).
-MAX_BACKOFF_S = 30.0
+#: Longest wait between two attempts while Redis is down (seconds); how long a follower killed without leaving stays in its group (ms).
+MAX_BACKOFF_S, SESSION_TIMEOUT_MS = 30.0, 10_000
 #: Seconds between two reads of the view's totals while ScopeStatistics
 #: records arrive, and at most without any (the gauges of the module docstring).
 TOTALS_INTERVAL_S = 10.0
@@ -295,7 +295,7 @@ class ViewFollower:
         self.consumer = Consumer(consumer_config(config.bootstrap, config.group_id, {
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
-            "session.timeout.ms": 10_000,
+            "session.timeout.ms": SESSION_TIMEOUT_MS,
             "heartbeat.interval.ms": 1_000,
             "max.poll.interval.ms": 300_000,
         }))
