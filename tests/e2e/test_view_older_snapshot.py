@@ -13,6 +13,7 @@ deleted and the dumps RESTOREd (what Redis loads from that older snapshot).
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,13 +23,14 @@ import redis
 from confluent_kafka import TopicPartition
 
 from recurrence_ledger.kafka.kafka_admin import group_members
-from recurrence_ledger.read.follower import view_group
+from recurrence_ledger.read.follower import LOST_MIDWAY, FollowerConfig, ViewFollower, view_group
 from recurrence_ledger.read.keys import default_namespace
 from recurrence_ledger.read.projection import RedisView
 from tests.conftest import CASES
 from tests.e2e import harness
 from tests.e2e.harness import REPO
 from tests.e2e.history_fixtures import namespace_keys, run_follower, snapshot
+from tests.e2e.test_history import is_view_key
 from tests.plugins.processes import cli_command, cli_env
 
 
@@ -145,6 +147,70 @@ def test_a_redis_back_empty_is_followed_again_from_the_beginning(bootstrap, redi
         if follower is not None:
             follower.terminate()
             follower.wait(60)
+        harness.remove_prefix(bootstrap, prefix, redis_url)
+
+
+def test_a_follower_started_on_a_redis_back_empty_reads_everything_again(bootstrap, redis_url, client, tmp_path):
+    """Redis and the follower both restarted: the new follower never saw a
+    position, but none is recorded at all while its group has read past
+    the beginning — every partition is read again from the beginning."""
+    prefix = harness.new_prefix()
+    namespace = default_namespace(prefix)
+    try:
+        harness.prepare(bootstrap, prefix, partitions=2)
+        harness.publish(bootstrap, CASES / "review_loop.jsonl", prefix)
+        harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
+        run_follower(bootstrap, redis_url, prefix, tmp_path / "follower.log")
+        complete = snapshot(client, namespace_keys(client, namespace))
+        client.delete(*namespace_keys(client, namespace))
+        run_follower(bootstrap, redis_url, prefix, tmp_path / "follower.log")
+        assert snapshot(client, namespace_keys(client, namespace)) == complete
+    finally:
+        harness.remove_prefix(bootstrap, prefix, redis_url)
+
+
+def test_a_redis_emptied_while_a_batch_is_written_is_followed_again_from_the_beginning(bootstrap, redis_url, client, tmp_path, caplog):
+    """Redis restarted empty after the follower checked the positions and
+    before it recorded the batch's: the batch's positions are not recorded
+    over the empty view (``lua/record_position.lua``); the follower looks
+    again and reads every partition from the beginning, so the view's rows
+    end as a fresh follower writes them. The read models the batch wrote
+    into the empty Redis moved their exactly-once offsets past what it lost:
+    the follower says so, and what to run."""
+    lines = (CASES / "review_loop.jsonl").read_bytes().splitlines(keepends=True)
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_bytes(b"".join(lines[: len(lines) // 2]))
+    second.write_bytes(b"".join(lines[len(lines) // 2 :]))
+    prefix = harness.new_prefix()
+    namespace = default_namespace(prefix)
+    follower = ViewFollower(FollowerConfig(bootstrap=bootstrap, redis_url=redis_url, app_id="ledger", topic_prefix=prefix, exit_when_idle_s=6))
+    written, emptied = follower.models.apply, []
+
+    def restarted_empty_midway(batch):  # the history's scripts run after the view's rows: Redis is lost between the two
+        if not emptied and any(record.topic == "recurrence-observations" for record in batch):
+            emptied.append(len(batch))
+            client.delete(*namespace_keys(client, namespace))
+            raise redis.exceptions.ConnectionError("Redis restarted")
+        return written(batch)
+
+    try:
+        harness.prepare(bootstrap, prefix, partitions=2)
+        harness.publish(bootstrap, first, prefix)
+        harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
+        run_follower(bootstrap, redis_url, prefix, tmp_path / "follower.log")  # the first half, positions recorded
+        harness.publish(bootstrap, second, prefix)
+        harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
+        follower.models.apply = restarted_empty_midway
+        with caplog.at_level(logging.ERROR, logger="recurrence_ledger.follower"):
+            follower.run()
+        assert emptied
+        assert [record.getMessage() for record in caplog.records if record.levelno == logging.ERROR] == [LOST_MIDWAY]
+        rows = lambda: snapshot(client, [key for key in namespace_keys(client, namespace) if is_view_key(key.decode(), namespace)])  # noqa: E731
+        view = rows()
+        RedisView(redis_url, namespace=namespace).clear()
+        run_follower(bootstrap, redis_url, prefix, tmp_path / "alone.log", app_id="alone")
+        assert view == rows() and len(view) > 10
+    finally:
         harness.remove_prefix(bootstrap, prefix, redis_url)
 
 

@@ -120,6 +120,8 @@ log = logging.getLogger("recurrence_ledger.follower")
 
 #: Seconds without a new record after which a draining follower stops.
 DRAIN_IDLE_S = 1.0
+LOST_MIDWAY = ("Redis lost the view while a batch was written into it (restarted empty?): the view is read again from the beginning, but the "
+               "histories, trends and review queue may lack records from before: stop the followers and run `recurrence-ledger view rebuild`")
 
 #: The topics the follower reads, with the schema and model of their values
 #: (``catalogue.FOLLOWED_TOPICS``). ReviewStatus rows (contract §18) feed the
@@ -310,9 +312,7 @@ class ViewFollower:
         self._totals_at: float | None = None  # time.monotonic() of the last read; None: never read
         self._statistics_since_totals = False
         self._layout_checked = False
-        #: ``(logical topic, partition)`` → the position Redis must hold at least (:meth:`_rewind`); those whose position it saw there
-        self._expected: dict[tuple[str, int], int] = {}
-        self._seen: set[tuple[str, int]] = set()
+        self.positions = positions.ViewPositions(self.view._client, self.models.keys, lambda: positions.every_partition(self.consumer, self.topics))
 
     def stop(self, *_: Any) -> None:
         """Finish the current batch, then stop."""
@@ -359,8 +359,8 @@ class ViewFollower:
                     # must not take its first empty poll for idleness.
                     assigned_once, last_activity = True, now
                 if now - last_lag >= 2 or not records:
-                    if self._update_lag():
-                        last_activity = now
+                    if self._update_lag():  # reading again from here on: idle time counts from now, after the check's round trips
+                        last_activity = time.monotonic()
                     last_lag = now
                 if self.totals_enabled:
                     self.refresh_totals(now)
@@ -429,8 +429,10 @@ class ViewFollower:
                     self.patterns.apply(patterns)  # guarded: writing them again after an outage changes nothing
                     counts = self.models.apply(batch)
                     written = {(self.topics[topic], partition): end for (topic, partition), end in positions.ends(messages).items()}
-                    positions.record(self.view._client, self.models.keys, written)
-                    self._expected.update(written)
+                    if not self.positions.record(written):  # Redis lost the view while it was written: look again
+                        log.error(LOST_MIDWAY)
+                        batch, submitted = None, False
+                        continue
                     self.metrics.show_reviews(self.models)
                     break
                 except REDIS_DOWN_ERRORS as error:
@@ -470,9 +472,7 @@ class ViewFollower:
 
     def _forget(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """A rebalance: what this follower recorded of these partitions may be behind what another wrote since."""
-        for key in [(self.topics[tp.topic], tp.partition) for tp in partitions]:
-            self._expected.pop(key, None)
-            self._seen.discard(key)
+        self.positions.forget((self.topics[tp.topic], tp.partition) for tp in partitions)
 
     def _rewind(self, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
         """Of ``partitions`` (``(logical topic, partition)``), those whose
@@ -481,21 +481,18 @@ class ViewFollower:
         written only after Redis took the batch
         (``recurrence_ledger.read.positions``), or it is gone. The consumer
         reads them again from Redis's position. Raises what redis-py raises."""
-        unknown = [TopicPartition(self.physical[topic], partition) for topic, partition in partitions if (topic, partition) not in self._expected]
+        unknown = [TopicPartition(self.physical[topic], partition) for topic, partition in partitions if (topic, partition) not in self.positions.expected]
         try:
             committed = self.consumer.committed(unknown, timeout=5) if unknown else []
         except KafkaException as error:  # asked again next time; meanwhile what this follower recorded itself counts
             log.warning("committed offsets not read (%s)", error.args[0])
             committed = []
-        self._expected.update({(self.topics[tp.topic], tp.partition): max(tp.offset, 0) for tp in committed})
-        starts = {key: self._expected[key] for key in partitions if key in self._expected}
-        lost = positions.lost(self.view._client, self.models.keys, starts, self._seen)
-        self._seen.update(starts)  # each has a position in Redis now
+        self.positions.expected.update({(self.topics[tp.topic], tp.partition): max(tp.offset, 0) for tp in committed})
+        lost = self.positions.lost(partitions)
         self._layout_checked &= not lost  # an empty Redis lost its layout marker too: written again with the next batch
-        for (topic, partition), offset in lost.items():
+        for (topic, partition), (offset, was) in lost.items():
             log.warning("Redis holds the view of %s[%d] up to offset %d only, not %d (restarted from an older snapshot, or empty?): reading it again from there",
-                        topic, partition, offset, self._expected[(topic, partition)])
-            self._expected[(topic, partition)] = offset
+                        topic, partition, offset, was)
             try:
                 self.consumer.seek(TopicPartition(self.physical[topic], partition, offset))
             except KafkaException as error:  # no longer ours: its next owner finds the same position

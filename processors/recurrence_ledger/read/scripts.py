@@ -22,6 +22,7 @@ and in the keys module).
 | ``apply_scope_review_status`` | ReviewStatus records of one partition and scope (contract §18) into the scope's review queue |
 | ``apply_review_status`` | ReviewStatus records of one partition into the review queue of every scope, the statuses and repair counts |
 | ``apply_trend`` | ScopeStatistics records of one partition and scope as trend points |
+| ``record_position`` | a view follower's positions after a batch, unless Redis lost them since it checked (``recurrence_ledger.read.positions``) |
 
 Every script starts with ``#!lua`` (Redis ≥ 7; ``flags=no-writes`` for
 the read-only ``scope_page``): Redis then refuses a script that touches a
@@ -98,6 +99,7 @@ class Scripts:
     apply_scope_review_status: Script
     apply_trend: Script
     apply_patterns: Script
+    record_position: Script
 
 
 def scripts(client: redis.Redis) -> Scripts:
