@@ -482,6 +482,9 @@ def _assignment_lines(log_paths: list[Path]) -> list[tuple[float, str]]:
                 continue
             where, message = line.split(": ", 1)
             process = re.search(r"\[(process \d+)\]$", where)
+            if message.startswith("revoked partitions ["):  # (topic, partition) pairs of every input topic: the partitions say it
+                numbers = sorted({int(number) for number in re.findall(r", (\d+)\)", message)})
+                message = f"revoked partitions {numbers}"
             found.append((at, f"{process.group(1) if process else 'worker'}: {message}"))
     return sorted(found)
 
