@@ -126,9 +126,9 @@ def started_follower(bootstrap: str, redis_url: str, prefix: str, log_path) -> s
 
 def test_a_redis_back_empty_is_followed_again_from_the_beginning(bootstrap, redis_url, client, tmp_path):
     """Redis restarted without persistence under a running follower: every
-    key of the view is gone, its recorded positions too. The follower saw
-    them before, so it reads every partition again from its beginning —
-    also when nothing new arrives — and the view ends as it was."""
+    key of the view is gone, its recorded positions too, so the follower
+    reads every partition again from its beginning — also when nothing new
+    arrives — and the view ends as it was."""
     prefix = harness.new_prefix()
     namespace = default_namespace(prefix)
     group = view_group("ledger", prefix)
@@ -151,9 +151,9 @@ def test_a_redis_back_empty_is_followed_again_from_the_beginning(bootstrap, redi
 
 
 def test_a_follower_started_on_a_redis_back_empty_reads_everything_again(bootstrap, redis_url, client, tmp_path):
-    """Redis and the follower both restarted: the new follower never saw a
-    position, but none is recorded at all while its group has read past
-    the beginning — every partition is read again from the beginning."""
+    """Redis and the follower both restarted: no partition has a recorded
+    position while the group has read past the beginning — every
+    partition is read again from the beginning."""
     prefix = harness.new_prefix()
     namespace = default_namespace(prefix)
     try:

@@ -312,7 +312,7 @@ class ViewFollower:
         self._totals_at: float | None = None  # time.monotonic() of the last read; None: never read
         self._statistics_since_totals = False
         self._layout_checked = False
-        self.positions = positions.ViewPositions(self.view._client, self.models.keys, lambda: positions.every_partition(self.consumer, self.topics))
+        self.positions = positions.ViewPositions(self.view._client, self.models.keys)  # :meth:`_rewind`
 
     def stop(self, *_: Any) -> None:
         """Finish the current batch, then stop."""
