@@ -26,13 +26,13 @@ def scope_statistics(state: LedgerState, scope: dict, scope_id: str, top_limit: 
     outcomes (None without any), ``stale_revision_selections`` = selected
     events whose cited revision was not its artifact's head at the outcome's
     position, ``by_repair_surface`` = selected / recurred / avoided counts
-    per repair_surface. Taken
-    from the sorted ranking (cached between streak changes), so the cost is
-    O(top_limit), not O(revisions). Revision 3 adds :func:`causal_and_unknown_figures`
-and :func:`review_figures`; record revision 4 the review ``threshold`` that
-    decided ``needing_review`` and each row's ``needs_review``.; revision 4 ``recurred_by_severity`` (contract
-    §22) and, in ``reviews``, the rejections by reason code and the promotion
-    rate (§24).
+    per repair_surface. ``top_revisions`` is taken from the sorted ranking
+    (cached between streak changes), so the cost is O(top_limit), not
+    O(revisions). Revision 3 adds :func:`causal_and_unknown_figures` and
+    :func:`review_figures`; record revision 4 adds the review ``threshold``
+    that decided ``needing_review`` and each row's ``needs_review``; contract
+    revision 4 adds ``recurred_by_severity`` (§22) and, in ``reviews``, the
+    rejections by reason code and the promotion rate (§24).
     """
     return {
         "scope_id": scope_id,
