@@ -120,6 +120,7 @@ log = logging.getLogger("recurrence_ledger.follower")
 
 #: Seconds without a new record after which a draining follower stops.
 DRAIN_IDLE_S = 1.0
+#: What a follower logs when Redis lost the view while a batch was written (``ViewPositions.record`` refused its positions).
 LOST_MIDWAY = ("Redis lost the view while a batch was written into it (restarted empty?): the view is read again from the beginning, but the "
                "histories, trends and review queue may lack records from before: stop the followers and run `recurrence-ledger view rebuild`")
 
@@ -134,8 +135,10 @@ FOLLOWED: dict[str, tuple[str, Any]] = {
     REVIEW_CANDIDATES: ("ReviewCandidate", ReviewCandidate),
     SIGNATURE_PATTERNS: ("SignaturePattern", SignaturePattern),
 }
-#: Longest wait between two attempts while Redis is down (seconds); how long a follower killed without leaving stays in its group (ms).
-MAX_BACKOFF_S, SESSION_TIMEOUT_MS = 30.0, 10_000
+#: Longest wait between two attempts while Redis is down (seconds).
+MAX_BACKOFF_S = 30.0
+#: How long a follower killed without leaving its group stays a member (ms).
+SESSION_TIMEOUT_MS = 10_000
 #: Seconds between two reads of the view's totals while ScopeStatistics
 #: records arrive, and at most without any (the gauges of the module docstring).
 TOTALS_INTERVAL_S = 10.0

@@ -19,6 +19,7 @@ from typing import Any
 from recurrence_ledger.whatif.compare import compare, rejected_avoided, sweep_rows
 from recurrence_ledger.whatif.policies import ATTRIBUTES, SETTINGS, Policy, Sweep, show
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
+from recurrence_ledger.embedded.output import counted
 from recurrence_ledger.whatif.replay import LEDGER_FOLDER, ReplayOutcome
 
 #: Rows of one list shown per scope in report.md.
@@ -305,5 +306,5 @@ def markdown(document: dict) -> str:
                     lines += _scope_lines(scope_id, entry)
     files = document["ledger_files"]
     lines += [f"The alternative's output files (as `run-journal` writes them): `{files}/<topic>.jsonl`." if files else "",
-              f"Replayed in {document['passes']} pass{'es' if document['passes'] != 1 else ''}, {document['seconds']} s.", ""]
+              f"Replayed in {counted(document['passes'], 'pass', 'passes')}, {document['seconds']} s.", ""]
     return "\n".join(line for line in lines if line is not None) + "\n"
