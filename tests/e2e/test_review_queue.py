@@ -11,7 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from recurrence_ledger.catalogue import REVIEW_CANDIDATES, REVIEW_STATUS
 from recurrence_ledger.read.history import ReadModels
+from recurrence_ledger.read.records import Decision
 from recurrence_ledger.read.keys import default_namespace
 from tests.e2e import harness
 from tests.plugins.services import read_client
@@ -60,9 +62,9 @@ def test_candidates_are_filed_by_their_status_in_either_order_once(models):
     ]
     counts = models.apply(rows)
     # Time to decision of C2 only (C4 not applied yet): from its record's 2,000 ms to 5.5 s.
-    assert (counts.review_statuses, counts.decisions) == (3, [(2000, "1970-01-01T00:00:05.500Z")])
+    assert (counts.review_statuses, counts.decisions) == (3, [Decision(REVIEW_STATUS, 0, 1, 2000, "1970-01-01T00:00:05.500Z")])
     counts = models.apply([located_candidate(C4, 1, 1, 4000)])
-    assert (counts.candidates, counts.decisions) == (1, [(4000, "1970-01-01T01:00:00Z")])
+    assert (counts.candidates, counts.decisions) == (1, [Decision(REVIEW_CANDIDATES, 1, 1, 4000, "1970-01-01T01:00:00Z")])
 
     # A later row of C2: the repair held; C2 was decided already, nothing measured again.
     counts = models.apply([located_status(status(C2, "approved", decision=decided_c2, fix=ref("P2", 2), repair=repair("held", 2, 0, 2)), 0, 2)])
@@ -139,9 +141,15 @@ def test_the_follower_s_review_metrics(models):
         with pytest.raises(ValueError):
             rfc3339_seconds(bad)
     # A decided_at that does not parse is left out, never an error of the follower.
-    counts.decisions.append((1000, "not a time"))
+    counts.decisions.append(Decision(REVIEW_STATUS, 0, 1, 1000, "not a time"))
     metrics.decided(counts)
     assert sample("recurrence_ledger_review_decision_seconds_count", {"namespace": ns}) == 2
+    # Decisions filed again by records below where their partition was read again from are not observed again.
+    assert [decision[:3] for decision in counts.decisions] == [(REVIEW_STATUS, 0, 0), (REVIEW_STATUS, 0, 1)]
+    metrics.decided(counts, {(REVIEW_STATUS, 0): 1})
+    assert sample("recurrence_ledger_review_decision_seconds_count", {"namespace": ns}) == 2
+    metrics.decided(counts, {(REVIEW_STATUS, 0): 0, (REVIEW_STATUS, 1): 5})
+    assert sample("recurrence_ledger_review_decision_seconds_count", {"namespace": ns}) == 3
 
 
 

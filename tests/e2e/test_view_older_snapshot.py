@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
@@ -257,4 +258,43 @@ def test_a_follower_given_back_a_partition_compares_it_with_where_the_group_is_n
         for process in followers:
             process.terminate()
             process.wait(60)
+        harness.remove_prefix(bootstrap, prefix, redis_url)
+
+
+def test_decisions_read_again_are_not_observed_again(bootstrap, redis_url, client, tmp_path):
+    """The time-to-decision histogram counts each decided candidate once:
+    a partition read again after Redis came back empty files its decisions
+    again, and neither the running follower nor one started later on the
+    empty Redis observes them a second time."""
+    prefix = harness.new_prefix()
+    namespace = default_namespace(prefix)
+    group = view_group("ledger", prefix)
+    config = FollowerConfig(bootstrap=bootstrap, redis_url=redis_url, app_id="ledger", topic_prefix=prefix)
+    decided = lambda follower: follower.metrics.registry.get_sample_value(  # noqa: E731
+        "recurrence_ledger_review_decision_seconds_count", {"namespace": namespace})
+    follower = ViewFollower(config)
+    running = threading.Thread(target=follower.run)
+    try:
+        harness.prepare(bootstrap, prefix, partitions=2)
+        harness.publish(bootstrap, CASES / "review_loop.jsonl", prefix)
+        harness.run_to_idle(bootstrap, prefix, tmp_path / "worker.log")
+        running.start()
+        complete = settled(client, namespace, group, bootstrap)
+        first = decided(follower)
+        assert first == 4  # D-a1, D-b, D-c1 approve, D-d1 rejects (tests/cases/README.md, review_loop)
+        client.delete(*namespace_keys(client, namespace))  # at once, as a restart loses them
+        harness.wait_until(lambda: settled(client, namespace, group, bootstrap) == complete, 120, "the view read again")
+        assert decided(follower) == first
+        follower.stop()
+        running.join(60)
+
+        client.delete(*namespace_keys(client, namespace))
+        again = ViewFollower(FollowerConfig(bootstrap=bootstrap, redis_url=redis_url, app_id="ledger", topic_prefix=prefix, exit_when_idle_s=6))
+        again.run()
+        assert snapshot(client, namespace_keys(client, namespace)) == complete
+        assert decided(again) == 0
+    finally:
+        follower.stop()
+        if running.is_alive():
+            running.join(60)
         harness.remove_prefix(bootstrap, prefix, redis_url)

@@ -62,7 +62,7 @@ aggregate them with ``max``, not ``sum``.
 | ``recurrence_ledger_reviews`` | gauge | namespace, status | review candidates of every scope by review status (open, superseded, approved, rejected; contract §18): ``status="open"`` are the open reviews |
 | ``recurrence_ledger_review_oldest_open_timestamp_seconds`` | gauge | namespace | Kafka timestamp of the oldest open candidate's record (NaN while none is open): its age is ``time()`` minus it |
 | ``recurrence_ledger_review_repairs`` | gauge | namespace, status | ReviewStatus rows by repair status (pending, held, recurring, failed) |
-| ``recurrence_ledger_review_decision_seconds`` | histogram | namespace | time to decision: the candidate record's Kafka timestamp to the decision's ``decided_at``, once per decided candidate this follower filed |
+| ``recurrence_ledger_review_decision_seconds`` | histogram | namespace | time to decision: the candidate record's Kafka timestamp to the decision's ``decided_at``, once per decided candidate this follower filed, not again when Redis lost the view and it is read again |
 
 The review gauges are read back from the read models after each batch
 (and when the follower starts), so every follower of a namespace (the
@@ -124,9 +124,8 @@ DRAIN_IDLE_S = 1.0
 LOST_MIDWAY = ("Redis lost the view while a batch was written into it (restarted empty?): the view is read again from the beginning, but the "
                "histories, trends and review queue may lack records from before: stop the followers and run `recurrence-ledger view rebuild`")
 
-#: The topics the follower reads, with the schema and model of their values
-#: (``catalogue.FOLLOWED_TOPICS``). ReviewStatus rows (contract §18) feed the
-#: review queue's status (``recurrence_ledger.read.records``).
+#: The topics the follower reads, with the schema and model of their values (``catalogue.FOLLOWED_TOPICS``).
+#: ReviewStatus rows (contract §18) feed the review queue's status (``recurrence_ledger.read.records``).
 FOLLOWED: dict[str, tuple[str, Any]] = {
     STATISTICS: ("ScopeStatistics", ScopeStatistics),
     REVISION_STATISTICS: ("RevisionStatistics", RevisionStatistics),
@@ -316,6 +315,7 @@ class ViewFollower:
         self._statistics_since_totals = False
         self._layout_checked = False
         self.positions = positions.ViewPositions(self.view._client, self.models.keys)  # :meth:`_rewind`
+        self.read_again: dict[tuple[str, int], int] = {}  # (topic, partition) → where it was when read again: decisions below are not observed again
 
     def stop(self, *_: Any) -> None:
         """Finish the current batch, then stop."""
@@ -459,7 +459,7 @@ class ViewFollower:
             log.info("Redis is back: batch written")
         self.redis_ok = True
         self.metrics.redis_up.set(1)
-        self.metrics.decided(counts)
+        self.metrics.decided(counts, self.read_again)
         for record in batch:
             self.metrics.records.labels(record.topic).inc()
         if batch:
@@ -494,6 +494,7 @@ class ViewFollower:
         lost = self.positions.lost(partitions)
         self._layout_checked &= not lost  # an empty Redis lost its layout marker too: written again with the next batch
         for (topic, partition), (offset, was) in lost.items():
+            self.read_again[topic, partition] = max(was, self.read_again.get((topic, partition), 0))
             log.warning("Redis holds the view of %s[%d] up to offset %d only, not %d (restarted from an older snapshot, or empty?): reading it again from there",
                         topic, partition, offset, was)
             try:
@@ -583,7 +584,6 @@ class ViewFollower:
 
 def redis_down(message: str) -> Exception:
     import redis
-
     return redis.exceptions.ConnectionError(message)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import orjson
 import redis
@@ -76,20 +77,32 @@ def trend_member(record: Located) -> str:
     return orjson.dumps([record.partition, record.offset, record.timestamp, *(value.get(name) for name in TREND_FIELDS)]).decode()
 
 
+class Decision(NamedTuple):
+    """A review candidate's first decision, as a call filed it (a
+    ReviewStatus row decided it, or a candidate came whose stored row was
+    decided): the record that filed it — its logical ``topic``,
+    ``partition`` and ``offset`` — the candidate record's Kafka
+    ``timestamp_ms`` and the decision's ``decided_at``: what the time to
+    decision is measured from."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    decided_at: str
+
+
 @dataclass
 class AppliedCounts:
-    """Records a call applied (the others were already applied).
-    ``decisions``: for each review candidate whose first decision the call
-    filed (a ReviewStatus row decided it, or a candidate came whose stored
-    row was decided), the candidate record's Kafka timestamp (ms) and the
-    decision's ``decided_at`` — what the time to decision is measured from."""
+    """Records a call applied (the others were already applied), and the
+    :class:`Decision` of each review candidate whose first decision the
+    call filed."""
 
     observations: int = 0
     candidates: int = 0
     trend_points: int = 0
     review_statuses: int = 0
-    decisions: list[tuple[int, str]] = field(default_factory=list)
-    by_partition: dict[str, int] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
 
 
 def observation_entry(keys: Keys, record: Located) -> dict | None:
@@ -218,16 +231,19 @@ def apply_records(client: redis.Redis, keys: Keys, records: Iterable[Located], h
         return counts
     registered = scripts(client)
     calls: list[tuple[str, Call]] = []
+    partitions: list[tuple[str, int]] = []  # of each call
     for (topic, partition), group in sorted(groups.items()):
         group.sort(key=lambda record: record.offset)
         applied_field = keys.applied_field(topic, partition)
         for start in range(0, len(group), APPLY_CHUNK):
             calls += script_calls(keys, topic, applied_field, group[start : start + APPLY_CHUNK], registered, history_limit, trend_limit)
-    for (counted, _), applied in zip(calls, run_calls(client, [call for _, call in calls]), strict=True):
+            partitions += [(topic, partition)] * (len(calls) - len(partitions))
+    for (counted, _), (topic, partition), applied in zip(calls, partitions, run_calls(client, [call for _, call in calls]), strict=True):
         if counted in ("candidates", "review_statuses"):
             number, measured = int(applied[0]), applied[1:]
             setattr(counts, counted, getattr(counts, counted) + number)
-            counts.decisions += [(int(measured[i]), _text(measured[i + 1])) for i in range(0, len(measured), 2)]
+            counts.decisions += [Decision(topic, partition, int(measured[i]), int(measured[i + 1]), _text(measured[i + 2]))
+                                 for i in range(0, len(measured), 3)]
         elif counted:
             setattr(counts, counted, getattr(counts, counted) + int(applied))
     return counts

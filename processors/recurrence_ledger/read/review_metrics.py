@@ -10,6 +10,7 @@ import datetime
 import logging
 import math
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from recurrence_ledger.ledger.models import RFC3339_UTC
@@ -63,11 +64,16 @@ class ReviewMetricsMixin:
             self.repairs.labels(self.namespace, status).set(count)
         self.oldest_open.labels(self.namespace).set(math.nan if gauges.oldest_open_ms is None else gauges.oldest_open_ms / 1000)
 
-    def decided(self, counts: AppliedCounts) -> None:
+    def decided(self, counts: AppliedCounts, read_again: Mapping[tuple[str, int], int] | None = None) -> None:
         """Observe the time to decision of each candidate ``counts`` filed
         as decided for the first time (never below 0: decided_at is the
-        reviewer's clock; one that does not parse is logged and left out)."""
-        for timestamp_ms, decided_at in counts.decisions:
+        reviewer's clock; one that does not parse is logged and left out),
+        except one filed by a record below ``read_again``'s offset for its
+        (logical topic, partition): a partition read again after Redis lost
+        the view files its decisions again, observed when first read."""
+        for topic, partition, offset, timestamp_ms, decided_at in counts.decisions:
+            if read_again and offset < read_again.get((topic, partition), 0):
+                continue
             try:
                 seconds = rfc3339_seconds(decided_at) - timestamp_ms / 1000
             except ValueError as error:

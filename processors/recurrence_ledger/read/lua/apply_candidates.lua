@@ -9,13 +9,14 @@
 -- Every candidate is kept and filed under its ReviewStatus (open until one
 -- is applied). (Its scope's keys: apply_scope_candidates.lua.)
 -- Returns {entries applied, then for each candidate whose stored status
--- was already decided: its timestamp (ms), decided_at}.
+-- was already decided: its offset, timestamp (ms), decided_at}.
 local measured = {}
 local applied = apply_once(ARGV[1], cjson.decode(ARGV[3]), function(entry)
   redis.call('HSET', KEYS[2], entry.candidate_id, entry.item)
   local status, decided_at = status_of(redis.call('HGET', KEYS[3], entry.candidate_id))
   place(entry.candidate_id, entry.timestamp, nil, status, ARGV[2])
   if decided_at ~= '' then
+    table.insert(measured, entry.offset)
     table.insert(measured, entry.timestamp)
     table.insert(measured, decided_at)
   end

@@ -13,7 +13,8 @@
 -- moves to the filters of its new status (one not yet applied is filed when
 -- it comes). (Its scope's keys: apply_scope_review_status.lua.)
 -- Returns {entries applied, then for each applied candidate decided by
--- this row for the first time: its timestamp (ms), decided_at}.
+-- this row for the first time: the row's offset, the candidate's
+-- timestamp (ms), decided_at}.
 local measured = {}
 local applied = apply_once(ARGV[1], cjson.decode(ARGV[3]), function(entry)
   local old_row = redis.call('HGET', KEYS[3], entry.candidate_id)
@@ -30,6 +31,7 @@ local applied = apply_once(ARGV[1], cjson.decode(ARGV[3]), function(entry)
     place(entry.candidate_id, timestamp, old_status, entry.status, ARGV[2])
     local _, decided_at = status_of(entry.row)
     if decided_at ~= '' and old_decided_at == '' then
+      table.insert(measured, entry.offset)
       table.insert(measured, timestamp)
       table.insert(measured, decided_at)
     end
