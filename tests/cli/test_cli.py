@@ -239,6 +239,26 @@ def test_explain_from_a_journal(tmp_path):
     assert run_cli("explain", "migration-lock", "nope", "--journal", str(journal)).returncode == 1
 
 
+def test_explain_says_an_outcome_was_dead_lettered(tmp_path):
+    """An outcome the ledger dead-lettered is never explained as if it were
+    in the ledger: one at a position another already took, one with a
+    field of a wrong name — each named with its reason and line."""
+    journal, _ = case("minimum_case")
+    lines = journal.read_text().splitlines()
+    outcomes = [json.loads(line) for line in lines if '"task-outcomes"' in line]
+    taken = {**outcomes[0], "value": {**outcomes[0]["value"], "source_ref": {"source_type": "task_outcome", "source_id": "job-late"}}}
+    typo = dict(outcomes[0]["value"], source_ref={"source_type": "task_outcome", "source_id": "job-typo"}, journal_position=900)
+    typo["obsevations"] = typo.pop("observations")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([*lines, json.dumps(taken), json.dumps({"topic": "task-outcomes", "value": typo})]) + "\n")
+    for outcome_id, reason, line in (("job-late", "position_conflict", len(lines) + 1), ("job-typo", "unexpected_field", len(lines) + 2)):
+        result = run_cli("explain", "migration-lock", outcome_id, "--journal", str(bad))
+        assert result.returncode == 1
+        assert f"error: task outcome '{outcome_id}' of scope 'migration-lock' was dead-lettered, so the ledger never applied it: {reason} at line {line}" \
+            in " ".join(result.stdout.split()), result.stdout
+    assert run_cli("explain", "migration-lock", "job-recur", "--journal", str(bad), "--json").returncode == 0
+
+
 def test_rank_takes_low_yield_and_rejects_an_unknown_surface_before_reading_redis():
     help_text = run_cli("rank", "--help", env={"COLUMNS": "200"})
     assert help_text.returncode == 0, help_text.stderr

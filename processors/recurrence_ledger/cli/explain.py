@@ -36,19 +36,17 @@ def explain_command(
     if journal is not None:
         from recurrence_ledger.embedded.runner import journal_ledger
 
-        events, outputs = journal_ledger(journal)
+        events, outputs, rejected = journal_ledger(journal)
         matches, observations = outputs[catalogue.MATCHES], outputs[catalogue.OBSERVATIONS]
         candidate_sets = outputs[catalogue.CANDIDATE_SETS]
     elif bootstrap or kafka_config:
+        from recurrence_ledger.kafka.inputs import applied_inputs
         from recurrence_ledger.kafka.kafka_io import read_topic
 
         connection = kafka_connection(bootstrap, kafka_config)
         with reporting_kafka_errors():
             codec = command_codec(schema_registry_url, None, kafka_config)
-            events = []
-            for name in catalogue.INPUT_TOPICS:
-                for *_, value in read_topic(connection, name, topic_prefix=topic_prefix, codec=codec):
-                    events.append((value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value))
+            events, rejected = applied_inputs(connection, topic_prefix, codec)
             matches = [value for *_, value in read_topic(connection, catalogue.MATCHES, topic_prefix=topic_prefix, codec=codec)]
             observations = [value for *_, value in read_topic(connection, catalogue.OBSERVATIONS, topic_prefix=topic_prefix, codec=codec)]
             from recurrence_ledger.kafka.kafka_io import read_candidate_sets
@@ -59,7 +57,8 @@ def explain_command(
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     try:
-        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations, candidate_sets, input_ended=journal is not None)
+        explanation = explain_outcome(scope, task_outcome_id, events, matches, observations, candidate_sets, input_ended=journal is not None,
+                                      rejected=rejected)
     except OutcomeNotFound as error:
         console.print(f"error: {error}", style="red", highlight=False)
         raise typer.Exit(1) from None
@@ -126,7 +125,7 @@ def explain_effect_command(
     if journal is not None:
         from recurrence_ledger.embedded.runner import journal_ledger
 
-        _, outputs = journal_ledger(journal, ledger)
+        outputs = journal_ledger(journal, ledger).outputs
         rows, withheld, observations = outputs[catalogue.REVISION_STATISTICS], outputs[catalogue.HOLDOUT_OBSERVATIONS], outputs[catalogue.OBSERVATIONS]
     elif bootstrap or kafka_config:
         from recurrence_ledger.kafka.kafka_io import read_topic

@@ -42,7 +42,6 @@ def export_command(
     and named (contract §23.1). From Kafka: the signature-patterns view and
     the Experience revisions of the input topics; from --journal: an
     embedded run with the given policy."""
-    from recurrence_ledger.ledger.intake import BadRecord, validate
     from recurrence_ledger.ledger.skill import current_lessons, skill_document
 
     if format_ not in FORMATS:
@@ -54,26 +53,18 @@ def export_command(
         from recurrence_ledger.ledger.config import LedgerConfig
 
         config = LedgerConfig(pattern_threshold=pattern_threshold, pattern_group_separator=pattern_group_separator)
-        events, outputs = journal_ledger(journal, config)
+        events, outputs, _ = journal_ledger(journal, config)
         rows = outputs[catalogue.SIGNATURE_PATTERNS]
         experiences = [value for kind, value in events if kind == catalogue.EXPERIENCE_REVISIONS]
     elif bootstrap or kafka_config:
+        from recurrence_ledger.kafka.inputs import applied_inputs
         from recurrence_ledger.kafka.kafka_io import read_topic
 
         connection = kafka_connection(bootstrap, kafka_config)
         with reporting_kafka_errors():
             codec = command_codec(schema_registry_url, None, kafka_config)
             rows = [value for *_, value in read_topic(connection, catalogue.SIGNATURE_PATTERNS, topic_prefix=topic_prefix, codec=codec)]
-            experiences = []
-            for name in (catalogue.SOURCE_JOURNAL, catalogue.EXPERIENCE_REVISIONS):
-                for *_, value in read_topic(connection, name, topic_prefix=topic_prefix, codec=codec):
-                    kind, event = (value["topic"], value["value"]) if name == catalogue.SOURCE_JOURNAL else (name, value)
-                    if kind != catalogue.EXPERIENCE_REVISIONS:
-                        continue
-                    try:
-                        experiences.append(validate(kind, event))
-                    except BadRecord:
-                        continue  # dead-lettered by the worker: never part of the ledger
+            experiences = [value for _, value in applied_inputs(connection, topic_prefix, codec, kinds=(catalogue.EXPERIENCE_REVISIONS,)).events]
     else:
         raise typer.BadParameter("give --journal FILE, or --bootstrap / KAFKA_BOOTSTRAP_SERVERS", param_hint="--journal")
     final = {(row["group"], row["signature_key"]): row for row in rows if row["group"] == group}  # the view's final values, this group only

@@ -18,11 +18,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from recurrence_ledger.embedded.journal import journal_lines
 from recurrence_ledger.policy import DEFAULT_VIEW_BATCH
 from recurrence_ledger.embedded.output import file_progress
+from recurrence_ledger.ledger.explain import Rejected
 from recurrence_ledger.ledger.intake import Coordinates, ingest_journal_line
 from recurrence_ledger.ledger.normalize import canonical_json_line
 from recurrence_ledger.ledger.patterns import PatternStage
@@ -33,10 +34,6 @@ from recurrence_ledger.catalogue import (
 
 #: Output topics the summary only counts.
 _FACTS = frozenset({MATCHES, OBSERVATIONS})
-
-#: Dead-letter coordinates topic for records read from a journal file: the
-#: file is a copy of the source-journal topic (contract §1).
-
 
 @dataclass
 class RunSummary:
@@ -244,26 +241,39 @@ def run_journal(
     return summary
 
 
-def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> tuple[list[tuple[str, dict]], dict[str, list[dict]]]:
-    """Run a journal in memory: ``(valid source events as (kind, canonical
-    value), output records per topic)`` — what ``explain`` reads when it is
-    pointed at a journal file instead of Kafka. Bad lines are skipped (they
-    are in the dead-letter list of the outputs)."""
+class JournalLedger(NamedTuple):
+    """A journal run in memory (:func:`journal_ledger`): the source events
+    the ledger applied, as ``(kind, canonical value)``; the output records
+    per topic; the events it dead-lettered (``ledger.explain.Rejected``:
+    lines that are JSON events, but invalid or refused by the core)."""
+
+    events: list[tuple[str, dict]]
+    outputs: dict[str, list[dict]]
+    rejected: list[Rejected]
+
+
+def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> JournalLedger:
+    """Run a journal in memory — what ``explain`` and ``patterns export``
+    read when pointed at a journal file instead of Kafka."""
     from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, validate
 
     processor = LedgerProcessor(config=config)
     stage = PatternStage(threshold=processor.config.pattern_threshold)
-    events: list[tuple[str, dict]] = []
-    outputs: dict[str, list[dict]] = {topic: [] for topic in OUTPUT_TOPICS}
+    run = JournalLedger([], {topic: [] for topic in OUTPUT_TOPICS}, [])
     with open(journal, "rb") as handle:
         for number, line in journal_lines(handle):
             try:
-                kind, value = decode_journal_line(line)
-                events.append((kind, validate(kind, value)))
+                event = decode_journal_line(line)
             except BadRecord:
-                pass
+                event = None
+            letters = []
             for emit in ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)):
-                outputs[emit.topic].append(emit.value)
+                run.outputs[emit.topic].append(emit.value)
+                letters += [emit.value] if emit.topic == DEAD_LETTER and emit.value["offset"] == number else []  # not a waiting decision's, of its own line
+            if event is not None and letters:
+                run.rejected.append(Rejected(*event, letters[0]))
+            elif event is not None:
+                run.events.append((event[0], validate(*event)))
     for emit in [*processor.flush(), *close_batch(processor, stage)]:
-        outputs[emit.topic].append(emit.value)
-    return events, outputs
+        run.outputs[emit.topic].append(emit.value)
+    return run

@@ -18,6 +18,7 @@ from recurrence_ledger.errors import RecurrenceLedgerError
 
 from collections.abc import Iterable
 from fractions import Fraction
+from typing import Any, NamedTuple
 
 from recurrence_ledger.ledger.chain import distinct_experience_citations, receipt_target
 from recurrence_ledger.ledger.matching import OutcomeItems
@@ -29,6 +30,28 @@ from recurrence_ledger.catalogue import EXPERIENCE_REVISIONS, HANDOFF_RECEIPTS, 
 
 class OutcomeNotFound(RecurrenceLedgerError, LookupError):
     """No Task Outcome with that source_id in the scope's events."""
+
+
+class Rejected(NamedTuple):
+    """An input event the ledger never applied (contract §9): its event
+    ``kind`` and ``value`` as decoded (not necessarily valid) and its
+    ``dead_letter`` (a DeadLetter record's value)."""
+
+    kind: str
+    value: Any
+    dead_letter: dict
+
+
+def _dead_lettered(scope_id: str, outcome_id: str, rejected: Iterable[Rejected]) -> str | None:
+    """Why the Task Outcome ``outcome_id`` of ``scope_id`` was dead-lettered
+    — its reason, message and where it was read — or None when it was not."""
+    for kind, value, letter in rejected:
+        ref = value.get("source_ref") if isinstance(value, dict) else None
+        if kind == TASK_OUTCOMES and value.get("scope_id") == scope_id and isinstance(ref, dict) and ref.get("source_id") == outcome_id:
+            where = (f"line {letter['offset'] + 1}" if letter["partition"] is None
+                     else f"{letter['topic']}[{letter['partition']}]@{letter['offset']}")
+            return f"{letter['reason']} at {where}: {letter['message']}"
+    return None
 
 
 def _label(ref: dict | None) -> str | None:
@@ -55,6 +78,7 @@ def explain_outcome(
     observations: Iterable[dict],
     candidate_sets: Iterable[dict] = (),
     input_ended: bool = False,
+    rejected: Iterable[Rejected] = (),
 ) -> dict:
     """The evidence chain of task outcome ``outcome_id`` in ``scope_id``.
 
@@ -75,7 +99,9 @@ def explain_outcome(
     the input is a whole journal, whose end decided every outcome still
     missing provenance as unlinked (contract §5) — also one that left no
     record to tell it by (no failure item, no selection). Raises
-    OutcomeNotFound.
+    OutcomeNotFound — saying why when the outcome is among ``rejected``
+    (the input events the ledger dead-lettered; ``events`` holds only those
+    it applied).
     """
     outcome = None
     receipts: dict[str, dict] = {}
@@ -93,6 +119,9 @@ def explain_outcome(
         elif kind == EXPERIENCE_REVISIONS:
             experiences.setdefault((value["artifact_ref"]["artifact_id"], value["artifact_ref"]["revision"]), value)
     if outcome is None:
+        why = _dead_lettered(scope_id, outcome_id, rejected)
+        if why is not None:
+            raise OutcomeNotFound(f"task outcome {outcome_id!r} of scope {scope_id!r} was dead-lettered, so the ledger never applied it: {why}")
         raise OutcomeNotFound(f"no task outcome {outcome_id!r} in scope {scope_id!r}")
 
     def mine(record: dict) -> bool:
