@@ -3,7 +3,8 @@ whose input holds records the worker dead-lettered — a line that is not
 JSON, an event without its source-journal envelope, an outcome at a
 position another took: the commands read the input as the worker did, so
 they explain and export what they explain and export from the same
-journal file, and name a dead-lettered outcome's reason and coordinates.
+journal file, and name a dead-lettered outcome's reason and coordinates;
+the worker's log says what it dead-lettered.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ def test_explain_and_patterns_export_read_the_input_as_the_worker_did(topic_pref
     harness.publish(bootstrap, journal, topic_prefix)
     harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "worker.log")
     kafka = ("--bootstrap", bootstrap, "--topic-prefix", topic_prefix)
+    said = [line for line in (tmp_path / "worker.log").read_text().splitlines() if "dead-lettered" in line]
+    assert len(said) == 1 and re.search(  # the worker says what it dead-lettered, by reason, and the first record's coordinates and words
+        rf"WARNING recurrence_ledger.worker: dead-lettered 3 input records \(invalid_envelope 1, malformed_json 1, position_conflict 1\); "
+        rf"the first: {re.escape(topic_prefix)}source-journal\[\d\]@\d+ [a-z_]+: .", said[0]), said
 
     explained = run_cli("explain", scope, outcome_id, "--json", *kafka)
     assert explained.returncode == 0, explained.stdout + explained.stderr

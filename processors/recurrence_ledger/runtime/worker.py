@@ -18,7 +18,8 @@ the runtime's parts:
 - a record the core fails on (or whose outputs are too large for Kafka) is
   rolled back on its own (``Task.rollback``): the partition's store returns to
   the last checkpoint and the batch's earlier records of that partition are
-  applied again; the record goes to dead-letter; nothing else is undone;
+  applied again; the record goes to dead-letter; nothing else is undone
+  (dead letters are counted by reason and logged at each progress report);
 - every ``commit_interval_ms`` at most — sooner when the input is drained
   (``pacing.Pacer``) — a checkpoint (``checkpoint.Checkpoint``): one
   Kafka transaction carries the batch's outputs (to partition p of each
@@ -42,12 +43,7 @@ the ledger never waits on Redis and the read side can run apart
 ``recurrence_ledger.kafka.records``; the configuration and the client
 settings are ``recurrence_ledger.runtime.worker_config``'s.
 
-Why not Faust tables here: faust-streaming's ``exactly_once`` sends records to
-topics the app does not itself consume outside the transaction
-(faust-streaming/faust#177, #517, open), and in ``at_least_once`` a crash
-between a table's changelog write and the output send can lose outputs or
-half-apply an event. Owning the transaction keeps state, outputs and offsets
-atomic. Why not quixstreams: docs/architecture.md, "Runtime".
+Why not Faust tables or quixstreams here: docs/kafka.md, "Why not quixstreams".
 
 Each partition's state records the Unicode version it was built with
 (contract §10, ``recurrence_ledger.runtime.unicode_pin``): a worker on a
@@ -60,6 +56,7 @@ import gc
 import logging
 import signal
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -121,6 +118,8 @@ class LedgerWorker:
         self.outputs = Outputs(config.output_format, self.codec, prefix, config.max_output_bytes)
         self.running = True
         self.records_in = 0
+        self._dead_letters: Counter[str] = Counter()  # by reason since the last report, and the first one's words
+        self._first_dead_letter = ""
         self.hooks = hooks if hooks is not None else FaultInjector(settings().fault_inject)
         # Static membership: the same instance id names the consumer's
         # group.instance.id and the transactional.id, so a restarted
@@ -219,6 +218,7 @@ class LedgerWorker:
                              self.records_in, rate, pacer.commits, (pacer.commits - reported_commits) / (now - last_report),
                              sorted(self.tasks), sorted(self.pattern_stage.tasks))
                     last_report, reported, reported_commits = now, self.records_in, pacer.commits
+                    self._report_dead_letters()
                 # The batch is due after processing it, not before: at the
                 # interval (a backlog's 2,000-record chunks take longer than
                 # it, and each must be followed by its commit), or earlier
@@ -250,6 +250,7 @@ class LedgerWorker:
             for stage in self.stages:
                 stage.recovery.close()
             self._catch_up.close()
+            self._report_dead_letters()
             log.info("stopped after %d records; GC pauses: %s", self.records_in, self.metrics.describe_gc())
         if self._catch_up.not_caught_up is not None:
             raise self._catch_up.not_caught_up
@@ -300,8 +301,20 @@ class LedgerWorker:
         for record in records:
             self._send(record, task.partition)
             if record.emit.topic == DEAD_LETTER:
-                self.metrics.dead_letters.labels(record.emit.value["reason"]).inc()
+                letter = record.emit.value
+                self.metrics.dead_letters.labels(letter["reason"]).inc()
+                self._dead_letters[letter["reason"]] += 1
+                self._first_dead_letter = self._first_dead_letter or (
+                    f"{letter['topic']}[{letter['partition']}]@{letter['offset']} {letter['reason']}: {letter['message'][:200]}")
         task.offsets[message.topic()] = message.offset() + 1
+
+    def _report_dead_letters(self) -> None:
+        """Log the records dead-lettered since the last report, by reason, and the first of them (contract §9: never dropped silently)."""
+        if self._dead_letters:
+            log.warning("dead-lettered %d input records (%s); the first: %s", sum(self._dead_letters.values()),
+                        ", ".join(f"{reason} {count}" for reason, count in sorted(self._dead_letters.items())), self._first_dead_letter)
+            self._dead_letters.clear()
+            self._first_dead_letter = ""
 
     def _apply(self, task: Task, message: Message) -> tuple[list[OutputRecord], tuple[str, str] | None]:
         """Decode, apply and encode one record: ``(records, None)``, or
