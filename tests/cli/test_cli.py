@@ -71,6 +71,11 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
         "review EXP-schema-drift r2 (streak 3): approved by api-platform-lead; fix EXP-schema-drift r3: repair held "
         "(selected 1, recurred 0, avoided 1)",
     ]
+    # Under each scope's figures, the line `stats` prints for it: unknown by reason, unmatched failures, withheld, effects.
+    assert [line for line in lines if line.startswith(("billing-api: unknown", "checkout-web: unmatched"))] == [
+        "billing-api: unknown 1 (check_unverified 1)",
+        "checkout-web: unmatched failures 4; withheld 5; effects helps 1, harms 0, undecided 0, insufficient 0",
+    ]
     # Its two admission candidates: one accepted with a near-duplicate, one rejected.
     decisions = [json.loads(line) for line in (tmp_path / "admission-decisions.jsonl").read_text().splitlines()]
     assert [(d["decision"], d["reasons"], len(d["near_duplicates"])) for d in decisions] == [

@@ -72,8 +72,10 @@ SUMMARY_LINE = ("as_of_position", "unlinked_handoff_citations", "pending_outcome
 
 def print_summary(summary: RunSummary, out_dir: Path) -> None:
     """Per scope: selected / recurred / avoided / unknown / needing review
-    (the last statistics record of each scope), then its top revisions and
-    its review candidates (:func:`review_lines`)."""
+    (the last statistics record of each scope), the line ``stats`` prints
+    for it (``cli.ops.unknown_line``), then its top revisions and its
+    review candidates (:func:`review_lines`)."""
+    from recurrence_ledger.cli.ops import unknown_line
     from recurrence_ledger.ledger.records import ScopeStatistics
 
     table = Table(title="recurrence statistics (last record per scope)", box=box.SIMPLE_HEAD)
@@ -85,6 +87,9 @@ def print_summary(summary: RunSummary, out_dir: Path) -> None:
     console.print(table)
     for scope_id, stats in sorted(summary.statistics.items()):
         console.print(Text.assemble((scope_id, "bold"), ": " + ", ".join(f"{name} {stats[name]}" for name in SUMMARY_LINE)))
+        notes = unknown_line(stats)  # what `stats` prints under its table: unknown by reason, forward references, unmatched failures…
+        if notes:
+            console.print(notes, highlight=False, soft_wrap=True)
         for row in stats["top_revisions"]:
             ref = row["artifact_ref"]
             console.print(
