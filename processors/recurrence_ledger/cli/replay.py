@@ -161,12 +161,13 @@ def rebuild_command(
 
     Rebuilds streaks, statistics and the revisions view from the ledger
     topics alone, compares them with the latest statistics and
-    revision-statistics records, and with --redis-url rewrites the Redis
-    view when they are equal; rebuilds the pattern stage (contract §23) from the observations
-    and compares it with the signature-patterns and pattern-candidates
-    topics. Exit code 1 when the rebuilt views differ from the live ones; 2
-    when the deployment's state was built on another Unicode version, or
-    (with --redis-url) while its view followers run."""
+    revision-statistics records, and with --redis-url (or REDIS_URL set in
+    the environment) rewrites the Redis view when they are equal; without
+    either it only checks. Rebuilds the pattern stage (contract §23) from
+    the observations and compares it with the signature-patterns and
+    pattern-candidates topics. Exit code 1 when the rebuilt views differ
+    from the live ones; 2 when the deployment's state was built on another
+    Unicode version, or (rewriting Redis) while its view followers run."""
     from recurrence_ledger.kafka.kafka_io import read_topic
     from recurrence_ledger.ledger.patterns import rebuild_patterns
     from recurrence_ledger.ledger.rebuild import compare, compare_revisions, rebuild_revisions, rebuild_views, surfaces_from
