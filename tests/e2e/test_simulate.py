@@ -28,6 +28,7 @@ def test_simulate_publishes_events_the_worker_accepts_whole(bootstrap, redis_url
     said = " ".join(result.stdout.split())
     assert f"on {harness.physical(topic_prefix, catalogue.SOURCE_JOURNAL)}, by kind: " in said, said  # where they went
     assert "recall ranking with the advisory of" in result.stdout  # the view is empty: every lesson unknown to it
+    assert "most lessons were unknown to the ledger yet: the advisory reads the view" in said and "lower --rate" in said
     assert harness.count_records(bootstrap, harness.physical(topic_prefix, catalogue.SOURCE_JOURNAL)) == EVENTS
     harness.run_to_idle(bootstrap, topic_prefix, tmp_path / "worker.log")
     kafka = harness.exported(bootstrap, topic_prefix, tmp_path / "kafka")

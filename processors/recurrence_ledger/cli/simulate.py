@@ -100,3 +100,6 @@ def simulate_command(
     if advisor is not None:
         ranking = ", ".join(f"{name} {summary.ranking.get(name, 0)}" for name in RANKING_OUTCOMES)
         console.print(f"recall ranking with the advisory of {serve_url}: {ranking}", highlight=False)
+        if summary.ranking.get("unknown", 0) * 2 > sum(summary.ranking.values()):
+            console.print("most lessons were unknown to the ledger yet: the advisory reads the view, which follows the stream by the "
+                          "workers' commit and the follower's batch; at a lower --rate (say 20/s) it knows more of them", style="dim", highlight=False)
