@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from pydantic.dataclasses import dataclass
 
 from recurrence_ledger.errors import RecurrenceLedgerError
+from recurrence_ledger.wording import counted
 
 #: The catalogue file (topics/catalogue.toml in the repository).
 CATALOGUE_FILE = Path(__file__).resolve().parent / "topics" / "catalogue.toml"
@@ -284,7 +285,7 @@ def _retention(spec: TopicSpec) -> str:
     weeks, rest = divmod(spec.retention_ms, SEVEN_DAYS_MS)
     if rest or not weeks:
         return f"delete ({spec.retention_ms} ms)"
-    return f"delete ({weeks} week{'s' if weeks > 1 else ''})"
+    return f"delete ({counted(weeks, 'week')})"
 
 
 def _value(spec: TopicSpec) -> str:

@@ -63,4 +63,5 @@ def test_a_scope_s_current_lesson_is_its_head_revision_s():
     row = {"group": "", "signature_key": "schema migration lock timeout", "scope_count": 1, "scopes": ["solo"], "recurred": 1}
     document = skill_document("", 1, [row], lessons)
     assert "- **Lesson:** drain the connection pool first\n- *From:* `M1` revision 2\n" in document
+    assert "recurred in at least 1 scope of the deployment's scopes (contract §23), with each scope's current lesson for them. 1 pattern." in document
     assert "No current lesson" in skill_document("", 1, [row], current_lessons([newer, replaced, *events], {"solo"}))

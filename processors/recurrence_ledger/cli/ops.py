@@ -54,6 +54,7 @@ from recurrence_ledger.cli.options import (
     json_option, setting_option,
 )
 from recurrence_ledger.embedded.output import stderr_console, stdout_console
+from recurrence_ledger.wording import counted
 from recurrence_ledger.ledger.holdout_records import EFFECT_VERDICTS
 from recurrence_ledger.ledger.models import REPAIR_SURFACES
 
@@ -405,7 +406,7 @@ def unknown_line(record: dict) -> str | None:
     and its lessons by effect verdict (contract §21.4, when it has any);
     None when all are 0."""
     suspects = record.get("binding_suspects", 0)
-    parts = [f"{suspects} binding suspect{'s' if suspects > 1 else ''}"] if suspects else []
+    parts = [counted(suspects, "binding suspect")] if suspects else []
     if record["unknown"]:
         reasons = reason_summary(record.get("unknown_reasons"))
         parts.append(f"unknown {record['unknown']}" + (f" ({reasons})" if reasons else ""))
@@ -577,7 +578,7 @@ def serve_command(
     else:
         access = "no API token (--allow-unauthenticated): anyone who reaches the port reads the view"
     if reviewers:
-        access += f"; {len(reviewers)} reviewer{'s' if len(reviewers) > 1 else ''} may decide (decisions to {kafka.bootstrap})"
+        access += f"; {counted(len(reviewers), 'reviewer')} may decide (decisions to {kafka.bootstrap})"
     console.print(
         f"serving http://{host}:{port}/ (view {settings.resolved_namespace} on {redact_url(settings.redis_url)}; {access}"
         + (f"; CORS for {', '.join(origins)}" if origins else "") + ")",

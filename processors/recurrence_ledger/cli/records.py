@@ -11,7 +11,7 @@ import typer
 
 from recurrence_ledger import catalogue
 from recurrence_ledger.cli.clients import command_codec, kafka_connection, reporting_kafka_errors, console
-from recurrence_ledger.embedded.output import counted
+from recurrence_ledger.wording import counted
 from recurrence_ledger.cli.options import AutoRegisterOption, BootstrapOption, KafkaConfigOption, PrefixOption, RegistryOption
 
 

@@ -55,7 +55,8 @@ from recurrence_ledger.cli.options import (
     takes,
     topic_prefix_option,
 )
-from recurrence_ledger.embedded.output import counted, stderr_console
+from recurrence_ledger.embedded.output import stderr_console
+from recurrence_ledger.wording import counted
 from recurrence_ledger.ledger.config import LedgerConfig
 from recurrence_ledger.settings import settings
 

@@ -27,7 +27,7 @@ import typer
 
 from recurrence_ledger import policy
 from recurrence_ledger.cli.clients import command_codec, console, kafka_connection, redis_errors, reporting_kafka_errors, reporting_run_errors
-from recurrence_ledger.embedded.output import counted
+from recurrence_ledger.wording import counted
 from recurrence_ledger.cli.options import (
     BootstrapOption,
     JobsOption,

@@ -25,13 +25,6 @@ def stdout_console() -> Console:
     return Console(width=PIPE_WIDTH if wide else None, markup=False)
 
 
-def counted(count: int, noun: str, plural: str | None = None) -> str:
-    """``count`` and ``noun`` for the console, the noun in the plural
-    (``plural``, or ``noun`` + "s") unless ``count`` is 1: "1 review
-    candidate", "2 review candidates"."""
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
-
-
 def stderr_console() -> Console:
     """The CLI's console on stderr (errors, warnings, progress bars),
     without console markup (:func:`stdout_console`)."""

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from recurrence_ledger.ledger.normalize import canonical_json, collapse_white_space, normalize
 from recurrence_ledger.ledger.patterns import pattern_rank
+from recurrence_ledger.wording import counted
 
 
 def current_lessons(experiences: Iterable[dict], scopes: set[str]) -> dict[tuple[str, str], list[dict]]:
@@ -72,8 +73,8 @@ def skill_document(group: str, threshold: int, rows: Iterable[dict], lessons: di
     lines = [
         f"# Team skill: recurring failures of {_group_name(group)}",
         "",
-        f"Signatures that recurred in at least {threshold} scopes of {_group_name(group)} (contract §23), "
-        f"with each scope's current lesson for them. {len(patterns)} pattern{'s' if len(patterns) != 1 else ''}.",
+        f"Signatures that recurred in at least {counted(threshold, 'scope')} of {_group_name(group)} (contract §23), "
+        f"with each scope's current lesson for them. {counted(len(patterns), 'pattern')}.",
     ]
     for row in patterns:
         shown = f" (the first {len(row['scopes'])})" if len(row["scopes"]) < row["scope_count"] else ""

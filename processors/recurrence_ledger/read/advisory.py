@@ -47,6 +47,7 @@ from recurrence_ledger.ledger.streaks import review_candidate_id
 from recurrence_ledger.read.connect import AsyncClusterClient, AsyncSingleClient
 from recurrence_ledger.read.keys import Keys
 from recurrence_ledger.read.projection import revision_member
+from recurrence_ledger.wording import counted
 
 #: Most artifact refs one advisory request may ask about.
 MAX_ADVISORY_REFS = 64
@@ -325,7 +326,7 @@ def advice(ref: dict, row: dict | None, review: dict | None) -> str:
             waiting = ", needs review (no review candidate)"
         parts.append(f"{streak} recurrences in a row{waiting}")
     elif streak:
-        parts.append(f"recurred {streak} time{'s' if streak != 1 else ''} since its last avoided verdict")
+        parts.append(f"recurred {counted(streak, 'time')} since its last avoided verdict")
     if row.get("binding_suspect"):
         reasons = row.get("unknown_reasons") or {}
         name = max(SUSPECT_REASON_TITLES, key=lambda reason: reasons.get(reason, 0))

@@ -19,7 +19,7 @@ from typing import Any
 from recurrence_ledger.whatif.compare import compare, rejected_avoided, sweep_rows
 from recurrence_ledger.whatif.policies import ATTRIBUTES, SETTINGS, Policy, Sweep, show
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
-from recurrence_ledger.embedded.output import counted
+from recurrence_ledger.wording import counted
 from recurrence_ledger.whatif.replay import LEDGER_FOLDER, ReplayOutcome
 
 #: Rows of one list shown per scope in report.md.
