@@ -219,8 +219,9 @@ def test_a_corruption_found_by_a_read_stops_the_worker_and_the_next_open_wipes_t
             pass
 
     real, store.db = store.db, Failing()
-    with pytest.raises(StoreError, match="read failed: Corruption"):
+    with pytest.raises(StoreError, match="read failed: Corruption") as failed:
         store.get(("a",))
+    assert failed.value.restartable and "the next start restores it from the changelog" in str(failed.value)  # exit 3, not 1
     real.close()
     again = opened(tmp_path)
     assert again.restore_from() is None and again.wiped.startswith("a read found it corrupt")

@@ -360,7 +360,7 @@ def _run_worker_or_exit(config, redis_url: str | None = None) -> None:  # noqa: 
                 raise typer.Exit(RESTART_EXIT) from None
             except StoreError as error:  # --state-dir: what is committed is on the changelog
                 console.print(f"error: {error}", style="red", highlight=False, soft_wrap=True)
-                raise typer.Exit(1) from None
+                raise typer.Exit(RESTART_EXIT if error.restartable else 1) from None
 
 
 @takes(worker=WORKER_OPERATION, ledger=LEDGER_POLICY)

@@ -45,7 +45,14 @@ class StoreError(RecurrenceLedgerError):
     """The local state store failed (a full disk, an I/O error, corruption
     found by a read, a directory locked by another worker): the worker must
     stop — never dead-letter the record it was applying, never commit
-    another transaction on top. Its committed state is on the changelog."""
+    another transaction on top. Its committed state is on the changelog.
+    ``restartable``: a restart cures it (a corruption the store marked, so
+    the next open wipes it and restores it from the changelog): the worker
+    exits with the restart code, not 1."""
+
+    def __init__(self, message: str, *, restartable: bool = False):
+        super().__init__(message)
+        self.restartable = restartable
 
 
 def encode_key(key: tuple) -> bytes:

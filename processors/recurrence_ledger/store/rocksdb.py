@@ -429,12 +429,13 @@ class RocksStore(PartitionStore):
     def _failed(self, what: str, error: Exception) -> StoreError:
         self.failed = True
         text = str(error)
-        if text.startswith("Corruption"):
-            # Next open wipes it and restores from the changelog.
+        marked = text.startswith("Corruption")
+        if marked:  # the next open wipes it and restores it from the changelog: a restart cures it
             _corrupt_marker(self.path).write_text(f"{what}: {text}\n")
         self.close()
-        return StoreError(f"state store {self.path}: {what} failed: {text} — the worker stops; "
-                          "its last committed state is on the changelog (docs/operating.md, \"RocksDB state\")")
+        then = "the next start restores it from the changelog" if marked else "its last committed state is on the changelog"
+        return StoreError(f"state store {self.path}: {what} failed: {text} — the worker stops; {then} (docs/operating.md, \"RocksDB state\")",
+                          restartable=marked)
 
 
 def checkpoint_value(offset: int, clean: bool = False, consumed: dict[str, int] | None = None) -> bytes:
