@@ -458,6 +458,14 @@ MaxOutputBytesOption = Annotated[
         help="Largest output value; a record with a larger output is dead-lettered (oversized_output). Dead letters themselves are not held to it.",
     ),
 ]
+MaxStateBytesOption = Annotated[
+    int,
+    typer.Option(
+        "--max-state-bytes", min=256, max=DEFAULT_MAX_OUTPUT_BYTES, rich_help_panel=WORKER_PANEL,
+        help="Largest state record on the changelog; a record that grows one past it is dead-lettered (oversized_output). At most the default: "
+             "Kafka's limit for the changelog.",
+    ),
+]
 
 StateDirOption = Annotated[
     Optional[Path],
@@ -494,6 +502,7 @@ def worker_operation(
     metrics_port: Annotated[Optional[int], metrics_port_option(rich_help_panel=WORKER_PANEL)] = None,
     metrics_host: Annotated[str, metrics_host_option(rich_help_panel=WORKER_PANEL)] = DEFAULT_METRICS_HOST,
     max_output_bytes: MaxOutputBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
+    max_state_bytes: MaxStateBytesOption = DEFAULT_MAX_OUTPUT_BYTES,
     state_dir: StateDirOption = None,
     reseed_changelog: ReseedChangelogOption = False,
 ) -> dict[str, Any]:
@@ -504,7 +513,7 @@ def worker_operation(
         "max_batch": max_batch, "exit_when_idle_s": exit_when_idle, "max_wait_caught_up_s": max_wait_caught_up,
         "static_membership": static_membership, "session_timeout_ms": session_timeout_ms, "create_partitions": create_topics,
         "metrics_port": metrics_port, "metrics_host": metrics_host, "max_output_bytes": max_output_bytes, "state_dir": state_dir,
-        "reseed_changelog": reseed_changelog,
+        "max_state_bytes": max_state_bytes, "reseed_changelog": reseed_changelog,
     }
     return {**fields, "instance_id": instance_id} if instance_id else fields
 

@@ -75,6 +75,7 @@ from recurrence_ledger.runtime.pacing import Pacer
 from recurrence_ledger.kafka.records import CoreFailure, OutputRecord, Outputs, process_contribution, process_message
 from recurrence_ledger.runtime.recovery import Recovery
 from recurrence_ledger.runtime.stages import Stage, repartition_partition
+from recurrence_ledger.runtime.state_limit import StateLimit
 from recurrence_ledger.runtime.task import PatternTask, Task
 from recurrence_ledger.runtime.worker_config import WorkerConfig, input_consumer_config, output_producer_config, prepare_topics
 from recurrence_ledger.serde import codec
@@ -116,6 +117,7 @@ class LedgerWorker:
             written = (*catalogue.OUTPUT_TOPICS, *catalogue.INTERNAL_TOPICS)
             self.codec.prepare({catalogue.physical(name, prefix): catalogue.BY_NAME[name].schema for name in written})
         self.outputs = Outputs(config.output_format, self.codec, prefix, config.max_output_bytes)
+        self.state_limit = StateLimit(config.max_state_bytes)  # runtime.state_limit
         self.running = True
         self.records_in = 0
         self._dead_letters: Counter[str] = Counter()  # by reason since the last report, and the first one's words
@@ -319,8 +321,8 @@ class LedgerWorker:
     def _apply(self, task: Task, message: Message) -> tuple[list[OutputRecord], tuple[str, str] | None]:
         """Decode, apply and encode one record: ``(records, None)``, or
         ``([], (reason, message))`` when the record must be rolled back
-        (the core or a hook raised: ``internal_error``; an output too large:
-        ``oversized_output``)."""
+        (the core or a hook raised: ``internal_error``; an output, or a
+        watched state record, too large: ``oversized_output``)."""
         try:
             emits = self._process(task, message)
             # Injected core errors (tests) hit input records only: a parked
@@ -334,7 +336,7 @@ class LedgerWorker:
         except Exception as error:  # a hook failing the record: handled like the core failing on it
             return [], ("internal_error", f"{type(error).__name__}: {error}"[:1000])
         records = self.outputs.records(emits, message.key())
-        oversized = self.outputs.oversized(records)
+        oversized = self.outputs.oversized(records) or (self.state_limit.check(self._stage_of[message.topic()].changelog_topic, task) if self.state_limit.watched else None)
         return ([], ("oversized_output", oversized)) if oversized is not None else (records, None)
 
     def _process(self, task: Task, message: Message) -> list:
@@ -394,6 +396,9 @@ class LedgerWorker:
             tasks = [(stage, task) for stage in self.stages for task in stage.tasks.values() if task.ready]
             changelog = [(stage.changelog_topic, task.partition, key, value) for stage, task in tasks for key, value in task.store.changes()]
             offsets = [TopicPartition(topic, task.partition, offset) for _, task in tasks for topic, offset in task.offsets.items()]
+            if (too_large := self.state_limit.over(changelog)) is not None:  # Kafka would refuse the transaction, every time
+                self.checkpoint.abort(too_large)
+                raise CheckpointAborted(KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, too_large)))
             delivered = self.checkpoint.commit(changelog, offsets)
         except CheckpointAborted as aborted:
             self._rewind(aborted)
@@ -401,17 +406,14 @@ class LedgerWorker:
         finally:
             self.metrics.checkpoint.observe(time.monotonic() - started)
         self._batch_open = False
+        self.state_limit.clear()
         for stage, task in tasks:  # a StoreError here stops the worker: the transaction is committed, the restart restores its tail
             task.checkpointed(delivered.get((stage.changelog_topic, task.partition)))
         self.hooks.at("stored")
-        # What survives a checkpoint is almost all state (acyclic JSON
-        # values, freed by reference counting when replaced): move it out of
-        # the cyclic collector's generations, so a full collection never
-        # scans the whole store again. Full collections of a grown store
-        # paused the loop for 170 ms at 24k events (and growing with the
-        # state) — the tail of publish → visible latency (BENCHMARKS.md,
-        # "Latency"). Cyclic garbage still alive at a checkpoint is not
-        # collected afterwards; the loop creates none that outlives a batch.
+        # What survives a checkpoint is almost all state (acyclic JSON values, freed by reference counting): out of the
+        # cyclic collector's generations, so a full collection never scans the whole store again (they paused the loop
+        # for 170 ms at 24k events, growing with the state: the tail of publish → visible latency, BENCHMARKS.md).
+        # Cyclic garbage alive at a checkpoint is not collected afterwards; the loop creates none that outlives a batch.
         gc.freeze()
         self._batch.committed(self.metrics, time.time())
 

@@ -64,6 +64,10 @@ class WorkerConfig:
       dead-letter as ``oversized_output`` (Kafka would refuse the output,
       and every restart would fail on it again). Default: the producer's
       message.max.bytes (16 MiB) less 64 KiB for the key and record overhead.
+    - ``max_state_bytes``: largest state record (bytes, as serialized on the
+      changelog); an input record that grows one past it is dead-lettered
+      as ``oversized_output`` (``runtime.state_limit``). Default and
+      maximum: ``max_output_bytes``' default, Kafka's limit for the changelog.
     - ``schema_registry``: frame Avro values with a Schema Registry's ids
       (``recurrence_ledger.serde.registry``); None: the fixed ids.
     - ``accept_unicode_change``: start even when a partition's state was
@@ -107,6 +111,7 @@ class WorkerConfig:
     metrics_port: int | None = None
     metrics_host: str = DEFAULT_METRICS_HOST
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    max_state_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     ledger: LedgerConfig = field(default_factory=LedgerConfig)
     schema_registry: RegistrySettings | None = None  # its repr redacts credentials
     accept_unicode_change: bool = False
