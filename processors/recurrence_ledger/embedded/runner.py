@@ -266,12 +266,13 @@ def journal_ledger(journal: Path, config: LedgerConfig | None = None) -> Journal
                 event = decode_journal_line(line)
             except BadRecord:
                 event = None
-            letters = []
+            letter = None
             for emit in ingest_journal_line(processor, line, Coordinates(SOURCE_JOURNAL, None, number, None)):
                 run.outputs[emit.topic].append(emit.value)
-                letters += [emit.value] if emit.topic == DEAD_LETTER and emit.value["offset"] == number else []  # not a waiting decision's, of its own line
-            if event is not None and letters:
-                run.rejected.append(Rejected(*event, letters[0]))
+                if emit.topic == DEAD_LETTER and emit.value["offset"] == number:  # this line's, not a waiting decision's of an earlier one
+                    letter = emit.value
+            if event is not None and letter is not None:
+                run.rejected.append(Rejected(*event, letter))
             elif event is not None:
                 run.events.append((event[0], validate(*event)))
     for emit in [*processor.flush(), *close_batch(processor, stage)]:

@@ -61,3 +61,12 @@ def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str)
             "message": message[:MAX_DEAD_LETTER_MESSAGE],
         },
     )
+
+
+def read_at(letter: dict) -> str:
+    """Where the record of the DeadLetter value ``letter`` was read, for
+    people: "line 12" of a journal file (partition None, the 0-based line
+    number as offset), else "topic[partition]@offset"."""
+    if letter["partition"] is None:
+        return f"line {letter['offset'] + 1}"
+    return f"{letter['topic']}[{letter['partition']}]@{letter['offset']}"

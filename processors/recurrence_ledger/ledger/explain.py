@@ -18,9 +18,10 @@ from recurrence_ledger.errors import RecurrenceLedgerError
 
 from collections.abc import Iterable
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from recurrence_ledger.ledger.chain import distinct_experience_citations, receipt_target
+from recurrence_ledger.ledger.deadletter import read_at
 from recurrence_ledger.ledger.matching import OutcomeItems
 from recurrence_ledger.ledger.normalize import normalize
 from recurrence_ledger.ledger.state import experience_ref, ref_order
@@ -34,23 +35,21 @@ class OutcomeNotFound(RecurrenceLedgerError, LookupError):
 
 class Rejected(NamedTuple):
     """An input event the ledger never applied (contract §9): its event
-    ``kind`` and ``value`` as decoded (not necessarily valid) and its
-    ``dead_letter`` (a DeadLetter record's value)."""
+    ``kind`` and ``value`` as decoded (a JSON object, not necessarily a
+    valid event) and its ``dead_letter`` (a DeadLetter record's value)."""
 
     kind: str
-    value: Any
+    value: dict
     dead_letter: dict
 
 
 def _dead_lettered(scope_id: str, outcome_id: str, rejected: Iterable[Rejected]) -> str | None:
     """Why the Task Outcome ``outcome_id`` of ``scope_id`` was dead-lettered
-    — its reason, message and where it was read — or None when it was not."""
+    — its reason, where it was read and the message — or None when it was not."""
     for kind, value, letter in rejected:
-        ref = value.get("source_ref") if isinstance(value, dict) else None
+        ref = value.get("source_ref")
         if kind == TASK_OUTCOMES and value.get("scope_id") == scope_id and isinstance(ref, dict) and ref.get("source_id") == outcome_id:
-            where = (f"line {letter['offset'] + 1}" if letter["partition"] is None
-                     else f"{letter['topic']}[{letter['partition']}]@{letter['offset']}")
-            return f"{letter['reason']} at {where}: {letter['message']}"
+            return f"{letter['reason']} at {read_at(letter)}: {letter['message']}"
     return None
 
 

@@ -64,6 +64,7 @@ from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_NOT_AVAILABLE, Consumer,
 
 from recurrence_ledger import catalogue
 from recurrence_ledger.catalogue import DEAD_LETTER
+from recurrence_ledger.ledger.deadletter import read_at
 from recurrence_ledger.ledger.intake import Coordinates
 from recurrence_ledger.runtime.catch_up import CatchUp, NotCaughtUp
 from recurrence_ledger.runtime.checkpoint import Checkpoint, CheckpointAborted, RestartRequired
@@ -306,8 +307,7 @@ class LedgerWorker:
                 letter = record.emit.value
                 self.metrics.dead_letters.labels(letter["reason"]).inc()
                 self._dead_letters[letter["reason"]] += 1
-                self._first_dead_letter = self._first_dead_letter or (
-                    f"{letter['topic']}[{letter['partition']}]@{letter['offset']} {letter['reason']}: {letter['message'][:200]}")
+                self._first_dead_letter = self._first_dead_letter or f"{read_at(letter)} {letter['reason']}: {letter['message'][:200]}"
         task.offsets[message.topic()] = message.offset() + 1
 
     def _report_dead_letters(self) -> None:
