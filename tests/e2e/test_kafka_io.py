@@ -23,6 +23,7 @@ from recurrence_ledger.embedded import run_journal
 from recurrence_ledger.kafka.kafka_admin import CoPartitionError, check_copartitioned, create_topics, wait_for_topics
 from recurrence_ledger.kafka.kafka_io import (
     READER_GROUP_ID,
+    PublishError,
     PublishSummary,
     UndecodableRecord,
     export_topic,
@@ -31,7 +32,7 @@ from recurrence_ledger.kafka.kafka_io import (
     read_raw,
     read_topic,
 )
-from recurrence_ledger.ledger.intake import BadRecord, Coordinates, ingest, validate
+from recurrence_ledger.ledger.intake import MAX_RECORD_BYTES, BadRecord, Coordinates, ingest, validate
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.serde.avro import SCHEMA_DIR
@@ -246,6 +247,22 @@ def test_raw_poison_lines_are_published_as_is_and_dead_letter_like_the_embedded_
     with pytest.raises(UndecodableRecord) as raised:
         read_topic(bootstrap, SOURCE_JOURNAL, topic_prefix=topic_prefix)
     assert raised.value.reason == "malformed_json"  # "not json at all", the one value that is no JSON object
+
+
+def test_a_line_over_the_record_limit_is_not_sent_and_fails_the_publish_with_its_size(bootstrap, topic_prefix, catalogue_topics, tmp_path):
+    """A 3 MiB line without a line end (read in pieces, never whole) is not
+    sent: the publish fails naming its line, reason and true size, after
+    delivering every other line."""
+    catalogue_topics(partitions=3)
+    blob = b"\x1f\x8b" * (3 << 19)
+    journal = write_journal(tmp_path / "blob.jsonl", [experience("blob-scope", 1, "E1"), blob, experience("blob-scope", 2, "E2")])
+    with pytest.raises(PublishError) as failed:
+        publish_journal(bootstrap, journal, topic_prefix=topic_prefix, show_progress=False)
+    assert failed.value.failures == [
+        (1, topic_prefix + SOURCE_JOURNAL, f"oversized_record: record is {len(blob)} bytes; the limit is {MAX_RECORD_BYTES}"),
+    ]
+    read = read_topic(bootstrap, SOURCE_JOURNAL, topic_prefix=topic_prefix)
+    assert [value["value"]["artifact_ref"]["artifact_id"] for _, _, _, value in read] == ["E1", "E2"]
 
 
 def test_publish_raw_keeps_exact_bytes_and_tombstones(bootstrap, topic_prefix, catalogue_topics):

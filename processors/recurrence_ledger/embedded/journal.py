@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from recurrence_ledger.catalogue import OUTPUT_TOPICS
-from recurrence_ledger.ledger.intake import BOM
+from recurrence_ledger.ledger.deadletter import CutRecord
+from recurrence_ledger.ledger.intake import BOM, MAX_RECORD_BYTES
 
 
 def journal_problem(journal: Path, out_dir: Path) -> str | None:
@@ -44,6 +45,10 @@ def _same_file(one: Path, other: Path) -> bool:
 
 #: JSON's insignificant white space (RFC 8259 §2): a line of nothing else is blank.
 JSON_WHITE_SPACE = b" \t\r\n"
+#: The most of one line held in memory: a record at the limit with a
+#: byte-order mark and CR LF is read whole; a longer line is read in
+#: pieces of this size and yielded cut (``deadletter.CutRecord``).
+_LINE_PIECE = MAX_RECORD_BYTES + len(BOM) + 2
 
 
 def journal_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
@@ -51,10 +56,46 @@ def journal_lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
     non-blank line (a line of other bytes than :data:`JSON_WHITE_SPACE` —
     a form feed, a vertical tab — is a record, and a malformed one). A UTF-8 byte-order mark at the start of the file is
     ignored (contract §9 rev. 2), so a file saved by an editor that adds one
-    reads like the same file without it."""
-    for number, line in enumerate(handle):
+    reads like the same file without it.
+
+    A line over the record limit (``intake.MAX_RECORD_BYTES``) is never
+    held whole: it comes as a ``deadletter.CutRecord`` of its first bytes
+    and its size, which the intake dead-letters as ``oversized_record``
+    (contract §9), so a file without line ends (a compressed or binary
+    file given as a journal) costs a few MiB of memory, not its size."""
+    for number, line in enumerate(iter(lambda: handle.readline(_LINE_PIECE), b"")):
+        whole = len(line) < _LINE_PIECE or line.endswith(b"\n")
         if number == 0 and line.startswith(BOM):
             line = line[len(BOM):]
+        if not whole:
+            line = _cut_line(handle, line)
+            if isinstance(line, CutRecord):  # never blank
+                yield number, line
+                continue
         stripped = line.rstrip(b"\r\n")
         if stripped.strip(JSON_WHITE_SPACE):
             yield number, stripped
+
+
+def _cut_line(handle: BinaryIO, head: bytes) -> bytes:
+    """The line that starts with ``head`` (a whole piece but for a leading
+    byte-order mark, and not the line's end), its rest read in pieces up to
+    its end-of-line and dropped: ``head`` without its end-of-line when the
+    line holds nothing more (a run of CR before the LF), ``head`` when it
+    holds only white space (blank), else a ``CutRecord`` of ``head`` with
+    the line's size without its end-of-line."""
+    size = eol = 0  # eol: the length of the trailing run of CR and LF so far
+    blank = True
+    piece = head
+    while piece:
+        size += len(piece)
+        body = piece.rstrip(b"\r\n")
+        eol = len(piece) - len(body) if body else eol + len(piece)
+        blank = blank and not body.strip(JSON_WHITE_SPACE)
+        if piece.endswith(b"\n"):
+            break
+        piece = handle.readline(_LINE_PIECE)
+    size -= eol
+    if size <= len(head):
+        return head[:size]
+    return head if blank else CutRecord(head, size)

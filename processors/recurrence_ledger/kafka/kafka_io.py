@@ -32,7 +32,8 @@ from recurrence_ledger.embedded.journal import journal_lines  # the journal-file
 from recurrence_ledger.embedded.output import file_progress
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config, producer_config
 from recurrence_ledger.kafka.kafka_admin import is_transient
-from recurrence_ledger.ledger.intake import BadRecord, decode_journal_line, decode_json, validate
+from recurrence_ledger.ledger.deadletter import CutRecord
+from recurrence_ledger.ledger.intake import BadRecord, check_size, decode_journal_line, decode_json, validate
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.serde.codec import AVRO, FIXED, JSON, Codec
 from recurrence_ledger.catalogue import BY_NAME, CANDIDATE_SETS, INPUT_TOPICS, SOURCE_JOURNAL
@@ -251,7 +252,8 @@ def publish_journal(
     Raises ValueError for an unknown ``fmt``, OSError when the journal
     cannot be read, LookupError when a target topic does not exist (topics
     are never auto-created), and PublishError when any record could not be
-    delivered (e.g. larger than the broker's message.max.bytes) or is still
+    delivered (e.g. larger than the broker's message.max.bytes; a line over
+    the record limit, ``intake.MAX_RECORD_BYTES``, is not sent) or is still
     undelivered after FLUSH_TIMEOUT_S seconds; RegistryError when a Schema
     Registry refuses our schemas or does not answer.
     """
@@ -275,6 +277,12 @@ def publish_journal(
     with open(journal, "rb") as handle, file_progress(show_progress) as progress:
         task = progress.add_task(f"publish {journal.name}", total=size)
         for number, line in journal_lines(handle):
+            if isinstance(line, CutRecord):  # over any record Kafka takes: only its first bytes were read
+                try:
+                    check_size(line)
+                except BadRecord as error:
+                    failures.append((number, topic_prefix + SOURCE_JOURNAL, f"{error.reason}: {error.message}"))
+                continue
             record = prepare_line(line, fmt, per_kind, codec, topic_prefix)
             summary.raw += record.raw
             try:

@@ -23,6 +23,28 @@ MAX_DEAD_LETTER_RAW = 262_144
 MAX_DEAD_LETTER_MESSAGE = 1_200
 
 
+class CutRecord(bytes):
+    """A record read only in part because it is over the record limit
+    (``intake.MAX_RECORD_BYTES``): its first bytes, more than the limit, and
+    ``size``, its whole length in bytes. A journal line of gigabytes (a
+    binary file given as a journal) is judged ``oversized_record`` and
+    dead-lettered with its true size without being held in memory
+    (``embedded.journal.journal_lines``)."""
+
+    size: int
+
+    def __new__(cls, head: bytes, size: int) -> CutRecord:
+        record = super().__new__(cls, head)
+        record.size = size
+        return record
+
+
+def record_size(raw: bytes) -> int:
+    """The length in bytes of the record ``raw`` was read from: a
+    :class:`CutRecord`'s ``size``, else ``len(raw)``."""
+    return raw.size if isinstance(raw, CutRecord) else len(raw)
+
+
 class Coordinates(NamedTuple):
     """Where a record came from: topic, partition, offset and key. The
     embedded runner uses topic "source-journal", partition None and the
@@ -45,7 +67,7 @@ def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str)
     note is always there (contract §19 rev. 3).
     """
     if len(raw) > MAX_DEAD_LETTER_RAW:
-        note = f" [raw truncated to the first {MAX_DEAD_LETTER_RAW} of {len(raw)} bytes]"
+        note = f" [raw truncated to the first {MAX_DEAD_LETTER_RAW} of {record_size(raw)} bytes]"
         message = message[:MAX_DEAD_LETTER_MESSAGE - len(note)] + note
         raw = raw[:MAX_DEAD_LETTER_RAW]
     return Emit(

@@ -61,6 +61,7 @@ from recurrence_ledger.ledger.deadletter import (  # noqa: F401 - the shell's na
     MAX_DEAD_LETTER_RAW,
     Coordinates,
     dead_letter,
+    record_size,
 )
 from recurrence_ledger.ledger.processor import LedgerProcessor
 from recurrence_ledger.ledger.results import Emit
@@ -129,6 +130,14 @@ def _int64(literal: str) -> int:
 _STRICT = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_unique_keys, parse_int=_int64)
 
 
+def check_size(raw: bytes) -> None:
+    """Raises BadRecord(oversized_record) when the record ``raw`` was read
+    from is over :data:`MAX_RECORD_BYTES` (its size named: a
+    ``deadletter.CutRecord``'s whole size)."""
+    if len(raw) > MAX_RECORD_BYTES:
+        raise BadRecord("oversized_record", f"record is {record_size(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
+
+
 def decode_json(raw: bytes) -> Any:
     """Strict JSON decoding of one record's bytes. A UTF-8 byte-order mark
     at the start is ignored (contract §9); anywhere else it is text.
@@ -143,8 +152,7 @@ def decode_json(raw: bytes) -> Any:
 
     Raises BadRecord(malformed_json | oversized_record | invalid_value).
     """
-    if len(raw) > MAX_RECORD_BYTES:
-        raise BadRecord("oversized_record", f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
+    check_size(raw)
     if raw.startswith(BOM):
         raw = raw[len(BOM):]  # contract §9 (rev. 2): one leading byte-order mark is ignored (RFC 8259 allows it)
     try:

@@ -37,7 +37,7 @@ from typing import Any
 
 from recurrence_ledger.errors import RecurrenceLedgerError
 from recurrence_ledger.ledger.intake import (
-    FRAME_HEADER_BYTES, FRAME_MAGIC, MAX_RECORD_BYTES, BadRecord, decode_json_value, envelope_event, is_json_value,
+    FRAME_HEADER_BYTES, FRAME_MAGIC, BadRecord, check_size, decode_json_value, envelope_event, is_json_value,
 )
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.serde import avro
@@ -132,8 +132,7 @@ class Codec(ABC):
         (registry codec) when the registry
         does not answer.
         """
-        if len(raw) > MAX_RECORD_BYTES:
-            raise BadRecord("oversized_record", f"record is {len(raw)} bytes; the limit is {MAX_RECORD_BYTES}")
+        check_size(raw)
         if is_json_value(raw):  # by its first bytes (contract §9)
             return decode_json_value(raw, expected)
         return self._decode_avro(raw, expected)
