@@ -40,6 +40,7 @@ from recurrence_ledger.serde.codec import decode_source
 from tests.conftest import case, read_jsonl
 from tests.e2e.harness import topic_configs, topic_names
 from tests.partitioner import java_partition
+from tests.plugins.processes import run_cli
 from tests.journal import check, experience, handoff, outcome, receipt, write_journal
 from recurrence_ledger.catalogue import CATALOGUE, INPUT_TOPICS, SCHEMA_IDS, SOURCE_JOURNAL
 
@@ -249,20 +250,33 @@ def test_raw_poison_lines_are_published_as_is_and_dead_letter_like_the_embedded_
     assert raised.value.reason == "malformed_json"  # "not json at all", the one value that is no JSON object
 
 
-def test_a_line_over_the_record_limit_is_not_sent_and_fails_the_publish_with_its_size(bootstrap, topic_prefix, catalogue_topics, tmp_path):
-    """A 3 MiB line without a line end (read in pieces, never whole) is not
-    sent: the publish fails naming its line, reason and true size, after
-    delivering every other line."""
+def test_lines_over_the_record_limit_are_not_sent_and_fail_the_publish_with_their_size(bootstrap, topic_prefix, catalogue_topics, tmp_path):
+    """A 3 MiB line without a line end (read in pieces, never whole) and a
+    line 2 bytes over the limit (read whole) are not sent: the publish fails
+    naming each line (from 1, as an editor counts), its reason and true
+    size, after delivering every other line; the command says so in one
+    line, exit code 1, no traceback."""
     catalogue_topics(partitions=3)
-    blob = b"\x1f\x8b" * (3 << 19)
-    journal = write_journal(tmp_path / "blob.jsonl", [experience("blob-scope", 1, "E1"), blob, experience("blob-scope", 2, "E2")])
+    blob, just_over = b"\x1f\x8b" * (3 << 19), b"{" * (MAX_RECORD_BYTES + 2)
+    journal = write_journal(tmp_path / "blob.jsonl", [experience("blob-scope", 1, "E1"), blob, experience("blob-scope", 2, "E2"), just_over,
+                                                      experience("blob-scope", 3, "E3")])
     with pytest.raises(PublishError) as failed:
         publish_journal(bootstrap, journal, topic_prefix=topic_prefix, show_progress=False)
+    source = topic_prefix + SOURCE_JOURNAL
     assert failed.value.failures == [
-        (1, topic_prefix + SOURCE_JOURNAL, f"oversized_record: record is {len(blob)} bytes; the limit is {MAX_RECORD_BYTES}"),
+        (1, source, f"oversized_record: record is {len(blob)} bytes; the limit is {MAX_RECORD_BYTES}"),
+        (3, source, f"oversized_record: record is {len(just_over)} bytes; the limit is {MAX_RECORD_BYTES}"),
     ]
+    assert str(failed.value) == (
+        f"2 records of {journal} were not delivered (line 2: {source}: oversized_record: record is {len(blob)} bytes; the limit is "
+        f"{MAX_RECORD_BYTES}; line 4: {source}: oversized_record: record is {len(just_over)} bytes; the limit is {MAX_RECORD_BYTES})"
+    )
     read = read_topic(bootstrap, SOURCE_JOURNAL, topic_prefix=topic_prefix)
-    assert [value["value"]["artifact_ref"]["artifact_id"] for _, _, _, value in read] == ["E1", "E2"]
+    assert [value["value"]["artifact_ref"]["artifact_id"] for _, _, _, value in read] == ["E1", "E2", "E3"]
+
+    result = run_cli("publish", journal, "--bootstrap", bootstrap, "--topic-prefix", topic_prefix, columns=2000)
+    assert (result.returncode, result.stdout.strip()) == (1, f"error: {failed.value}"), result.stderr[-2000:]
+    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_publish_raw_keeps_exact_bytes_and_tombstones(bootstrap, topic_prefix, catalogue_topics):

@@ -48,16 +48,16 @@ def command_codec(url: str | None, auto_register: bool | None = None, kafka_conf
 def reporting_kafka_errors() -> Iterator[None]:
     """Turn the errors a user can cause (missing topics, no broker, a topic
     outside the catalogue, a Schema Registry that refuses or does not
-    answer, values framed for another codec) into one red line and exit
-    code 1."""
+    answer, values framed for another codec, records a publish could not
+    deliver) into one red line and exit code 1."""
     from confluent_kafka import KafkaException
 
-    from recurrence_ledger.kafka.kafka_io import UndecodableRecord
+    from recurrence_ledger.kafka.kafka_io import PublishError, UndecodableRecord
     from recurrence_ledger.serde.codec import RegistryError
 
     try:
         yield
-    except (LookupError, KafkaException, TimeoutError, RegistryError, UndecodableRecord) as error:
+    except (LookupError, KafkaException, TimeoutError, RegistryError, UndecodableRecord, PublishError) as error:
         message = error.args[0] if isinstance(error, KafkaException) and error.args else error
         console.print(f"error: {message}", style="red", highlight=False)
         raise typer.Exit(1) from None

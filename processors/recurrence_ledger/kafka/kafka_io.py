@@ -32,7 +32,6 @@ from recurrence_ledger.embedded.journal import journal_lines  # the journal-file
 from recurrence_ledger.embedded.output import file_progress
 from recurrence_ledger.kafka.client_config import Bootstrap, consumer_config, producer_config
 from recurrence_ledger.kafka.kafka_admin import is_transient
-from recurrence_ledger.ledger.deadletter import CutRecord
 from recurrence_ledger.ledger.intake import BadRecord, check_size, decode_journal_line, decode_json, validate
 from recurrence_ledger.ledger.normalize import canonical_json
 from recurrence_ledger.serde.codec import AVRO, FIXED, JSON, Codec
@@ -61,8 +60,9 @@ _SOURCE_KINDS = tuple(name for name in INPUT_TOPICS if name != SOURCE_JOURNAL)
 
 class PublishError(RecurrenceLedgerError, RuntimeError):
     """Some records of a publish were not delivered. ``failures`` lists
-    ``(journal line number or None, physical topic, error text)``; the other
-    records were flushed before this was raised."""
+    ``(0-based journal line number or None, physical topic, error text)``
+    (the message counts lines from 1, as an editor does); the other records
+    were flushed before this was raised."""
 
     def __init__(self, message: str, failures: list[tuple[int | None, str, str]]):
         super().__init__(message)
@@ -277,11 +277,10 @@ def publish_journal(
     with open(journal, "rb") as handle, file_progress(show_progress) as progress:
         task = progress.add_task(f"publish {journal.name}", total=size)
         for number, line in journal_lines(handle):
-            if isinstance(line, CutRecord):  # over any record Kafka takes: only its first bytes were read
-                try:
-                    check_size(line)
-                except BadRecord as error:
-                    failures.append((number, topic_prefix + SOURCE_JOURNAL, f"{error.reason}: {error.message}"))
+            try:  # a line over the record limit (only its first bytes read, when far over) is never sent
+                check_size(line)
+            except BadRecord as error:
+                failures.append((number, topic_prefix + SOURCE_JOURNAL, f"{error.reason}: {error.message}"))
                 continue
             record = prepare_line(line, fmt, per_kind, codec, topic_prefix)
             summary.raw += record.raw
@@ -299,7 +298,7 @@ def publish_journal(
     if remaining:
         failures.append((None, topic_prefix + SOURCE_JOURNAL, f"{remaining} records still undelivered after {FLUSH_TIMEOUT_S:.0f} s"))
     if failures:
-        first = "; ".join(f"line {n}: {topic}: {text}" for n, topic, text in failures[:3])
+        first = "; ".join(f"{'' if n is None else f'line {n + 1}: '}{topic}: {text}" for n, topic, text in failures[:3])
         raise PublishError(f"{len(failures)} records of {journal} were not delivered ({first})", failures)
     return summary
 
