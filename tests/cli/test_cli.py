@@ -65,10 +65,10 @@ def test_run_on_embedded_default_processes_the_packaged_minimum_case(tmp_path):
     # rejected; the idempotency key's open (waiting for a decision: the README's review walkthrough approves it).
     lines = [line.strip() for line in result.stdout.splitlines()]
     assert [line for line in lines if line.startswith("review ")] == [
-        "review EXP-idempotency-key r1 (streak 3): open",
-        'review EXP-mock-server r1 (streak 3): rejected by qa-lead: "The mock server crashed on the shared CI host: the runner needs fixing, '
+        "review EXP-idempotency-key r1 (raised at streak 3): open",
+        'review EXP-mock-server r1 (raised at streak 3): rejected by qa-lead: "The mock server crashed on the shared CI host: the runner needs fixing, '
         'not the lesson"',
-        "review EXP-schema-drift r2 (streak 3): approved by api-platform-lead; fix EXP-schema-drift r3: repair held "
+        "review EXP-schema-drift r2 (raised at streak 3): approved by api-platform-lead; fix EXP-schema-drift r3: repair held "
         "(selected 1, recurred 0, avoided 1)",
     ]
     # Under each scope's figures, the line `stats` prints for it: unknown by reason, unmatched failures, withheld, effects.
@@ -259,8 +259,8 @@ def test_explain_says_an_outcome_was_dead_lettered(tmp_path):
     for outcome_id, reason, line in (("job-late", "position_conflict", len(lines) + 1), ("job-typo", "unexpected_field", len(lines) + 2)):
         result = run_cli("explain", "migration-lock", outcome_id, "--journal", str(bad))
         assert result.returncode == 1
-        assert f"error: task outcome '{outcome_id}' of scope 'migration-lock' was dead-lettered, so the ledger never applied it: {reason} at line {line}" \
-            in " ".join(result.stdout.split()), result.stdout
+        assert (f"error: task outcome '{outcome_id}' of scope 'migration-lock' was dead-lettered, so the ledger never applied it: {reason} at "
+                f"line {line} (offset {line - 1}): ") in " ".join(result.stdout.split()), result.stdout
     assert run_cli("explain", "migration-lock", "job-recur", "--journal", str(bad), "--json").returncode == 0
 
 

@@ -113,9 +113,12 @@ def review_lines(rows: list[dict]) -> list[str]:
     """One line per review candidate of a scope (its last ReviewStatus row,
     contract §18), in ArtifactRef order, then by candidate_id:
 
-        review EXP-a r2 (streak 3): approved by lead; fix EXP-a r3: repair held (selected 1, recurred 0, avoided 1)
-        review EXP-b r1 (streak 3): rejected by qa: "the runner, not the lesson"
-        review EXP-c r1 (streak 4): open
+        review EXP-a r2 (raised at streak 3): approved by lead; fix EXP-a r3: repair held (selected 1, recurred 0, avoided 1)
+        review EXP-b r1 (raised at streak 3): rejected by qa: "the runner, not the lesson"
+        review EXP-c r1 (raised at streak 4): open
+
+    The streak is the one that raised the candidate (contract §18), which
+    the revision's line above may have passed since.
 
     [] without candidates."""
     from recurrence_ledger.ledger.state import ref_order
@@ -123,7 +126,7 @@ def review_lines(rows: list[dict]) -> list[str]:
     lines = []
     for row in sorted(rows, key=lambda row: (*ref_order(row["artifact_ref"]), row["candidate_id"])):
         ref, decision, fix, repair = row["artifact_ref"], row["decision"], row["fix_revision"], row["repair"]
-        line = f"  review {ref['artifact_id']} r{ref['revision']} (streak {row['streak']}): {row['status']}"
+        line = f"  review {ref['artifact_id']} r{ref['revision']} (raised at streak {row['streak']}): {row['status']}"
         if decision is not None:
             line += f" by {decision['reviewer']}"
         if row["status"] == "rejected":

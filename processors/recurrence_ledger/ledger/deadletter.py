@@ -87,8 +87,9 @@ def dead_letter(coordinates: Coordinates, raw: bytes, reason: str, message: str)
 
 def read_at(letter: dict) -> str:
     """Where the record of the DeadLetter value ``letter`` was read, for
-    people: "line 12" of a journal file (partition None, the 0-based line
-    number as offset), else "topic[partition]@offset"."""
+    people: "line 12 (offset 11)" of a journal file — counted from 1 as an
+    editor does, and the dead letter's own ``offset``, the 0-based line
+    number (partition None) — else "topic[partition]@offset"."""
     if letter["partition"] is None:
-        return f"line {letter['offset'] + 1}"
+        return f"line {letter['offset'] + 1} (offset {letter['offset']})"
     return f"{letter['topic']}[{letter['partition']}]@{letter['offset']}"

@@ -254,7 +254,7 @@ class LedgerWorker:
                 stage.recovery.close()
             self._catch_up.close()
             self._report_dead_letters()
-            log.info("stopped after %d records; GC pauses: %s", self.records_in, self.metrics.describe_gc())
+            log.info("stopped after %d records read (input and repartition topics); GC pauses: %s", self.records_in, self.metrics.describe_gc())
         if self._catch_up.not_caught_up is not None:
             raise self._catch_up.not_caught_up
 
