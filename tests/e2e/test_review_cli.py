@@ -19,7 +19,7 @@ from tests.e2e import harness
 from tests.e2e.review_fixtures import applied, candidate, ref, repair, statistics, status
 from tests.plugins.processes import run_cli
 
-OPEN, SUPERSEDED, DECIDED = candidate("s1", "P1"), candidate("s1", "P2"), candidate("s2", "Q1", streak=4)
+OPEN, SUPERSEDED, DECIDED = candidate("s1", "P1"), candidate("s1", "P2"), candidate("s2", "Q1", streak=4, run_start=5)
 DONE = applied("rejected", "carol", "2025-03-01T10:00:00.250Z", 7, reason="a flaky mirror", decision_id="sha256:" + "e" * 64)
 
 
@@ -67,6 +67,7 @@ def test_list_and_show_read_the_topics(bootstrap, prefix):
     shown = review(bootstrap, prefix, "show", hex_start)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert f"{DECIDED['candidate_id']} (rejected)" in shown.stdout
+    assert "streak 4 from journal position 5: 4 recurred verdicts in a row" in shown.stdout
     assert "failures: Q1-o1 check[0], Q1-o2 check[0], Q1-o3 check[0], Q1-o4 check[0]" in shown.stdout
     assert "rejected by carol at 2025-03-01T10:00:00.250Z (position 7): a flaky mirror (reason code weak_evidence)" in shown.stdout
     shown_json = json.loads(review(bootstrap, prefix, "show", DECIDED["candidate_id"], "--json").stdout)

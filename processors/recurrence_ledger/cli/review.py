@@ -144,9 +144,10 @@ def review_show_command(
         print(json.dumps(shown, ensure_ascii=False))
         return
     console.print(f"{shown['candidate_id']} ({shown['status']})", style="bold", highlight=False)
+    start = shown["run_start_position"]
     lines = [
         f"scope {shown['scope_id']}, {_revision(shown['artifact_ref'])}, signature {shown['signature_key']!r}",
-        f"streak {shown['streak']} from {'the start of its history' if shown['run_start_position'] is None else shown['run_start_position']}: {shown['reason']}",
+        f"streak {shown['streak']} from {'the start of its history' if start is None else f'journal position {start}'}: {shown['reason']}",
         "failures: " + ", ".join(f"{ref['task_outcome_ref']['source_id']} {ref['item_kind']}[{ref['item_index']}]" for ref in shown["failure_refs"]),
     ]
     if shown["decision"]:
