@@ -122,7 +122,9 @@ times, interleaved,
 on fresh topics: a worker is started and, once it logs its partition
 assignment, this script publishes a prefix of the same workload at that
 rate with the idempotent producer of ``kafka_io.publisher_config`` (values
-encoded beforehand), noting the time just before each ``produce()``. A
+encoded beforehand; one record delivered to a topic no worker reads first,
+as librdkafka's idempotent producer holds its first ~500 ms of records:
+``warmed_publisher``), noting the time just before each ``produce()``. A
 ``read_committed`` consumer thread here (``fetch.wait.max.ms`` 10, so it
 adds little itself), assigned to ``recurrence-statistics`` and
 ``recurrence-observations``, notes when each record arrives. The worker
@@ -627,6 +629,25 @@ class LatencyRun:
     cpu: dict[str, float] = field(default_factory=dict)  # cpu_shares while publishing
 
 
+#: A topic no worker reads, for the latency runs' publisher warm-up record.
+PUBLISHER_WARMUP = "publisher-warmup"
+
+
+def warmed_publisher(bootstrap: str, warmup_topic: str) -> Producer:
+    """The latency runs' publisher (``kafka_io.publisher_config``: idempotent),
+    with one record delivered to ``warmup_topic`` first. A new idempotent
+    librdkafka producer delivers nothing for its first ~500 ms (it waits a
+    timer for its producer id: confluentinc/librdkafka#5032); without the
+    warm-up the first half second of events waited for it and was counted
+    as the ledger's latency (p99 542 ms against 238 ms at 2,000 events/s,
+    2026-12-07). A long-running publisher pays it once."""
+    producer = Producer(publisher_config(bootstrap))
+    producer.produce(warmup_topic, value=b"warm-up")
+    if producer.flush(30):
+        raise RuntimeError("latency publisher: the warm-up record was not delivered in 30 s")
+    return producer
+
+
 class Observer(threading.Thread):
     """read_committed consumer noting when each output record arrives."""
 
@@ -691,7 +712,7 @@ def latency_run(bootstrap: str, partitions: int, lines: list[bytes], rate: float
     publishing: events, p50, max, CPU shares) into ``workdir``."""
     prefix = f"kbench-{uuid.uuid4().hex[:8]}."
     prefixes.append(prefix)
-    create_topics(bootstrap, partitions, prefix)
+    create_topics(bootstrap, partitions, prefix, extra=[(PUBLISHER_WARMUP, {})])
     prepared = [prepare_line(line) for line in lines]
     identities = []
     for line in lines:
@@ -714,7 +735,7 @@ def latency_run(bootstrap: str, partitions: int, lines: list[bytes], rate: float
                 raise RuntimeError(f"latency worker did not start; log {log_path}:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.05)
         time.sleep(0.5)
-        producer = Producer(publisher_config(bootstrap))
+        producer = warmed_publisher(bootstrap, prefix + PUBLISHER_WARMUP)
         topic = prefix + catalogue.SOURCE_JOURNAL
         sent = [0.0] * len(prepared)
         sent_wall = [0.0] * len(prepared)
