@@ -336,7 +336,7 @@ class LedgerWorker:
         except Exception as error:  # a hook failing the record: handled like the core failing on it
             return [], ("internal_error", f"{type(error).__name__}: {error}"[:1000])
         records = self.outputs.records(emits, message.key())
-        oversized = self.outputs.oversized(records) or (self.state_limit.check(self._stage_of[message.topic()].changelog_topic, task) if self.state_limit.watched else None)
+        oversized = self.outputs.oversized(records) or self.state_limit.check(self._stage_of[message.topic()].changelog_topic, task)
         return ([], ("oversized_output", oversized)) if oversized is not None else (records, None)
 
     def _process(self, task: Task, message: Message) -> list:
